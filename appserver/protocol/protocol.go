@@ -1,0 +1,334 @@
+// Package protocol holds the codex app-server wire types this project uses.
+//
+// The shapes follow codex 0.169.0 (see testdata/codex-wire for recorded sessions). Only the
+// fields the daemon reads are declared; encoding/json ignores the rest, so newer servers that add
+// fields keep working. Fields whose shape varies across versions stay json.RawMessage.
+package protocol
+
+import "encoding/json"
+
+// Method names of client requests and notifications.
+const (
+	MethodInitialize    = "initialize"
+	MethodInitialized   = "initialized"
+	MethodThreadStart   = "thread/start"
+	MethodThreadResume  = "thread/resume"
+	MethodTurnStart     = "turn/start"
+	MethodTurnInterrupt = "turn/interrupt"
+)
+
+// Method names of server notifications the daemon interprets.
+const (
+	NotifyTurnStarted        = "turn/started"
+	NotifyTurnCompleted      = "turn/completed"
+	NotifyItemStarted        = "item/started"
+	NotifyItemCompleted      = "item/completed"
+	NotifyAgentMessageDelta  = "item/agentMessage/delta"
+	NotifyTokenUsageUpdated  = "thread/tokenUsage/updated"
+	NotifyError              = "error"
+	NotifyThreadStatus       = "thread/status/changed"
+	NotifyServerRequestClear = "serverRequest/resolved"
+)
+
+// Method names of server-initiated requests.
+const (
+	RequestCommandApproval     = "item/commandExecution/requestApproval"
+	RequestFileChangeApproval  = "item/fileChange/requestApproval"
+	RequestPermissionsApproval = "item/permissions/requestApproval"
+	RequestMCPElicitation      = "mcpServer/elicitation/request"
+	RequestToolUserInput       = "item/tool/requestUserInput"
+)
+
+// Turn statuses as reported in turn.status.
+const (
+	TurnInProgress  = "inProgress"
+	TurnCompleted   = "completed"
+	TurnInterrupted = "interrupted"
+	TurnFailed      = "failed"
+)
+
+// Item types the projector understands. Others are carried through untouched.
+const (
+	ItemUserMessage      = "userMessage"
+	ItemAgentMessage     = "agentMessage"
+	ItemCommandExecution = "commandExecution"
+	ItemFileChange       = "fileChange"
+	ItemMCPToolCall      = "mcpToolCall"
+	ItemDynamicToolCall  = "dynamicToolCall"
+	ItemReasoning        = "reasoning"
+)
+
+// Agent message phases.
+const (
+	PhaseCommentary  = "commentary"
+	PhaseFinalAnswer = "final_answer"
+)
+
+// ClientInfo identifies this client in the initialize request.
+type ClientInfo struct {
+	Name    string `json:"name"`
+	Title   string `json:"title,omitempty"`
+	Version string `json:"version"`
+}
+
+// InitializeCapabilities is the optional capabilities block of initialize.
+type InitializeCapabilities struct {
+	OptOutNotificationMethods []string `json:"optOutNotificationMethods,omitempty"`
+}
+
+// InitializeParams are the params of initialize.
+type InitializeParams struct {
+	ClientInfo   ClientInfo              `json:"clientInfo"`
+	Capabilities *InitializeCapabilities `json:"capabilities,omitempty"`
+}
+
+// InitializeResult is the result of initialize.
+type InitializeResult struct {
+	UserAgent      string `json:"userAgent"`
+	CodexHome      string `json:"codexHome"`
+	PlatformFamily string `json:"platformFamily"`
+	PlatformOs     string `json:"platformOs"`
+}
+
+// ThreadStartParams are the params of thread/start. Every field is optional.
+type ThreadStartParams struct {
+	Cwd                   string          `json:"cwd,omitempty"`
+	ApprovalPolicy        string          `json:"approvalPolicy,omitempty"`
+	Sandbox               string          `json:"sandbox,omitempty"`
+	Model                 string          `json:"model,omitempty"`
+	ModelProvider         string          `json:"modelProvider,omitempty"`
+	BaseInstructions      string          `json:"baseInstructions,omitempty"`
+	DeveloperInstructions string          `json:"developerInstructions,omitempty"`
+	Config                json.RawMessage `json:"config,omitempty"`
+	Ephemeral             bool            `json:"ephemeral,omitempty"`
+}
+
+// ThreadResumeParams are the params of thread/resume. The optional overrides mirror thread/start.
+type ThreadResumeParams struct {
+	ThreadID              string `json:"threadId"`
+	Cwd                   string `json:"cwd,omitempty"`
+	ApprovalPolicy        string `json:"approvalPolicy,omitempty"`
+	Sandbox               string `json:"sandbox,omitempty"`
+	Model                 string `json:"model,omitempty"`
+	BaseInstructions      string `json:"baseInstructions,omitempty"`
+	DeveloperInstructions string `json:"developerInstructions,omitempty"`
+}
+
+// Thread is the subset of a thread object the daemon reads.
+type Thread struct {
+	ID     string `json:"id"`
+	Path   string `json:"path,omitempty"`
+	Cwd    string `json:"cwd,omitempty"`
+	Status struct {
+		Type string `json:"type"`
+	} `json:"status"`
+}
+
+// ThreadResult is the result of thread/start and thread/resume.
+type ThreadResult struct {
+	Thread Thread `json:"thread"`
+	Model  string `json:"model,omitempty"`
+}
+
+// UserInput is one element of turn/start input.
+type UserInput struct {
+	Type string `json:"type"`
+	Text string `json:"text,omitempty"`
+}
+
+// TurnStartParams are the params of turn/start.
+type TurnStartParams struct {
+	ThreadID string      `json:"threadId"`
+	Input    []UserInput `json:"input"`
+}
+
+// TurnInterruptParams are the params of turn/interrupt.
+type TurnInterruptParams struct {
+	ThreadID string `json:"threadId"`
+	TurnID   string `json:"turnId"`
+}
+
+// TurnError is turn.error on a failed or interrupted turn, and error.error in an error
+// notification. CodexErrorInfo is a string ("internalServerError") or an object depending on the
+// error kind, so it stays raw.
+type TurnError struct {
+	Message           string          `json:"message"`
+	CodexErrorInfo    json.RawMessage `json:"codexErrorInfo,omitempty"`
+	AdditionalDetails *string         `json:"additionalDetails,omitempty"`
+}
+
+// Turn is the turn object of turn/start results and turn notifications.
+type Turn struct {
+	ID         string            `json:"id"`
+	Status     string            `json:"status"`
+	Error      *TurnError        `json:"error,omitempty"`
+	Items      []json.RawMessage `json:"items,omitempty"`
+	DurationMs *int64            `json:"durationMs,omitempty"`
+}
+
+// TurnResult is the result of turn/start.
+type TurnResult struct {
+	Turn Turn `json:"turn"`
+}
+
+// TurnNotification is the params of turn/started and turn/completed.
+type TurnNotification struct {
+	ThreadID string `json:"threadId"`
+	Turn     Turn   `json:"turn"`
+}
+
+// ItemNotification is the params of item/started and item/completed. Item stays raw so unknown
+// item types survive; decode it with DecodeItem.
+type ItemNotification struct {
+	ThreadID string          `json:"threadId"`
+	TurnID   string          `json:"turnId"`
+	Item     json.RawMessage `json:"item"`
+}
+
+// AgentMessageDelta is the params of item/agentMessage/delta.
+type AgentMessageDelta struct {
+	ThreadID string `json:"threadId"`
+	TurnID   string `json:"turnId"`
+	ItemID   string `json:"itemId"`
+	Delta    string `json:"delta"`
+}
+
+// ErrorNotification is the params of the error notification. WillRetry true does not end the
+// turn.
+type ErrorNotification struct {
+	Error     TurnError `json:"error"`
+	WillRetry bool      `json:"willRetry"`
+	ThreadID  string    `json:"threadId"`
+	TurnID    string    `json:"turnId"`
+}
+
+// TokenUsageBreakdown counts tokens.
+type TokenUsageBreakdown struct {
+	TotalTokens           int64 `json:"totalTokens"`
+	InputTokens           int64 `json:"inputTokens"`
+	CachedInputTokens     int64 `json:"cachedInputTokens"`
+	OutputTokens          int64 `json:"outputTokens"`
+	ReasoningOutputTokens int64 `json:"reasoningOutputTokens"`
+}
+
+// ThreadTokenUsage is the tokenUsage of thread/tokenUsage/updated: the thread's running total and
+// the last model call.
+type ThreadTokenUsage struct {
+	Total              TokenUsageBreakdown `json:"total"`
+	Last               TokenUsageBreakdown `json:"last"`
+	ModelContextWindow *int64              `json:"modelContextWindow,omitempty"`
+}
+
+// TokenUsageNotification is the params of thread/tokenUsage/updated.
+type TokenUsageNotification struct {
+	ThreadID   string           `json:"threadId"`
+	TurnID     string           `json:"turnId"`
+	TokenUsage ThreadTokenUsage `json:"tokenUsage"`
+}
+
+// Item is the decoded union of thread items. Type selects which fields are meaningful; unknown
+// types keep only Type and ID.
+type Item struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+
+	// userMessage
+	Content []UserInput `json:"content,omitempty"`
+
+	// agentMessage, plan
+	Text  string  `json:"text,omitempty"`
+	Phase *string `json:"phase,omitempty"`
+
+	// commandExecution
+	Command          string  `json:"command,omitempty"`
+	Cwd              string  `json:"cwd,omitempty"`
+	AggregatedOutput *string `json:"aggregatedOutput,omitempty"`
+	ExitCode         *int    `json:"exitCode,omitempty"`
+
+	// commandExecution, fileChange, mcpToolCall, dynamicToolCall
+	Status string `json:"status,omitempty"`
+
+	// fileChange
+	Changes []FileUpdateChange `json:"changes,omitempty"`
+
+	// mcpToolCall (Server, Tool), dynamicToolCall (Namespace, Tool)
+	Server       string            `json:"server,omitempty"`
+	Namespace    *string           `json:"namespace,omitempty"`
+	Tool         string            `json:"tool,omitempty"`
+	Arguments    json.RawMessage   `json:"arguments,omitempty"`
+	Result       json.RawMessage   `json:"result,omitempty"`
+	Error        json.RawMessage   `json:"error,omitempty"`
+	ContentItems []json.RawMessage `json:"contentItems,omitempty"`
+	Success      *bool             `json:"success,omitempty"`
+
+	DurationMs *int64 `json:"durationMs,omitempty"`
+}
+
+// FileUpdateChange is one file of a fileChange item.
+type FileUpdateChange struct {
+	Path string          `json:"path"`
+	Kind json.RawMessage `json:"kind,omitempty"`
+	Diff string          `json:"diff,omitempty"`
+}
+
+// DecodeItem decodes a raw thread item.
+func DecodeItem(raw json.RawMessage) (Item, error) {
+	var it Item
+	err := json.Unmarshal(raw, &it)
+	return it, err
+}
+
+// Notification is one server notification, in arrival order. Params stay raw: the projector and
+// callers decode what they need.
+type Notification struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// ApprovalParams is the subset of approval request params the daemon reads (both command and
+// file change approvals).
+type ApprovalParams struct {
+	ThreadID           string            `json:"threadId"`
+	TurnID             string            `json:"turnId"`
+	ItemID             string            `json:"itemId"`
+	Command            string            `json:"command,omitempty"`
+	Reason             *string           `json:"reason,omitempty"`
+	AvailableDecisions []json.RawMessage `json:"availableDecisions,omitempty"`
+}
+
+// ApprovalResponse answers command and file change approvals.
+type ApprovalResponse struct {
+	Decision string `json:"decision"`
+}
+
+// Approval decisions.
+const (
+	DecisionAccept           = "accept"
+	DecisionAcceptForSession = "acceptForSession"
+	DecisionDecline          = "decline"
+	DecisionCancel           = "cancel"
+)
+
+// PermissionsResponse answers item/permissions/requestApproval. An empty Permissions grants
+// nothing.
+type PermissionsResponse struct {
+	Permissions map[string]any `json:"permissions"`
+	Scope       string         `json:"scope"`
+}
+
+// ElicitationResponse answers mcpServer/elicitation/request.
+type ElicitationResponse struct {
+	Action string `json:"action"`
+}
+
+// UserInputResponse answers item/tool/requestUserInput.
+type UserInputResponse struct {
+	Answers map[string]any `json:"answers"`
+}
+
+// JSON-RPC error codes the server uses.
+const (
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeOverloaded     = -32001
+)

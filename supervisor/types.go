@@ -1,0 +1,127 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/projector"
+)
+
+// Reply is the outcome of one turn submitted for a chat key.
+type Reply struct {
+	ChatKey  string
+	ThreadID string
+	TurnID   string
+	// Text is the turn's final answer (see projector.Project). It may be empty for a failed or
+	// interrupted turn.
+	Text string
+	// Status is the codex turn status: "completed", "interrupted" or "failed".
+	Status string
+	// Error is the codex turn error message of a failed turn, else empty.
+	Error    string
+	Usage    projector.Usage
+	Duration time.Duration
+	// NewThread is true when this turn ran on a thread started for it (first message of the key,
+	// or the stored thread could not be resumed).
+	NewThread bool
+	// ResumeFailed is true when a stored thread id could not be resumed and a new thread was
+	// started instead: the conversation's earlier context is gone.
+	ResumeFailed bool
+	// PID is the codex child that ran the turn.
+	PID int
+}
+
+// Errors returned by Submit. Callers turn them into replies a user can act on.
+var (
+	// ErrQueueFull means the chat key already has the maximum number of messages waiting.
+	ErrQueueFull = errors.New("chat is busy: too many messages waiting")
+	// ErrClosed means the supervisor is shutting down and takes no new work.
+	ErrClosed = errors.New("supervisor is shutting down")
+	// ErrNoSlot means every child slot stayed busy for longer than the slot wait.
+	ErrNoSlot = errors.New("all codex sessions are busy")
+)
+
+// Watchdog names, used in WatchdogError and in Totals.Retired.
+const (
+	WatchdogHandshake = "handshake_timeout"
+	WatchdogTurn      = "turn_deadline"
+	WatchdogPostTool  = "post_tool_quiet"
+	WatchdogDead      = "child_died"
+	WatchdogWedged    = "interrupt_ignored"
+)
+
+// WatchdogError reports a turn ended by a watchdog. The child was retired; the next message of
+// the chat key gets a new child that resumes the same thread.
+type WatchdogError struct {
+	ChatKey  string
+	Watchdog string
+	PID      int
+	Err      error
+}
+
+func (e *WatchdogError) Error() string {
+	return fmt.Sprintf("chat %s: codex pid %d retired by watchdog %s: %v", e.ChatKey, e.PID, e.Watchdog, e.Err)
+}
+
+func (e *WatchdogError) Unwrap() error { return e.Err }
+
+// CrashLoopError means the chat key's child keeps failing to start or dying right away; the
+// supervisor is backing off and will try again after RetryAt.
+type CrashLoopError struct {
+	ChatKey  string
+	Failures int
+	RetryAt  time.Time
+	Err      error // the last failure
+}
+
+func (e *CrashLoopError) Error() string {
+	return fmt.Sprintf("chat %s: codex keeps failing (%d in a row), next try at %s: %v",
+		e.ChatKey, e.Failures, e.RetryAt.UTC().Format(time.RFC3339), e.Err)
+}
+
+func (e *CrashLoopError) Unwrap() error { return e.Err }
+
+// State is a child's lifecycle state.
+type State string
+
+// Child states. Transitions: starting → idle ⇄ busy → retiring → dead; starting → dead.
+const (
+	StateStarting State = "starting"
+	StateIdle     State = "idle"
+	StateBusy     State = "busy"
+	StateRetiring State = "retiring"
+	StateDead     State = "dead"
+)
+
+// ChildStatus is one row of the live process table.
+type ChildStatus struct {
+	ChatKey      string        `json:"chat_key"`
+	ThreadID     string        `json:"thread_id"`
+	PID          int           `json:"pid"`
+	State        State         `json:"state"`
+	TurnAge      time.Duration `json:"turn_age_ns"`
+	Turns        int           `json:"turns"`
+	Restarts     int           `json:"restarts"`
+	Queued       int           `json:"queued"`
+	Uptime       time.Duration `json:"uptime_ns"`
+	LastActivity time.Time     `json:"last_activity"`
+	RSSBytes     int64         `json:"rss_bytes"`
+}
+
+// Totals summarizes the pool.
+type Totals struct {
+	Live    int            `json:"live"`
+	Busy    int            `json:"busy"`
+	Queued  int            `json:"queued"`
+	Cap     int            `json:"cap"`
+	Turns   int64          `json:"turns"`
+	Retired map[string]int `json:"retired"` // by reason: watchdog names, "idle", "evicted", "shutdown"
+}
+
+// Snapshot is the live process table at one instant.
+type Snapshot struct {
+	Taken    time.Time     `json:"taken"`
+	Children []ChildStatus `json:"children"`
+	Totals   Totals        `json:"totals"`
+}
