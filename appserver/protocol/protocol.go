@@ -316,9 +316,12 @@ type PermissionsResponse struct {
 	Scope       string         `json:"scope"`
 }
 
-// ElicitationResponse answers mcpServer/elicitation/request.
+// ElicitationResponse answers mcpServer/elicitation/request. Content and Meta are sent as null
+// when empty: the schema lists them as required, nullable fields.
 type ElicitationResponse struct {
-	Action string `json:"action"`
+	Action  string          `json:"action"`
+	Content json.RawMessage `json:"content"`
+	Meta    json.RawMessage `json:"_meta"`
 }
 
 // UserInputResponse answers item/tool/requestUserInput.

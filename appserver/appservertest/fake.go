@@ -1,0 +1,653 @@
+package appservertest
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// FakeEnv is the environment variable that selects fake mode; its value is the mode.
+const FakeEnv = "CODEX_WARM_FAKE_APPSERVER"
+
+// FakeDelayEnv adds a per-turn latency in milliseconds (before the reply; interruptible).
+const FakeDelayEnv = "CODEX_WARM_FAKE_DELAY_MS"
+
+// Fake modes. A mode string is a comma-separated list of them, e.g. "ok,die-after=2".
+const (
+	// FakeOK answers every turn with "reply #<n>: <text>", n counting the thread's user
+	// messages in this process (a resumed thread starts at 1: the fake keeps no history).
+	FakeOK = "ok"
+	// FakeExitHandshake exits with status 3 when initialize arrives, after a line on stderr.
+	FakeExitHandshake = "exit-handshake"
+	// FakeExitMidTurn exits with status 2 after the turn's user message, after a line on
+	// stderr.
+	FakeExitMidTurn = "exit-midturn"
+	// FakeNoComplete never completes a turn but honours turn/interrupt.
+	FakeNoComplete = "no-complete"
+	// FakeIgnoreInterrupt never completes a turn; it answers turn/interrupt with {} and
+	// nothing else.
+	FakeIgnoreInterrupt = "ignore-interrupt"
+	// FakeQuietAfterTool sends a completed commandExecution item and then nothing (it honours
+	// turn/interrupt).
+	FakeQuietAfterTool = "quiet-after-tool"
+	// FakeGarbage writes a non-JSON line mid-turn, then carries on.
+	FakeGarbage = "garbage"
+	// FakeHugeLine writes a 10 MiB item/agentMessage/delta line mid-turn, then carries on.
+	FakeHugeLine = "huge-line"
+	// FakeApproval sends item/commandExecution/requestApproval (server request id 0 first),
+	// waits for the answer and completes with "decision: <decision>". availableDecisions is what
+	// codex 0.169 offers (accept, acceptWithExecpolicyAmendment, cancel) unless
+	// "approval-offer=a+b" overrides it. A "cancel" answer interrupts the turn, as in codex.
+	FakeApproval = "approval"
+	// FakeSlowStart sleeps before answering initialize: 60 s, or "slow-start=<ms>".
+	FakeSlowStart = "slow-start"
+	// FakeUnknownThread answers thread/resume with -32600 "no rollout found ...".
+	FakeUnknownThread = "unknown-thread"
+	// FakeDieAfter ("die-after=N") exits with status 0 right after completing the Nth turn.
+	FakeDieAfter = "die-after"
+	// FakeStubborn ignores stdin EOF and SIGTERM: only SIGKILL stops it.
+	FakeStubborn = "stubborn"
+	// FakeFail fails every turn like a model HTTP 500: an error notification, then
+	// turn/completed with status failed.
+	FakeFail = "fail"
+	// FakeAuthFail fails every turn the way an expired login does (401, refresh token) and
+	// logs the refresh failure to stderr.
+	FakeAuthFail = "auth-fail"
+	// FakeRetryError sends an error notification with willRetry true before the reply.
+	FakeRetryError = "retry-error"
+	// FakeSlowTurnStart ("slow-turn-start=<ms>") delays the turn/start response; the turn
+	// itself is then started, so it can be interrupted.
+	FakeSlowTurnStart = "slow-turn-start"
+	// FakeEarlyNotify sends the turn's first notifications before the turn/start response,
+	// interleaved with notifications of another thread and of another turn of the same thread.
+	FakeEarlyNotify = "early-notify"
+)
+
+// FakeHugeLineBytes is the size of the delta FakeHugeLine writes.
+const FakeHugeLineBytes = 10 << 20
+
+// FakeFailMessage is the turn error message of FakeFail.
+const FakeFailMessage = "We're currently experiencing high demand, which may cause temporary errors."
+
+// FakeAuthFailMessage is the turn error message of FakeAuthFail.
+const FakeAuthFailMessage = "unexpected status 401 Unauthorized: Your access token could not be refreshed. Please log out and sign in again."
+
+// RunFakeIfRequested serves the fake app-server on stdin/stdout and exits the process when
+// FakeEnv is set; otherwise it returns at once. Call it first thing in TestMain, before m.Run.
+func RunFakeIfRequested() {
+	mode, ok := os.LookupEnv(FakeEnv)
+	if !ok {
+		return
+	}
+	os.Exit(runFake(mode, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// FakeCommand returns the binary and environment that start the fake app-server in mode: the
+// running test binary (whose TestMain calls RunFakeIfRequested) with FakeEnv=mode added. The
+// binary path is absolute, so a Config.Dir does not break it.
+func FakeCommand(mode string) (bin string, env []string) {
+	bin = os.Args[0]
+	if exe, err := os.Executable(); err == nil {
+		bin = exe
+	}
+	env = make([]string, 0, len(os.Environ())+2)
+	gorace := "atexit_sleep_ms=0"
+	for _, kv := range os.Environ() {
+		switch {
+		case strings.HasPrefix(kv, "GORACE="):
+			gorace = strings.TrimPrefix(kv, "GORACE=") + " " + gorace
+		case strings.HasPrefix(kv, FakeEnv+"="):
+		default:
+			env = append(env, kv)
+		}
+	}
+	// Under -race the fake would sleep a second at exit (the race detector's default
+	// atexit_sleep_ms), which makes a graceful stdin-EOF exit look like a child ignoring it.
+	return bin, append(env, "GORACE="+gorace, FakeEnv+"="+mode)
+}
+
+type fakeModes struct {
+	set           map[string]bool
+	dieAfter      int
+	slowStart     time.Duration
+	slowTurnStart time.Duration
+	offer         []string
+	delay         time.Duration
+}
+
+func parseFakeModes(mode string) (fakeModes, error) {
+	m := fakeModes{set: map[string]bool{}, slowStart: time.Minute}
+	for _, part := range strings.Split(mode, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, val, hasVal := strings.Cut(part, "=")
+		switch name {
+		case FakeOK, FakeExitHandshake, FakeExitMidTurn, FakeNoComplete, FakeIgnoreInterrupt,
+			FakeQuietAfterTool, FakeGarbage, FakeHugeLine, FakeApproval, FakeUnknownThread,
+			FakeStubborn, FakeFail, FakeAuthFail, FakeRetryError, FakeEarlyNotify:
+		case FakeDieAfter:
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 {
+				return m, fmt.Errorf("mode %q: want die-after=N with N >= 1", part)
+			}
+			m.dieAfter = n
+		case FakeSlowStart:
+			if hasVal {
+				ms, err := strconv.Atoi(val)
+				if err != nil {
+					return m, fmt.Errorf("mode %q: want slow-start=<milliseconds>", part)
+				}
+				m.slowStart = time.Duration(ms) * time.Millisecond
+			}
+		case FakeSlowTurnStart:
+			ms, err := strconv.Atoi(val)
+			if err != nil {
+				return m, fmt.Errorf("mode %q: want slow-turn-start=<milliseconds>", part)
+			}
+			m.slowTurnStart = time.Duration(ms) * time.Millisecond
+		case "approval-offer":
+			m.offer = strings.Split(val, "+")
+		default:
+			return m, fmt.Errorf("unknown fake mode %q", part)
+		}
+		m.set[name] = true
+	}
+	if v := os.Getenv(FakeDelayEnv); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil {
+			return m, fmt.Errorf("%s=%q: %w", FakeDelayEnv, v, err)
+		}
+		m.delay = time.Duration(ms) * time.Millisecond
+	}
+	return m, nil
+}
+
+// fakeServer is the fake codex app-server. It runs in its own process (the helper-process
+// pattern), so it exits rather than cleaning up.
+type fakeServer struct {
+	modes  fakeModes
+	stderr io.Writer
+
+	outMu sync.Mutex
+	out   io.Writer
+
+	mu          sync.Mutex
+	initialized bool
+	threads     map[string]*fakeThread
+	nextReqID   int64
+	waiting     map[int64]chan fakeMsg // server requests awaiting the client's answer
+	completed   int
+}
+
+type fakeThread struct {
+	id           string
+	userMessages int
+	active       *fakeTurn
+}
+
+type fakeTurn struct {
+	id          string
+	thread      *fakeThread
+	interrupted chan struct{}
+	once        sync.Once
+}
+
+func (t *fakeTurn) interrupt() { t.once.Do(func() { close(t.interrupted) }) }
+
+// fakeMsg is any JSON-RPC message (codex omits the "jsonrpc" member).
+type fakeMsg struct {
+	ID     *json.RawMessage `json:"id,omitempty"`
+	Method string           `json:"method,omitempty"`
+	Params json.RawMessage  `json:"params,omitempty"`
+	Result json.RawMessage  `json:"result,omitempty"`
+	Error  *fakeRPCError    `json:"error,omitempty"`
+}
+
+type fakeRPCError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func runFake(mode string, in io.Reader, out, stderr io.Writer) int {
+	modes, err := parseFakeModes(mode)
+	if err != nil {
+		fmt.Fprintf(stderr, "fake app-server: %v\n", err)
+		return 64
+	}
+	if modes.set[FakeStubborn] {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	f := &fakeServer{
+		modes:   modes,
+		stderr:  stderr,
+		out:     out,
+		threads: map[string]*fakeThread{},
+		waiting: map[int64]chan fakeMsg{},
+	}
+	fmt.Fprintf(stderr, "fake app-server: pid %d mode %q\n", os.Getpid(), mode)
+	r := bufio.NewReaderSize(in, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			f.handleLine(line)
+		}
+		if err != nil {
+			if modes.set[FakeStubborn] {
+				fmt.Fprintln(stderr, "fake app-server: stdin closed; staying up (stubborn)")
+				select {} // only SIGKILL ends this
+			}
+			fmt.Fprintln(stderr, "fake app-server: stdin closed; exiting")
+			return 0
+		}
+	}
+}
+
+func (f *fakeServer) handleLine(line []byte) {
+	var m fakeMsg
+	if err := json.Unmarshal(line, &m); err != nil {
+		fmt.Fprintf(f.stderr, "fake app-server: bad line from client: %v\n", err)
+		return
+	}
+	switch {
+	case m.Method != "" && m.ID != nil:
+		f.handleRequest(m)
+	case m.Method != "":
+		// Notifications from the client (initialized): nothing to do.
+	case m.ID != nil:
+		f.handleResponse(m)
+	}
+}
+
+func (f *fakeServer) handleRequest(m fakeMsg) {
+	f.mu.Lock()
+	initialized := f.initialized
+	f.mu.Unlock()
+	if m.Method != "initialize" && !initialized {
+		f.replyError(m.ID, -32600, "Not initialized")
+		return
+	}
+	switch m.Method {
+	case "initialize":
+		if f.modes.set[FakeExitHandshake] {
+			fmt.Fprintln(f.stderr, "fake app-server: exiting during handshake (mode exit-handshake)")
+			os.Exit(3)
+		}
+		if f.modes.set[FakeSlowStart] {
+			time.Sleep(f.modes.slowStart)
+		}
+		f.mu.Lock()
+		f.initialized = true
+		f.mu.Unlock()
+		home, _ := os.Getwd()
+		if h := os.Getenv("CODEX_HOME"); h != "" {
+			home = h
+		}
+		f.reply(m.ID, map[string]any{
+			"userAgent": "fake-app-server/0.0.0", "codexHome": home,
+			"platformFamily": "unix", "platformOs": "linux",
+		})
+	case "thread/start":
+		var p struct {
+			Cwd string `json:"cwd"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		th := &fakeThread{id: newUUID()}
+		f.mu.Lock()
+		f.threads[th.id] = th
+		f.mu.Unlock()
+		f.reply(m.ID, map[string]any{"thread": fakeThreadObj(th.id, p.Cwd), "model": "fake-model"})
+		f.notify("thread/started", map[string]any{"thread": fakeThreadObj(th.id, p.Cwd)})
+	case "thread/resume":
+		var p struct {
+			ThreadID string `json:"threadId"`
+			Cwd      string `json:"cwd"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		if f.modes.set[FakeUnknownThread] || p.ThreadID == "" {
+			f.replyError(m.ID, -32600, "no rollout found for thread id "+p.ThreadID)
+			return
+		}
+		f.mu.Lock()
+		if f.threads[p.ThreadID] == nil {
+			f.threads[p.ThreadID] = &fakeThread{id: p.ThreadID}
+		}
+		f.mu.Unlock()
+		f.reply(m.ID, map[string]any{"thread": fakeThreadObj(p.ThreadID, p.Cwd), "model": "fake-model"})
+	case "turn/start":
+		f.startTurn(m)
+	case "turn/interrupt":
+		var p struct {
+			ThreadID string `json:"threadId"`
+			TurnID   string `json:"turnId"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		f.mu.Lock()
+		var active *fakeTurn
+		if th := f.threads[p.ThreadID]; th != nil {
+			active = th.active
+		}
+		f.mu.Unlock()
+		switch {
+		case active == nil:
+			f.replyError(m.ID, -32600, "no active turn to interrupt")
+		case active.id != p.TurnID:
+			f.replyError(m.ID, -32600, fmt.Sprintf("expected active turn id %s but found %s", active.id, p.TurnID))
+		default:
+			f.reply(m.ID, map[string]any{})
+			if !f.modes.set[FakeIgnoreInterrupt] {
+				active.interrupt()
+			}
+		}
+	default:
+		f.replyError(m.ID, -32601, "method not found: "+m.Method)
+	}
+}
+
+func (f *fakeServer) handleResponse(m fakeMsg) {
+	id, err := strconv.ParseInt(string(*m.ID), 10, 64)
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	ch := f.waiting[id]
+	delete(f.waiting, id)
+	f.mu.Unlock()
+	if ch != nil {
+		ch <- m
+	}
+}
+
+func (f *fakeServer) startTurn(m fakeMsg) {
+	var p struct {
+		ThreadID string `json:"threadId"`
+		Input    []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"input"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	var text []string
+	for _, in := range p.Input {
+		text = append(text, in.Text)
+	}
+	f.mu.Lock()
+	th := f.threads[p.ThreadID]
+	if th == nil {
+		f.mu.Unlock()
+		f.replyError(m.ID, -32600, "thread not found: "+p.ThreadID)
+		return
+	}
+	if th.active != nil {
+		// codex merges a turn/start during an active turn into it and answers with its id.
+		id := th.active.id
+		f.mu.Unlock()
+		f.reply(m.ID, map[string]any{"turn": fakeTurnObj(id, "inProgress", nil, nil)})
+		return
+	}
+	th.userMessages++
+	n := th.userMessages
+	t := &fakeTurn{id: newUUID(), thread: th, interrupted: make(chan struct{})}
+	th.active = t
+	f.mu.Unlock()
+
+	userText := strings.Join(text, "\n")
+	if f.modes.set[FakeEarlyNotify] {
+		other := newUUID()
+		f.notify("thread/status/changed", map[string]any{"threadId": other, "status": map[string]any{"type": "active"}})
+		f.notify("turn/started", map[string]any{"threadId": th.id, "turn": fakeTurnObj(t.id, "inProgress", nil, nil)})
+		f.notify("item/completed", map[string]any{"threadId": th.id, "turnId": "stale-" + t.id,
+			"item": map[string]any{"type": "agentMessage", "id": "stale", "text": "from another turn", "phase": "final_answer"}})
+		f.notify("turn/completed", map[string]any{"threadId": other, "turn": fakeTurnObj(newUUID(), "completed", nil, nil)})
+		f.reply(m.ID, map[string]any{"turn": fakeTurnObj(t.id, "inProgress", nil, nil)})
+		go f.runTurn(t, userText, n, true)
+		return
+	}
+	if d := f.modes.slowTurnStart; d > 0 {
+		time.Sleep(d)
+	}
+	f.reply(m.ID, map[string]any{"turn": fakeTurnObj(t.id, "inProgress", nil, nil)})
+	go f.runTurn(t, userText, n, false)
+}
+
+func (f *fakeServer) runTurn(t *fakeTurn, text string, n int, startedSent bool) {
+	started := time.Now()
+	th := t.thread
+	f.notify("thread/status/changed", map[string]any{"threadId": th.id, "status": map[string]any{"type": "active", "activeFlags": []any{}}})
+	if !startedSent {
+		f.notify("turn/started", map[string]any{"threadId": th.id, "turn": fakeTurnObj(t.id, "inProgress", nil, nil)})
+	}
+	user := map[string]any{"type": "userMessage", "id": "user-" + t.id,
+		"content": []any{map[string]any{"type": "text", "text": text, "text_elements": []any{}}}}
+	f.itemStarted(t, user)
+	f.itemCompleted(t, user)
+
+	complete := func(status string, turnErr map[string]any, items []any) {
+		f.notify("thread/status/changed", map[string]any{"threadId": th.id, "status": map[string]any{"type": "idle"}})
+		f.mu.Lock()
+		th.active = nil
+		if status == "completed" {
+			f.completed++
+		}
+		done := f.completed
+		f.mu.Unlock()
+		ms := time.Since(started).Milliseconds()
+		f.notify("turn/completed", map[string]any{"threadId": th.id, "turn": fakeTurnObj(t.id, status, turnErr, items, ms)})
+		if f.modes.dieAfter > 0 && done >= f.modes.dieAfter {
+			fmt.Fprintf(f.stderr, "fake app-server: exiting after %d turns (mode die-after)\n", done)
+			os.Exit(0)
+		}
+	}
+	waitInterrupt := func() {
+		<-t.interrupted
+		complete("interrupted", nil, []any{})
+	}
+
+	if d := f.modes.delay; d > 0 {
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+		case <-t.interrupted:
+			timer.Stop()
+			complete("interrupted", nil, []any{})
+			return
+		}
+	}
+	if f.modes.set[FakeExitMidTurn] {
+		fmt.Fprintln(f.stderr, "fake app-server: dying mid-turn (mode exit-midturn)")
+		os.Exit(2)
+	}
+	if f.modes.set[FakeGarbage] {
+		f.writeLine([]byte("this is not JSON {{{"))
+	}
+	if f.modes.set[FakeHugeLine] {
+		f.notify("item/agentMessage/delta", map[string]any{"threadId": th.id, "turnId": t.id, "itemId": "huge-" + t.id,
+			"delta": strings.Repeat("x", FakeHugeLineBytes)})
+	}
+	if f.modes.set[FakeRetryError] {
+		f.notify("error", map[string]any{"threadId": th.id, "turnId": t.id, "willRetry": true,
+			"error": map[string]any{"message": "Reconnecting... 1/5", "codexErrorInfo": nil, "additionalDetails": nil}})
+	}
+	switch {
+	case f.modes.set[FakeQuietAfterTool]:
+		cmd := map[string]any{"type": "commandExecution", "id": "call-" + t.id, "command": "/bin/bash -lc 'echo tool'",
+			"cwd": "/", "status": "inProgress", "aggregatedOutput": nil, "exitCode": nil}
+		f.itemStarted(t, cmd)
+		cmd["status"], cmd["aggregatedOutput"], cmd["exitCode"] = "completed", "tool\n", 0
+		f.itemCompleted(t, cmd)
+		waitInterrupt()
+		return
+	case f.modes.set[FakeNoComplete], f.modes.set[FakeIgnoreInterrupt]:
+		waitInterrupt() // ignore-interrupt: never signalled
+		return
+	case f.modes.set[FakeFail], f.modes.set[FakeAuthFail]:
+		msg, info := FakeFailMessage, "internalServerError"
+		if f.modes.set[FakeAuthFail] {
+			msg, info = FakeAuthFailMessage, "unauthorized"
+			fmt.Fprintln(f.stderr, "ERROR codex_core::auth: failed to refresh token: invalid_grant")
+		}
+		e := map[string]any{"message": msg, "codexErrorInfo": info, "additionalDetails": nil}
+		f.notify("error", map[string]any{"threadId": th.id, "turnId": t.id, "willRetry": false, "error": e})
+		complete("failed", e, []any{})
+		return
+	case f.modes.set[FakeApproval]:
+		decision, ok := f.approve(t)
+		if !ok {
+			complete("interrupted", nil, []any{})
+			return
+		}
+		if decision == "cancel" {
+			complete("interrupted", nil, []any{})
+			return
+		}
+		text = "decision: " + decision
+	default:
+		text = fmt.Sprintf("reply #%d: %s", n, text)
+	}
+	msg := map[string]any{"type": "agentMessage", "id": "msg-" + t.id, "text": "", "phase": "final_answer"}
+	f.itemStarted(t, msg)
+	f.notify("item/agentMessage/delta", map[string]any{"threadId": th.id, "turnId": t.id, "itemId": "msg-" + t.id, "delta": text})
+	msg["text"] = text
+	f.itemCompleted(t, msg)
+	usage := map[string]any{"totalTokens": 2, "inputTokens": 1, "cachedInputTokens": 0, "outputTokens": 1, "reasoningOutputTokens": 0}
+	f.notify("thread/tokenUsage/updated", map[string]any{"threadId": th.id, "turnId": t.id,
+		"tokenUsage": map[string]any{"total": usage, "last": usage, "modelContextWindow": 258400}})
+	complete("completed", nil, []any{msg})
+}
+
+// approve runs a command approval round trip; ok is false when the turn was interrupted first.
+func (f *fakeServer) approve(t *fakeTurn) (decision string, ok bool) {
+	th := t.thread
+	command := "/bin/bash -lc 'echo shell-ran'"
+	cmd := map[string]any{"type": "commandExecution", "id": "call-" + t.id, "command": command, "cwd": "/",
+		"status": "inProgress", "aggregatedOutput": nil, "exitCode": nil}
+	f.itemStarted(t, cmd)
+	var offer []any
+	if f.modes.offer != nil {
+		for _, d := range f.modes.offer {
+			offer = append(offer, d)
+		}
+	} else {
+		offer = []any{"accept", map[string]any{"acceptWithExecpolicyAmendment": map[string]any{
+			"execpolicy_amendment": []string{"/bin/bash", "-lc", "echo shell-ran"}}}, "cancel"}
+	}
+	id, answer := f.serverRequest("item/commandExecution/requestApproval", map[string]any{
+		"kind": "command", "threadId": th.id, "turnId": t.id, "itemId": "call-" + t.id,
+		"command": command, "cwd": "/", "availableDecisions": offer,
+	})
+	var resp fakeMsg
+	select {
+	case resp = <-answer:
+	case <-t.interrupted:
+		return "", false
+	}
+	switch {
+	case resp.Error != nil:
+		decision = fmt.Sprintf("error %d", resp.Error.Code)
+	default:
+		var r struct {
+			Decision json.RawMessage `json:"decision"`
+		}
+		_ = json.Unmarshal(resp.Result, &r)
+		if err := json.Unmarshal(r.Decision, &decision); err != nil {
+			decision = string(r.Decision)
+		}
+	}
+	f.notify("serverRequest/resolved", map[string]any{"threadId": th.id, "requestId": id})
+	if decision == "accept" || decision == "acceptForSession" {
+		cmd["status"], cmd["aggregatedOutput"], cmd["exitCode"] = "completed", "shell-ran\n", 0
+	} else {
+		cmd["status"] = "declined"
+	}
+	f.itemCompleted(t, cmd)
+	return decision, true
+}
+
+// serverRequest sends a request to the client; ids count from 0, like codex's.
+func (f *fakeServer) serverRequest(method string, params any) (int64, <-chan fakeMsg) {
+	ch := make(chan fakeMsg, 1)
+	f.mu.Lock()
+	id := f.nextReqID
+	f.nextReqID++
+	f.waiting[id] = ch
+	f.mu.Unlock()
+	f.send(map[string]any{"id": id, "method": method, "params": params})
+	return id, ch
+}
+
+func (f *fakeServer) itemStarted(t *fakeTurn, item map[string]any) {
+	f.notify("item/started", map[string]any{"threadId": t.thread.id, "turnId": t.id, "item": item})
+}
+
+func (f *fakeServer) itemCompleted(t *fakeTurn, item map[string]any) {
+	f.notify("item/completed", map[string]any{"threadId": t.thread.id, "turnId": t.id, "item": item})
+}
+
+func (f *fakeServer) reply(id *json.RawMessage, result any) {
+	f.send(map[string]any{"id": id, "result": result})
+}
+
+func (f *fakeServer) replyError(id *json.RawMessage, code int, msg string) {
+	f.send(map[string]any{"id": id, "error": fakeRPCError{Code: code, Message: msg}})
+}
+
+func (f *fakeServer) notify(method string, params any) {
+	f.send(map[string]any{"method": method, "params": params, "emittedAtMs": time.Now().UnixMilli()})
+}
+
+func (f *fakeServer) send(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only our own maps are marshalled
+	}
+	f.writeLine(b)
+}
+
+func (f *fakeServer) writeLine(b []byte) {
+	f.outMu.Lock()
+	defer f.outMu.Unlock()
+	if _, err := f.out.Write(append(b, '\n')); err != nil {
+		if errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) {
+			os.Exit(0) // the client is gone
+		}
+		fmt.Fprintf(f.stderr, "fake app-server: write: %v\n", err)
+	}
+}
+
+func fakeThreadObj(id, cwd string) map[string]any {
+	return map[string]any{"id": id, "sessionId": id, "cwd": cwd, "preview": "", "ephemeral": false,
+		"modelProvider": "fake", "model": "fake-model", "status": map[string]any{"type": "idle"}}
+}
+
+func fakeTurnObj(id, status string, turnErr map[string]any, items []any, durationMs ...int64) map[string]any {
+	if items == nil {
+		items = []any{}
+	}
+	t := map[string]any{"id": id, "rootTurnId": id, "items": items, "status": status, "error": turnErr, "durationMs": nil}
+	if len(durationMs) > 0 {
+		t["durationMs"] = durationMs[0]
+	}
+	return t
+}
+
+// newUUID returns a random version-4 UUID; codex thread and turn ids look like UUIDs.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

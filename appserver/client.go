@@ -1,0 +1,642 @@
+// Package appserver runs one `codex app-server` child process and speaks JSON-RPC to it over its
+// stdio: spawn, handshake, threads, one turn at a time, answers to the server's own requests,
+// interrupts, liveness, and a close that always reaps the child.
+//
+// The wire facts it relies on are in shared/PROTOCOL.md; recorded sessions are in
+// testdata/codex-wire.
+package appserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver/protocol"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultHandshakeTimeout = 30 * time.Second
+	DefaultCloseGrace       = 2 * time.Second
+	DefaultStderrTailBytes  = 16 << 10
+	DefaultMaxLineBytes     = 64 << 20
+	DefaultWriteTimeout     = 30 * time.Second
+	DefaultInterruptGrace   = 5 * time.Second
+)
+
+// Config describes one child.
+type Config struct {
+	// Bin is the native codex binary (see ResolveBinary). Required.
+	Bin string
+	// Args are the arguments after the -c overrides; nil means ["app-server"].
+	Args []string
+	// ConfigOverrides are "key=value" codex config overrides, each passed as "-c key=value".
+	ConfigOverrides []string
+	// Env is the child's environment; nil means os.Environ(). HOME is passed through untouched.
+	Env []string
+	// CodexHome, when set, replaces CODEX_HOME in Env.
+	CodexHome string
+	// Dir is the child's working directory; empty means the daemon's.
+	Dir string
+	// ClientInfo identifies the daemon in initialize. A zero Name becomes "codex-warm".
+	ClientInfo protocol.ClientInfo
+	// OptOutNotifications are notification methods the server should not send (e.g. deltas).
+	OptOutNotifications []string
+	// HandshakeTimeout bounds initialize. Default DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// CloseGrace is the wait of each Close step (stdin EOF, SIGTERM) before the next one, and
+	// the wait for the child's last output once it exited. Default DefaultCloseGrace.
+	CloseGrace time.Duration
+	// StderrTailBytes is how much of the child's stderr is kept for error messages. Default
+	// DefaultStderrTailBytes.
+	StderrTailBytes int
+	// MaxLineBytes is the longest line accepted from the child. A longer line is a protocol
+	// error that breaks the connection (ErrLineTooLong); the child has to be retired. Default
+	// DefaultMaxLineBytes.
+	MaxLineBytes int
+	// WriteTimeout bounds one write to the child's stdin. A child that does not read its stdin
+	// for this long is treated as broken. Default DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// Policy answers the server's approval and input requests. The zero value declines.
+	Policy Policy
+	// Logger receives the client's logs; nil means zap.NewNop().
+	Logger *zap.Logger
+}
+
+func (cfg Config) withDefaults() Config {
+	if cfg.Args == nil {
+		cfg.Args = []string{"app-server"}
+	}
+	if cfg.ClientInfo.Name == "" {
+		cfg.ClientInfo = protocol.ClientInfo{Name: "codex-warm", Title: "codex-warm daemon", Version: "dev"}
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.CloseGrace <= 0 {
+		cfg.CloseGrace = DefaultCloseGrace
+	}
+	if cfg.StderrTailBytes <= 0 {
+		cfg.StderrTailBytes = DefaultStderrTailBytes
+	}
+	if cfg.MaxLineBytes <= 0 {
+		cfg.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return cfg
+}
+
+// Client is one codex app-server child and its JSON-RPC connection.
+//
+// Lifecycle: Start returns a ready client (spawned, handshake done). It stays usable until it
+// fails (the child exited, its stream broke, a write stalled) or Close is called; either closes
+// Done, and Err says why. Close then stops the child (stdin EOF, SIGTERM, SIGKILL to its
+// process group), reaps it, and returns after every goroutine of the client has exited. A
+// failed client must still be closed.
+//
+// Goroutines, all owned by the client and waited for by Close:
+//   - jsonrpc2's reader calls handler.Handle, which only appends to the inbound queue;
+//   - dispatcher pops the queue in order: routes notifications to the running turn and answers
+//     server requests;
+//   - waiter is the only caller of cmd.Wait;
+//   - stderr drains the child's stderr into the tail buffer;
+//   - monitor turns "child exited / stream ended / write failed / Close" into the client's
+//     failure, once.
+type Client struct {
+	cfg    Config
+	log    *zap.Logger
+	cmd    *exec.Cmd
+	pid    int
+	stream *lineStream
+	conn   *jsonrpc2.Conn
+	stderr *tailBuffer
+	errR   *os.File // read end of the child's stderr
+	queue  *inboundQueue
+
+	lastActivity atomic.Int64 // unix nanoseconds of the last line read
+
+	// life is cancelled, with the failure as its cause, when the client becomes unusable.
+	life context.Context
+	kill context.CancelCauseFunc
+
+	closing    chan struct{} // closed when Close begins
+	readEnd    chan struct{} // closed when reading stopped; readErr is set before
+	readErr    error
+	writeFail  chan struct{} // closed on the first failed write; writeErr is set before
+	writeErr   error
+	writeOnce  sync.Once
+	waitDone   chan struct{} // closed when cmd.Wait returned; waitErr is set before
+	waitErr    error
+	stderrDone chan struct{} // closed when the stderr drain hit EOF or was cut off
+	wg         sync.WaitGroup
+
+	busy   atomic.Bool // a RunTurn is in progress
+	wedged atomic.Bool // a turn ignored turn/interrupt: no more turns on this child
+
+	mu     sync.Mutex
+	active *turnState // the turn notifications are routed to
+	gone   bool       // the dispatcher has exited: no turn can be routed any more
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start spawns the child in its own process group and completes the handshake (initialize +
+// initialized) within HandshakeTimeout. ctx bounds only the handshake; the child runs until
+// Close. On failure the child is closed and reaped and the error includes the stderr tail.
+func Start(ctx context.Context, cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Bin == "" {
+		return nil, errors.New("start codex app-server: Config.Bin is empty")
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("start codex app-server %s: %w", cfg.Bin, context.Cause(ctx))
+	}
+	c, err := spawn(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.handshake(ctx); err != nil {
+		_ = c.Close()
+		if errors.Is(err, ErrHandshakeTimeout) {
+			err = fmt.Errorf("%w; stderr tail: %s", err, orEmpty(c.StderrTail()))
+		}
+		return nil, fmt.Errorf("start codex app-server %s: %w", cfg.Bin, classifyExit(err))
+	}
+	c.log.Debug("handshake done")
+	return c, nil
+}
+
+func spawn(cfg Config) (*Client, error) {
+	args := make([]string, 0, 2*len(cfg.ConfigOverrides)+len(cfg.Args))
+	for _, kv := range cfg.ConfigOverrides {
+		args = append(args, "-c", kv)
+	}
+	args = append(args, cfg.Args...)
+
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	if cfg.CodexHome != "" {
+		env = setEnv(env, "CODEX_HOME", cfg.CodexHome)
+	}
+
+	// The pipes are made here rather than by exec.Cmd so that this package owns every reader:
+	// exec's copy goroutines would make cmd.Wait block on tools that inherited the pipes.
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	inR, inW, err1 := pipe()
+	outR, outW, err2 := pipe()
+	errR, errW, err3 := pipe()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("start codex app-server: pipes: %w", err)
+	}
+
+	cmd := exec.Command(cfg.Bin, args...)
+	cmd.Env = env
+	cmd.Dir = cfg.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("start codex app-server %s: %w", cfg.Bin, err)
+	}
+	// The child has its copies; ours would keep the pipes open after it exits.
+	_ = inR.Close()
+	_ = outW.Close()
+	_ = errW.Close()
+
+	pid := cmd.Process.Pid
+	c := &Client{
+		cfg:        cfg,
+		log:        cfg.Logger.Named("appserver").With(zap.Int("pid", pid)),
+		cmd:        cmd,
+		pid:        pid,
+		stderr:     newTailBuffer(cfg.StderrTailBytes),
+		errR:       errR,
+		closing:    make(chan struct{}),
+		readEnd:    make(chan struct{}),
+		writeFail:  make(chan struct{}),
+		waitDone:   make(chan struct{}),
+		stderrDone: make(chan struct{}),
+	}
+	c.life, c.kill = context.WithCancelCause(context.Background())
+	c.lastActivity.Store(time.Now().UnixNano())
+	c.queue = newInboundQueue(func(n int, bytes int64) {
+		c.log.Warn("inbound queue is growing: notifications are consumed slower than codex sends them",
+			zap.Int("messages", n), zap.Int64("bytes", bytes))
+	})
+	c.stream = newLineStream(outR, inW, cfg.MaxLineBytes, cfg.WriteTimeout)
+	c.stream.onLine = func() { c.lastActivity.Store(time.Now().UnixNano()) }
+	c.stream.onReadEnd = func(err error) {
+		c.readErr = err
+		close(c.readEnd)
+	}
+	c.stream.onWriteErr = func(err error) {
+		c.writeOnce.Do(func() {
+			c.writeErr = err
+			close(c.writeFail)
+		})
+	}
+	c.conn = jsonrpc2.NewConn(context.Background(), c.stream, handler{c},
+		jsonrpc2.SetLogger(rpcLogger{c.log}), jsonrpc2.OnRecv(c.onResponse))
+
+	c.wg.Add(4)
+	go c.waiter()
+	go c.drainStderr()
+	go c.monitor()
+	go c.dispatcher()
+	c.log.Info("codex app-server started", zap.String("bin", cfg.Bin), zap.Strings("args", args),
+		zap.String("dir", cfg.Dir), zap.String("codex_home", cfg.CodexHome))
+	return c, nil
+}
+
+func (c *Client) handshake(ctx context.Context) error {
+	hctx, cancel := context.WithTimeoutCause(ctx, c.cfg.HandshakeTimeout,
+		fmt.Errorf("%w: pid %d did not answer initialize within %s", ErrHandshakeTimeout, c.pid, c.cfg.HandshakeTimeout))
+	defer cancel()
+	params := protocol.InitializeParams{ClientInfo: c.cfg.ClientInfo}
+	if len(c.cfg.OptOutNotifications) > 0 {
+		params.Capabilities = &protocol.InitializeCapabilities{OptOutNotificationMethods: c.cfg.OptOutNotifications}
+	}
+	var res protocol.InitializeResult
+	if err := c.call(hctx, protocol.MethodInitialize, params, &res); err != nil {
+		return err
+	}
+	if err := c.conn.Notify(hctx, protocol.MethodInitialized, nil); err != nil {
+		return c.brokenErr(protocol.MethodInitialized, err)
+	}
+	c.log.Debug("initialized", zap.String("user_agent", res.UserAgent), zap.String("codex_home", res.CodexHome))
+	return nil
+}
+
+// PID is the child's process id (and process group id).
+func (c *Client) PID() int { return c.pid }
+
+// Done is closed when the client became unusable: the child exited, its stream broke, or Close
+// was called.
+func (c *Client) Done() <-chan struct{} { return c.life.Done() }
+
+// Err says why Done was closed; nil while the client is usable. A dead child yields an
+// *ExitError (errors.Is ErrChildExited) and Close yields ErrClosed.
+func (c *Client) Err() error {
+	if c.life.Err() == nil {
+		return nil
+	}
+	return context.Cause(c.life)
+}
+
+// ExitStatus returns the child's wait status once it has been reaped, else nil.
+func (c *Client) ExitStatus() *os.ProcessState {
+	select {
+	case <-c.waitDone:
+		return c.cmd.ProcessState
+	default:
+		return nil
+	}
+}
+
+// LastActivity is when the last line was read from the child (the start time before that).
+func (c *Client) LastActivity() time.Time { return time.Unix(0, c.lastActivity.Load()) }
+
+// StderrTail returns the last Config.StderrTailBytes of the child's stderr.
+func (c *Client) StderrTail() string { return c.stderr.String() }
+
+// Close stops the child and releases everything: close stdin (codex exits on EOF), wait
+// CloseGrace, SIGTERM the process group, wait CloseGrace, SIGKILL the group; the child is always
+// reaped. A turn in flight returns ErrClosed. Close is idempotent and safe for concurrent use;
+// every call returns after the client's goroutines have exited.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.shutdown() })
+	return c.closeErr
+}
+
+func (c *Client) shutdown() error {
+	close(c.closing)
+	grace := c.cfg.CloseGrace
+	how := "exited after stdin was closed"
+	var errs []error
+	if err := c.stream.closeStdin(); err != nil {
+		errs = append(errs, fmt.Errorf("close stdin of pid %d: %w", c.pid, err))
+	}
+	if !await(c.waitDone, grace) {
+		how = "exited after SIGTERM"
+		c.signalGroup(syscall.SIGTERM)
+		if !await(c.waitDone, grace) {
+			how = "killed with SIGKILL"
+			c.signalGroup(syscall.SIGKILL)
+			<-c.waitDone // SIGKILL cannot be ignored; the reap follows
+		}
+	}
+	// Let the reader take what the child wrote last, then release the connection (this also
+	// closes our end of stdout, in case something outside the group still holds the pipe).
+	await(c.readEnd, grace)
+	_ = c.conn.Close()
+	if !await(c.readEnd, grace) { // closing the stream unblocks the reader at once
+		c.log.Warn("jsonrpc2 reader did not stop after the stream was closed")
+	}
+	if !await(c.stderrDone, grace) {
+		_ = c.errR.Close() // a process that left the group still holds stderr open
+	}
+	c.wg.Wait()
+	c.log.Info("codex app-server closed", zap.String("how", how), zap.String("status", c.statusString()))
+	return errors.Join(errs...)
+}
+
+// signalGroup signals the child's process group. ESRCH (already gone) is fine.
+func (c *Client) signalGroup(sig syscall.Signal) {
+	if err := syscall.Kill(-c.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		c.log.Warn("signal process group", zap.Stringer("signal", sig), zap.Error(err))
+	}
+}
+
+// waiter is the only caller of cmd.Wait.
+func (c *Client) waiter() {
+	defer c.wg.Done()
+	if err := awaitExitNoReap(c.pid); err == nil {
+		// The leader is a zombie, so its group id is still reserved: anything left in the group
+		// (shells, tools codex started) is an orphan now. SIGKILL it before reaping.
+		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+	}
+	c.waitErr = c.cmd.Wait()
+	close(c.waitDone)
+}
+
+// drainStderr copies the child's stderr into the tail buffer until EOF.
+func (c *Client) drainStderr() {
+	defer c.wg.Done()
+	defer close(c.stderrDone)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.errR.Read(buf)
+		if n > 0 {
+			_, _ = c.stderr.Write(buf[:n])
+		}
+		if err != nil {
+			_ = c.errR.Close()
+			return
+		}
+	}
+}
+
+// monitor decides, once, why the client stopped being usable, records it as the cause of life,
+// and closes the inbound queue so that the dispatcher fails the running turn after delivering
+// everything that arrived before.
+func (c *Client) monitor() {
+	defer c.wg.Done()
+	grace := c.cfg.CloseGrace
+	var err error
+	select {
+	case <-c.waitDone:
+		// Exited. Let the reader reach EOF, so that the last lines (a turn/completed, say) are
+		// still dispatched, and stderr drain, so that the tail is complete.
+		c.awaitUnlessClosing(c.readEnd, grace)
+		c.awaitUnlessClosing(c.stderrDone, grace)
+		err = c.exitError(nil)
+	case <-c.readEnd:
+		if isStreamEOF(c.readErr) {
+			// stdout closed: the child is exiting. Prefer reporting its exit status.
+			if c.awaitUnlessClosing(c.waitDone, grace) {
+				c.awaitUnlessClosing(c.stderrDone, grace)
+				err = c.exitError(nil)
+			} else {
+				err = c.exitError(errors.New("closed its stdout"))
+			}
+		} else {
+			err = c.exitError(c.readErr)
+		}
+	case <-c.writeFail:
+		if c.awaitUnlessClosing(c.waitDone, grace) {
+			c.awaitUnlessClosing(c.stderrDone, grace)
+			err = c.exitError(nil)
+		} else {
+			err = c.exitError(fmt.Errorf("writing to its stdin failed: %w", c.writeErr))
+		}
+	case <-c.closing:
+		// Close releases the connection itself, after the child had a chance to exit cleanly.
+		c.fail(fmt.Errorf("%w (pid %d)", ErrClosed, c.pid))
+		c.queue.close()
+		return
+	}
+	c.fail(err)
+	c.queue.close()
+	// Release calls still waiting for a response (and a reader blocked on a pipe that something
+	// outside the group keeps open). Nothing more can usefully come from this child.
+	_ = c.conn.Close()
+}
+
+// fail makes err the reason the client is unusable; the first reason wins.
+func (c *Client) fail(err error) {
+	if c.life.Err() == nil {
+		if errors.Is(err, ErrClosed) {
+			c.log.Debug("client closed")
+		} else {
+			c.log.Warn("codex app-server failed", zap.Error(err))
+		}
+	}
+	c.kill(err)
+}
+
+// exitError builds the *ExitError for the current state of the child.
+func (c *Client) exitError(reason error) *ExitError {
+	e := &ExitError{PID: c.pid, Status: "running", Code: -1, Reason: reason, StderrTail: c.stderr.String()}
+	select {
+	case <-c.waitDone:
+		if st := c.cmd.ProcessState; st != nil {
+			e.Status, e.Code = st.String(), st.ExitCode()
+		} else if c.waitErr != nil {
+			e.Status = c.waitErr.Error()
+		}
+	default:
+	}
+	return e
+}
+
+func (c *Client) statusString() string {
+	if st := c.ExitStatus(); st != nil {
+		return st.String()
+	}
+	return "unknown"
+}
+
+// awaitUnlessClosing waits up to d for ch; it gives up early when Close begins, since Close
+// reaps the child itself.
+func (c *Client) awaitUnlessClosing(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	case <-c.closing:
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// await waits up to d for ch to close.
+func await(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// isStreamEOF reports whether a read error means the child closed its stdout (or we closed our
+// end), as opposed to a protocol error.
+func isStreamEOF(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrClosed)
+}
+
+// bind returns ctx, additionally cancelled with the client's failure as cause when the client
+// becomes unusable, so that waits on the connection never outlive the child.
+func (c *Client) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// call sends a request and waits for its result, ctx, or the client's failure.
+func (c *Client) call(ctx context.Context, method string, params, result any) error {
+	if err := c.Err(); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	w, err := c.conn.DispatchCall(ctx, method, params)
+	if err != nil {
+		return c.brokenErr(method, err)
+	}
+	return c.wait(ctx, method, w, result)
+}
+
+// wait waits for the response of a dispatched call, ctx, or the client's failure, whichever
+// comes first.
+func (c *Client) wait(ctx context.Context, method string, w jsonrpc2.Waiter, result any) error {
+	bctx, cancel := c.bind(ctx)
+	defer cancel()
+	err := w.Wait(bctx, result)
+	if err != nil && c.life.Err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s: %w", method, c.Err())
+	}
+	return c.responseErr(ctx, method, err)
+}
+
+// waitUnbound waits for the response of a dispatched call or ctx. A response that arrived
+// before the client failed is still returned; if none did, the wait ends when the monitor closes
+// the connection.
+func (c *Client) waitUnbound(ctx context.Context, method string, w jsonrpc2.Waiter, result any) error {
+	return c.responseErr(ctx, method, w.Wait(ctx, result))
+}
+
+func (c *Client) responseErr(ctx context.Context, method string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s on codex pid %d: %w", method, c.pid, context.Cause(ctx))
+	}
+	var re *jsonrpc2.Error
+	if errors.As(err, &re) {
+		if re.Code == protocol.CodeOverloaded {
+			return fmt.Errorf("%s on codex pid %d: %w: %w", method, c.pid, ErrOverloaded, re)
+		}
+		return fmt.Errorf("%s on codex pid %d: %w", method, c.pid, re)
+	}
+	return c.brokenErr(method, err)
+}
+
+// brokenErr explains a failed send or wait: the connection is gone, so report why the client
+// died once the monitor has decided.
+func (c *Client) brokenErr(method string, err error) error {
+	t := time.NewTimer(2 * c.cfg.CloseGrace)
+	defer t.Stop()
+	select {
+	case <-c.life.Done():
+		return fmt.Errorf("%s: %w", method, c.Err())
+	case <-t.C:
+		return fmt.Errorf("%s on codex pid %d: %w: %v", method, c.pid, ErrChildExited, err)
+	}
+}
+
+// handler is the jsonrpc2 handler. It runs on jsonrpc2's only read goroutine, so it never
+// blocks: it queues the message for the dispatcher and returns.
+type handler struct{ c *Client }
+
+func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	it := inbound{kind: inNotification, notif: protocol.Notification{Method: req.Method}}
+	if req.Params != nil {
+		it.notif.Params = *req.Params
+		it.size = len(*req.Params)
+	}
+	if !req.Notif {
+		it.kind, it.req = inRequest, req
+	}
+	it.size += len(req.Method)
+	if !h.c.queue.push(it) && !req.Notif {
+		h.c.log.Debug("server request dropped: client is shutting down", zap.String("method", req.Method))
+	}
+}
+
+// rpcLogger routes jsonrpc2's own messages (protocol errors on close, stray responses) to zap.
+type rpcLogger struct{ log *zap.Logger }
+
+func (l rpcLogger) Printf(format string, v ...any) {
+	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+func setEnv(env []string, key, value string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+value)
+}
+
+func orEmpty(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(empty)"
+	}
+	return s
+}

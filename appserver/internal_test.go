@@ -1,0 +1,318 @@
+package appserver
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/appserver/protocol"
+)
+
+func TestResolveDecision(t *testing.T) {
+	codexOffer := []string{"accept", "cancel"} // what 0.169 lists (plus an object decision)
+	for _, tc := range []struct {
+		want    string
+		offered []string
+		got     string
+	}{
+		{"", nil, "decline"},
+		{"decline", nil, "decline"},
+		{"accept", nil, "accept"},
+		{"decline", codexOffer, "decline"}, // not listed, but accepted and keeps the turn going
+		{"accept", codexOffer, "accept"},
+		{"accept", []string{"decline", "cancel"}, "decline"}, // never accept what is not offered
+		{"acceptForSession", codexOffer, "accept"},           // narrower is fine
+		{"acceptForSession", []string{"cancel"}, "decline"},
+		{"cancel", codexOffer, "cancel"},
+	} {
+		if got := resolveDecision(tc.want, tc.offered); got != tc.got {
+			t.Errorf("resolveDecision(%q, %q) = %q, want %q", tc.want, tc.offered, got, tc.got)
+		}
+	}
+}
+
+func TestPolicyAnswers(t *testing.T) {
+	raw := func(s string) *json.RawMessage { m := json.RawMessage(s); return &m }
+	offer := raw(`{"availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["ls"]}},"cancel"]}`)
+	for _, tc := range []struct {
+		policy Policy
+		method string
+		params *json.RawMessage
+		want   string
+	}{
+		{DefaultPolicy(), protocol.RequestCommandApproval, offer, `{"decision":"decline"}`},
+		{AcceptPolicy(), protocol.RequestCommandApproval, offer, `{"decision":"accept"}`},
+		{AcceptPolicy(), protocol.RequestCommandApproval, raw(`{"availableDecisions":["decline"]}`), `{"decision":"decline"}`},
+		{Policy{}, protocol.RequestFileChangeApproval, nil, `{"decision":"decline"}`},
+		{AcceptPolicy(), protocol.RequestFileChangeApproval, raw(`{}`), `{"decision":"accept"}`},
+		{AcceptPolicy(), protocol.RequestPermissionsApproval, raw(`{}`), `{"permissions":{},"scope":"turn"}`},
+		{AcceptPolicy(), protocol.RequestMCPElicitation, raw(`{}`), `{"action":"decline","content":null,"_meta":null}`},
+		{AcceptPolicy(), protocol.RequestToolUserInput, raw(`{}`), `{"answers":{}}`},
+		{Policy{}, legacyExecApproval, raw(`{}`), `{"decision":{"denied":{"rejection":"declined by the codex-warm approval policy (execCommandApproval)"}}}`},
+		{AcceptPolicy(), legacyPatchApproval, raw(`{}`), `{"decision":"approved"}`},
+	} {
+		res, rpcErr := tc.policy.answer(tc.method, tc.params)
+		if rpcErr != nil {
+			t.Errorf("%s: error %v", tc.method, rpcErr)
+			continue
+		}
+		b, _ := json.Marshal(res)
+		if string(b) != tc.want {
+			t.Errorf("%+v %s: %s, want %s", tc.policy, tc.method, b, tc.want)
+		}
+	}
+	if _, rpcErr := DefaultPolicy().answer("item/tool/call", nil); rpcErr == nil || rpcErr.Code != protocol.CodeMethodNotFound {
+		t.Errorf("unknown request: %v, want -32601", rpcErr)
+	}
+}
+
+func TestIsAuthFailure(t *testing.T) {
+	for text, want := range map[string]bool{
+		"unexpected status 401 Unauthorized":                         true,
+		"token refresh failed: invalid_grant":                        true,
+		"Your refresh token has expired. Please log in again.":       true,
+		"Not logged in. Run codex login":                             true,
+		"We're currently experiencing high demand":                   false,
+		"stream disconnected before completion: error sending req":   false,
+		"listening on 127.0.0.1:14015":                               false,
+		"Model metadata for `mock-model` not found. Defaulting to …": false,
+	} {
+		if got := IsAuthFailure(text); got != want {
+			t.Errorf("IsAuthFailure(%q) = %v, want %v", text, got, want)
+		}
+	}
+	tail := "INFO boot\nERROR codex_core::auth: failed to refresh token: invalid_grant\nINFO more\n"
+	if got := authLine(tail); got != "ERROR codex_core::auth: failed to refresh token: invalid_grant" {
+		t.Errorf("authLine = %q", got)
+	}
+	err := classifyExit(&ExitError{PID: 1, Status: "exit status 1", StderrTail: tail})
+	var ae *AuthError
+	if !errors.As(err, &ae) || !errors.Is(err, ErrChildExited) || !strings.Contains(err.Error(), "codex login") {
+		t.Errorf("classifyExit = %v", err)
+	}
+}
+
+func TestTailBufferKeepsTheEnd(t *testing.T) {
+	tb := newTailBuffer(16)
+	_, _ = tb.Write([]byte("line one\n"))
+	if got := tb.String(); got != "line one\n" {
+		t.Errorf("short tail %q", got)
+	}
+	mark := tb.total()
+	_, _ = tb.Write([]byte("line two\nline three\n"))
+	if got := tb.String(); got != "…line three\n" {
+		t.Errorf("tail %q, want the last whole line", got)
+	}
+	if got := tb.since(mark); got != " two\nline three\n" {
+		t.Errorf("since %q, want what is still held of the later writes", got)
+	}
+	_, _ = tb.Write([]byte(strings.Repeat("x", 40)))
+	if got := tb.String(); got != "…"+strings.Repeat("x", 16) || tb.total() != 9+20+40 {
+		t.Errorf("after a big write: %q total %d", got, tb.total())
+	}
+}
+
+// pipeStream returns a lineStream reading what the returned writer writes.
+func pipeStream(t *testing.T, maxLine int) (*lineStream, *os.File) {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newLineStream(inR, outW, maxLine, time.Second)
+	t.Cleanup(func() {
+		_ = s.Close()
+		_ = inW.Close()
+		_ = outR.Close()
+	})
+	return s, inW
+}
+
+func TestLineStreamLimitsAndErrors(t *testing.T) {
+	t.Run("lines up to the limit", func(t *testing.T) {
+		s, w := pipeStream(t, 100)
+		go func() {
+			_, _ = io.WriteString(w, "\n{\"a\":1}\n  \n"+`{"b":"`+strings.Repeat("y", 90)+"\"}\n{\"c\":3}")
+			_ = w.Close()
+		}()
+		var got []map[string]any
+		for {
+			var v map[string]any
+			err := s.ReadObject(&v)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, v)
+		}
+		if len(got) != 3 || got[2]["c"] != float64(3) {
+			t.Errorf("objects %v: blank lines skipped, last line without newline kept", got)
+		}
+	})
+	t.Run("long line in one buffer", func(t *testing.T) {
+		s, w := pipeStream(t, 10)
+		go func() { _, _ = io.WriteString(w, `{"a":"0123456789"}`+"\n") }()
+		var v any
+		if err := s.ReadObject(&v); !errors.Is(err, ErrLineTooLong) || !errors.Is(err, ErrProtocol) {
+			t.Errorf("error %v, want ErrLineTooLong", err)
+		}
+	})
+	t.Run("long line across buffers", func(t *testing.T) {
+		s, w := pipeStream(t, 100<<10)
+		go func() {
+			_, _ = io.WriteString(w, `{"a":"`+strings.Repeat("z", 200<<10)+"\"}\n")
+			_ = w.Close()
+		}()
+		var v any
+		if err := s.ReadObject(&v); !errors.Is(err, ErrLineTooLong) {
+			t.Errorf("error %v, want ErrLineTooLong", err)
+		}
+	})
+	t.Run("big line within limit across buffers", func(t *testing.T) {
+		s, w := pipeStream(t, 1<<20)
+		big := strings.Repeat("q", 300<<10)
+		go func() { _, _ = io.WriteString(w, `{"a":"`+big+"\"}\n") }()
+		var v map[string]string
+		if err := s.ReadObject(&v); err != nil || v["a"] != big {
+			t.Errorf("error %v, len %d", err, len(v["a"]))
+		}
+	})
+	t.Run("garbage", func(t *testing.T) {
+		s, w := pipeStream(t, 100)
+		var ended error
+		s.onReadEnd = func(err error) { ended = err }
+		go func() { _, _ = io.WriteString(w, "hello world\n") }()
+		var v any
+		err := s.ReadObject(&v)
+		if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "hello world") || ended != err {
+			t.Errorf("error %v (read end %v)", err, ended)
+		}
+	})
+	t.Run("write", func(t *testing.T) {
+		inR, inW, _ := os.Pipe()
+		outR, outW, _ := os.Pipe()
+		s := newLineStream(inR, outW, 100, time.Second)
+		defer func() { _ = s.Close(); _ = inW.Close(); _ = outR.Close() }()
+		if err := s.WriteObject(map[string]int{"id": 0}); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64)
+		n, _ := outR.Read(buf)
+		if string(buf[:n]) != "{\"id\":0}\n" {
+			t.Errorf("wrote %q", buf[:n])
+		}
+	})
+	t.Run("stalled write times out", func(t *testing.T) {
+		inR, inW, _ := os.Pipe()
+		outR, outW, _ := os.Pipe()
+		s := newLineStream(inR, outW, 100, 100*time.Millisecond)
+		var failed error
+		s.onWriteErr = func(err error) { failed = err }
+		defer func() { _ = s.Close(); _ = inW.Close(); _ = outR.Close() }()
+		// Nobody reads outR: the pipe fills up and the write must give up.
+		err := s.WriteObject(map[string]string{"x": strings.Repeat("w", 1<<20)})
+		if !errors.Is(err, os.ErrDeadlineExceeded) || failed != err {
+			t.Errorf("error %v (reported %v), want a deadline error", err, failed)
+		}
+	})
+}
+
+func TestInboundQueueOrderAndClose(t *testing.T) {
+	var grew []int
+	q := newInboundQueue(func(n int, _ int64) { grew = append(grew, n) })
+	for i := range 3000 {
+		q.push(inbound{turnID: string(rune('a' + i%26)), size: 1})
+	}
+	q.close()
+	if q.push(inbound{}) {
+		t.Error("push after close accepted")
+	}
+	for i := range 3000 {
+		it, ok := q.pop()
+		if !ok || it.turnID != string(rune('a'+i%26)) {
+			t.Fatalf("item %d: %v %q", i, ok, it.turnID)
+		}
+	}
+	if _, ok := q.pop(); ok {
+		t.Error("pop after drain returned an item")
+	}
+	if len(grew) != 2 || grew[0] != 1024 || grew[1] != 2048 {
+		t.Errorf("growth reports %v", grew)
+	}
+}
+
+func TestResolveBinary(t *testing.T) {
+	root := t.TempDir()
+	nm := filepath.Join(root, "node_modules")
+	pkg := filepath.Join(nm, "@openai", "codex")
+	wrapper := filepath.Join(pkg, "bin", "codex.js")
+	native := filepath.Join(nm, "@openai", platformPackage(), "vendor", targetTriple(), "bin", "codex")
+	write := func(path, content string, mode os.FileMode) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(wrapper, "#!/usr/bin/env node\nconsole.log('wrapper')\n", 0o755)
+	write(native, "\x7fELF fake native binary", 0o755)
+	dotBin := filepath.Join(nm, ".bin")
+	if err := os.MkdirAll(dotBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../@openai/codex/bin/codex.js", filepath.Join(dotBin, "codex")); err != nil {
+		t.Fatal(err)
+	}
+
+	for name, hint := range map[string]string{
+		"native":          native,
+		"wrapper":         wrapper,
+		"npm bin symlink": filepath.Join(dotBin, "codex"),
+		"npm prefix dir":  root,
+	} {
+		got, err := ResolveBinary(hint)
+		if err != nil || got != native {
+			t.Errorf("%s: ResolveBinary(%q) = %q, %v; want %q", name, hint, got, err, native)
+		}
+	}
+
+	t.Setenv("PATH", dotBin)
+	if got, err := ResolveBinary(""); err != nil || got != native {
+		t.Errorf("PATH lookup: %q, %v; want the native binary behind the wrapper", got, err)
+	}
+
+	// A wrapper whose native package is missing is an error naming where it looked; it never
+	// falls back to the wrapper.
+	if err := os.Remove(native); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ResolveBinary(wrapper)
+	if err == nil || !strings.Contains(err.Error(), native) {
+		t.Errorf("missing native: %v, want an error naming %s", err, native)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if _, err := ResolveBinary(""); err == nil || !strings.Contains(err.Error(), "PATH") {
+		t.Errorf("no codex in PATH: %v", err)
+	}
+	if _, err := ResolveBinary(filepath.Join(root, "nope")); err == nil {
+		t.Error("missing path resolved")
+	}
+	plain := filepath.Join(root, "not-executable")
+	write(plain, "data", 0o644)
+	if _, err := ResolveBinary(plain); err == nil || !strings.Contains(err.Error(), "not executable") {
+		t.Errorf("non-executable: %v", err)
+	}
+}

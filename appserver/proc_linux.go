@@ -1,0 +1,35 @@
+package appserver
+
+import (
+	"errors"
+	"syscall"
+	"unsafe"
+)
+
+// sysProcAttr puts the child in its own process group, so that signals reach the tools codex
+// starts too, and asks the kernel to SIGKILL it should the daemon die without closing it.
+// Pdeathsig is tied to the OS thread that started the child; the Go runtime only retires a
+// thread when a goroutine locked to it exits without unlocking, which this package never does.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// awaitExitNoReap blocks until process pid has exited but leaves it a zombie (waitid with
+// WNOWAIT). While the zombie exists its pid, and so its process group id, cannot be reused, which
+// makes it safe to signal the group before cmd.Wait reaps the leader.
+func awaitExitNoReap(pid int) error {
+	const pPID = 1     // idtype_t P_PID
+	var info [128]byte // siginfo_t
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
+			uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		switch {
+		case errno == 0:
+			return nil
+		case errors.Is(errno, syscall.EINTR):
+			continue
+		default:
+			return errno
+		}
+	}
+}

@@ -1,0 +1,333 @@
+package appserver_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/appserver/protocol"
+)
+
+// realEnv is real codex pointed at a mock model, with its own CODEX_HOME and workspace.
+type realEnv struct {
+	bin  string
+	mock *appservertest.MockModel
+	home string
+	cwd  string
+}
+
+func newRealEnv(t *testing.T, cfg appservertest.MockModelConfig) *realEnv {
+	t.Helper()
+	bin := appservertest.CodexBin(t)
+	mock, err := appservertest.NewMockModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered before any client's cleanup, so it runs after them: codex may still be
+	// talking to the mock until it is closed.
+	t.Cleanup(func() {
+		if err := mock.Close(); err != nil {
+			t.Errorf("mock close: %v", err)
+		}
+		if u := mock.Unhandled(); len(u) > 0 {
+			t.Errorf("codex made requests the mock does not serve: %v", u)
+		}
+	})
+	e := &realEnv{bin: bin, mock: mock, home: t.TempDir(), cwd: t.TempDir()}
+	if err := mock.WriteCodexHome(e.home); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// start starts a real codex app-server child; edit may adjust the config.
+func (e *realEnv) start(t *testing.T, edit func(*appserver.Config)) *appserver.Client {
+	t.Helper()
+	log, _ := testLogger(t)
+	cfg := appserver.Config{
+		Bin:        e.bin,
+		CodexHome:  e.home,
+		Dir:        e.cwd,
+		ClientInfo: protocol.ClientInfo{Name: "codex-warm-test", Version: "0.0.0"},
+		Logger:     log,
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := appserver.Start(ctxTimeout(t, time.Minute), cfg)
+	if err != nil {
+		t.Fatalf("start codex: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		assertReaped(t, c.PID())
+	})
+	return c
+}
+
+func (e *realEnv) threadOpts(approval string) appserver.ThreadOptions {
+	return appserver.ThreadOptions{Cwd: e.cwd, ApprovalPolicy: approval, Sandbox: "read-only"}
+}
+
+func mustTurn(t *testing.T, c *appserver.Client, ctx context.Context, thread, msg string) *appserver.TurnResult {
+	t.Helper()
+	res, err := c.RunTurn(ctx, thread, text(msg), appserver.TurnOptions{})
+	if err != nil {
+		t.Fatalf("turn %q: %v (stderr: %s)", msg, err, c.StderrTail())
+	}
+	return res
+}
+
+func TestRealTwoTurnsOnOneThreadKeepHistory(t *testing.T) {
+	noLeaks(t)
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	c := e.start(t, nil)
+	ctx := ctxTimeout(t, 2*time.Minute)
+	thread, err := c.StartThread(ctx, e.threadOpts("never"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := mustTurn(t, c, ctx, thread, "first message")
+	r2 := mustTurn(t, c, ctx, thread, "second message")
+	if r1.Status != protocol.TurnCompleted || r1.Reply != "reply #1: first message" {
+		t.Errorf("turn 1: status %q reply %q", r1.Status, r1.Reply)
+	}
+	if r2.Status != protocol.TurnCompleted || r2.Reply != "reply #2: second message" {
+		t.Errorf("turn 2: status %q reply %q", r2.Status, r2.Reply)
+	}
+	if r1.TurnID == r2.TurnID || r1.ThreadID != thread || r2.ThreadID != thread {
+		t.Errorf("ids: %s/%s %s/%s", r1.ThreadID, r1.TurnID, r2.ThreadID, r2.TurnID)
+	}
+	reqs := e.mock.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	if !slices.Equal(reqs[1].UserTexts, []string{"first message", "second message"}) {
+		t.Errorf("second model request carried user texts %q, want both turns", reqs[1].UserTexts)
+	}
+}
+
+func TestRealOptOutNotifications(t *testing.T) {
+	noLeaks(t)
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	c := e.start(t, func(cfg *appserver.Config) {
+		cfg.OptOutNotifications = []string{protocol.NotifyAgentMessageDelta}
+		cfg.ConfigOverrides = []string{`model_reasoning_effort="low"`}
+	})
+	ctx := ctxTimeout(t, 2*time.Minute)
+	thread, err := c.StartThread(ctx, e.threadOpts("never"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mustTurn(t, c, ctx, thread, "no deltas please")
+	if res.Reply != "reply #1: no deltas please" {
+		t.Errorf("reply %q", res.Reply)
+	}
+	if slices.Contains(methods(res.Notifications), protocol.NotifyAgentMessageDelta) {
+		t.Errorf("opted-out deltas delivered: %v", methods(res.Notifications))
+	}
+}
+
+func TestRealResumeInNewProcessKeepsHistory(t *testing.T) {
+	noLeaks(t)
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	ctx := ctxTimeout(t, 2*time.Minute)
+
+	first := e.start(t, nil)
+	thread, err := first.StartThread(ctx, e.threadOpts("never"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := mustTurn(t, first, ctx, thread, "remember me"); r.Reply != "reply #1: remember me" {
+		t.Fatalf("first turn reply %q", r.Reply)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	second := e.start(t, nil)
+	if second.PID() == first.PID() {
+		t.Fatal("same pid")
+	}
+	if err := second.ResumeThread(ctx, thread, e.threadOpts("never")); err != nil {
+		t.Fatal(err)
+	}
+	r := mustTurn(t, second, ctx, thread, "still there?")
+	if r.Reply != "reply #2: still there?" {
+		t.Errorf("reply after resume %q: history lost", r.Reply)
+	}
+}
+
+func TestRealResumeThreadCreatedByCodexExec(t *testing.T) {
+	noLeaks(t)
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	ctx := ctxTimeout(t, 2*time.Minute)
+	// The design this project replaces: one `codex exec --json` per message.
+	ex, err := appservertest.ExecTurn(ctx, e.bin, e.home, e.cwd, "", "hello from exec")
+	if err != nil {
+		t.Fatalf("codex exec: %v (stderr: %s)", err, ex.Stderr)
+	}
+	if ex.ThreadID == "" || ex.Reply != "reply #1: hello from exec" {
+		t.Fatalf("exec thread %q reply %q", ex.ThreadID, ex.Reply)
+	}
+	c := e.start(t, nil)
+	if err := c.ResumeThread(ctx, ex.ThreadID, e.threadOpts("never")); err != nil {
+		t.Fatal(err)
+	}
+	r := mustTurn(t, c, ctx, ex.ThreadID, "hello from the daemon")
+	if r.Reply != "reply #2: hello from the daemon" {
+		t.Errorf("reply %q: the exec turn is not in the resumed history", r.Reply)
+	}
+}
+
+func TestRealResumeUnknownThread(t *testing.T) {
+	noLeaks(t)
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	c := e.start(t, nil)
+	err := c.ResumeThread(ctxTimeout(t, time.Minute), "01a1fd80-0000-7000-8000-000000000000", e.threadOpts("never"))
+	if !errors.Is(err, appserver.ErrThreadNotFound) {
+		t.Fatalf("resume of an unknown thread: %v, want ErrThreadNotFound", err)
+	}
+	t.Logf("codex said: %v", err)
+	// A turn on a thread this process never loaded is refused the same way.
+	_, err = c.RunTurn(ctxTimeout(t, time.Minute), "01a1fd80-0000-7000-8000-000000000000", text("hi"), appserver.TurnOptions{})
+	if !errors.Is(err, appserver.ErrThreadNotFound) {
+		t.Errorf("turn on an unknown thread: %v, want ErrThreadNotFound", err)
+	}
+	// The child is still fine.
+	if _, err := c.StartThread(ctxTimeout(t, time.Minute), e.threadOpts("never")); err != nil {
+		t.Errorf("start thread after the failed resume: %v", err)
+	}
+}
+
+func TestRealApprovalAnsweredByDefaultPolicy(t *testing.T) {
+	noLeaks(t)
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	c := e.start(t, nil) // zero Policy: decline
+	ctx := ctxTimeout(t, 2*time.Minute)
+	thread, err := c.StartThread(ctx, e.threadOpts("untrusted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mustTurn(t, c, ctx, thread, "SHELL please")
+	if res.Status != protocol.TurnCompleted {
+		t.Fatalf("status %q error %+v", res.Status, res.Error)
+	}
+	cmds := items(t, res.Notifications, protocol.ItemCommandExecution)
+	if len(cmds) != 1 || cmds[0].Status != "declined" {
+		t.Errorf("command items %+v, want one declined", cmds)
+	}
+	if !slices.Contains(methods(res.Notifications), protocol.NotifyServerRequestClear) {
+		t.Errorf("no serverRequest/resolved: the request was not answered? %v", methods(res.Notifications))
+	}
+	if !strings.HasPrefix(res.Reply, "tool said: ") || strings.Contains(res.Reply, "shell-ran") {
+		t.Errorf("reply %q, want the model told of the rejection", res.Reply)
+	}
+	// The follow-up model request carries the rejected tool output.
+	if reqs := e.mock.Requests(); len(reqs) != 2 || !reqs[1].HasToolOutput {
+		t.Errorf("model requests %d, want the tool follow-up", len(reqs))
+	}
+}
+
+// TestRealApprovalCancelInterruptsTurn documents why the default policy answers "decline" even
+// though codex 0.169 does not list it in availableDecisions: "cancel", which it does list, ends
+// the whole turn without an answer for the user.
+func TestRealApprovalCancelInterruptsTurn(t *testing.T) {
+	noLeaks(t)
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	c := e.start(t, func(cfg *appserver.Config) { cfg.Policy = appserver.Policy{Command: protocol.DecisionCancel} })
+	ctx := ctxTimeout(t, 2*time.Minute)
+	thread, err := c.StartThread(ctx, e.threadOpts("untrusted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mustTurn(t, c, ctx, thread, "SHELL please")
+	if res.Status != protocol.TurnInterrupted || res.Reply != "" {
+		t.Errorf("status %q reply %q, want interrupted without a reply", res.Status, res.Reply)
+	}
+}
+
+func TestRealApprovalAcceptedByAcceptPolicy(t *testing.T) {
+	noLeaks(t)
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	c := e.start(t, func(cfg *appserver.Config) { cfg.Policy = appserver.AcceptPolicy() })
+	ctx := ctxTimeout(t, 2*time.Minute)
+	opts := e.threadOpts("untrusted")
+	opts.Sandbox = "danger-full-access" // the container may lack what the sandbox needs
+	thread, err := c.StartThread(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mustTurn(t, c, ctx, thread, "SHELL please")
+	if res.Status != protocol.TurnCompleted {
+		t.Fatalf("status %q error %+v", res.Status, res.Error)
+	}
+	cmds := items(t, res.Notifications, protocol.ItemCommandExecution)
+	if len(cmds) != 1 || cmds[0].Status != "completed" {
+		t.Fatalf("command items %+v, want one completed", cmds)
+	}
+	if !strings.Contains(res.Reply, "shell-ran") {
+		t.Errorf("reply %q, want the command's output", res.Reply)
+	}
+}
+
+func TestRealModelErrorFailsTurn(t *testing.T) {
+	noLeaks(t)
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	c := e.start(t, nil)
+	ctx := ctxTimeout(t, 2*time.Minute)
+	thread, err := c.StartThread(ctx, e.threadOpts("never"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.RunTurn(ctx, thread, text("FAIL now"), appserver.TurnOptions{})
+	if err != nil {
+		t.Fatalf("a failed turn is a result, got error %v", err)
+	}
+	if res.Status != protocol.TurnFailed || res.Error == nil || res.Error.Message == "" {
+		t.Fatalf("status %q error %+v, want failed with a message", res.Status, res.Error)
+	}
+	if !slices.Contains(methods(res.Notifications), protocol.NotifyError) {
+		t.Errorf("no error notification in %v", methods(res.Notifications))
+	}
+	// The child survives a failed turn.
+	if r := mustTurn(t, c, ctx, thread, "after the failure"); r.Status != protocol.TurnCompleted {
+		t.Errorf("next turn status %q", r.Status)
+	}
+}
+
+func TestRealHangingModelIsInterruptedAndChildStaysUsable(t *testing.T) {
+	noLeaks(t)
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	c := e.start(t, nil)
+	ctx := ctxTimeout(t, 2*time.Minute)
+	thread, err := c.StartThread(ctx, e.threadOpts("never"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := c.RunTurn(deadline, thread, text("HANG now"), appserver.TurnOptions{InterruptGrace: 10 * time.Second})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error %v, want the deadline (stderr: %s)", err, c.StderrTail())
+	}
+	if res == nil || res.Status != protocol.TurnInterrupted {
+		t.Fatalf("result %+v, want interrupted", res)
+	}
+	within(t, start, 3*time.Second+promptly, "interrupting a hung turn")
+	if e.mock.Hung() != 1 {
+		t.Errorf("mock saw %d hung streams, want 1: the turn did not hang where expected", e.mock.Hung())
+	}
+	r := mustTurn(t, c, ctx, thread, "hello after hang")
+	if r.Status != protocol.TurnCompleted || !strings.HasSuffix(r.Reply, ": hello after hang") {
+		t.Errorf("turn after the interrupt: status %q reply %q", r.Status, r.Reply)
+	}
+}

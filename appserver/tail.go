@@ -1,0 +1,72 @@
+package appserver
+
+import (
+	"strings"
+	"sync"
+)
+
+// tailBuffer keeps the last max bytes written to it. It is the child's stderr sink: codex can log
+// a lot over days of uptime, but an error message only needs the end.
+type tailBuffer struct {
+	mu      sync.Mutex
+	buf     []byte
+	max     int
+	dropped int64 // bytes discarded from the front
+}
+
+func newTailBuffer(max int) *tailBuffer {
+	return &tailBuffer{max: max, buf: make([]byte, 0, min(max, 4096))}
+}
+
+// Write implements io.Writer; it never fails.
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) >= t.max {
+		t.dropped += int64(len(t.buf) + len(p) - t.max)
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - t.max; over > 0 {
+		t.dropped += int64(over)
+		// copy handles the overlap; the buffer never grows past max.
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+// String returns the tail as valid UTF-8. When bytes were dropped, the partial first line is cut
+// and the result starts with "…".
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	b := string(t.buf)
+	dropped := t.dropped
+	t.mu.Unlock()
+	if dropped > 0 {
+		if i := strings.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
+			b = b[i+1:]
+		}
+		b = "…" + b
+	}
+	return strings.ToValidUTF8(b, "\uFFFD")
+}
+
+// total is the number of bytes ever written.
+func (t *tailBuffer) total() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dropped + int64(len(t.buf))
+}
+
+// since returns what was written after total() returned mark, as far as it is still held.
+func (t *tailBuffer) since(mark int64) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	start := max(mark-t.dropped, 0)
+	if start >= int64(len(t.buf)) {
+		return ""
+	}
+	return strings.ToValidUTF8(string(t.buf[start:]), "\uFFFD")
+}

@@ -1,0 +1,487 @@
+package appserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/projector"
+)
+
+// ThreadOptions are the settings of thread/start and thread/resume. Empty fields are left to
+// codex's configuration.
+type ThreadOptions struct {
+	Cwd                   string
+	ApprovalPolicy        string // "never" | "on-request" | "on-failure" | "untrusted"
+	Sandbox               string // "read-only" | "workspace-write" | "danger-full-access"
+	Model                 string
+	BaseInstructions      string
+	DeveloperInstructions string
+}
+
+// StartThread starts a new thread and returns its id.
+func (c *Client) StartThread(ctx context.Context, opts ThreadOptions) (threadID string, err error) {
+	var res protocol.ThreadResult
+	err = c.call(ctx, protocol.MethodThreadStart, protocol.ThreadStartParams{
+		Cwd:                   opts.Cwd,
+		ApprovalPolicy:        opts.ApprovalPolicy,
+		Sandbox:               opts.Sandbox,
+		Model:                 opts.Model,
+		BaseInstructions:      opts.BaseInstructions,
+		DeveloperInstructions: opts.DeveloperInstructions,
+	}, &res)
+	if err != nil {
+		return "", fmt.Errorf("start thread: %w", err)
+	}
+	if res.Thread.ID == "" {
+		return "", fmt.Errorf("start thread on codex pid %d: %w: result has no thread id", c.pid, ErrProtocol)
+	}
+	c.log.Debug("thread started", zap.String("thread", res.Thread.ID))
+	return res.Thread.ID, nil
+}
+
+// ResumeThread loads an existing thread (one this or an earlier process ran, or one `codex exec`
+// created) so that turns continue its conversation. An unknown thread yields an error wrapping
+// ErrThreadNotFound: codex answers -32600 ("no rollout found", "thread not found") for it.
+func (c *Client) ResumeThread(ctx context.Context, threadID string, opts ThreadOptions) error {
+	var res protocol.ThreadResult
+	err := c.call(ctx, protocol.MethodThreadResume, protocol.ThreadResumeParams{
+		ThreadID:              threadID,
+		Cwd:                   opts.Cwd,
+		ApprovalPolicy:        opts.ApprovalPolicy,
+		Sandbox:               opts.Sandbox,
+		Model:                 opts.Model,
+		BaseInstructions:      opts.BaseInstructions,
+		DeveloperInstructions: opts.DeveloperInstructions,
+	}, &res)
+	var re *jsonrpc2.Error
+	if errors.As(err, &re) && re.Code == protocol.CodeInvalidRequest {
+		return fmt.Errorf("resume thread %s on codex pid %d: %w: %s", threadID, c.pid, ErrThreadNotFound, re.Message)
+	}
+	if err != nil {
+		return fmt.Errorf("resume thread %s: %w", threadID, err)
+	}
+	c.log.Debug("thread resumed", zap.String("thread", threadID))
+	return nil
+}
+
+// TurnOptions tune one RunTurn.
+type TurnOptions struct {
+	// OnNotification, if set, is called with each of the turn's notifications in order, from a
+	// goroutine owned by the client, and never after RunTurn returned. It must not block long
+	// (it holds up every later message of the child) and must not call Close or RunTurn on the
+	// same client (Close waits for it). Cancelling RunTurn's ctx from it is fine.
+	OnNotification func(protocol.Notification)
+	// InterruptGrace is how long RunTurn waits, once ctx is done, for the turn to end after
+	// turn/interrupt (and, before that, for the turn/start response). Default
+	// DefaultInterruptGrace.
+	InterruptGrace time.Duration
+}
+
+// TurnResult is the outcome of one turn.
+type TurnResult struct {
+	ThreadID string
+	TurnID   string
+	// Status is protocol.TurnCompleted, TurnInterrupted or TurnFailed from turn/completed; empty
+	// when turn/completed never arrived (RunTurn then also returns an error).
+	Status string
+	// Error is turn.error of a failed (or interrupted) turn.
+	Error *protocol.TurnError
+	// Reply is the turn's final answer, Projection.Reply.
+	Reply      string
+	Projection projector.Projection
+	// Notifications are the turn's notifications, in arrival order.
+	Notifications []protocol.Notification
+	// Duration is measured locally, from turn/start to the end of RunTurn.
+	Duration time.Duration
+}
+
+// RunTurn sends turn/start with input on threadID and returns when turn/completed for that turn
+// arrives. A failed turn is a result, not an error, except when it failed because codex is not
+// logged in: then the error is an *AuthError.
+//
+// When ctx is done (cancel or deadline) it sends turn/interrupt and waits InterruptGrace for
+// turn/completed: it then returns the (interrupted) result and an error wrapping
+// context.Cause(ctx) (no error if the turn had completed normally after all). Past the grace it
+// returns an error wrapping ErrWedged, and the client accepts no further turns. When the child
+// dies it returns at once an error wrapping ErrChildExited that carries the stderr tail. Once the
+// turn id is known, the result is non-nil even alongside an error and holds what arrived.
+//
+// One turn runs at a time: a RunTurn while another is in progress fails at once with
+// ErrTurnInProgress, because codex would merge the second turn into the first.
+func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts TurnOptions) (*TurnResult, error) {
+	if !c.busy.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("run turn on thread %s: %w (codex pid %d)", threadID, ErrTurnInProgress, c.pid)
+	}
+	defer c.busy.Store(false)
+	if c.wedged.Load() {
+		return nil, fmt.Errorf("run turn on thread %s: %w: codex pid %d still has a turn that was not interrupted", threadID, ErrWedged, c.pid)
+	}
+	if err := c.Err(); err != nil {
+		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, err)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, context.Cause(ctx))
+	}
+	grace := opts.InterruptGrace
+	if grace <= 0 {
+		grace = DefaultInterruptGrace
+	}
+	log := c.log.With(zap.String("thread", threadID))
+
+	t := &turnState{threadID: threadID, onNotif: opts.OnNotification, done: make(chan struct{})}
+	c.mu.Lock()
+	if c.gone {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, c.Err()) // gone implies failed
+	}
+	// Registered before turn/start is sent: codex may send the turn's first notifications before
+	// the response that tells us its id.
+	c.active = t
+	c.mu.Unlock()
+	start := time.Now()
+	stderrMark := c.stderr.total()
+
+	w, err := c.conn.DispatchCall(context.Background(), protocol.MethodTurnStart,
+		protocol.TurnStartParams{ThreadID: threadID, Input: input})
+	if err != nil {
+		c.abandon(t, nil)
+		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, c.brokenErr(protocol.MethodTurnStart, err))
+	}
+
+	// Phase 1: the turn/start response gives the turn id.
+	// These waits are not bound to the client's life (unlike call): a child may answer,
+	// complete the turn and exit at once, and the response must still win over the exit. The
+	// monitor closes the connection when the client fails, which ends the wait.
+	var started protocol.TurnResult
+	var deadline time.Time // set once ctx is done: the end of the grace
+	err = c.waitUnbound(ctx, protocol.MethodTurnStart, w, &started)
+	if err != nil && ctx.Err() != nil {
+		// ctx ended before the id was known; the turn may be starting anyway. Wait (bounded)
+		// for the id so that the turn can be interrupted rather than left running.
+		deadline = time.Now().Add(grace)
+		gctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err = c.waitUnbound(gctx, protocol.MethodTurnStart, w, &started)
+		cancel()
+		if err != nil && gctx.Err() != nil {
+			c.abandon(t, nil)
+			c.wedged.Store(true)
+			return nil, fmt.Errorf("run turn on thread %s: %w: codex pid %d did not answer turn/start within %s: %w",
+				threadID, ErrWedged, c.pid, grace, context.Cause(ctx))
+		}
+	}
+	if err != nil {
+		c.abandon(t, nil)
+		var re *jsonrpc2.Error
+		if errors.As(err, &re) && re.Code == protocol.CodeInvalidRequest && strings.Contains(re.Message, "thread not found") {
+			// Not started or resumed in this process (or unknown to codex altogether).
+			return nil, fmt.Errorf("run turn on thread %s: %w: %w", threadID, ErrThreadNotFound, err)
+		}
+		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, classifyExit(err))
+	}
+	turnID := started.Turn.ID
+	if turnID == "" {
+		c.abandon(t, nil)
+		return nil, fmt.Errorf("run turn on thread %s: %w: turn/start result of pid %d has no turn id", threadID, ErrProtocol, c.pid)
+	}
+	log = log.With(zap.String("turn", turnID))
+	log.Debug("turn started")
+	// The dispatcher learned the id too, in stream order (see onResponse).
+
+	// Phase 2: wait for turn/completed (or the client's failure, via the dispatcher).
+	if deadline.IsZero() {
+		select {
+		case <-t.done:
+			return c.turnResult(t, turnID, start, stderrMark, nil)
+		case <-ctx.Done():
+			deadline = time.Now().Add(grace)
+		}
+	}
+	cause := context.Cause(ctx)
+	log.Info("interrupting turn", zap.NamedError("cause", cause))
+	if _, err := c.conn.DispatchCall(context.Background(), protocol.MethodTurnInterrupt,
+		protocol.TurnInterruptParams{ThreadID: threadID, TurnID: turnID}); err != nil {
+		// Nothing more to do: the grace below decides.
+		log.Warn("send turn/interrupt", zap.Error(err))
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-t.done:
+	case <-timer.C:
+		if c.abandon(t, errAbandoned) {
+			c.wedged.Store(true)
+			res, _ := c.turnResult(t, turnID, start, stderrMark, nil)
+			log.Warn("turn ignored turn/interrupt", zap.Duration("grace", grace))
+			return res, fmt.Errorf("%w: turn %s on thread %s (codex pid %d) did not end within %s of turn/interrupt: %w",
+				ErrWedged, turnID, threadID, c.pid, grace, cause)
+		}
+		// It completed just now after all.
+	}
+	return c.turnResult(t, turnID, start, stderrMark, cause)
+}
+
+// errAbandoned marks a turn RunTurn gave up on.
+var errAbandoned = errors.New("turn abandoned")
+
+// turnResult builds the result of a finished turn. cause is the context cause when the turn was
+// interrupted by us.
+func (c *Client) turnResult(t *turnState, turnID string, start time.Time, stderrMark int64, cause error) (*TurnResult, error) {
+	t.mu.Lock()
+	notifs, final, terr := t.notifs, t.final, t.err
+	t.mu.Unlock()
+	r := &TurnResult{ThreadID: t.threadID, TurnID: turnID, Notifications: notifs, Duration: time.Since(start)}
+	if final != nil {
+		r.Status, r.Error = final.Turn.Status, final.Turn.Error
+	}
+	r.Projection = projector.Project(notifs)
+	r.Reply = r.Projection.Reply
+
+	switch {
+	case terr != nil && !errors.Is(terr, errAbandoned):
+		err := fmt.Errorf("turn %s on thread %s: %w", turnID, t.threadID, classifyExit(terr))
+		if cause != nil {
+			err = fmt.Errorf("%w (while interrupting: %w)", err, cause)
+		}
+		return r, err
+	case r.Status == protocol.TurnFailed:
+		if msg := authMessage(r.Error, c.stderr.since(stderrMark)); msg != "" {
+			return r, &AuthError{Msg: msg}
+		}
+	}
+	if cause != nil && r.Status != protocol.TurnCompleted {
+		return r, fmt.Errorf("turn %s on thread %s (codex pid %d) ended %s: %w", turnID, t.threadID, c.pid, orUnknown(r.Status), cause)
+	}
+	return r, nil
+}
+
+// authMessage returns the evidence that a failed turn failed for lack of login: the turn error
+// itself, or what codex wrote to stderr during the turn.
+func authMessage(te *protocol.TurnError, stderrDuringTurn string) string {
+	if te != nil {
+		text := te.Message
+		if te.AdditionalDetails != nil {
+			text += " " + *te.AdditionalDetails
+		}
+		if IsAuthFailure(text) {
+			return text
+		}
+	}
+	return authLine(stderrDuringTurn)
+}
+
+func orUnknown(status string) string {
+	if status == "" {
+		return "without turn/completed"
+	}
+	return status
+}
+
+// abandon unregisters t and finishes it with err; it reports false when t had already
+// finished (the dispatcher completed it first).
+func (c *Client) abandon(t *turnState, err error) bool {
+	c.mu.Lock()
+	if c.active == t {
+		c.active = nil
+	}
+	c.mu.Unlock()
+	if err == nil {
+		err = errAbandoned
+	}
+	return t.finish(nil, err)
+}
+
+// turnState is one RunTurn as seen by the dispatcher.
+type turnState struct {
+	threadID string
+	onNotif  func(protocol.Notification)
+	done     chan struct{} // closed by finish
+
+	// Owned by the dispatcher goroutine.
+	id      string         // empty until the turn/start response was routed
+	pending []pendingNotif // this thread's notifications that arrived before the id was known
+
+	mu     sync.Mutex // guards the fields below and serialises onNotif with finish
+	notifs []protocol.Notification
+	final  *protocol.TurnNotification
+	err    error
+	ended  bool
+}
+
+type pendingNotif struct {
+	n      protocol.Notification
+	turnID string
+}
+
+// add records n and hands it to the caller's callback, unless the turn already ended.
+func (t *turnState) add(n protocol.Notification) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		return
+	}
+	t.notifs = append(t.notifs, n)
+	if t.onNotif != nil {
+		t.onNotif(n)
+	}
+}
+
+// finish ends the turn once; it reports whether this call ended it.
+func (t *turnState) finish(final *protocol.TurnNotification, err error) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		return false
+	}
+	t.ended, t.final, t.err = true, final, err
+	close(t.done)
+	return true
+}
+
+// dispatcher delivers inbound messages in arrival order. When the queue closes (the client
+// failed or is closing) it fails the running turn, after everything that arrived before.
+func (c *Client) dispatcher() {
+	defer c.wg.Done()
+	for {
+		it, ok := c.queue.pop()
+		if !ok {
+			break
+		}
+		switch it.kind {
+		case inNotification:
+			c.route(it.notif)
+		case inRequest:
+			c.answer(it.req)
+		case inTurnID:
+			c.setTurnID(it.threadID, it.turnID)
+		}
+	}
+	c.mu.Lock()
+	t := c.active
+	c.active, c.gone = nil, true
+	c.mu.Unlock()
+	if t != nil {
+		t.finish(nil, c.Err())
+	}
+}
+
+// routing holds the fields that say which thread and turn a notification belongs to.
+type routing struct {
+	ThreadID string `json:"threadId"`
+	TurnID   string `json:"turnId"`
+	Turn     *struct {
+		ID string `json:"id"`
+	} `json:"turn"`
+}
+
+func routeOf(params json.RawMessage) (threadID, turnID string) {
+	var r routing
+	if len(params) == 0 || json.Unmarshal(params, &r) != nil {
+		return "", ""
+	}
+	turnID = r.TurnID
+	if turnID == "" && r.Turn != nil {
+		turnID = r.Turn.ID
+	}
+	return r.ThreadID, turnID
+}
+
+// route hands a notification to the running turn if it belongs to it: same thread, and the
+// same turn or no turn at all (thread-level notifications such as thread/status/changed).
+// Notifications of other threads and turns are dropped.
+func (c *Client) route(n protocol.Notification) {
+	c.mu.Lock()
+	t := c.active
+	c.mu.Unlock()
+	if t == nil {
+		return
+	}
+	threadID, turnID := routeOf(n.Params)
+	if threadID != t.threadID {
+		return
+	}
+	if t.id == "" {
+		t.pending = append(t.pending, pendingNotif{n: n, turnID: turnID})
+		return
+	}
+	c.deliver(t, n, turnID)
+}
+
+func (c *Client) deliver(t *turnState, n protocol.Notification, turnID string) {
+	if turnID != "" && turnID != t.id {
+		return
+	}
+	t.add(n)
+	if n.Method == protocol.NotifyTurnCompleted && turnID == t.id {
+		var tn protocol.TurnNotification
+		if err := json.Unmarshal(n.Params, &tn); err != nil {
+			c.log.Warn("undecodable turn/completed", zap.Error(err))
+		}
+		c.mu.Lock()
+		if c.active == t {
+			c.active = nil
+		}
+		c.mu.Unlock()
+		t.finish(&tn, nil)
+	}
+}
+
+// onResponse runs on jsonrpc2's reader for every response, before the caller sees it. The
+// response to turn/start carries the turn id; it is queued in stream order, so that the
+// dispatcher knows the id before it routes anything that came after the response. Learning it
+// from RunTurn instead would race: a child can complete the turn and exit before RunTurn's
+// goroutine gets to run.
+func (c *Client) onResponse(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
+	if req == nil || resp == nil || req.Method != protocol.MethodTurnStart || resp.Error != nil ||
+		resp.Result == nil || req.Params == nil {
+		return
+	}
+	var res protocol.TurnResult
+	var params protocol.TurnStartParams
+	if json.Unmarshal(*resp.Result, &res) != nil || json.Unmarshal(*req.Params, &params) != nil || res.Turn.ID == "" {
+		return
+	}
+	c.queue.push(inbound{kind: inTurnID, threadID: params.ThreadID, turnID: res.Turn.ID})
+}
+
+// setTurnID records the id of the running turn and flushes what arrived before it.
+func (c *Client) setTurnID(threadID, id string) {
+	c.mu.Lock()
+	t := c.active
+	c.mu.Unlock()
+	if t == nil || t.threadID != threadID || t.id != "" {
+		return // the turn was abandoned meanwhile
+	}
+	t.id = id
+	pending := t.pending
+	t.pending = nil
+	for _, p := range pending {
+		c.deliver(t, p.n, p.turnID)
+	}
+}
+
+// answer replies to a server-initiated request according to the policy. It runs on the
+// dispatcher, never on jsonrpc2's reader: the reply is a write that may wait on the child.
+func (c *Client) answer(req *jsonrpc2.Request) {
+	result, rpcErr := c.cfg.Policy.answer(req.Method, req.Params)
+	log := c.log.With(zap.String("method", req.Method), zap.Stringer("id", req.ID))
+	var err error
+	if rpcErr != nil {
+		log.Warn("unsupported server request answered with an error", zap.Int64("code", rpcErr.Code))
+		err = c.conn.ReplyWithError(context.Background(), req.ID, rpcErr)
+	} else {
+		log.Info("server request answered by policy", zap.Any("answer", result))
+		err = c.conn.Reply(context.Background(), req.ID, result)
+	}
+	if err != nil {
+		log.Debug("reply to server request", zap.Error(err))
+	}
+}
