@@ -51,8 +51,10 @@ const (
 	WatchdogWedged    = "interrupt_ignored"
 )
 
-// WatchdogError reports a turn ended by a watchdog. The child was retired; the next message of
-// the chat key gets a new child that resumes the same thread.
+// WatchdogError reports a turn ended by a watchdog. For WatchdogTurn the child is kept when it
+// honoured the interrupt (the turn settled as interrupted); for every other watchdog the child
+// was retired and reaped before Submit returned, and the next message of the chat key gets a new
+// child that resumes the same thread.
 type WatchdogError struct {
 	ChatKey  string
 	Watchdog string
@@ -116,7 +118,11 @@ type Totals struct {
 	Queued  int            `json:"queued"`
 	Cap     int            `json:"cap"`
 	Turns   int64          `json:"turns"`
-	Retired map[string]int `json:"retired"` // by reason: watchdog names, "idle", "evicted", "shutdown"
+	Retired map[string]int `json:"retired"` // by reason: watchdog names, "idle", "evicted", "shutdown", "start_failed"
+	// StoreErrors counts failed writes of thread ids to the ThreadStore.
+	StoreErrors int64 `json:"store_errors"`
+	// WaitingForSlot counts chat keys waiting for a free child slot.
+	WaitingForSlot int `json:"waiting_for_slot"`
 }
 
 // Snapshot is the live process table at one instant.

@@ -1,0 +1,255 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/sessions"
+)
+
+// The durable store is the production ThreadStore.
+var _ ThreadStore = (*sessions.Store)(nil)
+
+// End-to-end tests: the real codex binary, pointed at the mock Responses API. They prove the
+// product: warm sessions keep their own history, survive a killed child and an eviction.
+
+// codexSup starts a supervisor on real codex and a mock model with script (nil: default).
+func codexSup(t *testing.T, script func(appservertest.ModelRequest) appservertest.ModelReply, mut func(*Config)) (*Supervisor, *appservertest.MockModel) {
+	t.Helper()
+	bin := appservertest.CodexBin(t)
+	m, err := appservertest.NewMockModel(appservertest.MockModelConfig{Script: script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	home, cwd := t.TempDir(), t.TempDir()
+	if err := m.WriteCodexHome(home); err != nil {
+		t.Fatal(err)
+	}
+	log := testLogger(t)
+	cfg := Config{
+		AppServer:   appserver.Config{Bin: bin, CodexHome: home, Dir: cwd, Logger: log},
+		Thread:      appserver.ThreadOptions{Cwd: cwd, ApprovalPolicy: "never", Sandbox: "read-only"},
+		MaxChildren: 4,
+		Logger:      log,
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered after the mock and the temp dirs: runs before them.
+	t.Cleanup(func() { shutdown(t, s) })
+	return s, m
+}
+
+func keyOf(text string) string { k, _, _ := strings.Cut(text, "-"); return k }
+
+func TestCodexKeysKeepOwnHistoryAndOverlap(t *testing.T) {
+	keys := []string{"alpha", "bravo", "charlie"}
+	// The first model request of each key waits until the first requests of all three keys are
+	// at the mock at once: that only happens if the keys' turns overlap in time.
+	var mu sync.Mutex
+	first := map[string]bool{}
+	allIn := make(chan struct{})
+	overlapped := true
+	script := func(req appservertest.ModelRequest) appservertest.ModelReply {
+		k := keyOf(req.LastUserText)
+		mu.Lock()
+		isFirst := !first[k]
+		first[k] = true
+		if isFirst && len(first) == len(keys) {
+			close(allIn)
+		}
+		mu.Unlock()
+		if isFirst {
+			select {
+			case <-allIn:
+			case <-time.After(30 * time.Second):
+				mu.Lock()
+				overlapped = false
+				mu.Unlock()
+			}
+		}
+		return appservertest.DefaultScript(req)
+	}
+	s, m := codexSup(t, script, nil)
+	ctx := testCtx(t)
+
+	type result struct {
+		text string
+		r    Reply
+		err  error
+	}
+	results := make(chan result, 9)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		for i := 1; i <= 3; i++ {
+			text := fmt.Sprintf("%s-%d", k, i)
+			wg.Go(func() {
+				r, err := s.Submit(ctx, k, text)
+				results <- result{text, r, err}
+			})
+		}
+	}
+	wg.Wait()
+	close(results)
+
+	nums := map[string][]int{}
+	threads := map[string]string{}
+	for res := range results {
+		if res.err != nil {
+			t.Fatalf("%s: %v", res.text, res.err)
+		}
+		var n int
+		if _, err := fmt.Sscanf(res.r.Text, "reply #%d:", &n); err != nil || res.r.Text != fmt.Sprintf("reply #%d: %s", n, res.text) {
+			t.Fatalf("%s: reply %q", res.text, res.r.Text)
+		}
+		k := keyOf(res.text)
+		nums[k] = append(nums[k], n)
+		if th, ok := threads[k]; ok && th != res.r.ThreadID {
+			t.Fatalf("%s on thread %s, its key's other turns on %s", res.text, res.r.ThreadID, th)
+		}
+		threads[k] = res.r.ThreadID
+	}
+	for _, k := range keys {
+		slices.Sort(nums[k])
+		if !slices.Equal(nums[k], []int{1, 2, 3}) {
+			t.Errorf("key %s reply numbers %v, want 1, 2, 3", k, nums[k])
+		}
+	}
+	if !overlapped {
+		t.Error("the keys' first turns were never at the model at the same time")
+	}
+	// Each request carries only its own key's history, growing one message per turn: a turn that
+	// overlapped another of its key would have been merged into it by codex and broken the chain.
+	last := map[string][]string{}
+	for _, req := range m.Requests() {
+		k := keyOf(req.LastUserText)
+		for _, u := range req.UserTexts {
+			if keyOf(u) != k {
+				t.Errorf("request %d of %s carries %q: %v", req.N, k, u, req.UserTexts)
+			}
+		}
+		if prev := last[k]; len(req.UserTexts) != len(prev)+1 || !slices.Equal(req.UserTexts[:len(prev)], prev) {
+			t.Errorf("request %d of %s: history %v after %v", req.N, k, req.UserTexts, prev)
+		}
+		last[k] = req.UserTexts
+	}
+}
+
+func TestCodexKilledChildResumes(t *testing.T) {
+	s, m := codexSup(t, nil, nil)
+	ctx := testCtx(t)
+	mustSubmit(t, s, "a", "one")
+	r2 := mustSubmit(t, s, "a", "two")
+	if err := syscall.Kill(r2.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Noticed between turns, without a message.
+	waitFor(t, "the dead child retired", func() bool {
+		st := s.Status()
+		return st.Totals.Retired[WatchdogDead] == 1 && st.Totals.Live == 0
+	})
+	r3, err := s.Submit(ctx, "a", "three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.Text != "reply #3: three" || r3.ThreadID != r2.ThreadID || r3.PID == r2.PID {
+		t.Fatalf("after SIGKILL: %+v (before: thread %s pid %d)", r3, r2.ThreadID, r2.PID)
+	}
+	if got := s.Status().Children[0].Restarts; got != 1 {
+		t.Fatalf("restarts %d, want 1", got)
+	}
+	reqs := m.Requests()
+	if got := reqs[len(reqs)-1].UserTexts; !slices.Equal(got, []string{"one", "two", "three"}) {
+		t.Fatalf("history sent to the model %v", got)
+	}
+}
+
+func TestCodexEvictedKeyKeepsHistory(t *testing.T) {
+	s, _ := codexSup(t, nil, func(c *Config) { c.MaxChildren = 2 })
+	ra := mustSubmit(t, s, "a", "a1")
+	mustSubmit(t, s, "b", "b1")
+	mustSubmit(t, s, "c", "c1") // evicts a, the least recently used
+	ra2 := mustSubmit(t, s, "a", "a2")
+	if ra2.Text != "reply #2: a2" || ra2.ThreadID != ra.ThreadID || ra2.PID == ra.PID {
+		t.Fatalf("evicted key: %+v (before: %+v)", ra2, ra)
+	}
+	st := s.Status()
+	if st.Totals.Live != 2 || st.Totals.Retired[ReasonEvicted] != 2 {
+		t.Fatalf("totals %+v", st.Totals)
+	}
+	for _, c := range st.Children {
+		if c.RSSBytes == 0 || c.PID == 0 {
+			t.Errorf("row without pid/rss: %+v", c)
+		}
+	}
+}
+
+// TestCodexTurnDeadline: a hung model stream trips the turn deadline; codex honours the
+// interrupt, so the child stays warm and answers the next message with the history intact.
+func TestCodexTurnDeadline(t *testing.T) {
+	s, _ := codexSup(t, nil, func(c *Config) { c.TurnDeadline = 2 * time.Second })
+	ctx := testCtx(t)
+	r1 := mustSubmit(t, s, "a", "one")
+	_, err := s.Submit(ctx, "a", "please HANG")
+	var we *WatchdogError
+	if !errors.As(err, &we) || we.Watchdog != WatchdogTurn {
+		t.Fatalf("err = %v, want turn deadline", err)
+	}
+	r3, err := s.Submit(ctx, "a", "three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.PID != r1.PID || !strings.HasSuffix(r3.Text, ": three") {
+		t.Fatalf("after deadline: %+v", r3)
+	}
+}
+
+// TestCodexDaemonRestartKeepsContext: a second supervisor on the same sessions store (a daemon
+// restart) resumes the key's thread in a new child.
+func TestCodexDaemonRestartKeepsContext(t *testing.T) {
+	state := t.TempDir()
+	store, err := sessions.Open(sessions.Config{Dir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := codexSup(t, nil, func(c *Config) { c.Store = store; c.StateDir = state })
+	r1 := mustSubmit(t, first, "canvas:ws", "remember me")
+	if err := first.Shutdown(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	store2, err := sessions.Open(sessions.Config{Dir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same CODEX_HOME as the first daemon: that is where codex keeps the thread's rollout.
+	second, err := New(Config{
+		AppServer: appserver.Config{Bin: appservertest.CodexBin(t), CodexHome: first.cfg.AppServer.CodexHome,
+			Dir: first.cfg.AppServer.Dir, Logger: testLogger(t)},
+		Thread:   first.cfg.Thread,
+		Store:    store2,
+		StateDir: state,
+		Logger:   testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, second)
+	r2 := mustSubmit(t, second, "canvas:ws", "still there?")
+	if r2.ThreadID != r1.ThreadID || r2.Text != "reply #2: still there?" || r2.NewThread || r2.ResumeFailed {
+		t.Fatalf("after restart: %+v (before: thread %s)", r2, r1.ThreadID)
+	}
+}

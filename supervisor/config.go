@@ -1,0 +1,264 @@
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/appserver/protocol"
+)
+
+// Child is the part of *appserver.Client the supervisor uses. It is defined here, where it is
+// consumed, so the pool logic can be tested with an in-memory child.
+type Child interface {
+	PID() int
+	StartThread(ctx context.Context, opts appserver.ThreadOptions) (string, error)
+	ResumeThread(ctx context.Context, threadID string, opts appserver.ThreadOptions) error
+	RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (*appserver.TurnResult, error)
+	// Done is closed when the child exited or its stream broke.
+	Done() <-chan struct{}
+	// Err says why Done was closed (nil before).
+	Err() error
+	LastActivity() time.Time
+	// Close stops the child and returns only after it was reaped. It must be idempotent and
+	// safe to call while RunTurn is in progress (RunTurn then returns an error).
+	Close() error
+}
+
+// The appserver client is the production Child.
+var _ Child = (*appserver.Client)(nil)
+
+// SpawnFunc starts a child for a chat key and completes its handshake. It must return promptly
+// once ctx is done: the supervisor enforces the handshake timeout through ctx.
+type SpawnFunc func(ctx context.Context, chatKey string) (Child, error)
+
+// ThreadStore is the part of *sessions.Store the supervisor uses: the durable chat key → thread id
+// map.
+type ThreadStore interface {
+	Get(key string) (string, bool)
+	Set(key, threadID string) error
+	Delete(key string) error
+}
+
+// Defaults of Config fields left zero.
+const (
+	DefaultMaxQueuePerKey      = 16
+	DefaultIdleTTL             = 15 * time.Minute
+	DefaultSlotWait            = 2 * time.Minute
+	DefaultHandshakeTimeout    = 30 * time.Second
+	DefaultTurnDeadline        = 600 * time.Second
+	DefaultPostToolQuiet       = 90 * time.Second
+	DefaultCrashWindow         = 10 * time.Second
+	DefaultCrashBackoffInitial = time.Second
+	DefaultCrashBackoffMax     = 5 * time.Minute
+	DefaultSweepGrace          = 2 * time.Second
+
+	// MaxChildrenCeiling bounds the memory-derived default of Config.MaxChildren.
+	MaxChildrenCeiling = 64
+	// BytesPerChild is the memory budget per live child used to derive the default
+	// Config.MaxChildren: a warm native codex app-server measured ~145 MB RSS idle, and a turn
+	// with tools (shells it starts) roughly doubles that.
+	BytesPerChild = 300 << 20
+	// ChildrenFile is the file in Config.StateDir that records live children for the boot sweep.
+	ChildrenFile = "children.json"
+)
+
+// Config configures a Supervisor. Zero values mean the documented default; a negative duration
+// disables that timer where noted.
+type Config struct {
+	// Spawn starts a child for a chat key. Nil means appserver.Start with AppServer (its logger
+	// gains a chat_key field and its HandshakeTimeout defaults to HandshakeTimeout).
+	Spawn SpawnFunc
+	// AppServer is the template for the default Spawn. AppServer.Bin is required when Spawn is nil.
+	AppServer appserver.Config
+	// Store maps chat keys to codex thread ids so a new child resumes the conversation. Nil means
+	// an in-memory map: conversations survive child restarts but not a daemon restart.
+	Store ThreadStore
+	// Thread holds the options of thread/start and thread/resume.
+	Thread appserver.ThreadOptions
+	// StateDir holds ChildrenFile, the record of live children that the boot sweep of the next
+	// daemon uses to kill orphans. Empty disables both. One daemon per StateDir.
+	StateDir string
+
+	// MaxChildren caps live children (starting, idle, busy and retiring all count). Default:
+	// min(MaxChildrenCeiling, max(2, MemAvailable/BytesPerChild)) from /proc/meminfo, or 8 when
+	// /proc/meminfo is unreadable.
+	MaxChildren int
+	// MaxQueuePerKey bounds the messages of one chat key waiting behind its running turn; past
+	// it Submit returns ErrQueueFull at once. Default DefaultMaxQueuePerKey (16).
+	MaxQueuePerKey int
+	// IdleTTL closes a child idle for this long (reason "idle"). Default 15 min; negative: never.
+	IdleTTL time.Duration
+	// SlotWait bounds how long a chat key without a child waits for a slot when every slot is
+	// busy; then Submit returns ErrNoSlot. Default 2 min.
+	SlotWait time.Duration
+
+	// HandshakeTimeout bounds spawn + handshake, and separately thread start/resume
+	// (WatchdogHandshake). Default 30 s.
+	HandshakeTimeout time.Duration
+	// TurnDeadline bounds one turn (WatchdogTurn): the turn is interrupted; a child that does not
+	// settle within the interrupt grace is retired (WatchdogWedged). Default 600 s; negative:
+	// none.
+	TurnDeadline time.Duration
+	// PostToolQuiet retires a child that went silent this long after a tool item
+	// (commandExecution, fileChange, mcpToolCall, dynamicToolCall) completed (WatchdogPostTool).
+	// Default 90 s; negative: none.
+	PostToolQuiet time.Duration
+	// InterruptGrace is passed to appserver.TurnOptions. Zero: appserver's default (5 s).
+	InterruptGrace time.Duration
+
+	// CrashWindow: a child that dies within this long of its start without having completed a
+	// turn counts as a crash, as does a failed spawn or thread start/resume. Crashes back a chat
+	// key off exponentially (CrashBackoffInitial, ×1.5 with ±50% jitter, up to CrashBackoffMax,
+	// never giving up); meanwhile its messages get *CrashLoopError. A completed turn resets it.
+	// A child that completed a turn and then died is not a crash. Default 10 s; negative: only
+	// children that never got ready count.
+	CrashWindow time.Duration
+	// CrashBackoffInitial is the first backoff interval. Default 1 s.
+	CrashBackoffInitial time.Duration
+	// CrashBackoffMax caps the backoff interval. Default 5 min.
+	CrashBackoffMax time.Duration
+
+	// SweepGrace is how long the boot sweep waits after SIGTERM and again after SIGKILL for an
+	// orphan to go. Default 2 s.
+	SweepGrace time.Duration
+
+	// Logger receives the supervisor's logs (named "supervisor"). Nil: no logs.
+	Logger *zap.Logger
+}
+
+// withDefaults returns cfg with zero fields set to their defaults.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.MaxChildren < 0 || cfg.MaxQueuePerKey < 0 {
+		return cfg, fmt.Errorf("supervisor: MaxChildren %d and MaxQueuePerKey %d must not be negative",
+			cfg.MaxChildren, cfg.MaxQueuePerKey)
+	}
+	if cfg.MaxChildren == 0 {
+		cfg.MaxChildren = DefaultMaxChildren()
+	}
+	if cfg.MaxQueuePerKey == 0 {
+		cfg.MaxQueuePerKey = DefaultMaxQueuePerKey
+	}
+	setDur := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	setDur(&cfg.IdleTTL, DefaultIdleTTL)
+	setDur(&cfg.SlotWait, DefaultSlotWait)
+	setDur(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
+	setDur(&cfg.TurnDeadline, DefaultTurnDeadline)
+	setDur(&cfg.PostToolQuiet, DefaultPostToolQuiet)
+	setDur(&cfg.CrashWindow, DefaultCrashWindow)
+	setDur(&cfg.CrashBackoffInitial, DefaultCrashBackoffInitial)
+	setDur(&cfg.CrashBackoffMax, DefaultCrashBackoffMax)
+	setDur(&cfg.SweepGrace, DefaultSweepGrace)
+	if cfg.SlotWait < 0 || cfg.HandshakeTimeout < 0 {
+		return cfg, fmt.Errorf("supervisor: SlotWait %s and HandshakeTimeout %s must not be negative",
+			cfg.SlotWait, cfg.HandshakeTimeout)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Store == nil {
+		cfg.Store = &memStore{m: make(map[string]string)}
+	}
+	if cfg.Spawn == nil {
+		if cfg.AppServer.Bin == "" {
+			return cfg, fmt.Errorf("supervisor: AppServer.Bin is required when Spawn is nil")
+		}
+		cfg.Spawn = appServerSpawn(cfg.AppServer, cfg.HandshakeTimeout, cfg.Logger)
+	}
+	return cfg, nil
+}
+
+// appServerSpawn is the default SpawnFunc: appserver.Start with the template.
+func appServerSpawn(tmpl appserver.Config, handshake time.Duration, log *zap.Logger) SpawnFunc {
+	return func(ctx context.Context, chatKey string) (Child, error) {
+		c := tmpl
+		if c.HandshakeTimeout == 0 {
+			c.HandshakeTimeout = handshake
+		}
+		base := c.Logger
+		if base == nil {
+			base = log
+		}
+		c.Logger = base.With(zap.String("chat_key", chatKey))
+		cl, err := appserver.Start(ctx, c)
+		if err != nil {
+			// A nil *Client in a Child interface would not compare equal to nil.
+			return nil, err
+		}
+		return cl, nil
+	}
+}
+
+// DefaultMaxChildren derives a child cap from available memory: min(MaxChildrenCeiling,
+// max(2, MemAvailable/BytesPerChild)), or 8 when /proc/meminfo cannot be read.
+func DefaultMaxChildren() int {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 8
+	}
+	avail, ok := memAvailable(b)
+	if !ok {
+		return 8
+	}
+	return capFromMemory(avail)
+}
+
+func capFromMemory(availBytes int64) int {
+	n := availBytes / BytesPerChild
+	return int(min(MaxChildrenCeiling, max(2, n)))
+}
+
+// memAvailable parses the MemAvailable line of /proc/meminfo (in kB) into bytes.
+func memAvailable(meminfo []byte) (int64, bool) {
+	sc := bufio.NewScanner(bytes.NewReader(meminfo))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) >= 2 && string(f[0]) == "MemAvailable:" {
+			kb, err := strconv.ParseInt(string(f[1]), 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			return kb << 10, true
+		}
+	}
+	return 0, false
+}
+
+// memStore is the ThreadStore used when Config.Store is nil.
+type memStore struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (s *memStore) Get(key string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[key]
+	return v, ok
+}
+
+func (s *memStore) Set(key, threadID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[key] = threadID
+	return nil
+}
+
+func (s *memStore) Delete(key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, key)
+	return nil
+}

@@ -1,0 +1,89 @@
+package supervisor
+
+import (
+	"bytes"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Status returns the live process table. Rows are copied under the pool lock; the per-child
+// /proc reads and LastActivity calls happen after it is released, so taking a snapshot under
+// load does not stall Submit.
+func (s *Supervisor) Status() Snapshot {
+	type row struct {
+		cs    ChildStatus
+		child Child
+	}
+	now := time.Now()
+	s.mu.Lock()
+	rows := make([]row, 0, len(s.sessions))
+	t := Totals{
+		Live:           len(s.sessions),
+		Cap:            s.cfg.MaxChildren,
+		Turns:          s.turns,
+		Retired:        maps.Clone(s.retired),
+		StoreErrors:    s.storeErrors,
+		WaitingForSlot: len(s.waiters),
+	}
+	for sess := range s.sessions {
+		cs := ChildStatus{
+			ChatKey:  sess.key.key,
+			ThreadID: sess.threadID,
+			PID:      sess.pid,
+			State:    sess.state,
+			Turns:    sess.turns,
+			Restarts: sess.restarts,
+			Queued:   len(sess.key.queue),
+			Uptime:   now.Sub(sess.started),
+		}
+		if sess.state == StateBusy {
+			cs.TurnAge = now.Sub(sess.turnStart)
+			t.Busy++
+		}
+		rows = append(rows, row{cs: cs, child: sess.child})
+	}
+	for _, k := range s.keys {
+		t.Queued += len(k.queue)
+	}
+	s.mu.Unlock()
+
+	out := make([]ChildStatus, len(rows))
+	for i, r := range rows {
+		if r.child != nil {
+			r.cs.LastActivity = r.child.LastActivity()
+		}
+		r.cs.RSSBytes = readRSS(r.cs.PID)
+		out[i] = r.cs
+	}
+	slices.SortFunc(out, func(a, b ChildStatus) int {
+		if c := strings.Compare(a.ChatKey, b.ChatKey); c != 0 {
+			return c
+		}
+		return a.PID - b.PID
+	})
+	return Snapshot{Taken: now, Children: out, Totals: t}
+}
+
+// readRSS returns the resident set size of pid from /proc/<pid>/statm, 0 when unknown.
+func readRSS(pid int) int64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
+}

@@ -1,0 +1,300 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ChildRecord identifies one live child in ChildrenFile. StartTime makes the record safe against
+// pid reuse: a process with the same pid but another start time is a stranger.
+type ChildRecord struct {
+	PID int `json:"pid"`
+	// StartTime is field 22 of /proc/<pid>/stat: clock ticks after boot.
+	StartTime uint64 `json:"start_time"`
+	// Exe is /proc/<pid>/exe at spawn, when readable.
+	Exe     string `json:"exe,omitempty"`
+	ChatKey string `json:"chat_key,omitempty"`
+}
+
+// childrenFile is the content of ChildrenFile.
+type childrenFile struct {
+	DaemonPID int           `json:"daemon_pid"`
+	Written   time.Time     `json:"written"`
+	Children  []ChildRecord `json:"children"`
+}
+
+// Sweep actions reported in SweptChild.Action.
+const (
+	// SweepGone: no process with that pid and start time (already gone, or the pid was reused):
+	// nothing was signalled.
+	SweepGone = "gone"
+	// SweepTerminated: the orphan exited after SIGTERM to its process group.
+	SweepTerminated = "terminated"
+	// SweepKilled: the orphan needed SIGKILL.
+	SweepKilled = "killed"
+	// SweepSurvived: the orphan was still there after SIGKILL and the grace; its record is kept.
+	SweepSurvived = "survived"
+)
+
+// SweptChild is what the boot sweep did about one recorded child.
+type SweptChild struct {
+	ChildRecord
+	Action string
+}
+
+// procIdentity is what a child's record needs from /proc.
+type procIdentity struct {
+	start uint64
+	exe   string
+}
+
+// readProcIdentity reads pid's start time and executable; zero when pid is not a process of this
+// machine (an in-memory test child).
+func readProcIdentity(pid int) procIdentity {
+	if pid <= 0 {
+		return procIdentity{}
+	}
+	st, err := readProcStat(pid)
+	if err != nil {
+		return procIdentity{}
+	}
+	exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	return procIdentity{start: st.start, exe: exe}
+}
+
+type procStat struct {
+	state byte
+	pgrp  int
+	start uint64
+}
+
+// readProcStat parses /proc/<pid>/stat. The command name (field 2) may hold spaces and
+// parentheses, so fields are counted from the last ')'.
+func readProcStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseProcStat(b)
+}
+
+func parseProcStat(b []byte) (procStat, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, errors.New("malformed /proc stat: no ')'")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state), f[2] field 5 (pgrp), f[19] field 22 (starttime).
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procStat{}, fmt.Errorf("malformed /proc stat: %d fields after comm", len(f))
+	}
+	pgrp, err := strconv.Atoi(f[2])
+	if err != nil {
+		return procStat{}, fmt.Errorf("malformed /proc stat pgrp: %w", err)
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("malformed /proc stat starttime: %w", err)
+	}
+	return procStat{state: f[0][0], pgrp: pgrp, start: start}, nil
+}
+
+// persistRecords writes ChildrenFile, logging a failure: a missing record costs at most an
+// orphan after a crash, which is no reason to fail a turn.
+func (s *Supervisor) persistRecords() {
+	if err := s.writeRecords(); err != nil {
+		s.log.Error("writing children record failed", zap.Error(err))
+	}
+}
+
+// writeRecords atomically replaces ChildrenFile with the children alive now plus leftover
+// orphans. recMu makes the writes follow each other, each one reading the pool when it starts,
+// so the file ends with the newest state.
+func (s *Supervisor) writeRecords() error {
+	if s.cfg.StateDir == "" {
+		return nil
+	}
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	f := childrenFile{DaemonPID: os.Getpid(), Written: time.Now().UTC(), Children: []ChildRecord{}}
+	f.Children = append(f.Children, s.leftover...)
+	s.mu.Lock()
+	for sess := range s.sessions {
+		if sess.proc.start != 0 {
+			f.Children = append(f.Children, ChildRecord{PID: sess.pid, StartTime: sess.proc.start,
+				Exe: sess.proc.exe, ChatKey: sess.key.key})
+		}
+	}
+	s.mu.Unlock()
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode children record: %w", err)
+	}
+	return writeFileAtomic(filepath.Join(s.cfg.StateDir, ChildrenFile), append(b, '\n'))
+}
+
+// writeFileAtomic writes a temp file in the same directory, syncs it and renames it over path, so
+// a crash leaves either the old or the new content.
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync() // make the rename durable; not all filesystems support it
+		_ = d.Close()
+	}
+	return nil
+}
+
+// SweepOrphans terminates the children recorded in stateDir/ChildrenFile by a daemon that is no
+// longer running them (it was SIGKILLed or crashed; its children were reparented and cannot be
+// waited for). A recorded pid is signalled only when a process with that pid still has the
+// recorded start time (and executable, when both are known), so a reused pid is never touched.
+// Each orphan's process group gets SIGTERM, then after grace SIGKILL; the sweep polls /proc until
+// they are gone, at most about 2×grace, and honours ctx. It logs and returns what it did. A
+// missing file is not an error.
+func SweepOrphans(ctx context.Context, stateDir string, grace time.Duration, logger *zap.Logger) ([]SweptChild, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if grace <= 0 {
+		grace = DefaultSweepGrace
+	}
+	path := filepath.Join(stateDir, ChildrenFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("boot sweep: %w", err)
+	}
+	var f childrenFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("boot sweep: %s is corrupt, orphans it listed are not swept: %w", path, err)
+	}
+	out := make([]SweptChild, len(f.Children))
+	var live []int // indexes into out
+	for i, rec := range f.Children {
+		out[i] = SweptChild{ChildRecord: rec, Action: SweepGone}
+		if !isSameProcess(rec) {
+			continue
+		}
+		live = append(live, i)
+		out[i].Action = SweepTerminated
+		signalChild(rec.PID, syscall.SIGTERM)
+	}
+	if len(live) > 0 {
+		live = waitGone(ctx, out, live, grace)
+		for _, i := range live {
+			out[i].Action = SweepKilled
+			signalChild(out[i].PID, syscall.SIGKILL)
+		}
+		live = waitGone(ctx, out, live, grace)
+		for _, i := range live {
+			out[i].Action = SweepSurvived
+		}
+	}
+	// Tools a killed codex left in its process group go too; the group id cannot be reused while
+	// any member lives, so this reaches only the orphan's own group.
+	for _, sc := range out {
+		if sc.Action == SweepTerminated || sc.Action == SweepKilled {
+			_ = syscall.Kill(-sc.PID, syscall.SIGKILL)
+		}
+	}
+	for _, sc := range out {
+		l := logger.Info
+		if sc.Action == SweepSurvived {
+			l = logger.Error
+		}
+		l("boot sweep: recorded child", zap.Int("pid", sc.PID), zap.String("chat_key", sc.ChatKey),
+			zap.String("exe", sc.Exe), zap.String("action", sc.Action), zap.Int("old_daemon_pid", f.DaemonPID))
+	}
+	return out, nil
+}
+
+// isSameProcess reports whether rec's process is still running (not a zombie).
+func isSameProcess(rec ChildRecord) bool {
+	if rec.PID <= 0 || rec.StartTime == 0 {
+		return false
+	}
+	st, err := readProcStat(rec.PID)
+	if err != nil || st.state == 'Z' || st.start != rec.StartTime {
+		return false
+	}
+	if rec.Exe != "" {
+		if exe, err := os.Readlink("/proc/" + strconv.Itoa(rec.PID) + "/exe"); err == nil &&
+			strings.TrimSuffix(exe, " (deleted)") != strings.TrimSuffix(rec.Exe, " (deleted)") {
+			return false
+		}
+	}
+	return true
+}
+
+// signalChild signals pid's process group when pid leads one (children are started with
+// Setpgid), else just pid.
+func signalChild(pid int, sig syscall.Signal) {
+	if st, err := readProcStat(pid); err == nil && st.pgrp == pid {
+		_ = syscall.Kill(-pid, sig)
+		return
+	}
+	_ = syscall.Kill(pid, sig)
+}
+
+// waitGone polls /proc until the records at idx are gone or grace passes; it returns those still
+// running.
+func waitGone(ctx context.Context, out []SweptChild, idx []int, grace time.Duration) []int {
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		alive := idx[:0:0]
+		for _, i := range idx {
+			if isSameProcess(out[i].ChildRecord) {
+				alive = append(alive, i)
+			}
+		}
+		idx = alive
+		if len(idx) == 0 {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return idx
+		case <-ctx.Done():
+			return idx
+		}
+	}
+}
