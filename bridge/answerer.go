@@ -1,0 +1,21 @@
+package bridge
+
+import (
+	"context"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// Answerer runs one turn for a chat key and returns its outcome. *supervisor.Supervisor
+// implements it; tests use fakes. Submit must serialize calls of one chat key (FIFO) and may run
+// calls of different chat keys in parallel.
+type Answerer interface {
+	Submit(ctx context.Context, chatKey, text string) (supervisor.Reply, error)
+}
+
+// authFailure is implemented by errors that mean "codex is not logged in" (the appserver package's
+// *AuthError is expected to implement it: `func (*AuthError) AuthFailure() bool { return true }`).
+// Defined here so the bridge does not depend on appserver.
+type authFailure interface {
+	AuthFailure() bool
+}

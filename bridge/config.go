@@ -1,0 +1,262 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// workspaceIDPattern is the Molecule runtime's rule for workspace ids. Ids end up in URL paths
+// and chat keys, so anything else is rejected rather than escaped.
+var workspaceIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,127}$`)
+
+// validWorkspaceID reports whether id is a Molecule workspace id.
+func validWorkspaceID(id string) bool { return workspaceIDPattern.MatchString(id) }
+
+// Defaults of MoleculeConfig. PollInterval is well under the Python daemon's 5 s: a poll is one
+// small GET and the latency of every message depends on it.
+const (
+	DefaultPollInterval      = time.Second
+	DefaultHeartbeatInterval = 20 * time.Second
+	DefaultRequestTimeout    = 30 * time.Second
+	DefaultMaxPollBytes      = 8 << 20
+	DefaultMaxTextBytes      = 64 << 10
+	DefaultMaxReplyBytes     = 128 << 10
+	DefaultMaxParallel       = 8
+	DefaultMaxUnacked        = 1024
+	DefaultRecentIDs         = 4096
+	DefaultDrainTimeout      = 30 * time.Second
+	DefaultRetryInitial      = time.Second
+	DefaultRetryMax          = 30 * time.Second
+	DefaultSinceSecs         = 600
+	DefaultAgentName         = "codex"
+	// minTextCap keeps room for the truncation note in a capped text.
+	minTextCap = 256
+)
+
+// StateFileName is the bridge's durable inbox position inside the state directory.
+const StateFileName = "bridge-state.json"
+
+// MoleculeConfig configures a Molecule inbox. MoleculeConfigFromEnv fills the platform fields from
+// the same environment the Python daemon reads; the caller adds Answerer and Logger. Zero
+// durations and sizes mean the defaults above.
+type MoleculeConfig struct {
+	// PlatformURL is the platform's base URL (PLATFORM_URL), http or https, no user info.
+	PlatformURL string
+	// WorkspaceID is this workspace (WORKSPACE_ID).
+	WorkspaceID string
+	// Token is the workspace bearer token (MOLECULE_WORKSPACE_TOKEN or <CONFIGS_DIR>/.auth_token).
+	// It is never logged.
+	Token string
+	// OrgID is sent as X-Molecule-Org-Id when set (MOLECULE_ORG_ID).
+	OrgID string
+	// StateDir holds bridge-state.json (CODEX_CHANNEL_MOLECULE_STATE_DIR, default
+	// ~/.codex-channel-molecule/, the Python daemon's directory, so sessions.json sits beside it).
+	StateDir string
+	// AgentName is agent_card.name at register.
+	AgentName string
+
+	// Answerer runs the turns; required.
+	Answerer Answerer
+	// Logger; nil means no logging.
+	Logger *zap.Logger
+	// HTTPClient is used for every platform call; nil means a private client whose idle
+	// connections are closed when Run returns.
+	HTTPClient *http.Client
+
+	PollInterval      time.Duration
+	HeartbeatInterval time.Duration
+	// RequestTimeout bounds each platform call.
+	RequestTimeout time.Duration
+	// MaxPollBytes caps the bytes read from one activity response.
+	MaxPollBytes int64
+	// MaxTextBytes caps the text of one inbound message given to codex; longer text is cut and a
+	// note says how much was omitted.
+	MaxTextBytes int
+	// MaxReplyBytes caps one reply sent to the platform, the same way.
+	MaxReplyBytes int
+	// MaxParallel bounds concurrent Submit calls (different chat keys).
+	MaxParallel int
+	// MaxUnacked bounds messages received but not yet behind the durable position; polling pauses
+	// at the bound (back-pressure) so memory stays bounded when one reply cannot be delivered.
+	MaxUnacked int
+	// RecentIDs is how many finished activity ids are remembered for de-duplication.
+	RecentIDs int
+	// DrainTimeout is how long Run lets in-flight turns and deliveries finish after ctx is done.
+	DrainTimeout time.Duration
+	// RetryInitial and RetryMax shape the exponential backoff of reply delivery, register and
+	// poll errors.
+	RetryInitial time.Duration
+	RetryMax     time.Duration
+	// SinceSecs is the look-back window of a poll without a cursor.
+	SinceSecs int
+}
+
+// withDefaults returns cfg with zero fields set to their defaults.
+func (cfg MoleculeConfig) withDefaults() MoleculeConfig {
+	setDur := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	setInt := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
+	}
+	setDur(&cfg.PollInterval, DefaultPollInterval)
+	setDur(&cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	setDur(&cfg.RequestTimeout, DefaultRequestTimeout)
+	setDur(&cfg.DrainTimeout, DefaultDrainTimeout)
+	setDur(&cfg.RetryInitial, DefaultRetryInitial)
+	setDur(&cfg.RetryMax, DefaultRetryMax)
+	if cfg.MaxPollBytes <= 0 {
+		cfg.MaxPollBytes = DefaultMaxPollBytes
+	}
+	setInt(&cfg.MaxTextBytes, DefaultMaxTextBytes)
+	setInt(&cfg.MaxReplyBytes, DefaultMaxReplyBytes)
+	setInt(&cfg.MaxParallel, DefaultMaxParallel)
+	setInt(&cfg.MaxUnacked, DefaultMaxUnacked)
+	setInt(&cfg.RecentIDs, DefaultRecentIDs)
+	setInt(&cfg.SinceSecs, DefaultSinceSecs)
+	cfg.MaxTextBytes = max(cfg.MaxTextBytes, minTextCap)
+	cfg.MaxReplyBytes = max(cfg.MaxReplyBytes, minTextCap)
+	// The de-dup memory must outlive the unacked window, or an id could be forgotten while it is
+	// still ahead of the durable position.
+	cfg.RecentIDs = max(cfg.RecentIDs, 2*cfg.MaxUnacked)
+	if cfg.AgentName == "" {
+		cfg.AgentName = DefaultAgentName
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return cfg
+}
+
+// validate checks what NewMolecule needs; the messages name the environment variable to fix.
+func (cfg MoleculeConfig) validate() error {
+	if _, err := parsePlatformURL(cfg.PlatformURL); err != nil {
+		return err
+	}
+	if !validWorkspaceID(cfg.WorkspaceID) {
+		return fmt.Errorf("workspace id %q is invalid: WORKSPACE_ID must match %s", cfg.WorkspaceID, workspaceIDPattern)
+	}
+	if cfg.Token == "" {
+		return errors.New("no workspace token: set MOLECULE_WORKSPACE_TOKEN or write <CONFIGS_DIR>/.auth_token")
+	}
+	if strings.ContainsAny(cfg.Token, "\r\n") {
+		return errors.New("workspace token contains a line break")
+	}
+	if strings.ContainsAny(cfg.OrgID, "\r\n") {
+		return errors.New("MOLECULE_ORG_ID contains a line break")
+	}
+	if cfg.StateDir == "" {
+		return errors.New("no state directory: set CODEX_CHANNEL_MOLECULE_STATE_DIR or HOME")
+	}
+	if cfg.Answerer == nil {
+		return errors.New("no answerer configured")
+	}
+	return nil
+}
+
+// parsePlatformURL accepts an absolute http(s) URL without user info (credentials in the URL
+// would end up in logs and errors) and drops a trailing slash.
+func parsePlatformURL(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, errors.New("PLATFORM_URL is not set")
+	}
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("PLATFORM_URL is not a URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("PLATFORM_URL must be http or https, got scheme %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, errors.New("PLATFORM_URL has no host")
+	}
+	if u.User != nil {
+		return nil, errors.New("PLATFORM_URL must not contain user info")
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u, nil
+}
+
+// MoleculeConfigFromEnv reads the Molecule settings from the environment the Python daemon and
+// runtime use: PLATFORM_URL, WORKSPACE_ID, MOLECULE_WORKSPACE_TOKEN (else the file
+// <CONFIGS_DIR>/.auth_token, CONFIGS_DIR defaulting to /configs), MOLECULE_ORG_ID and
+// CODEX_CHANNEL_MOLECULE_STATE_DIR (default $HOME/.codex-channel-molecule). getenv is usually
+// os.Getenv. Answerer and Logger are left for the caller.
+func MoleculeConfigFromEnv(getenv func(string) string) (MoleculeConfig, error) {
+	env := func(k string) string { return strings.TrimSpace(getenv(k)) }
+	cfg := MoleculeConfig{
+		PlatformURL: env("PLATFORM_URL"),
+		WorkspaceID: env("WORKSPACE_ID"),
+		OrgID:       env("MOLECULE_ORG_ID"),
+		StateDir:    env("CODEX_CHANNEL_MOLECULE_STATE_DIR"),
+	}
+	if _, err := parsePlatformURL(cfg.PlatformURL); err != nil {
+		return MoleculeConfig{}, err
+	}
+	if cfg.WorkspaceID == "" {
+		return MoleculeConfig{}, errors.New("WORKSPACE_ID is not set")
+	}
+	if !validWorkspaceID(cfg.WorkspaceID) {
+		return MoleculeConfig{}, fmt.Errorf("WORKSPACE_ID %q is invalid: it must match %s", cfg.WorkspaceID, workspaceIDPattern)
+	}
+	if strings.ContainsAny(cfg.OrgID, "\r\n") {
+		return MoleculeConfig{}, errors.New("MOLECULE_ORG_ID contains a line break")
+	}
+	token, err := tokenFromEnv(env)
+	if err != nil {
+		return MoleculeConfig{}, err
+	}
+	cfg.Token = token
+	if cfg.StateDir == "" {
+		home := env("HOME")
+		if home == "" {
+			return MoleculeConfig{}, errors.New("neither CODEX_CHANNEL_MOLECULE_STATE_DIR nor HOME is set")
+		}
+		cfg.StateDir = filepath.Join(home, ".codex-channel-molecule")
+	}
+	return cfg, nil
+}
+
+// tokenFromEnv prefers MOLECULE_WORKSPACE_TOKEN and falls back to the file the platform writes
+// into managed containers. Errors name the file but never its content.
+func tokenFromEnv(env func(string) string) (string, error) {
+	if t := env("MOLECULE_WORKSPACE_TOKEN"); t != "" {
+		if strings.ContainsAny(t, "\r\n") {
+			return "", errors.New("MOLECULE_WORKSPACE_TOKEN contains a line break")
+		}
+		return t, nil
+	}
+	dir := env("CONFIGS_DIR")
+	if dir == "" {
+		dir = "/configs"
+	}
+	path := filepath.Join(dir, ".auth_token")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("no workspace token: MOLECULE_WORKSPACE_TOKEN is not set and %s does not exist", path)
+		}
+		return "", fmt.Errorf("read workspace token file %s: %w", path, err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("no workspace token: MOLECULE_WORKSPACE_TOKEN is not set and %s is empty", path)
+	}
+	if strings.ContainsAny(t, "\r\n") {
+		return "", fmt.Errorf("workspace token file %s has more than one line", path)
+	}
+	return t, nil
+}

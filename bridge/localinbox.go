@@ -1,0 +1,213 @@
+package bridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// chatKeyPattern is what the local inbox accepts as a chat key: Molecule-style keys
+// ("canvas:<ws>", "peer:<id>") and simple names. The key names a codex thread and ends up in
+// logs and sessions.json, so it is kept short and printable.
+var chatKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$`)
+
+// DefaultRetryAfter is the Retry-After the local inbox sends with a 503.
+const DefaultRetryAfter = 5 * time.Second
+
+// LocalInboxConfig configures the local HTTP inbox.
+type LocalInboxConfig struct {
+	// Answerer runs the turns; required.
+	Answerer Answerer
+	// Logger; nil means no logging.
+	Logger *zap.Logger
+	// MaxTextBytes caps a message's text; longer text is refused with 413 (the caller can split
+	// it; silently cutting a direct request would hide the problem). Default DefaultMaxTextBytes.
+	MaxTextBytes int
+	// MaxBodyBytes caps the request body; default 6×MaxTextBytes+4 KiB (JSON escaping can grow
+	// text up to six times).
+	MaxBodyBytes int64
+	// RetryAfter is sent with 503 answers; default DefaultRetryAfter.
+	RetryAfter time.Duration
+}
+
+// LocalMessage is the body of POST /v1/chats/{chatKey}/messages.
+type LocalMessage struct {
+	Text string `json:"text"`
+}
+
+// LocalReply is the 200 answer: the turn ran (completed, failed or interrupted). Text is what a
+// platform user would see (for a failed turn: "codex failed (status failed): ..."); Status and
+// Error are codex's own.
+type LocalReply struct {
+	Text       string `json:"text"`
+	ChatKey    string `json:"chat_key"`
+	ThreadID   string `json:"thread_id"`
+	TurnID     string `json:"turn_id"`
+	Status     string `json:"status"`
+	DurationMS int64  `json:"duration_ms"`
+	Error      string `json:"error,omitempty"`
+}
+
+// LocalError is every non-200 answer.
+type LocalError struct {
+	Error string `json:"error"`
+	// Watchdog names the watchdog that retired the session (504 only).
+	Watchdog string `json:"watchdog,omitempty"`
+}
+
+// LocalInbox is an http.Handler for a loopback listener:
+//
+//	POST /v1/chats/{chatKey}/messages  {"text": "..."} → 200 LocalReply once the turn ended
+//	GET  /v1/healthz                   → 200 {"status":"ok"}
+//
+// Errors are JSON LocalError: 400 bad JSON, empty text or bad chat key; 404 unknown path; 405
+// wrong method; 413 body or text too large; 503 + Retry-After when the pool is busy or shutting
+// down; 504 when a watchdog retired the session (the message should be sent again); 502 when
+// codex cannot run for the key (crash loop, with Retry-After; not logged in); 500 otherwise.
+//
+// The handler calls Answerer.Submit directly: the supervisor already runs one key's turns in
+// FIFO order and different keys in parallel, and the caller waits for the answer, so the
+// Molecule inbox's durable ledger would add nothing (the caller retries on error).
+type LocalInbox struct {
+	cfg LocalInboxConfig
+	log *zap.Logger
+	mux *http.ServeMux
+}
+
+// NewLocalInbox returns the handler.
+func NewLocalInbox(cfg LocalInboxConfig) (*LocalInbox, error) {
+	if cfg.Answerer == nil {
+		return nil, errors.New("local inbox: no answerer configured")
+	}
+	if cfg.MaxTextBytes <= 0 {
+		cfg.MaxTextBytes = DefaultMaxTextBytes
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 6*int64(cfg.MaxTextBytes) + 4<<10
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	h := &LocalInbox{cfg: cfg, log: cfg.Logger.Named("bridge.local"), mux: http.NewServeMux()}
+	h.mux.HandleFunc("POST /v1/chats/{chatKey}/messages", h.postMessage)
+	h.mux.HandleFunc("/v1/chats/{chatKey}/messages", methodNotAllowed("POST"))
+	h.mux.HandleFunc("GET /v1/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	h.mux.HandleFunc("/v1/healthz", methodNotAllowed("GET, HEAD"))
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, LocalError{Error: "no such endpoint: " + r.URL.Path})
+	})
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *LocalInbox) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// methodNotAllowed answers 405 in JSON (ServeMux's own 405 is plain text).
+func methodNotAllowed(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeJSON(w, http.StatusMethodNotAllowed, LocalError{Error: fmt.Sprintf("method %s not allowed; use %s", r.Method, allow)})
+	}
+}
+
+func (h *LocalInbox) postMessage(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("chatKey")
+	if !chatKeyPattern.MatchString(key) {
+		writeJSON(w, http.StatusBadRequest, LocalError{Error: fmt.Sprintf("invalid chat key %q: it must match %s", capText(key, 64), chatKeyPattern)})
+		return
+	}
+	log := h.log.With(zap.String("chat_key", key))
+	var body LocalMessage
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err := dec.Decode(&body); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, LocalError{Error: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)})
+			return
+		}
+		writeJSON(w, http.StatusBadRequest, LocalError{Error: "request body must be a JSON object {\"text\": \"...\"}: " + err.Error()})
+		return
+	}
+	if strings.TrimSpace(body.Text) == "" {
+		writeJSON(w, http.StatusBadRequest, LocalError{Error: "text is empty"})
+		return
+	}
+	if len(body.Text) > h.cfg.MaxTextBytes {
+		writeJSON(w, http.StatusRequestEntityTooLarge, LocalError{Error: fmt.Sprintf("text is %d bytes; the limit is %d", len(body.Text), h.cfg.MaxTextBytes)})
+		return
+	}
+
+	start := time.Now()
+	reply, err := h.cfg.Answerer.Submit(r.Context(), key, body.Text)
+	oc := classify(reply, err)
+	log = log.With(zap.Duration("took", time.Since(start)))
+	if r.Context().Err() != nil && oc != outcomeAnswered {
+		log.Info("caller went away before the turn ended", zap.Error(err))
+		writeJSON(w, http.StatusServiceUnavailable, LocalError{Error: "request canceled"})
+		return
+	}
+	text := replyText(reply, err)
+	switch oc {
+	case outcomeAnswered, outcomeTurnFailed:
+		dur := reply.Duration
+		if dur <= 0 {
+			dur = time.Since(start)
+		}
+		log.Info("answered", zap.String("status", reply.Status), zap.String("thread_id", reply.ThreadID))
+		writeJSON(w, http.StatusOK, LocalReply{
+			Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID,
+			Status: reply.Status, DurationMS: dur.Milliseconds(), Error: reply.Error,
+		})
+	case outcomeBusy, outcomeClosed:
+		log.Warn("busy", zap.Error(err))
+		w.Header().Set("Retry-After", retryAfterSeconds(h.cfg.RetryAfter))
+		writeJSON(w, http.StatusServiceUnavailable, LocalError{Error: text})
+	case outcomeWatchdog:
+		var wd *supervisor.WatchdogError
+		errors.As(err, &wd)
+		log.Warn("watchdog retired the session", zap.Error(err))
+		writeJSON(w, http.StatusGatewayTimeout, LocalError{Error: text, Watchdog: wd.Watchdog})
+	case outcomeCrashLoop:
+		var cl *supervisor.CrashLoopError
+		errors.As(err, &cl)
+		log.Warn("codex keeps failing for this chat", zap.Error(err))
+		w.Header().Set("Retry-After", retryAfterSeconds(time.Until(cl.RetryAt)))
+		writeJSON(w, http.StatusBadGateway, LocalError{Error: text})
+	case outcomeAuth:
+		log.Error("codex is not logged in", zap.Error(err), zap.String("turn_error", reply.Error))
+		writeJSON(w, http.StatusBadGateway, LocalError{Error: text})
+	default:
+		log.Error("submit failed", zap.Error(err))
+		writeJSON(w, http.StatusInternalServerError, LocalError{Error: text})
+	}
+}
+
+// retryAfterSeconds formats d as whole seconds, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(int(max(1, math.Ceil(d.Seconds()))))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"encode response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

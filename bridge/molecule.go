@@ -1,0 +1,528 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+)
+
+// ErrUnauthorized is wrapped by Run's error when the platform rejects the workspace token at
+// register (HTTP 401/403). Retrying cannot help; the operator has to fix the token.
+var ErrUnauthorized = errors.New("platform rejected the workspace token")
+
+// Molecule is the Molecule platform inbox: it registers the workspace, heartbeats, polls the
+// activity feed, answers each message through the Answerer, delivers the reply and only then moves
+// the durable inbox position. Create it with NewMolecule and start it with Run.
+type Molecule struct {
+	cfg     MoleculeConfig
+	log     *zap.Logger
+	client  *platformClient
+	ownHTTP *http.Client // the client NewMolecule created, closed by Run; nil when injected
+	ledger  *ledger
+	ncfg    normalizeConfig
+	sem     chan struct{} // bounds concurrent Submit calls
+	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
+	c       counters
+	started atomic.Bool
+
+	mu        sync.Mutex
+	inflight  map[string]string // activity id → chat key, for running Submits
+	runStart  time.Time
+	winTotal  int    // answers since the last heartbeat
+	winFailed int    // failures since the last heartbeat
+	lastError string // a failure since the last heartbeat, for sample_error
+}
+
+// NewMolecule checks cfg, opens (or creates) the state directory and loads the inbox position.
+// It does no network I/O.
+func NewMolecule(cfg MoleculeConfig) (*Molecule, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("molecule inbox: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	red := redactor{secret: cfg.Token}
+	log := red.Logger(cfg.Logger).Named("bridge").With(zap.String("workspace_id", cfg.WorkspaceID))
+	m := &Molecule{
+		cfg:      cfg,
+		log:      log,
+		ncfg:     normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes},
+		sem:      make(chan struct{}, cfg.MaxParallel),
+		ackWake:  make(chan struct{}, 1),
+		inflight: make(map[string]string),
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		tr, _ := http.DefaultTransport.(*http.Transport)
+		if tr != nil {
+			tr = tr.Clone()
+		}
+		hc = &http.Client{Transport: tr}
+		m.ownHTTP = hc
+	}
+	client, err := newPlatformClient(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("molecule inbox: %w", err)
+	}
+	m.client = client
+	l, err := openLedger(cfg.StateDir, cfg.WorkspaceID, cfg.RecentIDs, log)
+	if err != nil {
+		return nil, fmt.Errorf("molecule inbox: %w", err)
+	}
+	m.ledger = l
+	return m, nil
+}
+
+// Run registers the workspace, then polls and answers until ctx is done. On ctx done it stops
+// polling, lets running turns and their deliveries finish for up to DrainTimeout (turns not
+// started yet, and replies not delivered by then, are picked up again by the next run), writes
+// the state file and returns nil. It returns an error wrapping ErrUnauthorized when the platform
+// rejects the token at register, and other errors only for what retrying cannot fix. Run returns
+// only after every goroutine it started has exited. It may be called once.
+func (m *Molecule) Run(ctx context.Context) error {
+	if !m.started.CompareAndSwap(false, true) {
+		return errors.New("molecule inbox: Run called twice")
+	}
+	if m.ownHTTP != nil {
+		defer m.ownHTTP.CloseIdleConnections()
+	}
+	m.mu.Lock()
+	m.runStart = time.Now()
+	m.mu.Unlock()
+
+	if err := m.register(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	// Turns and deliveries run on drainCtx: it outlives ctx by DrainTimeout so that work in
+	// progress can finish instead of being thrown away and redone after the restart.
+	drainCtx, cancelDrain := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelDrain()
+	disp := newDispatcher(func(j job) { m.handle(ctx, drainCtx, j) })
+	for _, p := range m.ledger.takeRestored() {
+		m.c.recovered.Add(1)
+		m.log.Info("reply pending from an earlier run; delivering it without running codex again",
+			zap.String("chat_key", p.ChatKey), zap.String("activity_id", p.ActivityID))
+		disp.enqueue(job{pending: &p})
+	}
+
+	var wg sync.WaitGroup
+	wg.Go(func() { runEvery(ctx, m.cfg.HeartbeatInterval, m.sendHeartbeat) })
+	wg.Go(func() { m.ackLoop(ctx) })
+	m.pollLoop(ctx, disp)
+
+	m.log.Info("stopping: polling stopped, letting running turns finish", zap.Duration("drain_timeout", m.cfg.DrainTimeout))
+	drainTimer := time.AfterFunc(m.cfg.DrainTimeout, cancelDrain)
+	disp.wait()
+	drainTimer.Stop()
+	cancelDrain()
+	wg.Wait()
+	if err := m.ledger.sync(); err != nil {
+		m.c.persistErrors.Add(1)
+		m.log.Error("could not write the state file at shutdown", zap.Error(err))
+	}
+	m.log.Info("stopped", zap.String("cursor", m.ledger.Cursor()))
+	return nil
+}
+
+// Stats returns the counters and gauges.
+func (m *Molecule) Stats() Stats {
+	unacked, pending := m.ledger.counts()
+	m.mu.Lock()
+	inflight := len(m.inflight)
+	m.mu.Unlock()
+	return Stats{
+		Received:        m.c.received.Load(),
+		Answered:        m.c.answered.Load(),
+		CodexFailures:   m.c.codexFailures.Load(),
+		Delivered:       m.c.delivered.Load(),
+		DeliveryRetries: m.c.deliveryRetries.Load(),
+		DeliveryFailed:  m.c.deliveryFailed.Load(),
+		Recovered:       m.c.recovered.Load(),
+		Poison:          m.c.poison.Load(),
+		SkippedEchoes:   m.c.skippedEchoes.Load(),
+		Duplicates:      m.c.duplicates.Load(),
+		Truncated:       m.c.truncated.Load(),
+		PollErrors:      m.c.pollErrors.Load(),
+		HeartbeatErrors: m.c.heartbeatErrors.Load(),
+		PersistErrors:   m.c.persistErrors.Load(),
+		Abandoned:       m.c.abandoned.Load(),
+		Cursor:          m.ledger.Cursor(),
+		Unacked:         unacked,
+		PendingReplies:  pending,
+		InFlight:        inflight,
+	}
+}
+
+// register comes online before the first poll. A rejected token (401/403) and other client
+// errors are fatal; network errors and 5xx are retried until ctx is done (the platform may be
+// starting).
+func (m *Molecule) register(ctx context.Context) error {
+	err := retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
+		err := m.client.register(ctx, m.cfg.AgentName)
+		if he := (*HTTPError)(nil); errors.As(err, &he) && !retryableStatus(he.Status) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, func(err error, wait time.Duration) {
+		m.log.Warn("register failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
+	})
+	if err == nil {
+		m.log.Info("registered with the platform", zap.String("platform", m.client.origin))
+		return nil
+	}
+	var he *HTTPError
+	if errors.As(err, &he) && he.Unauthorized() {
+		return fmt.Errorf("%w: workspace %s, HTTP %d at register: check MOLECULE_WORKSPACE_TOKEN (or <CONFIGS_DIR>/.auth_token) and MOLECULE_ORG_ID",
+			ErrUnauthorized, m.cfg.WorkspaceID, he.Status)
+	}
+	return fmt.Errorf("register workspace %s: %w", m.cfg.WorkspaceID, err)
+}
+
+// retryableStatus says whether an HTTP status may go away by itself.
+func retryableStatus(status int) bool {
+	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
+}
+
+// pollLoop polls until ctx is done: every PollInterval, at once after a page that was cut at the
+// size cap, with backoff after errors, and not while the unacked window is full.
+func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
+	cursor := m.ledger.Cursor()
+	bo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		if unacked, _ := m.ledger.counts(); unacked >= m.cfg.MaxUnacked {
+			m.log.Warn("too many messages not yet acknowledged; polling paused until the oldest is finished",
+				zap.Int("unacked", unacked), zap.String("oldest_activity_id", m.ledger.head()))
+			if m.ledger.waitRoom(ctx, m.cfg.MaxUnacked) != nil {
+				return
+			}
+		}
+		rows, cut, err := m.client.poll(ctx, cursor, m.cfg.SinceSecs)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errCursorGone):
+			m.log.Warn("platform no longer knows the cursor (HTTP 410); falling back to the recent window",
+				zap.String("cursor", cursor), zap.Int("since_secs", m.cfg.SinceSecs))
+			cursor = ""
+			timer.Reset(0)
+			continue
+		case err != nil:
+			m.c.pollErrors.Add(1)
+			wait := bo.NextBackOff()
+			m.log.Warn("poll failed", zap.Error(err), zap.Duration("retry_in", wait))
+			timer.Reset(wait)
+			continue
+		}
+		bo.Reset()
+		if last := m.ingest(rows, disp); last != "" {
+			cursor = last
+		}
+		if cut {
+			m.log.Warn("activity page exceeded the size cap; reading the rest with the next poll",
+				zap.Int64("max_poll_bytes", m.cfg.MaxPollBytes), zap.Int("rows", len(rows)))
+			timer.Reset(0)
+			continue
+		}
+		timer.Reset(m.cfg.PollInterval)
+	}
+}
+
+// ingest classifies a page of rows (oldest first) and queues the new messages. It returns the id
+// of the last row that has one: the next poll's since_id.
+func (m *Molecule) ingest(rows []json.RawMessage, disp *dispatcher) (last string) {
+	for i, raw := range rows {
+		n := normalize(raw, m.ncfg)
+		id, seq := n.msg.ActivityID, n.msg.Seq
+		if id != "" {
+			last = id
+		}
+		log := m.log.With(zap.String("activity_id", id))
+		switch n.disp {
+		case dispEcho:
+			if m.ledger.admitDone(id, seq) {
+				m.c.skippedEchoes.Add(1)
+				log.Debug("skipping our own row", zap.String("reason", n.reason))
+			} else {
+				m.c.duplicates.Add(1)
+			}
+		case dispPoison:
+			if id != "" && !m.ledger.admitDone(id, seq) {
+				m.c.duplicates.Add(1)
+				continue
+			}
+			m.c.poison.Add(1)
+			log.Warn("poison row: cannot be answered, moving past it",
+				zap.String("reason", n.reason), zap.Int("row_index", i), zap.String("row_excerpt", capText(string(raw), 200)))
+		case dispMessage:
+			log = log.With(zap.String("chat_key", n.msg.ChatKey))
+			switch m.ledger.admit(id, seq) {
+			case admitNew:
+				m.c.received.Add(1)
+				if n.msg.OmittedBytes > 0 {
+					m.c.truncated.Add(1)
+					log.Warn("message text capped", zap.Int("omitted_bytes", n.msg.OmittedBytes), zap.Int("max_text_bytes", m.cfg.MaxTextBytes))
+				}
+				log.Info("message received", zap.String("kind", string(n.msg.Kind)), zap.String("peer_name", n.msg.PeerName))
+				disp.enqueue(job{msg: n.msg})
+			case admitRecovered:
+				m.c.duplicates.Add(1)
+				log.Info("row came again; its reply from an earlier run is being delivered")
+			default:
+				m.c.duplicates.Add(1)
+				log.Debug("duplicate row skipped")
+			}
+		}
+	}
+	m.persist(m.log)
+	m.wakeAck()
+	return last
+}
+
+// handle answers and delivers one job. It runs on the job's chat key worker.
+func (m *Molecule) handle(ctx, drainCtx context.Context, j job) {
+	if ctx.Err() != nil {
+		// Shutting down: work not started stays behind the cursor and comes again after restart.
+		return
+	}
+	log := m.log.With(zap.String("chat_key", j.chatKey()), zap.String("activity_id", j.activityID()))
+	p := j.pending
+	if p == nil {
+		var ok bool
+		if p, ok = m.answer(ctx, drainCtx, log, j.msg); !ok {
+			return
+		}
+	}
+	m.deliver(drainCtx, log, *p)
+}
+
+// answer runs the turn and stores the reply durably before it is delivered, so a crash between
+// the two does not run codex again. It reports false when shutdown cut the turn off.
+func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*pendingReply, bool) {
+	select {
+	case m.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false
+	}
+	m.mu.Lock()
+	m.inflight[msg.ActivityID] = msg.ChatKey
+	m.mu.Unlock()
+	start := time.Now()
+	reply, err := m.cfg.Answerer.Submit(drainCtx, msg.ChatKey, msg.Text)
+	m.mu.Lock()
+	delete(m.inflight, msg.ActivityID)
+	m.mu.Unlock()
+	<-m.sem
+
+	oc := classify(reply, err)
+	if oc == outcomeClosed || (oc != outcomeAnswered && drainCtx.Err() != nil) {
+		m.c.abandoned.Add(1)
+		log.Info("turn cut off by shutdown; the message will be answered after the restart", zap.Error(err))
+		return nil, false
+	}
+	m.c.answered.Add(1)
+	failed := oc != outcomeAnswered
+	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
+	// and error texts can quote request headers: it must not reach a user or a peer.
+	text := truncate(m.client.red.String(replyText(reply, err)), m.cfg.MaxReplyBytes, "reply")
+	m.noteAnswer(failed, text)
+	if failed {
+		m.c.codexFailures.Add(1)
+		log.Warn("codex did not answer; replying with what went wrong",
+			zap.String("status", reply.Status), zap.String("turn_error", reply.Error), zap.Error(err))
+	} else {
+		log.Info("codex answered", zap.String("thread_id", reply.ThreadID), zap.String("turn_id", reply.TurnID),
+			zap.Duration("took", time.Since(start)))
+	}
+	p := &pendingReply{
+		ActivityID: msg.ActivityID,
+		ChatKey:    msg.ChatKey,
+		Route:      msg.Route,
+		Text:       text,
+		MessageID:  newUUID(),
+		AnsweredAt: time.Now().UTC(),
+	}
+	m.ledger.setPending(*p)
+	if err := m.ledger.sync(); err != nil {
+		m.c.persistErrors.Add(1)
+		log.Error("could not store the reply before delivery; delivering anyway (a crash now would answer the message again)", zap.Error(err))
+	}
+	return p, true
+}
+
+// deliver sends a reply until the platform accepts it, refuses it for good, or drainCtx ends
+// (then it stays pending in the state file for the next run). Retries never run codex again.
+func (m *Molecule) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
+	log = log.With(zap.String("route", p.Route.Kind), zap.String("target_workspace", p.Route.Workspace))
+	attempts := 0
+	err := retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
+		attempts++
+		err := m.send(ctx, log, p)
+		if err != nil && permanentDeliveryError(err) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, func(err error, wait time.Duration) {
+		m.c.deliveryRetries.Add(1)
+		log.Warn("reply delivery failed; retrying without running codex again",
+			zap.Error(err), zap.Int("attempt", attempts), zap.Duration("retry_in", wait))
+	})
+	switch {
+	case err == nil:
+		m.c.delivered.Add(1)
+		log.Info("reply delivered", zap.Int("attempts", attempts))
+	case ctx.Err() != nil:
+		log.Warn("stopping before the reply was delivered; it stays pending and is delivered by the next run", zap.Int("attempts", attempts))
+		return
+	default:
+		// Retrying a refusal like 403 talk_to_user_disabled or 404 would block this chat forever;
+		// the reply is logged and counted as undeliverable and the message counts as finished.
+		m.c.deliveryFailed.Add(1)
+		m.noteAnswer(true, err.Error())
+		log.Error("platform refused the reply for good; giving up on it", zap.Error(err), zap.Int("attempts", attempts))
+	}
+	m.ledger.markDone(p.ActivityID)
+	m.persist(log)
+	m.wakeAck()
+}
+
+// send makes one delivery attempt.
+func (m *Molecule) send(ctx context.Context, log *zap.Logger, p pendingReply) error {
+	if !validWorkspaceID(p.Route.Workspace) {
+		return backoff.Permanent(fmt.Errorf("reply for activity %s has an invalid target workspace %q", p.ActivityID, p.Route.Workspace))
+	}
+	switch p.Route.Kind {
+	case routeNotify:
+		return m.client.notify(ctx, p.Route.Workspace, p.Text)
+	case routeA2A:
+		rpcErr, err := m.client.a2aSend(ctx, p.Route.Workspace, p.MessageID, p.Text)
+		if rpcErr != "" {
+			log.Warn("the platform accepted the reply but the peer answered with an error; not retrying", zap.String("rpc_error", rpcErr))
+		}
+		return err
+	default:
+		return backoff.Permanent(fmt.Errorf("reply for activity %s has an unknown route %q", p.ActivityID, p.Route.Kind))
+	}
+}
+
+// permanentDeliveryError says whether a delivery failure cannot go away by retrying: client
+// errors (403 talk_to_user_disabled, 404 workspace not found, 400, 413, ...). 401 is retried: the
+// reply is kept until an operator fixes the token (a restart delivers it from the state file).
+func permanentDeliveryError(err error) bool {
+	var pe *backoff.PermanentError
+	if errors.As(err, &pe) {
+		return true
+	}
+	var he *HTTPError
+	if !errors.As(err, &he) {
+		return false
+	}
+	return he.Status != http.StatusUnauthorized && !retryableStatus(he.Status) && he.Status >= 400
+}
+
+// persist writes the state file if something changed, logging a failure (the next write retries).
+func (m *Molecule) persist(log *zap.Logger) {
+	if err := m.ledger.sync(); err != nil {
+		m.c.persistErrors.Add(1)
+		log.Error("could not write the state file", zap.Error(err))
+	}
+}
+
+// noteAnswer feeds the heartbeat's error_rate and sample_error.
+func (m *Molecule) noteAnswer(failed bool, errText string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.winTotal++
+	if failed {
+		m.winFailed++
+		m.lastError = capText(errText, 256)
+	}
+}
+
+// sendHeartbeat keeps the workspace online; a failure is logged and the next tick tries again.
+func (m *Molecule) sendHeartbeat(ctx context.Context) {
+	if err := m.client.heartbeat(ctx, m.heartbeatBody()); err != nil && ctx.Err() == nil {
+		m.c.heartbeatErrors.Add(1)
+		m.log.Warn("heartbeat failed", zap.Error(err))
+	}
+}
+
+// heartbeatBody reports the running turns and the failure rate since the previous heartbeat.
+func (m *Molecule) heartbeatBody() heartbeatBody {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	hb := heartbeatBody{
+		ActiveTasks:   len(m.inflight),
+		UptimeSeconds: int64(time.Since(m.runStart) / time.Second),
+	}
+	for _, key := range m.inflight {
+		if hb.CurrentTask == "" || key < hb.CurrentTask {
+			hb.CurrentTask = key
+		}
+	}
+	if hb.CurrentTask != "" {
+		hb.CurrentTask = "answering " + hb.CurrentTask
+	}
+	if m.winTotal > 0 {
+		hb.ErrorRate = float64(m.winFailed) / float64(m.winTotal)
+	}
+	if m.winFailed > 0 {
+		hb.SampleError = m.lastError
+	}
+	m.winTotal, m.winFailed, m.lastError = 0, 0, ""
+	return hb
+}
+
+func (m *Molecule) wakeAck() {
+	select {
+	case m.ackWake <- struct{}{}:
+	default:
+	}
+}
+
+// ackLoop tells the platform's mailbox how far the cursor got, when rows carry a seq. A 404 means
+// the platform has no mailbox: acking stops. Other failures are retried at the next wake-up.
+func (m *Molecule) ackLoop(ctx context.Context) {
+	var sent int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.ackWake:
+		}
+		seq := m.ledger.AckedSeq()
+		if seq <= sent {
+			continue
+		}
+		err := m.client.ack(ctx, seq)
+		var he *HTTPError
+		switch {
+		case errors.As(err, &he) && he.Status == http.StatusNotFound:
+			m.log.Info("platform has no activity mailbox (ack returned 404); not acking")
+			return
+		case err != nil:
+			if ctx.Err() == nil {
+				m.log.Debug("ack failed; trying again when the cursor moves", zap.Error(err))
+			}
+		default:
+			sent = seq
+		}
+	}
+}

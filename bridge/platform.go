@@ -1,0 +1,291 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// maxSmallBody caps responses we only inspect for errors (register, notify, a2a, ...).
+const maxSmallBody = 64 << 10
+
+// maxErrorSnippet is how much of a response body an error quotes.
+const maxErrorSnippet = 256
+
+// errCursorGone means the platform no longer knows the since_id cursor (HTTP 410).
+var errCursorGone = errors.New("activity cursor unknown to the platform (HTTP 410)")
+
+// HTTPError is a non-2xx platform response. Body is a short, token-redacted excerpt.
+type HTTPError struct {
+	Op     string // what we tried: "register", "poll", "notify", "a2a send", ...
+	Status int
+	Body   string
+}
+
+func (e *HTTPError) Error() string {
+	if e.Body == "" {
+		return fmt.Sprintf("%s: HTTP %d", e.Op, e.Status)
+	}
+	return fmt.Sprintf("%s: HTTP %d: %s", e.Op, e.Status, e.Body)
+}
+
+// Unauthorized reports a 401/403: the token was rejected.
+func (e *HTTPError) Unauthorized() bool {
+	return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
+}
+
+// platformClient speaks the Molecule HTTP API (PROTOCOL.md section 2). It owns no goroutines.
+type platformClient struct {
+	base    *url.URL
+	origin  string
+	ws      string
+	token   string
+	org     string
+	hc      *http.Client
+	timeout time.Duration
+	maxPoll int64
+	red     redactor
+}
+
+func newPlatformClient(cfg MoleculeConfig, hc *http.Client) (*platformClient, error) {
+	base, err := parsePlatformURL(cfg.PlatformURL)
+	if err != nil {
+		return nil, err
+	}
+	return &platformClient{
+		base: base,
+		// Origin carries scheme and host only: a path is not valid in an Origin header.
+		origin:  base.Scheme + "://" + base.Host,
+		ws:      cfg.WorkspaceID,
+		token:   cfg.Token,
+		org:     cfg.OrgID,
+		hc:      hc,
+		timeout: cfg.RequestTimeout,
+		maxPoll: cfg.MaxPollBytes,
+		red:     redactor{secret: cfg.Token},
+	}, nil
+}
+
+// request is one platform call.
+type request struct {
+	op     string
+	method string
+	// path is joined to the base path unescaped: every id in it passed validWorkspaceID, so it
+	// has nothing to escape.
+	path     string
+	query    url.Values
+	body     any
+	asSource bool // add X-Workspace-ID: calls made as the source of a message (A2A sends)
+}
+
+// do performs req and returns the status and the body read up to limit bytes. A body longer than
+// limit is cut; truncated says so. Non-2xx statuses are returned as *HTTPError unless the caller
+// lists them in ok.
+func (c *platformClient) do(ctx context.Context, req request, limit int64) (status int, body []byte, truncated bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	u := *c.base
+	u.Path = c.base.Path + req.path
+	u.RawPath = ""
+	u.RawQuery = req.query.Encode()
+	var rd io.Reader
+	if req.body != nil {
+		b, err := json.Marshal(req.body)
+		if err != nil {
+			return 0, nil, false, fmt.Errorf("%s: encode body: %w", req.op, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), rd)
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("%s: %w", req.op, err)
+	}
+	hr.Header.Set("Authorization", "Bearer "+c.token)
+	hr.Header.Set("Origin", c.origin)
+	hr.Header.Set("Accept", "application/json")
+	if req.body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if c.org != "" {
+		hr.Header.Set("X-Molecule-Org-Id", c.org)
+	}
+	if req.asSource {
+		hr.Header.Set("X-Workspace-ID", c.ws)
+	}
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		// *url.Error names the method and URL; neither carries the token, but redact anyway in
+		// case a proxy error quotes headers.
+		return 0, nil, false, fmt.Errorf("%s: %s", req.op, c.red.String(err.Error()))
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if int64(len(body)) > limit {
+		body, truncated = body[:limit], true
+	}
+	if err != nil && !truncated {
+		return resp.StatusCode, nil, false, fmt.Errorf("%s: read response (HTTP %d): %s", req.op, resp.StatusCode, c.red.String(err.Error()))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, body, truncated, &HTTPError{Op: req.op, Status: resp.StatusCode, Body: c.snippet(body)}
+	}
+	return resp.StatusCode, body, truncated, nil
+}
+
+// snippet is a short, redacted, valid-UTF-8 excerpt of a body for error messages.
+func (c *platformClient) snippet(b []byte) string {
+	s := c.red.String(string(b))
+	return capText(s, maxErrorSnippet+64)
+}
+
+// register announces the workspace in poll mode (no inbound URL).
+func (c *platformClient) register(ctx context.Context, agentName string) error {
+	body := map[string]any{
+		"id":            c.ws,
+		"url":           "",
+		"agent_card":    map[string]any{"name": agentName, "skills": []any{}},
+		"delivery_mode": "poll",
+	}
+	_, _, _, err := c.do(ctx, request{op: "register", method: http.MethodPost, path: "/registry/register", body: body}, maxSmallBody)
+	return err
+}
+
+// heartbeatBody is POST /registry/heartbeat.
+type heartbeatBody struct {
+	WorkspaceID   string  `json:"workspace_id"`
+	ErrorRate     float64 `json:"error_rate"`
+	SampleError   string  `json:"sample_error"`
+	ActiveTasks   int     `json:"active_tasks"`
+	CurrentTask   string  `json:"current_task"`
+	UptimeSeconds int64   `json:"uptime_seconds"`
+}
+
+func (c *platformClient) heartbeat(ctx context.Context, hb heartbeatBody) error {
+	hb.WorkspaceID = c.ws
+	_, _, _, err := c.do(ctx, request{op: "heartbeat", method: http.MethodPost, path: "/registry/heartbeat", body: hb}, maxSmallBody)
+	return err
+}
+
+// poll fetches inbound rows after cursor (oldest first), or the last sinceSecs seconds when cursor
+// is empty (the platform answers newest first; poll reverses to oldest first). A body over the cap
+// yields the complete rows read so far and truncated=true. errCursorGone reports a 410.
+func (c *platformClient) poll(ctx context.Context, cursor string, sinceSecs int) (rows []json.RawMessage, truncated bool, err error) {
+	q := url.Values{"type": {"a2a_receive"}, "include": {"peer_info"}}
+	if cursor != "" {
+		q.Set("since_id", cursor)
+	} else {
+		q.Set("since_secs", strconv.Itoa(sinceSecs))
+	}
+	status, body, cut, err := c.do(ctx, request{op: "poll", method: http.MethodGet, path: "/workspaces/" + c.ws + "/activity", query: q}, c.maxPoll)
+	if status == http.StatusGone {
+		return nil, false, errCursorGone
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	rows, err = decodeRows(body, cut)
+	if err != nil {
+		return nil, false, fmt.Errorf("poll: %w", err)
+	}
+	if cursor == "" {
+		for i, j := 0, len(rows)-1; i < j; i, j = i+1, j-1 {
+			rows[i], rows[j] = rows[j], rows[i]
+		}
+	}
+	return rows, cut, nil
+}
+
+// decodeRows splits a JSON array into its elements. When the body was cut at the size cap, the
+// elements complete before the cut are returned so the next poll continues after them; a cut body
+// without any complete element is an error (one row larger than the cap).
+func decodeRows(body []byte, cut bool) ([]json.RawMessage, error) {
+	if !cut {
+		var rows []json.RawMessage
+		if err := json.Unmarshal(body, &rows); err != nil {
+			return nil, fmt.Errorf("activity response is not a JSON array: %w", err)
+		}
+		return rows, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('[') {
+		return nil, errors.New("activity response is not a JSON array")
+	}
+	var rows []json.RawMessage
+	for dec.More() {
+		var r json.RawMessage
+		if err := dec.Decode(&r); err != nil {
+			break
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) == 0 {
+		return nil, errors.New("activity response exceeds the size cap before its first row ends")
+	}
+	return rows, nil
+}
+
+// notify posts a reply to the canvas user of workspace ws.
+func (c *platformClient) notify(ctx context.Context, ws, text string) error {
+	_, _, _, err := c.do(ctx, request{
+		op: "notify", method: http.MethodPost,
+		path: "/workspaces/" + ws + "/notify",
+		body: map[string]string{"message": text},
+	}, maxSmallBody)
+	return err
+}
+
+// a2aSend sends a reply to a peer agent as an A2A message/send. messageID stays the same across
+// retries of one reply so the peer can drop a duplicate; the JSON-RPC id is new per attempt. A
+// 2xx answer whose body is a JSON-RPC error still means the platform took the message: the error
+// is returned as rpcErr for the log, not as a delivery failure (retrying would not change it).
+func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, text string) (rpcErr string, err error) {
+	body := map[string]any{
+		"jsonrpc": "2.0",
+		"id":      newUUID(),
+		"method":  "message/send",
+		"params": map[string]any{
+			"message": map[string]any{
+				"role":      "user",
+				"messageId": messageID,
+				"parts":     []any{map[string]string{"kind": "text", "text": text}},
+			},
+		},
+	}
+	_, resp, _, err := c.do(ctx, request{
+		op: "a2a send", method: http.MethodPost,
+		path:     "/workspaces/" + peer + "/a2a",
+		body:     body,
+		asSource: true,
+	}, maxSmallBody)
+	if err != nil {
+		return "", err
+	}
+	var rpc struct {
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(resp, &rpc) == nil && rpc.Error != nil {
+		return c.red.String(fmt.Sprintf("JSON-RPC error %d: %s", rpc.Error.Code, capText(rpc.Error.Message, maxErrorSnippet))), nil
+	}
+	return "", nil
+}
+
+// ack tells the platform's mailbox that rows up to seq are consumed.
+func (c *platformClient) ack(ctx context.Context, seq int64) error {
+	_, _, _, err := c.do(ctx, request{
+		op: "ack", method: http.MethodPost,
+		path: "/workspaces/" + c.ws + "/activity/ack",
+		body: map[string]int64{"acked_seq": seq},
+	}, maxSmallBody)
+	return err
+}

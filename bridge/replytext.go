@@ -1,0 +1,138 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// Texts of replies that stand in for an answer. They tell the user what happened and what to do;
+// raw RPC errors are kept short.
+const (
+	textBusy        = "codex is busy right now (too many messages waiting); please try again shortly."
+	textNotLoggedIn = "codex is not logged in on the host: an operator must run `codex login` (as the daemon's user), then send your message again."
+	textEmpty       = "(codex finished without a text reply)"
+	maxErrInReply   = 1000
+)
+
+// authTextPattern recognises auth failures in codex error text (401s, invalid_grant, failed
+// token refreshes, "not logged in"), mirroring appserver.IsAuthFailure without importing it.
+var authTextPattern = regexp.MustCompile(`(?i)\b401\b|unauthori[sz]ed|invalid_grant|refresh[ _-]?token|` +
+	`token[ _-]?refresh|not logged in|logged out|codex login|not authenticated|authentication (failed|required)`)
+
+// outcome classifies a Submit result for counting and for the local inbox's status codes.
+type outcome int
+
+const (
+	outcomeAnswered   outcome = iota // a completed turn
+	outcomeTurnFailed                // the turn ran and failed or was interrupted
+	outcomeBusy                      // queue full / no slot
+	outcomeWatchdog                  // a watchdog retired the session
+	outcomeCrashLoop                 // the key's child keeps failing
+	outcomeAuth                      // codex is not logged in
+	outcomeClosed                    // the supervisor is shutting down
+	outcomeError                     // anything else
+)
+
+// isAuthError reports whether err says codex is not logged in: an error in its chain implements
+// AuthFailure() bool returning true, or its text says so (appserver's *AuthError text does:
+// "codex is not logged in ...").
+func isAuthError(err error) bool {
+	var af authFailure
+	if errors.As(err, &af) && af.AuthFailure() {
+		return true
+	}
+	return authTextPattern.MatchString(err.Error())
+}
+
+// classify maps a Submit result to an outcome.
+func classify(r supervisor.Reply, err error) outcome {
+	var wd *supervisor.WatchdogError
+	var cl *supervisor.CrashLoopError
+	switch {
+	case err == nil && r.Status == "completed":
+		return outcomeAnswered
+	case err == nil:
+		if r.Status == "failed" && authTextPattern.MatchString(r.Error) {
+			return outcomeAuth
+		}
+		return outcomeTurnFailed
+	case errors.Is(err, supervisor.ErrQueueFull), errors.Is(err, supervisor.ErrNoSlot):
+		return outcomeBusy
+	case errors.Is(err, supervisor.ErrClosed):
+		return outcomeClosed
+	case isAuthError(err):
+		return outcomeAuth
+	case errors.As(err, &wd):
+		return outcomeWatchdog
+	case errors.As(err, &cl):
+		return outcomeCrashLoop
+	default:
+		return outcomeError
+	}
+}
+
+// replyText is what the user sees for a Submit result: the answer, or a short account of what
+// went wrong and what to do. It never returns "".
+func replyText(r supervisor.Reply, err error) string {
+	var wd *supervisor.WatchdogError
+	var cl *supervisor.CrashLoopError
+	switch classify(r, err) {
+	case outcomeAnswered:
+		if strings.TrimSpace(r.Text) == "" {
+			return textEmpty
+		}
+		return r.Text
+	case outcomeTurnFailed:
+		return turnFailedText(r)
+	case outcomeBusy:
+		return textBusy
+	case outcomeAuth:
+		return textNotLoggedIn
+	case outcomeWatchdog:
+		errors.As(err, &wd)
+		return fmt.Sprintf("the codex session stopped responding (%s) and was restarted; please send your message again.", wd.Watchdog)
+	case outcomeCrashLoop:
+		errors.As(err, &cl)
+		return fmt.Sprintf("codex keeps failing to start for this chat (%d failures in a row); it will try again after %s. If this persists an operator should check the host.",
+			cl.Failures, cl.RetryAt.UTC().Format(time.TimeOnly+" UTC"))
+	case outcomeClosed:
+		return "the codex daemon is shutting down; please send your message again in a minute."
+	default:
+		return "codex could not answer: " + capText(err.Error(), maxErrInReply)
+	}
+}
+
+// turnFailedText reports a turn that ran but did not complete, with its status.
+func turnFailedText(r supervisor.Reply) string {
+	status := r.Status
+	if status == "" {
+		status = "unknown"
+	}
+	switch status {
+	case "interrupted":
+		if strings.TrimSpace(r.Text) != "" {
+			return r.Text + "\n\n[codex was interrupted before it finished (status interrupted)]"
+		}
+		return "codex was interrupted before it finished (status interrupted); please send your message again."
+	case "failed":
+		msg := strings.TrimSpace(r.Error)
+		if msg == "" {
+			msg = "no error message"
+		}
+		return fmt.Sprintf("codex failed (status failed): %s", capText(msg, maxErrInReply))
+	default:
+		msg := fmt.Sprintf("codex ended the turn with status %s", status)
+		if r.Error != "" {
+			msg += ": " + capText(r.Error, maxErrInReply)
+		}
+		if strings.TrimSpace(r.Text) != "" {
+			msg = r.Text + "\n\n[" + msg + "]"
+		}
+		return msg
+	}
+}

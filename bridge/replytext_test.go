@@ -1,0 +1,57 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// authErr stands in for appserver's *AuthError with the method the bridge looks for.
+type authErr struct{}
+
+func (authErr) Error() string     { return "credentials expired" }
+func (authErr) AuthFailure() bool { return true }
+
+func TestReplyText(t *testing.T) {
+	retry := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name  string
+		reply supervisor.Reply
+		err   error
+		want  outcome
+		has   string
+	}{
+		{"completed", supervisor.Reply{Status: "completed", Text: "42"}, nil, outcomeAnswered, "42"},
+		{"completed but empty", supervisor.Reply{Status: "completed"}, nil, outcomeAnswered, textEmpty},
+		{"failed with status", supervisor.Reply{Status: "failed", Error: "stream error"}, nil, outcomeTurnFailed, "codex failed (status failed): stream error"},
+		{"failed without message", supervisor.Reply{Status: "failed"}, nil, outcomeTurnFailed, "codex failed (status failed): no error message"},
+		{"failed on auth", supervisor.Reply{Status: "failed", Error: "unexpected status 401 Unauthorized"}, nil, outcomeAuth, "codex login"},
+		{"interrupted", supervisor.Reply{Status: "interrupted"}, nil, outcomeTurnFailed, "interrupted before it finished (status interrupted)"},
+		{"interrupted with partial text", supervisor.Reply{Status: "interrupted", Text: "partial"}, nil, outcomeTurnFailed, "partial\n\n[codex was interrupted"},
+		{"queue full", supervisor.Reply{}, fmt.Errorf("chat x: %w", supervisor.ErrQueueFull), outcomeBusy, "try again shortly"},
+		{"no slot", supervisor.Reply{}, supervisor.ErrNoSlot, outcomeBusy, "try again shortly"},
+		{"closed", supervisor.Reply{}, supervisor.ErrClosed, outcomeClosed, "shutting down"},
+		{"watchdog", supervisor.Reply{}, &supervisor.WatchdogError{ChatKey: "k", Watchdog: supervisor.WatchdogPostTool, PID: 1, Err: errors.New("quiet")},
+			outcomeWatchdog, "stopped responding (post_tool_quiet) and was restarted; please send your message again"},
+		{"crash loop", supervisor.Reply{}, &supervisor.CrashLoopError{ChatKey: "k", Failures: 4, RetryAt: retry, Err: errors.New("exit 1")},
+			outcomeCrashLoop, "4 failures in a row); it will try again after 03:04:05 UTC"},
+		{"auth via interface", supervisor.Reply{}, fmt.Errorf("spawn: %w", authErr{}), outcomeAuth, "an operator must run `codex login`"},
+		{"auth via text", supervisor.Reply{}, errors.New("codex is not logged in or its credentials expired"), outcomeAuth, "codex login"},
+		{"auth inside a watchdog", supervisor.Reply{}, &supervisor.WatchdogError{Watchdog: supervisor.WatchdogDead, Err: authErr{}}, outcomeAuth, "codex login"},
+		{"other", supervisor.Reply{}, errors.New("boom"), outcomeError, "codex could not answer: boom"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := classify(tc.reply, tc.err); got != tc.want {
+				t.Errorf("classify = %d, want %d", got, tc.want)
+			}
+			if got := replyText(tc.reply, tc.err); !strings.Contains(got, tc.has) {
+				t.Errorf("replyText = %q, want it to contain %q", got, tc.has)
+			}
+		})
+	}
+}

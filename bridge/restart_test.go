@@ -1,0 +1,143 @@
+package bridge
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// A restart over the same state directory: a reply that was pending is delivered without running
+// codex, a row already answered is not answered again, and a row whose turn was cut off by the
+// shutdown is answered.
+func TestRestartDeliversPendingWithoutSubmit(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	dir := t.TempDir()
+	log, _ := newTestLogger(t)
+
+	a1 := newFakeAnswerer(func(ctx context.Context, key, text string) (supervisor.Reply, error) {
+		if text == "cut off" {
+			<-ctx.Done() // held until the drain period ends
+			return supervisor.Reply{}, ctx.Err()
+		}
+		return echoReply(key, text), nil
+	})
+	cfg1 := testConfig(p, dir, a1, log)
+	cfg1.DrainTimeout = 50 * time.Millisecond
+	p.FailNext(moleculetest.RouteNotify, 1<<30, 502)
+	r1 := start(t, cfg1)
+	ids := p.Enqueue(
+		moleculetest.CanvasMessage("pending one"),
+		moleculetest.PeerMessage("peer-6", "delivered one"),
+		moleculetest.PeerMessage("peer-7", "cut off"),
+	)
+	ctx := waitCtx(t)
+	must(t, p.WaitFor(ctx, func() bool {
+		return len(p.A2ASends()) == 1 && p.CountCalls(moleculetest.RouteNotify, 502) >= 2
+	}))
+	must(t, a1.waitFor(ctx, func() bool { return len(a1.Calls()) == 3 }))
+	// The platform accepted the A2A send; wait until the bridge has also recorded it as done.
+	must(t, p.WaitFor(ctx, stateCond(t, dir, func(st stateFile) bool { return slices.Contains(st.Done, ids[1]) })))
+	st := readState(t, dir)
+	if st.Cursor != "" || len(st.Pending) != 1 || st.Pending[0].ActivityID != ids[0] || !slices.Contains(st.Done, ids[1]) {
+		t.Fatalf("state before restart = %+v", st)
+	}
+	must(t, r1.stop())
+	if s := r1.m.Stats(); s.Abandoned != 1 {
+		t.Errorf("first run stats = %+v, want the cut-off turn counted as abandoned", s)
+	}
+
+	p.ClearFailures()
+	a2 := newFakeAnswerer(nil)
+	r2 := start(t, testConfig(p, dir, a2, log))
+	// At least once: the first run's last notify attempt, canceled by its shutdown, may still have
+	// reached the platform after the failures were cleared. Any copy is the stored reply.
+	must(t, p.WaitFor(ctx, func() bool { return len(p.Notifies()) >= 1 && len(p.A2ASends()) == 2 }))
+	must(t, p.WaitFor(ctx, statsCond(r2.m, func(s Stats) bool { return s.Cursor == ids[2] })))
+
+	for _, n := range p.Notifies() {
+		if n.Message != "echo: pending one" {
+			t.Errorf("recovered reply = %q", n.Message)
+		}
+	}
+	calls := a2.Calls()
+	if len(calls) != 1 || calls[0].Text != "cut off" {
+		t.Fatalf("second run Submits = %+v, want only the cut-off message", calls)
+	}
+	if sends := p.A2ASends(); sends[0].Peer != "peer-6" || sends[1].Peer != "peer-7" {
+		t.Errorf("a2a sends = %+v", sends)
+	}
+	if s := r2.m.Stats(); s.Recovered != 1 || s.Received != 1 {
+		t.Errorf("second run stats = %+v", s)
+	}
+	must(t, r2.stop())
+	if st := readState(t, dir); st.Cursor != ids[2] || len(st.Pending) != 0 {
+		t.Fatalf("final state = %+v", st)
+	}
+}
+
+// A reply stored before delivery survives a crash: a run whose delivery never got through
+// leaves it pending with a stable A2A messageId; the next run delivers it with that id.
+func TestPendingPeerReplyKeepsMessageID(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	dir := t.TempDir()
+	log, _ := newTestLogger(t)
+	p.FailNext(moleculetest.RouteA2A, 1<<30, 503)
+	cfg1 := testConfig(p, dir, newFakeAnswerer(nil), log)
+	cfg1.DrainTimeout = 50 * time.Millisecond // the delivery keeps failing: stop retrying soon
+	r1 := start(t, cfg1)
+	p.Enqueue(moleculetest.PeerMessage("peer-8", "hi"))
+	ctx := waitCtx(t)
+	must(t, p.WaitFor(ctx, func() bool { return p.CountCalls(moleculetest.RouteA2A, 503) >= 2 }))
+	must(t, r1.stop())
+	st := readState(t, dir)
+	if len(st.Pending) != 1 {
+		t.Fatalf("pending = %+v", st.Pending)
+	}
+
+	p.ClearFailures()
+	a2 := newFakeAnswerer(nil)
+	start(t, testConfig(p, dir, a2, log))
+	must(t, p.WaitFor(ctx, func() bool { return len(p.A2ASends()) >= 1 }))
+	// A send canceled by the first run's shutdown may have reached the platform late: every copy
+	// carries the same messageId, which is what lets the peer drop duplicates.
+	for _, s := range p.A2ASends() {
+		if s.MessageID != st.Pending[0].MessageID {
+			t.Errorf("messageId %q, want the stored %q", s.MessageID, st.Pending[0].MessageID)
+		}
+	}
+	if len(a2.Calls()) != 0 {
+		t.Errorf("codex ran again: %+v", a2.Calls())
+	}
+}
+
+// On shutdown, a turn in flight finishes within the drain period and its reply is delivered
+// before Run returns.
+func TestShutdownDrainsInFlightTurn(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	g := newGate()
+	a := newFakeAnswerer(func(ctx context.Context, key, text string) (supervisor.Reply, error) {
+		if err := g.wait(ctx); err != nil {
+			return supervisor.Reply{}, err
+		}
+		return echoReply(key, text), nil
+	})
+	log, _ := newTestLogger(t)
+	dir := t.TempDir()
+	r := start(t, testConfig(p, dir, a, log))
+	ids := p.Enqueue(moleculetest.CanvasMessage("finish me"))
+	must(t, a.waitFor(waitCtx(t), func() bool { return len(a.Calls()) == 1 }))
+
+	r.cancel()
+	g.open()
+	must(t, r.stop())
+	if n := len(p.Notifies()); n != 1 {
+		t.Fatalf("%d notifies after drain, want 1", n)
+	}
+	if st := readState(t, dir); st.Cursor != ids[0] {
+		t.Fatalf("cursor %q after drain, want %q", st.Cursor, ids[0])
+	}
+}
