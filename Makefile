@@ -16,7 +16,7 @@ CODEX_BIN  := $(TOOLS)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(C
 
 export CODEX_BIN
 
-.PHONY: all build codex test vet lint demo bench soak soak-ci clean
+.PHONY: all build codex codex-bin test vet lint demo bench soak soak-ci clean
 
 all: build
 
@@ -33,6 +33,10 @@ $(CODEX_STAMP):
 	@test -x $(CODEX_BIN) || { echo "native codex binary not found at $(CODEX_BIN)" >&2; exit 1; }
 	$(CODEX_BIN) --version
 	touch $@
+
+# codex-bin prints the native binary's path, for running one package's tests by hand.
+codex-bin:
+	@echo $(CODEX_BIN)
 
 vet:
 	$(GO) vet ./...

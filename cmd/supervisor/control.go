@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// Files the daemon keeps in its state directory besides those of the packages it runs.
+const (
+	controlSocketName = "supervisor.sock"
+	lockFileName      = "supervisor.lock"
+)
+
+// DaemonInfo describes the running daemon in a status answer.
+type DaemonInfo struct {
+	PID      int       `json:"pid"`
+	Version  string    `json:"version"`
+	Started  time.Time `json:"started"`
+	Inbox    string    `json:"inbox"`
+	Listen   string    `json:"listen,omitempty"`
+	CodexBin string    `json:"codex_bin"`
+	StateDir string    `json:"state_dir"`
+	// Goroutines and RSSBytes are the daemon's own, without its codex children, so operators
+	// (and the soak test) can see that it returns to its baseline after load.
+	Goroutines int    `json:"goroutines"`
+	RSSBytes   int64  `json:"rss_bytes"`
+	HeapBytes  uint64 `json:"heap_bytes"`
+}
+
+// StatusDoc is the control socket's answer to GET /v1/status.
+type StatusDoc struct {
+	Daemon   DaemonInfo          `json:"daemon"`
+	Snapshot supervisor.Snapshot `json:"snapshot"`
+	Bridge   any                 `json:"bridge,omitempty"`
+}
+
+// stateLock holds an exclusive flock on the state directory so that two daemons never share
+// sessions.json and the inbox position. The kernel drops it when the process dies, even on
+// SIGKILL, so a stale lock cannot block a restart.
+type stateLock struct{ f *os.File }
+
+func lockStateDir(dir string) (*stateLock, error) {
+	path := filepath.Join(dir, lockFileName)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another supervisor is running with state dir %s (lock %s held)", dir, path)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	_ = f.Truncate(0)
+	_, _ = fmt.Fprintf(f, "%d\n", os.Getpid())
+	return &stateLock{f: f}, nil
+}
+
+func (l *stateLock) Close() error { return l.f.Close() }
+
+// controlServer serves the status endpoint on a unix socket readable only by the daemon's user:
+// the process table names chats, which is not for other users of the host.
+type controlServer struct {
+	ln   net.Listener
+	srv  *http.Server
+	path string
+	done chan struct{}
+}
+
+func startControl(dir string, status func() StatusDoc) (*controlServer, error) {
+	path := filepath.Join(dir, controlSocketName)
+	// The state lock is held, so a socket file here is left over from a daemon that died.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale control socket %s: %w", path, err)
+	}
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen on control socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod control socket %s: %w", path, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(status())
+	})
+	c := &controlServer{
+		ln:   ln,
+		path: path,
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(c.done)
+		_ = c.srv.Serve(ln)
+	}()
+	return c, nil
+}
+
+// Close stops the server, waits for its goroutine and removes the socket file.
+func (c *controlServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := c.srv.Shutdown(ctx)
+	<-c.done
+	_ = os.Remove(c.path)
+	return err
+}
+
+// errNoDaemon means no daemon answers on the state directory's control socket.
+var errNoDaemon = errors.New("no supervisor daemon is running")
+
+// fetchStatus asks the daemon owning dir for its status.
+func fetchStatus(ctx context.Context, dir string) (StatusDoc, error) {
+	path := filepath.Join(dir, controlSocketName)
+	client := &http.Client{
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", path)
+			},
+		},
+		Timeout: 5 * time.Second,
+	}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://supervisor/v1/status", nil)
+	if err != nil {
+		return StatusDoc{}, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return StatusDoc{}, fmt.Errorf("%w (state dir %s, no socket at %s)", errNoDaemon, dir, path)
+		}
+		return StatusDoc{}, fmt.Errorf("query daemon at %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return StatusDoc{}, fmt.Errorf("daemon at %s answered %s: %s", path, resp.Status, b)
+	}
+	var doc StatusDoc
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&doc); err != nil {
+		return StatusDoc{}, fmt.Errorf("decode status from %s: %w", path, err)
+	}
+	return doc, nil
+}

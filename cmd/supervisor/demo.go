@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/bridge"
+)
+
+// cmdDemo runs the whole pipeline offline: a mock model on loopback, the daemon as a real child
+// process with the local inbox and the real codex binary, a few chats (some in parallel), the
+// status table, and a clean stop that leaves no process behind.
+func cmdDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	codexBin := fs.String("codex-bin", getenv("CODEX_BIN"), "native codex binary (env CODEX_BIN)")
+	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, sessions.json)")
+	if err := fs.Parse(args); err != nil {
+		return exitCode(2)
+	}
+	bin, err := appserver.ResolveBinary(*codexBin)
+	if err != nil {
+		return fmt.Errorf("find codex (run `make demo` to install the pinned version): %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "codex-warm-demo-")
+	if err != nil {
+		return err
+	}
+	if *keep {
+		fmt.Fprintf(stdout, "demo files kept in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+
+	mock, err := appservertest.NewMockModel(appservertest.MockModelConfig{})
+	if err != nil {
+		return fmt.Errorf("start mock model: %w", err)
+	}
+	defer mock.Close()
+	codexHome := filepath.Join(dir, "codex-home")
+	workspace := filepath.Join(dir, "workspace")
+	stateDir := filepath.Join(dir, "state")
+	for _, d := range []string{codexHome, workspace} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := mock.WriteCodexHome(codexHome); err != nil {
+		return fmt.Errorf("write codex home: %w", err)
+	}
+	fmt.Fprintf(stdout, "mock model   %s\ncodex        %s\nstate dir    %s\n\n", mock.URL(), bin, stateDir)
+
+	logPath := filepath.Join(dir, "daemon.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(self, "run", "--inbox", "local", "--listen", "127.0.0.1:0",
+		"--state-dir", stateDir, "--codex-bin", bin, "--cwd", workspace, "--log-level", "info")
+	cmd.Env = append(os.Environ(), "CODEX_HOME="+codexHome)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	// exited closes when the daemon is reaped; waitErr is its exit status, read after exited.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	// stopDaemon is deferred so that any failure below still leaves nothing running.
+	stopped := false
+	stopDaemon := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+			return waitErr
+		case <-time.After(60 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+			return errors.New("daemon did not stop within 60s of SIGTERM; killed")
+		}
+	}
+	defer stopDaemon()
+
+	doc, err := waitForDaemon(ctx, stateDir, exited, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("%w (daemon log: %s)", err, tail(logPath))
+	}
+	base := "http://" + doc.Daemon.Listen
+	fmt.Fprintf(stdout, "daemon pid %d, local inbox %s\n\n", doc.Daemon.PID, base)
+
+	chats := []string{"canvas:demo-workspace", "peer:alpha", "peer:beta"}
+	rounds := []struct {
+		title    string
+		parallel bool
+		msgs     []demoMsg
+	}{
+		{"first message of three chats, in parallel (each starts a codex child)", true, []demoMsg{
+			{chats[0], "hello from the canvas"}, {chats[1], "hi, alpha here"}, {chats[2], "hi, beta here"}}},
+		{"second message of each chat, in parallel (warm children, history kept)", true, []demoMsg{
+			{chats[0], "what did I say before?"}, {chats[1], "alpha again"}, {chats[2], "beta again"}}},
+		{"three more messages on one chat, one after another (warm)", false, []demoMsg{
+			{chats[0], "third"}, {chats[0], "fourth"}, {chats[0], "fifth"}}},
+	}
+	client := &http.Client{Timeout: 2 * time.Minute}
+	defer client.CloseIdleConnections()
+	for _, r := range rounds {
+		fmt.Fprintf(stdout, "== %s\n", r.title)
+		results := make([]demoResult, len(r.msgs))
+		roundStart := time.Now()
+		if r.parallel {
+			var wg sync.WaitGroup
+			for i, m := range r.msgs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					results[i] = sendDemo(ctx, client, base, m)
+				}()
+			}
+			wg.Wait()
+		} else {
+			for i, m := range r.msgs {
+				results[i] = sendDemo(ctx, client, base, m)
+			}
+		}
+		for _, res := range results {
+			if res.err != nil {
+				return fmt.Errorf("chat %s: %w (daemon log: %s)", res.msg.chat, res.err, tail(logPath))
+			}
+			fmt.Fprintf(stdout, "  %-22s %6.0f ms  %s\n", res.msg.chat, float64(res.latency.Microseconds())/1000, oneLine(res.reply.Text))
+		}
+		fmt.Fprintf(stdout, "  round wall time %.0f ms\n\n", float64(time.Since(roundStart).Microseconds())/1000)
+	}
+
+	doc, err = fetchStatus(ctx, stateDir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "== supervisor status")
+	renderStatus(stdout, doc, time.Now())
+	fmt.Fprintln(stdout)
+
+	var pids []int
+	for _, c := range doc.Snapshot.Children {
+		pids = append(pids, c.PID)
+	}
+	if err := stopDaemon(); err != nil {
+		return fmt.Errorf("daemon exit: %w (log: %s)", err, tail(logPath))
+	}
+	var left []int
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) == nil {
+			left = append(left, pid)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("codex children still running after the daemon stopped: %v", left)
+	}
+	fmt.Fprintf(stdout, "daemon stopped on SIGTERM; its %d codex children exited; no process left behind\n", len(pids))
+	return nil
+}
+
+type demoMsg struct{ chat, text string }
+
+type demoResult struct {
+	msg     demoMsg
+	reply   bridge.LocalReply
+	latency time.Duration
+	err     error
+}
+
+func sendDemo(ctx context.Context, client *http.Client, base string, m demoMsg) demoResult {
+	res := demoResult{msg: m}
+	body, _ := json.Marshal(bridge.LocalMessage{Text: m.text})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chats/"+m.chat+"/messages", bytes.NewReader(body))
+	if err != nil {
+		res.err = err
+		return res
+	}
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	res.latency = time.Since(start)
+	if resp.StatusCode != http.StatusOK {
+		res.err = fmt.Errorf("local inbox answered %s: %s", resp.Status, strings.TrimSpace(string(raw)))
+		return res
+	}
+	if err := json.Unmarshal(raw, &res.reply); err != nil {
+		res.err = fmt.Errorf("decode reply: %w", err)
+	}
+	return res
+}
+
+// waitForDaemon polls the control socket until the daemon answers, exits, or the timeout passes.
+func waitForDaemon(ctx context.Context, stateDir string, exited <-chan struct{}, timeout time.Duration) (StatusDoc, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		doc, err := fetchStatus(ctx, stateDir)
+		if err == nil && doc.Daemon.Listen != "" {
+			return doc, nil
+		}
+		select {
+		case <-exited:
+			return StatusDoc{}, errors.New("daemon exited before it was ready")
+		case <-deadline.C:
+			return StatusDoc{}, fmt.Errorf("daemon not ready after %s", timeout)
+		case <-ctx.Done():
+			return StatusDoc{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 90 {
+		s = s[:90] + "…"
+	}
+	return s
+}
+
+// tail returns the end of a log file for error messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return path
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return path + ":\n" + string(b)
+}

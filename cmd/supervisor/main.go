@@ -1,0 +1,76 @@
+// Command supervisor is the warm-session codex daemon: it keeps one long-lived `codex app-server`
+// child per chat thread and answers chat messages from the Molecule platform or a local HTTP inbox.
+//
+// Usage:
+//
+//	supervisor run      the daemon
+//	supervisor status   the live process table of a running daemon
+//	supervisor demo     a self-contained offline demo (mock model, real codex)
+//	supervisor version
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: supervisor <command> [flags]
+
+commands:
+  run       run the daemon (Molecule platform or local inbox)
+  status    print the live process table of the running daemon
+  demo      run an offline demo: mock model on loopback, real codex, local inbox
+  version   print the version
+
+Run "supervisor <command> -h" for the flags of a command.
+`
+
+func main() {
+	os.Exit(runMain(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// runMain dispatches a subcommand and returns the process exit code. It takes its environment and
+// streams as arguments so tests can drive it in-process.
+func runMain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "run":
+		err = cmdRun(ctx, args[1:], getenv, stdout, stderr)
+	case "status":
+		err = cmdStatus(ctx, args[1:], getenv, stdout, stderr)
+	case "demo":
+		err = cmdDemo(ctx, args[1:], getenv, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "supervisor %s\n", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "supervisor: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err == nil {
+		return 0
+	}
+	if ec, ok := err.(exitCode); ok {
+		return int(ec)
+	}
+	fmt.Fprintf(stderr, "supervisor %s: %v\n", args[0], err)
+	return 1
+}
+
+// exitCode is returned by a command that already reported its failure (for example flag parsing)
+// and only needs the process to exit with that code.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/sessions"
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseRunConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	err = runDaemon(ctx, cfg, getenv, log, sigs)
+	if err != nil {
+		log.Error("daemon stopped with an error", zap.Error(err))
+	}
+	return err
+}
+
+// daemon is one running `supervisor run`: the pieces runDaemon starts and must stop in order.
+type daemon struct {
+	cfg     runConfig
+	log     *zap.Logger
+	info    DaemonInfo
+	store   *sessions.Store
+	sup     *supervisor.Supervisor
+	mol     *bridge.Molecule
+	control *controlServer
+}
+
+func (d *daemon) status() StatusDoc {
+	doc := StatusDoc{Daemon: d.info, Snapshot: d.sup.Status()}
+	doc.Daemon.Goroutines = runtime.NumGoroutine()
+	doc.Daemon.RSSBytes = selfRSS()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	doc.Daemon.HeapBytes = ms.HeapAlloc
+	if d.mol != nil {
+		doc.Bridge = d.mol.Stats()
+	}
+	return doc
+}
+
+// runDaemon runs until the first signal (graceful drain) or ctx is done; a second signal cuts
+// the drain short. It returns only after every codex child was waited for.
+func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, log *zap.Logger, sigs <-chan os.Signal) error {
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("create state dir %s: %w", cfg.StateDir, err)
+	}
+	lock, err := lockStateDir(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+
+	bin, err := appserver.ResolveBinary(cfg.CodexBin)
+	if err != nil {
+		return fmt.Errorf("find codex: %w", err)
+	}
+	d := &daemon{cfg: cfg, log: log}
+	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
+
+	// Children left by a daemon that was killed would hold memory and their threads forever.
+	if swept, err := supervisor.SweepOrphans(ctx, cfg.StateDir, 2*time.Second, log); err != nil {
+		log.Warn("boot sweep incomplete", zap.Error(err))
+	} else if len(swept) > 0 {
+		log.Warn("terminated codex children left by a previous daemon", zap.Int("count", len(swept)))
+	}
+
+	d.store, err = sessions.Open(sessions.Config{Dir: cfg.StateDir, Logger: log})
+	if err != nil {
+		return fmt.Errorf("open sessions: %w", err)
+	}
+	if p, ok := d.store.Recovered(); ok {
+		log.Error("sessions.json was unreadable and was moved aside; conversations start fresh", zap.String("moved_to", p))
+	}
+	log.Info("sessions loaded", zap.String("path", d.store.Path()), zap.Int("chats", d.store.Len()))
+
+	policy := appserver.DefaultPolicy()
+	if cfg.Approval == "accept" {
+		policy = appserver.AcceptPolicy()
+	}
+	d.sup, err = supervisor.New(supervisor.Config{
+		AppServer: appserver.Config{
+			Bin:             bin,
+			Env:             childEnv(os.Environ()),
+			ConfigOverrides: cfg.CodexConfig,
+			ClientInfo:      protocol.ClientInfo{Name: "codex-warm", Title: "codex-warm supervisor", Version: version},
+			// Deltas repeat the final text token by token; the daemon only needs completed items.
+			OptOutNotifications: []string{protocol.NotifyAgentMessageDelta},
+			Policy:              policy,
+			Logger:              log,
+		},
+		Store:            d.store,
+		Thread:           appserver.ThreadOptions{Cwd: cfg.Cwd},
+		StateDir:         cfg.StateDir,
+		MaxChildren:      cfg.MaxChildren,
+		MaxQueuePerKey:   cfg.MaxQueue,
+		IdleTTL:          cfg.IdleTTL,
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		TurnDeadline:     cfg.TurnTimeout,
+		PostToolQuiet:    cfg.PostToolTimeout,
+		Logger:           log,
+	})
+	if err != nil {
+		return err
+	}
+
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	var wg sync.WaitGroup
+	inboxErr := make(chan error, 1)
+	var httpSrv *http.Server
+
+	switch cfg.Inbox {
+	case "local":
+		h, err := bridge.NewLocalInbox(bridge.LocalInboxConfig{Answerer: d.sup, Logger: log})
+		if err != nil {
+			return d.abort(err)
+		}
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return d.abort(fmt.Errorf("local inbox: listen on %s: %w", cfg.Listen, err))
+		}
+		d.info.Listen = ln.Addr().String()
+		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				inboxErr <- fmt.Errorf("local inbox: %w", err)
+			}
+		}()
+		log.Info("local inbox listening", zap.String("addr", d.info.Listen))
+	case "molecule":
+		mcfg, err := bridge.MoleculeConfigFromEnv(getenv)
+		if err != nil {
+			return d.abort(fmt.Errorf("molecule config: %w", err))
+		}
+		mcfg.StateDir = cfg.StateDir
+		mcfg.Answerer = d.sup
+		mcfg.Logger = log
+		mcfg.PollInterval = cfg.PollInterval
+		mcfg.DrainTimeout = cfg.DrainTimeout
+		d.mol, err = bridge.NewMolecule(mcfg)
+		if err != nil {
+			return d.abort(err)
+		}
+		d.info.Listen = mcfg.PlatformURL
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.mol.Run(serveCtx); err != nil {
+				inboxErr <- fmt.Errorf("molecule inbox: %w", err)
+			}
+		}()
+	}
+
+	d.control, err = startControl(cfg.StateDir, d.status)
+	if err != nil {
+		stopServing()
+		if httpSrv != nil {
+			_ = httpSrv.Close()
+		}
+		wg.Wait()
+		return d.abort(err)
+	}
+	log.Info("supervisor running", zap.String("codex_bin", bin), zap.String("state_dir", cfg.StateDir),
+		zap.String("inbox", cfg.Inbox), zap.Int("max_children", d.sup.Status().Totals.Cap))
+
+	var runErr error
+	select {
+	case sig := <-sigs:
+		log.Info("signal received; draining (send it again to stop at once)", zap.String("signal", sig.String()),
+			zap.Duration("drain_timeout", cfg.DrainTimeout))
+	case runErr = <-inboxErr:
+	case <-ctx.Done():
+	}
+	stopServing()
+
+	// The drain ends at the timeout or at a second signal, whichever comes first.
+	drainCtx, cutDrain := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	defer cutDrain()
+	stopWatch := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		select {
+		case sig := <-sigs:
+			log.Warn("second signal; interrupting running turns now", zap.String("signal", sig.String()))
+			cutDrain()
+		case <-stopWatch:
+		}
+	}()
+
+	// The supervisor's Shutdown runs beside the inbox's: it refuses queued work at once (those
+	// messages are not acknowledged, so they come again after a restart) while running turns
+	// finish, and its interrupt at the drain deadline is what unblocks the inbox's handlers.
+	var supErr error
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		supErr = d.sup.Shutdown(drainCtx)
+	}()
+	if httpSrv != nil {
+		if err := httpSrv.Shutdown(drainCtx); err != nil {
+			_ = httpSrv.Close()
+		}
+	}
+	wg.Wait()
+	close(stopWatch)
+	watch.Wait()
+	if supErr != nil {
+		log.Warn("drain cut short", zap.Error(supErr))
+	}
+	if err := d.control.Close(); err != nil {
+		log.Warn("closing control socket", zap.Error(err))
+	}
+	if err := d.store.Flush(); err != nil {
+		log.Error("final sessions write failed", zap.Error(err))
+		if runErr == nil {
+			runErr = err
+		}
+	}
+	log.Info("supervisor stopped")
+	return runErr
+}
+
+// abort stops a daemon whose start failed after the supervisor was created.
+func (d *daemon) abort(err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = d.sup.Shutdown(ctx)
+	return err
+}
+
+// selfRSS reads the daemon's resident set from /proc; 0 where /proc is not available.
+func selfRSS() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
+}
+
+// childEnv is the daemon's environment without the platform secrets: codex runs model-written
+// shell commands, and the platform token would let them act as the workspace.
+func childEnv(env []string) []string {
+	secretEnv := []string{"MOLECULE_WORKSPACE_TOKEN"}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(secretEnv, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

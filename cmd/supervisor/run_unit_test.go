@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+func TestChildEnvDropsPlatformToken(t *testing.T) {
+	in := []string{"HOME=/home/u", "MOLECULE_WORKSPACE_TOKEN=s3cret", "CODEX_HOME=/c", "PATH=/bin", "MOLECULE_WORKSPACE_TOKEN_FILE=x"}
+	got := childEnv(in)
+	want := []string{"HOME=/home/u", "CODEX_HOME=/c", "PATH=/bin", "MOLECULE_WORKSPACE_TOKEN_FILE=x"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("childEnv = %q, want %q", got, want)
+	}
+}
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseRunConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(t *testing.T, c runConfig)
+		wantErr string
+	}{
+		{
+			name: "defaults pick the python daemon's state dir and the local inbox",
+			env:  map[string]string{"HOME": "/home/u"},
+			check: func(t *testing.T, c runConfig) {
+				if c.StateDir != "/home/u/.codex-channel-molecule" || c.Inbox != "local" || c.TurnTimeout != 600*time.Second ||
+					c.PostToolTimeout != 90*time.Second || c.Approval != "decline" || c.LogFormat != "json" {
+					t.Fatalf("defaults: %+v", c)
+				}
+			},
+		},
+		{
+			name: "PLATFORM_URL selects molecule; env fallbacks apply",
+			env: map[string]string{"PLATFORM_URL": "http://p", "CODEX_CHANNEL_MOLECULE_STATE_DIR": "/s",
+				"CODEX_WARM_MAX_CHILDREN": "5", "CODEX_WARM_TURN_TIMEOUT": "2m", "CODEX_BIN": "/x/codex"},
+			check: func(t *testing.T, c runConfig) {
+				if c.Inbox != "molecule" || c.StateDir != "/s" || c.MaxChildren != 5 || c.TurnTimeout != 2*time.Minute || c.CodexBin != "/x/codex" {
+					t.Fatalf("env: %+v", c)
+				}
+			},
+		},
+		{
+			name: "flags beat the environment",
+			args: []string{"--inbox", "local", "--max-children", "3", "--codex-config", "a=1", "--codex-config", "b=2"},
+			env:  map[string]string{"PLATFORM_URL": "http://p", "CODEX_WARM_MAX_CHILDREN": "5"},
+			check: func(t *testing.T, c runConfig) {
+				if c.Inbox != "local" || c.MaxChildren != 3 || !slices.Equal(c.CodexConfig, []string{"a=1", "b=2"}) {
+					t.Fatalf("flags: %+v", c)
+				}
+			},
+		},
+		{name: "bad duration in env is an error, not ignored", env: map[string]string{"CODEX_WARM_IDLE_TTL": "soon"}, wantErr: "CODEX_WARM_IDLE_TTL"},
+		{name: "bad int in env", env: map[string]string{"CODEX_WARM_MAX_CHILDREN": "many"}, wantErr: "CODEX_WARM_MAX_CHILDREN"},
+		{name: "unknown inbox", args: []string{"--inbox", "smtp"}, wantErr: "--inbox"},
+		{name: "unknown approval", args: []string{"--approval", "yolo"}, wantErr: "--approval"},
+		{name: "zero turn timeout", args: []string{"--turn-timeout", "0s"}, wantErr: "--turn-timeout"},
+		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseRunConfig(tt.args, envOf(tt.env), io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want it to mention %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestParseRunConfigBadFlagIsUsageError(t *testing.T) {
+	_, err := parseRunConfig([]string{"--no-such-flag"}, envOf(nil), io.Discard)
+	var ec exitCode
+	if !errors.As(err, &ec) || ec != 2 {
+		t.Fatalf("err = %v, want exit code 2", err)
+	}
+}
+
+func TestRenderStatusTable(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	doc := StatusDoc{
+		Daemon: DaemonInfo{PID: 42, Version: "v1", Started: now.Add(-90 * time.Second), Inbox: "local", Listen: "127.0.0.1:1", StateDir: "/s"},
+		Snapshot: supervisor.Snapshot{
+			Children: []supervisor.ChildStatus{
+				{ChatKey: "peer:b", ThreadID: "01a1fd80-b525-7b83-b606-b61215897848", PID: 7, State: supervisor.StateIdle, Turns: 3, LastActivity: now.Add(-2 * time.Minute), RSSBytes: 150 << 20},
+				{ChatKey: "canvas:a", ThreadID: "t2", PID: 8, State: supervisor.StateBusy, TurnAge: 1500 * time.Millisecond, Turns: 1, Restarts: 1},
+			},
+			Totals: supervisor.Totals{Live: 2, Busy: 1, Cap: 4, Turns: 4, Retired: map[string]int{"idle": 2, "child_died": 1}},
+		},
+	}
+	var b bytes.Buffer
+	renderStatus(&b, doc, now)
+	out := b.String()
+	lines := strings.Split(out, "\n")
+	var header, rowA, rowB string
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "CHAT"):
+			header = l
+		case strings.HasPrefix(l, "canvas:a"):
+			rowA = l
+		case strings.HasPrefix(l, "peer:b"):
+			rowB = l
+		}
+	}
+	if header == "" || rowA == "" || rowB == "" {
+		t.Fatalf("missing header or rows:\n%s", out)
+	}
+	// Sorted by chat key, columns aligned: PID starts at the same offset in every line.
+	if strings.Index(out, "canvas:a") > strings.Index(out, "peer:b") {
+		t.Errorf("rows not sorted by chat key:\n%s", out)
+	}
+	// Columns are counted in runes: the shortened thread id ends in a multi-byte "…".
+	col := strings.Index(header, "PID")
+	if !strings.HasPrefix(string([]rune(rowA)[col:]), "8 ") || !strings.HasPrefix(string([]rune(rowB)[col:]), "7 ") {
+		t.Errorf("PID column not aligned:\n%s", out)
+	}
+	for _, want := range []string{"01a1fd80-b525…", "busy", "1.5s", "150M", "2m00s", "live 2/4  busy 1", "retired child_died=1 idle=2", "up 1m30s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+func cmdStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	stateDir := fs.String("state-dir", defaultStateDir(getenv), "state directory of the daemon (env CODEX_CHANNEL_MOLECULE_STATE_DIR)")
+	asJSON := fs.Bool("json", false, "print the raw status document as JSON")
+	if err := fs.Parse(args); err != nil {
+		return exitCode(2)
+	}
+	doc, err := fetchStatus(ctx, *stateDir)
+	if err != nil {
+		if errors.Is(err, errNoDaemon) {
+			fmt.Fprintf(stderr, "supervisor status: %v\n", err)
+			return exitCode(3)
+		}
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(doc)
+	}
+	renderStatus(stdout, doc, time.Now())
+	return nil
+}
+
+// renderStatus prints the process table like ps: one aligned row per live child, then totals.
+func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
+	d := doc.Daemon
+	fmt.Fprintf(w, "supervisor %s  pid %d  up %s  inbox %s", d.Version, d.PID, shortDuration(now.Sub(d.Started)), d.Inbox)
+	if d.Listen != "" {
+		fmt.Fprintf(w, " (%s)", d.Listen)
+	}
+	fmt.Fprintf(w, "\nstate %s\n\n", d.StateDir)
+
+	rows := append([]supervisor.ChildStatus(nil), doc.Snapshot.Children...)
+	sort.Slice(rows, func(i, j int) bool { return rows[i].ChatKey < rows[j].ChatKey })
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHAT\tTHREAD\tPID\tSTATE\tTURN AGE\tTURNS\tRESTARTS\tQUEUED\tRSS\tIDLE")
+	for _, c := range rows {
+		turnAge, idle := "-", "-"
+		if c.State == supervisor.StateBusy {
+			turnAge = shortDuration(c.TurnAge)
+		} else if !c.LastActivity.IsZero() {
+			idle = shortDuration(now.Sub(c.LastActivity))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n",
+			c.ChatKey, shortID(c.ThreadID), c.PID, c.State, turnAge, c.Turns, c.Restarts, c.Queued, humanBytes(c.RSSBytes), idle)
+	}
+	tw.Flush()
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "(no live codex children)")
+	}
+
+	t := doc.Snapshot.Totals
+	fmt.Fprintf(w, "\nlive %d/%d  busy %d  queued %d  turns %d", t.Live, t.Cap, t.Busy, t.Queued, t.Turns)
+	if len(t.Retired) > 0 {
+		reasons := make([]string, 0, len(t.Retired))
+		for r, n := range t.Retired {
+			reasons = append(reasons, fmt.Sprintf("%s=%d", r, n))
+		}
+		sort.Strings(reasons)
+		fmt.Fprintf(w, "  retired %s", strings.Join(reasons, " "))
+	}
+	fmt.Fprintln(w)
+}
+
+// shortID keeps thread ids readable in a table; --json has them whole.
+func shortID(id string) string {
+	if id == "" {
+		return "-"
+	}
+	if len(id) > 13 {
+		return id[:13] + "…"
+	}
+	return id
+}
+
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n <= 0:
+		return "-"
+	case n < 1<<20:
+		return fmt.Sprintf("%dK", n>>10)
+	case n < 1<<30:
+		return fmt.Sprintf("%dM", n>>20)
+	default:
+		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
+	}
+}
