@@ -3,9 +3,10 @@ module github.com/molecule-ai/codex-warm
 go 1.26
 
 require (
-	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
-	github.com/sourcegraph/jsonrpc2 v0.2.3 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	go.uber.org/multierr v1.10.0 // indirect
-	go.uber.org/zap v1.28.0 // indirect
+	github.com/cenkalti/backoff/v4 v4.3.0
+	github.com/sourcegraph/jsonrpc2 v0.2.3
+	go.uber.org/goleak v1.3.0
+	go.uber.org/zap v1.28.0
 )
+
+require go.uber.org/multierr v1.10.0 // indirect
