@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+)
+
+// bench holds what the comparisons share: configuration, scratch space, and the results they
+// add to. The comparisons run one after another, never concurrently, so it needs no lock.
+type bench struct {
+	cfg  Config
+	ws   *workspace
+	tick time.Duration // /proc clock tick
+	log  io.Writer     // progress lines (stderr)
+	rows []row
+	sum  *summary
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, "bench: "+format+"\n", args...)
+}
+
+func (b *bench) addRow(comparison, metric, aName string, a float64, bName string, bv float64, ratioLabel string, r float64) {
+	ratio := ratioCell(r)
+	if ratio != "-" && ratioLabel != "" {
+		ratio += " " + ratioLabel
+	}
+	b.rows = append(b.rows, row{Comparison: comparison, Metric: metric, A: sideCell(aName, a), B: sideCell(bName, bv), Ratio: ratio})
+}
+
+// addNote adds a table line that is not a two-sided measurement.
+func (b *bench) addNote(comparison, metric, value string) {
+	b.rows = append(b.rows, row{Comparison: comparison, Metric: metric, Note: value})
+}
+
+// model is a running mock model that codex homes can be pointed at.
+type model interface {
+	WriteCodexHome(dir string) error
+	Close() error
+}
+
+// newMock starts a mock model with the given per-response latency: in a subprocess by default,
+// in the bench process with --mock-in-process.
+func (b *bench) newMock(latency time.Duration) (model, error) {
+	if b.cfg.MockInProcess {
+		m, err := appservertest.NewMockModel(appservertest.MockModelConfig{Latency: latency})
+		if err != nil {
+			return nil, fmt.Errorf("mock model: %w", err)
+		}
+		return m, nil
+	}
+	return startMockProc(latency, b.ws.markerEnv(), b.log)
+}
+
+// alternate runs n pairs of a and b, flipping which goes first every pair (A B, B A, A B, …), so
+// that a drift in the machine's load, and any order effect, hits both sides alike.
+func alternate(n int, a, b func(i int) error) error {
+	for i := range n {
+		first, second := a, b
+		if i%2 == 1 {
+			first, second = b, a
+		}
+		if err := first(i); err != nil {
+			return err
+		}
+		if err := second(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withDaemon starts a daemon for side with a cap of maxChildren, runs fn, and stops the daemon,
+// reporting fn's error first.
+func (b *bench) withDaemon(ctx context.Context, s side, maxChildren int, fn func(d *daemon) error) error {
+	d, err := startDaemon(ctx, daemonConfig{
+		SupervisorBin: b.cfg.SupervisorBin,
+		CodexBin:      b.cfg.CodexBin,
+		Side:          s,
+		MaxChildren:   maxChildren,
+		Marker:        b.ws.markerEnv(),
+	})
+	if err != nil {
+		return err
+	}
+	err = fn(d)
+	if stopErr := d.stop(); stopErr != nil {
+		if err == nil {
+			return stopErr
+		}
+		b.logf("also: %v", stopErr)
+	}
+	return err
+}

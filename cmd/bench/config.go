@@ -1,0 +1,277 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Comparison names, in the order they run (the cheap, codex-free one first).
+const (
+	cmpScale      = "scale"
+	cmpLatency    = "latency"
+	cmpOverhead   = "overhead"
+	cmpThroughput = "throughput"
+	cmpHistory    = "history"
+	cmpMemory     = "memory"
+)
+
+// Table labels of the comparisons, numbered as in the brief; the table is sorted by them.
+const (
+	labelLatency    = "1 latency"
+	labelOverhead   = "2 daemon overhead"
+	labelThroughput = "3 throughput"
+	labelHistory    = "4 history"
+	labelMemory     = "5 memory"
+	labelScale      = "6 scale (no codex)"
+)
+
+// allComparisons lists every comparison in run order.
+func allComparisons() []string {
+	return []string{cmpScale, cmpLatency, cmpOverhead, cmpThroughput, cmpHistory, cmpMemory}
+}
+
+// Config is everything a bench run is configured with. Size fields left zero by the flags are
+// filled from the full or the --quick preset.
+type Config struct {
+	CodexBin      string
+	SupervisorBin string
+	CodexJS       string // node wrapper for the node-vs-native RSS comparison; "" = derived
+	Node          string
+	JSONFile      string
+	Strict        bool
+	Quick         bool
+	Only          []string
+	Timeout       time.Duration
+	KeepTmp       bool
+	MockInProcess bool
+
+	LatencyMsgs      int
+	OverheadTurns    int
+	OverheadWarmup   int
+	TPChats          int
+	TPMsgs           int
+	TPRounds         int
+	TPLatency        time.Duration
+	HistoryLevels    []int
+	HistorySamples   int
+	MemChats         int
+	MemSamples       int
+	ScaleSessions    int
+	ScaleTurns       int
+	ScaleConcurrency int
+
+	// OverheadAbsMS and OverheadPct are the daemon-overhead target: max(abs, pct of a bare turn).
+	OverheadAbsMS float64
+	OverheadPct   float64
+}
+
+// preset holds the sizes of a full or quick run.
+type preset struct {
+	latencyMsgs, overheadTurns, overheadWarmup  int
+	tpChats, tpMsgs, tpRounds                   int
+	historyLevels                               []int
+	historySamples, memChats, memSamples        int
+	scaleSessions, scaleTurns, scaleConcurrency int
+	timeout                                     time.Duration
+}
+
+// fullPreset is the default run: the sizes the brief asks for, well under 15 minutes on 2 cores.
+func fullPreset() preset {
+	return preset{
+		latencyMsgs: 30, overheadTurns: 200, overheadWarmup: 3,
+		tpChats: 16, tpMsgs: 10, tpRounds: 2,
+		historyLevels: []int{1, 50, 200}, historySamples: 5,
+		memChats: 8, memSamples: 2,
+		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
+		timeout: 20 * time.Minute,
+	}
+}
+
+// quickPreset is --quick: a few minutes. History keeps its levels (the summary names them) with
+// fewer samples.
+func quickPreset() preset {
+	return preset{
+		latencyMsgs: 8, overheadTurns: 40, overheadWarmup: 2,
+		tpChats: 4, tpMsgs: 4, tpRounds: 2,
+		historyLevels: []int{1, 50, 200}, historySamples: 2,
+		memChats: 3, memSamples: 1,
+		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
+		timeout: 6 * time.Minute,
+	}
+}
+
+// parseConfig parses the command line. getenv supplies CODEX_BIN as the default codex binary.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	var c Config
+	var only, levels string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: bench --codex-bin PATH [flags]\n\n"+
+			"Compares codex exec-per-message with the warm daemon on the real codex binary against a\n"+
+			"mock model on loopback. Prints a table, then name=value summary lines.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.CodexBin, "codex-bin", getenv("CODEX_BIN"), "native codex binary (env CODEX_BIN)")
+	fs.StringVar(&c.SupervisorBin, "supervisor-bin", "./bin/supervisor", "daemon binary (make build)")
+	fs.StringVar(&c.CodexJS, "codex-js", "", "npm node wrapper codex.js for the RSS comparison; default: found next to --codex-bin")
+	fs.StringVar(&c.Node, "node", "node", "node executable for the node wrapper")
+	fs.StringVar(&c.JSONFile, "json", "", "also write the summary as JSON to this file")
+	fs.BoolVar(&c.Strict, "strict", false, "exit non-zero when the daemon overhead target is missed")
+	fs.BoolVar(&c.Quick, "quick", false, "small sizes for a run of a few minutes")
+	fs.StringVar(&only, "only", "", "comma-separated comparisons to run: "+strings.Join(allComparisons(), ","))
+	fs.DurationVar(&c.Timeout, "timeout", 0, "bound of the whole run (default 20m, quick 6m)")
+	fs.BoolVar(&c.KeepTmp, "keep-tmp", false, "keep the scratch directory (codex homes, daemon state)")
+	fs.BoolVar(&c.MockInProcess, "mock-in-process", false, "serve the mock model from the bench process instead of a subprocess")
+
+	fs.IntVar(&c.LatencyMsgs, "latency-msgs", 0, "messages in the one-chat latency run (default 30, quick 8)")
+	fs.IntVar(&c.OverheadTurns, "overhead-turns", 0, "measured turns per side in the overhead run (default 200, quick 40)")
+	fs.IntVar(&c.OverheadWarmup, "overhead-warmup", 0, "unmeasured turns per side first (default 3, quick 2)")
+	fs.IntVar(&c.TPChats, "tp-chats", 0, "chats in the throughput run (default 16, quick 4)")
+	fs.IntVar(&c.TPMsgs, "tp-msgs", 0, "messages per chat in the throughput run (default 10, quick 4)")
+	fs.IntVar(&c.TPRounds, "tp-rounds", 0, "alternating rounds the throughput messages are split into (default 2)")
+	fs.DurationVar(&c.TPLatency, "tp-latency", 500*time.Millisecond, "mock model latency per response in the throughput run")
+	fs.StringVar(&levels, "history-levels", "", "earlier turns at which to measure (default 1,50,200)")
+	fs.IntVar(&c.HistorySamples, "history-samples", 0, "samples per side and level (default 5, quick 2)")
+	fs.IntVar(&c.MemChats, "mem-chats", 0, "live chats for the daemon RSS per child (default 8, quick 3)")
+	fs.IntVar(&c.MemSamples, "mem-samples", 0, "children per side for native vs node RSS (default 2, quick 1)")
+	fs.IntVar(&c.ScaleSessions, "scale-sessions", 0, "live sessions in the codex-free scale run (default 1000)")
+	fs.IntVar(&c.ScaleTurns, "scale-turns", 0, "turns in the scale run (default 20000)")
+	fs.IntVar(&c.ScaleConcurrency, "scale-concurrency", 0, "goroutines submitting in the scale run (default 1: pure overhead)")
+	fs.Float64Var(&c.OverheadAbsMS, "overhead-target-ms", 2, "daemon overhead target, absolute part")
+	fs.Float64Var(&c.OverheadPct, "overhead-target-pct", 5, "daemon overhead target, relative part")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+
+	p := fullPreset()
+	if c.Quick {
+		p = quickPreset()
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.LatencyMsgs, p.latencyMsgs)
+	def(&c.OverheadTurns, p.overheadTurns)
+	def(&c.OverheadWarmup, p.overheadWarmup)
+	def(&c.TPChats, p.tpChats)
+	def(&c.TPMsgs, p.tpMsgs)
+	def(&c.TPRounds, p.tpRounds)
+	def(&c.HistorySamples, p.historySamples)
+	def(&c.MemChats, p.memChats)
+	def(&c.MemSamples, p.memSamples)
+	def(&c.ScaleSessions, p.scaleSessions)
+	def(&c.ScaleTurns, p.scaleTurns)
+	def(&c.ScaleConcurrency, p.scaleConcurrency)
+	if c.Timeout == 0 {
+		c.Timeout = p.timeout
+	}
+	c.HistoryLevels = p.historyLevels
+	if levels != "" {
+		var err error
+		if c.HistoryLevels, err = parseInts(levels); err != nil {
+			return c, fmt.Errorf("--history-levels: %w", err)
+		}
+	}
+	c.Only = allComparisons()
+	if only != "" {
+		c.Only = nil
+		for name := range strings.SplitSeq(only, ",") {
+			name = strings.TrimSpace(name)
+			if !slices.Contains(allComparisons(), name) {
+				return c, fmt.Errorf("--only: unknown comparison %q (have %s)", name, strings.Join(allComparisons(), ","))
+			}
+			c.Only = append(c.Only, name)
+		}
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.CodexBin == "" && c.needsCodex() {
+		errs = append(errs, errors.New("--codex-bin (or CODEX_BIN) is required"))
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{
+		{"overhead-turns", c.OverheadTurns}, {"tp-chats", c.TPChats},
+		{"tp-msgs", c.TPMsgs}, {"tp-rounds", c.TPRounds}, {"history-samples", c.HistorySamples},
+		{"mem-chats", c.MemChats}, {"mem-samples", c.MemSamples}, {"scale-sessions", c.ScaleSessions},
+		{"scale-turns", c.ScaleTurns}, {"scale-concurrency", c.ScaleConcurrency},
+	} {
+		if v.n < 1 {
+			errs = append(errs, fmt.Errorf("--%s %d: must be at least 1", v.name, v.n))
+		}
+	}
+	if c.LatencyMsgs < 2 {
+		// The first message (thread start / spawn) is reported apart from the rest.
+		errs = append(errs, fmt.Errorf("--latency-msgs %d: must be at least 2", c.LatencyMsgs))
+	}
+	if c.TPLatency < 0 {
+		errs = append(errs, fmt.Errorf("--tp-latency %s: must not be negative", c.TPLatency))
+	}
+	if c.TPRounds > c.TPMsgs {
+		errs = append(errs, fmt.Errorf("--tp-rounds %d exceeds --tp-msgs %d", c.TPRounds, c.TPMsgs))
+	}
+	for _, l := range c.HistoryLevels {
+		if l < 1 {
+			errs = append(errs, fmt.Errorf("--history-levels: %d: levels start at 1", l))
+		}
+	}
+	if !slices.IsSorted(c.HistoryLevels) {
+		errs = append(errs, errors.New("--history-levels must be ascending"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) runs(name string) bool { return slices.Contains(c.Only, name) }
+
+func (c Config) needsCodex() bool {
+	return slices.ContainsFunc(c.Only, func(n string) bool { return n != cmpScale })
+}
+
+// codexJS returns the node wrapper to compare against: --codex-js, else the npm layout around
+// the native binary (<node_modules>/@openai/codex-<platform>/vendor/<triple>/bin/codex →
+// <node_modules>/@openai/codex/bin/codex.js).
+func (c Config) codexJS() (string, error) {
+	if c.CodexJS != "" {
+		return c.CodexJS, nil
+	}
+	// Up five levels, past bin, <triple>, vendor and codex-<platform>, to @openai.
+	dir := c.CodexBin
+	for range 5 {
+		dir = filepath.Dir(dir)
+	}
+	js := filepath.Join(dir, "codex", "bin", "codex.js")
+	if _, err := os.Stat(js); err != nil {
+		return "", fmt.Errorf("node wrapper not found next to %s (%w); pass --codex-js", c.CodexBin, err)
+	}
+	return js, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+)
+
+// mockWorkerCmd is the hidden subcommand that serves a MockModel in a process of its own. Codex
+// talks to the model over loopback either way; out of process, the model's work does not share
+// the bench's Go runtime with the client side being measured (the bare appserver client, or the
+// HTTP client of the daemon), which would favour whichever side runs in the bench process.
+const mockWorkerCmd = "mock-worker"
+
+// Bounds of the mock subprocess's control exchanges.
+const (
+	mockStartTimeout = 15 * time.Second
+	mockReplyTimeout = 10 * time.Second
+	mockStopTimeout  = 10 * time.Second
+)
+
+// mockProc is a MockModel running in a subprocess. Its control protocol is line based on the
+// child's stdin/stdout: the child first prints "ready <url>"; "home <dir>" makes it write a
+// CODEX_HOME for that directory and answer "ok" or "error <text>"; stdin EOF stops it.
+type mockProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *os.File
+	lines  *bufio.Reader
+	url    string
+}
+
+// startMockProc starts the mock subprocess with a per-response latency.
+func startMockProc(latency time.Duration, marker string, stderr io.Writer) (*mockProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("mock model process: %w", err)
+	}
+	cmd := exec.Command(self, mockWorkerCmd, "--latency", latency.String())
+	cmd.Env = append(os.Environ(), marker)
+	cmd.Stderr = stderr
+	// Pdeathsig: a bench killed outright takes its model server with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("mock model process: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("mock model process: %w", err)
+	}
+	cmd.Stdout = outW
+	if err := cmd.Start(); err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("mock model process: %w", err)
+	}
+	outW.Close()
+	m := &mockProc{cmd: cmd, stdin: stdin, stdout: outR, lines: bufio.NewReader(outR)}
+	line, err := m.readLine(mockStartTimeout)
+	if err == nil {
+		var ok bool
+		if m.url, ok = strings.CutPrefix(line, "ready "); !ok {
+			err = fmt.Errorf("unexpected first line %q", line)
+		}
+	}
+	if err != nil {
+		return nil, joinClose(fmt.Errorf("mock model process: %w", err), m.Close())
+	}
+	return m, nil
+}
+
+// readLine reads one control line within d. The pipe is non-blocking in Go's poller, so a read
+// deadline bounds it without a helper goroutine.
+func (m *mockProc) readLine(d time.Duration) (string, error) {
+	if err := m.stdout.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return "", err
+	}
+	line, err := m.lines.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("read control line: %w", err)
+	}
+	return strings.TrimSpace(line), nil
+}
+
+// WriteCodexHome has the mock write dir/config.toml pointing codex at it.
+func (m *mockProc) WriteCodexHome(dir string) error {
+	if strings.ContainsAny(dir, "\n") {
+		return fmt.Errorf("mock model process: directory name %q has a newline", dir)
+	}
+	if _, err := fmt.Fprintf(m.stdin, "home %s\n", dir); err != nil {
+		return fmt.Errorf("mock model process: %w", err)
+	}
+	line, err := m.readLine(mockReplyTimeout)
+	if err != nil {
+		return fmt.Errorf("mock model process: %w", err)
+	}
+	if line != "ok" {
+		return fmt.Errorf("mock model process: %s", line)
+	}
+	return nil
+}
+
+// Close stops the mock (stdin EOF) and reaps it, killing it past mockStopTimeout.
+func (m *mockProc) Close() error {
+	_ = m.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- m.cmd.Wait() }()
+	timer := time.NewTimer(mockStopTimeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case err = <-done:
+	case <-timer.C:
+		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+		err = errors.Join(errors.New("mock model process did not stop; killed"), <-done)
+	}
+	_ = m.stdout.Close()
+	if err != nil {
+		return fmt.Errorf("mock model process: %w", err)
+	}
+	return nil
+}
+
+// mockWorkerMain is the entry point of the mock subprocess.
+func mockWorkerMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(mockWorkerCmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	latency := fs.Duration("latency", 0, "added before every model response")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	m, err := appservertest.NewMockModel(appservertest.MockModelConfig{Latency: *latency})
+	if err != nil {
+		fmt.Fprintf(stderr, "mock worker: %v\n", err)
+		return 1
+	}
+	defer m.Close()
+	fmt.Fprintf(stdout, "ready %s\n", m.URL())
+	sc := bufio.NewScanner(stdin)
+	for sc.Scan() {
+		dir, ok := strings.CutPrefix(sc.Text(), "home ")
+		if !ok {
+			fmt.Fprintf(stdout, "error unknown command %q\n", sc.Text())
+			continue
+		}
+		if err := m.WriteCodexHome(dir); err != nil {
+			fmt.Fprintf(stdout, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+			continue
+		}
+		fmt.Fprintln(stdout, "ok")
+	}
+	return 0
+}
