@@ -107,9 +107,10 @@ func (p *Platform) Enqueue(rows ...Row) []string {
 	return ids
 }
 
-// EnqueueRaw appends rows given as raw JSON (anything, also invalid JSON: poison). The id used for
-// since_id is the "id" field when the row is an object that has one, else none (such a row can
-// never be a cursor).
+// EnqueueRaw appends rows given as raw JSON. Valid JSON that is not a usable row (an array, a row
+// without an id) is poison the bridge moves past; invalid JSON makes the whole activity response
+// invalid, which the bridge treats as a failed poll and retries. The id used for since_id is the
+// "id" field when the row is an object that has one, else none (such a row can never be a cursor).
 func (p *Platform) EnqueueRaw(raw ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

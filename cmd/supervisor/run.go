@@ -90,13 +90,6 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	d := &daemon{cfg: cfg, log: log}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
 
-	// Children left by a daemon that was killed would hold memory and their threads forever.
-	if swept, err := supervisor.SweepOrphans(ctx, cfg.StateDir, 2*time.Second, log); err != nil {
-		log.Warn("boot sweep incomplete", zap.Error(err))
-	} else if len(swept) > 0 {
-		log.Warn("terminated codex children left by a previous daemon", zap.Int("count", len(swept)))
-	}
-
 	d.store, err = sessions.Open(sessions.Config{Dir: cfg.StateDir, Logger: log})
 	if err != nil {
 		return fmt.Errorf("open sessions: %w", err)
@@ -110,6 +103,8 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	if cfg.Approval == "accept" {
 		policy = appserver.AcceptPolicy()
 	}
+	// New also runs the boot sweep: children left by a daemon that was killed would otherwise
+	// hold memory and their threads forever.
 	d.sup, err = supervisor.New(supervisor.Config{
 		AppServer: appserver.Config{
 			Bin:             bin,

@@ -1,0 +1,21 @@
+package main
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// daemonEnv selects the helper-process mode: when it is "1" the test binary is the supervisor
+// binary (it runs runMain on its arguments and exits), so the end-to-end tests start the daemon
+// as a real process, with real signals, without building it separately.
+const daemonEnv = "CODEX_WARM_E2E_DAEMON"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(daemonEnv) == "1" {
+		os.Exit(runMain(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
