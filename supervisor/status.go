@@ -56,7 +56,7 @@ func (s *Supervisor) Status() Snapshot {
 		if r.child != nil {
 			r.cs.LastActivity = r.child.LastActivity()
 		}
-		r.cs.RSSBytes = readRSS(r.cs.PID)
+		r.cs.RSSBytes = ProcessRSS(r.cs.PID)
 		out[i] = r.cs
 	}
 	slices.SortFunc(out, func(a, b ChildStatus) int {
@@ -68,8 +68,9 @@ func (s *Supervisor) Status() Snapshot {
 	return Snapshot{Taken: now, Children: out, Totals: t}
 }
 
-// readRSS returns the resident set size of pid from /proc/<pid>/statm, 0 when unknown.
-func readRSS(pid int) int64 {
+// ProcessRSS returns the resident set size of pid in bytes from /proc/<pid>/statm, 0 when unknown.
+// The daemon reports its own with it, beside its children's.
+func ProcessRSS(pid int) int64 {
 	if pid <= 0 {
 		return 0
 	}

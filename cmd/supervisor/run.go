@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,7 +60,7 @@ type daemon struct {
 func (d *daemon) status() StatusDoc {
 	doc := StatusDoc{Daemon: d.info, Snapshot: d.sup.Status()}
 	doc.Daemon.Goroutines = runtime.NumGoroutine()
-	doc.Daemon.RSSBytes = selfRSS()
+	doc.Daemon.RSSBytes = supervisor.ProcessRSS(os.Getpid())
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	doc.Daemon.HeapBytes = ms.HeapAlloc
@@ -258,23 +257,6 @@ func (d *daemon) abort(err error) error {
 	defer cancel()
 	_ = d.sup.Shutdown(ctx)
 	return err
-}
-
-// selfRSS reads the daemon's resident set from /proc; 0 where /proc is not available.
-func selfRSS() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return pages * int64(os.Getpagesize())
 }
 
 // childEnv is the daemon's environment without the platform secrets: codex runs model-written
