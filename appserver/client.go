@@ -8,6 +8,7 @@ package appserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -235,14 +236,27 @@ func spawn(cfg Config) (*Client, error) {
 	_ = outW.Close()
 	_ = errW.Close()
 
-	pid := cmd.Process.Pid
+	c := newClient(cfg, cmd.Process.Pid)
+	c.cmd, c.errR = cmd, errR
+	c.connect(outR, inW)
+	c.wg.Add(4)
+	go c.waiter()
+	go c.drainStderr()
+	go c.monitor()
+	go c.dispatcher()
+	c.log.Info("codex app-server started", zap.String("bin", cfg.Bin), zap.Strings("args", args),
+		zap.String("dir", cfg.Dir), zap.String("codex_home", cfg.CodexHome))
+	return c, nil
+}
+
+// newClient returns the client of the child pid, without its connection (see connect) and
+// goroutines. spawn fills in the process; the fuzz test builds a client over plain pipes with it.
+func newClient(cfg Config, pid int) *Client {
 	c := &Client{
 		cfg:        cfg,
 		log:        cfg.Logger.Named("appserver").With(zap.Int("pid", pid)),
-		cmd:        cmd,
 		pid:        pid,
 		stderr:     newTailBuffer(cfg.StderrTailBytes),
-		errR:       errR,
 		closing:    make(chan struct{}),
 		readEnd:    make(chan struct{}),
 		writeFail:  make(chan struct{}),
@@ -255,7 +269,13 @@ func spawn(cfg Config) (*Client, error) {
 		c.log.Warn("inbound queue is growing: notifications are consumed slower than codex sends them",
 			zap.Int("messages", n), zap.Int64("bytes", bytes))
 	})
-	c.stream = newLineStream(outR, inW, cfg.MaxLineBytes, cfg.WriteTimeout)
+	return c
+}
+
+// connect builds the JSON-RPC connection over the child's stdout (out, read) and stdin (in,
+// written); jsonrpc2 starts reading at once.
+func (c *Client) connect(out, in *os.File) {
+	c.stream = newLineStream(out, in, c.cfg.MaxLineBytes, c.cfg.WriteTimeout)
 	c.stream.onLine = func() { c.lastActivity.Store(time.Now().UnixNano()) }
 	c.stream.onReadEnd = func(err error) {
 		c.readErr = err
@@ -269,15 +289,6 @@ func spawn(cfg Config) (*Client, error) {
 	}
 	c.conn = jsonrpc2.NewConn(context.Background(), c.stream, handler{c},
 		jsonrpc2.SetLogger(rpcLogger{c.log}), jsonrpc2.OnRecv(c.onResponse))
-
-	c.wg.Add(4)
-	go c.waiter()
-	go c.drainStderr()
-	go c.monitor()
-	go c.dispatcher()
-	c.log.Info("codex app-server started", zap.String("bin", cfg.Bin), zap.Strings("args", args),
-		zap.String("dir", cfg.Dir), zap.String("codex_home", cfg.CodexHome))
-	return c, nil
 }
 
 func (c *Client) handshake(ctx context.Context) error {
@@ -361,8 +372,12 @@ func (c *Client) shutdown() error {
 	// closes our end of stdout, in case something outside the group still holds the pipe).
 	await(c.readEnd, grace)
 	_ = c.conn.Close()
-	if !await(c.readEnd, grace) { // closing the stream unblocks the reader at once
-		c.log.Warn("jsonrpc2 reader did not stop after the stream was closed")
+	// Closing the stream unblocks a reader waiting on the pipe at once, but one still decoding a
+	// large line finishes that line first. Close returns only after jsonrpc2's reader goroutine
+	// is done (readEnd closes as its last read fails; jsonrpc2's DisconnectNotify closes earlier).
+	if !await(c.readEnd, grace) {
+		c.log.Warn("jsonrpc2 reader still busy after the stream was closed; waiting for it")
+		<-c.readEnd
 	}
 	if !await(c.stderrDone, grace) {
 		_ = c.errR.Close() // a process that left the group still holds stderr open
@@ -450,8 +465,11 @@ func (c *Client) monitor() {
 	c.fail(err)
 	c.queue.close()
 	// Release calls still waiting for a response (and a reader blocked on a pipe that something
-	// outside the group keeps open). Nothing more can usefully come from this child.
+	// outside the group keeps open). Nothing more can usefully come from this child. The monitor
+	// is in wg, so waiting for readEnd here makes jsonrpc2's reader goroutine one the client
+	// waits for.
 	_ = c.conn.Close()
+	<-c.readEnd
 }
 
 // fail makes err the reason the client is unusable; the first reason wins.
@@ -574,6 +592,14 @@ func (c *Client) responseErr(ctx context.Context, method string, err error) erro
 		return nil
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s on codex pid %d: %w", method, c.pid, context.Cause(ctx))
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		// The response arrived, but some of its fields have unexpected types. They are skipped
+		// and the rest is decoded; callers check the fields they need (a thread or turn id).
+		// This is not a broken connection.
+		c.log.Warn("response with fields of unexpected types", zap.String("method", method), zap.Error(err))
+		return nil
 	}
 	var re *jsonrpc2.Error
 	if errors.As(err, &re) {

@@ -25,6 +25,8 @@ var (
 	ErrOverloaded = errors.New("codex app-server overloaded")
 	// ErrProtocol means the child wrote something that is not JSON-RPC (a non-JSON line, an
 	// unexpected message). The stream is unusable afterwards; it comes wrapped in an *ExitError.
+	// A well-formed message that lacks what the client needs (a result without a thread or turn
+	// id, a turn/completed without a status) fails only that call or turn, without *ExitError.
 	ErrProtocol = errors.New("codex app-server protocol error")
 	// ErrLineTooLong means the child wrote a line longer than Config.MaxLineBytes. It wraps
 	// ErrProtocol.

@@ -565,7 +565,7 @@ func TestFakeSecondConcurrentTurnIsRefused(t *testing.T) {
 	<-started
 	start := time.Now()
 	_, err = c.RunTurn(ctx, thread, text("second"), appserver.TurnOptions{})
-	within(t, start, time.Second, "the refused second RunTurn")
+	within(t, start, promptly, "the refused second RunTurn")
 	if !errors.Is(err, appserver.ErrTurnInProgress) {
 		t.Fatalf("second RunTurn: %v, want ErrTurnInProgress", err)
 	}
@@ -609,7 +609,7 @@ func TestFakeDieAfterTurn(t *testing.T) {
 	if _, err := c.RunTurn(ctx, thread, text("more"), appserver.TurnOptions{}); !errors.Is(err, appserver.ErrChildExited) {
 		t.Errorf("RunTurn on the exited child: %v", err)
 	}
-	within(t, start, time.Second, "RunTurn on an exited child")
+	within(t, start, promptly, "RunTurn on an exited child")
 }
 
 func TestFakeCloseDuringTurn(t *testing.T) {

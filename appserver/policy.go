@@ -63,13 +63,18 @@ func (p Policy) answer(method string, params *json.RawMessage) (any, *jsonrpc2.E
 
 // available returns the string decisions of params.availableDecisions; object decisions (e.g.
 // acceptWithExecpolicyAmendment) are skipped because the policy never picks them. Nil means the
-// request did not restrict the decisions.
+// request did not restrict the decisions. Params that cannot be read (absent, null, not an
+// object, availableDecisions not a list) offer nothing: an approval is never sent for a request
+// whose content is unknown.
 func available(params *json.RawMessage) []string {
 	if params == nil {
-		return nil
+		return []string{}
 	}
-	var ap protocol.ApprovalParams
-	if json.Unmarshal(*params, &ap) != nil || ap.AvailableDecisions == nil {
+	var ap *protocol.ApprovalParams
+	if json.Unmarshal(*params, &ap) != nil || ap == nil {
+		return []string{}
+	}
+	if ap.AvailableDecisions == nil {
 		return nil
 	}
 	out := make([]string, 0, len(ap.AvailableDecisions))

@@ -91,7 +91,8 @@ type TurnResult struct {
 	ThreadID string
 	TurnID   string
 	// Status is protocol.TurnCompleted, TurnInterrupted or TurnFailed from turn/completed; empty
-	// when turn/completed never arrived (RunTurn then also returns an error).
+	// when turn/completed never arrived or carried no status (RunTurn then also returns an
+	// error; for the latter one wrapping ErrProtocol).
 	Status string
 	// Error is turn.error of a failed (or interrupted) turn.
 	Error *protocol.TurnError
@@ -421,16 +422,23 @@ func (c *Client) deliver(t *turnState, n protocol.Notification, turnID string) {
 	}
 	t.add(n)
 	if n.Method == protocol.NotifyTurnCompleted && turnID == t.id {
+		// Fields of unexpected types are skipped and logged: only a missing status makes the
+		// turn's outcome unknown, which is an error rather than a result without status.
 		var tn protocol.TurnNotification
+		var terr error
 		if err := json.Unmarshal(n.Params, &tn); err != nil {
 			c.log.Warn("undecodable turn/completed", zap.Error(err))
+		}
+		if tn.Turn.Status == "" {
+			terr = fmt.Errorf("%w: codex pid %d sent turn/completed without a status (status must be a string): %s",
+				ErrProtocol, c.pid, clip(n.Params, 200))
 		}
 		c.mu.Lock()
 		if c.active == t {
 			c.active = nil
 		}
 		c.mu.Unlock()
-		t.finish(&tn, nil)
+		t.finish(&tn, terr)
 	}
 }
 
@@ -446,7 +454,9 @@ func (c *Client) onResponse(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
 	}
 	var res protocol.TurnResult
 	var params protocol.TurnStartParams
-	if json.Unmarshal(*resp.Result, &res) != nil || json.Unmarshal(*req.Params, &params) != nil || res.Turn.ID == "" {
+	// As in responseErr, fields of unexpected types do not matter as long as the id decodes.
+	_ = json.Unmarshal(*resp.Result, &res)
+	if json.Unmarshal(*req.Params, &params) != nil || res.Turn.ID == "" {
 		return
 	}
 	c.queue.push(inbound{kind: inTurnID, threadID: params.ThreadID, turnID: res.Turn.ID})

@@ -2,6 +2,7 @@ package appservertest
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -72,6 +73,42 @@ const (
 	// FakeEarlyNotify sends the turn's first notifications before the turn/start response,
 	// interleaved with notifications of another thread and of another turn of the same thread.
 	FakeEarlyNotify = "early-notify"
+	// FakeScript plays, for every turn, the raw lines of the file named by FakeScriptEnv after
+	// the turn's turn/started and user message. The lines are bytes, not JSON: garbage, NULs,
+	// invalid UTF-8 and a CR before the newline are written as they are. In each line
+	// "{thread}", "{turn}" and "{turnRequestId}" (the raw JSON id of the client's turn/start
+	// request) are replaced. Lines that start with "#fake:" are directives (ScriptAwait,
+	// ScriptComplete, ScriptHang, ScriptResult). A script that ends without ScriptComplete or
+	// ScriptHang leaves the ending of the turn to its own lines (a scripted turn/completed, say):
+	// the fake forgets the turn just before it writes the last line, so that the next turn/start
+	// starts a new turn.
+	FakeScript = "script"
+)
+
+// FakeScriptEnv names the script file of FakeScript.
+const FakeScriptEnv = "CODEX_WARM_FAKE_SCRIPT"
+
+// FakeRecordEnv, when set (in any mode), names a file to which the fake appends every line it
+// reads from the client, before acting on it: tests read it to assert what the client answered.
+const FakeRecordEnv = "CODEX_WARM_FAKE_RECORD"
+
+// FakeScript directives.
+const (
+	// ScriptAwait ("#fake:await <id>") waits until the client answered the server request whose
+	// raw JSON id is <id> (7, "req-a"): the nth await of an id waits for its nth answer, so a
+	// script replayed in the next turn waits again. A turn/interrupt while waiting ends the turn
+	// as interrupted, so an unanswered request shows up as a turn that had to be interrupted.
+	ScriptAwait = "#fake:await "
+	// ScriptComplete completes the turn as FakeOK does ("reply #<n>: <text>"); the rest of the
+	// script is not played.
+	ScriptComplete = "#fake:complete"
+	// ScriptHang sends nothing more until turn/interrupt, which it honours.
+	ScriptHang = "#fake:hang"
+	// ScriptResult ("#fake:result <method> <JSON>", method thread/start or turn/start) replaces
+	// the result of the fake's answers to that request, with "{thread}" and "{turn}" replaced.
+	// The fake itself goes on as usual (the thread exists, the turn runs the script). It applies
+	// wherever it stands in the script and is not played.
+	ScriptResult = "#fake:result "
 )
 
 // FakeHugeLineBytes is the size of the delta FakeHugeLine writes.
@@ -137,7 +174,7 @@ func parseFakeModes(mode string) (fakeModes, error) {
 		switch name {
 		case FakeOK, FakeExitHandshake, FakeExitMidTurn, FakeNoComplete, FakeIgnoreInterrupt,
 			FakeQuietAfterTool, FakeGarbage, FakeHugeLine, FakeApproval, FakeUnknownThread,
-			FakeStubborn, FakeFail, FakeAuthFail, FakeRetryError, FakeEarlyNotify:
+			FakeStubborn, FakeFail, FakeAuthFail, FakeRetryError, FakeEarlyNotify, FakeScript:
 		case FakeDieAfter:
 			n, err := strconv.Atoi(val)
 			if err != nil || n < 1 {
@@ -190,6 +227,13 @@ type fakeServer struct {
 	nextReqID   int64
 	waiting     map[int64]chan fakeMsg // server requests awaiting the client's answer
 	completed   int
+
+	script   [][]byte          // FakeScript: the lines to play for every turn
+	results  map[string]string // FakeScript: ScriptResult overrides, by method
+	answers  map[string]int    // FakeScript: answers received, by raw response id
+	awaits   map[string]int    // FakeScript: ScriptAwait directives played, by raw id
+	answerCh chan struct{}     // FakeScript: closed (and replaced) on every answer
+	record   io.Writer         // FakeRecordEnv: every line read from the client
 }
 
 type fakeThread struct {
@@ -200,6 +244,7 @@ type fakeThread struct {
 
 type fakeTurn struct {
 	id          string
+	requestID   string // raw JSON id of the turn/start request
 	thread      *fakeThread
 	interrupted chan struct{}
 	once        sync.Once
@@ -231,16 +276,58 @@ func runFake(mode string, in io.Reader, out, stderr io.Writer) int {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	f := &fakeServer{
-		modes:   modes,
-		stderr:  stderr,
-		out:     out,
-		threads: map[string]*fakeThread{},
-		waiting: map[int64]chan fakeMsg{},
+		modes:    modes,
+		stderr:   stderr,
+		out:      out,
+		threads:  map[string]*fakeThread{},
+		waiting:  map[int64]chan fakeMsg{},
+		answers:  map[string]int{},
+		awaits:   map[string]int{},
+		answerCh: make(chan struct{}),
+	}
+	if modes.set[FakeScript] {
+		script, err := loadFakeScript(os.Getenv(FakeScriptEnv))
+		if err != nil {
+			fmt.Fprintf(stderr, "fake app-server: %v\n", err)
+			return 64
+		}
+		f.script, f.results = script, map[string]string{}
+		for _, line := range script {
+			d := string(line)
+			if !strings.HasPrefix(d, "#fake:") {
+				continue
+			}
+			ok := d == ScriptComplete || d == ScriptHang || strings.HasPrefix(d, ScriptAwait)
+			if rest, isResult := strings.CutPrefix(d, ScriptResult); isResult {
+				method, raw, _ := strings.Cut(rest, " ")
+				ok = (method == "thread/start" || method == "turn/start") &&
+					json.Valid([]byte(strings.NewReplacer("{thread}", "x", "{turn}", "x").Replace(raw)))
+				f.results[method] = raw
+			}
+			if !ok {
+				fmt.Fprintf(stderr, "fake app-server: bad directive %q\n", d)
+				return 64
+			}
+		}
+	}
+	if path := os.Getenv(FakeRecordEnv); path != "" {
+		rec, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "fake app-server: record: %v\n", err)
+			return 64
+		}
+		defer rec.Close()
+		f.record = rec
 	}
 	fmt.Fprintf(stderr, "fake app-server: pid %d mode %q\n", os.Getpid(), mode)
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
 		line, err := r.ReadBytes('\n')
+		if len(line) > 0 && f.record != nil {
+			// Recorded before it is acted on: once the fake reacted to a line (a script's
+			// await went on, say), the line is in the file.
+			_, _ = f.record.Write(line)
+		}
 		if len(line) > 0 {
 			f.handleLine(line)
 		}
@@ -308,7 +395,11 @@ func (f *fakeServer) handleRequest(m fakeMsg) {
 		f.mu.Lock()
 		f.threads[th.id] = th
 		f.mu.Unlock()
-		f.reply(m.ID, map[string]any{"thread": fakeThreadObj(th.id, p.Cwd), "model": "fake-model"})
+		if raw, ok := f.results["thread/start"]; ok {
+			f.reply(m.ID, json.RawMessage(strings.ReplaceAll(raw, "{thread}", th.id)))
+		} else {
+			f.reply(m.ID, map[string]any{"thread": fakeThreadObj(th.id, p.Cwd), "model": "fake-model"})
+		}
 		f.notify("thread/started", map[string]any{"thread": fakeThreadObj(th.id, p.Cwd)})
 	case "thread/resume":
 		var p struct {
@@ -357,6 +448,13 @@ func (f *fakeServer) handleRequest(m fakeMsg) {
 }
 
 func (f *fakeServer) handleResponse(m fakeMsg) {
+	if f.modes.set[FakeScript] {
+		f.mu.Lock()
+		f.answers[strings.TrimSpace(string(*m.ID))]++
+		close(f.answerCh)
+		f.answerCh = make(chan struct{})
+		f.mu.Unlock()
+	}
 	id, err := strconv.ParseInt(string(*m.ID), 10, 64)
 	if err != nil {
 		return
@@ -399,7 +497,7 @@ func (f *fakeServer) startTurn(m fakeMsg) {
 	}
 	th.userMessages++
 	n := th.userMessages
-	t := &fakeTurn{id: newUUID(), thread: th, interrupted: make(chan struct{})}
+	t := &fakeTurn{id: newUUID(), requestID: strings.TrimSpace(string(*m.ID)), thread: th, interrupted: make(chan struct{})}
 	th.active = t
 	f.mu.Unlock()
 
@@ -418,7 +516,19 @@ func (f *fakeServer) startTurn(m fakeMsg) {
 	if d := f.modes.slowTurnStart; d > 0 {
 		time.Sleep(d)
 	}
-	f.reply(m.ID, map[string]any{"turn": fakeTurnObj(t.id, "inProgress", nil, nil)})
+	if raw, ok := f.results["turn/start"]; ok {
+		if !strings.Contains(raw, "{turn}") {
+			// The client cannot learn this turn's id, so it can neither wait for the turn nor
+			// interrupt it: forget it at once, so that the next turn/start starts a new turn
+			// instead of joining this one.
+			f.mu.Lock()
+			th.active = nil
+			f.mu.Unlock()
+		}
+		f.reply(m.ID, json.RawMessage(strings.NewReplacer("{thread}", th.id, "{turn}", t.id).Replace(raw)))
+	} else {
+		f.reply(m.ID, map[string]any{"turn": fakeTurnObj(t.id, "inProgress", nil, nil)})
+	}
 	go f.runTurn(t, userText, n, false)
 }
 
@@ -481,6 +591,24 @@ func (f *fakeServer) runTurn(t *fakeTurn, text string, n int, startedSent bool) 
 			"error": map[string]any{"message": "Reconnecting... 1/5", "codexErrorInfo": nil, "additionalDetails": nil}})
 	}
 	switch {
+	case f.modes.set[FakeScript]:
+		switch f.playScript(t) {
+		case scriptComplete:
+			text = fmt.Sprintf("reply #%d: %s", n, text)
+		case scriptHang:
+			waitInterrupt()
+			return
+		case scriptInterrupted:
+			complete("interrupted", nil, []any{})
+			return
+		default: // scriptEnded: the script's own lines ended the turn, or nothing will
+			f.mu.Lock()
+			if th.active == t {
+				th.active = nil
+			}
+			f.mu.Unlock()
+			return
+		}
 	case f.modes.set[FakeQuietAfterTool]:
 		cmd := map[string]any{"type": "commandExecution", "id": "call-" + t.id, "command": "/bin/bash -lc 'echo tool'",
 			"cwd": "/", "status": "inProgress", "aggregatedOutput": nil, "exitCode": nil}
@@ -525,6 +653,96 @@ func (f *fakeServer) runTurn(t *fakeTurn, text string, n int, startedSent bool) 
 	f.notify("thread/tokenUsage/updated", map[string]any{"threadId": th.id, "turnId": t.id,
 		"tokenUsage": map[string]any{"total": usage, "last": usage, "modelContextWindow": 258400}})
 	complete("completed", nil, []any{msg})
+}
+
+// loadFakeScript reads a FakeScript file: its lines without their newline; a final newline does
+// not start an empty last line.
+func loadFakeScript(path string) ([][]byte, error) {
+	if path == "" {
+		return nil, fmt.Errorf("mode %s needs %s", FakeScript, FakeScriptEnv)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("script: %w", err)
+	}
+	lines := bytes.Split(data, []byte("\n"))
+	if len(lines) > 0 && len(lines[len(lines)-1]) == 0 {
+		lines = lines[:len(lines)-1]
+	}
+	return lines, nil
+}
+
+// scriptEnd says how a played script left its turn.
+type scriptEnd int
+
+const (
+	scriptEnded       scriptEnd = iota // the script ran out: its own lines ended the turn (or not)
+	scriptComplete                     // ScriptComplete: complete the turn normally
+	scriptHang                         // ScriptHang: wait for turn/interrupt
+	scriptInterrupted                  // interrupted during ScriptAwait
+)
+
+// playScript writes the script's lines for turn t and runs its directives. A script that ends the
+// turn itself has the fake forget the turn just before its last line is written, as complete
+// does before turn/completed: the client may send the next turn/start as soon as it read that
+// line, and it must not find this turn still active (it would be merged into it).
+func (f *fakeServer) playScript(t *fakeTurn) scriptEnd {
+	subst := strings.NewReplacer("{thread}", t.thread.id, "{turn}", t.id, "{turnRequestId}", t.requestID)
+	last := -1 // the last line to write, when the script ends the turn itself
+	for i, line := range f.script {
+		s := string(line)
+		if s == ScriptComplete || s == ScriptHang {
+			last = -1
+			break
+		}
+		if !strings.HasPrefix(s, "#fake:") {
+			last = i
+		}
+	}
+	for i, line := range f.script {
+		s := string(line)
+		if i == last {
+			f.mu.Lock()
+			if t.thread.active == t {
+				t.thread.active = nil
+			}
+			f.mu.Unlock()
+		}
+		switch {
+		case strings.HasPrefix(s, ScriptAwait):
+			if !f.awaitAnswer(strings.TrimSpace(strings.TrimPrefix(s, ScriptAwait)), t) {
+				return scriptInterrupted
+			}
+		case s == ScriptComplete:
+			return scriptComplete
+		case s == ScriptHang:
+			return scriptHang
+		case strings.HasPrefix(s, ScriptResult):
+		default:
+			f.writeLine([]byte(subst.Replace(s)))
+		}
+	}
+	return scriptEnded
+}
+
+// awaitAnswer waits for the next answer to the request with raw id; false means t was
+// interrupted first.
+func (f *fakeServer) awaitAnswer(id string, t *fakeTurn) bool {
+	f.mu.Lock()
+	f.awaits[id]++
+	need := f.awaits[id]
+	for f.answers[id] < need {
+		ch := f.answerCh
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-t.interrupted:
+			return false
+		}
+		f.mu.Lock()
+	}
+	f.mu.Unlock()
+	return true
 }
 
 // approve runs a command approval round trip; ok is false when the turn was interrupted first.
