@@ -204,6 +204,7 @@ func (c *fakeChild) ResumeThread(ctx context.Context, threadID string, opts apps
 //	die           exit mid-turn
 //	fail          settle with status failed
 //	rpc-error     fail before turn/completed
+//	protocol-error  the child answered turn/start with something unreadable (appserver.ErrProtocol)
 //	anything else complete with "reply #<n>: <text>", n counting the thread's turns
 func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
 	text := input[0].Text
@@ -303,6 +304,8 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 		return r, nil
 	case text == "rpc-error":
 		return nil, errors.New("turn/start: -32603 internal error")
+	case text == "protocol-error":
+		return nil, fmt.Errorf("turn/start result has no turn id: %w", appserver.ErrProtocol)
 	}
 	return result(protocol.TurnCompleted), nil
 }

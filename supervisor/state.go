@@ -12,6 +12,10 @@ const (
 	ReasonShutdown = "shutdown"
 	// ReasonStartFailed: spawn or thread start/resume failed (other than a handshake timeout).
 	ReasonStartFailed = "start_failed"
+	// ReasonProtocol: a turn ended because the child's answer could not be read. Codex may still
+	// be running that turn and would merge the next turn/start into it, so the child is not
+	// trusted with another turn.
+	ReasonProtocol = "protocol_error"
 )
 
 // transitions is the lifecycle table. starting → retiring exists besides the issue's

@@ -529,6 +529,8 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 			watchdog, retire = WatchdogWedged, WatchdogWedged
 		case errors.Is(err, appserver.ErrChildExited) || isDone(sess.child):
 			watchdog, retire = WatchdogDead, WatchdogDead
+		case errors.Is(err, appserver.ErrProtocol):
+			retire = ReasonProtocol
 		case errors.As(cause, &trip):
 			watchdog = trip.watchdog
 			if trip.watchdog == WatchdogPostTool {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/protocol"
 )
 
@@ -879,6 +880,34 @@ func TestBacklogIsNotEvicted(t *testing.T) {
 		}
 		if w.spawnCount() != 2 {
 			t.Fatalf("spawns %d, want 2 (a once, c once)", w.spawnCount())
+		}
+	})
+}
+
+// A child whose turn ended in a protocol error (an unreadable answer, while the process lives) is
+// retired: codex may still run that turn and would merge the next turn/start into it. The next
+// message resumes the thread on a new child.
+func TestProtocolErrorRetiresChild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		s := newSup(t, w, nil)
+		defer shutdown(t, s)
+		r1 := mustSubmit(t, s, "a", "hello")
+		_, err := s.Submit(t.Context(), "a", "protocol-error")
+		if !errors.Is(err, appserver.ErrProtocol) {
+			t.Fatalf("err = %v, want it to wrap appserver.ErrProtocol", err)
+		}
+		var wd *WatchdogError
+		if errors.As(err, &wd) {
+			t.Fatalf("err = %v, a protocol error is not a watchdog trip", err)
+		}
+		st := s.Status()
+		if st.Totals.Live != 0 || st.Totals.Retired[ReasonProtocol] != 1 || w.child(0).closeCount() != 1 {
+			t.Fatalf("child not retired and reaped: closes=%d totals=%+v", w.child(0).closeCount(), st.Totals)
+		}
+		r := mustSubmit(t, s, "a", "again")
+		if r.PID == r1.PID || !slices.Equal(w.resumed(), []string{r1.ThreadID}) {
+			t.Fatalf("next message did not resume the thread on a new child: %+v resumes %v", r, w.resumed())
 		}
 	})
 }
