@@ -59,6 +59,7 @@ const (
 	DefaultCrashWindow         = 10 * time.Second
 	DefaultCrashBackoffInitial = time.Second
 	DefaultCrashBackoffMax     = 5 * time.Minute
+	DefaultCrashLoopAfter      = 3
 	DefaultSweepGrace          = 2 * time.Second
 
 	// MaxChildrenCeiling bounds the memory-derived default of Config.MaxChildren.
@@ -118,7 +119,9 @@ type Config struct {
 	// CrashWindow: a child that dies within this long of its start without having completed a
 	// turn counts as a crash, as does a failed spawn or thread start/resume. Crashes back a chat
 	// key off exponentially (CrashBackoffInitial, ×1.5 with ±50% jitter, up to CrashBackoffMax,
-	// never giving up); meanwhile its messages get *CrashLoopError. A completed turn resets it.
+	// never giving up). A completed turn resets it. While fewer than CrashLoopAfter crashes came
+	// in a row, the chat's next message waits out the backoff and tries again; from then on its
+	// messages get *CrashLoopError during the backoff instead of waiting.
 	// A child that completed a turn and then died is not a crash. Default 10 s; negative: only
 	// children that never got ready count.
 	CrashWindow time.Duration
@@ -126,6 +129,10 @@ type Config struct {
 	CrashBackoffInitial time.Duration
 	// CrashBackoffMax caps the backoff interval. Default 5 min.
 	CrashBackoffMax time.Duration
+	// CrashLoopAfter is how many crashes in a row make a crash loop. One crash (a child killed
+	// by the OOM killer in its first turn, say) must not turn a chat's whole backlog into error
+	// replies. Default DefaultCrashLoopAfter (3).
+	CrashLoopAfter int
 
 	// SweepGrace is how long the boot sweep waits after SIGTERM and again after SIGKILL for an
 	// orphan to go. Default 2 s.
@@ -143,6 +150,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MaxChildren == 0 {
 		cfg.MaxChildren = DefaultMaxChildren()
+	}
+	if cfg.CrashLoopAfter <= 0 {
+		cfg.CrashLoopAfter = DefaultCrashLoopAfter
 	}
 	if cfg.MaxQueuePerKey == 0 {
 		cfg.MaxQueuePerKey = DefaultMaxQueuePerKey

@@ -292,6 +292,20 @@ func (s *Supervisor) run(k *keyState, j *job) (Reply, error) {
 	return s.turn(k, sess, j)
 }
 
+// sleep waits d, or until ctx is done or the supervisor stops accepting work.
+func (s *Supervisor) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-s.accepting.Done():
+		return ErrClosed
+	}
+}
+
 // acquire returns the key's session in StateBusy, starting a child when the key has none.
 func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
 	for {
@@ -303,10 +317,18 @@ func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
 		sess := k.sess
 		switch {
 		case sess == nil:
-			if k.failures > 0 && time.Now().Before(k.retryAt) {
-				e := &CrashLoopError{ChatKey: k.key, Failures: k.failures, RetryAt: k.retryAt, Err: k.lastErr}
+			if wait := time.Until(k.retryAt); k.failures > 0 && wait > 0 {
+				if k.failures >= s.cfg.CrashLoopAfter {
+					e := &CrashLoopError{ChatKey: k.key, Failures: k.failures, RetryAt: k.retryAt, Err: k.lastErr}
+					s.mu.Unlock()
+					return nil, e
+				}
+				// Not a loop yet: this message waits out the short backoff and tries again.
 				s.mu.Unlock()
-				return nil, e
+				if err := s.sleep(j.ctx, wait); err != nil {
+					return nil, fmt.Errorf("chat %s: waiting out a restart backoff: %w", k.key, err)
+				}
+				continue
 			}
 			s.mu.Unlock()
 			return s.startSession(k, j)
@@ -456,11 +478,13 @@ func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
 func (s *Supervisor) openThread(key string, sess *session) (string, error) {
 	ctx, cancel := context.WithTimeoutCause(s.accepting, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
 	defer cancel()
-	wrap := func(what string, err error) error {
+	// appserver's errors already name the call and the thread; only a handshake timeout, which
+	// arrives as a plain context error, needs its cause added.
+	wrap := func(err error) error {
 		if c := context.Cause(ctx); errors.Is(c, appserver.ErrHandshakeTimeout) && !errors.Is(err, appserver.ErrHandshakeTimeout) {
-			return fmt.Errorf("%s: %w: %w", what, c, err)
+			return fmt.Errorf("%w: %w", c, err)
 		}
-		return fmt.Errorf("%s: %w", what, err)
+		return err
 	}
 	if id, ok := s.cfg.Store.Get(key); ok && id != "" {
 		err := sess.child.ResumeThread(ctx, id, s.cfg.Thread)
@@ -469,7 +493,7 @@ func (s *Supervisor) openThread(key string, sess *session) (string, error) {
 			return id, nil
 		}
 		if !errors.Is(err, appserver.ErrThreadNotFound) {
-			return "", wrap("resume thread "+id, err)
+			return "", wrap(err)
 		}
 		sess.log.Warn("stored thread cannot be resumed; starting a new thread, earlier context is lost",
 			zap.String("thread_id", id), zap.Error(err))
@@ -477,7 +501,7 @@ func (s *Supervisor) openThread(key string, sess *session) (string, error) {
 	}
 	id, err := sess.child.StartThread(ctx, s.cfg.Thread)
 	if err != nil {
-		return "", wrap("start thread", err)
+		return "", wrap(err)
 	}
 	sess.newThread = true
 	return id, nil

@@ -63,7 +63,7 @@ type WatchdogError struct {
 }
 
 func (e *WatchdogError) Error() string {
-	return fmt.Sprintf("chat %s: codex pid %d retired by watchdog %s: %v", e.ChatKey, e.PID, e.Watchdog, e.Err)
+	return fmt.Sprintf("chat %s: codex pid %d: turn ended by watchdog %s: %v", e.ChatKey, e.PID, e.Watchdog, e.Err)
 }
 
 func (e *WatchdogError) Unwrap() error { return e.Err }

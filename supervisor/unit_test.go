@@ -597,11 +597,23 @@ func TestCrashLoopBackoff(t *testing.T) {
 				if err == nil || errors.As(err, &cl) {
 					t.Fatalf("first failure after reset: %v, want a plain error", err)
 				}
-				_, err = s.Submit(context.Background(), "a", "backing off")
-				if !errors.As(err, &cl) || cl.Failures != 1 || time.Until(cl.RetryAt) > 1500*time.Millisecond {
-					t.Fatalf("after reset: %v, want CrashLoopError with 1 failure and a ≤1.5 s wait", err)
+				// One or two crashes are not a loop yet: the next messages wait out the backoff
+				// (fake time passes) and try again, rather than failing at once.
+				for n := 2; n <= DefaultCrashLoopAfter; n++ {
+					before := time.Now()
+					_, err = s.Submit(context.Background(), "a", "waits, then tries")
+					if err == nil || errors.As(err, &cl) {
+						t.Fatalf("crash %d after reset: %v, want a plain error after a retry", n, err)
+					}
+					if time.Since(before) <= 0 || w.spawnCount() != spawns+n {
+						t.Fatalf("crash %d: waited %s, %d spawns; want a wait and one more spawn", n, time.Since(before), w.spawnCount()-spawns)
+					}
 				}
-				if w.spawnCount() != spawns+1 {
+				_, err = s.Submit(context.Background(), "a", "backing off")
+				if !errors.As(err, &cl) || cl.Failures != DefaultCrashLoopAfter || !cl.RetryAt.After(time.Now()) {
+					t.Fatalf("after %d crashes: %v, want CrashLoopError", DefaultCrashLoopAfter, err)
+				}
+				if w.spawnCount() != spawns+DefaultCrashLoopAfter {
 					t.Fatalf("spawned during backoff")
 				}
 			})
@@ -908,6 +920,34 @@ func TestProtocolErrorRetiresChild(t *testing.T) {
 		r := mustSubmit(t, s, "a", "again")
 		if r.PID == r1.PID || !slices.Equal(w.resumed(), []string{r1.ThreadID}) {
 			t.Fatalf("next message did not resume the thread on a new child: %+v resumes %v", r, w.resumed())
+		}
+	})
+}
+
+// A message waiting out a restart backoff (fewer than CrashLoopAfter crashes) leaves when its
+// context ends, and gets ErrClosed when shutdown starts; neither spawns.
+func TestCrashBackoffWaitHonoursCtxAndShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		w.spawnHook = func(context.Context, string, int) (bool, error) { return false, errors.New("exec: no such file") }
+		s := newSup(t, w, nil)
+		if _, err := s.Submit(context.Background(), "a", "first"); err == nil {
+			t.Fatal("Submit succeeded on a broken spawn")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if _, err := s.Submit(ctx, "a", "gives up"); !errors.Is(err, context.DeadlineExceeded) || w.spawnCount() != 1 {
+			t.Fatalf("Submit = %v after %d spawns, want the deadline and no new spawn", err, w.spawnCount())
+		}
+		errc := make(chan error, 1)
+		go func() {
+			_, err := s.Submit(context.Background(), "a", "waiting")
+			errc <- err
+		}()
+		synctest.Wait() // the message is waiting out the backoff
+		shutdown(t, s)
+		if err := <-errc; !errors.Is(err, ErrClosed) || w.spawnCount() != 1 {
+			t.Fatalf("Submit = %v after %d spawns, want ErrClosed and no new spawn", err, w.spawnCount())
 		}
 	})
 }
