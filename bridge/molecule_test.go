@@ -195,7 +195,7 @@ func TestCodexFailureBecomesVisibleReply(t *testing.T) {
 	got := p.Notifies()
 	for i, want := range []string{
 		"codex failed (status failed): model returned HTTP 500",
-		"stopped responding (turn_deadline)",
+		"stopped (turn_deadline)",
 		"busy",
 	} {
 		if !strings.Contains(got[i].Message, want) {

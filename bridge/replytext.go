@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -95,6 +96,14 @@ func replyText(r supervisor.Reply, err error) string {
 		return textNotLoggedIn
 	case outcomeWatchdog:
 		errors.As(err, &wd)
+		if wd.Watchdog == supervisor.WatchdogTurn {
+			// The child honoured the interrupt and stays warm: nothing was restarted.
+			prefix := ""
+			if strings.TrimSpace(r.Text) != "" {
+				prefix = r.Text + "\n\n"
+			}
+			return prefix + "[codex ran past the time limit for one message and was stopped (turn_deadline); please send your message again, or ask for a smaller step.]"
+		}
 		return fmt.Sprintf("the codex session stopped responding (%s) and was restarted; please send your message again.", wd.Watchdog)
 	case outcomeCrashLoop:
 		errors.As(err, &cl)
@@ -103,6 +112,11 @@ func replyText(r supervisor.Reply, err error) string {
 	case outcomeClosed:
 		return "the codex daemon is shutting down; please send your message again in a minute."
 	default:
+		// A child that died or spoke garbage carries its stderr tail and pids in the error: that
+		// is for the operator's log, not for the chat.
+		if errors.Is(err, appserver.ErrChildExited) || errors.Is(err, appserver.ErrProtocol) {
+			return "the codex session for this chat ended unexpectedly and will be restarted; please send your message again."
+		}
 		return "codex could not answer: " + capText(err.Error(), maxErrInReply)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -42,6 +43,13 @@ func TestReplyText(t *testing.T) {
 		{"auth via interface", supervisor.Reply{}, fmt.Errorf("spawn: %w", authErr{}), outcomeAuth, "an operator must run `codex login`"},
 		{"auth via text", supervisor.Reply{}, errors.New("codex is not logged in or its credentials expired"), outcomeAuth, "codex login"},
 		{"auth inside a watchdog", supervisor.Reply{}, &supervisor.WatchdogError{Watchdog: supervisor.WatchdogDead, Err: authErr{}}, outcomeAuth, "codex login"},
+		{"turn deadline keeps the partial answer and does not claim a restart", supervisor.Reply{Status: "interrupted", Text: "half done"},
+			&supervisor.WatchdogError{ChatKey: "k", Watchdog: supervisor.WatchdogTurn, PID: 1, Err: errors.New("deadline")},
+			outcomeWatchdog, "half done\n\n[codex ran past the time limit for one message and was stopped (turn_deadline)"},
+		{"child died while starting: no stderr tail in the chat", supervisor.Reply{},
+			fmt.Errorf("chat k: resume thread t: %w", &appserver.ExitError{PID: 7, Status: "signal: killed", StderrTail: "secret internals"}),
+			outcomeError, "the codex session for this chat ended unexpectedly and will be restarted"},
+		{"protocol error", supervisor.Reply{}, fmt.Errorf("turn: %w", appserver.ErrProtocol), outcomeError, "ended unexpectedly"},
 		{"other", supervisor.Reply{}, errors.New("boom"), outcomeError, "codex could not answer: boom"},
 	}
 	for _, tc := range tests {
@@ -49,8 +57,12 @@ func TestReplyText(t *testing.T) {
 			if got := classify(tc.reply, tc.err); got != tc.want {
 				t.Errorf("classify = %d, want %d", got, tc.want)
 			}
-			if got := replyText(tc.reply, tc.err); !strings.Contains(got, tc.has) {
+			got := replyText(tc.reply, tc.err)
+			if !strings.Contains(got, tc.has) {
 				t.Errorf("replyText = %q, want it to contain %q", got, tc.has)
+			}
+			if strings.Contains(got, "secret internals") {
+				t.Errorf("replyText = %q leaks the child's stderr tail into the chat", got)
 			}
 		})
 	}

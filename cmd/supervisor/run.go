@@ -165,6 +165,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		mcfg.Answerer = d.sup
 		mcfg.Logger = log
 		mcfg.PollInterval = cfg.PollInterval
+		mcfg.RequestTimeout = cfg.PlatformTimeout
 		mcfg.DrainTimeout = cfg.DrainTimeout
 		d.mol, err = bridge.NewMolecule(mcfg)
 		if err != nil {
