@@ -83,12 +83,7 @@ func TestFakeTurnsCountHistoryAndStreamInOrder(t *testing.T) {
 
 func TestFakeEarlyNotificationsAreBufferedAndFiltered(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeEarlyNotify, nil)
-	ctx := ctxTimeout(t, 30*time.Second)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeEarlyNotify, nil)
 	var seen []protocol.Notification
 	res, err := c.RunTurn(ctx, thread, text("early"), appserver.TurnOptions{
 		OnNotification: func(n protocol.Notification) { seen = append(seen, n) },
@@ -120,12 +115,7 @@ func TestFakeEarlyNotificationsAreBufferedAndFiltered(t *testing.T) {
 
 func TestFakeRetryErrorDoesNotEndTurn(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeRetryError, nil)
-	ctx := ctxTimeout(t, 30*time.Second)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeRetryError, nil)
 	res, err := c.RunTurn(ctx, thread, text("hi"), appserver.TurnOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -140,12 +130,7 @@ func TestFakeRetryErrorDoesNotEndTurn(t *testing.T) {
 
 func TestFakeFailedTurnIsAResult(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeFail, nil)
-	ctx := ctxTimeout(t, 30*time.Second)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeFail, nil)
 	res, err := c.RunTurn(ctx, thread, text("hi"), appserver.TurnOptions{})
 	if err != nil {
 		t.Fatalf("a failed turn is a result, got error %v", err)
@@ -157,12 +142,7 @@ func TestFakeFailedTurnIsAResult(t *testing.T) {
 
 func TestFakeAuthFailureBecomesAuthError(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeAuthFail, nil)
-	ctx := ctxTimeout(t, 30*time.Second)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeAuthFail, nil)
 	res, err := c.RunTurn(ctx, thread, text("hi"), appserver.TurnOptions{})
 	var ae *appserver.AuthError
 	if !errors.As(err, &ae) {
@@ -230,14 +210,9 @@ func TestFakeCallerContextBoundsHandshake(t *testing.T) {
 
 func TestFakeExitMidTurn(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeExitMidTurn, nil)
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeExitMidTurn, nil)
 	start := time.Now()
-	_, err = c.RunTurn(ctx, thread, text("hi"), appserver.TurnOptions{})
+	_, err := c.RunTurn(ctx, thread, text("hi"), appserver.TurnOptions{})
 	within(t, start, promptly, "RunTurn on a child that dies")
 	var ee *appserver.ExitError
 	if !errors.Is(err, appserver.ErrChildExited) || !errors.As(err, &ee) {
@@ -268,14 +243,9 @@ func TestFakeExitMidTurn(t *testing.T) {
 
 func TestFakeGarbageLineBreaksStream(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeGarbage, nil)
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeGarbage, nil)
 	start := time.Now()
-	_, err = c.RunTurn(ctx, thread, text("hi"), appserver.TurnOptions{})
+	_, err := c.RunTurn(ctx, thread, text("hi"), appserver.TurnOptions{})
 	within(t, start, promptly, "RunTurn on a child that writes garbage")
 	if !errors.Is(err, appserver.ErrProtocol) || !errors.Is(err, appserver.ErrChildExited) {
 		t.Fatalf("error %v, want ErrProtocol and ErrChildExited", err)
@@ -288,12 +258,7 @@ func TestFakeGarbageLineBreaksStream(t *testing.T) {
 
 func TestFakeHugeLineWithinLimitIsAccepted(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeHugeLine, nil)
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeHugeLine, nil)
 	res, err := c.RunTurn(ctx, thread, text("big"), appserver.TurnOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -312,14 +277,9 @@ func TestFakeHugeLineWithinLimitIsAccepted(t *testing.T) {
 
 func TestFakeLineOverLimitIsProtocolError(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeHugeLine, func(cfg *appserver.Config) { cfg.MaxLineBytes = 1 << 20 })
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeHugeLine, func(cfg *appserver.Config) { cfg.MaxLineBytes = 1 << 20 })
 	start := time.Now()
-	_, err = c.RunTurn(ctx, thread, text("big"), appserver.TurnOptions{})
+	_, err := c.RunTurn(ctx, thread, text("big"), appserver.TurnOptions{})
 	within(t, start, promptly, "RunTurn on a child that writes an oversized line")
 	if !errors.Is(err, appserver.ErrLineTooLong) || !errors.Is(err, appserver.ErrChildExited) {
 		t.Fatalf("error %v, want ErrLineTooLong and ErrChildExited", err)
@@ -329,12 +289,7 @@ func TestFakeLineOverLimitIsProtocolError(t *testing.T) {
 func TestFakeDeadlineInterruptsAndNextTurnWorks(t *testing.T) {
 	noLeaks(t)
 	t.Setenv(appservertest.FakeDelayEnv, "1000")
-	c := startFake(t, appservertest.FakeOK, nil)
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeOK, nil)
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	res, err := c.RunTurn(short, thread, text("slow"), appserver.TurnOptions{InterruptGrace: 5 * time.Second})
@@ -355,12 +310,7 @@ func TestFakeDeadlineInterruptsAndNextTurnWorks(t *testing.T) {
 
 func TestFakeCancelCauseIsReported(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeNoComplete, nil)
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeNoComplete, nil)
 	errShutdown := errors.New("shutting down")
 	tctx, cancel := context.WithCancelCause(ctx)
 	res, err := c.RunTurn(tctx, thread, text("hi"), appserver.TurnOptions{
@@ -380,12 +330,7 @@ func TestFakeCancelCauseIsReported(t *testing.T) {
 
 func TestFakeCancelBeforeTurnIDStillInterrupts(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeNoComplete+","+appservertest.FakeSlowTurnStart+"=500", nil)
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeNoComplete+","+appservertest.FakeSlowTurnStart+"=500", nil)
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	res, err := c.RunTurn(short, thread, text("hi"), appserver.TurnOptions{InterruptGrace: 10 * time.Second})
@@ -399,12 +344,7 @@ func TestFakeCancelBeforeTurnIDStillInterrupts(t *testing.T) {
 
 func TestFakeIgnoredInterruptIsWedged(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeIgnoreInterrupt, nil)
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeIgnoreInterrupt, nil)
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -424,12 +364,7 @@ func TestFakeIgnoredInterruptIsWedged(t *testing.T) {
 
 func TestFakeQuietAfterToolStreamsToolItem(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeQuietAfterTool, nil)
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeQuietAfterTool, nil)
 	// A post-tool watchdog sees the tool result through the callback and cancels the turn.
 	tctx, cancel := context.WithCancelCause(ctx)
 	errQuiet := errors.New("quiet after tool")
@@ -537,12 +472,7 @@ func TestFakeResumeKnownThread(t *testing.T) {
 
 func TestFakeSecondConcurrentTurnIsRefused(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeNoComplete, nil)
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeNoComplete, nil)
 	first, cancelFirst := context.WithCancel(ctx)
 	defer cancelFirst()
 	started := make(chan struct{})
@@ -564,7 +494,7 @@ func TestFakeSecondConcurrentTurnIsRefused(t *testing.T) {
 	}()
 	<-started
 	start := time.Now()
-	_, err = c.RunTurn(ctx, thread, text("second"), appserver.TurnOptions{})
+	_, err := c.RunTurn(ctx, thread, text("second"), appserver.TurnOptions{})
 	within(t, start, promptly, "the refused second RunTurn")
 	if !errors.Is(err, appserver.ErrTurnInProgress) {
 		t.Fatalf("second RunTurn: %v, want ErrTurnInProgress", err)
@@ -582,12 +512,7 @@ func TestFakeSecondConcurrentTurnIsRefused(t *testing.T) {
 
 func TestFakeDieAfterTurn(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeOK+","+appservertest.FakeDieAfter+"=1", nil)
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeOK+","+appservertest.FakeDieAfter+"=1", nil)
 	// The child writes turn/completed and exits at once: the turn still counts.
 	res, err := c.RunTurn(ctx, thread, text("last"), appserver.TurnOptions{})
 	if err != nil {
@@ -614,12 +539,7 @@ func TestFakeDieAfterTurn(t *testing.T) {
 
 func TestFakeCloseDuringTurn(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeNoComplete, nil)
-	ctx := ctxTimeout(t, time.Minute)
-	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, thread := startFakeThread(t, appservertest.FakeNoComplete, nil)
 	started := make(chan struct{})
 	var once sync.Once
 	errc := make(chan error, 1)

@@ -43,6 +43,18 @@ func startFake(t *testing.T, mode string, edit func(*appserver.Config)) *appserv
 	return c
 }
 
+// startFakeThread starts a fake child and a thread on it, with a minute-long context for the test.
+func startFakeThread(t *testing.T, mode string, edit func(*appserver.Config)) (*appserver.Client, context.Context, string) {
+	t.Helper()
+	c := startFake(t, mode, edit)
+	ctx := ctxTimeout(t, time.Minute)
+	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
+	if err != nil {
+		t.Fatalf("start thread on fake %q: %v", mode, err)
+	}
+	return c, ctx, thread
+}
+
 func startFakeErr(t *testing.T, mode string, edit func(*appserver.Config)) (*appserver.Client, error) {
 	t.Helper()
 	bin, env := appservertest.FakeCommand(mode)
