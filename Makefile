@@ -16,7 +16,7 @@ CODEX_BIN  := $(TOOLS)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(C
 
 export CODEX_BIN
 
-.PHONY: all build codex codex-bin test vet lint demo bench soak soak-ci clean
+.PHONY: all build codex codex-bin npm test vet lint demo bench soak soak-ci clean
 
 all: build
 
@@ -27,7 +27,7 @@ build:
 codex: $(CODEX_STAMP)
 
 $(CODEX_STAMP):
-	@command -v npm >/dev/null || { echo "npm is required to install @openai/codex; on Debian: apt-get install -y nodejs npm" >&2; exit 1; }
+	@command -v npm >/dev/null || $(MAKE) --no-print-directory npm
 	mkdir -p $(TOOLS)
 	npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
 	@test -x $(CODEX_BIN) || { echo "native codex binary not found at $(CODEX_BIN)" >&2; exit 1; }
@@ -37,6 +37,14 @@ $(CODEX_STAMP):
 # codex-bin prints the native binary's path, for running one package's tests by hand.
 codex-bin:
 	@echo $(CODEX_BIN)
+
+# npm comes from Debian's packages when the machine lacks it (root can install; others are told how).
+npm:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
+	else \
+		echo "npm is required to install @openai/codex; on Debian: sudo apt-get install -y nodejs npm" >&2; exit 1; \
+	fi
 
 vet:
 	$(GO) vet ./...
