@@ -27,7 +27,7 @@ const (
 	DefaultPollInterval      = time.Second
 	DefaultHeartbeatInterval = 20 * time.Second
 	DefaultRequestTimeout    = 30 * time.Second
-	DefaultMaxPollBytes      = 8 << 20
+	DefaultMaxPollBytes      = 32 << 20
 	DefaultMaxTextBytes      = 64 << 10
 	DefaultMaxReplyBytes     = 128 << 10
 	DefaultMaxParallel       = 8

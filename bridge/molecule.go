@@ -231,10 +231,21 @@ func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 			timer.Reset(wait)
 			continue
 		}
-		bo.Reset()
-		if last := m.ingest(rows, disp); last != "" {
+		last := m.ingest(rows, disp)
+		if last != "" {
 			cursor = last
 		}
+		if cut && last == "" {
+			// A row larger than the cap whose id could not be read: polling again at once would
+			// spin on it. Back off and say what is wrong.
+			m.c.pollErrors.Add(1)
+			wait := bo.NextBackOff()
+			m.log.Error("an activity row is larger than the poll size cap and has no readable id; it cannot be skipped",
+				zap.Int64("max_poll_bytes", m.cfg.MaxPollBytes), zap.String("cursor", cursor), zap.Duration("retry_in", wait))
+			timer.Reset(wait)
+			continue
+		}
+		bo.Reset()
 		if cut {
 			m.log.Warn("activity page exceeded the size cap; reading the rest with the next poll",
 				zap.Int64("max_poll_bytes", m.cfg.MaxPollBytes), zap.Int("rows", len(rows)))

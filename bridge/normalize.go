@@ -98,7 +98,14 @@ var oneoffSafe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // skipped. It never panics on any input; it is pure.
 func normalize(raw []byte, cfg normalizeConfig) normalized {
 	var row map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &row); err != nil || row == nil {
+	if err := json.Unmarshal(raw, &row); err != nil {
+		// Cut at the poll size cap, nested past encoding/json's limit, or malformed: the id, if
+		// it can be read, still lets the cursor move past the row.
+		n := normalized{disp: dispPoison, reason: fmt.Sprintf("row is not valid JSON (%d bytes read): %v", len(raw), err)}
+		n.msg.ActivityID = leadingID(raw)
+		return n
+	}
+	if row == nil {
 		return normalized{disp: dispPoison, reason: "row is not a JSON object"}
 	}
 	var n normalized
@@ -387,4 +394,54 @@ func rawArray(raw json.RawMessage) ([]json.RawMessage, bool) {
 		return nil, false
 	}
 	return a, true
+}
+
+// leadingID reads the "id" member of the JSON object raw starts with, member by member, without
+// decoding the rest: the row may be cut short or nested deeper than encoding/json accepts. It
+// returns "" when the id does not come before the point where raw stops making sense.
+func leadingID(raw []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if k == "id" {
+			switch v, _ := dec.Token(); v := v.(type) {
+			case string:
+				return v
+			case json.Number:
+				return v.String()
+			}
+			return ""
+		}
+		if skipJSONValue(dec) != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
+// skipJSONValue consumes one value from dec, however deeply nested, by counting delimiters.
+func skipJSONValue(dec *json.Decoder) error {
+	depth := 0
+	for {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
 }

@@ -208,29 +208,92 @@ func (c *platformClient) poll(ctx context.Context, cursor string, sinceSecs int)
 func decodeRows(body []byte, cut bool) ([]json.RawMessage, error) {
 	if !cut {
 		var rows []json.RawMessage
-		if err := json.Unmarshal(body, &rows); err != nil {
-			return nil, fmt.Errorf("activity response is not a JSON array: %w", err)
+		if err := json.Unmarshal(body, &rows); err == nil {
+			return rows, nil
 		}
-		return rows, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('[') {
-		return nil, errors.New("activity response is not a JSON array")
-	}
-	var rows []json.RawMessage
-	for dec.More() {
-		var r json.RawMessage
-		if err := dec.Decode(&r); err != nil {
-			break
-		}
-		rows = append(rows, r)
-	}
-	if len(rows) == 0 {
+	// The page is cut at the size cap, or encoding/json rejects it as a whole (one row nested
+	// deeper than its limit, say). Splitting the array without decoding it makes such a row cost
+	// only itself: it is judged poison on its own, and the rows beside it are answered. Without
+	// this, one hostile row would fail every poll and stop the workspace.
+	rows, partial, complete, err := splitArray(body)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("activity response is not a JSON array: %w", err)
+	case !complete && !cut:
+		return nil, errors.New("activity response is not a JSON array: it ends before the array does")
+	case len(rows) == 0 && !complete && len(partial) > 0:
+		// One row is larger than the cap. Its start is handed on as a row of its own: normalize
+		// judges it poison and reads its id from its first members, so the cursor moves past it.
+		return []json.RawMessage{partial}, nil
+	case len(rows) == 0 && !complete:
 		return nil, errors.New("activity response exceeds the size cap before its first row ends")
 	}
 	return rows, nil
 }
+
+// splitArray returns the raw elements of a top-level JSON array by tracking strings and bracket
+// depth only, so no element's content or nesting can make it fail. complete is false when the
+// input ends before the array does; the partial last element is then left out of rows and
+// returned as partial. Elements are not validated: normalize decodes each and judges a bad one
+// poison.
+func splitArray(b []byte) (rows []json.RawMessage, partial json.RawMessage, complete bool, err error) {
+	i := 0
+	for i < len(b) && isJSONSpace(b[i]) {
+		i++
+	}
+	if i == len(b) || b[i] != '[' {
+		return nil, nil, false, errors.New("no opening bracket")
+	}
+	depth, start := 0, -1
+	inString, escaped := false, false
+	emit := func(end int) {
+		if start >= 0 {
+			rows = append(rows, json.RawMessage(bytes.TrimRight(b[start:end], " \t\r\n")))
+		}
+		start = -1
+	}
+	for i++; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch {
+		case isJSONSpace(c):
+		case c == ',' && depth == 0:
+			emit(i)
+		case (c == ']' || c == '}') && depth == 0:
+			emit(i)
+			return rows, nil, true, nil
+		default:
+			if start < 0 {
+				start = i
+			}
+			switch c {
+			case '"':
+				inString = true
+			case '[', '{':
+				depth++
+			case ']', '}':
+				depth--
+			}
+		}
+	}
+	if start >= 0 {
+		partial = b[start:]
+	}
+	return rows, partial, false, nil
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // notify posts a reply to the canvas user of workspace ws.
 func (c *platformClient) notify(ctx context.Context, ws, text string) error {

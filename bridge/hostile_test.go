@@ -1,0 +1,154 @@
+package bridge
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+)
+
+func TestSplitArray(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       string
+		rows     []string
+		complete bool
+		wantErr  bool
+	}{
+		{name: "empty", in: ` [ ] `, complete: true},
+		{name: "objects and scalars", in: `[{"a":1}, 2 ,"x",null]`, rows: []string{`{"a":1}`, `2`, `"x"`, `null`}, complete: true},
+		{name: "brackets and escaped quotes inside strings", in: `[{"t":"]},[{\"\\"},{"u":"\\"}]`, rows: []string{`{"t":"]},[{\"\\"}`, `{"u":"\\"}`}, complete: true},
+		{name: "nested arrays", in: `[[1,[2]],{"a":[{}]}]`, rows: []string{`[1,[2]]`, `{"a":[{}]}`}, complete: true},
+		{name: "cut inside the second row drops it", in: `[{"id":"a"},{"id":"b`, rows: []string{`{"id":"a"}`}},
+		{name: "cut before any row ends", in: `[{"id":"aaa`},
+		{name: "not an array", in: `{"rows":[]}`, wantErr: true},
+		{name: "nothing", in: ``, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, _, complete, err := splitArray([]byte(tc.in))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			var got []string
+			for _, r := range rows {
+				got = append(got, string(r))
+			}
+			if !slices.Equal(got, tc.rows) || complete != tc.complete {
+				t.Fatalf("rows %q complete %v, want %q %v", got, complete, tc.rows, tc.complete)
+			}
+		})
+	}
+}
+
+// deepRow is a row whose text parts are nested n levels deep: past encoding/json's limit (10,000)
+// no decoder accepts it.
+func deepRow(id string, n int) string {
+	return `{"id":"` + id + `","activity_type":"a2a_receive","method":"message/send","request_body":{"params":{"message":{"parts":` +
+		strings.Repeat("[", n) + strings.Repeat("]", n) + `}}}}`
+}
+
+// A page of hostile rows, each with a stated outcome, costs only the bad rows themselves: the
+// good rows around them are answered, in order, exactly once, and the cursor moves past all.
+//
+//	row                                   stated outcome
+//	parts nested 100,000 deep             poison, logged with its id (read from its first members); the page is still read
+//	parts nested 5,000 deep (valid JSON)  poison: no text
+//	10 MB text                            answered with the text capped at MaxTextBytes and a note
+//	invalid UTF-8 in the text             answered; each bad byte becomes U+FFFD
+//	the same id twice in one page         answered once
+//	unknown activity type                 poison
+func TestHostileRows(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	a := newFakeAnswerer(nil)
+	log, logs := newTestLogger(t)
+	cfg := testConfig(p, t.TempDir(), a, log)
+	cfg.MaxTextBytes = 64 << 10
+	r := start(t, cfg)
+
+	canvas := func(id, text string) string {
+		b, err := json.Marshal(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf(`{"id":%q,"activity_type":"a2a_receive","method":"message/send","request_body":{"params":{"message":{"parts":[{"kind":"text","text":%s}]}}}}`, id, b)
+	}
+	p.EnqueueRaw(
+		canvas("h-first", "first"),
+		deepRow("h-deep", 100_000),
+		deepRow("h-deep5k", 5_000),
+		canvas("h-huge", strings.Repeat("x", 10<<20)),
+		`{"id":"h-utf8","activity_type":"a2a_receive","method":"message/send","summary":"bad `+"\xff\xfe"+` bytes"}`,
+		canvas("h-dup", "once"),
+		canvas("h-dup", "once"),
+		`{"id":"h-kind","activity_type":"task_update","summary":"x"}`,
+		canvas("h-last", "last"),
+	)
+	ctx := waitCtx(t)
+	must(t, p.WaitFor(ctx, statsCond(r.m, func(s Stats) bool { return s.Cursor == "h-last" && s.Delivered == 5 })))
+
+	var texts []string
+	for _, c := range a.Calls() {
+		texts = append(texts, c.Text)
+	}
+	if len(texts) != 5 || texts[0] != "first" || texts[4] != "last" || texts[3] != "once" {
+		t.Fatalf("Submit texts (in order) = %.80q, want first, huge, utf8, once, last", texts)
+	}
+	if huge := texts[1]; len(huge) > cfg.MaxTextBytes || !strings.Contains(huge, "[message truncated: ") {
+		t.Errorf("10 MB text reached codex as %d bytes without the truncation note", len(huge))
+	}
+	if u := texts[2]; !utf8.ValidString(u) || u != "bad \uFFFD\uFFFD bytes" {
+		t.Errorf("invalid UTF-8 text reached codex as %q, want each bad byte replaced", u)
+	}
+	s := r.m.Stats()
+	if s.Poison != 3 || s.Duplicates != 1 || s.PollErrors != 0 {
+		t.Errorf("poison %d duplicates %d poll errors %d, want 3, 1, 0 (%+v)", s.Poison, s.Duplicates, s.PollErrors, s)
+	}
+	logged := map[string]bool{}
+	for _, e := range logs.FilterMessageSnippet("poison row").All() {
+		if id, ok := e.ContextMap()["activity_id"].(string); ok {
+			logged[id] = true
+		}
+	}
+	for _, id := range []string{"h-deep", "h-deep5k", "h-kind"} {
+		if !logged[id] {
+			t.Errorf("poison row %s not logged with its id (logged: %v)", id, logged)
+		}
+	}
+}
+
+// A row larger than the whole poll cap is read only up to the cap: it is judged poison by the id
+// in its first members, and the rows after it are answered. Without that, polling would retry
+// the same cut page forever.
+func TestRowLargerThanPollCap(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	a := newFakeAnswerer(nil)
+	log, logs := newTestLogger(t)
+	cfg := testConfig(p, t.TempDir(), a, log)
+	cfg.MaxPollBytes = 1 << 20
+	r := start(t, cfg)
+
+	p.Enqueue(moleculetest.CanvasMessage("before"))
+	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.Delivered == 1 })))
+	p.EnqueueRaw(`{"id":"h-big","activity_type":"a2a_receive","method":"message/send","summary":"` + strings.Repeat("y", 3<<20) + `"}`)
+	p.Enqueue(moleculetest.CanvasMessage("after"))
+	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.Delivered == 2 })))
+
+	if calls := a.Calls(); len(calls) != 2 || calls[1].Text != "after" {
+		t.Fatalf("Submit calls = %.60q, want before, after", calls)
+	}
+	if s := r.m.Stats(); s.Poison != 1 {
+		t.Errorf("poison = %d, want 1 (%+v)", s.Poison, s)
+	}
+	found := false
+	for _, e := range logs.FilterMessageSnippet("poison row").All() {
+		found = found || e.ContextMap()["activity_id"] == "h-big"
+	}
+	if !found {
+		t.Error("the oversized row was not logged as poison with its id")
+	}
+}
