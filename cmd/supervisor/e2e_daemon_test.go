@@ -298,3 +298,46 @@ func runeIndex(s []rune, sub string) int {
 	}
 	return len([]rune(string(s)[:i]))
 }
+
+// A second SIGTERM cuts the drain short: with a hanging turn and a five-minute drain timeout, the
+// daemon interrupts the turn at once and exits 0 long before the drain would end, leaves no codex
+// child, and does not acknowledge the interrupted message (the next daemon answers it).
+func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
+	first := firstTime()
+	script := func(req appservertest.ModelRequest) appservertest.ModelReply {
+		if !req.HasToolOutput && req.LastUserText == "hang on" && first("hang on") {
+			return appservertest.ModelReply{Hang: true}
+		}
+		return appservertest.DefaultScript(req)
+	}
+	e := newE2E(t, e2eConfig{Script: script})
+	d1 := e.start("--drain-timeout", "5m")
+	id := e.plat.Enqueue(moleculetest.CanvasMessage("hang on"))[0]
+	d1.waitHung(1)
+	codex := procOf(t, childPID(d1.status(), e.canvasKey()))
+
+	d1.signal(syscall.SIGTERM)
+	d1.waitUntil("the daemon to start draining", func() bool { return len(d1.logsWith("signal received; draining")) > 0 })
+	d1.signal(syscall.SIGTERM)
+	// stopTimeout is a tenth of the drain timeout: exiting within it means the drain was cut.
+	d1.waitExit(stopTimeout)
+	if len(d1.logsWith("second signal; interrupting running turns now")) == 0 {
+		t.Error("the daemon did not log the second signal")
+	}
+	if !codex.gone() {
+		t.Errorf("codex child %d still running after the daemon exited", codex.pid)
+	}
+	if n := e.plat.Deliveries(); n != 0 {
+		t.Errorf("%d replies sent for the interrupted message, want none", n)
+	}
+	if st := e.bridgeState(); st.Cursor == id || slices.Contains(st.Done, id) || st.pending(id) {
+		t.Errorf("state after the cut drain = %+v: the interrupted row must be neither passed nor pending", st)
+	}
+
+	d2 := e.start()
+	d2.waitPlatform("the answer after the restart", func() bool { return len(e.plat.Notifies()) == 1 })
+	if got := e.notifyTexts(); len(got) != 1 || !strings.HasSuffix(got[0], ": hang on") {
+		t.Errorf("replies = %q, want one answer to the interrupted message", got)
+	}
+	d2.stop(stopTimeout)
+}
