@@ -98,15 +98,15 @@ var oneoffSafe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // skipped. It never panics on any input; it is pure.
 func normalize(raw []byte, cfg normalizeConfig) normalized {
 	var row map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &row); err != nil {
+	if err := json.Unmarshal(raw, &row); err != nil || row == nil {
+		if json.Valid(raw) {
+			return normalized{disp: dispPoison, reason: "row is not a JSON object"}
+		}
 		// Cut at the poll size cap, nested past encoding/json's limit, or malformed: the id, if
 		// it can be read, still lets the cursor move past the row.
 		n := normalized{disp: dispPoison, reason: fmt.Sprintf("row is not valid JSON (%d bytes read): %v", len(raw), err)}
 		n.msg.ActivityID = leadingID(raw)
 		return n
-	}
-	if row == nil {
-		return normalized{disp: dispPoison, reason: "row is not a JSON object"}
 	}
 	var n normalized
 	id, ok := rawID(row["id"])
