@@ -20,8 +20,11 @@ export CODEX_BIN
 
 all: build
 
+# VERSION stamps `supervisor version` and the status header with the commit built.
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
 build:
-	$(GO) build -o bin/supervisor ./cmd/supervisor
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/supervisor ./cmd/supervisor
 
 # codex installs the pinned @openai/codex package once; the stamp makes later runs a no-op.
 codex: $(CODEX_STAMP)
