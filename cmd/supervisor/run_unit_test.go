@@ -138,3 +138,27 @@ func TestRenderStatusTable(t *testing.T) {
 		}
 	}
 }
+
+// A second daemon on the same state dir is refused while the first holds the lock, and the lock
+// is free again once the first lets go (the kernel also drops it when a process dies).
+func TestStateDirLockIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	first, err := lockStateDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second, err := lockStateDir(dir); err == nil {
+		second.Close()
+		t.Fatal("a second lock on the same state dir succeeded")
+	} else if !strings.Contains(err.Error(), "another supervisor is running") {
+		t.Fatalf("second lock: %v, want it to say another supervisor is running", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := lockStateDir(dir)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	again.Close()
+}
