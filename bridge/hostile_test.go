@@ -3,6 +3,8 @@ package bridge
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -150,5 +152,43 @@ func TestRowLargerThanPollCap(t *testing.T) {
 	}
 	if !found {
 		t.Error("the oversized row was not logged as poison with its id")
+	}
+}
+
+// A state file that cannot be written (a full disk; here a directory stands where the file goes,
+// since tests run as root and permissions would not stop them) is logged and counted, and loses
+// nothing: messages are still answered and delivered, the position is kept in memory, and the
+// first write that succeeds again records everything.
+func TestStateWriteFailureLosesNothing(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	a := newFakeAnswerer(nil)
+	log, logs := newTestLogger(t)
+	dir := t.TempDir()
+	r := start(t, testConfig(p, dir, a, log))
+	path := filepath.Join(dir, StateFileName)
+	must(t, os.RemoveAll(path))
+	must(t, os.MkdirAll(filepath.Join(path, "blocker"), 0o700))
+
+	p.Enqueue(moleculetest.CanvasMessage("while the disk is full"))
+	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.Delivered == 1 && s.PersistErrors > 0 })))
+	if n := logs.FilterMessageSnippet("could not write the state file").Len(); n == 0 {
+		t.Error("the failed state write was not logged")
+	}
+
+	must(t, os.RemoveAll(path))
+	second := p.Enqueue(moleculetest.CanvasMessage("after space came back"))[0]
+	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.Delivered == 2 && s.Cursor == second })))
+	must(t, r.stop())
+	b, err := os.ReadFile(path)
+	must(t, err)
+	var st struct {
+		Cursor string `json:"cursor"`
+	}
+	must(t, json.Unmarshal(b, &st))
+	if st.Cursor != second {
+		t.Errorf("state file cursor = %q after space came back, want %q", st.Cursor, second)
+	}
+	if calls := a.Calls(); len(calls) != 2 {
+		t.Errorf("%d Submit calls, want 2 (no message answered twice or lost)", len(calls))
 	}
 }
