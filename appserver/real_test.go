@@ -72,6 +72,20 @@ func (e *realEnv) start(t *testing.T, edit func(*appserver.Config)) *appserver.C
 	return c
 }
 
+// startRealThread starts real codex against a fresh mock model and a thread with the approval
+// policy, under a two-minute context.
+func startRealThread(t *testing.T, approval string) (*realEnv, *appserver.Client, context.Context, string) {
+	t.Helper()
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	c := e.start(t, nil)
+	ctx := ctxTimeout(t, 2*time.Minute)
+	thread, err := c.StartThread(ctx, e.threadOpts(approval))
+	if err != nil {
+		t.Fatalf("start thread: %v (stderr: %s)", err, c.StderrTail())
+	}
+	return e, c, ctx, thread
+}
+
 func (e *realEnv) threadOpts(approval string) appserver.ThreadOptions {
 	return appserver.ThreadOptions{Cwd: e.cwd, ApprovalPolicy: approval, Sandbox: "read-only"}
 }
@@ -87,13 +101,7 @@ func mustTurn(t *testing.T, c *appserver.Client, ctx context.Context, thread, ms
 
 func TestRealTwoTurnsOnOneThreadKeepHistory(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
-	c := e.start(t, nil)
-	ctx := ctxTimeout(t, 2*time.Minute)
-	thread, err := c.StartThread(ctx, e.threadOpts("never"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, c, ctx, thread := startRealThread(t, "never")
 	r1 := mustTurn(t, c, ctx, thread, "first message")
 	r2 := mustTurn(t, c, ctx, thread, "second message")
 	if r1.Status != protocol.TurnCompleted || r1.Reply != "reply #1: first message" {
@@ -209,13 +217,7 @@ func TestRealResumeUnknownThread(t *testing.T) {
 
 func TestRealApprovalAnsweredByDefaultPolicy(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
-	c := e.start(t, nil) // zero Policy: decline
-	ctx := ctxTimeout(t, 2*time.Minute)
-	thread, err := c.StartThread(ctx, e.threadOpts("untrusted"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, c, ctx, thread := startRealThread(t, "untrusted") // zero Policy: decline
 	res := mustTurn(t, c, ctx, thread, "SHELL please")
 	if res.Status != protocol.TurnCompleted {
 		t.Fatalf("status %q error %+v", res.Status, res.Error)
@@ -280,13 +282,7 @@ func TestRealApprovalAcceptedByAcceptPolicy(t *testing.T) {
 
 func TestRealModelErrorFailsTurn(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
-	c := e.start(t, nil)
-	ctx := ctxTimeout(t, 2*time.Minute)
-	thread, err := c.StartThread(ctx, e.threadOpts("never"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c, ctx, thread := startRealThread(t, "never")
 	res, err := c.RunTurn(ctx, thread, text("FAIL now"), appserver.TurnOptions{})
 	if err != nil {
 		t.Fatalf("a failed turn is a result, got error %v", err)
@@ -305,13 +301,7 @@ func TestRealModelErrorFailsTurn(t *testing.T) {
 
 func TestRealHangingModelIsInterruptedAndChildStaysUsable(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
-	c := e.start(t, nil)
-	ctx := ctxTimeout(t, 2*time.Minute)
-	thread, err := c.StartThread(ctx, e.threadOpts("never"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, c, ctx, thread := startRealThread(t, "never")
 	deadline, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	start := time.Now()
