@@ -98,10 +98,6 @@ func (e *AuthError) Error() string {
 // Unwrap returns the underlying error.
 func (e *AuthError) Unwrap() error { return e.Err }
 
-// AuthFailure reports true. Packages that must not import appserver (the bridge) recognise auth
-// failures through this method with errors.As on an interface of their own.
-func (e *AuthError) AuthFailure() bool { return true }
-
 // authPattern matches what codex prints when its credentials are missing, expired or revoked:
 // HTTP 401s, OAuth invalid_grant, failed token refreshes and its "please log in" hints.
 var authPattern = regexp.MustCompile(`(?i)\b401\b|unauthori[sz]ed|invalid_grant|refresh[ _-]?token|` +

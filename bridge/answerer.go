@@ -12,10 +12,3 @@ import (
 type Answerer interface {
 	Submit(ctx context.Context, chatKey, text string) (supervisor.Reply, error)
 }
-
-// authFailure is implemented by errors that mean "codex is not logged in" (the appserver package's
-// *AuthError is expected to implement it: `func (*AuthError) AuthFailure() bool { return true }`).
-// Defined here so the bridge does not depend on appserver.
-type authFailure interface {
-	AuthFailure() bool
-}

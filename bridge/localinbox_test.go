@@ -30,7 +30,7 @@ func TestLocalInbox(t *testing.T) {
 		case "loop":
 			return supervisor.Reply{}, &supervisor.CrashLoopError{ChatKey: key, Failures: 3, RetryAt: time.Now().Add(90 * time.Second), Err: errors.New("x")}
 		case "auth":
-			return supervisor.Reply{}, authErr{}
+			return supervisor.Reply{}, authErr
 		case "other":
 			return supervisor.Reply{}, errors.New("boom")
 		}

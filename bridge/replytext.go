@@ -3,7 +3,6 @@ package bridge
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -20,11 +19,6 @@ const (
 	maxErrInReply   = 1000
 )
 
-// authTextPattern recognises auth failures in codex error text (401s, invalid_grant, failed
-// token refreshes, "not logged in"), mirroring appserver.IsAuthFailure without importing it.
-var authTextPattern = regexp.MustCompile(`(?i)\b401\b|unauthori[sz]ed|invalid_grant|refresh[ _-]?token|` +
-	`token[ _-]?refresh|not logged in|logged out|codex login|not authenticated|authentication (failed|required)`)
-
 // outcome classifies a Submit result for counting and for the local inbox's status codes.
 type outcome int
 
@@ -39,15 +33,11 @@ const (
 	outcomeError                     // anything else
 )
 
-// isAuthError reports whether err says codex is not logged in: an error in its chain implements
-// AuthFailure() bool returning true, or its text says so (appserver's *AuthError text does:
-// "codex is not logged in ...").
+// isAuthError reports whether err says codex is not logged in: an *appserver.AuthError in its
+// chain, or text that appserver recognises as an auth failure.
 func isAuthError(err error) bool {
-	var af authFailure
-	if errors.As(err, &af) && af.AuthFailure() {
-		return true
-	}
-	return authTextPattern.MatchString(err.Error())
+	var ae *appserver.AuthError
+	return errors.As(err, &ae) || appserver.IsAuthFailure(err.Error())
 }
 
 // classify maps a Submit result to an outcome.
@@ -58,7 +48,7 @@ func classify(r supervisor.Reply, err error) outcome {
 	case err == nil && r.Status == "completed":
 		return outcomeAnswered
 	case err == nil:
-		if r.Status == "failed" && authTextPattern.MatchString(r.Error) {
+		if r.Status == "failed" && appserver.IsAuthFailure(r.Error) {
 			return outcomeAuth
 		}
 		return outcomeTurnFailed

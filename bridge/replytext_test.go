@@ -11,11 +11,8 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
-// authErr stands in for appserver's *AuthError with the method the bridge looks for.
-type authErr struct{}
-
-func (authErr) Error() string     { return "credentials expired" }
-func (authErr) AuthFailure() bool { return true }
+// authErr is appserver's auth failure, as the supervisor passes it on.
+var authErr = &appserver.AuthError{Msg: "credentials expired"}
 
 func TestReplyText(t *testing.T) {
 	retry := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -40,9 +37,9 @@ func TestReplyText(t *testing.T) {
 			outcomeWatchdog, "stopped responding (post_tool_quiet) and was restarted; please send your message again"},
 		{"crash loop", supervisor.Reply{}, &supervisor.CrashLoopError{ChatKey: "k", Failures: 4, RetryAt: retry, Err: errors.New("exit 1")},
 			outcomeCrashLoop, "4 failures in a row); it will try again after 03:04:05 UTC"},
-		{"auth via interface", supervisor.Reply{}, fmt.Errorf("spawn: %w", authErr{}), outcomeAuth, "an operator must run `codex login`"},
+		{"auth via type", supervisor.Reply{}, fmt.Errorf("spawn: %w", authErr), outcomeAuth, "an operator must run `codex login`"},
 		{"auth via text", supervisor.Reply{}, errors.New("codex is not logged in or its credentials expired"), outcomeAuth, "codex login"},
-		{"auth inside a watchdog", supervisor.Reply{}, &supervisor.WatchdogError{Watchdog: supervisor.WatchdogDead, Err: authErr{}}, outcomeAuth, "codex login"},
+		{"auth inside a watchdog", supervisor.Reply{}, &supervisor.WatchdogError{Watchdog: supervisor.WatchdogDead, Err: authErr}, outcomeAuth, "codex login"},
 		{"turn deadline keeps the partial answer and does not claim a restart", supervisor.Reply{Status: "interrupted", Text: "half done"},
 			&supervisor.WatchdogError{ChatKey: "k", Watchdog: supervisor.WatchdogTurn, PID: 1, Err: errors.New("deadline")},
 			outcomeWatchdog, "half done\n\n[codex ran past the time limit for one message and was stopped (turn_deadline)"},
