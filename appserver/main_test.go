@@ -110,21 +110,8 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 func agentTexts(t *testing.T, notifs []protocol.Notification) []string {
 	t.Helper()
 	var out []string
-	for _, n := range notifs {
-		if n.Method != protocol.NotifyItemCompleted {
-			continue
-		}
-		var in protocol.ItemNotification
-		if err := json.Unmarshal(n.Params, &in); err != nil {
-			t.Fatalf("decode item/completed: %v", err)
-		}
-		it, err := protocol.DecodeItem(in.Item)
-		if err != nil {
-			t.Fatalf("decode item: %v", err)
-		}
-		if it.Type == protocol.ItemAgentMessage {
-			out = append(out, it.Text)
-		}
+	for _, it := range items(t, notifs, protocol.ItemAgentMessage) {
+		out = append(out, it.Text)
 	}
 	return out
 }

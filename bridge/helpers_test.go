@@ -141,6 +141,16 @@ func (g *gate) wait(ctx context.Context) error {
 
 func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
 
+// gatedAnswerer echoes every message once g opens.
+func gatedAnswerer(g *gate) *fakeAnswerer {
+	return newFakeAnswerer(func(ctx context.Context, key, text string) (supervisor.Reply, error) {
+		if err := g.wait(ctx); err != nil {
+			return supervisor.Reply{}, err
+		}
+		return echoReply(key, text), nil
+	})
+}
+
 // newTestLogger returns a logger that records everything (for assertions) and also prints
 // warnings and errors to the test log (for debugging failures).
 func newTestLogger(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {

@@ -273,12 +273,7 @@ func TestChatsRunInParallelAndInOrder(t *testing.T) {
 func TestDuplicateRowWhileInFlightProcessedOnce(t *testing.T) {
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	g := newGate()
-	a := newFakeAnswerer(func(ctx context.Context, key, text string) (supervisor.Reply, error) {
-		if err := g.wait(ctx); err != nil {
-			return supervisor.Reply{}, err
-		}
-		return echoReply(key, text), nil
-	})
+	a := gatedAnswerer(g)
 	log, _ := newTestLogger(t)
 	r := start(t, testConfig(p, t.TempDir(), a, log))
 
@@ -509,12 +504,7 @@ func TestRegisterRetriesTransientFailures(t *testing.T) {
 func TestHeartbeatReportsActiveTask(t *testing.T) {
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	g := newGate()
-	a := newFakeAnswerer(func(ctx context.Context, key, text string) (supervisor.Reply, error) {
-		if err := g.wait(ctx); err != nil {
-			return supervisor.Reply{}, err
-		}
-		return echoReply(key, text), nil
-	})
+	a := gatedAnswerer(g)
 	log, _ := newTestLogger(t)
 	cfg := testConfig(p, t.TempDir(), a, log)
 	cfg.HeartbeatInterval = 10 * cfg.PollInterval

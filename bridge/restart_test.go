@@ -119,12 +119,7 @@ func TestPendingPeerReplyKeepsMessageID(t *testing.T) {
 func TestShutdownDrainsInFlightTurn(t *testing.T) {
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	g := newGate()
-	a := newFakeAnswerer(func(ctx context.Context, key, text string) (supervisor.Reply, error) {
-		if err := g.wait(ctx); err != nil {
-			return supervisor.Reply{}, err
-		}
-		return echoReply(key, text), nil
-	})
+	a := gatedAnswerer(g)
 	log, _ := newTestLogger(t)
 	dir := t.TempDir()
 	r := start(t, testConfig(p, dir, a, log))
