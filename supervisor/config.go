@@ -53,6 +53,7 @@ const (
 	DefaultMaxQueuePerKey      = 16
 	DefaultIdleTTL             = 15 * time.Minute
 	DefaultSlotWait            = 2 * time.Minute
+	DefaultMaxSlotWaiters      = 64
 	DefaultHandshakeTimeout    = 30 * time.Second
 	DefaultTurnDeadline        = 600 * time.Second
 	DefaultPostToolQuiet       = 90 * time.Second
@@ -101,6 +102,9 @@ type Config struct {
 	// SlotWait bounds how long a chat key without a child waits for a slot when every slot is
 	// busy; then Submit returns ErrNoSlot. Default 2 min.
 	SlotWait time.Duration
+	// MaxSlotWaiters bounds the chat keys waiting for a slot at once; past it Submit returns
+	// ErrNoSlot at once. Default DefaultMaxSlotWaiters.
+	MaxSlotWaiters int
 
 	// HandshakeTimeout bounds spawn + handshake, and separately thread start/resume
 	// (WatchdogHandshake). Default 30 s.
@@ -156,6 +160,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MaxQueuePerKey == 0 {
 		cfg.MaxQueuePerKey = DefaultMaxQueuePerKey
+	}
+	if cfg.MaxSlotWaiters <= 0 {
+		cfg.MaxSlotWaiters = DefaultMaxSlotWaiters
 	}
 	setDur := func(d *time.Duration, def time.Duration) {
 		if *d == 0 {

@@ -698,7 +698,7 @@ func isToolItem(params json.RawMessage) bool {
 }
 
 // acquireSlot takes one of the MaxChildren slots, waiting (FIFO, bounded by SlotWait and ctx)
-// while all are held. A waiter makes the least recently used idle child retire for it.
+// while all are held; with MaxSlotWaiters keys waiting already it refuses at once. A waiter makes the least recently used idle child retire for it.
 func (s *Supervisor) acquireSlot(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -709,6 +709,11 @@ func (s *Supervisor) acquireSlot(ctx context.Context) error {
 		s.used++
 		s.mu.Unlock()
 		return nil
+	}
+	if len(s.waiters) >= s.cfg.MaxSlotWaiters {
+		n := len(s.waiters)
+		s.mu.Unlock()
+		return fmt.Errorf("%d chats already wait for one of %d codex slots: %w", n, s.cfg.MaxChildren, ErrNoSlot)
 	}
 	w := &slotWaiter{ready: make(chan struct{})}
 	s.waiters = append(s.waiters, w)

@@ -339,6 +339,41 @@ func TestWaitForSlot(t *testing.T) {
 	})
 }
 
+// The number of chat keys waiting for a slot is bounded: past MaxSlotWaiters a new key is
+// refused at once instead of joining a queue that could grow with every caller.
+func TestSlotWaitersBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		s := newSup(t, w, func(c *Config) { c.MaxChildren = 1; c.MaxSlotWaiters = 2; c.SlotWait = time.Hour })
+		defer shutdown(t, s)
+		busy := submitAsync(context.Background(), s, "a", "block:g")
+		synctest.Wait()
+		w1 := submitAsync(context.Background(), s, "b", "b1")
+		w2 := submitAsync(context.Background(), s, "c", "c1")
+		synctest.Wait()
+		if got := s.Status().Totals.WaitingForSlot; got != 2 {
+			t.Fatalf("waiting for a slot: %d, want 2", got)
+		}
+		start := time.Now()
+		_, err := s.Submit(context.Background(), "d", "d1")
+		if !errors.Is(err, ErrNoSlot) {
+			t.Fatalf("third waiter: err = %v, want ErrNoSlot", err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("third waiter refused after %s, want at once", d)
+		}
+		w.open("g")
+		if _, err := busy.wait(); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []*pending{w1, w2} {
+			if _, err := p.wait(); err != nil {
+				t.Fatalf("a waiter within the bound failed: %v", err)
+			}
+		}
+	})
+}
+
 func TestNoSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
