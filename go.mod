@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0
+	github.com/go-json-experiment/json v1.27.2
 	github.com/sourcegraph/jsonrpc2 v0.2.3
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0

@@ -4,13 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -23,6 +26,9 @@ var chatKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$`)
 
 // DefaultRetryAfter is the Retry-After the local inbox sends with a 503.
 const DefaultRetryAfter = 5 * time.Second
+
+// DefaultBodyTimeout bounds reading one local inbox request body.
+const DefaultBodyTimeout = 15 * time.Second
 
 // LocalInboxConfig configures the local HTTP inbox.
 type LocalInboxConfig struct {
@@ -38,6 +44,19 @@ type LocalInboxConfig struct {
 	MaxBodyBytes int64
 	// RetryAfter is sent with 503 answers; default DefaultRetryAfter.
 	RetryAfter time.Duration
+	// Token, when set, must come as "Authorization: Bearer <token>" on every request (401
+	// otherwise). It is what makes a listener beyond loopback safe: see CheckListenAddress.
+	Token string
+	// AllowedHosts are Host header names accepted besides loopback names and addresses (the
+	// configured listen host). Any other Host is refused with 421: a DNS-rebinding page reaches a
+	// loopback port under its own host name.
+	AllowedHosts []string
+	// AllowedOrigins are Origin header values accepted (scheme://host[:port], exact). A request
+	// with any other Origin is refused with 403: browsers send Origin, the inbox's callers do not.
+	AllowedOrigins []string
+	// BodyTimeout bounds reading one request body, from the end of its headers; a slower body
+	// gets 408 and the connection is closed. Default DefaultBodyTimeout.
+	BodyTimeout time.Duration
 }
 
 // LocalMessage is the body of POST /v1/chats/{chatKey}/messages.
@@ -63,6 +82,9 @@ type LocalError struct {
 	Error string `json:"error"`
 	// Watchdog names the watchdog that retired the session (504 only).
 	Watchdog string `json:"watchdog,omitempty"`
+	// Rule names the request check that refused the request: "host", "token", "origin",
+	// "content-type", "body", "body-timeout" or "connections". Empty for answers about the turn itself.
+	Rule string `json:"rule,omitempty"`
 }
 
 // LocalInbox is an http.Handler for a loopback listener:
@@ -79,9 +101,10 @@ type LocalError struct {
 // FIFO order and different keys in parallel, and the caller waits for the answer, so the
 // Molecule inbox's durable ledger would add nothing (the caller retries on error).
 type LocalInbox struct {
-	cfg LocalInboxConfig
-	log *zap.Logger
-	mux *http.ServeMux
+	cfg   LocalInboxConfig
+	log   *zap.Logger
+	mux   *http.ServeMux
+	guard guard
 }
 
 // NewLocalInbox returns the handler.
@@ -98,10 +121,13 @@ func NewLocalInbox(cfg LocalInboxConfig) (*LocalInbox, error) {
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultRetryAfter
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	h := &LocalInbox{cfg: cfg, log: cfg.Logger.Named("bridge.local"), mux: http.NewServeMux()}
+	h := &LocalInbox{cfg: cfg, log: cfg.Logger.Named("bridge.local"), mux: http.NewServeMux(), guard: newGuard(cfg)}
 	h.mux.HandleFunc("POST /v1/chats/{chatKey}/messages", h.postMessage)
 	h.mux.HandleFunc("/v1/chats/{chatKey}/messages", methodNotAllowed("POST"))
 	h.mux.HandleFunc("GET /v1/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -114,8 +140,20 @@ func NewLocalInbox(cfg LocalInboxConfig) (*LocalInbox, error) {
 	return h, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (h *LocalInbox) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Every request passes the guard (Host, token, Origin,
+// content type) before any handler sees it.
+func (h *LocalInbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if status, le, refused := h.guard.check(r); refused {
+		h.log.Warn("request refused", zap.String("rule", le.Rule), zap.String("host", capText(r.Host, 100)),
+			zap.String("origin", capText(r.Header.Get("Origin"), 100)), zap.String("remote", r.RemoteAddr), zap.String("path", capText(r.URL.Path, 200)))
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="codex-warm inbox"`)
+		}
+		writeJSON(w, status, le)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
 
 // methodNotAllowed answers 405 in JSON (ServeMux's own 405 is plain text).
 func methodNotAllowed(allow string) http.HandlerFunc {
@@ -132,14 +170,9 @@ func (h *LocalInbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log := h.log.With(zap.String("chat_key", key))
-	var body LocalMessage
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
-	if err := dec.Decode(&body); err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, LocalError{Error: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)})
-			return
-		}
-		writeJSON(w, http.StatusBadRequest, LocalError{Error: "request body must be a JSON object {\"text\": \"...\"}: " + err.Error()})
+	body, status, le := h.readMessage(w, r)
+	if status != 0 {
+		writeJSON(w, status, le)
 		return
 	}
 	if strings.TrimSpace(body.Text) == "" {
@@ -194,6 +227,37 @@ func (h *LocalInbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		log.Error("submit failed", zap.Error(err))
 		writeJSON(w, http.StatusInternalServerError, LocalError{Error: text})
 	}
+}
+
+// readMessage reads and strictly parses the body within BodyTimeout. Strict means what
+// encoding/json would let through silently is refused: data after the object, a member named
+// twice (which of two "text"s ran would depend on the parser), invalid UTF-8. Unknown members
+// are tolerated so callers can add fields. A non-zero status is the refusal to send.
+func (h *LocalInbox) readMessage(w http.ResponseWriter, r *http.Request) (LocalMessage, int, LocalError) {
+	rc := http.NewResponseController(w)
+	// The deadline covers the body only and is lifted before the turn: an http.Server
+	// ReadTimeout would also cancel the request context of every turn longer than it.
+	_ = rc.SetReadDeadline(time.Now().Add(h.cfg.BodyTimeout))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	var msg LocalMessage
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		return msg, http.StatusRequestEntityTooLarge, LocalError{Rule: RuleBody, Error: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
+	}
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		// The connection cannot be reused: part of the body may still be on its way.
+		w.Header().Set("Connection", "close")
+		h.log.Warn("request body not received in time; connection closed", zap.Duration("body_timeout", h.cfg.BodyTimeout),
+			zap.String("remote", r.RemoteAddr), zap.Int("bytes_read", len(raw)))
+		return msg, http.StatusRequestTimeout, LocalError{Rule: RuleBodyTimeout, Error: fmt.Sprintf("request body not received within %s", h.cfg.BodyTimeout)}
+	}
+	if err != nil {
+		return msg, http.StatusBadRequest, LocalError{Rule: RuleBody, Error: "reading request body: " + err.Error()}
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	if err := jsonv2.Unmarshal(raw, &msg); err != nil {
+		return msg, http.StatusBadRequest, LocalError{Rule: RuleBody, Error: "request body must be a JSON object {\"text\": \"...\"}: " + err.Error()}
+	}
+	return msg, 0, LocalError{}
 }
 
 // retryAfterSeconds formats d as whole seconds, at least 1.

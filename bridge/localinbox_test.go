@@ -73,6 +73,9 @@ func TestLocalInbox(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
 			must(t, err)
+			if tc.method == "POST" {
+				req.Header.Set("Content-Type", "application/json")
+			}
 			resp, err := srv.Client().Do(req)
 			must(t, err)
 			defer resp.Body.Close()
@@ -120,6 +123,7 @@ func TestLocalInboxParallelChats(t *testing.T) {
 	for i := range 3 {
 		go func() {
 			req, _ := http.NewRequestWithContext(ctx, "POST", fmt.Sprintf("%s/v1/chats/c%d/messages", srv.URL, i), strings.NewReader(`{"text":"x"}`))
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := srv.Client().Do(req)
 			if err == nil {
 				resp.Body.Close()

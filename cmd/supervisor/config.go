@@ -5,34 +5,48 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
 // runConfig is everything `supervisor run` is configured with. Every flag has an environment
 // fallback so the daemon drops into the Python daemon's deployment unchanged.
 type runConfig struct {
-	CodexBin         string
-	CodexConfig      []string
-	StateDir         string
-	Inbox            string
-	Listen           string
-	Cwd              string
-	MaxChildren      int
-	MaxQueue         int
-	IdleTTL          time.Duration
-	TurnTimeout      time.Duration
-	PostToolTimeout  time.Duration
-	HandshakeTimeout time.Duration
-	DrainTimeout     time.Duration
-	PollInterval     time.Duration
-	PlatformTimeout  time.Duration
-	Approval         string
-	LogLevel         string
-	LogFormat        string
+	CodexBin    string
+	CodexConfig []string
+	StateDir    string
+	Inbox       string
+	Listen      string
+	// InboxToken protects the local inbox (from --inbox-token or the file --inbox-token-file).
+	InboxToken string
+	// InboxAllowHosts are Host names the local inbox accepts besides loopback: the listen host
+	// when it is not a loopback address.
+	InboxAllowHosts   []string
+	InboxAllowOrigins []string
+	InboxMaxConns     int
+	InboxBodyTimeout  time.Duration
+	SlotWait          time.Duration
+	MaxSlotWaiters    int
+	Cwd               string
+	MaxChildren       int
+	MaxQueue          int
+	IdleTTL           time.Duration
+	TurnTimeout       time.Duration
+	PostToolTimeout   time.Duration
+	HandshakeTimeout  time.Duration
+	DrainTimeout      time.Duration
+	PollInterval      time.Duration
+	PlatformTimeout   time.Duration
+	Approval          string
+	LogLevel          string
+	LogFormat         string
 }
 
 // defaultStateDir is the Python daemon's state directory, so its sessions.json is picked up.
@@ -101,6 +115,16 @@ func parseRunConfig(args []string, getenv func(string) string, stderr io.Writer)
 	e.str(&c.StateDir, "state-dir", "CODEX_CHANNEL_MOLECULE_STATE_DIR", defaultStateDir(getenv), "state directory (sessions.json, inbox position, control socket)")
 	e.str(&c.Inbox, "inbox", "CODEX_WARM_INBOX", "", "molecule or local; default: molecule when PLATFORM_URL is set, else local")
 	e.str(&c.Listen, "listen", "CODEX_WARM_LISTEN", "127.0.0.1:8377", "address of the local inbox HTTP API")
+	var tokenFile string
+	// Not bound through e.str: a flag default is printed by -h, and this one is a secret.
+	fs.StringVar(&c.InboxToken, "inbox-token", "", "bearer token the local inbox requires on every request (env CODEX_WARM_INBOX_TOKEN; prefer it or --inbox-token-file: a flag shows in ps)")
+	e.str(&tokenFile, "inbox-token-file", "CODEX_WARM_INBOX_TOKEN_FILE", "", "file holding the local inbox token")
+	var origins listFlag
+	fs.Var(&origins, "inbox-allow-origin", "Origin the local inbox accepts (scheme://host[:port]; repeatable); requests with any other Origin header are refused")
+	e.int(&c.InboxMaxConns, "inbox-max-conns", "CODEX_WARM_INBOX_MAX_CONNS", bridge.DefaultMaxConns, "open connections to the local inbox; more are answered 503 at once")
+	e.dur(&c.InboxBodyTimeout, "inbox-body-timeout", "CODEX_WARM_INBOX_BODY_TIMEOUT", bridge.DefaultBodyTimeout, "time a local inbox client has to send its headers, and then its body")
+	e.dur(&c.SlotWait, "slot-wait", "CODEX_WARM_SLOT_WAIT", 30*time.Second, "how long a new chat waits for a codex slot when all are busy before it is answered busy")
+	e.int(&c.MaxSlotWaiters, "max-slot-waiters", "CODEX_WARM_MAX_SLOT_WAITERS", supervisor.DefaultMaxSlotWaiters, "chats waiting for a codex slot at once; more are answered busy at once")
 	e.str(&c.Cwd, "cwd", "CODEX_WARM_CWD", "", "working directory of codex threads; default: the daemon's")
 	e.int(&c.MaxChildren, "max-children", "CODEX_WARM_MAX_CHILDREN", 0, "maximum live codex children; 0 sizes it from available memory")
 	e.int(&c.MaxQueue, "max-queue", "CODEX_WARM_MAX_QUEUE", 16, "messages waiting per chat before it answers busy")
@@ -126,6 +150,10 @@ func parseRunConfig(args []string, getenv func(string) string, stderr io.Writer)
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	c.CodexConfig = overrides
+	c.InboxAllowOrigins = origins
+	if c.InboxToken == "" {
+		c.InboxToken = getenv("CODEX_WARM_INBOX_TOKEN")
+	}
 	if c.Inbox == "" {
 		c.Inbox = "local"
 		if getenv("PLATFORM_URL") != "" {
@@ -141,14 +169,54 @@ func parseRunConfig(args []string, getenv func(string) string, stderr io.Writer)
 		return c, fmt.Errorf("--max-children %d: must be >= 0", c.MaxChildren)
 	case c.MaxQueue < 1:
 		return c, fmt.Errorf("--max-queue %d: must be >= 1", c.MaxQueue)
+	case c.InboxMaxConns < 1:
+		return c, fmt.Errorf("--inbox-max-conns %d: must be >= 1", c.InboxMaxConns)
+	case c.MaxSlotWaiters < 1:
+		return c, fmt.Errorf("--max-slot-waiters %d: must be >= 1", c.MaxSlotWaiters)
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"idle-ttl", c.IdleTTL}, {"turn-timeout", c.TurnTimeout}, {"post-tool-timeout", c.PostToolTimeout}, {"handshake-timeout", c.HandshakeTimeout}, {"poll-interval", c.PollInterval}, {"platform-timeout", c.PlatformTimeout}} {
+	}{{"idle-ttl", c.IdleTTL}, {"turn-timeout", c.TurnTimeout}, {"post-tool-timeout", c.PostToolTimeout}, {"handshake-timeout", c.HandshakeTimeout}, {"poll-interval", c.PollInterval}, {"platform-timeout", c.PlatformTimeout},
+		{"inbox-body-timeout", c.InboxBodyTimeout}, {"slot-wait", c.SlotWait}} {
 		if d.v <= 0 {
 			return c, fmt.Errorf("--%s %s: must be positive", d.name, d.v)
 		}
 	}
+	if err := c.resolveInboxAccess(tokenFile); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// resolveInboxAccess reads the inbox token and refuses a local inbox that other machines could
+// reach without one.
+func (c *runConfig) resolveInboxAccess(tokenFile string) error {
+	switch {
+	case c.InboxToken != "" && tokenFile != "":
+		return errors.New("set either --inbox-token (CODEX_WARM_INBOX_TOKEN) or --inbox-token-file (CODEX_WARM_INBOX_TOKEN_FILE), not both")
+	case tokenFile != "":
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return fmt.Errorf("inbox token file: %w", err)
+		}
+		c.InboxToken = strings.TrimSpace(string(b))
+		if c.InboxToken == "" {
+			return fmt.Errorf("inbox token file %s is empty", tokenFile)
+		}
+	}
+	c.InboxToken = strings.TrimSpace(c.InboxToken)
+	if strings.ContainsAny(c.InboxToken, "\r\n") {
+		return errors.New("the inbox token contains a line break")
+	}
+	if c.Inbox != "local" {
+		return nil
+	}
+	if err := bridge.CheckListenAddress(c.Listen, c.InboxToken != ""); err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	if h, _, _ := net.SplitHostPort(c.Listen); h != "" && !bridge.IsLoopbackHost(h) {
+		c.InboxAllowHosts = []string{h}
+	}
+	return nil
 }

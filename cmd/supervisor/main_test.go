@@ -17,5 +17,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(daemonEnv) == "1" {
 		os.Exit(runMain(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 	}
+	if mode := os.Getenv(hardenHelperEnv); mode != "" {
+		os.Exit(hardenHelper(mode))
+	}
 	goleak.VerifyTestMain(m)
 }

@@ -82,6 +82,15 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	}
 	defer lock.Close()
 
+	var mcfg bridge.MoleculeConfig
+	if cfg.Inbox == "molecule" {
+		if mcfg, err = bridge.MoleculeConfigFromEnv(getenv); err != nil {
+			return fmt.Errorf("molecule config: %w", err)
+		}
+	}
+	// Every secret is read by now.
+	hardenProcess(log)
+
 	bin, err := appserver.ResolveBinary(cfg.CodexBin)
 	if err != nil {
 		return fmt.Errorf("find codex: %w", err)
@@ -120,6 +129,8 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		StateDir:         cfg.StateDir,
 		MaxChildren:      cfg.MaxChildren,
 		MaxQueuePerKey:   cfg.MaxQueue,
+		SlotWait:         cfg.SlotWait,
+		MaxSlotWaiters:   cfg.MaxSlotWaiters,
 		IdleTTL:          cfg.IdleTTL,
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		TurnDeadline:     cfg.TurnTimeout,
@@ -138,7 +149,9 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 
 	switch cfg.Inbox {
 	case "local":
-		h, err := bridge.NewLocalInbox(bridge.LocalInboxConfig{Answerer: d.sup, Logger: log})
+		h, err := bridge.NewLocalInbox(bridge.LocalInboxConfig{Answerer: d.sup, Logger: log,
+			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
+			BodyTimeout: cfg.InboxBodyTimeout})
 		if err != nil {
 			return d.abort(err)
 		}
@@ -147,20 +160,18 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 			return d.abort(fmt.Errorf("local inbox: listen on %s: %w", cfg.Listen, err))
 		}
 		d.info.Listen = ln.Addr().String()
-		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = h.Server()
+		lim := bridge.LimitConns(ln, cfg.InboxMaxConns, log)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := httpSrv.Serve(lim); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				inboxErr <- fmt.Errorf("local inbox: %w", err)
 			}
 		}()
-		log.Info("local inbox listening", zap.String("addr", d.info.Listen))
+		log.Info("local inbox listening", zap.String("addr", d.info.Listen), zap.Bool("token", cfg.InboxToken != ""),
+			zap.Int("max_conns", cfg.InboxMaxConns))
 	case "molecule":
-		mcfg, err := bridge.MoleculeConfigFromEnv(getenv)
-		if err != nil {
-			return d.abort(fmt.Errorf("molecule config: %w", err))
-		}
 		mcfg.StateDir = cfg.StateDir
 		mcfg.Answerer = d.sup
 		mcfg.Logger = log
@@ -260,10 +271,27 @@ func (d *daemon) abort(err error) error {
 	return err
 }
 
-// childEnv is the daemon's environment without the platform secrets: codex runs model-written
-// shell commands, and the platform token would let them act as the workspace.
+// secretEnv names the variables that hold secrets or lead to them: CONFIGS_DIR holds the
+// workspace token file. codex runs model-written shell commands, and the platform token would
+// let them act as the workspace.
+var secretEnv = []string{"MOLECULE_WORKSPACE_TOKEN", "CODEX_WARM_INBOX_TOKEN", "CONFIGS_DIR"}
+
+// hardenProcess removes secretEnv from the daemon's environment and makes the process
+// non-dumpable. Unsetting alone is not enough: /proc/<pid>/environ shows the environment the
+// process started with, whatever it unset since. A non-dumpable process's /proc files (environ,
+// mem, fds) and ptrace are closed to every process without CAP_SYS_PTRACE, including the
+// same-user commands codex runs for the model. Children start dumpable again (execve resets it).
+func hardenProcess(log *zap.Logger) {
+	for _, k := range secretEnv {
+		_ = os.Unsetenv(k)
+	}
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
+		log.Warn("could not make the daemon non-dumpable: same-user processes can read its memory and start environment", zap.Error(errno))
+	}
+}
+
+// childEnv is the daemon's environment without secretEnv.
 func childEnv(env []string) []string {
-	secretEnv := []string{"MOLECULE_WORKSPACE_TOKEN"}
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")

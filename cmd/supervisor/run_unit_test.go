@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,8 +14,11 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
+// codex runs model-written commands: nothing that leads to a secret reaches it, neither the
+// tokens nor CONFIGS_DIR (the directory holding the workspace token file).
 func TestChildEnvDropsPlatformToken(t *testing.T) {
-	in := []string{"HOME=/home/u", "MOLECULE_WORKSPACE_TOKEN=s3cret", "CODEX_HOME=/c", "PATH=/bin", "MOLECULE_WORKSPACE_TOKEN_FILE=x"}
+	in := []string{"HOME=/home/u", "MOLECULE_WORKSPACE_TOKEN=s3cret", "CODEX_HOME=/c", "CONFIGS_DIR=/configs",
+		"CODEX_WARM_INBOX_TOKEN=t0k", "PATH=/bin", "MOLECULE_WORKSPACE_TOKEN_FILE=x"}
 	got := childEnv(in)
 	want := []string{"HOME=/home/u", "CODEX_HOME=/c", "PATH=/bin", "MOLECULE_WORKSPACE_TOKEN_FILE=x"}
 	if !slices.Equal(got, want) {
@@ -67,6 +72,42 @@ func TestParseRunConfig(t *testing.T) {
 		{name: "unknown approval", args: []string{"--approval", "yolo"}, wantErr: "--approval"},
 		{name: "zero turn timeout", args: []string{"--turn-timeout", "0s"}, wantErr: "--turn-timeout"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{name: "listen on every interface without a token", args: []string{"--listen", ":0"}, wantErr: "every interface"},
+		{name: "listen on a public address without a token", args: []string{"--listen", "0.0.0.0:8377"}, wantErr: "without a token"},
+		{name: "listen on a host name without a token", args: []string{"--listen", "inbox.internal:8377"}, wantErr: "without a token"},
+		{name: "token from both flag and file", args: []string{"--inbox-token", "a", "--inbox-token-file", "/nope"}, wantErr: "either"},
+		{name: "missing token file", args: []string{"--inbox-token-file", "/nonexistent/token"}, wantErr: "/nonexistent/token"},
+		{
+			name: "a token allows a listener beyond loopback, and its host is accepted",
+			args: []string{"--listen", "10.1.2.3:8377"},
+			env:  map[string]string{"CODEX_WARM_INBOX_TOKEN": "t0k"},
+			check: func(t *testing.T, c runConfig) {
+				if c.InboxToken != "t0k" || !slices.Equal(c.InboxAllowHosts, []string{"10.1.2.3"}) {
+					t.Fatalf("token config: %+v", c)
+				}
+			},
+		},
+		{
+			name: "the molecule inbox does not listen, so --listen is not checked",
+			args: []string{"--inbox", "molecule", "--listen", ":0"},
+			check: func(t *testing.T, c runConfig) {
+				if c.Inbox != "molecule" {
+					t.Fatalf("inbox %q", c.Inbox)
+				}
+			},
+		},
+		{
+			name: "loopback defaults and inbox limits",
+			args: []string{"--inbox-allow-origin", "https://a.example", "--inbox-allow-origin", "https://b.example"},
+			check: func(t *testing.T, c runConfig) {
+				if c.Listen != "127.0.0.1:8377" || c.InboxToken != "" || len(c.InboxAllowHosts) != 0 ||
+					!slices.Equal(c.InboxAllowOrigins, []string{"https://a.example", "https://b.example"}) ||
+					c.InboxMaxConns != 128 || c.InboxBodyTimeout != 15*time.Second ||
+					c.SlotWait != 30*time.Second || c.MaxSlotWaiters != 64 {
+					t.Fatalf("inbox defaults: %+v", c)
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,6 +123,24 @@ func TestParseRunConfig(t *testing.T) {
 			}
 			tt.check(t, c)
 		})
+	}
+}
+
+func TestInboxTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token")
+	if err := os.WriteFile(path, []byte("  t0k-from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseRunConfig([]string{"--listen", "0.0.0.0:0"}, envOf(map[string]string{"CODEX_WARM_INBOX_TOKEN_FILE": path}), io.Discard)
+	if err != nil || c.InboxToken != "t0k-from-file" {
+		t.Fatalf("token from file: %q, %v", c.InboxToken, err)
+	}
+	if err := os.WriteFile(path, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseRunConfig([]string{"--inbox-token-file", path}, envOf(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("empty token file: %v", err)
 	}
 }
 

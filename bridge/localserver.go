@@ -1,0 +1,104 @@
+package bridge
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// DefaultMaxConns bounds the local inbox's open connections. Each waiting caller holds one for
+// the length of its turn, so this is also the bound on callers waiting at once.
+const DefaultMaxConns = 128
+
+// Server returns the HTTP server for the inbox. Its timeouts bound what a client that stops
+// sending can hold: headers within BodyTimeout, the body within BodyTimeout after them (set per
+// request, see readMessage), an idle keep-alive connection for a minute. There is no
+// ReadTimeout or WriteTimeout: both would cut a caller waiting for a long turn.
+func (h *LocalInbox) Server() *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: h.cfg.BodyTimeout,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(h.log.Named("http")),
+	}
+}
+
+// overloadBody is what a connection past the limit gets before it is closed.
+const overloadBody = `{"error":"too many open connections to the inbox; try again soon","rule":"connections"}` + "\n"
+
+// ConnLimitListener wraps a listener so that at most max connections are open at once. A
+// connection past the limit is accepted, answered 503 and closed at once rather than left in
+// the kernel's backlog: a crowd of stalled clients then costs no file descriptors and no wait
+// for the others, and the process keeps the descriptors it needs for codex children and the
+// control socket.
+type ConnLimitListener struct {
+	net.Listener
+	max     int64
+	log     *zap.Logger
+	refusal []byte
+	open    atomic.Int64
+	refused atomic.Int64
+	full    atomic.Bool
+}
+
+// LimitConns returns ln limited to max open connections (DefaultMaxConns when max <= 0).
+func LimitConns(ln net.Listener, max int, log *zap.Logger) *ConnLimitListener {
+	if max <= 0 {
+		max = DefaultMaxConns
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	refusal := fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"+
+		"Retry-After: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		retryAfterSeconds(DefaultRetryAfter), len(overloadBody), overloadBody)
+	return &ConnLimitListener{Listener: ln, max: int64(max), log: log.Named("bridge.local"), refusal: []byte(refusal)}
+}
+
+// Accept returns the next connection within the limit, refusing those past it.
+func (l *ConnLimitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) <= l.max {
+			if l.full.CompareAndSwap(true, false) {
+				l.log.Info("inbox connections below the limit again", zap.Int64("max_conns", l.max), zap.Int64("refused", l.refused.Load()))
+			}
+			return &limitedConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
+		}
+		l.open.Add(-1)
+		l.refused.Add(1)
+		if l.full.CompareAndSwap(false, true) {
+			l.log.Warn("inbox connection limit reached; refusing new connections with 503", zap.Int64("max_conns", l.max))
+		}
+		// A short deadline: a client that does not read must not hold up Accept.
+		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = c.Write(l.refusal)
+		_ = c.Close()
+	}
+}
+
+// Refused is the number of connections refused at the limit so far.
+func (l *ConnLimitListener) Refused() int64 { return l.refused.Load() }
+
+// Open is the number of connections open now.
+func (l *ConnLimitListener) Open() int64 { return l.open.Load() }
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
