@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -32,11 +33,15 @@ func (h *LocalInbox) Server() *http.Server {
 // overloadBody is what a connection past the limit gets before it is closed.
 const overloadBody = `{"error":"too many open connections to the inbox; try again soon","rule":"connections"}` + "\n"
 
+// maxRefusing bounds the connections being answered 503 at once; past it a connection is closed
+// without an answer.
+const maxRefusing = 32
+
 // ConnLimitListener wraps a listener so that at most max connections are open at once. A
-// connection past the limit is accepted, answered 503 and closed at once rather than left in
-// the kernel's backlog: a crowd of stalled clients then costs no file descriptors and no wait
-// for the others, and the process keeps the descriptors it needs for codex children and the
-// control socket.
+// connection past the limit is accepted, answered 503 and closed rather than left in the
+// kernel's backlog: a crowd of stalled clients then costs no file descriptors and no wait for
+// the others, and the process keeps the descriptors it needs for codex children and the control
+// socket. Close waits for the refusals in progress.
 type ConnLimitListener struct {
 	net.Listener
 	max     int64
@@ -45,6 +50,9 @@ type ConnLimitListener struct {
 	open    atomic.Int64
 	refused atomic.Int64
 	full    atomic.Bool
+	// refusing holds a token per refusal in progress; wg waits for them.
+	refusing chan struct{}
+	wg       sync.WaitGroup
 }
 
 // LimitConns returns ln limited to max open connections (DefaultMaxConns when max <= 0).
@@ -58,7 +66,8 @@ func LimitConns(ln net.Listener, max int, log *zap.Logger) *ConnLimitListener {
 	refusal := fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"+
 		"Retry-After: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		retryAfterSeconds(DefaultRetryAfter), len(overloadBody), overloadBody)
-	return &ConnLimitListener{Listener: ln, max: int64(max), log: log.Named("bridge.local"), refusal: []byte(refusal)}
+	return &ConnLimitListener{Listener: ln, max: int64(max), log: log.Named("bridge.local"),
+		refusal: []byte(refusal), refusing: make(chan struct{}, maxRefusing)}
 }
 
 // Accept returns the next connection within the limit, refusing those past it.
@@ -79,11 +88,38 @@ func (l *ConnLimitListener) Accept() (net.Conn, error) {
 		if l.full.CompareAndSwap(false, true) {
 			l.log.Warn("inbox connection limit reached; refusing new connections with 503", zap.Int64("max_conns", l.max))
 		}
-		// A short deadline: a client that does not read must not hold up Accept.
-		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		_, _ = c.Write(l.refusal)
-		_ = c.Close()
+		select {
+		case l.refusing <- struct{}{}:
+			l.wg.Go(func() {
+				defer func() { <-l.refusing }()
+				l.refuse(c)
+			})
+		default:
+			_ = c.Close()
+		}
 	}
+}
+
+// refuse answers c 503 and closes it. The request is read (and dropped) after the answer:
+// closing a socket with unread input sends a reset, which can destroy the answer before the
+// client reads it. The deadline bounds what a client that neither reads nor closes can hold.
+func (l *ConnLimitListener) refuse(c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write(l.refusal); err != nil {
+		return
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+}
+
+// Close closes the listener and waits for the refusals in progress.
+func (l *ConnLimitListener) Close() error {
+	err := l.Listener.Close()
+	l.wg.Wait()
+	return err
 }
 
 // Refused is the number of connections refused at the limit so far.

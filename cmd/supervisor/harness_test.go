@@ -48,6 +48,8 @@ type e2eConfig struct {
 	Platform moleculetest.Config
 	// Local runs the daemon with the local HTTP inbox instead of the Molecule platform.
 	Local bool
+	// Env is added to every daemon's environment (after the harness's own variables).
+	Env []string
 }
 
 // e2e is one environment: a mock model, a CODEX_HOME pointing at it, a state directory, and in
@@ -59,6 +61,7 @@ type e2e struct {
 	mock      *appservertest.MockModel
 	plat      *moleculetest.Platform // nil in local mode
 	local     bool
+	extraEnv  []string
 	root      string
 	codexHome string
 	workDir   string
@@ -96,6 +99,7 @@ func newE2E(t *testing.T, cfg e2eConfig) *e2e {
 		codexBin:  bin,
 		mock:      mock,
 		local:     cfg.Local,
+		extraEnv:  cfg.Env,
 		root:      root,
 		codexHome: filepath.Join(root, "codex-home"),
 		workDir:   filepath.Join(root, "work"),
@@ -149,7 +153,7 @@ func (e *e2e) env() []string {
 			"MOLECULE_WORKSPACE_TOKEN="+e.plat.Token(),
 		)
 	}
-	return env
+	return append(env, e.extraEnv...)
 }
 
 // daemonProc is one started daemon process.
