@@ -50,6 +50,10 @@ type Config struct {
 	CodexHome string
 	// Dir is the child's working directory; empty means the daemon's.
 	Dir string
+	// Credential, when set, runs the child as that user and group (the daemon needs the right
+	// to: root, or CAP_SETUID/CAP_SETGID). A separate user keeps the commands codex runs for the
+	// model away from the daemon's files and process. Nil runs it as the daemon's user.
+	Credential *syscall.Credential
 	// ClientInfo identifies the daemon in initialize. A zero Name becomes "codex-warm".
 	ClientInfo protocol.ClientInfo
 	// OptOutNotifications are notification methods the server should not send (e.g. deltas).
@@ -226,7 +230,7 @@ func spawn(cfg Config) (*Client, error) {
 	cmd.Env = env
 	cmd.Dir = cfg.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = sysProcAttr(cfg.Credential)
 	if err := cmd.Start(); err != nil {
 		closeAll()
 		return nil, fmt.Errorf("start codex app-server %s: %w", cfg.Bin, err)

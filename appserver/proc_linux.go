@@ -10,8 +10,10 @@ import (
 // starts too, and asks the kernel to SIGKILL it should the daemon die without closing it.
 // Pdeathsig is tied to the OS thread that started the child; the Go runtime only retires a
 // thread when a goroutine locked to it exits without unlocking, which this package never does.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// cred, when set, runs the child as another user; Go applies Pdeathsig after the user change,
+// which would otherwise clear it.
+func sysProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 }
 
 // awaitExitNoReap blocks until process pid has exited but leaves it a zombie (waitid with

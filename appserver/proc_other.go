@@ -8,9 +8,9 @@ import (
 )
 
 // sysProcAttr puts the child in its own process group, so that signals reach the tools codex
-// starts too.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
+// starts too; cred, when set, runs it as another user.
+func sysProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 }
 
 // awaitExitNoReap is not available here. The group is then not signalled after the leader

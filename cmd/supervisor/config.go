@@ -34,19 +34,21 @@ type runConfig struct {
 	InboxBodyTimeout  time.Duration
 	SlotWait          time.Duration
 	MaxSlotWaiters    int
-	Cwd               string
-	MaxChildren       int
-	MaxQueue          int
-	IdleTTL           time.Duration
-	TurnTimeout       time.Duration
-	PostToolTimeout   time.Duration
-	HandshakeTimeout  time.Duration
-	DrainTimeout      time.Duration
-	PollInterval      time.Duration
-	PlatformTimeout   time.Duration
-	Approval          string
-	LogLevel          string
-	LogFormat         string
+	// ChildUser runs the codex children as this user (name or uid).
+	ChildUser        string
+	Cwd              string
+	MaxChildren      int
+	MaxQueue         int
+	IdleTTL          time.Duration
+	TurnTimeout      time.Duration
+	PostToolTimeout  time.Duration
+	HandshakeTimeout time.Duration
+	DrainTimeout     time.Duration
+	PollInterval     time.Duration
+	PlatformTimeout  time.Duration
+	Approval         string
+	LogLevel         string
+	LogFormat        string
 }
 
 // defaultStateDir is the Python daemon's state directory, so its sessions.json is picked up.
@@ -125,6 +127,7 @@ func parseRunConfig(args []string, getenv func(string) string, stderr io.Writer)
 	e.dur(&c.InboxBodyTimeout, "inbox-body-timeout", "CODEX_WARM_INBOX_BODY_TIMEOUT", bridge.DefaultBodyTimeout, "time a local inbox client has to send its headers, and then its body")
 	e.dur(&c.SlotWait, "slot-wait", "CODEX_WARM_SLOT_WAIT", 30*time.Second, "how long a new chat waits for a codex slot when all are busy before it is answered busy")
 	e.int(&c.MaxSlotWaiters, "max-slot-waiters", "CODEX_WARM_MAX_SLOT_WAITERS", supervisor.DefaultMaxSlotWaiters, "chats waiting for a codex slot at once; more are answered busy at once")
+	e.str(&c.ChildUser, "child-user", "CODEX_WARM_CHILD_USER", "", "run codex children as this user (name or uid; the daemon must run as root): the commands codex runs then cannot read the daemon's state or process")
 	e.str(&c.Cwd, "cwd", "CODEX_WARM_CWD", "", "working directory of codex threads; default: the daemon's")
 	e.int(&c.MaxChildren, "max-children", "CODEX_WARM_MAX_CHILDREN", 0, "maximum live codex children; 0 sizes it from available memory")
 	e.int(&c.MaxQueue, "max-queue", "CODEX_WARM_MAX_QUEUE", 16, "messages waiting per chat before it answers busy")

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"os/user"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,6 +92,11 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	}
 	// Every secret is read by now.
 	hardenProcess(log)
+	env := childEnv(os.Environ())
+	cred, env, err := childCredential(cfg.ChildUser, env)
+	if err != nil {
+		return err
+	}
 
 	bin, err := appserver.ResolveBinary(cfg.CodexBin)
 	if err != nil {
@@ -116,7 +123,8 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	d.sup, err = supervisor.New(supervisor.Config{
 		AppServer: appserver.Config{
 			Bin:             bin,
-			Env:             childEnv(os.Environ()),
+			Env:             env,
+			Credential:      cred,
 			ConfigOverrides: cfg.CodexConfig,
 			ClientInfo:      protocol.ClientInfo{Name: "codex-warm", Title: "codex-warm supervisor", Version: version},
 			// Deltas repeat the final text token by token; the daemon only needs completed items.
@@ -288,6 +296,38 @@ func hardenProcess(log *zap.Logger) {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
 		log.Warn("could not make the daemon non-dumpable: same-user processes can read its memory and start environment", zap.Error(errno))
 	}
+}
+
+// childCredential resolves --child-user to the credential codex children run with, and points
+// HOME in env at that user's home. An empty name means the daemon's own user (nil).
+func childCredential(name string, env []string) (*syscall.Credential, []string, error) {
+	if name == "" {
+		return nil, env, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		var uerr error
+		if u, uerr = user.LookupId(name); uerr != nil {
+			return nil, nil, fmt.Errorf("--child-user %q: %w", name, err)
+		}
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, nil, fmt.Errorf("--child-user %q: %w", name, err)
+	}
+	if uint64(os.Geteuid()) != uid && os.Geteuid() != 0 {
+		return nil, nil, fmt.Errorf("--child-user %q: the daemon runs as uid %d and cannot start processes as uid %d (run it as root)", name, os.Geteuid(), uid)
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "HOME=") {
+			out = append(out, kv)
+		}
+	}
+	out = append(out, "HOME="+u.HomeDir)
+	// No supplementary groups: the daemon's (root's) must not carry over.
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, out, nil
 }
 
 // childEnv is the daemon's environment without secretEnv.

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// --child-user runs the codex children as another user: the conversation works, the child runs
+// under that uid, and so the commands it runs for the model cannot read the daemon's state
+// directory (0700, the daemon's user) nor its process.
+func TestE2EChildUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("starting children as another user needs root; CI runs as root")
+	}
+	const nobody = 65534
+	e := newE2E(t, e2eConfig{Local: true})
+	// The child user needs its CODEX_HOME and the threads' working directory, and a way to them.
+	if err := os.Chmod(e.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{e.codexHome, e.workDir} {
+		if err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, nobody, nobody)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := e.start("--child-user", "nobody")
+	c := newLocalClient(t, d)
+	if r := c.send("alpha", "hello"); r.Text != "reply #1: hello" {
+		t.Fatalf("reply: %+v", r)
+	}
+	if r := c.send("alpha", "again"); r.Text != "reply #2: again" {
+		t.Fatalf("second reply: %+v", r)
+	}
+	pid := childPID(d.status(), "alpha")
+	if pid == 0 {
+		t.Fatal("no child for alpha")
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uidLine string
+	for _, l := range strings.Split(string(st), "\n") {
+		if strings.HasPrefix(l, "Uid:") {
+			uidLine = l
+		}
+	}
+	if f := strings.Fields(uidLine); len(f) != 5 || f[1] != "65534" || f[2] != "65534" {
+		t.Fatalf("codex child %d runs as %q, want uid 65534", pid, uidLine)
+	}
+	info, err := os.Stat(e.stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("state dir %s is %v: the child user could read it", e.stateDir, info.Mode().Perm())
+	}
+}
