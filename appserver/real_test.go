@@ -193,6 +193,11 @@ func TestRealResumeThreadCreatedByCodexExec(t *testing.T) {
 	if err := c.ResumeThread(ctx, ex.ThreadID, e.threadOpts("never")); err != nil {
 		t.Fatal(err)
 	}
+	// The daemon reads the last turn of every thread it resumes; exec's threads have one too.
+	last, ok, err := c.LastTurn(ctx, ex.ThreadID)
+	if err != nil || !ok || last.Status != protocol.TurnCompleted || !slices.Equal(last.UserTexts, []string{"hello from exec"}) {
+		t.Errorf("last turn of the exec thread %+v ok %v err %v", last, ok, err)
+	}
 	r := mustTurn(t, c, ctx, ex.ThreadID, "hello from the daemon")
 	if r.Reply != "reply #2: hello from the daemon" {
 		t.Errorf("reply %q: the exec turn is not in the resumed history", r.Reply)
