@@ -2,9 +2,12 @@ package appserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -455,11 +458,18 @@ func TestFakeTurnOnUnknownThread(t *testing.T) {
 
 func TestFakeResumeKnownThread(t *testing.T) {
 	noLeaks(t)
-	c := startFake(t, appservertest.FakeOK, nil)
+	record := filepath.Join(t.TempDir(), "received.jsonl")
+	c := startFake(t, appservertest.FakeOK, func(cfg *appserver.Config) {
+		cfg.Env = append(cfg.Env, appservertest.FakeRecordEnv+"="+record)
+	})
 	ctx := ctxTimeout(t, time.Minute)
 	const id = "0199a000-0000-7000-8000-000000000001"
 	if err := c.ResumeThread(ctx, id, appserver.ThreadOptions{Cwd: t.TempDir()}); err != nil {
 		t.Fatal(err)
+	}
+	// The fake keeps no history across processes.
+	if last, ok, err := c.LastTurn(ctx, id); err != nil || ok {
+		t.Errorf("last turn %+v ok %v err %v, want none", last, ok, err)
 	}
 	res, err := c.RunTurn(ctx, id, text("back"), appserver.TurnOptions{})
 	if err != nil {
@@ -467,6 +477,30 @@ func TestFakeResumeKnownThread(t *testing.T) {
 	}
 	if res.Reply != "reply #1: back" {
 		t.Errorf("reply %q", res.Reply)
+	}
+
+	// The wire shapes: resume without full-history hydration; the newest turn only.
+	sent := map[string]map[string]any{}
+	b, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		var m struct {
+			Method string         `json:"method"`
+			Params map[string]any `json:"params"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("recorded line %q: %v", line, err)
+		}
+		sent[m.Method] = m.Params
+	}
+	if p := sent[protocol.MethodThreadResume]; p["threadId"] != id || p["excludeTurns"] != true {
+		t.Errorf("thread/resume params %v, want excludeTurns true", p)
+	}
+	want := map[string]any{"threadId": id, "limit": float64(1), "sortDirection": "desc"}
+	if p := sent[protocol.MethodThreadTurns]; !maps.Equal(p, want) {
+		t.Errorf("thread/turns/list params %v, want %v", p, want)
 	}
 }
 

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
@@ -189,6 +193,11 @@ func TestRealResumeThreadCreatedByCodexExec(t *testing.T) {
 	if err := c.ResumeThread(ctx, ex.ThreadID, e.threadOpts("never")); err != nil {
 		t.Fatal(err)
 	}
+	// The daemon reads the last turn of every thread it resumes; exec's threads have one too.
+	last, ok, err := c.LastTurn(ctx, ex.ThreadID)
+	if err != nil || !ok || last.Status != protocol.TurnCompleted || !slices.Equal(last.UserTexts, []string{"hello from exec"}) {
+		t.Errorf("last turn of the exec thread %+v ok %v err %v", last, ok, err)
+	}
 	r := mustTurn(t, c, ctx, ex.ThreadID, "hello from the daemon")
 	if r.Reply != "reply #2: hello from the daemon" {
 		t.Errorf("reply %q: the exec turn is not in the resumed history", r.Reply)
@@ -320,4 +329,84 @@ func TestRealHangingModelIsInterruptedAndChildStaysUsable(t *testing.T) {
 	if r.Status != protocol.TurnCompleted || !strings.HasSuffix(r.Reply, ": hello after hang") {
 		t.Errorf("turn after the interrupt: status %q reply %q", r.Status, r.Reply)
 	}
+}
+
+// TestRealRevertDropsTurnOfKilledChild: a turn whose child was SIGKILLed mid-turn stays in the
+// thread's history as interrupted, user message included. The next child finds it with LastTurn
+// and drops it with RevertThread, so that running the message again reaches the model once.
+func TestRealRevertDropsTurnOfKilledChild(t *testing.T) {
+	noLeaks(t)
+	var hung atomic.Bool
+	e := newRealEnv(t, appservertest.MockModelConfig{Script: func(req appservertest.ModelRequest) appservertest.ModelReply {
+		if req.LastUserText == "crash-me" && hung.CompareAndSwap(false, true) {
+			return appservertest.ModelReply{Hang: true}
+		}
+		return appservertest.DefaultScript(req)
+	}})
+	ctx := ctxTimeout(t, 2*time.Minute)
+	first := e.start(t, nil)
+	thread, err := first.StartThread(ctx, e.threadOpts("never"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := mustTurn(t, first, ctx, thread, "before")
+	last, ok, err := first.LastTurn(ctx, thread)
+	if err != nil || !ok || last.ID != done.TurnID || last.Status != protocol.TurnCompleted || !slices.Equal(last.UserTexts, []string{"before"}) {
+		t.Fatalf("last turn %+v ok %v err %v, want the completed turn %s", last, ok, err, done.TurnID)
+	}
+	killed := make(chan error, 1)
+	go func() {
+		_, err := first.RunTurn(ctx, thread, text("crash-me"), appserver.TurnOptions{})
+		killed <- err
+	}()
+	if err := e.mock.WaitHung(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(-first.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-killed; !errors.Is(err, appserver.ErrChildExited) {
+		t.Fatalf("turn of the killed child: %v, want ErrChildExited", err)
+	}
+
+	second := e.start(t, nil)
+	if err := second.ResumeThread(ctx, thread, e.threadOpts("never")); err != nil {
+		t.Fatal(err)
+	}
+	last, ok, err = second.LastTurn(ctx, thread)
+	if err != nil || !ok || last.ID == done.TurnID || last.Status != protocol.TurnInterrupted || !slices.Equal(last.UserTexts, []string{"crash-me"}) {
+		t.Fatalf("last turn after the kill %+v ok %v err %v, want crash-me interrupted", last, ok, err)
+	}
+	err = second.RevertThread(ctx, thread, "01a1fd80-0000-7000-8000-000000000000")
+	var re *jsonrpc2.Error
+	if !errors.As(err, &re) || re.Code != protocol.CodeInvalidRequest {
+		t.Errorf("revert before an unknown turn: %v, want -32600", err)
+	}
+	t.Logf("codex said: %v", err)
+	if err := second.RevertThread(ctx, thread, last.ID); err != nil {
+		t.Fatal(err)
+	}
+	if last, ok, err = second.LastTurn(ctx, thread); err != nil || !ok || last.ID != done.TurnID {
+		t.Errorf("last turn after the revert %+v ok %v err %v, want %s", last, ok, err, done.TurnID)
+	}
+	if r := mustTurn(t, second, ctx, thread, "crash-me"); r.Reply != "reply #2: crash-me" {
+		t.Errorf("reply %q, want the message counted once", r.Reply)
+	}
+	reqs := e.mock.Requests()
+	if got := reqs[len(reqs)-1].UserTexts; !slices.Equal(got, []string{"before", "crash-me"}) {
+		t.Errorf("the model got %q, want before, crash-me", got)
+	}
+}
+
+// TestRealLastTurnOfNewThreadRefused: codex has no history to list before a thread's first user
+// message; it answers -32600 rather than an empty page.
+func TestRealLastTurnOfNewThreadRefused(t *testing.T) {
+	noLeaks(t)
+	_, c, ctx, thread := startRealThread(t, "never")
+	last, ok, err := c.LastTurn(ctx, thread)
+	var re *jsonrpc2.Error
+	if !errors.As(err, &re) || re.Code != protocol.CodeInvalidRequest || ok {
+		t.Errorf("last turn of a new thread %+v ok %v err %v, want -32600", last, ok, err)
+	}
+	t.Logf("codex said: %v", err)
 }

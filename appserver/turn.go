@@ -51,10 +51,14 @@ func (c *Client) StartThread(ctx context.Context, opts ThreadOptions) (threadID 
 // ResumeThread loads an existing thread (one this or an earlier process ran, or one `codex exec`
 // created) so that turns continue its conversation. An unknown thread yields an error wrapping
 // ErrThreadNotFound: codex answers -32600 ("no rollout found", "thread not found") for it.
+// The result's turns are not asked for (excludeTurns): nothing here reads them, and hydrating a
+// long thread's full history on every resume is what codex deprecates. LastTurn reads the one
+// turn that matters after a crash.
 func (c *Client) ResumeThread(ctx context.Context, threadID string, opts ThreadOptions) error {
 	var res protocol.ThreadResult
 	err := c.call(ctx, protocol.MethodThreadResume, protocol.ThreadResumeParams{
 		ThreadID:              threadID,
+		ExcludeTurns:          true,
 		Cwd:                   opts.Cwd,
 		ApprovalPolicy:        opts.ApprovalPolicy,
 		Sandbox:               opts.Sandbox,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -221,35 +222,99 @@ func TestCodexTurnDeadline(t *testing.T) {
 // restart) resumes the key's thread in a new child.
 func TestCodexDaemonRestartKeepsContext(t *testing.T) {
 	state := t.TempDir()
-	store, err := sessions.Open(sessions.Config{Dir: state})
-	if err != nil {
+	first, _ := codexSup(t, nil, func(c *Config) { c.Store = openStore(t, state); c.StateDir = state })
+	r1 := mustSubmit(t, first, "canvas:ws", "remember me")
+	second := restart(t, first, state)
+	r2 := mustSubmit(t, second, "canvas:ws", "still there?")
+	if r2.ThreadID != r1.ThreadID || r2.Text != "reply #2: still there?" || r2.NewThread || r2.ResumeFailed {
+		t.Fatalf("after restart: %+v (before: thread %s)", r2, r1.ThreadID)
+	}
+}
+
+// TestCodexRerunAfterKilledTurnSeenOnce: the daemon dies mid-turn, so the message was never
+// acknowledged and runs again after the restart, in a fresh child that resumes the thread. The
+// killed turn's user message is already in the thread's history (codex shows that turn as
+// interrupted): the model must still see the message once, and the turns after it as usual.
+func TestCodexRerunAfterKilledTurnSeenOnce(t *testing.T) {
+	var hung atomic.Bool
+	script := func(req appservertest.ModelRequest) appservertest.ModelReply {
+		if req.LastUserText == "crash-me" && !req.HasToolOutput && hung.CompareAndSwap(false, true) {
+			return appservertest.ModelReply{Hang: true}
+		}
+		return appservertest.DefaultScript(req)
+	}
+	state := t.TempDir()
+	first, m := codexSup(t, script, func(c *Config) { c.Store = openStore(t, state); c.StateDir = state })
+	ctx := testCtx(t)
+	r1 := mustSubmit(t, first, "a", "before")
+	p := submitAsync(ctx, first, "a", "crash-me")
+	if err := m.WaitHung(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	first, _ := codexSup(t, nil, func(c *Config) { c.Store = store; c.StateDir = state })
-	r1 := mustSubmit(t, first, "canvas:ws", "remember me")
+	if err := syscall.Kill(-row(t, first, "a").PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var we *WatchdogError
+	if _, err := p.wait(); !errors.As(err, &we) || we.Watchdog != WatchdogDead {
+		t.Fatalf("killed turn: err = %v, want watchdog %s", err, WatchdogDead)
+	}
+
+	second := restart(t, first, state)
+	r2 := mustSubmit(t, second, "a", "crash-me")
+	r3 := mustSubmit(t, second, "a", "after")
+	if r2.ThreadID != r1.ThreadID || r3.ThreadID != r1.ThreadID {
+		t.Fatalf("threads %s, %s; want the first one, %s", r2.ThreadID, r3.ThreadID, r1.ThreadID)
+	}
+	reqs := m.Requests()
+	if len(reqs) < 2 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	rerun, next := reqs[len(reqs)-2].UserTexts, reqs[len(reqs)-1].UserTexts
+	if n := countOf(rerun, "crash-me"); n != 1 || r2.Text != "reply #2: crash-me" {
+		t.Errorf("the re-run message reached the model %d times (history %q, reply %q), want once", n, rerun, r2.Text)
+	}
+	if !slices.Equal(next, []string{"before", "crash-me", "after"}) {
+		t.Errorf("history of the next turn %q, want before, crash-me, after", next)
+	}
+}
+
+// restart shuts first down and starts a second supervisor on the same state dir, sessions store,
+// CODEX_HOME and workspace (where codex keeps the threads' rollouts): a daemon restart.
+func restart(t *testing.T, first *Supervisor, state string) *Supervisor {
+	t.Helper()
 	if err := first.Shutdown(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-
-	store2, err := sessions.Open(sessions.Config{Dir: state})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Same CODEX_HOME as the first daemon: that is where codex keeps the thread's rollout.
 	second, err := New(Config{
 		AppServer: appserver.Config{Bin: appservertest.CodexBin(t), CodexHome: first.cfg.AppServer.CodexHome,
 			Dir: first.cfg.AppServer.Dir, Logger: testLogger(t)},
 		Thread:   first.cfg.Thread,
-		Store:    store2,
+		Store:    openStore(t, state),
 		StateDir: state,
 		Logger:   testLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shutdown(t, second)
-	r2 := mustSubmit(t, second, "canvas:ws", "still there?")
-	if r2.ThreadID != r1.ThreadID || r2.Text != "reply #2: still there?" || r2.NewThread || r2.ResumeFailed {
-		t.Fatalf("after restart: %+v (before: thread %s)", r2, r1.ThreadID)
+	t.Cleanup(func() { shutdown(t, second) })
+	return second
+}
+
+func openStore(t *testing.T, dir string) *sessions.Store {
+	t.Helper()
+	store, err := sessions.Open(sessions.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return store
+}
+
+func countOf(texts []string, s string) int {
+	n := 0
+	for _, x := range texts {
+		if x == s {
+			n++
+		}
+	}
+	return n
 }

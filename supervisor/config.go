@@ -22,6 +22,10 @@ type Child interface {
 	PID() int
 	StartThread(ctx context.Context, opts appserver.ThreadOptions) (string, error)
 	ResumeThread(ctx context.Context, threadID string, opts appserver.ThreadOptions) error
+	// LastTurn returns the newest turn of the thread's persisted history (ok false: none).
+	LastTurn(ctx context.Context, threadID string) (turn appserver.StoredTurn, ok bool, err error)
+	// RevertThread drops turn beforeTurnID and every later turn from the thread's history.
+	RevertThread(ctx context.Context, threadID, beforeTurnID string) error
 	RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (*appserver.TurnResult, error)
 	// Done is closed when the child exited or its stream broke.
 	Done() <-chan struct{}

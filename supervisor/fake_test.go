@@ -18,23 +18,28 @@ import (
 // text (see fakeChild.RunTurn). Every wait is on a channel or timer, so tests run inside a
 // testing/synctest bubble with faked time.
 type fakeWorld struct {
-	mu         sync.Mutex
-	spawns     int
-	nextThread int
-	threads    map[string][]string // thread id → user texts, oldest first
-	children   []*fakeChild
-	resumes    []string // thread ids given to ResumeThread, in call order
-	turnLog    []string // "key:text" at each turn start, in order
-	inFlight   map[string]int
-	maxInKey   map[string]int
-	total      int
-	maxTotal   int
-	alive      int
-	maxAlive   int
-	gates      map[string]chan struct{}
-	barrierN   int
-	arrived    int
-	barrier    chan struct{}
+	mu          sync.Mutex
+	spawns      int
+	nextThread  int
+	threads     map[string][]string // thread id → user texts, oldest first
+	lastStatus  map[string]string   // thread id → status of its last turn; absent: completed
+	lastTurns   int                 // LastTurn calls
+	reverts     []string            // "thread/turn" of each RevertThread that dropped a turn
+	lastTurnErr error               // returned by LastTurn when set
+	revertErr   error               // returned by RevertThread when set
+	children    []*fakeChild
+	resumes     []string // thread ids given to ResumeThread, in call order
+	turnLog     []string // "key:text" at each turn start, in order
+	inFlight    map[string]int
+	maxInKey    map[string]int
+	total       int
+	maxTotal    int
+	alive       int
+	maxAlive    int
+	gates       map[string]chan struct{}
+	barrierN    int
+	arrived     int
+	barrier     chan struct{}
 
 	// spawnHook, when set, runs first in each spawn (n counts spawns from 1). An error fails the
 	// spawn; deadChild makes the spawned child exit at once.
@@ -43,11 +48,12 @@ type fakeWorld struct {
 
 func newFakeWorld() *fakeWorld {
 	return &fakeWorld{
-		threads:  make(map[string][]string),
-		inFlight: make(map[string]int),
-		maxInKey: make(map[string]int),
-		gates:    make(map[string]chan struct{}),
-		barrier:  make(chan struct{}),
+		threads:    make(map[string][]string),
+		lastStatus: make(map[string]string),
+		inFlight:   make(map[string]int),
+		maxInKey:   make(map[string]int),
+		gates:      make(map[string]chan struct{}),
+		barrier:    make(chan struct{}),
 	}
 }
 
@@ -106,6 +112,13 @@ func (w *fakeWorld) resumed() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.resumes...)
+}
+
+// history returns the LastTurn calls so far and the reverts made.
+func (w *fakeWorld) history() (lastTurns int, reverts []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastTurns, append([]string(nil), w.reverts...)
 }
 
 func (w *fakeWorld) turns() []string {
@@ -194,6 +207,51 @@ func (c *fakeChild) ResumeThread(ctx context.Context, threadID string, opts apps
 	return nil
 }
 
+// LastTurn reports the thread's last turn as codex would after a resume: a turn that never
+// settled (its child died, or it failed before turn/completed) reads as interrupted.
+func (c *fakeChild) LastTurn(ctx context.Context, threadID string) (appserver.StoredTurn, bool, error) {
+	if c.isDead() {
+		return appserver.StoredTurn{}, false, c.exited()
+	}
+	w := c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastTurns++
+	if w.lastTurnErr != nil {
+		return appserver.StoredTurn{}, false, w.lastTurnErr
+	}
+	texts := w.threads[threadID]
+	if len(texts) == 0 {
+		return appserver.StoredTurn{}, false, nil
+	}
+	status := w.lastStatus[threadID]
+	if status == "" {
+		status = protocol.TurnCompleted
+	}
+	return appserver.StoredTurn{ID: fmt.Sprintf("turn-%d", len(texts)), Status: status, UserTexts: texts[len(texts)-1:]}, true, nil
+}
+
+// RevertThread drops the thread's last turn; it knows no other.
+func (c *fakeChild) RevertThread(ctx context.Context, threadID, beforeTurnID string) error {
+	if c.isDead() {
+		return c.exited()
+	}
+	w := c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.revertErr != nil {
+		return w.revertErr
+	}
+	texts := w.threads[threadID]
+	if len(texts) == 0 || beforeTurnID != fmt.Sprintf("turn-%d", len(texts)) {
+		return fmt.Errorf("revert %s: -32600 turn not found: %s", threadID, beforeTurnID)
+	}
+	w.threads[threadID] = texts[:len(texts)-1]
+	delete(w.lastStatus, threadID)
+	w.reverts = append(w.reverts, threadID+"/"+beforeTurnID)
+	return nil
+}
+
 // RunTurn acts on the text:
 //
 //	block:<gate>  complete after the gate opens
@@ -206,7 +264,7 @@ func (c *fakeChild) ResumeThread(ctx context.Context, threadID string, opts apps
 //	rpc-error     fail before turn/completed
 //	protocol-error  the child answered turn/start with something unreadable (appserver.ErrProtocol)
 //	anything else complete with "reply #<n>: <text>", n counting the thread's turns
-func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
+func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (res *appserver.TurnResult, err error) {
 	text := input[0].Text
 	w := c.w
 	if c.isDead() {
@@ -225,6 +283,10 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 		w.mu.Lock()
 		w.inFlight[c.key]--
 		w.total--
+		w.lastStatus[threadID] = protocol.TurnInterrupted
+		if res != nil && res.Status != "" {
+			w.lastStatus[threadID] = res.Status
+		}
 		w.mu.Unlock()
 	}()
 	turnID := fmt.Sprintf("turn-%d", n)

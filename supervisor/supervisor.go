@@ -425,7 +425,7 @@ func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
 	go s.watch(sess)
 	s.persistRecords()
 
-	threadID, err := s.openThread(k.key, sess)
+	threadID, err := s.openThread(k.key, sess, j.text)
 	if err != nil {
 		closing := s.accepting.Err() != nil
 		handshake := errors.Is(err, appserver.ErrHandshakeTimeout)
@@ -473,9 +473,10 @@ func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
 	return sess, nil
 }
 
-// openThread resumes the key's stored thread or starts a new one. A stored thread codex does not
-// know (no rollout) is replaced by a new thread and flagged in the session.
-func (s *Supervisor) openThread(key string, sess *session) (string, error) {
+// openThread resumes the key's stored thread or starts a new one, for a child about to run text.
+// A stored thread codex does not know (no rollout) is replaced by a new thread and flagged in the
+// session.
+func (s *Supervisor) openThread(key string, sess *session, text string) (string, error) {
 	ctx, cancel := context.WithTimeoutCause(s.accepting, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
 	defer cancel()
 	// appserver's errors already name the call and the thread; only a handshake timeout, which
@@ -490,6 +491,7 @@ func (s *Supervisor) openThread(key string, sess *session) (string, error) {
 		err := sess.child.ResumeThread(ctx, id, s.cfg.Thread)
 		if err == nil {
 			sess.recorded = true
+			s.dropUnfinishedRun(ctx, sess, id, text)
 			return id, nil
 		}
 		if !errors.Is(err, appserver.ErrThreadNotFound) {
@@ -505,6 +507,36 @@ func (s *Supervisor) openThread(key string, sess *session) (string, error) {
 	}
 	sess.newThread = true
 	return id, nil
+}
+
+// dropUnfinishedRun reverts the thread's last turn when it is an unfinished run of text.
+//
+// A message runs again when its earlier turn never finished: the daemon was killed mid-turn (the
+// message was not acknowledged, so it comes again after the restart), or shutdown cut the turn
+// off. That turn's user message is already in the thread's history (codex shows the turn as
+// interrupted after a resume), so the model would see the message twice. Only a child that has
+// just resumed the thread calls this, before its first turn: a warm child's last turn ended in
+// that child, and a message run on it again is the user's own repetition. Completed and failed
+// turns are kept, as is a turn with any other text. Files the dropped turn changed stay changed.
+// Failing to check or revert must not lose the message: it is logged and the message runs anyway.
+func (s *Supervisor) dropUnfinishedRun(ctx context.Context, sess *session, threadID, text string) {
+	last, ok, err := sess.child.LastTurn(ctx, threadID)
+	if err != nil {
+		sess.log.Warn("cannot read the thread's last turn; if it was an unfinished run of this message, the model sees the message twice",
+			zap.String("thread_id", threadID), zap.Error(err))
+		return
+	}
+	unfinished := last.Status == protocol.TurnInterrupted || last.Status == protocol.TurnInProgress
+	if !ok || !unfinished || len(last.UserTexts) != 1 || last.UserTexts[0] != text {
+		return
+	}
+	if err := sess.child.RevertThread(ctx, threadID, last.ID); err != nil {
+		sess.log.Warn("cannot drop the unfinished earlier run of this message; the model sees the message twice",
+			zap.String("thread_id", threadID), zap.String("turn_id", last.ID), zap.Error(err))
+		return
+	}
+	sess.log.Info("dropped the unfinished earlier run of this message from the thread's history",
+		zap.String("thread_id", threadID), zap.String("turn_id", last.ID), zap.String("status", last.Status))
 }
 
 // turn runs one turn on a busy session under the turn watchdogs and settles the session.

@@ -855,6 +855,90 @@ func TestResumeThreadNotFound(t *testing.T) {
 	})
 }
 
+// TestRerunOfUnfinishedTurn: a child that resumes a thread looks at the thread's last turn before
+// its first turn, and drops it when it is an unfinished run of the message about to run (the
+// daemon died mid-turn and the message came again). Anything else is kept, and a failed check
+// or revert still runs the message.
+func TestRerunOfUnfinishedTurn(t *testing.T) {
+	tests := []struct {
+		name       string
+		status     string // of the stored thread's last turn
+		text       string // of that turn
+		lastErr    error
+		revertErr  error
+		wantRevert bool
+		wantWarn   string
+	}{
+		{name: "interrupted, same text", status: protocol.TurnInterrupted, text: "again", wantRevert: true},
+		{name: "in progress, same text", status: protocol.TurnInProgress, text: "again", wantRevert: true},
+		{name: "interrupted, other text", status: protocol.TurnInterrupted, text: "other"},
+		{name: "completed, same text", status: protocol.TurnCompleted, text: "again"},
+		{name: "failed, same text", status: protocol.TurnFailed, text: "again"},
+		{name: "last turn unreadable", status: protocol.TurnInterrupted, text: "again",
+			lastErr: errors.New("thread/turns/list: -32603 boom"), wantWarn: "cannot read the thread's last turn"},
+		{name: "revert refused", status: protocol.TurnInterrupted, text: "again",
+			revertErr: errors.New("thread/revert: -32600 boom"), wantWarn: "cannot drop the unfinished earlier run"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeWorld()
+				w.threads["thread-stored"] = []string{"first", tc.text}
+				w.lastStatus["thread-stored"] = tc.status
+				w.lastTurnErr, w.revertErr = tc.lastErr, tc.revertErr
+				core, logs := observer.New(zapcore.WarnLevel)
+				s := newSup(t, w, func(c *Config) { c.Store = newTestStore("a", "thread-stored"); c.Logger = zap.New(core) })
+				defer shutdown(t, s)
+
+				r := mustSubmit(t, s, "a", "again")
+				wantHistory, wantReply, wantReverts := []string{"first", tc.text, "again"}, "reply #3: again", []string(nil)
+				if tc.wantRevert {
+					wantHistory, wantReply, wantReverts = []string{"first", "again"}, "reply #2: again", []string{"thread-stored/turn-2"}
+				}
+				lastTurns, reverts := w.history()
+				if r.Text != wantReply || !slices.Equal(w.threads["thread-stored"], wantHistory) || !slices.Equal(reverts, wantReverts) {
+					t.Errorf("reply %q history %q reverts %v; want %q, %q, %v", r.Text, w.threads["thread-stored"], reverts,
+						wantReply, wantHistory, wantReverts)
+				}
+				if lastTurns != 1 {
+					t.Errorf("last turn read %d times, want once", lastTurns)
+				}
+				if n := logs.FilterMessageSnippet(tc.wantWarn).Len(); tc.wantWarn != "" && n != 1 {
+					t.Errorf("warning %q logged %d times: %v", tc.wantWarn, n, logs.All())
+				}
+				if tc.wantWarn == "" && logs.Len() != 0 {
+					t.Errorf("unexpected warnings: %v", logs.All())
+				}
+			})
+		})
+	}
+}
+
+// TestWarmChildNeverReverts: a message run again on the child that ran its interrupted turn is
+// the user's own repetition, and a new thread has nothing to look at: neither checks the history.
+func TestWarmChildNeverReverts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		s := newSup(t, w, nil)
+		defer shutdown(t, s)
+		mustSubmit(t, s, "a", "first")
+		ctx, cancel := context.WithCancel(context.Background())
+		p := submitAsync(ctx, s, "a", "block:g")
+		synctest.Wait()
+		cancel()
+		if _, err := p.wait(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled turn: %v", err)
+		}
+		w.open("g")
+		r := mustSubmit(t, s, "a", "block:g")
+		lastTurns, reverts := w.history()
+		if r.Text != "reply #3: block:g" || lastTurns != 0 || len(reverts) != 0 || w.spawnCount() != 1 {
+			t.Fatalf("reply %q, last turn read %d times, reverts %v, spawns %d; want reply #3 on the one warm child, no check",
+				r.Text, lastTurns, reverts, w.spawnCount())
+		}
+	})
+}
+
 func TestCapFromMemory(t *testing.T) {
 	tests := []struct {
 		avail int64

@@ -417,6 +417,9 @@ func (f *fakeServer) handleRequest(m fakeMsg) {
 		}
 		f.mu.Unlock()
 		f.reply(m.ID, map[string]any{"thread": fakeThreadObj(p.ThreadID, p.Cwd), "model": "fake-model"})
+	case "thread/turns/list":
+		// Each fake process starts without history, and a resumed thread has none: an empty page.
+		f.reply(m.ID, map[string]any{"data": []any{}, "nextCursor": nil})
 	case "turn/start":
 		f.startTurn(m)
 	case "turn/interrupt":

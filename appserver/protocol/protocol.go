@@ -15,6 +15,8 @@ const (
 	MethodThreadResume  = "thread/resume"
 	MethodTurnStart     = "turn/start"
 	MethodTurnInterrupt = "turn/interrupt"
+	MethodThreadTurns   = "thread/turns/list"
+	MethodThreadRevert  = "thread/revert"
 )
 
 // Method names of server notifications the daemon interprets.
@@ -104,8 +106,12 @@ type ThreadStartParams struct {
 }
 
 // ThreadResumeParams are the params of thread/resume. The optional overrides mirror thread/start.
+// ExcludeTurns leaves thread.turns out of the result: codex then skips the full-history
+// hydration it deprecates (it sends a deprecationNotice otherwise). The model still gets the whole
+// history on the next turn.
 type ThreadResumeParams struct {
 	ThreadID              string `json:"threadId"`
+	ExcludeTurns          bool   `json:"excludeTurns,omitempty"`
 	Cwd                   string `json:"cwd,omitempty"`
 	ApprovalPolicy        string `json:"approvalPolicy,omitempty"`
 	Sandbox               string `json:"sandbox,omitempty"`
@@ -124,10 +130,38 @@ type Thread struct {
 	} `json:"status"`
 }
 
-// ThreadResult is the result of thread/start and thread/resume.
+// ThreadResult is the result of thread/start, thread/resume and thread/revert.
 type ThreadResult struct {
 	Thread Thread `json:"thread"`
 	Model  string `json:"model,omitempty"`
+}
+
+// Sort directions of paginated lists.
+const (
+	SortAsc  = "asc"
+	SortDesc = "desc"
+)
+
+// ThreadTurnsParams are the params of thread/turns/list: a page of the thread's persisted turns,
+// newest first unless SortDirection says otherwise. Each turn's items default to the "summary"
+// view, which keeps the user and agent messages and leaves tool items out.
+type ThreadTurnsParams struct {
+	ThreadID      string `json:"threadId"`
+	Limit         int    `json:"limit,omitempty"`
+	SortDirection string `json:"sortDirection,omitempty"`
+}
+
+// ThreadTurnsResult is the result of thread/turns/list.
+type ThreadTurnsResult struct {
+	Data []Turn `json:"data"`
+}
+
+// ThreadRevertParams are the params of thread/revert: the thread's persisted history is replaced
+// by the part before BeforeTurnID (that turn and every later one are dropped). Files the dropped
+// turns changed stay changed.
+type ThreadRevertParams struct {
+	ThreadID     string `json:"threadId"`
+	BeforeTurnID string `json:"beforeTurnId"`
 }
 
 // UserInput is one element of turn/start input.

@@ -49,6 +49,13 @@ func (c *fakeChild) ResumeThread(context.Context, string, appserver.ThreadOption
 	return nil
 }
 
+// LastTurn reports no history: the fake keeps none.
+func (c *fakeChild) LastTurn(context.Context, string) (appserver.StoredTurn, bool, error) {
+	return appserver.StoredTurn{}, false, nil
+}
+
+func (c *fakeChild) RevertThread(context.Context, string, string) error { return nil }
+
 // RunTurn completes immediately; Duration is its own (tiny) time, which the scale run subtracts
 // from Submit's latency to get the supervisor's overhead.
 func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, _ appserver.TurnOptions) (*appserver.TurnResult, error) {
