@@ -68,8 +68,9 @@ type MoleculeConfig struct {
 	Answerer Answerer
 	// Logger; nil means no logging.
 	Logger *zap.Logger
-	// HTTPClient is used for every platform call; nil means a private client whose idle
-	// connections are closed when Run returns.
+	// HTTPClient carries every platform call; nil means a private client whose idle
+	// connections are closed when Run returns. The bridge uses a copy that never follows a
+	// redirect (the token stays with PLATFORM_URL's origin); the caller's client is not changed.
 	HTTPClient *http.Client
 
 	PollInterval      time.Duration

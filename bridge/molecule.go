@@ -186,6 +186,9 @@ func (m *Molecule) register(ctx context.Context) error {
 		return fmt.Errorf("%w: workspace %s, HTTP %d at register: check MOLECULE_WORKSPACE_TOKEN (or <CONFIGS_DIR>/.auth_token) and MOLECULE_ORG_ID",
 			ErrUnauthorized, m.cfg.WorkspaceID, he.Status)
 	}
+	if errors.As(err, &he) && he.Redirect() {
+		return fmt.Errorf("register workspace %s: %w: set PLATFORM_URL to the address that answers", m.cfg.WorkspaceID, err)
+	}
 	return fmt.Errorf("register workspace %s: %w", m.cfg.WorkspaceID, err)
 }
 
@@ -436,6 +439,8 @@ func (m *Molecule) send(ctx context.Context, log *zap.Logger, p pendingReply) er
 // permanentDeliveryError says whether a delivery failure cannot go away by retrying: client
 // errors (403 talk_to_user_disabled, 404 workspace not found, 400, 413, ...). 401 is retried: the
 // reply is kept until an operator fixes the token (a restart delivers it from the state file).
+// A redirect (3xx) is retried like a 5xx: the reply did not reach the platform, and a platform
+// being moved is an outage, not a refusal.
 func permanentDeliveryError(err error) bool {
 	var pe *backoff.PermanentError
 	if errors.As(err, &pe) {

@@ -27,14 +27,27 @@ type HTTPError struct {
 	Op     string // what we tried: "register", "poll", "notify", "a2a send", ...
 	Status int
 	Body   string
+	// Location is where a 3xx answer pointed (redacted); platform calls never follow it.
+	Location string
 }
 
 func (e *HTTPError) Error() string {
-	if e.Body == "" {
-		return fmt.Sprintf("%s: HTTP %d", e.Op, e.Status)
+	msg := fmt.Sprintf("%s: HTTP %d", e.Op, e.Status)
+	if e.Redirect() {
+		loc := e.Location
+		if loc == "" {
+			loc = "(no Location)"
+		}
+		msg += " redirect to " + loc + ", not followed: platform calls stay at PLATFORM_URL's origin"
 	}
-	return fmt.Sprintf("%s: HTTP %d: %s", e.Op, e.Status, e.Body)
+	if e.Body != "" {
+		msg += ": " + e.Body
+	}
+	return msg
 }
+
+// Redirect reports a 3xx answer.
+func (e *HTTPError) Redirect() bool { return e.Status >= 300 && e.Status <= 399 }
 
 // Unauthorized reports a 401/403: the token was rejected.
 func (e *HTTPError) Unauthorized() bool {
@@ -54,11 +67,17 @@ type platformClient struct {
 	red     redactor
 }
 
+// newPlatformClient uses a copy of hc that never follows a redirect: following one would send
+// the token to whatever the Location names (another port, plain http), and would turn a reply's
+// POST into a body-less GET whose 2xx looks like a delivery. A 3xx comes back as an *HTTPError.
 func newPlatformClient(cfg MoleculeConfig, hc *http.Client) (*platformClient, error) {
 	base, err := parsePlatformURL(cfg.PlatformURL)
 	if err != nil {
 		return nil, err
 	}
+	own := *hc
+	own.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	hc = &own
 	return &platformClient{
 		base: base,
 		// Origin carries scheme and host only: a path is not valid in an Origin header.
@@ -134,14 +153,18 @@ func (c *platformClient) do(ctx context.Context, req request, limit int64) (stat
 		return resp.StatusCode, nil, false, fmt.Errorf("%s: read response (HTTP %d): %s", req.op, resp.StatusCode, c.red.String(err.Error()))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, body, truncated, &HTTPError{Op: req.op, Status: resp.StatusCode, Body: c.snippet(body)}
+		he := &HTTPError{Op: req.op, Status: resp.StatusCode, Body: c.snippet(body)}
+		if loc, err := resp.Location(); err == nil {
+			he.Location = c.red.String(loc.Redacted())
+		}
+		return resp.StatusCode, body, truncated, he
 	}
 	return resp.StatusCode, body, truncated, nil
 }
 
 // snippet is a short, redacted, valid-UTF-8 excerpt of a body for error messages.
 func (c *platformClient) snippet(b []byte) string {
-	s := c.red.String(string(b))
+	s := c.red.String(string(bytes.TrimSpace(b)))
 	return capText(s, maxErrorSnippet+64)
 }
 
