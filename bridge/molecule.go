@@ -370,7 +370,7 @@ func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		ChatKey:    msg.ChatKey,
 		Route:      msg.Route,
 		Text:       text,
-		MessageID:  newUUID(),
+		MessageID:  replyID(m.cfg.WorkspaceID, msg.ActivityID),
 		AnsweredAt: time.Now().UTC(),
 	}
 	m.ledger.setPending(*p)
@@ -417,16 +417,23 @@ func (m *Molecule) deliver(ctx context.Context, log *zap.Logger, p pendingReply)
 	m.wakeAck()
 }
 
-// send makes one delivery attempt.
+// send makes one delivery attempt. Every attempt of one reply, in any run, carries the same
+// Idempotency-Key (the reply id of its activity). A reply stored by an older version keeps the
+// random messageId it was stored with: a peer may have seen it already.
 func (m *Molecule) send(ctx context.Context, log *zap.Logger, p pendingReply) error {
 	if !validWorkspaceID(p.Route.Workspace) {
 		return backoff.Permanent(fmt.Errorf("reply for activity %s has an invalid target workspace %q", p.ActivityID, p.Route.Workspace))
 	}
+	key := replyID(m.cfg.WorkspaceID, p.ActivityID)
 	switch p.Route.Kind {
 	case routeNotify:
-		return m.client.notify(ctx, p.Route.Workspace, p.Text)
+		return m.client.notify(ctx, p.Route.Workspace, key, p.Text)
 	case routeA2A:
-		rpcErr, err := m.client.a2aSend(ctx, p.Route.Workspace, p.MessageID, p.Text)
+		messageID := p.MessageID
+		if messageID == "" {
+			messageID = key
+		}
+		rpcErr, err := m.client.a2aSend(ctx, p.Route.Workspace, messageID, key, p.Text)
 		if rpcErr != "" {
 			log.Warn("the platform accepted the reply but the peer answered with an error; not retrying", zap.String("rpc_error", rpcErr))
 		}

@@ -102,6 +102,9 @@ type request struct {
 	query    url.Values
 	body     any
 	asSource bool // add X-Workspace-ID: calls made as the source of a message (A2A sends)
+	// idempotencyKey, when set, is sent as Idempotency-Key: the same on every attempt of one
+	// delivery, so the platform can drop a copy it already stored.
+	idempotencyKey string
 }
 
 // do performs req and returns the status and the body read up to limit bytes. A body longer than
@@ -137,6 +140,9 @@ func (c *platformClient) do(ctx context.Context, req request, limit int64) (stat
 	}
 	if req.asSource {
 		hr.Header.Set("X-Workspace-ID", c.ws)
+	}
+	if req.idempotencyKey != "" {
+		hr.Header.Set("Idempotency-Key", req.idempotencyKey)
 	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
@@ -318,21 +324,23 @@ func splitArray(b []byte) (rows []json.RawMessage, partial json.RawMessage, comp
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// notify posts a reply to the canvas user of workspace ws.
-func (c *platformClient) notify(ctx context.Context, ws, text string) error {
+// notify posts a reply to the canvas user of workspace ws. key is the reply's Idempotency-Key.
+func (c *platformClient) notify(ctx context.Context, ws, key, text string) error {
 	_, _, _, err := c.do(ctx, request{
 		op: "notify", method: http.MethodPost,
-		path: "/workspaces/" + ws + "/notify",
-		body: map[string]string{"message": text},
+		path:           "/workspaces/" + ws + "/notify",
+		body:           map[string]string{"message": text},
+		idempotencyKey: key,
 	}, maxSmallBody)
 	return err
 }
 
-// a2aSend sends a reply to a peer agent as an A2A message/send. messageID stays the same across
-// retries of one reply so the peer can drop a duplicate; the JSON-RPC id is new per attempt. A
-// 2xx answer whose body is a JSON-RPC error still means the platform took the message: the error
-// is returned as rpcErr for the log, not as a delivery failure (retrying would not change it).
-func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, text string) (rpcErr string, err error) {
+// a2aSend sends a reply to a peer agent as an A2A message/send. messageID and key (the
+// Idempotency-Key) stay the same across retries and runs of one reply so the platform and the
+// peer can drop a duplicate; the JSON-RPC id is new per attempt. A 2xx answer whose body is a
+// JSON-RPC error still means the platform took the message: the error is returned as rpcErr for
+// the log, not as a delivery failure (retrying would not change it).
+func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, key, text string) (rpcErr string, err error) {
 	body := map[string]any{
 		"jsonrpc": "2.0",
 		"id":      newUUID(),
@@ -347,9 +355,10 @@ func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, text stri
 	}
 	_, resp, _, err := c.do(ctx, request{
 		op: "a2a send", method: http.MethodPost,
-		path:     "/workspaces/" + peer + "/a2a",
-		body:     body,
-		asSource: true,
+		path:           "/workspaces/" + peer + "/a2a",
+		body:           body,
+		asSource:       true,
+		idempotencyKey: key,
 	}, maxSmallBody)
 	if err != nil {
 		return "", err
