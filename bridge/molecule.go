@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -197,8 +196,9 @@ func retryableStatus(status int) bool {
 	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
 }
 
-// pollLoop polls until ctx is done: every PollInterval, at once after a page that was cut at the
-// size cap, with backoff after errors, and not while the unacked window is full.
+// pollLoop polls until ctx is done: every PollInterval, at once while a page is read in pieces,
+// with backoff after errors, and not while the unacked window is full. A poll keeps at most the
+// room left in that window and MaxPollBytes of row text.
 func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 	cursor := m.ledger.Cursor()
 	bo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
@@ -210,17 +210,25 @@ func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 			return
 		case <-timer.C:
 		}
-		if unacked, _ := m.ledger.counts(); unacked >= m.cfg.MaxUnacked {
+		unacked, _ := m.ledger.counts()
+		if unacked >= m.cfg.MaxUnacked {
 			m.log.Warn("too many messages not yet acknowledged; polling paused until the oldest is finished",
 				zap.Int("unacked", unacked), zap.String("oldest_activity_id", m.ledger.head()))
 			if m.ledger.waitRoom(ctx, m.cfg.MaxUnacked) != nil {
 				return
 			}
+			unacked, _ = m.ledger.counts()
 		}
-		rows, cut, err := m.client.poll(ctx, cursor, m.cfg.SinceSecs)
-		switch {
-		case ctx.Err() != nil:
+		page, err := m.client.poll(ctx, cursor, m.cfg.SinceSecs, pageLimits{rows: m.cfg.MaxUnacked - unacked, bytes: m.cfg.MaxPollBytes})
+		if ctx.Err() != nil {
 			return
+		}
+		// With a cursor, rows read before a failure are complete and follow it: keep them.
+		last := m.ingest(page.rows, disp)
+		if last != "" {
+			cursor = last
+		}
+		switch {
 		case errors.Is(err, errCursorGone):
 			m.log.Warn("platform no longer knows the cursor (HTTP 410); falling back to the recent window",
 				zap.String("cursor", cursor), zap.Int("since_secs", m.cfg.SinceSecs))
@@ -230,28 +238,16 @@ func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 		case err != nil:
 			m.c.pollErrors.Add(1)
 			wait := bo.NextBackOff()
-			m.log.Warn("poll failed", zap.Error(err), zap.Duration("retry_in", wait))
-			timer.Reset(wait)
-			continue
-		}
-		last := m.ingest(rows, disp)
-		if last != "" {
-			cursor = last
-		}
-		if cut && last == "" {
-			// A row larger than the cap whose id could not be read: polling again at once would
-			// spin on it. Back off and say what is wrong.
-			m.c.pollErrors.Add(1)
-			wait := bo.NextBackOff()
-			m.log.Error("an activity row is larger than the poll size cap and has no readable id; it cannot be skipped",
-				zap.Int64("max_poll_bytes", m.cfg.MaxPollBytes), zap.String("cursor", cursor), zap.Duration("retry_in", wait))
+			m.log.Warn("poll failed", zap.Error(err), zap.String("cursor", cursor), zap.Duration("retry_in", wait))
 			timer.Reset(wait)
 			continue
 		}
 		bo.Reset()
-		if cut {
-			m.log.Warn("activity page exceeded the size cap; reading the rest with the next poll",
-				zap.Int64("max_poll_bytes", m.cfg.MaxPollBytes), zap.Int("rows", len(rows)))
+		// Reading on at once needs a row to read on from: a page whose kept rows have no id
+		// would only be fetched again.
+		if page.more && last != "" {
+			m.log.Debug("activity page larger than one poll keeps; reading on from the last row kept",
+				zap.Int("rows", len(page.rows)), zap.String("cursor", cursor))
 			timer.Reset(0)
 			continue
 		}
@@ -261,9 +257,12 @@ func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 
 // ingest classifies a page of rows (oldest first) and queues the new messages. It returns the id
 // of the last row that has one: the next poll's since_id.
-func (m *Molecule) ingest(rows []json.RawMessage, disp *dispatcher) (last string) {
-	for i, raw := range rows {
-		n := normalize(raw, m.ncfg)
+func (m *Molecule) ingest(rows []scannedRow, disp *dispatcher) (last string) {
+	if len(rows) == 0 {
+		return ""
+	}
+	for i, row := range rows {
+		n := m.normalize(row)
 		id, seq := n.msg.ActivityID, n.msg.Seq
 		if id != "" {
 			last = id
@@ -284,7 +283,8 @@ func (m *Molecule) ingest(rows []json.RawMessage, disp *dispatcher) (last string
 			}
 			m.c.poison.Add(1)
 			log.Warn("poison row: cannot be answered, moving past it",
-				zap.String("reason", n.reason), zap.Int("row_index", i), zap.String("row_excerpt", capText(string(raw), 200)))
+				zap.String("reason", n.reason), zap.Int("row_index", i), zap.Int64("row_bytes", row.size),
+				zap.String("row_excerpt", capText(string(row.raw), 200)))
 		case dispMessage:
 			log = log.With(zap.String("chat_key", n.msg.ChatKey))
 			switch m.ledger.admit(id, seq) {
@@ -308,6 +308,20 @@ func (m *Molecule) ingest(rows []json.RawMessage, disp *dispatcher) (last string
 	m.persist(m.log)
 	m.wakeAck()
 	return last
+}
+
+// normalize judges a row read from the page. A row over the row cap was not kept: it is poison,
+// known by the id read on the way past it. A row that is not valid JSON gets that id too.
+func (m *Molecule) normalize(row scannedRow) normalized {
+	if row.oversized() {
+		return normalized{disp: dispPoison, msg: message{ActivityID: row.id},
+			reason: fmt.Sprintf("row is %d bytes, over the %d-byte row cap (MaxRowBytes); skipped without reading it", row.size, m.cfg.MaxRowBytes)}
+	}
+	n := normalize(row.raw, m.ncfg)
+	if n.disp == dispPoison && n.msg.ActivityID == "" {
+		n.msg.ActivityID = row.id
+	}
+	return n
 }
 
 // handle answers and delivers one job. It runs on the job's chat key worker.
