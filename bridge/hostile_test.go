@@ -205,6 +205,30 @@ func TestHugeRowIDLastInWindow(t *testing.T) {
 	}
 }
 
+// A poison row without an id cannot be moved past with since_id until a later row comes: every
+// poll fetches it again. It is warned about and counted once, not on every poll.
+func TestPoisonWithoutIDWarnedOnce(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	a := newFakeAnswerer(nil)
+	log, logs := newTestLogger(t)
+	r := start(t, testConfig(p, t.TempDir(), a, log))
+	p.Enqueue(moleculetest.CanvasMessage("first"))
+	ctx := waitCtx(t)
+	must(t, p.WaitFor(ctx, statsCond(r.m, func(s Stats) bool { return s.Delivered == 1 })))
+
+	p.EnqueueRaw(`{"activity_type":"a2a_receive","method":"message/send","summary":"no id"}`)
+	polls := p.CountCalls(moleculetest.RouteActivity, 200)
+	must(t, p.WaitFor(ctx, func() bool { return p.CountCalls(moleculetest.RouteActivity, 200) >= polls+10 }))
+	if n := poisonLogged(logs)[""]; n != 1 {
+		t.Errorf("the id-less poison row was warned about %d times in 10 polls, want 1", n)
+	}
+	if s := r.m.Stats(); s.Poison != 1 {
+		t.Errorf("poison = %d, want 1", s.Poison)
+	}
+	next := p.Enqueue(moleculetest.CanvasMessage("next"))[0]
+	must(t, p.WaitFor(ctx, statsCond(r.m, func(s Stats) bool { return s.Cursor == next })))
+}
+
 // A state file that cannot be written (a full disk; here a directory stands where the file goes,
 // since tests run as root and permissions would not stop them) is logged and counted, and loses
 // nothing: messages are still answered and delivered, the position is kept in memory, and the

@@ -29,8 +29,10 @@ type Molecule struct {
 	ncfg    normalizeConfig
 	sem     chan struct{} // bounds concurrent Submit calls
 	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
-	c       counters
-	started atomic.Bool
+	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
+	poisonSeen *idRing
+	c          counters
+	started    atomic.Bool
 
 	mu        sync.Mutex
 	inflight  map[string]string // activity id → chat key, for running Submits
@@ -50,12 +52,13 @@ func NewMolecule(cfg MoleculeConfig) (*Molecule, error) {
 	red := redactor{secret: cfg.Token}
 	log := red.Logger(cfg.Logger).Named("bridge").With(zap.String("workspace_id", cfg.WorkspaceID))
 	m := &Molecule{
-		cfg:      cfg,
-		log:      log,
-		ncfg:     normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes},
-		sem:      make(chan struct{}, cfg.MaxParallel),
-		ackWake:  make(chan struct{}, 1),
-		inflight: make(map[string]string),
+		cfg:        cfg,
+		log:        log,
+		ncfg:       normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes},
+		sem:        make(chan struct{}, cfg.MaxParallel),
+		ackWake:    make(chan struct{}, 1),
+		inflight:   make(map[string]string),
+		poisonSeen: newIDRing(cfg.RecentIDs),
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -277,7 +280,7 @@ func (m *Molecule) ingest(rows []scannedRow, disp *dispatcher) (last string) {
 				m.c.duplicates.Add(1)
 			}
 		case dispPoison:
-			if id != "" && !m.ledger.admitDone(id, seq) {
+			if !m.firstPoisonSighting(id, seq, row) {
 				m.c.duplicates.Add(1)
 				continue
 			}
@@ -308,6 +311,22 @@ func (m *Molecule) ingest(rows []scannedRow, disp *dispatcher) (last string) {
 	m.persist(m.log)
 	m.wakeAck()
 	return last
+}
+
+// firstPoisonSighting records a poison row and reports whether it is new, so it is warned about
+// and counted once. A row with an id is finished in the ledger. A row without one cannot be
+// moved past with since_id until a row with an id follows it, so every poll fetches it again:
+// its content names it instead.
+func (m *Molecule) firstPoisonSighting(id string, seq int64, row scannedRow) bool {
+	if id != "" {
+		return m.ledger.admitDone(id, seq)
+	}
+	fp := row.fingerprint()
+	if m.poisonSeen.has(fp) {
+		return false
+	}
+	m.poisonSeen.add(fp)
+	return true
 }
 
 // normalize judges a row read from the page. A row over the row cap was not kept: it is poison,

@@ -2,9 +2,12 @@ package bridge
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 )
 
@@ -56,10 +59,21 @@ type scannedRow struct {
 	id string
 	// size is the element's length in bytes.
 	size int64
+	// sum is the SHA-256 of an oversized element (fingerprint uses it), nil otherwise.
+	sum []byte
 }
 
 // oversized reports a row that was longer than the cap and was not kept.
 func (r scannedRow) oversized() bool { return r.raw == nil }
+
+// fingerprint names a row by its content, for rows without an id.
+func (r scannedRow) fingerprint() string {
+	if r.sum != nil {
+		return "sha256:" + hex.EncodeToString(r.sum)
+	}
+	s := sha256.Sum256(r.raw)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
 
 func newRowScanner(r io.Reader, maxRow int) *rowScanner {
 	return &rowScanner{r: r, buf: make([]byte, scanBufSize), maxRow: maxRow}
@@ -159,7 +173,7 @@ type element struct {
 	maxRow int
 	raw    []byte
 	size   int64
-	over   bool // the element is longer than the cap: raw is let go
+	sum    hash.Hash // set once the element is over the cap: raw is let go
 
 	depth    int
 	inString bool
@@ -267,14 +281,19 @@ func (e *element) step(c byte, b []byte) {
 	e.take(b)
 }
 
-// take appends b to the element until it is over the cap, and to the current top-level key or
-// id value when one is being read.
+// take appends b to the element until it is over the cap (from then on it is only hashed, so a
+// row without an id can still be told apart), and to the current top-level key or id value when
+// one is being read.
 func (e *element) take(b []byte) {
 	e.size += int64(len(b))
 	switch {
-	case e.over:
+	case e.sum != nil:
+		e.sum.Write(b)
 	case len(e.raw)+len(b) > e.maxRow:
-		e.over, e.raw = true, nil
+		e.sum = sha256.New()
+		e.sum.Write(e.raw)
+		e.sum.Write(b)
+		e.raw = nil
 	default:
 		e.raw = append(e.raw, b...)
 	}
@@ -306,7 +325,8 @@ func (e *element) endValue() {
 
 func (e *element) row() scannedRow {
 	r := scannedRow{id: e.id, size: e.size}
-	if e.over {
+	if e.sum != nil {
+		r.sum = e.sum.Sum(nil)
 		return r
 	}
 	r.raw = bytes.TrimRight(e.raw, " \t\r\n")

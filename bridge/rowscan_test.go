@@ -227,3 +227,24 @@ func FuzzRowScanner(f *testing.F) {
 		}
 	})
 }
+
+// A row's fingerprint is the hash of its text, whether the row was kept or streamed past.
+func TestRowFingerprint(t *testing.T) {
+	x, y := `{"summary":"`+strings.Repeat("x", 200)+`"}`, `{"summary":"`+strings.Repeat("y", 200)+`"}`
+	in := "[" + x + "," + x + "," + y + "]"
+	kept, err := scanAll(strings.NewReader(in), 1<<10)
+	must(t, err)
+	skipped, err := scanAll(strings.NewReader(in), 50)
+	must(t, err)
+	if kept[0].oversized() || !skipped[0].oversized() {
+		t.Fatal("test rows not kept and skipped as intended")
+	}
+	for i := range kept {
+		if kept[i].fingerprint() != skipped[i].fingerprint() {
+			t.Errorf("row %d: fingerprint %s kept, %s streamed past", i, kept[i].fingerprint(), skipped[i].fingerprint())
+		}
+	}
+	if kept[0].fingerprint() != kept[1].fingerprint() || kept[0].fingerprint() == kept[2].fingerprint() {
+		t.Error("equal rows differ or different rows match")
+	}
+}
