@@ -202,9 +202,14 @@ func retryableStatus(status int) bool {
 // pollLoop polls until ctx is done: every PollInterval, at once while a page is read in pieces,
 // with backoff after errors, and not while the unacked window is full. A poll keeps at most the
 // room left in that window and MaxPollBytes of row text.
+//
+// A 410 (cursor unknown) falls back to the recent window after a wait that grows with every 410
+// in a row and starts over once the platform accepts a cursor again: a platform that has lost
+// every cursor would otherwise be asked for the whole window twice per PollInterval.
 func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 	cursor := m.ledger.Cursor()
 	bo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
+	goneBo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -222,6 +227,7 @@ func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 			}
 			unacked, _ = m.ledger.counts()
 		}
+		withCursor := cursor != ""
 		page, err := m.client.poll(ctx, cursor, m.cfg.SinceSecs, pageLimits{rows: m.cfg.MaxUnacked - unacked, bytes: m.cfg.MaxPollBytes})
 		if ctx.Err() != nil {
 			return
@@ -233,10 +239,11 @@ func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 		}
 		switch {
 		case errors.Is(err, errCursorGone):
+			wait := goneBo.NextBackOff()
 			m.log.Warn("platform no longer knows the cursor (HTTP 410); falling back to the recent window",
-				zap.String("cursor", cursor), zap.Int("since_secs", m.cfg.SinceSecs))
+				zap.String("cursor", cursor), zap.Int("since_secs", m.cfg.SinceSecs), zap.Duration("retry_in", wait))
 			cursor = ""
-			timer.Reset(0)
+			timer.Reset(wait)
 			continue
 		case err != nil:
 			m.c.pollErrors.Add(1)
@@ -246,6 +253,9 @@ func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 			continue
 		}
 		bo.Reset()
+		if withCursor {
+			goneBo.Reset()
+		}
 		// Reading on at once needs a row to read on from: a page whose kept rows have no id
 		// would only be fetched again.
 		if page.more && last != "" {
