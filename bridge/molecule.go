@@ -271,9 +271,6 @@ func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 // ingest classifies a page of rows (oldest first) and queues the new messages. It returns the id
 // of the last row that has one: the next poll's since_id.
 func (m *Molecule) ingest(rows []scannedRow, disp *dispatcher) (last string) {
-	if len(rows) == 0 {
-		return ""
-	}
 	for i, row := range rows {
 		n := m.normalize(row)
 		id, seq := n.msg.ActivityID, n.msg.Seq
@@ -318,6 +315,7 @@ func (m *Molecule) ingest(rows []scannedRow, disp *dispatcher) (last string) {
 			}
 		}
 	}
+	// Also after an empty page: a state write that failed earlier is retried every poll.
 	m.persist(m.log)
 	m.wakeAck()
 	return last
