@@ -258,11 +258,12 @@ func (c *platformClient) poll(ctx context.Context, cursor string, sinceSecs int,
 	idleErr := fmt.Errorf("no data from the platform for %s (RequestTimeout)", c.timeout)
 	idle := time.AfterFunc(c.timeout, func() { cancel(idleErr) })
 	defer idle.Stop()
+	// failed names the idle deadline when it is why err happened; err already names the poll.
 	failed := func(err error) error {
 		if parent.Err() == nil && errors.Is(context.Cause(ctx), idleErr) {
 			return fmt.Errorf("poll: %w", idleErr)
 		}
-		return fmt.Errorf("poll: %w", err)
+		return err
 	}
 
 	resp, err := c.start(ctx, request{op: "poll", method: http.MethodGet, path: "/workspaces/" + c.ws + "/activity", query: q})
@@ -288,7 +289,7 @@ func (c *platformClient) poll(ctx context.Context, cursor string, sinceSecs int,
 		pg, err = keepOldestOfWindow(sc, lim)
 	}
 	if err != nil {
-		return pg, failed(err)
+		return pg, failed(fmt.Errorf("poll: %w", err))
 	}
 	return pg, nil
 }
