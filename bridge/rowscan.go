@@ -40,8 +40,9 @@ const (
 // scanBufSize is the read buffer; rows are copied out of it.
 const scanBufSize = 64 << 10
 
-// Bounds of what is kept of the top-level "id" member when the row itself is not kept. Ids are
-// short; a longer key cannot be "id" and a longer value is no usable id.
+// Bounds of what the scanner keeps of a row's top-level keys and of its "id" value, which it
+// reads also from rows it does not keep. A longer key cannot be "id"; a longer value is no
+// usable id.
 const (
 	maxScanKey = 64
 	maxScanID  = 1024
