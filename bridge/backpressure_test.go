@@ -85,37 +85,3 @@ func TestOversizedPageReadInPieces(t *testing.T) {
 		t.Fatalf("stats = %+v", s)
 	}
 }
-
-func TestDecodeRows(t *testing.T) {
-	full := `[{"id":"a"},{"id":"b"},{"id":"c"}]`
-	rows, err := decodeRows([]byte(full), false)
-	if err != nil || len(rows) != 3 {
-		t.Fatalf("full: %d rows, %v", len(rows), err)
-	}
-	rows, err = decodeRows([]byte(full[:25]), true)
-	if err != nil || len(rows) != 2 || string(rows[1]) != `{"id":"b"}` {
-		t.Fatalf("cut: %q, %v", rows, err)
-	}
-	// A first row larger than the cap comes back as its cut start; normalize judges it poison
-	// and reads its id when the id came before the cut, so the cursor can move past it.
-	rows, err = decodeRows([]byte(`[{"id":"big","request_body":{"params":"xxxxxxxx`), true)
-	if err != nil || len(rows) != 1 {
-		t.Fatalf("cut inside the first row: %q, %v", rows, err)
-	}
-	if n := normalize(rows[0], normalizeConfig{workspaceID: testWS, maxTextBytes: 1024}); n.disp != dispPoison || n.msg.ActivityID != "big" {
-		t.Fatalf("cut first row: %s id %q (%s), want poison with id big", n.disp, n.msg.ActivityID, n.reason)
-	}
-	rows, err = decodeRows([]byte(`[{"id":"aaaa`), true)
-	if err != nil || len(rows) != 1 {
-		t.Fatalf("cut inside the first row's id: %q, %v", rows, err)
-	}
-	if n := normalize(rows[0], normalizeConfig{workspaceID: testWS, maxTextBytes: 1024}); n.disp != dispPoison || n.msg.ActivityID != "" {
-		t.Fatalf("cut inside the id: %s id %q, want poison without an id", n.disp, n.msg.ActivityID)
-	}
-	if _, err := decodeRows([]byte(`[`), true); err == nil {
-		t.Fatal("cut before any row: no error")
-	}
-	if _, err := decodeRows([]byte(`{"rows":[]}`), false); err == nil {
-		t.Fatal("object instead of array: no error")
-	}
-}

@@ -28,6 +28,7 @@ const (
 	DefaultHeartbeatInterval = 20 * time.Second
 	DefaultRequestTimeout    = 30 * time.Second
 	DefaultMaxPollBytes      = 32 << 20
+	DefaultMaxRowBytes       = 16 << 20
 	DefaultMaxTextBytes      = 64 << 10
 	DefaultMaxReplyBytes     = 128 << 10
 	DefaultMaxParallel       = 8
@@ -68,16 +69,25 @@ type MoleculeConfig struct {
 	Answerer Answerer
 	// Logger; nil means no logging.
 	Logger *zap.Logger
-	// HTTPClient is used for every platform call; nil means a private client whose idle
-	// connections are closed when Run returns.
+	// HTTPClient carries every platform call; nil means a private client whose idle
+	// connections are closed when Run returns. The bridge uses a copy that never follows a
+	// redirect (the token stays with PLATFORM_URL's origin); the caller's client is not changed.
 	HTTPClient *http.Client
 
 	PollInterval      time.Duration
 	HeartbeatInterval time.Duration
 	// RequestTimeout bounds each platform call.
 	RequestTimeout time.Duration
-	// MaxPollBytes caps the bytes read from one activity response.
+	// MaxPollBytes bounds the row text one poll holds in memory, whatever the size of the
+	// activity page: the page is read as a stream and a larger one is read in pieces. With a
+	// cursor (oldest first) reading stops there and the next poll continues after the last row
+	// kept; without one (the newest-first window of the first start and after a 410) the oldest
+	// rows within the bound are kept, answered first, and the polls that follow read the rest.
 	MaxPollBytes int64
+	// MaxRowBytes caps one activity row (at most MaxPollBytes). A longer row is streamed past
+	// without being held, its top-level id read on the way, and judged poison: logged once with
+	// its id, counted, moved past.
+	MaxRowBytes int64
 	// MaxTextBytes caps the text of one inbound message given to codex; longer text is cut and a
 	// note says how much was omitted.
 	MaxTextBytes int
@@ -121,6 +131,10 @@ func (cfg MoleculeConfig) withDefaults() MoleculeConfig {
 	if cfg.MaxPollBytes <= 0 {
 		cfg.MaxPollBytes = DefaultMaxPollBytes
 	}
+	if cfg.MaxRowBytes <= 0 {
+		cfg.MaxRowBytes = DefaultMaxRowBytes
+	}
+	cfg.MaxRowBytes = min(cfg.MaxRowBytes, cfg.MaxPollBytes)
 	setInt(&cfg.MaxTextBytes, DefaultMaxTextBytes)
 	setInt(&cfg.MaxReplyBytes, DefaultMaxReplyBytes)
 	setInt(&cfg.MaxParallel, DefaultMaxParallel)

@@ -8,7 +8,10 @@
 //     different chat keys in parallel, delivers each reply (canvas user → notify, peer agent → A2A
 //     message/send) and only then moves its durable inbox position (bridge-state.json in the state
 //     directory). A reply that cannot be delivered is retried without asking codex again, also
-//     across restarts.
+//     across restarts, and every attempt carries the same Idempotency-Key (replyID). The activity
+//     page is read as a stream, one row at a time with a per-row cap (rowscan.go), so memory does
+//     not grow with the page. Platform calls never follow a redirect: the token stays with
+//     PLATFORM_URL's origin.
 //   - LocalInbox (localinbox.go): a small HTTP API for a loopback listener, the embedded default:
 //     POST /v1/chats/{chatKey}/messages answers synchronously.
 //

@@ -10,42 +10,10 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
 )
-
-func TestSplitArray(t *testing.T) {
-	tests := []struct {
-		name     string
-		in       string
-		rows     []string
-		complete bool
-		wantErr  bool
-	}{
-		{name: "empty", in: ` [ ] `, complete: true},
-		{name: "objects and scalars", in: `[{"a":1}, 2 ,"x",null]`, rows: []string{`{"a":1}`, `2`, `"x"`, `null`}, complete: true},
-		{name: "brackets and escaped quotes inside strings", in: `[{"t":"]},[{\"\\"},{"u":"\\"}]`, rows: []string{`{"t":"]},[{\"\\"}`, `{"u":"\\"}`}, complete: true},
-		{name: "nested arrays", in: `[[1,[2]],{"a":[{}]}]`, rows: []string{`[1,[2]]`, `{"a":[{}]}`}, complete: true},
-		{name: "cut inside the second row drops it", in: `[{"id":"a"},{"id":"b`, rows: []string{`{"id":"a"}`}},
-		{name: "cut before any row ends", in: `[{"id":"aaa`},
-		{name: "not an array", in: `{"rows":[]}`, wantErr: true},
-		{name: "nothing", in: ``, wantErr: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			rows, _, complete, err := splitArray([]byte(tc.in))
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
-			}
-			var got []string
-			for _, r := range rows {
-				got = append(got, string(r))
-			}
-			if !slices.Equal(got, tc.rows) || complete != tc.complete {
-				t.Fatalf("rows %q complete %v, want %q %v", got, complete, tc.rows, tc.complete)
-			}
-		})
-	}
-}
 
 // deepRow is a row whose text parts are nested n levels deep: past encoding/json's limit (10,000)
 // no decoder accepts it.
@@ -123,9 +91,9 @@ func TestHostileRows(t *testing.T) {
 	}
 }
 
-// A row larger than the whole poll cap is read only up to the cap: it is judged poison by the id
-// in its first members, and the rows after it are answered. Without that, polling would retry
-// the same cut page forever.
+// A row larger than the whole poll cap, its id written after the large value, in a page read
+// with a cursor: it is skipped without being held, judged poison by its id, and the rows after it
+// are answered. Without that, polling would fetch the same cut page forever.
 func TestRowLargerThanPollCap(t *testing.T) {
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := newFakeAnswerer(nil)
@@ -136,7 +104,7 @@ func TestRowLargerThanPollCap(t *testing.T) {
 
 	p.Enqueue(moleculetest.CanvasMessage("before"))
 	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.Delivered == 1 })))
-	p.EnqueueRaw(`{"id":"h-big","activity_type":"a2a_receive","method":"message/send","summary":"` + strings.Repeat("y", 3<<20) + `"}`)
+	p.EnqueueStream("h-big", moleculetest.LargeRow("h-big", 3<<20, true))
 	p.Enqueue(moleculetest.CanvasMessage("after"))
 	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.Delivered == 2 })))
 
@@ -146,13 +114,119 @@ func TestRowLargerThanPollCap(t *testing.T) {
 	if s := r.m.Stats(); s.Poison != 1 {
 		t.Errorf("poison = %d, want 1 (%+v)", s.Poison, s)
 	}
-	found := false
+	if n := poisonLogged(logs)["h-big"]; n != 1 {
+		t.Errorf("the oversized row was logged as poison with its id %d times, want 1", n)
+	}
+}
+
+// poisonLogged counts the poison warnings per activity id.
+func poisonLogged(logs *observer.ObservedLogs) map[string]int {
+	n := map[string]int{}
 	for _, e := range logs.FilterMessageSnippet("poison row").All() {
-		found = found || e.ContextMap()["activity_id"] == "h-big"
+		id, _ := e.ContextMap()["activity_id"].(string)
+		n[id]++
 	}
-	if !found {
-		t.Error("the oversized row was not logged as poison with its id")
+	return n
+}
+
+// The first poll has no cursor: the platform answers the last 600 s newest first. A window that
+// holds more bytes than a poll keeps (here 22 rows, 20 of them large, against a 64 KiB budget)
+// loses nothing: every row is answered once, oldest first.
+func TestNewestFirstWindowLosesNothing(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	var rows []moleculetest.Row
+	var want []string
+	for i := range 22 {
+		text := fmt.Sprintf("m%02d", i)
+		if i != 5 && i != 15 {
+			text += " " + strings.Repeat("x", 12<<10)
+		}
+		want = append(want, text)
+		rows = append(rows, moleculetest.CanvasMessage(text))
 	}
+	ids := p.Enqueue(rows...)
+	a := newFakeAnswerer(nil)
+	log, _ := newTestLogger(t)
+	cfg := testConfig(p, t.TempDir(), a, log)
+	cfg.MaxPollBytes = 64 << 10
+	r := start(t, cfg)
+
+	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.Cursor == ids[21] })))
+	var got []string
+	for _, c := range a.Calls() {
+		got = append(got, c.Text)
+	}
+	if !slices.Equal(got, want) {
+		short := func(s []string) []string {
+			out := make([]string, len(s))
+			for i, t := range s {
+				out[i] = t[:3]
+			}
+			return out
+		}
+		t.Fatalf("answered %v, want every row oldest first %v", short(got), short(want))
+	}
+	if s := r.m.Stats(); s.Poison != 0 || s.PollErrors != 0 || s.Delivered != 22 {
+		t.Errorf("stats = %+v", s)
+	}
+	if first := p.CallsTo(moleculetest.RouteActivity)[0]; !first.Query.Has("since_secs") {
+		t.Fatalf("first poll %v has a cursor; the test needs a newest-first window", first.Query)
+	}
+}
+
+// A 100 MB row whose id comes after its large value, in a newest-first window of three: it is
+// streamed past without being held, judged poison once by its id, and the two rows beside it are
+// answered oldest first.
+func TestHugeRowIDLastInWindow(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	p.Enqueue(moleculetest.CanvasMessage("before"))
+	p.EnqueueStream("h-huge", moleculetest.LargeRow("h-huge", 100<<20, true))
+	last := p.Enqueue(moleculetest.CanvasMessage("after"))[0]
+	a := newFakeAnswerer(nil)
+	log, logs := newTestLogger(t)
+	cfg := testConfig(p, t.TempDir(), a, log)
+	cfg.RequestTimeout = waitTimeout // the body takes a while under -race
+	r := start(t, cfg)
+
+	// The durable cursor is a low-water mark: at the last row, every row before it is finished.
+	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.Cursor == last })))
+	var got []string
+	for _, c := range a.Calls() {
+		got = append(got, c.Text)
+	}
+	if !slices.Equal(got, []string{"before", "after"}) {
+		t.Fatalf("answered %q, want before, after", got)
+	}
+	if s := r.m.Stats(); s.Poison != 1 {
+		t.Errorf("poison = %d, want 1 (%+v)", s.Poison, s)
+	}
+	if n := poisonLogged(logs)["h-huge"]; n != 1 {
+		t.Errorf("the huge row was logged as poison with its id %d times, want 1", n)
+	}
+}
+
+// A poison row without an id cannot be moved past with since_id until a later row comes: every
+// poll fetches it again. It is warned about and counted once, not on every poll.
+func TestPoisonWithoutIDWarnedOnce(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	a := newFakeAnswerer(nil)
+	log, logs := newTestLogger(t)
+	r := start(t, testConfig(p, t.TempDir(), a, log))
+	p.Enqueue(moleculetest.CanvasMessage("first"))
+	ctx := waitCtx(t)
+	must(t, p.WaitFor(ctx, statsCond(r.m, func(s Stats) bool { return s.Delivered == 1 })))
+
+	p.EnqueueRaw(`{"activity_type":"a2a_receive","method":"message/send","summary":"no id"}`)
+	polls := p.CountCalls(moleculetest.RouteActivity, 200)
+	must(t, p.WaitFor(ctx, func() bool { return p.CountCalls(moleculetest.RouteActivity, 200) >= polls+10 }))
+	if n := poisonLogged(logs)[""]; n != 1 {
+		t.Errorf("the id-less poison row was warned about %d times in 10 polls, want 1", n)
+	}
+	if s := r.m.Stats(); s.Poison != 1 {
+		t.Errorf("poison = %d, want 1", s.Poison)
+	}
+	next := p.Enqueue(moleculetest.CanvasMessage("next"))[0]
+	must(t, p.WaitFor(ctx, statsCond(r.m, func(s Stats) bool { return s.Cursor == next })))
 }
 
 // A state file that cannot be written (a full disk; here a directory stands where the file goes,
@@ -170,10 +244,11 @@ func TestStateWriteFailureLosesNothing(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(path, "blocker"), 0o700))
 
 	p.Enqueue(moleculetest.CanvasMessage("while the disk is full"))
-	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.Delivered == 1 && s.PersistErrors > 0 })))
-	if n := logs.FilterMessageSnippet("could not write the state file").Len(); n == 0 {
-		t.Error("the failed state write was not logged")
-	}
+	// The failure is logged right after the delivery is counted, by the goroutine that delivered:
+	// wait for the log line too rather than race it.
+	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool {
+		return s.Delivered == 1 && s.PersistErrors > 0 && logs.FilterMessageSnippet("could not write the state file").Len() > 0
+	})))
 
 	must(t, os.RemoveAll(path))
 	second := p.Enqueue(moleculetest.CanvasMessage("after space came back"))[0]

@@ -43,7 +43,8 @@ type pendingReply struct {
 	ChatKey    string `json:"chat_key"`
 	Route      route  `json:"route"`
 	Text       string `json:"text"`
-	// MessageID is the A2A messageId, the same on every attempt so a peer can drop duplicates.
+	// MessageID is the A2A messageId, the same on every attempt so a peer can drop duplicates:
+	// replyID of the activity. Files written by older versions hold a random UUID, which is kept.
 	MessageID  string    `json:"message_id"`
 	AnsweredAt time.Time `json:"answered_at"`
 }

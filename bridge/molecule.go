@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -30,8 +29,10 @@ type Molecule struct {
 	ncfg    normalizeConfig
 	sem     chan struct{} // bounds concurrent Submit calls
 	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
-	c       counters
-	started atomic.Bool
+	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
+	poisonSeen *idRing
+	c          counters
+	started    atomic.Bool
 
 	mu        sync.Mutex
 	inflight  map[string]string // activity id → chat key, for running Submits
@@ -51,12 +52,13 @@ func NewMolecule(cfg MoleculeConfig) (*Molecule, error) {
 	red := redactor{secret: cfg.Token}
 	log := red.Logger(cfg.Logger).Named("bridge").With(zap.String("workspace_id", cfg.WorkspaceID))
 	m := &Molecule{
-		cfg:      cfg,
-		log:      log,
-		ncfg:     normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes},
-		sem:      make(chan struct{}, cfg.MaxParallel),
-		ackWake:  make(chan struct{}, 1),
-		inflight: make(map[string]string),
+		cfg:        cfg,
+		log:        log,
+		ncfg:       normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes},
+		sem:        make(chan struct{}, cfg.MaxParallel),
+		ackWake:    make(chan struct{}, 1),
+		inflight:   make(map[string]string),
+		poisonSeen: newIDRing(cfg.RecentIDs),
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -186,6 +188,9 @@ func (m *Molecule) register(ctx context.Context) error {
 		return fmt.Errorf("%w: workspace %s, HTTP %d at register: check MOLECULE_WORKSPACE_TOKEN (or <CONFIGS_DIR>/.auth_token) and MOLECULE_ORG_ID",
 			ErrUnauthorized, m.cfg.WorkspaceID, he.Status)
 	}
+	if errors.As(err, &he) && he.Redirect() {
+		return fmt.Errorf("register workspace %s: %w: set PLATFORM_URL to the address that answers", m.cfg.WorkspaceID, err)
+	}
 	return fmt.Errorf("register workspace %s: %w", m.cfg.WorkspaceID, err)
 }
 
@@ -194,11 +199,17 @@ func retryableStatus(status int) bool {
 	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
 }
 
-// pollLoop polls until ctx is done: every PollInterval, at once after a page that was cut at the
-// size cap, with backoff after errors, and not while the unacked window is full.
+// pollLoop polls until ctx is done: every PollInterval, at once while a page is read in pieces,
+// with backoff after errors, and not while the unacked window is full. A poll keeps at most the
+// room left in that window and MaxPollBytes of row text.
+//
+// A 410 (cursor unknown) falls back to the recent window after a wait that grows with every 410
+// in a row and starts over once the platform accepts a cursor again: a platform that has lost
+// every cursor would otherwise be asked for the whole window twice per PollInterval.
 func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 	cursor := m.ledger.Cursor()
 	bo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
+	goneBo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -207,48 +218,49 @@ func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 			return
 		case <-timer.C:
 		}
-		if unacked, _ := m.ledger.counts(); unacked >= m.cfg.MaxUnacked {
+		unacked, _ := m.ledger.counts()
+		if unacked >= m.cfg.MaxUnacked {
 			m.log.Warn("too many messages not yet acknowledged; polling paused until the oldest is finished",
 				zap.Int("unacked", unacked), zap.String("oldest_activity_id", m.ledger.head()))
 			if m.ledger.waitRoom(ctx, m.cfg.MaxUnacked) != nil {
 				return
 			}
+			unacked, _ = m.ledger.counts()
 		}
-		rows, cut, err := m.client.poll(ctx, cursor, m.cfg.SinceSecs)
-		switch {
-		case ctx.Err() != nil:
+		withCursor := cursor != ""
+		page, err := m.client.poll(ctx, cursor, m.cfg.SinceSecs, pageLimits{rows: m.cfg.MaxUnacked - unacked, bytes: m.cfg.MaxPollBytes})
+		if ctx.Err() != nil {
 			return
+		}
+		// With a cursor, rows read before a failure are complete and follow it: keep them.
+		last := m.ingest(page.rows, disp)
+		if last != "" {
+			cursor = last
+		}
+		switch {
 		case errors.Is(err, errCursorGone):
+			wait := goneBo.NextBackOff()
 			m.log.Warn("platform no longer knows the cursor (HTTP 410); falling back to the recent window",
-				zap.String("cursor", cursor), zap.Int("since_secs", m.cfg.SinceSecs))
+				zap.String("cursor", cursor), zap.Int("since_secs", m.cfg.SinceSecs), zap.Duration("retry_in", wait))
 			cursor = ""
-			timer.Reset(0)
+			timer.Reset(wait)
 			continue
 		case err != nil:
 			m.c.pollErrors.Add(1)
 			wait := bo.NextBackOff()
-			m.log.Warn("poll failed", zap.Error(err), zap.Duration("retry_in", wait))
-			timer.Reset(wait)
-			continue
-		}
-		last := m.ingest(rows, disp)
-		if last != "" {
-			cursor = last
-		}
-		if cut && last == "" {
-			// A row larger than the cap whose id could not be read: polling again at once would
-			// spin on it. Back off and say what is wrong.
-			m.c.pollErrors.Add(1)
-			wait := bo.NextBackOff()
-			m.log.Error("an activity row is larger than the poll size cap and has no readable id; it cannot be skipped",
-				zap.Int64("max_poll_bytes", m.cfg.MaxPollBytes), zap.String("cursor", cursor), zap.Duration("retry_in", wait))
+			m.log.Warn("poll failed", zap.Error(err), zap.String("cursor", cursor), zap.Duration("retry_in", wait))
 			timer.Reset(wait)
 			continue
 		}
 		bo.Reset()
-		if cut {
-			m.log.Warn("activity page exceeded the size cap; reading the rest with the next poll",
-				zap.Int64("max_poll_bytes", m.cfg.MaxPollBytes), zap.Int("rows", len(rows)))
+		if withCursor {
+			goneBo.Reset()
+		}
+		// Reading on at once needs a row to read on from: a page whose kept rows have no id
+		// would only be fetched again.
+		if page.more && last != "" {
+			m.log.Debug("activity page larger than one poll keeps; reading on from the last row kept",
+				zap.Int("rows", len(page.rows)), zap.String("cursor", cursor))
 			timer.Reset(0)
 			continue
 		}
@@ -258,9 +270,9 @@ func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 
 // ingest classifies a page of rows (oldest first) and queues the new messages. It returns the id
 // of the last row that has one: the next poll's since_id.
-func (m *Molecule) ingest(rows []json.RawMessage, disp *dispatcher) (last string) {
-	for i, raw := range rows {
-		n := normalize(raw, m.ncfg)
+func (m *Molecule) ingest(rows []scannedRow, disp *dispatcher) (last string) {
+	for i, row := range rows {
+		n := m.normalize(row)
 		id, seq := n.msg.ActivityID, n.msg.Seq
 		if id != "" {
 			last = id
@@ -275,13 +287,14 @@ func (m *Molecule) ingest(rows []json.RawMessage, disp *dispatcher) (last string
 				m.c.duplicates.Add(1)
 			}
 		case dispPoison:
-			if id != "" && !m.ledger.admitDone(id, seq) {
+			if !m.firstPoisonSighting(id, seq, row) {
 				m.c.duplicates.Add(1)
 				continue
 			}
 			m.c.poison.Add(1)
 			log.Warn("poison row: cannot be answered, moving past it",
-				zap.String("reason", n.reason), zap.Int("row_index", i), zap.String("row_excerpt", capText(string(raw), 200)))
+				zap.String("reason", n.reason), zap.Int("row_index", i), zap.Int64("row_bytes", row.size),
+				zap.String("row_excerpt", capText(string(row.raw), 200)))
 		case dispMessage:
 			log = log.With(zap.String("chat_key", n.msg.ChatKey))
 			switch m.ledger.admit(id, seq) {
@@ -302,9 +315,40 @@ func (m *Molecule) ingest(rows []json.RawMessage, disp *dispatcher) (last string
 			}
 		}
 	}
+	// Also after an empty page: a state write that failed earlier is retried every poll.
 	m.persist(m.log)
 	m.wakeAck()
 	return last
+}
+
+// firstPoisonSighting records a poison row and reports whether it is new, so it is warned about
+// and counted once. A row with an id is finished in the ledger. A row without one cannot be
+// moved past with since_id until a row with an id follows it, so every poll fetches it again:
+// its content names it instead.
+func (m *Molecule) firstPoisonSighting(id string, seq int64, row scannedRow) bool {
+	if id != "" {
+		return m.ledger.admitDone(id, seq)
+	}
+	fp := row.fingerprint()
+	if m.poisonSeen.has(fp) {
+		return false
+	}
+	m.poisonSeen.add(fp)
+	return true
+}
+
+// normalize judges a row read from the page. A row over the row cap was not kept: it is poison,
+// known by the id read on the way past it. A row that is not valid JSON gets that id too.
+func (m *Molecule) normalize(row scannedRow) normalized {
+	if row.oversized() {
+		return normalized{disp: dispPoison, msg: message{ActivityID: row.id},
+			reason: fmt.Sprintf("row is %d bytes, over the %d-byte row cap (MaxRowBytes); skipped without reading it", row.size, m.cfg.MaxRowBytes)}
+	}
+	n := normalize(row.raw, m.ncfg)
+	if n.disp == dispPoison && n.msg.ActivityID == "" {
+		n.msg.ActivityID = row.id
+	}
+	return n
 }
 
 // handle answers and delivers one job. It runs on the job's chat key worker.
@@ -367,7 +411,7 @@ func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		ChatKey:    msg.ChatKey,
 		Route:      msg.Route,
 		Text:       text,
-		MessageID:  newUUID(),
+		MessageID:  replyID(m.cfg.WorkspaceID, msg.ActivityID),
 		AnsweredAt: time.Now().UTC(),
 	}
 	m.ledger.setPending(*p)
@@ -414,16 +458,23 @@ func (m *Molecule) deliver(ctx context.Context, log *zap.Logger, p pendingReply)
 	m.wakeAck()
 }
 
-// send makes one delivery attempt.
+// send makes one delivery attempt. Every attempt of one reply, in any run, carries the same
+// Idempotency-Key (the reply id of its activity). A reply stored by an older version keeps the
+// random messageId it was stored with: a peer may have seen it already.
 func (m *Molecule) send(ctx context.Context, log *zap.Logger, p pendingReply) error {
 	if !validWorkspaceID(p.Route.Workspace) {
 		return backoff.Permanent(fmt.Errorf("reply for activity %s has an invalid target workspace %q", p.ActivityID, p.Route.Workspace))
 	}
+	key := replyID(m.cfg.WorkspaceID, p.ActivityID)
 	switch p.Route.Kind {
 	case routeNotify:
-		return m.client.notify(ctx, p.Route.Workspace, p.Text)
+		return m.client.notify(ctx, p.Route.Workspace, key, p.Text)
 	case routeA2A:
-		rpcErr, err := m.client.a2aSend(ctx, p.Route.Workspace, p.MessageID, p.Text)
+		messageID := p.MessageID
+		if messageID == "" {
+			messageID = key
+		}
+		rpcErr, err := m.client.a2aSend(ctx, p.Route.Workspace, messageID, key, p.Text)
 		if rpcErr != "" {
 			log.Warn("the platform accepted the reply but the peer answered with an error; not retrying", zap.String("rpc_error", rpcErr))
 		}
@@ -436,6 +487,8 @@ func (m *Molecule) send(ctx context.Context, log *zap.Logger, p pendingReply) er
 // permanentDeliveryError says whether a delivery failure cannot go away by retrying: client
 // errors (403 talk_to_user_disabled, 404 workspace not found, 400, 413, ...). 401 is retried: the
 // reply is kept until an operator fixes the token (a restart delivers it from the state file).
+// A redirect (3xx) is retried like a 5xx: the reply did not reach the platform, and a platform
+// being moved is an outage, not a refusal.
 func permanentDeliveryError(err error) bool {
 	var pe *backoff.PermanentError
 	if errors.As(err, &pe) {

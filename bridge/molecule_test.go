@@ -13,7 +13,10 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
-var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+var (
+	uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	uuidV5 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+)
 
 // Python contract: a canvas message is answered with /notify to the workspace it arrived at, with
 // the platform headers, after register.
@@ -72,7 +75,7 @@ func TestPeerMessageRepliesWithA2ASend(t *testing.T) {
 	log, _ := newTestLogger(t)
 	start(t, testConfig(p, t.TempDir(), a, log))
 
-	p.Enqueue(moleculetest.PeerMessage("peer-1", "status?"))
+	ids := p.Enqueue(moleculetest.PeerMessage("peer-1", "status?"))
 	must(t, p.WaitFor(waitCtx(t), func() bool { return len(p.A2ASends()) == 1 }))
 
 	s := p.A2ASends()[0]
@@ -85,8 +88,11 @@ func TestPeerMessageRepliesWithA2ASend(t *testing.T) {
 	if got := s.Header.Get("Authorization"); got != "Bearer "+p.Token() {
 		t.Errorf("Authorization = %q", got)
 	}
-	if !uuidV4.MatchString(s.RPCID) || !uuidV4.MatchString(s.MessageID) || s.RPCID == s.MessageID {
-		t.Errorf("ids rpc=%q message=%q, want two distinct v4 uuids", s.RPCID, s.MessageID)
+	if !uuidV4.MatchString(s.RPCID) || !uuidV5.MatchString(s.MessageID) || s.MessageID != replyID(p.WorkspaceID(), ids[0]) {
+		t.Errorf("ids rpc=%q message=%q, want a random v4 uuid and the reply id (v5) of the activity", s.RPCID, s.MessageID)
+	}
+	if got := s.Header.Get("Idempotency-Key"); got != s.MessageID {
+		t.Errorf("Idempotency-Key = %q, want the messageId %q", got, s.MessageID)
 	}
 	if calls := a.Calls(); len(calls) != 1 || calls[0].Key != "peer:peer-1" {
 		t.Fatalf("Submit calls = %+v", calls)

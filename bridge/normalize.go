@@ -102,11 +102,9 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 		if json.Valid(raw) {
 			return normalized{disp: dispPoison, reason: "row is not a JSON object"}
 		}
-		// Cut at the poll size cap, nested past encoding/json's limit, or malformed: the id, if
-		// it can be read, still lets the cursor move past the row.
-		n := normalized{disp: dispPoison, reason: fmt.Sprintf("row is not valid JSON (%d bytes read): %v", len(raw), err)}
-		n.msg.ActivityID = leadingID(raw)
-		return n
+		// Nested past encoding/json's limit, or malformed. The caller knows the row's id from
+		// reading the page (rowScanner), which lets the cursor move past it.
+		return normalized{disp: dispPoison, reason: fmt.Sprintf("row is not valid JSON (%d bytes): %v", len(raw), err)}
 	}
 	var n normalized
 	id, ok := rawID(row["id"])
@@ -394,54 +392,4 @@ func rawArray(raw json.RawMessage) ([]json.RawMessage, bool) {
 		return nil, false
 	}
 	return a, true
-}
-
-// leadingID reads the "id" member of the JSON object raw starts with, member by member, without
-// decoding the rest: the row may be cut short or nested deeper than encoding/json accepts. It
-// returns "" when the id does not come before the point where raw stops making sense.
-func leadingID(raw []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
-	}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		if k == "id" {
-			switch v, _ := dec.Token(); v := v.(type) {
-			case string:
-				return v
-			case json.Number:
-				return v.String()
-			}
-			return ""
-		}
-		if skipJSONValue(dec) != nil {
-			return ""
-		}
-	}
-	return ""
-}
-
-// skipJSONValue consumes one value from dec, however deeply nested, by counting delimiters.
-func skipJSONValue(dec *json.Decoder) error {
-	depth := 0
-	for {
-		t, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch t {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-		if depth == 0 {
-			return nil
-		}
-	}
 }

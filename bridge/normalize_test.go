@@ -227,3 +227,17 @@ func abs(n int) int {
 	}
 	return n
 }
+
+// Reply ids are version 5 UUIDs of workspace and activity: stable, and different for any other
+// workspace or activity.
+func TestReplyID(t *testing.T) {
+	a := replyID("ws-1", "act-1")
+	if !uuidV5.MatchString(a) || a != replyID("ws-1", "act-1") {
+		t.Fatalf("replyID = %q, want a stable v5 uuid", a)
+	}
+	for _, other := range []string{replyID("ws-2", "act-1"), replyID("ws-1", "act-2")} {
+		if other == a {
+			t.Fatalf("replyID collides: %q", other)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -27,14 +28,27 @@ type HTTPError struct {
 	Op     string // what we tried: "register", "poll", "notify", "a2a send", ...
 	Status int
 	Body   string
+	// Location is where a 3xx answer pointed (redacted); platform calls never follow it.
+	Location string
 }
 
 func (e *HTTPError) Error() string {
-	if e.Body == "" {
-		return fmt.Sprintf("%s: HTTP %d", e.Op, e.Status)
+	msg := fmt.Sprintf("%s: HTTP %d", e.Op, e.Status)
+	if e.Redirect() {
+		loc := e.Location
+		if loc == "" {
+			loc = "(no Location)"
+		}
+		msg += " redirect to " + loc + ", not followed: platform calls stay at PLATFORM_URL's origin"
 	}
-	return fmt.Sprintf("%s: HTTP %d: %s", e.Op, e.Status, e.Body)
+	if e.Body != "" {
+		msg += ": " + e.Body
+	}
+	return msg
 }
+
+// Redirect reports a 3xx answer.
+func (e *HTTPError) Redirect() bool { return e.Status >= 300 && e.Status <= 399 }
 
 // Unauthorized reports a 401/403: the token was rejected.
 func (e *HTTPError) Unauthorized() bool {
@@ -50,15 +64,21 @@ type platformClient struct {
 	org     string
 	hc      *http.Client
 	timeout time.Duration
-	maxPoll int64
+	maxRow  int
 	red     redactor
 }
 
+// newPlatformClient uses a copy of hc that never follows a redirect: following one would send
+// the token to whatever the Location names (another port, plain http), and would turn a reply's
+// POST into a body-less GET whose 2xx looks like a delivery. A 3xx comes back as an *HTTPError.
 func newPlatformClient(cfg MoleculeConfig, hc *http.Client) (*platformClient, error) {
 	base, err := parsePlatformURL(cfg.PlatformURL)
 	if err != nil {
 		return nil, err
 	}
+	own := *hc
+	own.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	hc = &own
 	return &platformClient{
 		base: base,
 		// Origin carries scheme and host only: a path is not valid in an Origin header.
@@ -68,7 +88,7 @@ func newPlatformClient(cfg MoleculeConfig, hc *http.Client) (*platformClient, er
 		org:     cfg.OrgID,
 		hc:      hc,
 		timeout: cfg.RequestTimeout,
-		maxPoll: cfg.MaxPollBytes,
+		maxRow:  int(cfg.MaxRowBytes),
 		red:     redactor{secret: cfg.Token},
 	}, nil
 }
@@ -83,14 +103,14 @@ type request struct {
 	query    url.Values
 	body     any
 	asSource bool // add X-Workspace-ID: calls made as the source of a message (A2A sends)
+	// idempotencyKey, when set, is sent as Idempotency-Key: the same on every attempt of one
+	// delivery, so the platform can drop a copy it already stored.
+	idempotencyKey string
 }
 
-// do performs req and returns the status and the body read up to limit bytes. A body longer than
-// limit is cut; truncated says so. Non-2xx statuses are returned as *HTTPError unless the caller
-// lists them in ok.
-func (c *platformClient) do(ctx context.Context, req request, limit int64) (status int, body []byte, truncated bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+// start sends req and returns the response, whatever its status, with the body unread. The
+// caller closes the body.
+func (c *platformClient) start(ctx context.Context, req request) (*http.Response, error) {
 	u := *c.base
 	u.Path = c.base.Path + req.path
 	u.RawPath = ""
@@ -99,13 +119,13 @@ func (c *platformClient) do(ctx context.Context, req request, limit int64) (stat
 	if req.body != nil {
 		b, err := json.Marshal(req.body)
 		if err != nil {
-			return 0, nil, false, fmt.Errorf("%s: encode body: %w", req.op, err)
+			return nil, fmt.Errorf("%s: encode body: %w", req.op, err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), rd)
 	if err != nil {
-		return 0, nil, false, fmt.Errorf("%s: %w", req.op, err)
+		return nil, fmt.Errorf("%s: %w", req.op, err)
 	}
 	hr.Header.Set("Authorization", "Bearer "+c.token)
 	hr.Header.Set("Origin", c.origin)
@@ -119,29 +139,59 @@ func (c *platformClient) do(ctx context.Context, req request, limit int64) (stat
 	if req.asSource {
 		hr.Header.Set("X-Workspace-ID", c.ws)
 	}
+	if req.idempotencyKey != "" {
+		hr.Header.Set("Idempotency-Key", req.idempotencyKey)
+	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		// *url.Error names the method and URL; neither carries the token, but redact anyway in
 		// case a proxy error quotes headers.
-		return 0, nil, false, fmt.Errorf("%s: %s", req.op, c.red.String(err.Error()))
+		return nil, fmt.Errorf("%s: %s", req.op, c.red.String(err.Error()))
+	}
+	return resp, nil
+}
+
+// do performs req within RequestTimeout and returns the body, read up to maxSmallBody bytes.
+// Non-2xx statuses are returned as *HTTPError.
+func (c *platformClient) do(ctx context.Context, req request) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.start(ctx, req)
+	if err != nil {
+		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if int64(len(body)) > limit {
-		body, truncated = body[:limit], true
+	body, err := c.readSmall(req.op, resp)
+	if err != nil {
+		return nil, err
 	}
-	if err != nil && !truncated {
-		return resp.StatusCode, nil, false, fmt.Errorf("%s: read response (HTTP %d): %s", req.op, resp.StatusCode, c.red.String(err.Error()))
+	return body, c.statusErr(req.op, resp, body)
+}
+
+// readSmall reads a body we only inspect, up to maxSmallBody bytes.
+func (c *platformClient) readSmall(op string, resp *http.Response) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSmallBody))
+	if err != nil {
+		return nil, fmt.Errorf("%s: read response (HTTP %d): %s", op, resp.StatusCode, c.red.String(err.Error()))
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, body, truncated, &HTTPError{Op: req.op, Status: resp.StatusCode, Body: c.snippet(body)}
+	return body, nil
+}
+
+// statusErr is nil for a 2xx answer and an *HTTPError otherwise.
+func (c *platformClient) statusErr(op string, resp *http.Response, body []byte) error {
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return nil
 	}
-	return resp.StatusCode, body, truncated, nil
+	he := &HTTPError{Op: op, Status: resp.StatusCode, Body: c.snippet(body)}
+	if loc, err := resp.Location(); err == nil {
+		he.Location = c.red.String(loc.Redacted())
+	}
+	return he
 }
 
 // snippet is a short, redacted, valid-UTF-8 excerpt of a body for error messages.
 func (c *platformClient) snippet(b []byte) string {
-	s := c.red.String(string(b))
+	s := c.red.String(string(bytes.TrimSpace(b)))
 	return capText(s, maxErrorSnippet+64)
 }
 
@@ -153,7 +203,7 @@ func (c *platformClient) register(ctx context.Context, agentName string) error {
 		"agent_card":    map[string]any{"name": agentName, "skills": []any{}},
 		"delivery_mode": "poll",
 	}
-	_, _, _, err := c.do(ctx, request{op: "register", method: http.MethodPost, path: "/registry/register", body: body}, maxSmallBody)
+	_, err := c.do(ctx, request{op: "register", method: http.MethodPost, path: "/registry/register", body: body})
 	return err
 }
 
@@ -169,147 +219,163 @@ type heartbeatBody struct {
 
 func (c *platformClient) heartbeat(ctx context.Context, hb heartbeatBody) error {
 	hb.WorkspaceID = c.ws
-	_, _, _, err := c.do(ctx, request{op: "heartbeat", method: http.MethodPost, path: "/registry/heartbeat", body: hb}, maxSmallBody)
+	_, err := c.do(ctx, request{op: "heartbeat", method: http.MethodPost, path: "/registry/heartbeat", body: hb})
 	return err
 }
 
-// poll fetches inbound rows after cursor (oldest first), or the last sinceSecs seconds when cursor
-// is empty (the platform answers newest first; poll reverses to oldest first). A body over the cap
-// yields the complete rows read so far and truncated=true. errCursorGone reports a 410.
-func (c *platformClient) poll(ctx context.Context, cursor string, sinceSecs int) (rows []json.RawMessage, truncated bool, err error) {
+// pageLimits bound what one poll keeps of an activity page.
+type pageLimits struct {
+	rows  int   // rows: the room left in the unacked window
+	bytes int64 // bytes of row text held (MaxPollBytes)
+}
+
+// pollPage is what a poll kept, oldest first.
+type pollPage struct {
+	rows []scannedRow
+	// more says a limit left rows of the page for later: the next poll, from the last row kept,
+	// should come at once.
+	more bool
+}
+
+// poll fetches inbound rows after cursor (oldest first), or the last sinceSecs seconds when
+// cursor is empty (the platform answers newest first). The page is read as a stream, one row at
+// a time, and what is kept stays within lim and the row cap whatever the page's size; see
+// keepOldestFirst and keepOldestOfWindow. With a cursor, rows read before a failure are returned
+// with the error: they are complete and follow the cursor. errCursorGone reports a 410.
+//
+// RequestTimeout bounds the wait for the answer and for each read of the page, not the whole
+// page: a large page that keeps coming is not cut off, one that stalls is.
+func (c *platformClient) poll(ctx context.Context, cursor string, sinceSecs int, lim pageLimits) (pollPage, error) {
 	q := url.Values{"type": {"a2a_receive"}, "include": {"peer_info"}}
 	if cursor != "" {
 		q.Set("since_id", cursor)
 	} else {
 		q.Set("since_secs", strconv.Itoa(sinceSecs))
 	}
-	status, body, cut, err := c.do(ctx, request{op: "poll", method: http.MethodGet, path: "/workspaces/" + c.ws + "/activity", query: q}, c.maxPoll)
-	if status == http.StatusGone {
-		return nil, false, errCursorGone
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idleErr := fmt.Errorf("no data from the platform for %s (RequestTimeout)", c.timeout)
+	idle := time.AfterFunc(c.timeout, func() { cancel(idleErr) })
+	defer idle.Stop()
+	// failed names the idle deadline when it is why err happened; err already names the poll.
+	failed := func(err error) error {
+		if parent.Err() == nil && errors.Is(context.Cause(ctx), idleErr) {
+			return fmt.Errorf("poll: %w", idleErr)
+		}
+		return err
+	}
+
+	resp, err := c.start(ctx, request{op: "poll", method: http.MethodGet, path: "/workspaces/" + c.ws + "/activity", query: q})
+	if err != nil {
+		return pollPage{}, failed(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		body, err := c.readSmall("poll", resp)
+		if err != nil {
+			return pollPage{}, failed(err)
+		}
+		if resp.StatusCode == http.StatusGone {
+			return pollPage{}, errCursorGone
+		}
+		return pollPage{}, c.statusErr("poll", resp, body)
+	}
+	sc := newRowScanner(idleReader{r: resp.Body, idle: idle, d: c.timeout}, c.maxRow)
+	var pg pollPage
+	if cursor != "" {
+		pg, err = keepOldestFirst(sc, lim)
+	} else {
+		pg, err = keepOldestOfWindow(sc, lim)
 	}
 	if err != nil {
-		return nil, false, err
+		return pg, failed(fmt.Errorf("poll: %w", err))
 	}
-	rows, err = decodeRows(body, cut)
-	if err != nil {
-		return nil, false, fmt.Errorf("poll: %w", err)
-	}
-	if cursor == "" {
-		for i, j := 0, len(rows)-1; i < j; i, j = i+1, j-1 {
-			rows[i], rows[j] = rows[j], rows[i]
-		}
-	}
-	return rows, cut, nil
+	return pg, nil
 }
 
-// decodeRows splits a JSON array into its elements. When the body was cut at the size cap, the
-// elements complete before the cut are returned so the next poll continues after them; a cut body
-// without any complete element is an error (one row larger than the cap).
-func decodeRows(body []byte, cut bool) ([]json.RawMessage, error) {
-	if !cut {
-		var rows []json.RawMessage
-		if err := json.Unmarshal(body, &rows); err == nil {
-			return rows, nil
-		}
-	}
-	// The page is cut at the size cap, or encoding/json rejects it as a whole (one row nested
-	// deeper than its limit, say). Splitting the array without decoding it makes such a row cost
-	// only itself: it is judged poison on its own, and the rows beside it are answered. Without
-	// this, one hostile row would fail every poll and stop the workspace.
-	rows, partial, complete, err := splitArray(body)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("activity response is not a JSON array: %w", err)
-	case !complete && !cut:
-		return nil, errors.New("activity response is not a JSON array: it ends before the array does")
-	case len(rows) == 0 && !complete && len(partial) > 0:
-		// One row is larger than the cap. Its start is handed on as a row of its own: normalize
-		// judges it poison and reads its id from its first members, so the cursor moves past it.
-		return []json.RawMessage{partial}, nil
-	case len(rows) == 0 && !complete:
-		return nil, errors.New("activity response exceeds the size cap before its first row ends")
-	}
-	return rows, nil
+// idleReader pushes the idle deadline back whenever data arrives.
+type idleReader struct {
+	r    io.Reader
+	idle *time.Timer
+	d    time.Duration
 }
 
-// splitArray returns the raw elements of a top-level JSON array by tracking strings and bracket
-// depth only, so no element's content or nesting can make it fail. complete is false when the
-// input ends before the array does; the partial last element is then left out of rows and
-// returned as partial. Elements are not validated: normalize decodes each and judges a bad one
-// poison.
-func splitArray(b []byte) (rows []json.RawMessage, partial json.RawMessage, complete bool, err error) {
-	i := 0
-	for i < len(b) && isJSONSpace(b[i]) {
-		i++
+func (r idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.idle.Reset(r.d)
 	}
-	if i == len(b) || b[i] != '[' {
-		return nil, nil, false, errors.New("no opening bracket")
-	}
-	depth, start := 0, -1
-	inString, escaped := false, false
-	emit := func(end int) {
-		if start >= 0 {
-			rows = append(rows, json.RawMessage(bytes.TrimRight(b[start:end], " \t\r\n")))
-		}
-		start = -1
-	}
-	for i++; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch {
-		case isJSONSpace(c):
-		case c == ',' && depth == 0:
-			emit(i)
-		case (c == ']' || c == '}') && depth == 0:
-			emit(i)
-			return rows, nil, true, nil
-		default:
-			if start < 0 {
-				start = i
-			}
-			switch c {
-			case '"':
-				inString = true
-			case '[', '{':
-				depth++
-			case ']', '}':
-				depth--
-			}
-		}
-	}
-	if start >= 0 {
-		partial = b[start:]
-	}
-	return rows, partial, false, nil
+	return n, err
 }
 
-func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+// keepOldestFirst reads a page that is oldest first (a since_id page) and keeps its rows in
+// order until lim is reached; the rest of the page is left unread and comes with the next poll,
+// which starts after the last row kept. On an error the rows kept so far are returned with it.
+func keepOldestFirst(sc *rowScanner, lim pageLimits) (pollPage, error) {
+	var pg pollPage
+	var held int64
+	for {
+		row, ok, err := sc.next()
+		if err != nil || !ok {
+			return pg, err
+		}
+		pg.rows = append(pg.rows, row)
+		held += int64(len(row.raw))
+		if len(pg.rows) >= lim.rows || held >= lim.bytes {
+			pg.more = true
+			return pg, nil
+		}
+	}
+}
 
-// notify posts a reply to the canvas user of workspace ws.
-func (c *platformClient) notify(ctx context.Context, ws, text string) error {
-	_, _, _, err := c.do(ctx, request{
+// keepOldestOfWindow reads a page that is newest first (a since_secs window) to its end and keeps
+// its oldest rows within lim, oldest first: as older rows arrive, the newest kept ones are let
+// go. The next poll, since_id the newest row kept, then reads the rows let go, oldest first, so
+// no row of the window is skipped and the oldest are answered first. At least one row is kept.
+// On an error nothing is kept: without the page's end the oldest rows are unknown.
+func keepOldestOfWindow(sc *rowScanner, lim pageLimits) (pollPage, error) {
+	var kept []scannedRow // newest first; kept[0] is let go first
+	var held int64
+	more := false
+	for {
+		row, ok, err := sc.next()
+		if err != nil {
+			return pollPage{}, err
+		}
+		if !ok {
+			break
+		}
+		kept = append(kept, row)
+		held += int64(len(row.raw))
+		for len(kept) > 1 && (len(kept) > lim.rows || held > lim.bytes) {
+			held -= int64(len(kept[0].raw))
+			kept[0] = scannedRow{} // let the text go now, not when the slice is reallocated
+			kept = kept[1:]
+			more = true
+		}
+	}
+	slices.Reverse(kept)
+	return pollPage{rows: kept, more: more}, nil
+}
+
+// notify posts a reply to the canvas user of workspace ws. key is the reply's Idempotency-Key.
+func (c *platformClient) notify(ctx context.Context, ws, key, text string) error {
+	_, err := c.do(ctx, request{
 		op: "notify", method: http.MethodPost,
-		path: "/workspaces/" + ws + "/notify",
-		body: map[string]string{"message": text},
-	}, maxSmallBody)
+		path:           "/workspaces/" + ws + "/notify",
+		body:           map[string]string{"message": text},
+		idempotencyKey: key,
+	})
 	return err
 }
 
-// a2aSend sends a reply to a peer agent as an A2A message/send. messageID stays the same across
-// retries of one reply so the peer can drop a duplicate; the JSON-RPC id is new per attempt. A
-// 2xx answer whose body is a JSON-RPC error still means the platform took the message: the error
-// is returned as rpcErr for the log, not as a delivery failure (retrying would not change it).
-func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, text string) (rpcErr string, err error) {
+// a2aSend sends a reply to a peer agent as an A2A message/send. messageID and key (the
+// Idempotency-Key) stay the same across retries and runs of one reply so the platform and the
+// peer can drop a duplicate; the JSON-RPC id is new per attempt. A 2xx answer whose body is a
+// JSON-RPC error still means the platform took the message: the error is returned as rpcErr for
+// the log, not as a delivery failure (retrying would not change it).
+func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, key, text string) (rpcErr string, err error) {
 	body := map[string]any{
 		"jsonrpc": "2.0",
 		"id":      newUUID(),
@@ -322,12 +388,13 @@ func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, text stri
 			},
 		},
 	}
-	_, resp, _, err := c.do(ctx, request{
+	resp, err := c.do(ctx, request{
 		op: "a2a send", method: http.MethodPost,
-		path:     "/workspaces/" + peer + "/a2a",
-		body:     body,
-		asSource: true,
-	}, maxSmallBody)
+		path:           "/workspaces/" + peer + "/a2a",
+		body:           body,
+		asSource:       true,
+		idempotencyKey: key,
+	})
 	if err != nil {
 		return "", err
 	}
@@ -345,10 +412,10 @@ func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, text stri
 
 // ack tells the platform's mailbox that rows up to seq are consumed.
 func (c *platformClient) ack(ctx context.Context, seq int64) error {
-	_, _, _, err := c.do(ctx, request{
+	_, err := c.do(ctx, request{
 		op: "ack", method: http.MethodPost,
 		path: "/workspaces/" + c.ws + "/activity/ack",
 		body: map[string]int64{"acked_seq": seq},
-	}, maxSmallBody)
+	})
 	return err
 }

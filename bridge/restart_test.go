@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -134,5 +136,32 @@ func TestShutdownDrainsInFlightTurn(t *testing.T) {
 	}
 	if st := readState(t, dir); st.Cursor != ids[0] {
 		t.Fatalf("cursor %q after drain, want %q", st.Cursor, ids[0])
+	}
+}
+
+// A state file written before reply ids were derived from the activity holds a random messageId:
+// it is read as before, and the reply goes out with that messageId (a peer may have seen it) and
+// the activity's Idempotency-Key.
+func TestOldStateFileRandomMessageIDKept(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	dir := t.TempDir()
+	const oldID = "3f8a1c52-7d4e-4b6a-9c0d-2e5f7a8b9c1d"
+	old := `{"version":1,"workspace_id":"` + p.WorkspaceID() + `","cursor":"","done":[],"pending":[` +
+		`{"activity_id":"act-old","chat_key":"peer:peer-1","route":{"kind":"a2a","workspace":"peer-1"},"text":"old reply",` +
+		`"message_id":"` + oldID + `","answered_at":"2026-01-01T00:00:00Z"}],"saved_at":"2026-01-01T00:00:01Z"}`
+	must(t, os.WriteFile(filepath.Join(dir, StateFileName), []byte(old), 0o600))
+	log, _ := newTestLogger(t)
+	a := newFakeAnswerer(nil)
+	r := start(t, testConfig(p, dir, a, log))
+	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.Delivered == 1 })))
+	s := p.A2ASends()[0]
+	if s.MessageID != oldID || s.Text != "old reply" {
+		t.Errorf("send = %+v, want the stored reply with messageId %s", s, oldID)
+	}
+	if got, want := s.Header.Get("Idempotency-Key"), replyID(p.WorkspaceID(), "act-old"); got != want {
+		t.Errorf("Idempotency-Key = %q, want %q", got, want)
+	}
+	if len(a.Calls()) != 0 {
+		t.Errorf("codex ran for a stored reply: %+v", a.Calls())
 	}
 }

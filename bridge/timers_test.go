@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
 )
 
 // The heartbeat loop ticks every interval (first one interval after the start) until canceled.
@@ -120,4 +122,66 @@ func TestHeartbeatBody(t *testing.T) {
 	if hb := m.heartbeatBody(); hb.ErrorRate != 0 || hb.SampleError != "" {
 		t.Fatalf("window not reset: %+v", hb)
 	}
+}
+
+// A platform that answers 410 to every cursor makes the bridge fall back to the recent window
+// again and again. The fallbacks back off exponentially (instead of two full-window fetches a
+// second) and the backoff starts over once a cursor is accepted again.
+func TestCursorGoneBacksOff(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	synctest.Test(t, func(t *testing.T) {
+		log, _ := newTestLogger(t)
+		cfg := testConfig(p, t.TempDir(), newFakeAnswerer(nil), log)
+		cfg.HTTPClient = &http.Client{Transport: p.Transport()}
+		cfg.PollInterval = time.Second
+		cfg.RetryInitial = time.Second
+		cfg.RetryMax = 30 * time.Second
+		m, err := NewMolecule(cfg)
+		must(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		p.Enqueue(moleculetest.CanvasMessage("a"))
+		time.Sleep(5 * time.Second)
+		if s := m.Stats(); s.Delivered != 1 || s.Cursor == "" {
+			t.Fatalf("stats = %+v, want the message answered", s)
+		}
+
+		p.GoneFor(1 << 30)
+		time.Sleep(10 * time.Minute)
+		// Without backoff: a 410 and a fallback every poll interval, 600 of each. With it: the
+		// waits grow from 1 s to the 30 s cap (±50% jitter), about 30 in ten minutes.
+		if n := p.CountCalls(moleculetest.RouteActivity, http.StatusGone); n > 60 || n < 10 {
+			t.Fatalf("%d polls answered 410 in 10 minutes, want between 10 and 60", n)
+		}
+
+		// The first row has left the 600 s window by now; a new one gives the fallback a cursor.
+		p.ClearFailures()
+		p.Enqueue(moleculetest.CanvasMessage("b"))
+		time.Sleep(time.Minute) // the last wait ends, a fallback sets a cursor, a since_id poll succeeds
+		if s := m.Stats(); s.Delivered != 2 {
+			t.Fatalf("stats = %+v, want the second message answered", s)
+		}
+		p.GoneNext()
+		time.Sleep(10 * time.Second)
+		calls := p.CallsTo(moleculetest.RouteActivity)
+		last := -1
+		for i, c := range calls {
+			if c.Status == http.StatusGone {
+				last = i
+			}
+		}
+		if last < 0 || last+1 >= len(calls) {
+			t.Fatalf("no poll after the last 410 (%d polls)", len(calls))
+		}
+		if wait := calls[last+1].At.Sub(calls[last].At); wait > cfg.RetryInitial*3/2 {
+			t.Errorf("fallback %v after a 410 that followed a good poll, want the backoff reset to about %v", wait, cfg.RetryInitial)
+		}
+	})
 }

@@ -13,10 +13,22 @@ func (p *Platform) FailNext(route Route, n, status int) {
 func (p *Platform) HangNext(route Route, n int) { p.FailNext(route, n, StatusHung) }
 
 // GoneNext makes the next activity poll that uses since_id answer 410 Gone (cursor unknown).
-func (p *Platform) GoneNext() {
+func (p *Platform) GoneNext() { p.GoneFor(1) }
+
+// GoneFor makes the next n activity polls that use since_id answer 410 Gone, as a platform that
+// has lost every cursor would; polls without a cursor are answered as usual.
+func (p *Platform) GoneFor(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.goneNext = true
+	p.gone = n
+}
+
+// RedirectNext makes the next n calls of route answer status (a 3xx) with a Location header
+// naming location.
+func (p *Platform) RedirectNext(route Route, n, status int, location string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fail[route] = append(p.fail[route], failure{n: n, status: status, location: location})
 }
 
 // SetChaos makes a fraction rate of the calls of the given routes fail with status (StatusHung:
@@ -36,6 +48,6 @@ func (p *Platform) ClearFailures() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fail = make(map[Route][]failure)
-	p.goneNext = false
+	p.gone = 0
 	p.chaosRate = 0
 }

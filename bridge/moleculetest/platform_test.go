@@ -154,3 +154,88 @@ func TestEchoNotifies(t *testing.T) {
 		t.Fatalf("echo rows = %s", body)
 	}
 }
+
+// A generated row is served in the page as written, in both orders, and works as a cursor.
+func TestEnqueueStream(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	defer http.DefaultClient.CloseIdleConnections()
+	c := client{t, p, p.Token()}
+	first := p.Enqueue(moleculetest.CanvasMessage("a"))[0]
+	p.EnqueueStream("big-1", moleculetest.LargeRow("big-1", 5000, true))
+	p.EnqueueStream("big-2", moleculetest.LargeRow("big-2", 10, false))
+	base := "/workspaces/" + p.WorkspaceID() + "/activity?type=a2a_receive"
+
+	_, body := c.do("GET", base+"&since_secs=600", "")
+	if got := strings.Join(ids(t, body), ","); got != "big-2,big-1,"+first {
+		t.Fatalf("since_secs ids = %s", got)
+	}
+	var rows []map[string]any
+	must(t, json.Unmarshal(body, &rows))
+	if s := rows[1]["summary"].(string); len(s) != 5000 || strings.Trim(s, "x") != "" {
+		t.Fatalf("large summary = %d bytes", len(s))
+	}
+	_, body = c.do("GET", base+"&since_id=big-1", "")
+	if got := strings.Join(ids(t, body), ","); got != "big-2" {
+		t.Fatalf("since_id=big-1 ids = %s", got)
+	}
+}
+
+// GoneFor answers 410 to that many since_id polls; RedirectNext answers a redirect with Location.
+func TestGoneForAndRedirectNext(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	defer http.DefaultClient.CloseIdleConnections()
+	id := p.Enqueue(moleculetest.CanvasMessage("a"))[0]
+	base := p.URL() + "/workspaces/" + p.WorkspaceID() + "/activity?type=a2a_receive"
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(q string) *http.Response {
+		req, err := http.NewRequest("GET", base+q, nil)
+		must(t, err)
+		req.Header.Set("Authorization", "Bearer "+p.Token())
+		resp, err := noFollow.Do(req)
+		must(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	p.GoneFor(2)
+	for i, want := range []int{410, 200, 410, 200} {
+		q := "&since_id=" + id
+		if i%2 == 1 {
+			q = "&since_secs=60"
+		}
+		if st := get(q).StatusCode; st != want {
+			t.Fatalf("poll %d: %d, want %d", i, st, want)
+		}
+	}
+	p.RedirectNext(moleculetest.RouteActivity, 1, http.StatusFound, "http://elsewhere.invalid/x")
+	if resp := get("&since_secs=60"); resp.StatusCode != 302 || resp.Header.Get("Location") != "http://elsewhere.invalid/x" {
+		t.Fatalf("redirect: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if st := get("&since_secs=60").StatusCode; st != 200 {
+		t.Fatalf("after the redirect: %d", st)
+	}
+}
+
+// Transport reaches the platform without the network.
+func TestTransport(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	hc := &http.Client{Transport: p.Transport()}
+	p.Enqueue(moleculetest.CanvasMessage("a"))
+	req, err := http.NewRequest("GET", p.URL()+"/workspaces/"+p.WorkspaceID()+"/activity?type=a2a_receive&since_secs=60", nil)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+p.Token())
+	resp, err := hc.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	must(t, err)
+	if resp.StatusCode != 200 || len(ids(t, body)) != 1 || p.CountCalls(moleculetest.RouteActivity, 200) != 1 {
+		t.Fatalf("in-memory poll: %d %s", resp.StatusCode, body)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,8 +1,11 @@
 package moleculetest
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -157,4 +160,45 @@ func idString(v any) string {
 	default:
 		return ""
 	}
+}
+
+// EnqueueStream appends a row whose JSON text open generates each time the row is served, so a
+// test can serve a row of any size without holding it in memory. id is the row's cursor for
+// since_id; it should be the row's "id" member.
+func (p *Platform) EnqueueStream(id string, open func() io.Reader) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rows = append(p.rows, storedRow{id: id, open: open, at: time.Now()})
+	p.changedLocked()
+}
+
+// LargeRow returns an opener for EnqueueStream: a canvas row whose summary is n bytes of 'x'.
+// With idLast its "id" member comes after the summary, so a reader has to get past the large
+// value to learn the id.
+func LargeRow(id string, n int64, idLast bool) func() io.Reader {
+	idMember := `"id":` + strconv.Quote(id)
+	head := `{"activity_type":"a2a_receive","method":"message/send",`
+	tail := `"}`
+	if idLast {
+		tail = `",` + idMember + `}`
+	} else {
+		head += idMember + ","
+	}
+	head += `"summary":"`
+	return func() io.Reader {
+		return io.MultiReader(strings.NewReader(head), io.LimitReader(filler{}, n), strings.NewReader(tail))
+	}
+}
+
+// filler reads as an endless run of 'x'.
+type filler struct{}
+
+var xs = bytes.Repeat([]byte{'x'}, 32<<10)
+
+func (filler) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		n += copy(p[n:], xs)
+	}
+	return n, nil
 }
