@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
@@ -460,5 +461,53 @@ func TestProcessLoad(t *testing.T) {
 	t.Logf("%d keys × %d messages, cap %d: %s; retired %v", keys, bursts*burst, limit, time.Since(start), st.Totals.Retired)
 	if st.Totals.Turns != int64(keys*bursts*burst) || maxLive.Load() > int64(limit) || st.Totals.Retired[ReasonEvicted] == 0 {
 		t.Fatalf("turns %d, max live %d (cap %d), retired %v", st.Totals.Turns, maxLive.Load(), limit, st.Totals.Retired)
+	}
+}
+
+// startSleep starts `sleep` in its own process group, owned by the test: a process that is not
+// a codex child of any daemon.
+func startSleep(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "1000")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+// A record whose pid and start time match a live process but whose executable cannot be
+// confirmed (the record has none) is not acted on: that process may be anyone's. The sweep
+// leaves it running and says why.
+func TestSweepLeavesProcessWithUnverifiedExe(t *testing.T) {
+	dir := t.TempDir()
+	sleep := startSleep(t)
+	st, err := readProcStat(sleep.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := ChildRecord{PID: sleep.Process.Pid, StartTime: st.start, ChatKey: "no-exe"}
+	b, _ := json.Marshal(childrenFile{Children: []ChildRecord{rec}})
+	if err := os.WriteFile(filepath.Join(dir, ChildrenFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	got, err := SweepOrphans(testCtx(t), dir, 300*time.Millisecond, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := readProcStat(sleep.Process.Pid); err != nil || st.state == 'Z' {
+		t.Fatalf("the sweep killed pid %d although the record names no executable (state %q, %v)", sleep.Process.Pid, st.state, err)
+	}
+	if len(got) != 1 || got[0].Action != SweepUnverified || got[0].Reason == "" {
+		t.Fatalf("sweep = %+v, want one %q with a reason", got, SweepUnverified)
+	}
+	entries := logs.FilterField(zap.String("action", SweepUnverified)).All()
+	if len(entries) != 1 || entries[0].ContextMap()["reason"] == "" {
+		t.Fatalf("sweep log = %+v, want the unverified record logged with its reason", logs.All())
 	}
 }

@@ -46,12 +46,17 @@ const (
 	SweepKilled = "killed"
 	// SweepSurvived: the orphan was still there after SIGKILL and the grace; its record is kept.
 	SweepSurvived = "survived"
+	// SweepUnverified: a process with that pid and start time runs, but its executable could not
+	// be confirmed; it was left alone (SweptChild.Reason says why).
+	SweepUnverified = "unverified"
 )
 
 // SweptChild is what the boot sweep did about one recorded child.
 type SweptChild struct {
 	ChildRecord
 	Action string
+	// Reason explains an unverified record.
+	Reason string
 }
 
 // procIdentity is what a child's record needs from /proc.
@@ -180,7 +185,8 @@ func writeFileAtomic(path string, data []byte) (err error) {
 // SweepOrphans terminates the children recorded in stateDir/ChildrenFile by a daemon that is no
 // longer running them (it was SIGKILLed or crashed; its children were reparented and cannot be
 // waited for). A recorded pid is signalled only when a process with that pid still has the
-// recorded start time (and executable, when both are known), so a reused pid is never touched.
+// recorded start time and executable, so a reused pid is never touched; one whose executable
+// cannot be confirmed is left alone and reported as SweepUnverified.
 // Each orphan's process group gets SIGTERM, then after grace SIGKILL; the sweep polls /proc until
 // they are gone, at most about 2×grace, and honours ctx. It logs and returns what it did. A
 // missing file is not an error.
@@ -207,7 +213,11 @@ func SweepOrphans(ctx context.Context, stateDir string, grace time.Duration, log
 	var live []int // indexes into out
 	for i, rec := range f.Children {
 		out[i] = SweptChild{ChildRecord: rec, Action: SweepGone}
-		if !isSameProcess(rec) {
+		switch ok, why := checkRecorded(rec); {
+		case why != "":
+			out[i].Action, out[i].Reason = SweepUnverified, why
+			continue
+		case !ok:
 			continue
 		}
 		live = append(live, i)
@@ -234,31 +244,52 @@ func SweepOrphans(ctx context.Context, stateDir string, grace time.Duration, log
 	}
 	for _, sc := range out {
 		l := logger.Info
-		if sc.Action == SweepSurvived {
+		switch sc.Action {
+		case SweepSurvived:
 			l = logger.Error
+		case SweepUnverified:
+			l = logger.Warn
 		}
-		l("boot sweep: recorded child", zap.Int("pid", sc.PID), zap.String("chat_key", sc.ChatKey),
-			zap.String("exe", sc.Exe), zap.String("action", sc.Action), zap.Int("old_daemon_pid", f.DaemonPID))
+		fields := []zap.Field{zap.Int("pid", sc.PID), zap.String("chat_key", sc.ChatKey),
+			zap.String("exe", sc.Exe), zap.String("action", sc.Action), zap.Int("old_daemon_pid", f.DaemonPID)}
+		if sc.Reason != "" {
+			fields = append(fields, zap.String("reason", sc.Reason))
+		}
+		l("boot sweep: recorded child", fields...)
 	}
 	return out, nil
 }
 
-// isSameProcess reports whether rec's process is still running (not a zombie).
-func isSameProcess(rec ChildRecord) bool {
+// runsAsRecorded reports whether a process with rec's pid and start time is running (not a
+// zombie). It says nothing about whether that process is a codex child: see checkRecorded.
+func runsAsRecorded(rec ChildRecord) bool {
 	if rec.PID <= 0 || rec.StartTime == 0 {
 		return false
 	}
 	st, err := readProcStat(rec.PID)
-	if err != nil || st.state == 'Z' || st.start != rec.StartTime {
-		return false
+	return err == nil && st.state != 'Z' && st.start == rec.StartTime
+}
+
+// checkRecorded reports whether rec's child still runs: ok when a process with its pid and
+// start time runs and its executable is the recorded one. When pid and start time match but the
+// executable cannot be confirmed (the record has none, /proc/<pid>/exe cannot be read, or it
+// names another file), why says so: such a process is left alone, because signalling a stranger
+// is worse than leaving an orphan.
+func checkRecorded(rec ChildRecord) (ok bool, why string) {
+	if !runsAsRecorded(rec) {
+		return false, ""
 	}
-	if rec.Exe != "" {
-		if exe, err := os.Readlink("/proc/" + strconv.Itoa(rec.PID) + "/exe"); err == nil &&
-			strings.TrimSuffix(exe, " (deleted)") != strings.TrimSuffix(rec.Exe, " (deleted)") {
-			return false
-		}
+	if rec.Exe == "" {
+		return false, "pid and start time match but the record names no executable to confirm it"
 	}
-	return true
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(rec.PID) + "/exe")
+	if err != nil {
+		return false, fmt.Sprintf("pid and start time match but its executable cannot be read: %v", err)
+	}
+	if strings.TrimSuffix(exe, " (deleted)") != strings.TrimSuffix(rec.Exe, " (deleted)") {
+		return false, fmt.Sprintf("pid and start time match but its executable is %s, not the recorded %s", exe, rec.Exe)
+	}
+	return true, ""
 }
 
 // signalChild signals pid's process group when pid leads one (children are started with
@@ -281,7 +312,7 @@ func waitGone(ctx context.Context, out []SweptChild, idx []int, grace time.Durat
 	for {
 		alive := idx[:0:0]
 		for _, i := range idx {
-			if isSameProcess(out[i].ChildRecord) {
+			if runsAsRecorded(out[i].ChildRecord) {
 				alive = append(alive, i)
 			}
 		}
