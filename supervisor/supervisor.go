@@ -47,6 +47,7 @@ type Supervisor struct {
 
 	recMu    sync.Mutex    // serializes children.json writes so the last write is the newest
 	leftover []ChildRecord // orphans the boot sweep could not kill; kept for the next sweep
+	bootID   string        // this boot's id, written to children.json beside the start times
 
 	mu           sync.Mutex
 	closed       bool
@@ -168,6 +169,7 @@ func New(cfg Config) (*Supervisor, error) {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("supervisor: state dir: %w", err)
 		}
+		s.bootID = readBootID()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*cfg.SweepGrace+time.Second)
 		swept, err := SweepOrphans(ctx, cfg.StateDir, cfg.SweepGrace, s.log)
 		cancel()
