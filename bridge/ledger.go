@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 )
 
 // stateVersion is the format version of bridge-state.json.
@@ -343,7 +345,7 @@ func (l *ledger) sync() error {
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
 	}
-	if err := writeFileAtomic(l.path, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteFile(l.path, append(b, '\n'), atomicfile.Options{}); err != nil {
 		return fmt.Errorf("write state: %w", err)
 	}
 	l.mu.Lock()

@@ -39,6 +39,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 )
 
 // DefaultFileName is the Python daemon's file name inside its state directory.
@@ -329,7 +331,7 @@ func (s *Store) removeStaleTemps() {
 	if err != nil {
 		return // load reports problems with the directory that matter
 	}
-	prefix := s.name + ".tmp-"
+	prefix := atomicfile.TempPrefix(s.name)
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
@@ -503,62 +505,19 @@ func (s *Store) commitLocked(b *batch) error {
 	return b.err
 }
 
-// writeFile replaces the file with m: temp file in the same folder, write, fsync, close, rename,
-// fsync of the folder. The temp file is removed on failure.
-func (s *Store) writeFile(m map[string]string) (err error) {
+// writeFile replaces the file with m atomically and durably (see atomicfile.WriteFile).
+func (s *Store) writeFile(m map[string]string) error {
 	data, err := encode(m)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", s.path, err)
 	}
-	// CreateTemp opens with O_EXCL and mode 0600.
-	f, err := os.CreateTemp(s.dir, s.name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", s.path, err)
-	}
-	tmp := f.Name()
-	renamed := false
-	defer func() {
-		if err != nil && !renamed {
-			f.Close() // may already be closed; the write error is what matters
-			if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				s.log.Warn("cannot remove temp file", zap.String("path", tmp), zap.Error(rerr))
-			}
-		}
-	}()
-	if _, err = s.seams.write(f, data); err != nil {
-		return fmt.Errorf("write %s: %w", s.path, err)
-	}
-	if err = s.seams.sync(f); err != nil {
-		return fmt.Errorf("write %s: fsync: %w", s.path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: close: %w", s.path, err)
-	}
-	if err = os.Rename(tmp, s.path); err != nil {
-		return fmt.Errorf("write %s: %w", s.path, err)
-	}
-	renamed = true
-	// Without the directory fsync the rename itself may not survive a power cut.
-	d, err := os.Open(s.dir)
-	if err != nil {
-		return fmt.Errorf("write %s: open dir for fsync: %w", s.path, err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("write %s: fsync dir %s: %w", s.path, s.dir, err)
-	}
-	return nil
+	return atomicfile.WriteFile(s.path, data, atomicfile.Options{Write: s.seams.write, Sync: s.seams.sync})
 }
 
 // syncDir makes a rename or create in the directory durable; failures are logged, because the
 // aside file already exists and there is nothing better to do.
 func (s *Store) syncDir() {
-	d, err := os.Open(s.dir)
-	if err == nil {
-		err = d.Sync()
-		d.Close()
-	}
-	if err != nil {
+	if err := atomicfile.SyncDir(s.dir); err != nil {
 		s.log.Warn("cannot fsync state dir", zap.String("dir", s.dir), zap.Error(err))
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 )
 
 // ChildRecord identifies one live child in ChildrenFile. StartTime makes the record safe against
@@ -175,39 +177,7 @@ func (s *Supervisor) writeRecords() error {
 	if err != nil {
 		return fmt.Errorf("encode children record: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(s.cfg.StateDir, ChildrenFile), append(b, '\n'))
-}
-
-// writeFileAtomic writes a temp file in the same directory, syncs it and renames it over path, so
-// a crash leaves either the old or the new content.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync() // make the rename durable; not all filesystems support it
-		_ = d.Close()
-	}
-	return nil
+	return atomicfile.WriteFile(filepath.Join(s.cfg.StateDir, ChildrenFile), append(b, '\n'), atomicfile.Options{})
 }
 
 // SweepOrphans terminates the children recorded in stateDir/ChildrenFile by a daemon that is no
