@@ -107,12 +107,14 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 		recent:  newIDRing(recentIDs),
 		room:    make(chan struct{}),
 	}
-	b, err := os.ReadFile(l.path)
+	// Never through a symbolic link: a planted state would move the inbox position, and the
+	// next write would replace the link (atomicfile refuses both).
+	b, err := atomicfile.ReadFile(l.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return l, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", l.path, err)
+		return nil, fmt.Errorf("read state file: %w", err)
 	}
 	var st stateFile
 	reason := ""

@@ -12,7 +12,8 @@
 // Writes replace the file atomically (temp file in the same folder, fsync, rename, fsync of the
 // folder), so a crash leaves either the old or the new map, never a torn file. A file that cannot
 // be read or is not a JSON object is moved aside to sessions.json.corrupt-<UTC time> and reported;
-// it is never overwritten or deleted, unlike the Python daemon, which silently replaced it.
+// it is never overwritten or deleted, unlike the Python daemon, which silently replaced it. A
+// symbolic link in the file's place is refused, never read through or replaced (see atomicfile).
 //
 // Concurrent updates coalesce (group commit): every Set is durable when it returns, but Sets that
 // arrive while a write is in flight share the next write. There is no background goroutine; the
@@ -129,8 +130,10 @@ func defaultSeams() seams {
 // aside path in both cases.
 //
 // Open returns an error only when it cannot proceed safely: the directory cannot be created, the
-// bad file cannot be moved or copied aside, or the read failed for a reason that says nothing
-// about the file (out of file descriptors or memory).
+// file's path is a symbolic link (an error wrapping atomicfile.ErrSymlink: it is neither read
+// through nor moved; later writes refuse it too), the bad file cannot be moved or copied aside,
+// or the read failed for a reason that says nothing about the file (out of file descriptors or
+// memory).
 func Open(cfg Config) (*Store, error) {
 	return open(cfg, defaultSeams())
 }
@@ -172,19 +175,17 @@ func open(cfg Config, sm seams) (*Store, error) {
 
 // load reads the file into s.m, moving or copying a bad file aside as Open documents.
 func (s *Store) load() error {
-	// Stat first: opening a FIFO would block Open forever, and a directory or device is not ours
-	// to read. Stat follows a symlink, so a link to a regular file is read through.
-	fi, err := os.Stat(s.path)
+	// ReadFile neither follows a symbolic link (this store must not read another file as its
+	// state, nor replace it later) nor blocks on a FIFO; a directory or device is not ours to
+	// read and is moved aside.
+	data, err := atomicfile.ReadFile(s.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
-	case err == nil && !fi.Mode().IsRegular():
-		return s.moveAside(fmt.Errorf("not a regular file (%v)", fi.Mode().Type()))
-	}
-	data, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
+	case errors.Is(err, atomicfile.ErrSymlink):
+		return fmt.Errorf("sessions: %w", err)
+	case errors.Is(err, atomicfile.ErrNotRegular):
+		return s.moveAside(err)
 	case err != nil && transientReadError(err):
 		return fmt.Errorf("sessions: read %s: %w", s.path, err)
 	case err != nil:

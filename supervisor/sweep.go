@@ -198,7 +198,8 @@ func SweepOrphans(ctx context.Context, stateDir string, grace time.Duration, log
 		grace = DefaultSweepGrace
 	}
 	path := filepath.Join(stateDir, ChildrenFile)
-	b, err := os.ReadFile(path)
+	// Never through a symbolic link: a planted record would choose the processes signalled.
+	b, err := atomicfile.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -15,6 +15,16 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/protocol"
+
+	"os"
+
+	"path/filepath"
+
+	"strings"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
 )
 
 // newSup builds a supervisor on w inside a synctest bubble; mut adjusts the config.
@@ -948,6 +958,45 @@ func TestCrashBackoffWaitHonoursCtxAndShutdown(t *testing.T) {
 		shutdown(t, s)
 		if err := <-errc; !errors.Is(err, ErrClosed) || w.spawnCount() != 1 {
 			t.Fatalf("Submit = %v after %d spawns, want ErrClosed and no new spawn", err, w.spawnCount())
+		}
+	})
+}
+
+// A symbolic link at children.json is neither read through (a planted record would pick the
+// processes the sweep signals) nor replaced: New fails naming the path, a link planted while
+// the supervisor runs makes the next record write fail, and the file behind it is untouched.
+func TestChildrenFileRefusesSymlink(t *testing.T) {
+	t.Run("at start", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, ChildrenFile)
+		v := atomicfiletest.PlantSymlink(t, path, []byte(`{"daemon_pid": 1, "children": []}`+"\n"))
+		s, err := New(Config{Spawn: newFakeWorld().spawn, StateDir: dir})
+		if err == nil {
+			shutdown(t, s)
+		}
+		if !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("New = %v, want an error naming %s as a symbolic link", err, path)
+		}
+		v.AssertUntouched(t)
+	})
+	t.Run("while running", func(t *testing.T) {
+		dir := t.TempDir()
+		s, err := New(Config{Spawn: newFakeWorld().spawn, StateDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer shutdown(t, s)
+		path := filepath.Join(dir, ChildrenFile)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		v := atomicfiletest.PlantSymlink(t, path, nil)
+		if err := s.writeRecords(); !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("writeRecords = %v, want an error naming %s as a symbolic link", err, path)
+		}
+		v.AssertUntouched(t)
+		if err := os.Remove(path); err != nil { // let Shutdown write its last record
+			t.Fatal(err)
 		}
 	})
 }

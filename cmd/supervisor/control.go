@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -52,9 +53,10 @@ type stateLock struct{ f *os.File }
 
 func lockStateDir(dir string) (*stateLock, error) {
 	path := filepath.Join(dir, lockFileName)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	// Not through a symbolic link: the pid written below would truncate the file it points at.
+	f, err := atomicfile.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open lock %s: %w", path, err)
+		return nil, fmt.Errorf("open lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()

@@ -10,6 +10,12 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/supervisor"
+
+	"path/filepath"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
 )
 
 func TestChildEnvDropsPlatformToken(t *testing.T) {
@@ -161,4 +167,20 @@ func TestStateDirLockIsExclusive(t *testing.T) {
 		t.Fatalf("lock after release: %v", err)
 	}
 	again.Close()
+}
+
+// A symbolic link at the lock file's path is refused with an error naming it; the file it points
+// at is not truncated (the lock file gets the daemon's pid written into it).
+func TestStateDirLockRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, lockFileName)
+	v := atomicfiletest.PlantSymlink(t, path, nil)
+	l, err := lockStateDir(dir)
+	if err == nil {
+		l.Close()
+	}
+	if !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("lockStateDir = %v, want an error naming %s as a symbolic link", err, path)
+	}
+	v.AssertUntouched(t)
 }

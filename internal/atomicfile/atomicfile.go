@@ -1,14 +1,36 @@
-// Package atomicfile replaces the daemon's state files (sessions.json, bridge-state.json,
-// children.json) atomically and durably: a temp file in the same directory is written, fsynced
-// and renamed over the target, and then the directory is fsynced, because the rename itself is
-// only durable once the directory entry is on disk. A crash leaves either the old or the new
-// file.
+// Package atomicfile reads and replaces the daemon's state files (sessions.json,
+// bridge-state.json, children.json, the lock file) safely.
+//
+// Replacing is atomic and durable: a temp file in the same directory is written, fsynced and
+// renamed over the target, and then the directory is fsynced, because the rename itself is only
+// durable once the directory entry is on disk. A crash leaves either the old or the new file.
+//
+// No state file is ever opened through a symbolic link. The state directory may be shared with
+// other users' software (a home directory, a mounted volume); a link planted at a state file's
+// path would otherwise make the daemon read another file as its state, or truncate and rewrite
+// it. Reads and opens use O_NOFOLLOW; a replace checks the target with Lstat first (a rename over
+// a link would only replace the link, but a link there is a sign of trouble, so it is refused the
+// same way). Both fail with an error wrapping ErrSymlink that names the path. Only the last path
+// element is checked: the directory itself is the operator's choice.
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
+)
+
+var (
+	// ErrSymlink means a state file's path is a symbolic link; it was neither followed nor
+	// replaced.
+	ErrSymlink = errors.New("is a symbolic link; refusing to follow or replace it (state files must be regular files)")
+	// ErrNotRegular means a state file's path holds something other than a regular file (a
+	// directory, a FIFO, a device).
+	ErrNotRegular = errors.New("is not a regular file")
 )
 
 // DefaultPerm is the mode of files WriteFile creates when Options.Perm is zero.
@@ -40,6 +62,9 @@ func WriteFile(path string, data []byte, opt Options) (err error) {
 	if opt.Sync == nil {
 		opt.Sync = (*os.File).Sync
 	}
+	if err := refuseSymlink(path); err != nil {
+		return err
+	}
 	dir := filepath.Dir(path)
 	// CreateTemp opens with O_EXCL (which never follows a link) and mode 0600.
 	tmp, err := os.CreateTemp(dir, TempPrefix(filepath.Base(path))+"*")
@@ -67,12 +92,30 @@ func WriteFile(path string, data []byte, opt Options) (err error) {
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: close: %w", path, err)
 	}
+	// Checked again just before the rename: a link planted while the temp file was written.
+	if err = refuseSymlink(path); err != nil {
+		return err
+	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	renamed = true
 	if err = SyncDir(dir); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// refuseSymlink fails when path is a symbolic link. A missing file is fine.
+func refuseSymlink(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("write %s: %w", path, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s %w", path, ErrSymlink)
 	}
 	return nil
 }
@@ -88,4 +131,33 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// OpenFile is os.OpenFile that never follows a symbolic link at path: a link fails with an error
+// wrapping ErrSymlink.
+func OpenFile(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s %w", path, ErrSymlink)
+	}
+	return f, err
+}
+
+// ReadFile reads the regular file at path without following a symbolic link (ErrSymlink) and
+// without blocking on a FIFO: anything but a regular file fails with an error wrapping
+// ErrNotRegular. Other errors are the os errors (fs.ErrNotExist for a missing file).
+func ReadFile(path string) ([]byte, error) {
+	f, err := OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s %w (%v)", path, ErrNotRegular, fi.Mode().Type())
+	}
+	return io.ReadAll(f)
 }
