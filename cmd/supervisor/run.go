@@ -88,6 +88,9 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	}
 	d := &daemon{cfg: cfg, log: log}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
+	if err := d.preflight(ctx); err != nil {
+		return err
+	}
 
 	d.store, err = sessions.Open(sessions.Config{Dir: cfg.StateDir, Logger: log})
 	if err != nil {
