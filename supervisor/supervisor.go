@@ -201,14 +201,19 @@ func New(cfg Config) (*Supervisor, error) {
 // while its turn runs, the turn is interrupted. Either way Submit returns at once with ctx's
 // cause.
 //
-// Errors: ErrQueueFull, ErrClosed, ErrNoSlot (wrapped), *CrashLoopError, *WatchdogError (the turn
-// was ended by a watchdog; the returned Reply holds what the turn produced, if anything), or a
-// wrapped spawn/turn error. A turn that codex itself reports as failed is not an error: see
-// Reply.Status and Reply.Error.
+// Errors: Config.Admit's (wrapped), ErrQueueFull, ErrClosed, ErrNoSlot (wrapped),
+// *CrashLoopError, *WatchdogError (the turn was ended by a watchdog; the returned Reply holds what
+// the turn produced, if anything), or a wrapped spawn/turn error. A turn that codex itself
+// reports as failed is not an error: see Reply.Status and Reply.Error.
 func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (Reply, error) {
 	none := Reply{ChatKey: chatKey}
 	if ctx.Err() != nil {
 		return none, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
+	}
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(ctx, chatKey); err != nil {
+			return none, fmt.Errorf("chat %s: %w", chatKey, err)
+		}
 	}
 	j := &job{ctx: ctx, text: text, done: make(chan outcome, 1)}
 

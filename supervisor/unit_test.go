@@ -1000,3 +1000,36 @@ func TestChildrenFileRefusesSymlink(t *testing.T) {
 		}
 	})
 }
+
+// Admit refuses a message before it is queued: Submit returns its error at once, wrapped with
+// the chat key, and no child is started. Admitted messages run as usual.
+func TestAdmitRefusesBeforeSpawn(t *testing.T) {
+	w := newFakeWorld()
+	refuse := &appserver.AuthError{Msg: "no login"}
+	var asked []string
+	s, err := New(Config{Spawn: w.spawn, Admit: func(_ context.Context, key string) error {
+		asked = append(asked, key)
+		if key == "refused" {
+			return refuse
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, s)
+	_, err = s.Submit(context.Background(), "refused", "hi")
+	var ae *appserver.AuthError
+	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("Submit = %v, want the Admit error naming the chat", err)
+	}
+	if n := w.spawnCount(); n != 0 {
+		t.Fatalf("%d children started for a refused message", n)
+	}
+	if _, err := s.Submit(context.Background(), "welcome", "hi"); err != nil {
+		t.Fatalf("admitted message: %v", err)
+	}
+	if n := w.spawnCount(); n != 1 || !slices.Equal(asked, []string{"refused", "welcome"}) {
+		t.Fatalf("spawns %d, Admit asked for %v", n, asked)
+	}
+}

@@ -55,6 +55,7 @@ type daemon struct {
 	sup     *supervisor.Supervisor
 	mol     *bridge.Molecule
 	control *controlServer
+	login   *loginGate // set by preflight
 }
 
 func (d *daemon) status() StatusDoc {
@@ -67,6 +68,7 @@ func (d *daemon) status() StatusDoc {
 	if d.mol != nil {
 		doc.Bridge = d.mol.Stats()
 	}
+	d.addCodexStatus(&doc)
 	return doc
 }
 
@@ -88,7 +90,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	}
 	d := &daemon{cfg: cfg, log: log}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
-	if err := d.preflight(ctx); err != nil {
+	if err := d.preflight(ctx, bin, childEnv(os.Environ())); err != nil {
 		return err
 	}
 
@@ -127,6 +129,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		TurnDeadline:     cfg.TurnTimeout,
 		PostToolQuiet:    cfg.PostToolTimeout,
+		Admit:            d.login.admit,
 		Logger:           log,
 	})
 	if err != nil {
