@@ -2,6 +2,7 @@ package appserver
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,54 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 )
+
+// ErrNotCodex means a binary given as codex is not the codex CLI: `<bin> --version` did not
+// print "codex-cli <version>".
+var ErrNotCodex = errors.New("is not the codex CLI")
+
+// Version runs `bin --version` with env (nil: the daemon's) and returns the version the codex CLI
+// reports ("0.169.0"). A binary that prints anything else, nothing, or fails fails with an error
+// wrapping ErrNotCodex that names bin and quotes what it printed: anything else would only fail
+// later, on every chat's first message. ctx bounds the run.
+func Version(ctx context.Context, bin string, env []string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, "--version")
+	cmd.Env = env
+	// The same attributes as a child: killed with the daemon, and a stray grandchild holding the
+	// output open cannot stall the check past WaitDelay.
+	cmd.SysProcAttr = sysProcAttr(nil)
+	cmd.WaitDelay = time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &capWriter{buf: &out, left: 4 << 10}, io.Discard
+	runErr := cmd.Run()
+	line, _, _ := strings.Cut(strings.TrimSpace(out.String()), "\n")
+	if f := strings.Fields(line); runErr == nil && len(f) >= 2 && f[0] == "codex-cli" {
+		return f[1], nil
+	}
+	printed := "nothing"
+	if line != "" {
+		printed = fmt.Sprintf("%q", line)
+	}
+	if runErr != nil {
+		printed += fmt.Sprintf(" and failed (%v)", runErr)
+	}
+	return "", fmt.Errorf("%s %w: `%s --version` printed %s; want \"codex-cli <version>\"", bin, ErrNotCodex, bin, printed)
+}
+
+// capWriter keeps the first left bytes written to it and discards the rest.
+type capWriter struct {
+	buf  *bytes.Buffer
+	left int
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	if n := min(len(p), w.left); n > 0 {
+		w.buf.Write(p[:n])
+		w.left -= n
+	}
+	return len(p), nil
+}
 
 // ResolveBinary finds the native codex binary.
 //

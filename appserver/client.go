@@ -162,7 +162,7 @@ type Client struct {
 	closeErr  error
 }
 
-// Start spawns the child in its own process group and completes the handshake (initialize +
+// Start spawns the child as the leader of its own session and process group and completes the handshake (initialize +
 // initialized) within HandshakeTimeout. ctx bounds only the handshake; the child runs until
 // Close. On failure the child is closed and reaped and the error includes the stderr tail.
 func Start(ctx context.Context, cfg Config) (*Client, error) {

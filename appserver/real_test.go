@@ -410,3 +410,39 @@ func TestRealLastTurnOfNewThreadRefused(t *testing.T) {
 	}
 	t.Logf("codex said: %v", err)
 }
+
+// account/read tells a codex that needs an OpenAI login it does not have (empty CODEX_HOME) from
+// one whose model provider needs none (the mock's config), both with no account.
+func TestRealReadAccount(t *testing.T) {
+	e := newRealEnv(t, appservertest.MockModelConfig{})
+	empty := t.TempDir()
+	for _, tc := range []struct {
+		home     string
+		requires bool
+	}{{e.home, false}, {empty, true}} {
+		c := e.start(t, func(cfg *appserver.Config) { cfg.CodexHome = tc.home })
+		res, err := c.ReadAccount(ctxTimeout(t, time.Minute))
+		if err != nil {
+			t.Fatalf("CODEX_HOME %s: %v", tc.home, err)
+		}
+		if res.Account != nil || res.RequiresOpenaiAuth != tc.requires {
+			t.Errorf("CODEX_HOME %s: account/read = %+v (account %+v), want no account and requiresOpenaiAuth %v",
+				tc.home, res, res.Account, tc.requires)
+		}
+	}
+}
+
+// Version accepts the codex CLI and refuses anything else with ErrNotCodex, naming the binary.
+func TestVersion(t *testing.T) {
+	bin := appservertest.CodexBin(t)
+	ctx := ctxTimeout(t, time.Minute)
+	if v, err := appserver.Version(ctx, bin, nil); err != nil || v == "" || strings.ContainsAny(v, " \n") {
+		t.Fatalf("Version(codex) = %q, %v", v, err)
+	}
+	for _, other := range []string{"/bin/true", "/bin/false", "/bin/echo"} {
+		v, err := appserver.Version(ctx, other, nil)
+		if !errors.Is(err, appserver.ErrNotCodex) || !strings.Contains(err.Error(), other) {
+			t.Errorf("Version(%s) = %q, %v; want ErrNotCodex naming it", other, v, err)
+		}
+	}
+}

@@ -27,6 +27,17 @@ type ThreadOptions struct {
 	DeveloperInstructions string
 }
 
+// ReadAccount asks codex which credentials it would use and whether its model provider needs an
+// OpenAI login (account/read). The daemon's start-up check tells "not logged in" from "a
+// provider that needs no login" with it.
+func (c *Client) ReadAccount(ctx context.Context) (protocol.AccountReadResult, error) {
+	var res protocol.AccountReadResult
+	if err := c.call(ctx, protocol.MethodAccountRead, protocol.AccountReadParams{}, &res); err != nil {
+		return protocol.AccountReadResult{}, fmt.Errorf("read account: %w", err)
+	}
+	return res, nil
+}
+
 // StartThread starts a new thread and returns its id.
 func (c *Client) StartThread(ctx context.Context, opts ThreadOptions) (threadID string, err error) {
 	var res protocol.ThreadResult

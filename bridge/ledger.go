@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 )
 
 // stateVersion is the format version of bridge-state.json.
@@ -106,12 +108,14 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 		recent:  newIDRing(recentIDs),
 		room:    make(chan struct{}),
 	}
-	b, err := os.ReadFile(l.path)
+	// Never through a symbolic link: a planted state would move the inbox position, and the
+	// next write would replace the link (atomicfile refuses both).
+	b, err := atomicfile.ReadFile(l.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return l, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", l.path, err)
+		return nil, fmt.Errorf("read state file: %w", err)
 	}
 	var st stateFile
 	reason := ""
@@ -344,7 +348,7 @@ func (l *ledger) sync() error {
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
 	}
-	if err := writeFileAtomic(l.path, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteFile(l.path, append(b, '\n'), atomicfile.Options{}); err != nil {
 		return fmt.Errorf("write state: %w", err)
 	}
 	l.mu.Lock()

@@ -10,6 +10,12 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"errors"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
 )
 
 func openTestLedger(t *testing.T, dir string) *ledger {
@@ -204,4 +210,36 @@ func TestLedgerConcurrentSync(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("leftover files: %v", entries)
 	}
+}
+
+// A symbolic link at bridge-state.json is neither read through (a planted state would move the
+// inbox position) nor replaced: opening the ledger fails naming the path, a link planted while
+// the bridge runs makes the next write fail, and the file behind the link is untouched.
+func TestLedgerRefusesSymlink(t *testing.T) {
+	t.Run("at open", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, StateFileName)
+		v := atomicfiletest.PlantSymlink(t, path, []byte(`{"version": 1, "workspace_id": "ws-1", "cursor": "planted"}`+"\n"))
+		l, err := openLedger(dir, "ws-1", 8, zap.NewNop())
+		if !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("openLedger = %v (ledger %v), want an error naming %s as a symbolic link", err, l, path)
+		}
+		v.AssertUntouched(t)
+	})
+	t.Run("at write", func(t *testing.T) {
+		dir := t.TempDir()
+		l := openTestLedger(t, dir)
+		l.admit("a", 0)
+		l.markDone("a")
+		must(t, l.sync())
+		path := filepath.Join(dir, StateFileName)
+		must(t, os.Remove(path))
+		v := atomicfiletest.PlantSymlink(t, path, nil)
+		l.admit("b", 0)
+		l.markDone("b")
+		if err := l.sync(); !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("sync = %v, want an error naming %s as a symbolic link", err, path)
+		}
+		v.AssertUntouched(t)
+	})
 }

@@ -12,7 +12,8 @@
 // Writes replace the file atomically (temp file in the same folder, fsync, rename, fsync of the
 // folder), so a crash leaves either the old or the new map, never a torn file. A file that cannot
 // be read or is not a JSON object is moved aside to sessions.json.corrupt-<UTC time> and reported;
-// it is never overwritten or deleted, unlike the Python daemon, which silently replaced it.
+// it is never overwritten or deleted, unlike the Python daemon, which silently replaced it. A
+// symbolic link in the file's place is refused, never read through or replaced (see atomicfile).
 //
 // Concurrent updates coalesce (group commit): every Set is durable when it returns, but Sets that
 // arrive while a write is in flight share the next write. There is no background goroutine; the
@@ -39,6 +40,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 )
 
 // DefaultFileName is the Python daemon's file name inside its state directory.
@@ -127,8 +130,10 @@ func defaultSeams() seams {
 // aside path in both cases.
 //
 // Open returns an error only when it cannot proceed safely: the directory cannot be created, the
-// bad file cannot be moved or copied aside, or the read failed for a reason that says nothing
-// about the file (out of file descriptors or memory).
+// file's path is a symbolic link (an error wrapping atomicfile.ErrSymlink: it is neither read
+// through nor moved; later writes refuse it too), the bad file cannot be moved or copied aside,
+// or the read failed for a reason that says nothing about the file (out of file descriptors or
+// memory).
 func Open(cfg Config) (*Store, error) {
 	return open(cfg, defaultSeams())
 }
@@ -170,19 +175,17 @@ func open(cfg Config, sm seams) (*Store, error) {
 
 // load reads the file into s.m, moving or copying a bad file aside as Open documents.
 func (s *Store) load() error {
-	// Stat first: opening a FIFO would block Open forever, and a directory or device is not ours
-	// to read. Stat follows a symlink, so a link to a regular file is read through.
-	fi, err := os.Stat(s.path)
+	// ReadFile neither follows a symbolic link (this store must not read another file as its
+	// state, nor replace it later) nor blocks on a FIFO; a directory or device is not ours to
+	// read and is moved aside.
+	data, err := atomicfile.ReadFile(s.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
-	case err == nil && !fi.Mode().IsRegular():
-		return s.moveAside(fmt.Errorf("not a regular file (%v)", fi.Mode().Type()))
-	}
-	data, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
+	case errors.Is(err, atomicfile.ErrSymlink):
+		return fmt.Errorf("sessions: %w", err)
+	case errors.Is(err, atomicfile.ErrNotRegular):
+		return s.moveAside(err)
 	case err != nil && transientReadError(err):
 		return fmt.Errorf("sessions: read %s: %w", s.path, err)
 	case err != nil:
@@ -329,7 +332,7 @@ func (s *Store) removeStaleTemps() {
 	if err != nil {
 		return // load reports problems with the directory that matter
 	}
-	prefix := s.name + ".tmp-"
+	prefix := atomicfile.TempPrefix(s.name)
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
@@ -503,62 +506,19 @@ func (s *Store) commitLocked(b *batch) error {
 	return b.err
 }
 
-// writeFile replaces the file with m: temp file in the same folder, write, fsync, close, rename,
-// fsync of the folder. The temp file is removed on failure.
-func (s *Store) writeFile(m map[string]string) (err error) {
+// writeFile replaces the file with m atomically and durably (see atomicfile.WriteFile).
+func (s *Store) writeFile(m map[string]string) error {
 	data, err := encode(m)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", s.path, err)
 	}
-	// CreateTemp opens with O_EXCL and mode 0600.
-	f, err := os.CreateTemp(s.dir, s.name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", s.path, err)
-	}
-	tmp := f.Name()
-	renamed := false
-	defer func() {
-		if err != nil && !renamed {
-			f.Close() // may already be closed; the write error is what matters
-			if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				s.log.Warn("cannot remove temp file", zap.String("path", tmp), zap.Error(rerr))
-			}
-		}
-	}()
-	if _, err = s.seams.write(f, data); err != nil {
-		return fmt.Errorf("write %s: %w", s.path, err)
-	}
-	if err = s.seams.sync(f); err != nil {
-		return fmt.Errorf("write %s: fsync: %w", s.path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: close: %w", s.path, err)
-	}
-	if err = os.Rename(tmp, s.path); err != nil {
-		return fmt.Errorf("write %s: %w", s.path, err)
-	}
-	renamed = true
-	// Without the directory fsync the rename itself may not survive a power cut.
-	d, err := os.Open(s.dir)
-	if err != nil {
-		return fmt.Errorf("write %s: open dir for fsync: %w", s.path, err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("write %s: fsync dir %s: %w", s.path, s.dir, err)
-	}
-	return nil
+	return atomicfile.WriteFile(s.path, data, atomicfile.Options{Write: s.seams.write, Sync: s.seams.sync})
 }
 
 // syncDir makes a rename or create in the directory durable; failures are logged, because the
 // aside file already exists and there is nothing better to do.
 func (s *Store) syncDir() {
-	d, err := os.Open(s.dir)
-	if err == nil {
-		err = d.Sync()
-		d.Close()
-	}
-	if err != nil {
+	if err := atomicfile.SyncDir(s.dir); err != nil {
 		s.log.Warn("cannot fsync state dir", zap.String("dir", s.dir), zap.Error(err))
 	}
 }

@@ -21,6 +21,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
 )
 
 func TestMain(m *testing.M) {
@@ -832,4 +835,37 @@ func TestOpenRemovesStaleTemps(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "inbox.json.tmp-1")); err != nil {
 		t.Errorf("removed a file that is not ours: %v", err)
 	}
+}
+
+// A symbolic link at sessions.json is neither read through nor replaced. Open fails with an error
+// naming the path, and a link planted while the store runs makes the next write fail the same
+// way; the file the link points at is untouched either way.
+func TestSymlinkRefused(t *testing.T) {
+	t.Run("at open", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, DefaultFileName)
+		v := atomicfiletest.PlantSymlink(t, path, []byte(`{"canvas:victim": "someone-elses-thread"}`))
+		s, err := open(Config{Dir: dir}, defaultSeams())
+		if !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("Open = %v (store %v), want an error naming %s as a symbolic link", err, s, path)
+		}
+		v.AssertUntouched(t)
+	})
+	t.Run("at write", func(t *testing.T) {
+		dir := t.TempDir()
+		s, _ := openT(t, dir, defaultSeams())
+		if err := s.Set("canvas:a", "1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(s.Path()); err != nil {
+			t.Fatal(err)
+		}
+		v := atomicfiletest.PlantSymlink(t, s.Path(), nil)
+		err := s.Set("peer:b", "2")
+		if !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), s.Path()) {
+			t.Fatalf("Set = %v, want an error naming %s as a symbolic link", err, s.Path())
+		}
+		v.AssertUntouched(t)
+		assertNoTemps(t, dir)
+	})
 }

@@ -142,6 +142,12 @@ type Config struct {
 	// replies. Default DefaultCrashLoopAfter (3).
 	CrashLoopAfter int
 
+	// Admit, when set, is asked before each message is queued. A non-nil error is returned by
+	// Submit at once, wrapped with the chat key, and no child is started for the message: the
+	// daemon refuses messages this way while codex is not logged in. It is called concurrently
+	// and must return promptly.
+	Admit func(ctx context.Context, chatKey string) error
+
 	// SweepGrace is how long the boot sweep waits after SIGTERM and again after SIGKILL for an
 	// orphan to go. Default 2 s.
 	SweepGrace time.Duration

@@ -47,6 +47,7 @@ type Supervisor struct {
 
 	recMu    sync.Mutex    // serializes children.json writes so the last write is the newest
 	leftover []ChildRecord // orphans the boot sweep could not kill; kept for the next sweep
+	bootID   string        // this boot's id, written to children.json beside the start times
 
 	mu           sync.Mutex
 	closed       bool
@@ -168,6 +169,7 @@ func New(cfg Config) (*Supervisor, error) {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("supervisor: state dir: %w", err)
 		}
+		s.bootID = readBootID()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*cfg.SweepGrace+time.Second)
 		swept, err := SweepOrphans(ctx, cfg.StateDir, cfg.SweepGrace, s.log)
 		cancel()
@@ -199,14 +201,19 @@ func New(cfg Config) (*Supervisor, error) {
 // while its turn runs, the turn is interrupted. Either way Submit returns at once with ctx's
 // cause.
 //
-// Errors: ErrQueueFull, ErrClosed, ErrNoSlot (wrapped), *CrashLoopError, *WatchdogError (the turn
-// was ended by a watchdog; the returned Reply holds what the turn produced, if anything), or a
-// wrapped spawn/turn error. A turn that codex itself reports as failed is not an error: see
-// Reply.Status and Reply.Error.
+// Errors: Config.Admit's (wrapped), ErrQueueFull, ErrClosed, ErrNoSlot (wrapped),
+// *CrashLoopError, *WatchdogError (the turn was ended by a watchdog; the returned Reply holds what
+// the turn produced, if anything), or a wrapped spawn/turn error. A turn that codex itself
+// reports as failed is not an error: see Reply.Status and Reply.Error.
 func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (Reply, error) {
 	none := Reply{ChatKey: chatKey}
 	if ctx.Err() != nil {
 		return none, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
+	}
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(ctx, chatKey); err != nil {
+			return none, fmt.Errorf("chat %s: %w", chatKey, err)
+		}
 	}
 	j := &job{ctx: ctx, text: text, done: make(chan outcome, 1)}
 

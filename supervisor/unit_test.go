@@ -15,6 +15,16 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/protocol"
+
+	"os"
+
+	"path/filepath"
+
+	"strings"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
 )
 
 // newSup builds a supervisor on w inside a synctest bubble; mut adjusts the config.
@@ -967,9 +977,9 @@ func TestCapFromMemory(t *testing.T) {
 }
 
 func TestParseProcStat(t *testing.T) {
-	line := "4242 (co) dex (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 987654 1000 10 18446744073709551615"
+	line := "4242 (co) dex (x)) S 1 4242 4240 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 987654 1000 10 18446744073709551615"
 	st, err := parseProcStat([]byte(line))
-	if err != nil || st.state != 'S' || st.pgrp != 4242 || st.start != 987654 {
+	if err != nil || st.state != 'S' || st.pgrp != 4242 || st.session != 4240 || st.start != 987654 {
 		t.Fatalf("parse: %+v %v", st, err)
 	}
 	if _, err := parseProcStat([]byte("12 (x) S 1")); err == nil {
@@ -1069,4 +1079,76 @@ func TestCrashBackoffWaitHonoursCtxAndShutdown(t *testing.T) {
 			t.Fatalf("Submit = %v after %d spawns, want ErrClosed and no new spawn", err, w.spawnCount())
 		}
 	})
+}
+
+// A symbolic link at children.json is neither read through (a planted record would pick the
+// processes the sweep signals) nor replaced: New fails naming the path, a link planted while
+// the supervisor runs makes the next record write fail, and the file behind it is untouched.
+func TestChildrenFileRefusesSymlink(t *testing.T) {
+	t.Run("at start", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, ChildrenFile)
+		v := atomicfiletest.PlantSymlink(t, path, []byte(`{"daemon_pid": 1, "children": []}`+"\n"))
+		s, err := New(Config{Spawn: newFakeWorld().spawn, StateDir: dir})
+		if err == nil {
+			shutdown(t, s)
+		}
+		if !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("New = %v, want an error naming %s as a symbolic link", err, path)
+		}
+		v.AssertUntouched(t)
+	})
+	t.Run("while running", func(t *testing.T) {
+		dir := t.TempDir()
+		s, err := New(Config{Spawn: newFakeWorld().spawn, StateDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer shutdown(t, s)
+		path := filepath.Join(dir, ChildrenFile)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		v := atomicfiletest.PlantSymlink(t, path, nil)
+		if err := s.writeRecords(); !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("writeRecords = %v, want an error naming %s as a symbolic link", err, path)
+		}
+		v.AssertUntouched(t)
+		if err := os.Remove(path); err != nil { // let Shutdown write its last record
+			t.Fatal(err)
+		}
+	})
+}
+
+// Admit refuses a message before it is queued: Submit returns its error at once, wrapped with
+// the chat key, and no child is started. Admitted messages run as usual.
+func TestAdmitRefusesBeforeSpawn(t *testing.T) {
+	w := newFakeWorld()
+	refuse := &appserver.AuthError{Msg: "no login"}
+	var asked []string
+	s, err := New(Config{Spawn: w.spawn, Admit: func(_ context.Context, key string) error {
+		asked = append(asked, key)
+		if key == "refused" {
+			return refuse
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, s)
+	_, err = s.Submit(context.Background(), "refused", "hi")
+	var ae *appserver.AuthError
+	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("Submit = %v, want the Admit error naming the chat", err)
+	}
+	if n := w.spawnCount(); n != 0 {
+		t.Fatalf("%d children started for a refused message", n)
+	}
+	if _, err := s.Submit(context.Background(), "welcome", "hi"); err != nil {
+		t.Fatalf("admitted message: %v", err)
+	}
+	if n := w.spawnCount(); n != 1 || !slices.Equal(asked, []string{"refused", "welcome"}) {
+		t.Fatalf("spawns %d, Admit asked for %v", n, asked)
+	}
 }

@@ -17,6 +17,7 @@ const (
 	MethodTurnInterrupt = "turn/interrupt"
 	MethodThreadTurns   = "thread/turns/list"
 	MethodThreadRevert  = "thread/revert"
+	MethodAccountRead   = "account/read"
 )
 
 // Method names of server notifications the daemon interprets.
@@ -90,6 +91,26 @@ type InitializeResult struct {
 	CodexHome      string `json:"codexHome"`
 	PlatformFamily string `json:"platformFamily"`
 	PlatformOs     string `json:"platformOs"`
+}
+
+// AccountReadParams are the params of account/read.
+type AccountReadParams struct {
+	// RefreshToken asks for a token refresh before answering; the daemon never sets it.
+	RefreshToken bool `json:"refreshToken,omitempty"`
+}
+
+// AccountReadResult is the result of account/read: the credentials codex would use, and whether
+// its model provider needs an OpenAI login at all (a provider configured in config.toml with a
+// key of its own, or a local one, does not).
+type AccountReadResult struct {
+	// Account is nil when codex has no credentials.
+	Account            *Account `json:"account"`
+	RequiresOpenaiAuth bool     `json:"requiresOpenaiAuth"`
+}
+
+// Account is the credential kind in AccountReadResult: "apiKey", "chatgpt", "amazonBedrock", ...
+type Account struct {
+	Type string `json:"type"`
 }
 
 // ThreadStartParams are the params of thread/start. Every field is optional.

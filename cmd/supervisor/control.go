@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -36,6 +37,32 @@ type DaemonInfo struct {
 	Goroutines int    `json:"goroutines"`
 	RSSBytes   int64  `json:"rss_bytes"`
 	HeapBytes  uint64 `json:"heap_bytes"`
+	// CodexVersion is what `codex --version` reported at start-up.
+	CodexVersion string `json:"codex_version,omitempty"`
+	// CodexAuth is codex's login state as last checked (at start-up, and again when a refused
+	// message finds the answer stale).
+	CodexAuth *CodexAuth `json:"codex_auth,omitempty"`
+}
+
+// CodexAuth.State values.
+const (
+	CodexLoggedIn    = "ok"
+	CodexNotLoggedIn = "not_logged_in"
+	CodexAuthUnknown = "unknown"
+)
+
+// CodexAuth is what codex said about its credentials (account/read).
+type CodexAuth struct {
+	// State is CodexLoggedIn, CodexNotLoggedIn (messages are refused with the login hint) or
+	// CodexAuthUnknown (the check failed; messages are served).
+	State string `json:"state"`
+	// Account is the kind of credentials codex has ("apiKey", "chatgpt", ...), "" for none.
+	Account string `json:"account,omitempty"`
+	// RequiresOpenAIAuth is false when the model provider needs no OpenAI login.
+	RequiresOpenAIAuth bool      `json:"requires_openai_auth"`
+	Checked            time.Time `json:"checked"`
+	// Detail says why the state is not CodexLoggedIn.
+	Detail string `json:"detail,omitempty"`
 }
 
 // StatusDoc is the control socket's answer to GET /v1/status.
@@ -52,9 +79,10 @@ type stateLock struct{ f *os.File }
 
 func lockStateDir(dir string) (*stateLock, error) {
 	path := filepath.Join(dir, lockFileName)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	// Not through a symbolic link: the pid written below would truncate the file it points at.
+	f, err := atomicfile.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open lock %s: %w", path, err)
+		return nil, fmt.Errorf("open lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,16 +21,20 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
 // cmdDemo runs the whole pipeline offline: a mock model on loopback, the daemon as a real child
 // process with the local inbox and the real codex binary, a few chats (some in parallel), the
-// status table, and a clean stop that leaves no process behind.
-func cmdDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// status table, and a clean stop that leaves no process behind. SIGINT or SIGTERM (Ctrl-C) ends
+// it early the same clean way: the daemon is stopped (a second signal makes it stop at once),
+// nothing it ran is left, the temporary directory goes, and the exit code is 128+signal.
+func cmdDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	codexBin := fs.String("codex-bin", getenv("CODEX_BIN"), "native codex binary (env CODEX_BIN)")
 	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, sessions.json)")
+	latency := fs.Duration("model-latency", 0, "delay every mock model answer by this much (watch busy children with `supervisor status --state-dir <state dir>`)")
 	if err := fs.Parse(args); err != nil {
 		return exitCode(2)
 	}
@@ -41,6 +46,48 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return fmt.Errorf("find own executable: %w", err)
 	}
+
+	// Deferred first, so it runs last: after the cleanup below, report the signal that cut the
+	// demo short instead of the errors it caused.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer func() {
+		var ds *demoSignal
+		if errors.As(context.Cause(ctx), &ds) {
+			fmt.Fprintf(stderr, "supervisor demo: interrupted by signal %s; the daemon and its codex children were stopped and the demo's files removed\n", ds.sig)
+			err = exitCode(128 + int(ds.sig))
+		}
+	}()
+	// The first signal cancels ctx; later ones go to again, which hurries the daemon's stop.
+	// The watcher is stopped after the cleanup below, which still listens to it.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	again := make(chan struct{}, 1)
+	stopWatch := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		for {
+			select {
+			case sig := <-sigs:
+				if ctx.Err() == nil {
+					cancel(&demoSignal{sig: sig.(syscall.Signal)})
+					continue
+				}
+				select {
+				case again <- struct{}{}:
+				default:
+				}
+			case <-stopWatch:
+				return
+			}
+		}
+	})
+	defer func() {
+		signal.Stop(sigs)
+		close(stopWatch)
+		watch.Wait()
+		cancel(nil)
+	}()
+
 	dir, err := os.MkdirTemp("", "codex-warm-demo-")
 	if err != nil {
 		return err
@@ -51,7 +98,7 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 		defer os.RemoveAll(dir)
 	}
 
-	mock, err := appservertest.NewMockModel(appservertest.MockModelConfig{})
+	mock, err := appservertest.NewMockModel(appservertest.MockModelConfig{Latency: *latency})
 	if err != nil {
 		return fmt.Errorf("start mock model: %w", err)
 	}
@@ -90,7 +137,7 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 		waitErr = cmd.Wait()
 		close(exited)
 	}()
-	// stopDaemon is deferred so that any failure below still leaves nothing running.
+	// stopDaemon is deferred so that any failure or signal below still leaves nothing running.
 	stopped := false
 	stopDaemon := func() error {
 		if stopped {
@@ -98,16 +145,33 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		stopped = true
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-			return waitErr
-		case <-time.After(60 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-			return errors.New("daemon did not stop within 60s of SIGTERM; killed")
+		kill := time.NewTimer(60 * time.Second)
+		defer kill.Stop()
+		for {
+			select {
+			case <-exited:
+				return waitErr
+			case <-again:
+				// The daemon stops at once on a second SIGTERM, interrupting running turns.
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+			case <-kill.C:
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+				return errors.New("daemon did not stop within 60s of SIGTERM; killed")
+			}
 		}
 	}
-	defer stopDaemon()
+	defer func() {
+		_ = stopDaemon()
+		// A daemon that had to be killed left its children to the kernel's parent-death signal
+		// and their tools to the next boot sweep: do that sweep now.
+		swept, _ := supervisor.SweepOrphans(context.Background(), stateDir, time.Second, nil)
+		for _, sc := range swept {
+			if sc.Action != supervisor.SweepGone || sc.Remains > 0 {
+				fmt.Fprintf(stderr, "supervisor demo: codex child %d was still running after the daemon stopped: %s\n", sc.PID, sc.Action)
+			}
+		}
+	}()
 
 	doc, err := waitForDaemon(ctx, stateDir, exited, 30*time.Second)
 	if err != nil {
@@ -266,3 +330,8 @@ func tail(path string) string {
 	}
 	return path + ":\n" + string(b)
 }
+
+// demoSignal is the cause of a demo cut short by a signal.
+type demoSignal struct{ sig syscall.Signal }
+
+func (d *demoSignal) Error() string { return "interrupted by signal " + d.sig.String() }

@@ -341,3 +341,31 @@ func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
 	}
 	d2.stop(stopTimeout)
 }
+
+// A state directory that other users can read or enter (it holds the chats' thread ids, the
+// inbox position and the control socket) is warned about at start-up, naming its mode; the
+// daemon still starts.
+func TestE2EStateDirModeWarned(t *testing.T) {
+	e := newE2E(t, e2eConfig{Local: true})
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.stateDir, 0o751); err != nil {
+		t.Fatal(err)
+	}
+	d := e.start()
+	warns := d.logsWith("state directory is accessible to other users")
+	if len(warns) != 1 || warns[0].str("mode") != "0751" || warns[0].str("dir") != e.stateDir || warns[0].str("level") != "warn" {
+		t.Errorf("warnings = %v, want one warn naming %s and mode 0751", warns, e.stateDir)
+	}
+	d.stop(stopTimeout)
+
+	if err := os.Chmod(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d = e.start()
+	if warns := d.logsWith("state directory is accessible to other users"); len(warns) != 0 {
+		t.Errorf("warned about a 0700 state dir: %v", warns)
+	}
+	d.stop(stopTimeout)
+}

@@ -172,6 +172,14 @@ type daemonProc struct {
 // socket answers. extra flags come after the defaults and override them.
 func (e *e2e) start(extra ...string) *daemonProc {
 	e.t.Helper()
+	d := e.launch(extra...)
+	d.waitReady()
+	return d
+}
+
+// launch starts a daemon like start, without waiting for it to be ready.
+func (e *e2e) launch(extra ...string) *daemonProc {
+	e.t.Helper()
 	n := len(e.daemons) + 1
 	logPath := filepath.Join(e.root, fmt.Sprintf("daemon-%d.log", n))
 	f, err := os.Create(logPath)
@@ -205,8 +213,24 @@ func (e *e2e) start(extra ...string) *daemonProc {
 		close(d.exited)
 	}()
 	e.daemons = append(e.daemons, d)
-	d.waitReady()
 	return d
+}
+
+// waitFailed waits (bounded) for a daemon that must not start to exit, and fails the test unless
+// it exited non-zero without ever answering on its control socket.
+func (d *daemonProc) waitFailed() {
+	t := d.e.t
+	t.Helper()
+	select {
+	case <-d.exited:
+	case <-time.After(readyTimeout):
+		_ = syscall.Kill(d.pid, syscall.SIGKILL)
+		<-d.exited
+		t.Fatalf("daemon %d still ran %s after a start that must fail; killed. log:\n%s", d.n, readyTimeout, d.logTail(4000))
+	}
+	if d.waitErr == nil {
+		t.Fatalf("daemon %d exited 0, want a failed start; log:\n%s", d.n, d.logTail(4000))
+	}
 }
 
 // waitReady polls the control socket until this daemon (by pid) answers.

@@ -57,6 +57,7 @@ type daemon struct {
 	sup     *supervisor.Supervisor
 	mol     *bridge.Molecule
 	control *controlServer
+	login   *loginGate // set by preflight
 }
 
 func (d *daemon) status() StatusDoc {
@@ -69,6 +70,7 @@ func (d *daemon) status() StatusDoc {
 	if d.mol != nil {
 		doc.Bridge = d.mol.Stats()
 	}
+	d.addCodexStatus(&doc)
 	return doc
 }
 
@@ -104,6 +106,9 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	}
 	d := &daemon{cfg: cfg, log: log}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
+	if err := d.preflight(ctx, bin, env, cred); err != nil {
+		return err
+	}
 
 	d.store, err = sessions.Open(sessions.Config{Dir: cfg.StateDir, Logger: log})
 	if err != nil {
@@ -143,6 +148,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		TurnDeadline:     cfg.TurnTimeout,
 		PostToolQuiet:    cfg.PostToolTimeout,
+		Admit:            d.login.admit,
 		Logger:           log,
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -9,8 +10,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -220,4 +225,86 @@ func TestStateDirLockIsExclusive(t *testing.T) {
 		t.Fatalf("lock after release: %v", err)
 	}
 	again.Close()
+}
+
+// A symbolic link at the lock file's path is refused with an error naming it; the file it points
+// at is not truncated (the lock file gets the daemon's pid written into it).
+func TestStateDirLockRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, lockFileName)
+	v := atomicfiletest.PlantSymlink(t, path, nil)
+	l, err := lockStateDir(dir)
+	if err == nil {
+		l.Close()
+	}
+	if !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("lockStateDir = %v, want an error naming %s as a symbolic link", err, path)
+	}
+	v.AssertUntouched(t)
+}
+
+// The status header shows codex's version and login state, and a warning line while codex is
+// not logged in; nothing about codex when the daemon did not report it.
+func TestRenderStatusCodexLogin(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		auth      *CodexAuth
+		want, not []string
+	}{
+		{auth: nil, not: []string{"codex ", "WARNING"}},
+		{auth: &CodexAuth{State: CodexLoggedIn, Account: "chatgpt", Checked: now.Add(-3 * time.Second)},
+			want: []string{"codex 0.169.0  login ok (chatgpt), checked 3.0s ago"}, not: []string{"WARNING"}},
+		{auth: &CodexAuth{State: CodexNotLoggedIn, RequiresOpenAIAuth: true, Checked: now},
+			want: []string{"codex 0.169.0  login not_logged_in", "WARNING: codex is not logged in", "`codex login`"}},
+	} {
+		doc := StatusDoc{Daemon: DaemonInfo{PID: 1, Version: "v", Started: now, Inbox: "local", StateDir: "/s",
+			CodexVersion: "0.169.0", CodexAuth: tc.auth}}
+		var b bytes.Buffer
+		renderStatus(&b, doc, now)
+		header, _, _ := strings.Cut(b.String(), "CHAT")
+		for _, w := range tc.want {
+			if !strings.Contains(header, w) {
+				t.Errorf("auth %+v: header lacks %q:\n%s", tc.auth, w, header)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(header, n) {
+				t.Errorf("auth %+v: header has %q:\n%s", tc.auth, n, header)
+			}
+		}
+	}
+}
+
+// While codex is not logged in the gate refuses with an *appserver.AuthError and asks codex again
+// only once the answer is older than the recheck interval; after a login it admits.
+func TestLoginGateRechecks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var probes int
+		loggedIn := false
+		g := newLoginGate(func(context.Context) CodexAuth {
+			probes++
+			if loggedIn {
+				return CodexAuth{State: CodexLoggedIn, Checked: time.Now()}
+			}
+			return CodexAuth{State: CodexNotLoggedIn, Detail: "no account", Checked: time.Now()}
+		}, 5*time.Second)
+		ctx := context.Background()
+		g.check(ctx)
+		var ae *appserver.AuthError
+		if err := g.admit(ctx, "a"); !errors.As(err, &ae) || probes != 1 {
+			t.Fatalf("admit = %v after %d probes, want an AuthError without a new probe", err, probes)
+		}
+		loggedIn = true
+		time.Sleep(4 * time.Second)
+		if err := g.admit(ctx, "a"); !errors.As(err, &ae) || probes != 1 {
+			t.Fatalf("admit within the interval = %v after %d probes, want the stale refusal", err, probes)
+		}
+		time.Sleep(time.Second)
+		if err := g.admit(ctx, "a"); err != nil || probes != 2 || g.current().State != CodexLoggedIn {
+			t.Fatalf("admit after the interval = %v after %d probes (state %+v), want a new probe that admits", err, probes, g.current())
+		}
+		if err := g.admit(ctx, "a"); err != nil || probes != 2 {
+			t.Fatalf("admit once logged in = %v after %d probes, want no more probes", err, probes)
+		}
+	})
 }

@@ -47,7 +47,19 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 	if d.Listen != "" {
 		fmt.Fprintf(w, " (%s)", d.Listen)
 	}
-	fmt.Fprintf(w, "\nstate %s\n\n", d.StateDir)
+	fmt.Fprintf(w, "\nstate %s\n", d.StateDir)
+	if a := d.CodexAuth; a != nil {
+		fmt.Fprintf(w, "codex %s  login %s", d.CodexVersion, a.State)
+		if a.Account != "" {
+			fmt.Fprintf(w, " (%s)", a.Account)
+		}
+		fmt.Fprintf(w, ", checked %s ago\n", shortDuration(now.Sub(a.Checked)))
+		if a.State == CodexNotLoggedIn {
+			fmt.Fprintln(w, "WARNING: codex is not logged in: every message is answered with a login hint. "+
+				"Run `codex login` as the daemon's user, with its CODEX_HOME.")
+		}
+	}
+	fmt.Fprintln(w)
 
 	rows := append([]supervisor.ChildStatus(nil), doc.Snapshot.Children...)
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ChatKey < rows[j].ChatKey })

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+)
+
+// Bounds of the start-up checks of codex.
+const (
+	// versionTimeout bounds `codex --version`.
+	versionTimeout = 10 * time.Second
+	// loginCheckTimeout bounds one login check: spawn, initialize, account/read.
+	loginCheckTimeout = 30 * time.Second
+	// loginRecheckEvery is how long a "not logged in" result stands before a message makes the
+	// daemon ask codex again, so an operator's `codex login` takes effect without a restart.
+	loginRecheckEvery = 5 * time.Second
+)
+
+// preflight runs the start-up checks that need the resolved codex binary and the locked state
+// directory, before any child is started: the state dir's mode, that bin is the codex CLI
+// (an error otherwise), and whether codex can authenticate. env is the children's environment.
+// It sets d.login, which refuses messages while codex is not logged in. cred is the children's
+// user (nil: the daemon's): the login that counts is theirs.
+func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *syscall.Credential) error {
+	if err := warnStateDirMode(d.cfg.StateDir, d.log); err != nil {
+		return err
+	}
+	vctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	v, err := appserver.Version(vctx, bin, env)
+	if err != nil {
+		return fmt.Errorf("check codex: %w", err)
+	}
+	d.info.CodexVersion = v
+	tmpl := appserver.Config{Bin: bin, Env: env, Credential: cred, ConfigOverrides: d.cfg.CodexConfig,
+		HandshakeTimeout: loginCheckTimeout, Logger: d.log.With(zap.String("purpose", "login check"))}
+	d.login = newLoginGate(func(ctx context.Context) CodexAuth { return checkLogin(ctx, tmpl) }, loginRecheckEvery)
+	a := d.login.check(ctx)
+	codexHome := envValue(env, "CODEX_HOME")
+	if codexHome == "" {
+		codexHome = "~/.codex (default)"
+	}
+	switch a.State {
+	case CodexNotLoggedIn:
+		d.log.Error("codex is not logged in and its model provider needs an OpenAI login: every message is answered with "+
+			"a `codex login` hint until an operator runs `codex login` as the daemon's user with the same CODEX_HOME",
+			zap.String("codex_bin", bin), zap.String("codex_home", codexHome), zap.String("detail", a.Detail))
+	case CodexAuthUnknown:
+		d.log.Warn("could not check whether codex is logged in; messages are served anyway",
+			zap.String("codex_bin", bin), zap.String("codex_home", codexHome), zap.String("detail", a.Detail))
+	default:
+		d.log.Info("codex checked", zap.String("codex_version", v), zap.String("account", a.Account),
+			zap.Bool("requires_openai_auth", a.RequiresOpenAIAuth))
+	}
+	return nil
+}
+
+// addCodexStatus puts the current login state into a status document.
+func (d *daemon) addCodexStatus(doc *StatusDoc) {
+	if d.login != nil {
+		a := d.login.current()
+		doc.Daemon.CodexAuth = &a
+	}
+}
+
+// checkLogin starts a codex app-server like a child and asks it for its account (account/read).
+// "Not logged in" is codex's own rule: no account while its model provider requires OpenAI
+// auth. A provider configured with its own key, or a local one, does not, and `codex login
+// status` cannot tell that apart (it says "Not logged in" either way).
+func checkLogin(ctx context.Context, tmpl appserver.Config) CodexAuth {
+	ctx, cancel := context.WithTimeout(ctx, loginCheckTimeout)
+	defer cancel()
+	a := CodexAuth{State: CodexAuthUnknown, Checked: time.Now().UTC()}
+	c, err := appserver.Start(ctx, tmpl)
+	if err != nil {
+		a.Detail = err.Error()
+		return a
+	}
+	defer c.Close()
+	res, err := c.ReadAccount(ctx)
+	if err != nil {
+		a.Detail = err.Error()
+		return a
+	}
+	a.RequiresOpenAIAuth = res.RequiresOpenaiAuth
+	if res.Account != nil {
+		a.Account = res.Account.Type
+	}
+	if res.Account == nil && res.RequiresOpenaiAuth {
+		a.State, a.Detail = CodexNotLoggedIn, "account/read: no account, and the model provider requires OpenAI auth"
+		return a
+	}
+	a.State = CodexLoggedIn
+	return a
+}
+
+// loginGate holds codex's login state and refuses messages while it is "not logged in", so they
+// are answered at once with the login hint instead of running turns that cannot succeed. A
+// message that finds the state older than every asks codex again (one check at a time; the
+// others use the state at hand), so logging codex in needs no daemon restart.
+type loginGate struct {
+	probe func(ctx context.Context) CodexAuth
+	every time.Duration
+
+	checking sync.Mutex // held by the one check in flight
+
+	mu    sync.Mutex
+	state CodexAuth
+}
+
+func newLoginGate(probe func(ctx context.Context) CodexAuth, every time.Duration) *loginGate {
+	return &loginGate{probe: probe, every: every, state: CodexAuth{State: CodexAuthUnknown}}
+}
+
+// check asks codex now and records the answer.
+func (g *loginGate) check(ctx context.Context) CodexAuth {
+	a := g.probe(ctx)
+	g.mu.Lock()
+	g.state = a
+	g.mu.Unlock()
+	return a
+}
+
+func (g *loginGate) current() CodexAuth {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state
+}
+
+// admit is supervisor.Config.Admit: an *appserver.AuthError while codex is not logged in.
+func (g *loginGate) admit(ctx context.Context, _ string) error {
+	a := g.current()
+	if a.State != CodexNotLoggedIn {
+		return nil
+	}
+	if time.Since(a.Checked) >= g.every && g.checking.TryLock() {
+		a = g.check(ctx)
+		g.checking.Unlock()
+	}
+	if a.State == CodexNotLoggedIn {
+		return &appserver.AuthError{Msg: a.Detail}
+	}
+	return nil
+}
+
+// warnStateDirMode logs a warning when other users can read, write or enter the state directory:
+// it holds the chats' thread ids, the inbox position and the control socket. An operator may have
+// chosen that (a shared group), so it is not fatal.
+func warnStateDirMode(dir string, log *zap.Logger) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("state dir %s: %w", dir, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		log.Warn("state directory is accessible to other users; it holds chat thread ids and the control socket (chmod 700 it)",
+			zap.String("dir", dir), zap.String("mode", fmt.Sprintf("%04o", perm)))
+	}
+	return nil
+}
+
+// envValue returns the last value of key in env ("" when unset).
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
