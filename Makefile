@@ -16,7 +16,7 @@ CODEX_BIN  := $(TOOLS)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(C
 
 export CODEX_BIN
 
-.PHONY: all build codex codex-bin npm test vet lint demo bench soak soak-ci clean
+.PHONY: all build codex codex-bin npm test test-stress vet lint demo bench soak soak-ci clean
 
 all: build
 
@@ -55,10 +55,34 @@ vet:
 lint:
 	$(GO) run $(STATICCHECK) ./...
 
-# test is what CI runs. CODEX_WARM_REQUIRE_CODEX turns "codex missing" into a failure instead of
-# a skip, so the end-to-end tests can never be skipped here.
+# GO_TEST is the test command of test and test-stress. CODEX_WARM_REQUIRE_CODEX turns "codex
+# missing" into a failure instead of a skip, so the end-to-end tests can never be skipped here.
+GO_TEST = CODEX_WARM_REQUIRE_CODEX=1 $(GO) test $(GOFLAGS_TEST) ./...
+
+# test is what CI runs.
 test: codex vet lint
-	CODEX_WARM_REQUIRE_CODEX=1 $(GO) test $(GOFLAGS_TEST) ./...
+	$(GO_TEST)
+
+# test-stress runs the test command STRESS_RUNS times beside two busy CPU loops: the tests must
+# wait on events, never on the machine being fast. The loops are stopped by pid however the
+# recipe ends (a failed run, Ctrl-C, SIGTERM). Every run goes ahead; the target fails if any did.
+STRESS_RUNS ?= 2
+
+test-stress: codex
+	@y1=; y2=; failed=0; \
+	trap 'kill $$y1 $$y2 2>/dev/null; wait $$y1 $$y2 2>/dev/null; true' EXIT; \
+	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
+	yes >/dev/null & y1=$$!; \
+	yes >/dev/null & y2=$$!; \
+	echo "test-stress: busy loops pid $$y1 and $$y2; $(STRESS_RUNS) run(s) of the test command (GOFLAGS_TEST=$(GOFLAGS_TEST))"; \
+	i=1; while [ $$i -le $(STRESS_RUNS) ]; do \
+		start=$$(date +%s); \
+		if $(GO_TEST); then result=passed; else result=FAILED; failed=$$((failed + 1)); fi; \
+		echo "test-stress: run $$i of $(STRESS_RUNS) $$result in $$(($$(date +%s) - start)) s"; \
+		i=$$((i + 1)); \
+	done; \
+	echo "test-stress: $$failed of $(STRESS_RUNS) run(s) failed beside two busy CPU loops"; \
+	[ $$failed -eq 0 ]
 
 demo: codex build
 	./bin/supervisor demo --codex-bin $(CODEX_BIN)

@@ -60,8 +60,11 @@ func playPipeChild(t *testing.T, data []byte, cancel bool, maxLine int) (*appser
 	leaks := goleak.IgnoreCurrent()
 	p, err := appserver.NewPipeChild(appserver.Config{
 		MaxLineBytes: maxLine,
-		CloseGrace:   50 * time.Millisecond,
-		WriteTimeout: 5 * time.Second,
+		// How long the client, once the child exited, lets the reader take what is still in the
+		// pipe. Exit closes the pipe, so the reader gets there as fast as it can read: a short
+		// grace would only cut off the turn's last lines on a loaded machine.
+		CloseGrace:   promptly,
+		WriteTimeout: promptly,
 		Policy:       appserver.AcceptPolicy(), // the policy that can say the most
 	})
 	if err != nil {
@@ -81,7 +84,7 @@ func playPipeChild(t *testing.T, data []byte, cancel bool, maxLine int) (*appser
 	// The bytes are meant as the answer to a turn/start that was sent.
 	select {
 	case <-p.TurnStartSent:
-	case <-time.After(10 * time.Second):
+	case <-time.After(promptly):
 		t.Fatal("RunTurn did not send turn/start")
 	}
 	wrote := make(chan struct{})
@@ -91,7 +94,7 @@ func playPipeChild(t *testing.T, data []byte, cancel bool, maxLine int) (*appser
 	}()
 	select {
 	case <-wrote:
-	case <-time.After(10 * time.Second):
+	case <-time.After(promptly):
 		t.Fatal("the client stopped reading the child's stdout without closing it")
 	}
 	if cancel {
@@ -102,10 +105,10 @@ func playPipeChild(t *testing.T, data []byte, cancel bool, maxLine int) (*appser
 	var o outcome
 	select {
 	case o = <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(promptly):
 		t.Fatal("RunTurn did not return after the child exited")
 	}
-	if err := p.Wait(10 * time.Second); err != nil {
+	if err := p.Wait(promptly); err != nil {
 		t.Fatal(err)
 	}
 	goleak.VerifyNone(t, leaks)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,8 +118,10 @@ func TestTailBufferKeepsTheEnd(t *testing.T) {
 	}
 }
 
-// pipeStream returns a lineStream reading what the returned writer writes.
-func pipeStream(t *testing.T, maxLine int) (*lineStream, *os.File) {
+// pipeStream returns a lineStream reading what write writes. Each write runs in a goroutine of
+// its own (a pipe holds only 64 KiB, and a write may stay blocked once the stream stopped
+// reading); the test's cleanup closes the pipes, which ends a blocked write, and waits for them.
+func pipeStream(t *testing.T, maxLine int) (s *lineStream, write func(data string, close bool)) {
 	t.Helper()
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -128,22 +131,28 @@ func pipeStream(t *testing.T, maxLine int) (*lineStream, *os.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newLineStream(inR, outW, maxLine, time.Second)
+	s = newLineStream(inR, outW, maxLine, time.Second)
+	var writers sync.WaitGroup
 	t.Cleanup(func() {
 		_ = s.Close()
 		_ = inW.Close()
 		_ = outR.Close()
+		writers.Wait()
 	})
-	return s, inW
+	return s, func(data string, close bool) {
+		writers.Go(func() {
+			_, _ = io.WriteString(inW, data)
+			if close {
+				_ = inW.Close()
+			}
+		})
+	}
 }
 
 func TestLineStreamLimitsAndErrors(t *testing.T) {
 	t.Run("lines up to the limit", func(t *testing.T) {
-		s, w := pipeStream(t, 100)
-		go func() {
-			_, _ = io.WriteString(w, "\n{\"a\":1}\n  \n"+`{"b":"`+strings.Repeat("y", 90)+"\"}\n{\"c\":3}")
-			_ = w.Close()
-		}()
+		s, write := pipeStream(t, 100)
+		write("\n{\"a\":1}\n  \n"+`{"b":"`+strings.Repeat("y", 90)+"\"}\n{\"c\":3}", true)
 		var got []map[string]any
 		for {
 			var v map[string]any
@@ -161,38 +170,35 @@ func TestLineStreamLimitsAndErrors(t *testing.T) {
 		}
 	})
 	t.Run("long line in one buffer", func(t *testing.T) {
-		s, w := pipeStream(t, 10)
-		go func() { _, _ = io.WriteString(w, `{"a":"0123456789"}`+"\n") }()
+		s, write := pipeStream(t, 10)
+		write(`{"a":"0123456789"}`+"\n", false)
 		var v any
 		if err := s.ReadObject(&v); !errors.Is(err, ErrLineTooLong) || !errors.Is(err, ErrProtocol) {
 			t.Errorf("error %v, want ErrLineTooLong", err)
 		}
 	})
 	t.Run("long line across buffers", func(t *testing.T) {
-		s, w := pipeStream(t, 100<<10)
-		go func() {
-			_, _ = io.WriteString(w, `{"a":"`+strings.Repeat("z", 200<<10)+"\"}\n")
-			_ = w.Close()
-		}()
+		s, write := pipeStream(t, 100<<10)
+		write(`{"a":"`+strings.Repeat("z", 200<<10)+"\"}\n", true)
 		var v any
 		if err := s.ReadObject(&v); !errors.Is(err, ErrLineTooLong) {
 			t.Errorf("error %v, want ErrLineTooLong", err)
 		}
 	})
 	t.Run("big line within limit across buffers", func(t *testing.T) {
-		s, w := pipeStream(t, 1<<20)
+		s, write := pipeStream(t, 1<<20)
 		big := strings.Repeat("q", 300<<10)
-		go func() { _, _ = io.WriteString(w, `{"a":"`+big+"\"}\n") }()
+		write(`{"a":"`+big+"\"}\n", false)
 		var v map[string]string
 		if err := s.ReadObject(&v); err != nil || v["a"] != big {
 			t.Errorf("error %v, len %d", err, len(v["a"]))
 		}
 	})
 	t.Run("garbage", func(t *testing.T) {
-		s, w := pipeStream(t, 100)
+		s, write := pipeStream(t, 100)
 		var ended error
 		s.onReadEnd = func(err error) { ended = err }
-		go func() { _, _ = io.WriteString(w, "hello world\n") }()
+		write("hello world\n", false)
 		var v any
 		err := s.ReadObject(&v)
 		if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "hello world") || ended != err {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"syscall"
@@ -64,8 +65,11 @@ func startFakeErr(t *testing.T, mode string, edit func(*appserver.Config)) (*app
 		Env:              env,
 		Dir:              t.TempDir(),
 		HandshakeTimeout: 10 * time.Second,
-		CloseGrace:       time.Second,
-		Logger:           log,
+		// Close waits this long for the child to exit when its stdin closes, before it signals:
+		// a short grace would turn a graceful exit into a SIGTERM on a loaded machine, and
+		// TestFakeCloseIsIdempotentAndConcurrent asserts the graceful one.
+		CloseGrace: promptly,
+		Logger:     log,
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -146,6 +150,11 @@ func methods(notifs []protocol.Notification) []string {
 	}
 	return out
 }
+
+// errTurnDeadline is the cause of a context that a test cancels when a turn reached the point
+// the test is about, standing for a turn deadline that passed just then: a real deadline is a
+// fixed time, which a loaded machine can reach before or after that point.
+var errTurnDeadline = fmt.Errorf("turn deadline: %w", context.DeadlineExceeded)
 
 // within fails the test when d passed since start: the "promptly" of fault tests.
 func within(t *testing.T, start time.Time, d time.Duration, what string) {

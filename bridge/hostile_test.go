@@ -243,12 +243,18 @@ func TestStateWriteFailureLosesNothing(t *testing.T) {
 	must(t, os.RemoveAll(path))
 	must(t, os.MkdirAll(filepath.Join(path, "blocker"), 0o700))
 
-	p.Enqueue(moleculetest.CanvasMessage("while the disk is full"))
-	// The failure is logged right after the delivery is counted, by the goroutine that delivered:
-	// wait for the log line too rather than race it.
-	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool {
-		return s.Delivered == 1 && s.PersistErrors > 0 && logs.FilterMessageSnippet("could not write the state file").Len() > 0
-	})))
+	first := p.Enqueue(moleculetest.CanvasMessage("while the disk is full"))[0]
+	// The first failed write (storing the reply before delivery) is counted before the reply is
+	// delivered, but logged under a message of its own; "could not write the state file" comes
+	// from the writes after it: the poll loop's and the one after delivery. So wait for that
+	// line, with the message finished and its position in memory, rather than look for it as
+	// soon as the counters move.
+	stateWriteLogged := func() bool { return logs.FilterMessageSnippet("could not write the state file").Len() > 0 }
+	if err := p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool {
+		return s.Delivered == 1 && s.Cursor == first && s.PersistErrors > 0 && stateWriteLogged()
+	})); err != nil {
+		t.Fatalf("%v: stats %+v; the failed state write logged: %v", err, r.m.Stats(), stateWriteLogged())
+	}
 
 	must(t, os.RemoveAll(path))
 	second := p.Enqueue(moleculetest.CanvasMessage("after space came back"))[0]

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap"
@@ -169,22 +170,32 @@ func TestLedgerCorruptFileMovedAside(t *testing.T) {
 	}
 }
 
-// Back-pressure: waitRoom blocks while the window is full and wakes when it shrinks.
+// Back-pressure: waitRoom blocks while the window is full and wakes when it shrinks. The bubble
+// makes "blocks" observable: synctest.Wait returns once the waiter is parked on the window, so
+// the row is finished while it waits, not before it started.
 func TestLedgerWaitRoom(t *testing.T) {
-	l := openTestLedger(t, t.TempDir())
-	l.admit("a", 0)
-	l.admit("b", 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := l.waitRoom(ctx, 2); err == nil {
-		t.Fatal("waitRoom returned nil with a full window")
-	}
-	done := make(chan error, 1)
-	go func() { done <- l.waitRoom(context.Background(), 2) }()
-	l.markDone("a")
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l := openTestLedger(t, t.TempDir())
+		l.admit("a", 0)
+		l.admit("b", 0)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := l.waitRoom(ctx, 2); err == nil {
+			t.Fatal("waitRoom returned nil with a full window")
+		}
+		done := make(chan error, 1)
+		go func() { done <- l.waitRoom(context.Background(), 2) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("waitRoom returned %v with the window still full", err)
+		default:
+		}
+		l.markDone("a")
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // Concurrent syncs share writes and leave a valid file (group commit).

@@ -540,17 +540,42 @@ func TestPollFailuresRecover(t *testing.T) {
 	a := newFakeAnswerer(nil)
 	log, _ := newTestLogger(t)
 	cfg := testConfig(p, t.TempDir(), a, log)
-	cfg.RequestTimeout = 200 * time.Millisecond // hung requests give up fast
+	// The hung poll gives up after this. A request the platform answered can still time out on a
+	// loaded machine, and its retry then reaches the platform twice: the wait below counts
+	// distinct replies, not sends.
+	cfg.RequestTimeout = time.Second
 	r := start(t, cfg)
 
 	p.HangNext(moleculetest.RouteActivity, 1)
 	p.SetChaos(0.3, 502, moleculetest.RouteActivity, moleculetest.RouteNotify, moleculetest.RouteA2A)
 	var rows []moleculetest.Row
+	want := map[string]bool{}
 	for i := range 10 {
 		rows = append(rows, moleculetest.PeerMessage(fmt.Sprintf("peer-%d", i%3), fmt.Sprint("m", i)))
+		want[fmt.Sprint("echo: m", i)] = true
 	}
 	p.Enqueue(rows...)
-	must(t, p.WaitFor(waitCtx(t), func() bool { return len(p.A2ASends()) == 10 }))
+	sent := func() map[string]bool {
+		got := map[string]bool{}
+		for _, s := range p.A2ASends() {
+			got[s.Text] = true
+		}
+		return got
+	}
+	must(t, p.WaitFor(waitCtx(t), func() bool {
+		got := sent()
+		for text := range want {
+			if !got[text] {
+				return false
+			}
+		}
+		return true
+	}))
+	for text := range sent() {
+		if !want[text] {
+			t.Errorf("reply %q was sent, want only the echoes of m0..m9", text)
+		}
+	}
 	if n := len(a.Calls()); n != 10 {
 		t.Fatalf("Submit called %d times for 10 rows", n)
 	}

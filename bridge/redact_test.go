@@ -30,7 +30,10 @@ func TestTokenNeverLogged(t *testing.T) {
 	log, logs := newTestLogger(t)
 	cfg := testConfig(p, t.TempDir(), a, log)
 	cfg.HeartbeatInterval = 20 * time.Millisecond
-	cfg.RequestTimeout = 300 * time.Millisecond
+	// The hung poll gives up after this. A request the platform answered can still time out on a
+	// loaded machine and reach it again when retried: the waits below count what the bridge
+	// delivered, not what the platform recorded.
+	cfg.RequestTimeout = time.Second
 	for _, r := range []moleculetest.Route{moleculetest.RouteRegister, moleculetest.RouteActivity, moleculetest.RouteNotify,
 		moleculetest.RouteA2A, moleculetest.RouteHeartbeat} {
 		p.FailNext(r, 1, 502)
@@ -40,7 +43,7 @@ func TestTokenNeverLogged(t *testing.T) {
 	p.Enqueue(moleculetest.CanvasMessage("hi").WithSeq(1), moleculetest.PeerMessage("peer-1", "yo"), moleculetest.CanvasMessage("leak"))
 	ctx := waitCtx(t)
 	must(t, p.WaitFor(ctx, func() bool {
-		return len(p.Notifies()) == 2 && len(p.A2ASends()) == 1 && len(p.Heartbeats()) >= 1 && p.CountCalls(moleculetest.RouteAck, 404) == 1
+		return r.m.Stats().Delivered == 3 && len(p.Heartbeats()) >= 1 && p.CountCalls(moleculetest.RouteAck, 404) == 1
 	}))
 	if s := r.m.Stats(); s.DeliveryRetries < 2 || s.PollErrors < 2 || s.HeartbeatErrors < 1 {
 		t.Fatalf("the failures did not happen: %+v", s)
@@ -55,8 +58,15 @@ func TestTokenNeverLogged(t *testing.T) {
 	if !errors.Is(runErr, ErrUnauthorized) || strings.Contains(runErr.Error(), token) {
 		t.Fatalf("Run = %v", runErr)
 	}
-	if strings.Contains(p.Notifies()[1].Message, token) {
-		t.Errorf("the reply to the user quotes the token: %q", p.Notifies()[1].Message)
+	leakReplied := false
+	for _, n := range p.Notifies() {
+		if strings.Contains(n.Message, token) {
+			t.Errorf("the reply to the user quotes the token: %q", n.Message)
+		}
+		leakReplied = leakReplied || strings.Contains(n.Message, "tool printed Authorization")
+	}
+	if !leakReplied {
+		t.Errorf("no reply tells of the codex error that quoted the token: %q", p.Notifies())
 	}
 
 	redactedSeen := false

@@ -124,7 +124,11 @@ func TestShutdownDrainsInFlightTurn(t *testing.T) {
 	a := gatedAnswerer(g)
 	log, _ := newTestLogger(t)
 	dir := t.TempDir()
-	r := start(t, testConfig(p, dir, a, log))
+	cfg := testConfig(p, dir, a, log)
+	// Run must return because the turn and its delivery finished, never because the drain
+	// period ran out first on a slow machine: stop's bound is what fails a Run that hangs.
+	cfg.DrainTimeout = time.Hour
+	r := start(t, cfg)
 	ids := p.Enqueue(moleculetest.CanvasMessage("finish me"))
 	must(t, a.waitFor(waitCtx(t), func() bool { return len(a.Calls()) == 1 }))
 

@@ -61,14 +61,16 @@ func testLogger(t *testing.T) *zap.Logger {
 	return zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 }
 
-// processCfg is the base config of process tests: no crash backoff in the way of recovery, short
-// timers.
+// processCfg is the base config of process tests: no crash backoff in the way of recovery. The
+// handshake timeout and the interrupt grace are hang guards here, far above what a child that
+// works needs on a loaded machine; tests of those watchdogs set them lower.
 func processCfg(t *testing.T, modeFor func(int) string) Config {
 	log := testLogger(t)
 	return Config{
 		Spawn:               (&fakeSpawner{modeFor: modeFor, log: log}).spawn,
 		MaxChildren:         8,
-		HandshakeTimeout:    10 * time.Second,
+		HandshakeTimeout:    30 * time.Second,
+		InterruptGrace:      30 * time.Second,
 		CrashBackoffInitial: time.Nanosecond,
 		CrashBackoffMax:     time.Nanosecond,
 		Logger:              log,
@@ -166,10 +168,11 @@ func TestProcessWatchdogs(t *testing.T) {
 }
 
 func TestProcessHandshakeTimeout(t *testing.T) {
-	// slow-start sleeps a minute before answering initialize; 2 s leaves a loaded machine time
-	// to start the healthy child that follows.
+	// slow-start answers initialize after a minute. The one timeout also bounds the healthy
+	// child that follows, so it is a bound that child's start never comes near on a loaded
+	// machine, not the shortest that usually works.
 	cfg := processCfg(t, mode(appservertest.FakeSlowStart, appservertest.FakeOK))
-	cfg.HandshakeTimeout = 2 * time.Second
+	cfg.HandshakeTimeout = 10 * time.Second
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +292,9 @@ func TestProcessBootSweep(t *testing.T) {
 
 	cfg := processCfg(t, mode(appservertest.FakeOK, appservertest.FakeOK))
 	cfg.StateDir = dir
-	cfg.SweepGrace = 500 * time.Millisecond
+	// The stubborn orphan waits out one grace; the others are gone once they ran their signal
+	// handling, which the grace must leave a loaded machine time for.
+	cfg.SweepGrace = 2 * time.Second
 	start := time.Now()
 	s, err := New(cfg)
 	if err != nil {
@@ -320,7 +325,9 @@ func TestSweepActions(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ChildrenFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := SweepOrphans(testCtx(t), dir, 300*time.Millisecond, testLogger(t))
+	// The grace must leave a loaded machine time to end the SIGKILLed orphan; only the SIGTERM
+	// it ignores is waited out in full.
+	got, err := SweepOrphans(testCtx(t), dir, 2*time.Second, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

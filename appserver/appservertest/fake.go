@@ -21,9 +21,6 @@ import (
 // FakeEnv is the environment variable that selects fake mode; its value is the mode.
 const FakeEnv = "CODEX_WARM_FAKE_APPSERVER"
 
-// FakeDelayEnv adds a per-turn latency in milliseconds (before the reply; interruptible).
-const FakeDelayEnv = "CODEX_WARM_FAKE_DELAY_MS"
-
 // Fake modes. A mode string is a comma-separated list of them, e.g. "ok,die-after=2".
 const (
 	// FakeOK answers every turn with "reply #<n>: <text>", n counting the thread's user
@@ -36,6 +33,9 @@ const (
 	FakeExitMidTurn = "exit-midturn"
 	// FakeNoComplete never completes a turn but honours turn/interrupt.
 	FakeNoComplete = "no-complete"
+	// FakeHangFirst never completes a thread's first turn by itself but honours turn/interrupt;
+	// later turns are answered as FakeOK.
+	FakeHangFirst = "hang-first"
 	// FakeIgnoreInterrupt never completes a turn; it answers turn/interrupt with {} and
 	// nothing else.
 	FakeIgnoreInterrupt = "ignore-interrupt"
@@ -51,7 +51,8 @@ const (
 	// codex 0.169 offers (accept, acceptWithExecpolicyAmendment, cancel) unless
 	// "approval-offer=a+b" overrides it. A "cancel" answer interrupts the turn, as in codex.
 	FakeApproval = "approval"
-	// FakeSlowStart sleeps before answering initialize: 60 s, or "slow-start=<ms>".
+	// FakeSlowStart answers initialize late: after 60 s, or "slow-start=<ms>". It goes on
+	// reading stdin meanwhile, so it exits as soon as the client closes stdin, as codex does.
 	FakeSlowStart = "slow-start"
 	// FakeUnknownThread answers thread/resume with -32600 "no rollout found ...".
 	FakeUnknownThread = "unknown-thread"
@@ -160,7 +161,6 @@ type fakeModes struct {
 	slowStart     time.Duration
 	slowTurnStart time.Duration
 	offer         []string
-	delay         time.Duration
 }
 
 func parseFakeModes(mode string) (fakeModes, error) {
@@ -172,7 +172,7 @@ func parseFakeModes(mode string) (fakeModes, error) {
 		}
 		name, val, hasVal := strings.Cut(part, "=")
 		switch name {
-		case FakeOK, FakeExitHandshake, FakeExitMidTurn, FakeNoComplete, FakeIgnoreInterrupt,
+		case FakeOK, FakeExitHandshake, FakeExitMidTurn, FakeNoComplete, FakeHangFirst, FakeIgnoreInterrupt,
 			FakeQuietAfterTool, FakeGarbage, FakeHugeLine, FakeApproval, FakeUnknownThread,
 			FakeStubborn, FakeFail, FakeAuthFail, FakeRetryError, FakeEarlyNotify, FakeScript:
 		case FakeDieAfter:
@@ -201,13 +201,6 @@ func parseFakeModes(mode string) (fakeModes, error) {
 			return m, fmt.Errorf("unknown fake mode %q", part)
 		}
 		m.set[name] = true
-	}
-	if v := os.Getenv(FakeDelayEnv); v != "" {
-		ms, err := strconv.Atoi(v)
-		if err != nil {
-			return m, fmt.Errorf("%s=%q: %w", FakeDelayEnv, v, err)
-		}
-		m.delay = time.Duration(ms) * time.Millisecond
 	}
 	return m, nil
 }
@@ -373,19 +366,15 @@ func (f *fakeServer) handleRequest(m fakeMsg) {
 			os.Exit(3)
 		}
 		if f.modes.set[FakeSlowStart] {
-			time.Sleep(f.modes.slowStart)
+			// The read loop goes on, so a client that gave up and closed stdin ends the fake
+			// at once; the process exits with the loop, so nothing waits for this goroutine.
+			go func() {
+				time.Sleep(f.modes.slowStart)
+				f.initialize(m)
+			}()
+			return
 		}
-		f.mu.Lock()
-		f.initialized = true
-		f.mu.Unlock()
-		home, _ := os.Getwd()
-		if h := os.Getenv("CODEX_HOME"); h != "" {
-			home = h
-		}
-		f.reply(m.ID, map[string]any{
-			"userAgent": "fake-app-server/0.0.0", "codexHome": home,
-			"platformFamily": "unix", "platformOs": "linux",
-		})
+		f.initialize(m)
 	case "thread/start":
 		var p struct {
 			Cwd string `json:"cwd"`
@@ -448,6 +437,21 @@ func (f *fakeServer) handleRequest(m fakeMsg) {
 	default:
 		f.replyError(m.ID, -32601, "method not found: "+m.Method)
 	}
+}
+
+// initialize answers the initialize request m.
+func (f *fakeServer) initialize(m fakeMsg) {
+	f.mu.Lock()
+	f.initialized = true
+	f.mu.Unlock()
+	home, _ := os.Getwd()
+	if h := os.Getenv("CODEX_HOME"); h != "" {
+		home = h
+	}
+	f.reply(m.ID, map[string]any{
+		"userAgent": "fake-app-server/0.0.0", "codexHome": home,
+		"platformFamily": "unix", "platformOs": "linux",
+	})
 }
 
 func (f *fakeServer) handleResponse(m fakeMsg) {
@@ -568,15 +572,9 @@ func (f *fakeServer) runTurn(t *fakeTurn, text string, n int, startedSent bool) 
 		complete("interrupted", nil, []any{})
 	}
 
-	if d := f.modes.delay; d > 0 {
-		timer := time.NewTimer(d)
-		select {
-		case <-timer.C:
-		case <-t.interrupted:
-			timer.Stop()
-			complete("interrupted", nil, []any{})
-			return
-		}
+	if f.modes.set[FakeHangFirst] && n == 1 {
+		waitInterrupt()
+		return
 	}
 	if f.modes.set[FakeExitMidTurn] {
 		fmt.Fprintln(f.stderr, "fake app-server: dying mid-turn (mode exit-midturn)")

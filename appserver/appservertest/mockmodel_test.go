@@ -367,7 +367,7 @@ func TestMockModelHangReleasedByClientDisconnect(t *testing.T) {
 	if line, err := br.ReadString('\n'); err != nil || line != "event: response.created\n" {
 		t.Fatalf("first line %q err %v", line, err)
 	}
-	wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	wctx, wcancel := context.WithTimeout(t.Context(), time.Minute) // a hang guard
 	defer wcancel()
 	if err := m.WaitHung(wctx, 1); err != nil {
 		t.Fatal(err)
@@ -403,7 +403,7 @@ func TestMockModelCloseReleasesHangAndLatency(t *testing.T) {
 			errs <- err
 		}()
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a hang guard
 	defer cancel()
 	if err := m.WaitHung(ctx, 1); err != nil {
 		t.Fatal(err)

@@ -206,7 +206,7 @@ func TestE2EStatusCommand(t *testing.T) {
 }
 
 // SIGTERM while a turn hangs: the daemon drains for --drain-timeout (it does not cut the turn at
-// once), then interrupts it and exits 0 within the drain bound, leaving no codex child. The
+// once), then interrupts it (codex honours the interrupt) and exits 0, leaving no codex child. The
 // interrupted message is not acknowledged (no reply, the cursor does not pass it, nothing
 // pending), so the next daemon answers it, once.
 func TestE2ESigtermMidTurnExitsWithinDrainAndDoesNotAck(t *testing.T) {
@@ -224,15 +224,19 @@ func TestE2ESigtermMidTurnExitsWithinDrainAndDoesNotAck(t *testing.T) {
 	d1.waitHung(1)
 	codex := procOf(t, childPID(d1.status(), e.canvasKey()))
 
-	took := d1.stop(drain + 10*time.Second)
+	took := d1.stop(stopTimeout)
 	t.Logf("exit took %s after SIGTERM (drain timeout %s)", took, drain)
 	if took < drain-50*time.Millisecond {
 		t.Errorf("exit after %s: the hanging turn was not given the drain time %s", took, drain)
 	}
-	// The rest is the interrupt (codex answers it in milliseconds), closing the child and the
-	// daemon's own exit; a child that ignored the interrupt would add the 5 s interrupt grace.
-	if bound := drain + 4*time.Second; took > bound {
-		t.Errorf("exit after %s, want within %s of SIGTERM (drain %s + interrupt and close)", took, bound, drain)
+	// After the drain comes the interrupt, which codex honours: the log says so, where a child
+	// that ignored it would have been waited for and given up on. (How long the exit took after
+	// the drain says nothing more on a loaded machine; stopTimeout only guards against a hang.)
+	if len(d1.logsWith("interrupting turn")) == 0 {
+		t.Error("the daemon did not interrupt the hanging turn at the end of the drain")
+	}
+	if l := d1.logsWith("turn ignored turn/interrupt"); len(l) > 0 {
+		t.Errorf("codex ignored the interrupt at the end of the drain: %v", l)
 	}
 	if !codex.gone() {
 		t.Errorf("codex child %d still running after the daemon exited", codex.pid)

@@ -145,8 +145,9 @@ func TestE2EKillMidTurnAnswersEveryMessageOnce(t *testing.T) {
 	}
 
 	d2 := e.start()
-	// The boot sweep runs before the control socket answers, so this only allows for /proc lag.
-	waitGone(t, 5*time.Second, victims...)
+	// The boot sweep runs before the control socket answers, so this only allows for /proc lag
+	// (the bound is a hang guard).
+	waitGone(t, waitTimeout, victims...)
 	d2.waitPlatform("the two canvas replies", func() bool { return len(e.plat.Notifies()) == 2 })
 	d2.waitPolls(5)
 
@@ -447,7 +448,7 @@ func TestE2EBootSweepEndsOrphanOfDeadDaemon(t *testing.T) {
 	d := e.start() // ready means the boot sweep is over
 	select {
 	case <-orphan.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(waitTimeout): // a hang guard: the sweep signalled it before ready
 		t.Fatalf("the recorded orphan %d still runs after the daemon started", orphan.pid)
 	}
 	// Its stdin is still open, so only the sweep's signal ends it: codex exits 0 when it has set

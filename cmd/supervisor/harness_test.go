@@ -491,7 +491,7 @@ func (d *daemonProc) waitPolls(n int) {
 // status asks the daemon's control socket for its status.
 func (d *daemonProc) status() StatusDoc {
 	d.e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	doc, err := fetchStatus(ctx, d.e.stateDir)
 	if err != nil {
