@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,23 +20,11 @@ func attemptsByText(t *testing.T, p *moleculetest.Platform, route moleculetest.R
 	t.Helper()
 	out := map[string][]deliveryIDs{}
 	for _, c := range p.CallsTo(route) {
-		var body struct {
-			Message string `json:"message"`
-			Params  struct {
-				Message struct {
-					MessageID string `json:"messageId"`
-					Parts     []struct {
-						Text string `json:"text"`
-					} `json:"parts"`
-				} `json:"message"`
-			} `json:"params"`
+		text, messageID, ok := c.Reply()
+		if !ok {
+			t.Fatalf("recorded %s call does not decode: %s", route, c.Body)
 		}
-		must(t, json.Unmarshal(c.Body, &body))
-		text := body.Message
-		if route == moleculetest.RouteA2A {
-			text = body.Params.Message.Parts[0].Text
-		}
-		out[text] = append(out[text], deliveryIDs{key: c.Header.Get("Idempotency-Key"), messageID: body.Params.Message.MessageID})
+		out[text] = append(out[text], deliveryIDs{key: c.Header.Get("Idempotency-Key"), messageID: messageID})
 	}
 	return out
 }

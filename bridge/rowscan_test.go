@@ -137,24 +137,21 @@ func page(ids ...string) string {
 	return "[" + strings.Join(rows, ",") + "]"
 }
 
-func TestKeepOldestFirst(t *testing.T) {
-	tests := []struct {
-		name string
-		in   string
-		lim  pageLimits
-		want string
-		more bool
-		err  bool
-	}{
-		{name: "all fit", in: page("a", "b", "c"), lim: pageLimits{rows: 10, bytes: 100}, want: "a,b,c"},
-		{name: "row limit", in: page("a", "b", "c"), lim: pageLimits{rows: 2, bytes: 100}, want: "a,b", more: true},
-		{name: "byte limit", in: page("a", "b", "c", "d"), lim: pageLimits{rows: 10, bytes: 50}, want: "a,b,c", more: true},
-		{name: "a row over the byte limit is kept alone", in: page("a", "b"), lim: pageLimits{rows: 10, bytes: 5}, want: "a", more: true},
-		{name: "failure keeps the rows before it", in: page("a", "b")[:30], lim: pageLimits{rows: 10, bytes: 100}, want: "a", err: true},
-	}
+// keepCase is one page-keeping case: the rows kept (ids, in answer order) from in under lim.
+type keepCase struct {
+	name string
+	in   string
+	lim  pageLimits
+	want string
+	more bool
+	err  bool
+}
+
+func runKeepCases(t *testing.T, keep func(*rowScanner, pageLimits) (pollPage, error), tests []keepCase) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			pg, err := keepOldestFirst(newRowScanner(strings.NewReader(tc.in), 1<<10), tc.lim)
+			pg, err := keep(newRowScanner(strings.NewReader(tc.in), 1<<10), tc.lim)
 			if got := rowsOf(pg.rows); got != tc.want || pg.more != tc.more || (err != nil) != tc.err {
 				t.Fatalf("kept %s more %v err %v, want %s more %v error %v", got, pg.more, err, tc.want, tc.more, tc.err)
 			}
@@ -162,30 +159,25 @@ func TestKeepOldestFirst(t *testing.T) {
 	}
 }
 
+func TestKeepOldestFirst(t *testing.T) {
+	runKeepCases(t, keepOldestFirst, []keepCase{
+		{name: "all fit", in: page("a", "b", "c"), lim: pageLimits{rows: 10, bytes: 100}, want: "a,b,c"},
+		{name: "row limit", in: page("a", "b", "c"), lim: pageLimits{rows: 2, bytes: 100}, want: "a,b", more: true},
+		{name: "byte limit", in: page("a", "b", "c", "d"), lim: pageLimits{rows: 10, bytes: 50}, want: "a,b,c", more: true},
+		{name: "a row over the byte limit is kept alone", in: page("a", "b"), lim: pageLimits{rows: 10, bytes: 5}, want: "a", more: true},
+		{name: "failure keeps the rows before it", in: page("a", "b")[:30], lim: pageLimits{rows: 10, bytes: 100}, want: "a", err: true},
+	})
+}
+
 func TestKeepOldestOfWindow(t *testing.T) {
 	newestFirst := page("e", "d", "c", "b", "a") // a is the oldest
-	tests := []struct {
-		name string
-		in   string
-		lim  pageLimits
-		want string
-		more bool
-		err  bool
-	}{
+	runKeepCases(t, keepOldestOfWindow, []keepCase{
 		{name: "all fit, oldest first", in: newestFirst, lim: pageLimits{rows: 10, bytes: 1000}, want: "a,b,c,d,e"},
 		{name: "row limit keeps the oldest", in: newestFirst, lim: pageLimits{rows: 2, bytes: 1000}, want: "a,b", more: true},
 		{name: "byte limit keeps the oldest", in: newestFirst, lim: pageLimits{rows: 10, bytes: 60}, want: "a,b,c", more: true},
 		{name: "the oldest row is kept even over the byte limit", in: newestFirst, lim: pageLimits{rows: 10, bytes: 5}, want: "a", more: true},
 		{name: "failure keeps nothing", in: newestFirst[:50], lim: pageLimits{rows: 10, bytes: 1000}, err: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			pg, err := keepOldestOfWindow(newRowScanner(strings.NewReader(tc.in), 1<<10), tc.lim)
-			if got := rowsOf(pg.rows); got != tc.want || pg.more != tc.more || (err != nil) != tc.err {
-				t.Fatalf("kept %s more %v err %v, want %s more %v error %v", got, pg.more, err, tc.want, tc.more, tc.err)
-			}
-		})
-	}
+	})
 }
 
 // FuzzRowScanner: no panic on any input, no row held over the cap, and on every array encoding/json

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -424,22 +425,57 @@ func (p *Platform) notify(r *http.Request, body []byte) (int, any) {
 	return http.StatusOK, map[string]string{"status": "sent"}
 }
 
-func (p *Platform) a2a(r *http.Request, body []byte) (int, any) {
-	var m struct {
-		JSONRPC string `json:"jsonrpc"`
-		ID      string `json:"id"`
-		Method  string `json:"method"`
-		Params  struct {
-			Message struct {
-				Role      string `json:"role"`
-				MessageID string `json:"messageId"`
-				Parts     []struct {
-					Kind string `json:"kind"`
-					Text string `json:"text"`
-				} `json:"parts"`
-			} `json:"message"`
-		} `json:"params"`
+// a2aBody is the body of an A2A message/send.
+type a2aBody struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      string `json:"id"`
+	Method  string `json:"method"`
+	Params  struct {
+		Message struct {
+			Role      string `json:"role"`
+			MessageID string `json:"messageId"`
+			Parts     []struct {
+				Kind string `json:"kind"`
+				Text string `json:"text"`
+			} `json:"parts"`
+		} `json:"message"`
+	} `json:"params"`
+}
+
+// text joins the message's text parts with "\n".
+func (m a2aBody) text() string {
+	texts := make([]string, 0, len(m.Params.Message.Parts))
+	for _, part := range m.Params.Message.Parts {
+		texts = append(texts, part.Text)
 	}
+	return strings.Join(texts, "\n")
+}
+
+// Reply decodes what a recorded /notify or A2A send carried (answered or not): the reply text
+// (an A2A message's text parts joined with "\n") and, for an A2A send, its messageId. ok is
+// false for other routes and bodies that do not decode.
+func (c Call) Reply() (text, messageID string, ok bool) {
+	switch c.Route {
+	case RouteNotify:
+		var m struct {
+			Message *string `json:"message"`
+		}
+		if json.Unmarshal(c.Body, &m) != nil || m.Message == nil {
+			return "", "", false
+		}
+		return *m.Message, "", true
+	case RouteA2A:
+		var m a2aBody
+		if json.Unmarshal(c.Body, &m) != nil {
+			return "", "", false
+		}
+		return m.text(), m.Params.Message.MessageID, true
+	}
+	return "", "", false
+}
+
+func (p *Platform) a2a(r *http.Request, body []byte) (int, any) {
+	var m a2aBody
 	if err := json.Unmarshal(body, &m); err != nil || m.JSONRPC != "2.0" || m.ID == "" || m.Method != "message/send" ||
 		m.Params.Message.MessageID == "" || len(m.Params.Message.Parts) == 0 {
 		return http.StatusBadRequest, map[string]string{"error": "bad message/send body"}
@@ -448,13 +484,7 @@ func (p *Platform) a2a(r *http.Request, body []byte) (int, any) {
 		return http.StatusBadRequest, map[string]string{"error": "X-Workspace-ID required"}
 	}
 	s := A2ASend{Peer: r.PathValue("ws"), Header: r.Header.Clone(), RPCID: m.ID, Method: m.Method,
-		Role: m.Params.Message.Role, MessageID: m.Params.Message.MessageID}
-	for i, part := range m.Params.Message.Parts {
-		if i > 0 {
-			s.Text += "\n"
-		}
-		s.Text += part.Text
-	}
+		Role: m.Params.Message.Role, MessageID: m.Params.Message.MessageID, Text: m.text()}
 	p.mu.Lock()
 	p.sends = append(p.sends, s)
 	p.mu.Unlock()

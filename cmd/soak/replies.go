@@ -38,35 +38,17 @@ func readCalls(calls []moleculetest.Call, ws string) callLog {
 			continue
 		}
 		switch c.Route {
-		case moleculetest.RouteNotify:
-			var body struct {
-				Message string `json:"message"`
-			}
-			if json.Unmarshal(c.Body, &body) == nil {
-				l.Replies = append(l.Replies, Reply{Order: i, ChatKey: "canvas:" + ws, Text: body.Message, At: c.At})
-			}
-		case moleculetest.RouteA2A:
-			var body struct {
-				Params struct {
-					Message struct {
-						MessageID string `json:"messageId"`
-						Parts     []struct {
-							Text string `json:"text"`
-						} `json:"parts"`
-					} `json:"message"`
-				} `json:"params"`
-			}
-			if json.Unmarshal(c.Body, &body) != nil {
+		case moleculetest.RouteNotify, moleculetest.RouteA2A:
+			text, messageID, ok := c.Reply()
+			if !ok {
 				continue
 			}
-			texts := make([]string, 0, len(body.Params.Message.Parts))
-			for _, p := range body.Params.Message.Parts {
-				texts = append(texts, p.Text)
+			chatKey := "canvas:" + ws
+			if c.Route == moleculetest.RouteA2A {
+				// Path is /workspaces/<peer>/a2a.
+				chatKey = "peer:" + strings.TrimSuffix(strings.TrimPrefix(c.Path, "/workspaces/"), "/a2a")
 			}
-			// Path is /workspaces/<peer>/a2a.
-			peer := strings.TrimSuffix(strings.TrimPrefix(c.Path, "/workspaces/"), "/a2a")
-			l.Replies = append(l.Replies, Reply{Order: i, ChatKey: "peer:" + peer, Text: strings.Join(texts, "\n"),
-				MessageID: body.Params.Message.MessageID, At: c.At})
+			l.Replies = append(l.Replies, Reply{Order: i, ChatKey: chatKey, Text: text, MessageID: messageID, At: c.At})
 		case moleculetest.RouteAck:
 			var body struct {
 				AckedSeq int64 `json:"acked_seq"`
