@@ -377,6 +377,11 @@ func TestParseConfig(t *testing.T) {
 	if !slices.Equal(c.HistoryLevels, []int{1, 50, 200}) || !slices.Equal(c.Only, allComparisons()) {
 		t.Errorf("levels %v only %v", c.HistoryLevels, c.Only)
 	}
+	// The daemon runs in a scratch directory: a relative binary path would not resolve there.
+	wd, _ := os.Getwd()
+	if want := filepath.Join(wd, "bin", "supervisor"); c.SupervisorBin != want {
+		t.Errorf("supervisor binary %q, want %q (absolute)", c.SupervisorBin, want)
+	}
 	c, err = parseConfig([]string{"--only", "scale"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatalf("scale alone needs no codex: %v", err)

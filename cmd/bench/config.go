@@ -154,6 +154,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	// The daemon starts in a scratch directory, where a relative path means something else.
+	abs, err := filepath.Abs(c.SupervisorBin)
+	if err != nil {
+		return c, fmt.Errorf("--supervisor-bin %s: %w", c.SupervisorBin, err)
+	}
+	c.SupervisorBin = abs
 
 	p := fullPreset()
 	if c.Quick {
