@@ -535,8 +535,12 @@ func TestE2EBootSweepKillsWhatAKilledChildLeft(t *testing.T) {
 	pidFile := filepath.Join(e.root, "mcp.pids")
 	// The "MCP server" is a shell that records its pid and becomes a sleep: it never answers,
 	// which codex tolerates (the thread starts; the server's start-up is reported as pending).
-	mcp := fmt.Sprintf("\n[mcp_servers.sleeper]\ncommand = \"/bin/sh\"\nargs = [\"-c\", %s]\n",
-		strconv.Quote("echo $$ >> "+pidFile+"; exec sleep 777"))
+	// It first starts a job of its own in a process group of its own (set -m), within codex's
+	// session: when the daemon dies, codex sees its stdin close a moment before the parent-death
+	// signal ends it, and may stop the server itself in that moment; the job it does not know of
+	// is always left for the sweep.
+	mcp := fmt.Sprintf("\n[mcp_servers.sleeper]\ncommand = \"/bin/bash\"\nargs = [\"-c\", %s]\n",
+		strconv.Quote("set -m; sleep 777 & echo $! >> "+pidFile+"; echo $$ >> "+pidFile+"; exec sleep 777"))
 	f, err := os.OpenFile(filepath.Join(e.codexHome, "config.toml"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -560,11 +564,13 @@ func TestE2EBootSweepKillsWhatAKilledChildLeft(t *testing.T) {
 			if err != nil {
 				return false
 			}
-			if start, state, err := procStat(pid); err == nil && state != 'Z' {
+			// Only the servers of the chat's child, in its session: the daemon's start-up login
+			// check runs an app-server too, whose server ends with it, maybe only now.
+			if start, state, sid, err := procStatSession(pid); err == nil && state != 'Z' && sid == child.pid {
 				servers = append(servers, proc{pid: pid, start: start})
 			}
 		}
-		return len(servers) > 0
+		return len(servers) == 2
 	})
 	t.Cleanup(func() {
 		for _, s := range servers {
@@ -576,11 +582,17 @@ func TestE2EBootSweepKillsWhatAKilledChildLeft(t *testing.T) {
 
 	d1.kill()
 	waitGone(t, 10*time.Second, child)
+	// What is left for the sweep: the job always, the server itself when codex did not stop it.
+	left := servers[:0:0]
 	for _, s := range servers {
-		if s.gone() {
-			t.Fatalf("MCP server %d died with its codex child: nothing is left for the sweep to find", s.pid)
+		if !s.gone() {
+			left = append(left, s)
 		}
 	}
+	if len(left) == 0 {
+		t.Fatalf("nothing of the MCP server %v outlived its codex child: the job in its own group should have", servers)
+	}
+	servers = left
 
 	d2 := e.start() // ready means the boot sweep is over
 	waitGone(t, 5*time.Second, servers...)

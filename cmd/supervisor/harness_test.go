@@ -677,20 +677,29 @@ func waitGone(t *testing.T, bound time.Duration, ps ...proc) {
 
 // procStat returns field 22 (start time) and field 3 (state) of /proc/<pid>/stat.
 func procStat(pid int) (start uint64, state byte, err error) {
+	start, state, _, err = procStatSession(pid)
+	return start, state, err
+}
+
+// procStatSession is procStat plus the process's session id (field 6).
+func procStatSession(pid int) (start uint64, state byte, session int, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, errors.New("malformed stat")
+		return 0, 0, 0, errors.New("malformed stat")
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 20 || len(f[0]) != 1 {
-		return 0, 0, errors.New("malformed stat")
+		return 0, 0, 0, errors.New("malformed stat")
+	}
+	if session, err = strconv.Atoi(f[3]); err != nil {
+		return 0, 0, 0, err
 	}
 	start, err = strconv.ParseUint(f[19], 10, 64)
-	return start, f[0][0], err
+	return start, f[0][0], session, err
 }
 
 // gate makes a Script hold chosen model requests until it opens: when want requests are held at
