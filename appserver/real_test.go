@@ -14,7 +14,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // realEnv is real codex pointed at a mock model, with its own CODEX_HOME and workspace.

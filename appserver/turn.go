@@ -12,8 +12,8 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
 	"github.com/molecule-ai/codex-warm/projector"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // ThreadOptions are the settings of thread/start and thread/resume. Empty fields are left to

@@ -41,7 +41,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // Transcript roles.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // wireLine is one line of a recorded transcript in testdata/codex-wire.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // fakeWorld is an in-memory codex for unit tests: it spawns fakeChilds and keeps each thread's

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // warmTurnTimeout bounds one turn on a warm client.

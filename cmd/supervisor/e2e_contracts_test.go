@@ -4,7 +4,7 @@ package main
 
 // The eight contracts of the Python daemon's (codex-channel-molecule) test suite, shown on the
 // real daemon process, the real codex binary, the mock model and the fake Molecule platform
-// (PROTOCOL.md section 2).
+// (docs/PROTOCOL.md section 2).
 
 import (
 	"net/http"
