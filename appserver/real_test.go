@@ -108,11 +108,11 @@ func TestRealTwoTurnsOnOneThreadKeepHistory(t *testing.T) {
 	e, c, ctx, thread := startRealThread(t, "never")
 	r1 := mustTurn(t, c, ctx, thread, "first message")
 	r2 := mustTurn(t, c, ctx, thread, "second message")
-	if r1.Status != protocol.TurnCompleted || r1.Reply != "reply #1: first message" {
-		t.Errorf("turn 1: status %q reply %q", r1.Status, r1.Reply)
+	if r1.Status != protocol.TurnCompleted || replyOf(r1) != "reply #1: first message" {
+		t.Errorf("turn 1: status %q reply %q", r1.Status, replyOf(r1))
 	}
-	if r2.Status != protocol.TurnCompleted || r2.Reply != "reply #2: second message" {
-		t.Errorf("turn 2: status %q reply %q", r2.Status, r2.Reply)
+	if r2.Status != protocol.TurnCompleted || replyOf(r2) != "reply #2: second message" {
+		t.Errorf("turn 2: status %q reply %q", r2.Status, replyOf(r2))
 	}
 	if r1.TurnID == r2.TurnID || r1.ThreadID != thread || r2.ThreadID != thread {
 		t.Errorf("ids: %s/%s %s/%s", r1.ThreadID, r1.TurnID, r2.ThreadID, r2.TurnID)
@@ -139,8 +139,8 @@ func TestRealOptOutNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := mustTurn(t, c, ctx, thread, "no deltas please")
-	if res.Reply != "reply #1: no deltas please" {
-		t.Errorf("reply %q", res.Reply)
+	if replyOf(res) != "reply #1: no deltas please" {
+		t.Errorf("reply %q", replyOf(res))
 	}
 	if slices.Contains(methods(res.Notifications), protocol.NotifyAgentMessageDelta) {
 		t.Errorf("opted-out deltas delivered: %v", methods(res.Notifications))
@@ -157,8 +157,8 @@ func TestRealResumeInNewProcessKeepsHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := mustTurn(t, first, ctx, thread, "remember me"); r.Reply != "reply #1: remember me" {
-		t.Fatalf("first turn reply %q", r.Reply)
+	if r := mustTurn(t, first, ctx, thread, "remember me"); replyOf(r) != "reply #1: remember me" {
+		t.Fatalf("first turn reply %q", replyOf(r))
 	}
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
@@ -172,8 +172,8 @@ func TestRealResumeInNewProcessKeepsHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := mustTurn(t, second, ctx, thread, "still there?")
-	if r.Reply != "reply #2: still there?" {
-		t.Errorf("reply after resume %q: history lost", r.Reply)
+	if replyOf(r) != "reply #2: still there?" {
+		t.Errorf("reply after resume %q: history lost", replyOf(r))
 	}
 }
 
@@ -199,8 +199,8 @@ func TestRealResumeThreadCreatedByCodexExec(t *testing.T) {
 		t.Errorf("last turn of the exec thread %+v ok %v err %v", last, ok, err)
 	}
 	r := mustTurn(t, c, ctx, ex.ThreadID, "hello from the daemon")
-	if r.Reply != "reply #2: hello from the daemon" {
-		t.Errorf("reply %q: the exec turn is not in the resumed history", r.Reply)
+	if replyOf(r) != "reply #2: hello from the daemon" {
+		t.Errorf("reply %q: the exec turn is not in the resumed history", replyOf(r))
 	}
 }
 
@@ -238,8 +238,8 @@ func TestRealApprovalAnsweredByDefaultPolicy(t *testing.T) {
 	if !slices.Contains(methods(res.Notifications), protocol.NotifyServerRequestClear) {
 		t.Errorf("no serverRequest/resolved: the request was not answered? %v", methods(res.Notifications))
 	}
-	if !strings.HasPrefix(res.Reply, "tool said: ") || strings.Contains(res.Reply, "shell-ran") {
-		t.Errorf("reply %q, want the model told of the rejection", res.Reply)
+	if !strings.HasPrefix(replyOf(res), "tool said: ") || strings.Contains(replyOf(res), "shell-ran") {
+		t.Errorf("reply %q, want the model told of the rejection", replyOf(res))
 	}
 	// The follow-up model request carries the rejected tool output.
 	if reqs := e.mock.Requests(); len(reqs) != 2 || !reqs[1].HasToolOutput {
@@ -260,8 +260,8 @@ func TestRealApprovalCancelInterruptsTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := mustTurn(t, c, ctx, thread, "SHELL please")
-	if res.Status != protocol.TurnInterrupted || res.Reply != "" {
-		t.Errorf("status %q reply %q, want interrupted without a reply", res.Status, res.Reply)
+	if res.Status != protocol.TurnInterrupted || replyOf(res) != "" {
+		t.Errorf("status %q reply %q, want interrupted without a reply", res.Status, replyOf(res))
 	}
 }
 
@@ -284,8 +284,8 @@ func TestRealApprovalAcceptedByAcceptPolicy(t *testing.T) {
 	if len(cmds) != 1 || cmds[0].Status != "completed" {
 		t.Fatalf("command items %+v, want one completed", cmds)
 	}
-	if !strings.Contains(res.Reply, "shell-ran") {
-		t.Errorf("reply %q, want the command's output", res.Reply)
+	if !strings.Contains(replyOf(res), "shell-ran") {
+		t.Errorf("reply %q, want the command's output", replyOf(res))
 	}
 }
 
@@ -344,8 +344,8 @@ func TestRealHangingModelIsInterruptedAndChildStaysUsable(t *testing.T) {
 		t.Errorf("mock saw %d hung streams, want 1: the turn did not hang where expected", e.mock.Hung())
 	}
 	r := mustTurn(t, c, ctx, thread, "hello after hang")
-	if r.Status != protocol.TurnCompleted || !strings.HasSuffix(r.Reply, ": hello after hang") {
-		t.Errorf("turn after the interrupt: status %q reply %q", r.Status, r.Reply)
+	if r.Status != protocol.TurnCompleted || !strings.HasSuffix(replyOf(r), ": hello after hang") {
+		t.Errorf("turn after the interrupt: status %q reply %q", r.Status, replyOf(r))
 	}
 }
 
@@ -407,8 +407,8 @@ func TestRealRevertDropsTurnOfKilledChild(t *testing.T) {
 	if last, ok, err = second.LastTurn(ctx, thread); err != nil || !ok || last.ID != done.TurnID {
 		t.Errorf("last turn after the revert %+v ok %v err %v, want %s", last, ok, err, done.TurnID)
 	}
-	if r := mustTurn(t, second, ctx, thread, "crash-me"); r.Reply != "reply #2: crash-me" {
-		t.Errorf("reply %q, want the message counted once", r.Reply)
+	if r := mustTurn(t, second, ctx, thread, "crash-me"); replyOf(r) != "reply #2: crash-me" {
+		t.Errorf("reply %q, want the message counted once", replyOf(r))
 	}
 	reqs := e.mock.Requests()
 	if got := reqs[len(reqs)-1].UserTexts; !slices.Equal(got, []string{"before", "crash-me"}) {
