@@ -277,21 +277,6 @@ func (c *Client) turnResult(t *turnState, turnID string, start time.Time, stderr
 	return r, nil
 }
 
-// authMessage returns the evidence that a failed turn failed for lack of login: the turn error
-// itself, or what codex wrote to stderr during the turn.
-func authMessage(te *protocol.TurnError, stderrDuringTurn string) string {
-	if te != nil {
-		text := te.Message
-		if te.AdditionalDetails != nil {
-			text += " " + *te.AdditionalDetails
-		}
-		if IsAuthFailure(text) {
-			return text
-		}
-	}
-	return authLine(stderrDuringTurn)
-}
-
 func orUnknown(status string) string {
 	if status == "" {
 		return "without turn/completed"
