@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // workspaceID is the workspace the daemon runs as on the fake platform.
@@ -31,7 +31,7 @@ type harness struct {
 
 	root, codexHome, stateDir, workDir string
 
-	mock   *appservertest.MockModel
+	mock   *mockmodel.Model
 	plat   *moleculetest.Platform
 	faults *modelFaults
 	dcfg   daemonConfig
@@ -89,7 +89,7 @@ func newHarness(cfg Config, out io.Writer) (*harness, error) {
 		}
 	}
 	h.faults = newModelFaults(cfg.Seed, cfg.ModelHangRate, cfg.ModelFailRate)
-	h.mock, err = appservertest.NewMockModel(appservertest.MockModelConfig{Script: h.faults.Script})
+	h.mock, err = mockmodel.New(mockmodel.Config{Script: h.faults.Script})
 	if err != nil {
 		_ = os.RemoveAll(root)
 		return nil, fmt.Errorf("mock model: %w", err)
