@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/internal/harness"
+	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
 )
 
 // Bounds of the daemon's lifecycle as the bench drives it.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
-	"github.com/molecule-ai/codex-warm/internal/harness"
+	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 

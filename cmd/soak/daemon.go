@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/molecule-ai/codex-warm/internal/harness"
+	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
 )
 
 // daemonProc is one started daemon process: the nth of the soak, logging to logPath.

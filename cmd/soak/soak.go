@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/internal/harness"
+	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
 )
 
 // outcome is everything the verdict is computed from.

@@ -1,6 +1,6 @@
 package main
 
-import "github.com/molecule-ai/codex-warm/internal/harness"
+import "github.com/molecule-ai/codex-warm/cmd/internal/harness"
 
 func sample(d harness.StatusDoc) Sample {
 	return Sample{Goroutines: d.Daemon.Goroutines, RSSBytes: d.Daemon.RSSBytes, HeapBytes: d.Daemon.HeapBytes}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/internal/harness"
+	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
 )
 
 // pollUntil is harness.PollUntil, for procscan.go, which is being replaced in parallel by a
