@@ -14,21 +14,22 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // realEnv is real codex pointed at a mock model, with its own CODEX_HOME and workspace.
 type realEnv struct {
 	bin  string
-	mock *appservertest.MockModel
+	mock *mockmodel.Model
 	home string
 	cwd  string
 }
 
-func newRealEnv(t *testing.T, cfg appservertest.MockModelConfig) *realEnv {
+func newRealEnv(t *testing.T, cfg mockmodel.Config) *realEnv {
 	t.Helper()
 	bin := appservertest.CodexBin(t)
-	mock, err := appservertest.NewMockModel(cfg)
+	mock, err := mockmodel.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func (e *realEnv) start(t *testing.T, edit func(*appserver.Config)) *appserver.C
 // policy, under a two-minute context.
 func startRealThread(t *testing.T, approval string) (*realEnv, *appserver.Client, context.Context, string) {
 	t.Helper()
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	c := e.start(t, nil)
 	ctx := ctxTimeout(t, 2*time.Minute)
 	thread, err := c.StartThread(ctx, e.threadOpts(approval))
@@ -128,7 +129,7 @@ func TestRealTwoTurnsOnOneThreadKeepHistory(t *testing.T) {
 
 func TestRealOptOutNotifications(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	c := e.start(t, func(cfg *appserver.Config) {
 		cfg.OptOutNotifications = []string{protocol.NotifyAgentMessageDelta}
 		cfg.ConfigOverrides = []string{`model_reasoning_effort="low"`}
@@ -149,7 +150,7 @@ func TestRealOptOutNotifications(t *testing.T) {
 
 func TestRealResumeInNewProcessKeepsHistory(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	ctx := ctxTimeout(t, 2*time.Minute)
 
 	first := e.start(t, nil)
@@ -179,7 +180,7 @@ func TestRealResumeInNewProcessKeepsHistory(t *testing.T) {
 
 func TestRealResumeThreadCreatedByCodexExec(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	ctx := ctxTimeout(t, 2*time.Minute)
 	// The design this project replaces: one `codex exec --json` per message.
 	ex, err := appservertest.ExecTurn(ctx, e.bin, e.home, e.cwd, "", "hello from exec")
@@ -206,7 +207,7 @@ func TestRealResumeThreadCreatedByCodexExec(t *testing.T) {
 
 func TestRealResumeUnknownThread(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	c := e.start(t, nil)
 	err := c.ResumeThread(ctxTimeout(t, time.Minute), "01a1fd80-0000-7000-8000-000000000000", e.threadOpts("never"))
 	if !errors.Is(err, appserver.ErrThreadNotFound) {
@@ -252,7 +253,7 @@ func TestRealApprovalAnsweredByDefaultPolicy(t *testing.T) {
 // the whole turn without an answer for the user.
 func TestRealApprovalCancelInterruptsTurn(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	c := e.start(t, func(cfg *appserver.Config) { cfg.Policy = appserver.Policy{Command: protocol.DecisionCancel} })
 	ctx := ctxTimeout(t, 2*time.Minute)
 	thread, err := c.StartThread(ctx, e.threadOpts("untrusted"))
@@ -267,7 +268,7 @@ func TestRealApprovalCancelInterruptsTurn(t *testing.T) {
 
 func TestRealApprovalAcceptedByAcceptPolicy(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	c := e.start(t, func(cfg *appserver.Config) { cfg.Policy = appserver.AcceptPolicy() })
 	ctx := ctxTimeout(t, 2*time.Minute)
 	opts := e.threadOpts("untrusted")
@@ -355,11 +356,11 @@ func TestRealHangingModelIsInterruptedAndChildStaysUsable(t *testing.T) {
 func TestRealRevertDropsTurnOfKilledChild(t *testing.T) {
 	noLeaks(t)
 	var hung atomic.Bool
-	e := newRealEnv(t, appservertest.MockModelConfig{Script: func(req appservertest.ModelRequest) appservertest.ModelReply {
+	e := newRealEnv(t, mockmodel.Config{Script: func(req mockmodel.Request) mockmodel.Reply {
 		if req.LastUserText == "crash-me" && hung.CompareAndSwap(false, true) {
-			return appservertest.ModelReply{Hang: true}
+			return mockmodel.Reply{Hang: true}
 		}
-		return appservertest.DefaultScript(req)
+		return mockmodel.DefaultScript(req)
 	}})
 	ctx := ctxTimeout(t, 2*time.Minute)
 	first := e.start(t, nil)
@@ -432,7 +433,7 @@ func TestRealLastTurnOfNewThreadRefused(t *testing.T) {
 // account/read tells a codex that needs an OpenAI login it does not have (empty CODEX_HOME) from
 // one whose model provider needs none (the mock's config), both with no account.
 func TestRealReadAccount(t *testing.T) {
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	empty := t.TempDir()
 	for _, tc := range []struct {
 		home     string

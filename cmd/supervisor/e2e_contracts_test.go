@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // Contract 1: a canvas user's message is answered with POST /workspaces/{ws}/notify to the
@@ -262,7 +262,7 @@ func TestE2EMultipartTextJoinedWithNewlines(t *testing.T) {
 	d.stop(stopTimeout)
 }
 
-func lastText(reqs []appservertest.ModelRequest) string {
+func lastText(reqs []mockmodel.Request) string {
 	if len(reqs) == 0 {
 		return ""
 	}

@@ -1,0 +1,537 @@
+// Package mockmodel is a mock OpenAI Responses API for demos and tests: a server on loopback
+// only (127.0.0.1) that the real codex binary can use as its model provider, answering each
+// request by a script and recording what it received. WriteCodexHome points a CODEX_HOME at it
+// and keeps codex offline. It is not a test double of this project's code, so production
+// commands (`supervisor demo`) may link it; test-only doubles live in appserver/appservertest.
+package mockmodel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config configures a Model.
+type Config struct {
+	// Latency is added before every response (on top of Reply.Latency).
+	Latency time.Duration
+	// Script decides the reply to each request. Nil means DefaultScript. It is called from the
+	// request's handler goroutine, possibly for several requests at once.
+	Script func(req Request) Reply
+}
+
+// Request is one POST /v1/responses as the mock saw it.
+type Request struct {
+	// N is the 1-based sequence number of the request on this mock.
+	N int
+	// Input is the request's `input`: the whole conversation so far, one raw item each.
+	Input []json.RawMessage
+	// UserTexts are the texts of the real user messages in Input, oldest first. User-role
+	// messages codex composes itself (text starting with "<" such as <environment_context>, and
+	// "# AGENTS.md instructions ...") are left out, so len(UserTexts) counts the user's turns.
+	UserTexts []string
+	// LastUserText is the last element of UserTexts ("" when there is none).
+	LastUserText string
+	// HasToolOutput reports a function_call_output item after the last real user message: the
+	// request is the follow-up of a tool call made in the same turn.
+	HasToolOutput bool
+	// ToolOutput is the output of the last function_call_output item after the last real user
+	// message ("" when HasToolOutput is false).
+	ToolOutput string
+	// Raw is the request body as received.
+	Raw []byte
+}
+
+// Reply is what the mock answers to one request.
+type Reply struct {
+	// Text is the assistant message text. Ignored when Status, Hang or ToolCall is set.
+	Text string
+	// Status is the HTTP status to answer with instead of a stream, e.g. 500 (0 = 200 stream).
+	Status int
+	// Hang sends response.created and then nothing until the client goes away or the mock
+	// closes: the model stream of a wedged turn.
+	Hang bool
+	// ToolCall makes the reply a function_call output item instead of a message.
+	ToolCall *ToolCall
+	// Latency is added before the response, on top of Config.Latency.
+	Latency time.Duration
+}
+
+// ToolCall is a function_call output item. Empty CallID and Name are filled in by the mock
+// ("call_<n>" and "exec_command").
+type ToolCall struct {
+	CallID    string
+	Name      string
+	Arguments string
+}
+
+// Keywords the default script reacts to when they occur in the last user text.
+const (
+	KeywordHang  = "HANG"
+	KeywordFail  = "FAIL"
+	KeywordShell = "SHELL"
+	KeywordSlow  = "SLOW"
+)
+
+// ShellCommand is the command the default script asks codex to run for KeywordShell.
+const ShellCommand = "echo shell-ran"
+
+// SlowLatency is the latency the default script adds for KeywordSlow.
+const SlowLatency = 2 * time.Second
+
+// DefaultScript is the reply policy used when Config.Script is nil:
+//   - a tool-call follow-up (HasToolOutput) → "tool said: <output>"
+//   - "HANG" → Hang; "FAIL" → HTTP 500; "SHELL" → exec_command ShellCommand;
+//     "SLOW" → the default text after SlowLatency
+//   - otherwise "reply #<len(UserTexts)>: <LastUserText>", which lets tests prove that codex
+//     sent the conversation history.
+func DefaultScript(req Request) Reply {
+	if req.HasToolOutput {
+		return Reply{Text: "tool said: " + req.ToolOutput}
+	}
+	last := req.LastUserText
+	switch {
+	case strings.Contains(last, KeywordHang):
+		return Reply{Hang: true}
+	case strings.Contains(last, KeywordFail):
+		return Reply{Status: http.StatusInternalServerError}
+	case strings.Contains(last, KeywordShell):
+		// login:false keeps the user's shell profile out of the output (codex defaults to
+		// `bash -lc`, which sources ~/.profile and friends).
+		args, _ := json.Marshal(map[string]any{"cmd": ShellCommand, "login": false})
+		return Reply{ToolCall: &ToolCall{Name: "exec_command", Arguments: string(args)}}
+	case strings.Contains(last, KeywordSlow):
+		return Reply{Text: DefaultText(req), Latency: SlowLatency}
+	}
+	return Reply{Text: DefaultText(req)}
+}
+
+// DefaultText is the default reply text: "reply #<n>: <last user text>".
+func DefaultText(req Request) string {
+	return fmt.Sprintf("reply #%d: %s", len(req.UserTexts), req.LastUserText)
+}
+
+// Model is a Responses-API server on 127.0.0.1 that real codex can talk to (see
+// WriteCodexHome). It records every request and answers by script.
+type Model struct {
+	cfg       Config
+	srv       *http.Server
+	url       string
+	closing   chan struct{} // closed by Close: releases hung streams and latency waits
+	serveDone chan struct{} // closed when the Serve goroutine returned
+	closeOnce sync.Once
+	closeErr  error
+
+	mu        sync.Mutex
+	closed    bool           // no new handlers may register once set
+	handlers  sync.WaitGroup // running handlers; Add only under mu while !closed
+	requests  []Request
+	hung      int // streams that entered the hang state, cumulative
+	inflight  int // handlers running now
+	unhandled []string
+	changed   chan struct{} // closed and replaced whenever requests, hung or inflight change
+}
+
+// New starts a Model listening on a random loopback port.
+func New(cfg Config) (*Model, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("mock model: listen: %w", err)
+	}
+	m := &Model{
+		cfg:       cfg,
+		url:       "http://" + ln.Addr().String() + "/v1",
+		closing:   make(chan struct{}),
+		serveDone: make(chan struct{}),
+		changed:   make(chan struct{}),
+	}
+	m.srv = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(m.serveDone)
+		_ = m.srv.Serve(ln) // returns http.ErrServerClosed after Close
+	}()
+	return m, nil
+}
+
+// URL is the provider base URL for codex: http://127.0.0.1:PORT/v1.
+func (m *Model) URL() string { return m.url }
+
+// Requests returns a copy of the /v1/responses requests received so far, in arrival order.
+func (m *Model) Requests() []Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Request(nil), m.requests...)
+}
+
+// RequestCount is the number of /v1/responses requests received so far.
+func (m *Model) RequestCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.requests)
+}
+
+// Hung is the number of streams that have entered the hang state so far (cumulative: a stream
+// released by a disconnect still counts).
+func (m *Model) Hung() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hung
+}
+
+// WaitHung blocks until at least n streams have entered the hang state (response.created was
+// flushed to codex), or ctx is done. Tests use it instead of sleeping before an interrupt.
+func (m *Model) WaitHung(ctx context.Context, n int) error {
+	return m.wait(ctx, func() bool { return m.hung >= n }, "hung streams")
+}
+
+// WaitRequests blocks until at least n /v1/responses requests were received, or ctx is done.
+func (m *Model) WaitRequests(ctx context.Context, n int) error {
+	return m.wait(ctx, func() bool { return len(m.requests) >= n }, "requests")
+}
+
+// WaitIdle blocks until no request handler is running, or ctx is done: a hung stream whose
+// client went away has been released.
+func (m *Model) WaitIdle(ctx context.Context) error {
+	return m.wait(ctx, func() bool { return m.inflight == 0 }, "handlers to return")
+}
+
+// Unhandled lists "METHOD /path" of requests the mock did not serve (anything but POST
+// /v1/responses), so tests can assert that codex stayed on the mock and offline.
+func (m *Model) Unhandled() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.unhandled...)
+}
+
+func (m *Model) wait(ctx context.Context, cond func() bool, what string) error {
+	for {
+		m.mu.Lock()
+		ok, ch := cond(), m.changed
+		m.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("mock model: waiting for %s: %w", what, context.Cause(ctx))
+		}
+	}
+}
+
+// notifyLocked wakes waiters; m.mu must be held.
+func (m *Model) notifyLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// Close stops the server: hung streams and latency waits are released, open connections are
+// closed, and Close returns after every handler and the serve goroutine have returned. It is
+// idempotent.
+func (m *Model) Close() error {
+	m.closeOnce.Do(func() {
+		m.mu.Lock()
+		m.closed = true
+		m.mu.Unlock()
+		close(m.closing)
+		// Handlers return promptly once closing is closed, so a graceful shutdown normally
+		// finishes at once; the deadline only guards against a client that never reads.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := m.srv.Shutdown(ctx)
+		cancel()
+		if err != nil {
+			m.closeErr = errors.Join(fmt.Errorf("mock model: shutdown: %w", err), m.srv.Close())
+		}
+		m.handlers.Wait()
+		<-m.serveDone
+	})
+	return m.closeErr
+}
+
+// ServeHTTP implements http.Handler.
+func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		http.Error(w, "mock model closed", http.StatusServiceUnavailable)
+		return
+	}
+	m.handlers.Add(1)
+	m.inflight++
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.inflight--
+		m.notifyLocked()
+		m.mu.Unlock()
+		m.handlers.Done()
+	}()
+
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/responses") {
+		m.mu.Lock()
+		m.unhandled = append(m.unhandled, r.Method+" "+r.URL.Path)
+		m.mu.Unlock()
+		http.NotFound(w, r)
+		return
+	}
+	m.serveResponses(w, r)
+}
+
+func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		// The client went away mid-body; nothing to answer.
+		return
+	}
+	req, err := parseRequest(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	m.mu.Lock()
+	req.N = len(m.requests) + 1
+	m.requests = append(m.requests, req)
+	m.notifyLocked()
+	m.mu.Unlock()
+
+	script := m.cfg.Script
+	if script == nil {
+		script = DefaultScript
+	}
+	reply := script(req)
+
+	if !m.pause(r.Context(), m.cfg.Latency+reply.Latency) {
+		return
+	}
+	if reply.Status != 0 && reply.Status != http.StatusOK {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(reply.Status)
+		_, _ = fmt.Fprintf(w, `{"error":{"message":"mock model: scripted status %d","type":"server_error"}}`, reply.Status)
+		return
+	}
+
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	respID := "resp_" + strconv.Itoa(req.N)
+	send := func(event string, data any) bool {
+		b, err := json.Marshal(data)
+		if err != nil {
+			panic(err) // only our own maps are marshalled here
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return true
+	}
+	if !send("response.created", map[string]any{
+		"type":     "response.created",
+		"response": map[string]any{"id": respID},
+	}) {
+		return
+	}
+	if reply.Hang {
+		m.mu.Lock()
+		m.hung++
+		m.notifyLocked()
+		m.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+		case <-m.closing:
+		}
+		return
+	}
+
+	var item map[string]any
+	outputTokens := 1
+	if tc := reply.ToolCall; tc != nil {
+		callID, name := tc.CallID, tc.Name
+		if callID == "" {
+			callID = "call_" + strconv.Itoa(req.N)
+		}
+		if name == "" {
+			name = "exec_command"
+		}
+		item = map[string]any{
+			"type":      "function_call",
+			"id":        "fc_" + strconv.Itoa(req.N),
+			"call_id":   callID,
+			"name":      name,
+			"arguments": tc.Arguments,
+		}
+	} else {
+		item = map[string]any{
+			"type": "message",
+			"role": "assistant",
+			"id":   "msg_" + strconv.Itoa(req.N),
+			"content": []any{
+				map[string]any{"type": "output_text", "text": reply.Text},
+			},
+		}
+		outputTokens = max(1, len(strings.Fields(reply.Text)))
+	}
+	if !send("response.output_item.done", map[string]any{
+		"type": "response.output_item.done",
+		"item": item,
+	}) {
+		return
+	}
+	// Token counts are small and deterministic so tests can assert on them: one input token
+	// per input item, one output token per word.
+	inputTokens := len(req.Input)
+	send("response.completed", map[string]any{
+		"type": "response.completed",
+		"response": map[string]any{
+			"id": respID,
+			"usage": map[string]any{
+				"input_tokens":          inputTokens,
+				"input_tokens_details":  nil,
+				"output_tokens":         outputTokens,
+				"output_tokens_details": nil,
+				"total_tokens":          inputTokens + outputTokens,
+			},
+		},
+	})
+}
+
+// pause waits d, and reports false when the client went away or the mock closed first.
+func (m *Model) pause(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-m.closing:
+		return false
+	}
+}
+
+// responsesBody is the part of a Responses API request body the mock reads.
+type responsesBody struct {
+	Input []json.RawMessage `json:"input"`
+}
+
+// inputItem is the part of an input item the mock reads. Content and Output vary in shape
+// (string or list of parts), so they stay raw.
+type inputItem struct {
+	Type    string          `json:"type"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Output  json.RawMessage `json:"output"`
+}
+
+// parseRequest extracts what scripts need from a request body.
+func parseRequest(body []byte) (Request, error) {
+	var b responsesBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return Request{}, fmt.Errorf("mock model: decode request body: %w", err)
+	}
+	req := Request{Input: b.Input, Raw: body}
+	for _, raw := range b.Input {
+		var it inputItem
+		if json.Unmarshal(raw, &it) != nil {
+			continue
+		}
+		switch {
+		case it.Role == "user" && (it.Type == "" || it.Type == "message"):
+			text := partsText(it.Content)
+			if isCodexContext(text) {
+				continue
+			}
+			req.UserTexts = append(req.UserTexts, text)
+			req.HasToolOutput, req.ToolOutput = false, ""
+		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
+			req.HasToolOutput, req.ToolOutput = true, partsText(it.Output)
+		}
+	}
+	if n := len(req.UserTexts); n > 0 {
+		req.LastUserText = req.UserTexts[n-1]
+	}
+	return req, nil
+}
+
+// isCodexContext reports a user-role message that codex composed itself rather than the user:
+// "<environment_context>...", "<turn_aborted>..." and similar tagged blocks, and the project's
+// AGENTS.md instructions ("# AGENTS.md instructions for DIR\n\n<INSTRUCTIONS>..."), which codex
+// 0.169.0 sends as user messages in front of the first real one.
+func isCodexContext(text string) bool {
+	t := strings.TrimSpace(text)
+	return strings.HasPrefix(t, "<") || strings.HasPrefix(t, "# AGENTS.md instructions")
+}
+
+// partsText flattens a content or output value: a plain string, or a list of parts whose text
+// fields are joined.
+func partsText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		texts = append(texts, p.Text)
+	}
+	return strings.Join(texts, "")
+}
+
+// WriteCodexHome writes dir/config.toml so that codex run with CODEX_HOME=dir uses this mock as
+// its only model provider and stays offline. dir must exist.
+func (m *Model) WriteCodexHome(dir string) error {
+	cfg := fmt.Sprintf(codexConfigTemplate, strconv.Quote(m.url))
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
+		return fmt.Errorf("mock model: write codex home: %w", err)
+	}
+	return nil
+}
+
+// codexConfigTemplate is the CODEX_HOME config for tests. %s is the quoted base URL.
+//
+// Besides the provider, it switches off what codex 0.169.0 reaches for on its own at startup
+// (observed with strace on a bare CODEX_HOME): the plugin marketplace sync (`git ls-remote
+// https://github.com/openai/plugins.git`, DNS for github.com, api.github.com, chatgpt.com), the
+// analytics exporter (ab.chatgpt.com), and the login-shell snapshot (a `bash -lc` that sources
+// ~/.bashrc on every start). The update check is off too; it only matters for the TUI. Every key
+// passes `codex --strict-config`, which a test checks.
+const codexConfigTemplate = `# Written by mockmodel.Model.WriteCodexHome: codex talks only to the local mock.
+model = "mock-model"
+model_provider = "mock"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+shell_snapshot = false
+
+[model_providers.mock]
+name = "mock"
+base_url = %s
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+`
