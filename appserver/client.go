@@ -2,7 +2,7 @@
 // stdio: spawn, handshake, threads, one turn at a time, answers to the server's own requests,
 // interrupts, liveness, and a close that always reaps the child.
 //
-// The wire facts it relies on are in shared/PROTOCOL.md; recorded sessions are in
+// The wire facts it relies on are in docs/PROTOCOL.md; recorded sessions are in
 // testdata/codex-wire.
 package appserver
 
@@ -23,7 +23,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // Defaults for zero Config fields.

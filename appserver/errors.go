@@ -3,8 +3,11 @@ package appserver
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // Sentinel errors. Match them with errors.Is; the errors returned wrap them with the pid, thread
@@ -98,16 +101,48 @@ func (e *AuthError) Error() string {
 // Unwrap returns the underlying error.
 func (e *AuthError) Unwrap() error { return e.Err }
 
-// authPattern matches what codex prints when its credentials are missing, expired or revoked:
-// HTTP 401s, OAuth invalid_grant, failed token refreshes and its "please log in" hints.
+// authMessage is the one place that decides whether codex failed for lack of login. It
+// returns the evidence (codex's message or stderr line), or "" when the failure is something
+// else. te is the failed turn's turn.error (nil when there is none, as for a child that exited);
+// stderr is what codex wrote meanwhile.
+//
+// Wire facts it relies on (codex 0.169, turn.error.codexErrorInfo): a rejected or unrefreshable
+// login is "unauthorized", or an HTTP kind carrying httpStatusCode 401; every other kind names a
+// cause that is not the login. Only where codex names no cause (kind "other", which is how a
+// provider's unexpected HTTP status arrives, or no codexErrorInfo at all, as in a child that
+// exited) is codex's own text read: the message and its details, then its stderr.
+func authMessage(te *protocol.TurnError, stderr string) string {
+	text := ""
+	if te != nil {
+		text = te.Message
+		if te.AdditionalDetails != nil {
+			text += " " + *te.AdditionalDetails
+		}
+	}
+	switch kind, status := te.Kind(); kind {
+	case protocol.CodexErrorUnauthorized:
+		return text
+	case protocol.CodexErrorHTTPConnectionFailed, protocol.CodexErrorResponseStreamConnectionFailed,
+		protocol.CodexErrorResponseStreamDisconnected, protocol.CodexErrorResponseTooManyFailedAttempts:
+		if status == http.StatusUnauthorized {
+			return text
+		}
+		return ""
+	case "", protocol.CodexErrorOther:
+	default:
+		return ""
+	}
+	if authLine(text) != "" {
+		return text
+	}
+	return authLine(stderr)
+}
+
+// authPattern matches what codex writes when its credentials are missing, expired or revoked:
+// HTTP 401s, OAuth invalid_grant, failed token refreshes and its "please log in" hints. Only
+// authMessage applies it, and only to codex's own texts.
 var authPattern = regexp.MustCompile(`(?i)\b401\b|unauthori[sz]ed|invalid_grant|refresh[ _-]?token|` +
 	`token[ _-]?refresh|\blog[ -]?in\b|logged[ -]?(in|out)\b|not authenticated|authentication (failed|required)`)
-
-// IsAuthFailure reports whether text (a turn error message or a stderr tail) says that codex is
-// not, or no longer, logged in.
-func IsAuthFailure(text string) bool {
-	return authPattern.MatchString(text)
-}
 
 // authLine returns the first line of text that looks like an auth failure, trimmed, or "".
 func authLine(text string) string {
@@ -130,8 +165,8 @@ func authLine(text string) string {
 func classifyExit(err error) error {
 	var ee *ExitError
 	if errors.As(err, &ee) {
-		if line := authLine(ee.StderrTail); line != "" {
-			return &AuthError{Msg: line, Err: err}
+		if msg := authMessage(nil, ee.StderrTail); msg != "" {
+			return &AuthError{Msg: msg, Err: err}
 		}
 	}
 	return err

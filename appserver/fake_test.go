@@ -19,7 +19,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // noLeaks checks, after the test's cleanups (Close) ran, that the test left no goroutine behind.
@@ -53,8 +53,8 @@ func TestFakeTurnsCountHistoryAndStreamInOrder(t *testing.T) {
 			t.Fatalf("turn %d: %v", i+1, err)
 		}
 		want := fmt.Sprintf("reply #%d: %s", i+1, msg)
-		if res.Status != protocol.TurnCompleted || res.Reply != want {
-			t.Errorf("turn %d: status %q reply %q, want completed %q", i+1, res.Status, res.Reply, want)
+		if res.Status != protocol.TurnCompleted || replyOf(res) != want {
+			t.Errorf("turn %d: status %q reply %q, want completed %q", i+1, res.Status, replyOf(res), want)
 		}
 		if res.ThreadID != thread || res.TurnID == "" || res.Duration <= 0 {
 			t.Errorf("turn %d: thread %q turn %q duration %s", i+1, res.ThreadID, res.TurnID, res.Duration)
@@ -125,8 +125,8 @@ func TestFakeRetryErrorDoesNotEndTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != protocol.TurnCompleted || res.Reply != "reply #1: hi" {
-		t.Errorf("status %q reply %q: the willRetry error ended the turn", res.Status, res.Reply)
+	if res.Status != protocol.TurnCompleted || replyOf(res) != "reply #1: hi" {
+		t.Errorf("status %q reply %q: the willRetry error ended the turn", res.Status, replyOf(res))
 	}
 	if !slices.Contains(methods(res.Notifications), protocol.NotifyError) {
 		t.Errorf("the error notification is missing from %v", methods(res.Notifications))
@@ -275,8 +275,8 @@ func TestFakeHugeLineWithinLimitIsAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != protocol.TurnCompleted || res.Reply != "reply #1: big" {
-		t.Errorf("status %q reply %q", res.Status, res.Reply)
+	if res.Status != protocol.TurnCompleted || replyOf(res) != "reply #1: big" {
+		t.Errorf("status %q reply %q", res.Status, replyOf(res))
 	}
 	var biggest int
 	for _, n := range res.Notifications {
@@ -316,8 +316,8 @@ func TestFakeDeadlineInterruptsAndNextTurnWorks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != protocol.TurnCompleted || res.Reply != "reply #2: next" {
-		t.Errorf("after the interrupt: status %q reply %q", res.Status, res.Reply)
+	if res.Status != protocol.TurnCompleted || replyOf(res) != "reply #2: next" {
+		t.Errorf("after the interrupt: status %q reply %q", res.Status, replyOf(res))
 	}
 }
 
@@ -433,8 +433,8 @@ func TestFakeApprovalPolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Status != protocol.TurnCompleted || res.Reply != tc.want {
-				t.Errorf("status %q reply %q, want %q", res.Status, res.Reply, tc.want)
+			if res.Status != protocol.TurnCompleted || replyOf(res) != tc.want {
+				t.Errorf("status %q reply %q, want %q", res.Status, replyOf(res), tc.want)
 			}
 			cmds := items(t, res.Notifications, protocol.ItemCommandExecution)
 			if len(cmds) != 1 || cmds[0].Status != tc.status {
@@ -495,8 +495,8 @@ func TestFakeResumeKnownThread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Reply != "reply #1: back" {
-		t.Errorf("reply %q", res.Reply)
+	if replyOf(res) != "reply #1: back" {
+		t.Errorf("reply %q", replyOf(res))
 	}
 
 	// The wire shapes: resume without full-history hydration; the newest turn only.
@@ -572,8 +572,8 @@ func TestFakeDieAfterTurn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the completed turn before the exit: %v", err)
 	}
-	if res.Reply != "reply #1: last" {
-		t.Errorf("reply %q", res.Reply)
+	if replyOf(res) != "reply #1: last" {
+		t.Errorf("reply %q", replyOf(res))
 	}
 	select {
 	case <-c.Done():

@@ -17,7 +17,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // The fuzz target's turn: thread "t", turn "u", and turn/start is the client's first request,
@@ -133,8 +133,8 @@ func TestPipeChildPlaysRecordedTurns(t *testing.T) {
 				t.Fatal(err)
 			}
 			if res.Status != want.status || res.TurnID != fuzzTurn ||
-				!strings.Contains(res.Reply, want.reply) || want.reply == "" && res.Reply != "" {
-				t.Errorf("turn %q status %q reply %q, want %s with %q", res.TurnID, res.Status, res.Reply, want.status, want.reply)
+				!strings.Contains(replyOf(res), want.reply) || want.reply == "" && replyOf(res) != "" {
+				t.Errorf("turn %q status %q reply %q, want %s with %q", res.TurnID, res.Status, replyOf(res), want.status, want.reply)
 			}
 		})
 	}
@@ -157,8 +157,8 @@ func checkFuzzOutcome(t *testing.T, res *appserver.TurnResult, err error) {
 			t.Fatalf("RunTurn error %v (%T) wraps none of the errors a caller can act on", err, err)
 		}
 	}
-	if res != nil && !utf8.ValidString(res.Reply) {
-		t.Fatalf("reply %q is not valid UTF-8", res.Reply)
+	if res != nil && !utf8.ValidString(replyOf(res)) {
+		t.Fatalf("reply %q is not valid UTF-8", replyOf(res))
 	}
 }
 

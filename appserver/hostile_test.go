@@ -19,7 +19,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // hostileBound is how long one step of a hostile case may take before it counts as hung. It is a
@@ -278,8 +278,8 @@ var hostileCases = []hostileCase{
 		},
 		reply: "bad \uFFFD\uFFFD text",
 		check: func(t *testing.T, r *hostileRun) {
-			if !utf8.ValidString(r.res.Reply) {
-				t.Errorf("reply %q is not valid UTF-8", r.res.Reply)
+			if !utf8.ValidString(replyOf(r.res)) {
+				t.Errorf("reply %q is not valid UTF-8", replyOf(r.res))
 			}
 			for _, n := range r.res.Notifications {
 				if !utf8.Valid(n.Params) {
@@ -688,8 +688,8 @@ func runHostileCase(t *testing.T, tc hostileCase) {
 		if r.err != nil {
 			t.Fatalf("turn 1: %v", r.err)
 		}
-		if r.res.Status != protocol.TurnCompleted || r.res.Reply != wantReply(1) {
-			t.Errorf("turn 1: status %q reply %q, want completed %q", r.res.Status, r.res.Reply, wantReply(1))
+		if r.res.Status != protocol.TurnCompleted || replyOf(r.res) != wantReply(1) {
+			t.Errorf("turn 1: status %q reply %q, want completed %q", r.res.Status, replyOf(r.res), wantReply(1))
 		}
 	case streamBroken:
 		var ee *appserver.ExitError
@@ -737,7 +737,7 @@ func runHostileCase(t *testing.T, tc hostileCase) {
 	res, err := turn(2)
 	switch tc.outcome {
 	case ignored:
-		if err != nil || res.Status != protocol.TurnCompleted || res.Reply != wantReply(2) {
+		if err != nil || res.Status != protocol.TurnCompleted || replyOf(res) != wantReply(2) {
 			t.Errorf("turn 2: %v, result %+v, want completed %q", err, res, wantReply(2))
 		}
 	case turnFailed:

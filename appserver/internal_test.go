@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 func TestResolveDecision(t *testing.T) {
@@ -72,7 +72,7 @@ func TestPolicyAnswers(t *testing.T) {
 	}
 }
 
-func TestIsAuthFailure(t *testing.T) {
+func TestAuthPattern(t *testing.T) {
 	for text, want := range map[string]bool{
 		"unexpected status 401 Unauthorized":                         true,
 		"token refresh failed: invalid_grant":                        true,
@@ -83,8 +83,8 @@ func TestIsAuthFailure(t *testing.T) {
 		"listening on 127.0.0.1:14015":                               false,
 		"Model metadata for `mock-model` not found. Defaulting to …": false,
 	} {
-		if got := IsAuthFailure(text); got != want {
-			t.Errorf("IsAuthFailure(%q) = %v, want %v", text, got, want)
+		if got := authLine(text) != ""; got != want {
+			t.Errorf("authLine(%q) matched = %v, want %v", text, got, want)
 		}
 	}
 	tail := "INFO boot\nERROR codex_core::auth: failed to refresh token: invalid_grant\nINFO more\n"
@@ -320,5 +320,46 @@ func TestResolveBinary(t *testing.T) {
 	write(plain, "data", 0o644)
 	if _, err := ResolveBinary(plain); err == nil || !strings.Contains(err.Error(), "not executable") {
 		t.Errorf("non-executable: %v", err)
+	}
+}
+
+// An auth failure is decided by codexErrorInfo where codex names the cause; codex's own texts
+// count only where it does not ("other", or no codexErrorInfo at all).
+func TestAuthMessageFollowsCodexErrorInfo(t *testing.T) {
+	const stderrAuth = "INFO boot\nERROR codex_core::auth: failed to refresh token: invalid_grant\n"
+	te := func(msg, info string) *protocol.TurnError {
+		e := &protocol.TurnError{Message: msg}
+		if info != "" {
+			e.CodexErrorInfo = json.RawMessage(info)
+		}
+		return e
+	}
+	for _, tc := range []struct {
+		name   string
+		te     *protocol.TurnError
+		stderr string
+		auth   bool
+	}{
+		{"unauthorized, whatever the message", te("stream error", `"unauthorized"`), "", true},
+		{"401 on the response stream", te("Error while reading the server response", `{"responseStreamConnectionFailed":{"httpStatusCode":401}}`), "", true},
+		{"401 after retries", te("exceeded retry limit", `{"responseTooManyFailedAttempts":{"httpStatusCode":401}}`), "", true},
+		{"401 on connect", te("Connection failed", `{"httpConnectionFailed":{"httpStatusCode":401}}`), "", true},
+		{"401 mid-stream", te("stream disconnected", `{"responseStreamDisconnected":{"httpStatusCode":401}}`), "", true},
+		{"503 on connect", te("Connection failed: 401 retries", `{"httpConnectionFailed":{"httpStatusCode":503}}`), "", false},
+		{"http kind without a status", te("stream disconnected", `{"responseStreamDisconnected":{"httpStatusCode":null}}`), stderrAuth, false},
+		{"a typed cause that is not auth wins over the text", te("Please log in again", `"internalServerError"`), stderrAuth, false},
+		{"usage limit", te("You've hit your usage limit.", `"usageLimitExceeded"`), "", false},
+		{"other: codex's unexpected-status message", te("unexpected status 401 Unauthorized: Missing bearer", `"other"`), "", true},
+		{"other without auth text", te("We're currently experiencing high demand", `"other"`), "", false},
+		{"no codexErrorInfo: the message", te("token refresh failed: invalid_grant", ""), "", true},
+		{"no codexErrorInfo: stderr during the turn", te("boom", ""), stderrAuth, true},
+		{"no turn error: stderr", nil, stderrAuth, true},
+		{"nothing", nil, "INFO boot\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := authMessage(tc.te, tc.stderr); (got != "") != tc.auth {
+				t.Errorf("authMessage = %q, want auth %v", got, tc.auth)
+			}
+		})
 	}
 }

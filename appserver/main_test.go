@@ -19,7 +19,8 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/projector"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 func TestMain(m *testing.M) {
@@ -141,6 +142,14 @@ func items(t *testing.T, notifs []protocol.Notification, typ string) []protocol.
 		}
 	}
 	return out
+}
+
+// replyOf is the reply the daemon derives from a turn's raw outcome; "" for no result.
+func replyOf(res *appserver.TurnResult) string {
+	if res == nil {
+		return ""
+	}
+	return projector.Project(res.Notifications).Reply
 }
 
 func methods(notifs []protocol.Notification) []string {

@@ -14,21 +14,22 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // realEnv is real codex pointed at a mock model, with its own CODEX_HOME and workspace.
 type realEnv struct {
 	bin  string
-	mock *appservertest.MockModel
+	mock *mockmodel.Model
 	home string
 	cwd  string
 }
 
-func newRealEnv(t *testing.T, cfg appservertest.MockModelConfig) *realEnv {
+func newRealEnv(t *testing.T, cfg mockmodel.Config) *realEnv {
 	t.Helper()
 	bin := appservertest.CodexBin(t)
-	mock, err := appservertest.NewMockModel(cfg)
+	mock, err := mockmodel.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func (e *realEnv) start(t *testing.T, edit func(*appserver.Config)) *appserver.C
 // policy, under a two-minute context.
 func startRealThread(t *testing.T, approval string) (*realEnv, *appserver.Client, context.Context, string) {
 	t.Helper()
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	c := e.start(t, nil)
 	ctx := ctxTimeout(t, 2*time.Minute)
 	thread, err := c.StartThread(ctx, e.threadOpts(approval))
@@ -108,11 +109,11 @@ func TestRealTwoTurnsOnOneThreadKeepHistory(t *testing.T) {
 	e, c, ctx, thread := startRealThread(t, "never")
 	r1 := mustTurn(t, c, ctx, thread, "first message")
 	r2 := mustTurn(t, c, ctx, thread, "second message")
-	if r1.Status != protocol.TurnCompleted || r1.Reply != "reply #1: first message" {
-		t.Errorf("turn 1: status %q reply %q", r1.Status, r1.Reply)
+	if r1.Status != protocol.TurnCompleted || replyOf(r1) != "reply #1: first message" {
+		t.Errorf("turn 1: status %q reply %q", r1.Status, replyOf(r1))
 	}
-	if r2.Status != protocol.TurnCompleted || r2.Reply != "reply #2: second message" {
-		t.Errorf("turn 2: status %q reply %q", r2.Status, r2.Reply)
+	if r2.Status != protocol.TurnCompleted || replyOf(r2) != "reply #2: second message" {
+		t.Errorf("turn 2: status %q reply %q", r2.Status, replyOf(r2))
 	}
 	if r1.TurnID == r2.TurnID || r1.ThreadID != thread || r2.ThreadID != thread {
 		t.Errorf("ids: %s/%s %s/%s", r1.ThreadID, r1.TurnID, r2.ThreadID, r2.TurnID)
@@ -128,7 +129,7 @@ func TestRealTwoTurnsOnOneThreadKeepHistory(t *testing.T) {
 
 func TestRealOptOutNotifications(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	c := e.start(t, func(cfg *appserver.Config) {
 		cfg.OptOutNotifications = []string{protocol.NotifyAgentMessageDelta}
 		cfg.ConfigOverrides = []string{`model_reasoning_effort="low"`}
@@ -139,8 +140,8 @@ func TestRealOptOutNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := mustTurn(t, c, ctx, thread, "no deltas please")
-	if res.Reply != "reply #1: no deltas please" {
-		t.Errorf("reply %q", res.Reply)
+	if replyOf(res) != "reply #1: no deltas please" {
+		t.Errorf("reply %q", replyOf(res))
 	}
 	if slices.Contains(methods(res.Notifications), protocol.NotifyAgentMessageDelta) {
 		t.Errorf("opted-out deltas delivered: %v", methods(res.Notifications))
@@ -149,7 +150,7 @@ func TestRealOptOutNotifications(t *testing.T) {
 
 func TestRealResumeInNewProcessKeepsHistory(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	ctx := ctxTimeout(t, 2*time.Minute)
 
 	first := e.start(t, nil)
@@ -157,8 +158,8 @@ func TestRealResumeInNewProcessKeepsHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := mustTurn(t, first, ctx, thread, "remember me"); r.Reply != "reply #1: remember me" {
-		t.Fatalf("first turn reply %q", r.Reply)
+	if r := mustTurn(t, first, ctx, thread, "remember me"); replyOf(r) != "reply #1: remember me" {
+		t.Fatalf("first turn reply %q", replyOf(r))
 	}
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
@@ -172,14 +173,14 @@ func TestRealResumeInNewProcessKeepsHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := mustTurn(t, second, ctx, thread, "still there?")
-	if r.Reply != "reply #2: still there?" {
-		t.Errorf("reply after resume %q: history lost", r.Reply)
+	if replyOf(r) != "reply #2: still there?" {
+		t.Errorf("reply after resume %q: history lost", replyOf(r))
 	}
 }
 
 func TestRealResumeThreadCreatedByCodexExec(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	ctx := ctxTimeout(t, 2*time.Minute)
 	// The design this project replaces: one `codex exec --json` per message.
 	ex, err := appservertest.ExecTurn(ctx, e.bin, e.home, e.cwd, "", "hello from exec")
@@ -199,14 +200,14 @@ func TestRealResumeThreadCreatedByCodexExec(t *testing.T) {
 		t.Errorf("last turn of the exec thread %+v ok %v err %v", last, ok, err)
 	}
 	r := mustTurn(t, c, ctx, ex.ThreadID, "hello from the daemon")
-	if r.Reply != "reply #2: hello from the daemon" {
-		t.Errorf("reply %q: the exec turn is not in the resumed history", r.Reply)
+	if replyOf(r) != "reply #2: hello from the daemon" {
+		t.Errorf("reply %q: the exec turn is not in the resumed history", replyOf(r))
 	}
 }
 
 func TestRealResumeUnknownThread(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	c := e.start(t, nil)
 	err := c.ResumeThread(ctxTimeout(t, time.Minute), "01a1fd80-0000-7000-8000-000000000000", e.threadOpts("never"))
 	if !errors.Is(err, appserver.ErrThreadNotFound) {
@@ -238,8 +239,8 @@ func TestRealApprovalAnsweredByDefaultPolicy(t *testing.T) {
 	if !slices.Contains(methods(res.Notifications), protocol.NotifyServerRequestClear) {
 		t.Errorf("no serverRequest/resolved: the request was not answered? %v", methods(res.Notifications))
 	}
-	if !strings.HasPrefix(res.Reply, "tool said: ") || strings.Contains(res.Reply, "shell-ran") {
-		t.Errorf("reply %q, want the model told of the rejection", res.Reply)
+	if !strings.HasPrefix(replyOf(res), "tool said: ") || strings.Contains(replyOf(res), "shell-ran") {
+		t.Errorf("reply %q, want the model told of the rejection", replyOf(res))
 	}
 	// The follow-up model request carries the rejected tool output.
 	if reqs := e.mock.Requests(); len(reqs) != 2 || !reqs[1].HasToolOutput {
@@ -252,7 +253,7 @@ func TestRealApprovalAnsweredByDefaultPolicy(t *testing.T) {
 // the whole turn without an answer for the user.
 func TestRealApprovalCancelInterruptsTurn(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	c := e.start(t, func(cfg *appserver.Config) { cfg.Policy = appserver.Policy{Command: protocol.DecisionCancel} })
 	ctx := ctxTimeout(t, 2*time.Minute)
 	thread, err := c.StartThread(ctx, e.threadOpts("untrusted"))
@@ -260,14 +261,14 @@ func TestRealApprovalCancelInterruptsTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := mustTurn(t, c, ctx, thread, "SHELL please")
-	if res.Status != protocol.TurnInterrupted || res.Reply != "" {
-		t.Errorf("status %q reply %q, want interrupted without a reply", res.Status, res.Reply)
+	if res.Status != protocol.TurnInterrupted || replyOf(res) != "" {
+		t.Errorf("status %q reply %q, want interrupted without a reply", res.Status, replyOf(res))
 	}
 }
 
 func TestRealApprovalAcceptedByAcceptPolicy(t *testing.T) {
 	noLeaks(t)
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	c := e.start(t, func(cfg *appserver.Config) { cfg.Policy = appserver.AcceptPolicy() })
 	ctx := ctxTimeout(t, 2*time.Minute)
 	opts := e.threadOpts("untrusted")
@@ -284,8 +285,8 @@ func TestRealApprovalAcceptedByAcceptPolicy(t *testing.T) {
 	if len(cmds) != 1 || cmds[0].Status != "completed" {
 		t.Fatalf("command items %+v, want one completed", cmds)
 	}
-	if !strings.Contains(res.Reply, "shell-ran") {
-		t.Errorf("reply %q, want the command's output", res.Reply)
+	if !strings.Contains(replyOf(res), "shell-ran") {
+		t.Errorf("reply %q, want the command's output", replyOf(res))
 	}
 }
 
@@ -344,8 +345,8 @@ func TestRealHangingModelIsInterruptedAndChildStaysUsable(t *testing.T) {
 		t.Errorf("mock saw %d hung streams, want 1: the turn did not hang where expected", e.mock.Hung())
 	}
 	r := mustTurn(t, c, ctx, thread, "hello after hang")
-	if r.Status != protocol.TurnCompleted || !strings.HasSuffix(r.Reply, ": hello after hang") {
-		t.Errorf("turn after the interrupt: status %q reply %q", r.Status, r.Reply)
+	if r.Status != protocol.TurnCompleted || !strings.HasSuffix(replyOf(r), ": hello after hang") {
+		t.Errorf("turn after the interrupt: status %q reply %q", r.Status, replyOf(r))
 	}
 }
 
@@ -355,11 +356,11 @@ func TestRealHangingModelIsInterruptedAndChildStaysUsable(t *testing.T) {
 func TestRealRevertDropsTurnOfKilledChild(t *testing.T) {
 	noLeaks(t)
 	var hung atomic.Bool
-	e := newRealEnv(t, appservertest.MockModelConfig{Script: func(req appservertest.ModelRequest) appservertest.ModelReply {
+	e := newRealEnv(t, mockmodel.Config{Script: func(req mockmodel.Request) mockmodel.Reply {
 		if req.LastUserText == "crash-me" && hung.CompareAndSwap(false, true) {
-			return appservertest.ModelReply{Hang: true}
+			return mockmodel.Reply{Hang: true}
 		}
-		return appservertest.DefaultScript(req)
+		return mockmodel.DefaultScript(req)
 	}})
 	ctx := ctxTimeout(t, 2*time.Minute)
 	first := e.start(t, nil)
@@ -407,8 +408,8 @@ func TestRealRevertDropsTurnOfKilledChild(t *testing.T) {
 	if last, ok, err = second.LastTurn(ctx, thread); err != nil || !ok || last.ID != done.TurnID {
 		t.Errorf("last turn after the revert %+v ok %v err %v, want %s", last, ok, err, done.TurnID)
 	}
-	if r := mustTurn(t, second, ctx, thread, "crash-me"); r.Reply != "reply #2: crash-me" {
-		t.Errorf("reply %q, want the message counted once", r.Reply)
+	if r := mustTurn(t, second, ctx, thread, "crash-me"); replyOf(r) != "reply #2: crash-me" {
+		t.Errorf("reply %q, want the message counted once", replyOf(r))
 	}
 	reqs := e.mock.Requests()
 	if got := reqs[len(reqs)-1].UserTexts; !slices.Equal(got, []string{"before", "crash-me"}) {
@@ -432,7 +433,7 @@ func TestRealLastTurnOfNewThreadRefused(t *testing.T) {
 // account/read tells a codex that needs an OpenAI login it does not have (empty CODEX_HOME) from
 // one whose model provider needs none (the mock's config), both with no account.
 func TestRealReadAccount(t *testing.T) {
-	e := newRealEnv(t, appservertest.MockModelConfig{})
+	e := newRealEnv(t, mockmodel.Config{})
 	empty := t.TempDir()
 	for _, tc := range []struct {
 		home     string

@@ -12,8 +12,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
-	"github.com/molecule-ai/codex-warm/projector"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // ThreadOptions are the settings of thread/start and thread/resume. Empty fields are left to
@@ -101,7 +100,9 @@ type TurnOptions struct {
 	InterruptGrace time.Duration
 }
 
-// TurnResult is the outcome of one turn.
+// TurnResult is the raw outcome of one turn: what codex reported, undigested. The reply text,
+// token usage and the like are derived from Notifications by whoever needs them
+// (projector.Project), so there is one source of truth for them.
 type TurnResult struct {
 	ThreadID string
 	TurnID   string
@@ -111,10 +112,9 @@ type TurnResult struct {
 	Status string
 	// Error is turn.error of a failed (or interrupted) turn.
 	Error *protocol.TurnError
-	// Reply is the turn's final answer, Projection.Reply.
-	Reply      string
-	Projection projector.Projection
-	// Notifications are the turn's notifications, in arrival order.
+	// Notifications are the turn's notifications, in arrival order. They include the items
+	// (item/completed, turn/completed's turn.items) and token usage
+	// (thread/tokenUsage/updated).
 	Notifications []protocol.Notification
 	// Duration is measured locally, from turn/start to the end of RunTurn.
 	Duration time.Duration
@@ -258,8 +258,6 @@ func (c *Client) turnResult(t *turnState, turnID string, start time.Time, stderr
 	if final != nil {
 		r.Status, r.Error = final.Turn.Status, final.Turn.Error
 	}
-	r.Projection = projector.Project(notifs)
-	r.Reply = r.Projection.Reply
 
 	switch {
 	case terr != nil && !errors.Is(terr, errAbandoned):
@@ -277,21 +275,6 @@ func (c *Client) turnResult(t *turnState, turnID string, start time.Time, stderr
 		return r, fmt.Errorf("turn %s on thread %s (codex pid %d) ended %s: %w", turnID, t.threadID, c.pid, orUnknown(r.Status), cause)
 	}
 	return r, nil
-}
-
-// authMessage returns the evidence that a failed turn failed for lack of login: the turn error
-// itself, or what codex wrote to stderr during the turn.
-func authMessage(te *protocol.TurnError, stderrDuringTurn string) string {
-	if te != nil {
-		text := te.Message
-		if te.AdditionalDetails != nil {
-			text += " " + *te.AdditionalDetails
-		}
-		if IsAuthFailure(text) {
-			return text
-		}
-	}
-	return authLine(stderrDuringTurn)
 }
 
 func orUnknown(status string) string {

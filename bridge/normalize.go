@@ -94,7 +94,7 @@ const (
 // oneoffSafe matches activity ids that can be used in a one-off chat key as they are.
 var oneoffSafe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
-// normalize turns one activity row (PROTOCOL.md section 2) into a message, or says why it is
+// normalize turns one activity row (docs/PROTOCOL.md section 2) into a message, or says why it is
 // skipped. It never panics on any input; it is pure.
 func normalize(raw []byte, cfg normalizeConfig) normalized {
 	var row map[string]json.RawMessage

@@ -55,7 +55,7 @@ func (e *HTTPError) Unauthorized() bool {
 	return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
 }
 
-// platformClient speaks the Molecule HTTP API (PROTOCOL.md section 2). It owns no goroutines.
+// platformClient speaks the Molecule HTTP API (docs/PROTOCOL.md section 2). It owns no goroutines.
 type platformClient struct {
 	base    *url.URL
 	origin  string

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -33,30 +34,23 @@ const (
 	outcomeError                     // anything else
 )
 
-// isAuthError reports whether err says codex is not logged in: an *appserver.AuthError in its
-// chain, or text that appserver recognises as an auth failure.
-func isAuthError(err error) bool {
-	var ae *appserver.AuthError
-	return errors.As(err, &ae) || appserver.IsAuthFailure(err.Error())
-}
-
-// classify maps a Submit result to an outcome.
+// classify maps a Submit result to an outcome. It reads types and protocol constants only:
+// appserver decides whether codex failed for lack of login (an *appserver.AuthError in the
+// chain), so a failed turn that arrives without one is a failed turn, whatever its text says.
 func classify(r supervisor.Reply, err error) outcome {
 	var wd *supervisor.WatchdogError
 	var cl *supervisor.CrashLoopError
+	var ae *appserver.AuthError
 	switch {
-	case err == nil && r.Status == "completed":
+	case err == nil && r.Status == protocol.TurnCompleted:
 		return outcomeAnswered
 	case err == nil:
-		if r.Status == "failed" && appserver.IsAuthFailure(r.Error) {
-			return outcomeAuth
-		}
 		return outcomeTurnFailed
 	case errors.Is(err, supervisor.ErrQueueFull), errors.Is(err, supervisor.ErrNoSlot):
 		return outcomeBusy
 	case errors.Is(err, supervisor.ErrClosed):
 		return outcomeClosed
-	case isAuthError(err):
+	case errors.As(err, &ae):
 		return outcomeAuth
 	case errors.As(err, &wd):
 		return outcomeWatchdog
@@ -118,12 +112,12 @@ func turnFailedText(r supervisor.Reply) string {
 		status = "unknown"
 	}
 	switch status {
-	case "interrupted":
+	case protocol.TurnInterrupted:
 		if strings.TrimSpace(r.Text) != "" {
 			return r.Text + "\n\n[codex was interrupted before it finished (status interrupted)]"
 		}
 		return "codex was interrupted before it finished (status interrupted); please send your message again."
-	case "failed":
+	case protocol.TurnFailed:
 		msg := strings.TrimSpace(r.Error)
 		if msg == "" {
 			msg = "no error message"

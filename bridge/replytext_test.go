@@ -27,7 +27,12 @@ func TestReplyText(t *testing.T) {
 		{"completed but empty", supervisor.Reply{Status: "completed"}, nil, outcomeAnswered, textEmpty},
 		{"failed with status", supervisor.Reply{Status: "failed", Error: "stream error"}, nil, outcomeTurnFailed, "codex failed (status failed): stream error"},
 		{"failed without message", supervisor.Reply{Status: "failed"}, nil, outcomeTurnFailed, "codex failed (status failed): no error message"},
-		{"failed on auth", supervisor.Reply{Status: "failed", Error: "unexpected status 401 Unauthorized"}, nil, outcomeAuth, "codex login"},
+		{"failed on auth", supervisor.Reply{Status: "failed", Error: "unexpected status 401 Unauthorized"},
+			fmt.Errorf("chat k: codex pid 1: turn: %w", &appserver.AuthError{Msg: "unexpected status 401 Unauthorized"}), outcomeAuth, "codex login"},
+		// appserver decides auth failures; a failed turn it let through is a failed turn, whatever
+		// its message says.
+		{"failed turn mentioning a login is a turn failure", supervisor.Reply{Status: "failed", Error: "please log in to the tool's website"},
+			nil, outcomeTurnFailed, "codex failed (status failed): please log in to the tool's website"},
 		{"interrupted", supervisor.Reply{Status: "interrupted"}, nil, outcomeTurnFailed, "interrupted before it finished (status interrupted)"},
 		{"interrupted with partial text", supervisor.Reply{Status: "interrupted", Text: "partial"}, nil, outcomeTurnFailed, "partial\n\n[codex was interrupted"},
 		{"queue full", supervisor.Reply{}, fmt.Errorf("chat x: %w", supervisor.ErrQueueFull), outcomeBusy, "try again shortly"},
@@ -38,7 +43,8 @@ func TestReplyText(t *testing.T) {
 		{"crash loop", supervisor.Reply{}, &supervisor.CrashLoopError{ChatKey: "k", Failures: 4, RetryAt: retry, Err: errors.New("exit 1")},
 			outcomeCrashLoop, "4 failures in a row); it will try again after 03:04:05 UTC"},
 		{"auth via type", supervisor.Reply{}, fmt.Errorf("spawn: %w", authErr), outcomeAuth, "an operator must run `codex login`"},
-		{"auth via text", supervisor.Reply{}, errors.New("codex is not logged in or its credentials expired"), outcomeAuth, "codex login"},
+		{"text that mentions a login is not auth", supervisor.Reply{}, errors.New("tool output: log in at example.com"), outcomeError,
+			"codex could not answer: tool output: log in at example.com"},
 		{"auth inside a watchdog", supervisor.Reply{}, &supervisor.WatchdogError{Watchdog: supervisor.WatchdogDead, Err: authErr}, outcomeAuth, "codex login"},
 		{"turn deadline keeps the partial answer and does not claim a restart", supervisor.Reply{Status: "interrupted", Text: "half done"},
 			&supervisor.WatchdogError{ChatKey: "k", Watchdog: supervisor.WatchdogTurn, PID: 1, Err: errors.New("deadline")},

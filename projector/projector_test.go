@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // wireLine is one line of a recorded transcript in testdata/codex-wire.
@@ -59,8 +59,6 @@ func loadTurns(t testing.TB, name string) [][]protocol.Notification {
 	return turns
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func TestProjectRecordedTurns(t *testing.T) {
 	const (
 		twoThread     = "01a1fd80-b525-7b83-b606-b61215897848"
@@ -78,10 +76,6 @@ func TestProjectRecordedTurns(t *testing.T) {
 			want: Projection{
 				ThreadID: twoThread, Status: protocol.TurnCompleted, Completed: true,
 				Reply: "echo: hello there", Usage: oneCall,
-				Transcript: []Entry{
-					{Role: RoleUser, Kind: protocol.ItemUserMessage, Text: "hello there"},
-					{Role: RoleAssistant, Kind: protocol.ItemAgentMessage, Text: "echo: hello there"},
-				},
 			},
 		},
 		{
@@ -89,31 +83,15 @@ func TestProjectRecordedTurns(t *testing.T) {
 			want: Projection{
 				ThreadID: twoThread, TurnID: "01a1fd80-b5e2-7670-b19c-1592410d4f3b", Status: protocol.TurnCompleted,
 				Completed: true, Reply: "echo: second message", Usage: oneCall,
-				Transcript: []Entry{
-					{ID: "01a1fd80-b5e2-7670-b19c-1592410d4f3b:01a1fd80-b5f2-7680-bca5-2246d6cf82b6:user",
-						Role: RoleUser, Kind: protocol.ItemUserMessage, Text: "second message"},
-					{ID: "01a1fd80-b5e2-7670-b19c-1592410d4f3b:m1:assistant",
-						Role: RoleAssistant, Kind: protocol.ItemAgentMessage, Text: "echo: second message"},
-				},
 			},
 		},
 		{
 			file: "approval-declined.jsonl", turn: 0,
 			want: Projection{
 				ThreadID: "01a1fd80-b817-71c0-ab76-e0ae23a5478e", TurnID: approvalTurn,
-				Status: protocol.TurnCompleted, Completed: true, Reply: declinedReply, ToolCalls: 1,
+				Status: protocol.TurnCompleted, Completed: true, Reply: declinedReply,
 				// Two model calls (the tool call, then the answer): the sum of both `last`s.
 				Usage: Usage{InputTokens: 2, OutputTokens: 2, TotalTokens: 4},
-				Transcript: []Entry{
-					{ID: approvalTurn + ":01a1fd80-b84e-7af2-9dfb-58ca11100ef0:user",
-						Role: RoleUser, Kind: protocol.ItemUserMessage, Text: "SHELL please"},
-					{ID: approvalTurn + ":call_1:tool_call", Role: RoleToolCall, Kind: protocol.ItemCommandExecution,
-						Text: "/bin/bash -lc 'echo shell-ran > proof.txt; cat proof.txt'", Status: "declined"},
-					{ID: approvalTurn + ":call_1:tool_result", Role: RoleToolResult, Kind: protocol.ItemCommandExecution,
-						Status: "declined"},
-					{ID: approvalTurn + ":m2:assistant", Role: RoleAssistant, Kind: protocol.ItemAgentMessage,
-						Text: declinedReply},
-				},
 			},
 		},
 		{
@@ -125,9 +103,6 @@ func TestProjectRecordedTurns(t *testing.T) {
 					Message:        "We\u2019re currently experiencing high demand, which may cause temporary errors.",
 					CodexErrorInfo: json.RawMessage(`"internalServerError"`),
 				},
-				Transcript: []Entry{
-					{Role: RoleUser, Kind: protocol.ItemUserMessage, Text: "FAIL now"},
-				},
 			},
 		},
 		{
@@ -135,9 +110,6 @@ func TestProjectRecordedTurns(t *testing.T) {
 			want: Projection{
 				ThreadID: "01a1fd80-bce6-7c62-8a31-f2210825a70f", TurnID: "01a1fd80-bcf1-7823-b7a3-8722ba954d57",
 				Status: protocol.TurnInterrupted, Completed: true,
-				Transcript: []Entry{
-					{Role: RoleUser, Kind: protocol.ItemUserMessage, Text: "HANG now"},
-				},
 			},
 		},
 		{
@@ -145,10 +117,6 @@ func TestProjectRecordedTurns(t *testing.T) {
 			want: Projection{
 				ThreadID: "01a1fd80-bce6-7c62-8a31-f2210825a70f", TurnID: "01a1fd80-ccc4-7f93-9830-744d78320175",
 				Status: protocol.TurnCompleted, Completed: true, Reply: "echo: hello after hang", Usage: oneCall,
-				Transcript: []Entry{
-					{Role: RoleUser, Kind: protocol.ItemUserMessage, Text: "hello after hang"},
-					{Role: RoleAssistant, Kind: protocol.ItemAgentMessage, Text: "echo: hello after hang"},
-				},
 			},
 		},
 	}
@@ -165,13 +133,6 @@ func TestProjectRecordedTurns(t *testing.T) {
 				want.TurnID = got.TurnID
 				if got.TurnID == "" {
 					t.Error("no turn id")
-				}
-			}
-			if len(want.Transcript) == len(got.Transcript) {
-				for i := range want.Transcript {
-					if want.Transcript[i].ID == "" {
-						want.Transcript[i].ID = got.Transcript[i].ID
-					}
 				}
 			}
 			if !reflect.DeepEqual(got, want) {
@@ -256,7 +217,6 @@ func usageN(turnID string, last, total int64) protocol.Notification {
 }
 
 func TestProjectSynthetic(t *testing.T) {
-	id := func(item, role string) string { return tTurn + ":" + item + ":" + role }
 	tests := []struct {
 		name   string
 		notifs []protocol.Notification
@@ -273,9 +233,6 @@ func TestProjectSynthetic(t *testing.T) {
 			},
 			check: func(t *testing.T, p Projection) {
 				wantReply(t, p, "the answer")
-				if len(p.Transcript) != 3 || p.Transcript[0].Phase != "commentary" || p.Transcript[1].Phase != "final_answer" {
-					t.Errorf("transcript %s", dump(p.Transcript))
-				}
 			},
 		},
 		{
@@ -289,10 +246,6 @@ func TestProjectSynthetic(t *testing.T) {
 			},
 			check: func(t *testing.T, p Projection) {
 				wantReply(t, p, "second")
-				last := p.Transcript[len(p.Transcript)-1]
-				if last.Status != StatusInProgress || last.Text != "never completed" {
-					t.Errorf("unfinished message entry %+v", last)
-				}
 			},
 		},
 		{
@@ -304,7 +257,7 @@ func TestProjectSynthetic(t *testing.T) {
 			},
 			check: func(t *testing.T, p Projection) {
 				wantReply(t, p, "")
-				if p.Aborted || p.ToolCalls != 0 || len(p.Transcript) != 1 {
+				if p.Status != protocol.TurnCompleted || !p.Completed {
 					t.Errorf("projection %s", dump(p))
 				}
 			},
@@ -319,9 +272,6 @@ func TestProjectSynthetic(t *testing.T) {
 			},
 			check: func(t *testing.T, p Projection) {
 				wantReply(t, p, "from turn items")
-				if len(p.Transcript) != 2 || p.Transcript[1].Status != "" || p.Transcript[1].ID != id("a1", "assistant") {
-					t.Errorf("transcript %s", dump(p.Transcript))
-				}
 			},
 		},
 		{
@@ -333,13 +283,10 @@ func TestProjectSynthetic(t *testing.T) {
 			},
 			check: func(t *testing.T, p Projection) {
 				wantReply(t, p, "streamed text")
-				if len(p.Transcript) != 1 {
-					t.Errorf("transcript %s", dump(p.Transcript))
-				}
 			},
 		},
 		{
-			name: "unknown and non-transcript item types are tolerated",
+			name: "unknown and non-message item types are tolerated",
 			notifs: []protocol.Notification{
 				turnStarted(tTurn),
 				started(map[string]any{"type": "reasoning", "id": "r1", "summary": []any{}}),
@@ -353,18 +300,10 @@ func TestProjectSynthetic(t *testing.T) {
 			},
 			check: func(t *testing.T, p Projection) {
 				wantReply(t, p, "ok")
-				if !reflect.DeepEqual(p.OtherItems, []string{"reasoning", "hologram"}) {
-					t.Errorf("other items %q", p.OtherItems)
-				}
-				for _, e := range p.Transcript {
-					if e.Kind != protocol.ItemAgentMessage {
-						t.Errorf("unexpected entry %+v", e)
-					}
-				}
 			},
 		},
 		{
-			name: "turn_aborted marker sets Aborted and never becomes the reply",
+			name: "turn_aborted marker never becomes the reply",
 			notifs: []protocol.Notification{
 				turnStarted(tTurn),
 				completed(agentMsg("a1", "partial work done", nil)),
@@ -372,13 +311,7 @@ func TestProjectSynthetic(t *testing.T) {
 				turnCompleted(tTurn, "interrupted", nil),
 			},
 			check: func(t *testing.T, p Projection) {
-				if !p.Aborted {
-					t.Error("Aborted not set")
-				}
 				wantReply(t, p, "partial work done")
-				if p.Transcript[1].Text != "" {
-					t.Errorf("marker kept in transcript: %q", p.Transcript[1].Text)
-				}
 			},
 		},
 		{
@@ -388,86 +321,31 @@ func TestProjectSynthetic(t *testing.T) {
 				completed(agentMsg("a2", "<turn_aborted> unclosed to the end", "final_answer")),
 			},
 			check: func(t *testing.T, p Projection) {
-				if !p.Aborted {
-					t.Error("Aborted not set")
-				}
 				wantReply(t, p, "before  after")
 			},
 		},
 		{
-			name: "file change",
+			name: "tool items never become the reply",
 			notifs: []protocol.Notification{
 				turnStarted(tTurn),
-				started(map[string]any{"type": "fileChange", "id": "fc1", "status": "inProgress", "changes": []any{
-					map[string]any{"path": "/w/new.txt", "kind": map[string]any{"type": "add"}, "diff": "+x"},
-					map[string]any{"path": "/w/old.txt", "kind": map[string]any{"type": "update", "move_path": nil}, "diff": "-a\n+b"},
-				}}),
+				completed(agentMsg("a1", "here you go", "final_answer")),
 				completed(map[string]any{"type": "fileChange", "id": "fc1", "status": "completed", "changes": []any{
 					map[string]any{"path": "/w/new.txt", "kind": map[string]any{"type": "add"}, "diff": "+x"},
-					map[string]any{"path": "/w/old.txt", "kind": map[string]any{"type": "update", "move_path": nil}, "diff": "-a\n+b"},
 				}}),
-				turnCompleted(tTurn, "completed", nil),
-			},
-			check: func(t *testing.T, p Projection) {
-				want := []Entry{
-					{ID: id("fc1", "tool_call"), Role: RoleToolCall, Kind: "fileChange", Text: "add /w/new.txt\nupdate /w/old.txt", Status: "completed"},
-					{ID: id("fc1", "tool_result"), Role: RoleToolResult, Kind: "fileChange", Text: "completed", Status: "completed"},
-				}
-				if p.ToolCalls != 1 || !reflect.DeepEqual(p.Transcript, want) {
-					t.Errorf("got %s\nwant %s", dump(p.Transcript), dump(want))
-				}
-			},
-		},
-		{
-			name: "mcp tool call: result and error",
-			notifs: []protocol.Notification{
-				turnStarted(tTurn),
 				completed(map[string]any{"type": "mcpToolCall", "id": "m1", "server": "docs", "tool": "search",
 					"status": "completed", "arguments": map[string]any{"q": "go"},
-					"result": map[string]any{"content": []any{map[string]any{"type": "text", "text": "found 3"},
-						map[string]any{"type": "image", "data": "..."}}}, "error": nil}),
-				completed(map[string]any{"type": "mcpToolCall", "id": "m2", "server": "docs", "tool": "fetch",
-					"status": "failed", "arguments": map[string]any{"url": "x"}, "result": nil,
-					"error": map[string]any{"message": "timeout"}}),
-				turnCompleted(tTurn, "completed", nil),
-			},
-			check: func(t *testing.T, p Projection) {
-				want := []Entry{
-					{ID: id("m1", "tool_call"), Role: RoleToolCall, Kind: "mcpToolCall", Tool: "docs/search", Text: `{"q":"go"}`, Status: "completed"},
-					{ID: id("m1", "tool_result"), Role: RoleToolResult, Kind: "mcpToolCall", Tool: "docs/search", Text: "found 3\n[image]", Status: "completed"},
-					{ID: id("m2", "tool_call"), Role: RoleToolCall, Kind: "mcpToolCall", Tool: "docs/fetch", Text: `{"url":"x"}`, Status: "failed"},
-					{ID: id("m2", "tool_result"), Role: RoleToolResult, Kind: "mcpToolCall", Tool: "docs/fetch", Text: "timeout", Status: "failed"},
-				}
-				if p.ToolCalls != 2 || !reflect.DeepEqual(p.Transcript, want) {
-					t.Errorf("got %s\nwant %s", dump(p.Transcript), dump(want))
-				}
-			},
-		},
-		{
-			name: "dynamic tool call",
-			notifs: []protocol.Notification{
-				turnStarted(tTurn),
+					"result": map[string]any{"content": []any{map[string]any{"type": "text", "text": "found 3"}}}, "error": nil}),
 				completed(map[string]any{"type": "dynamicToolCall", "id": "d1", "namespace": "crm", "tool": "lookup",
 					"status": "completed", "arguments": map[string]any{"id": 7}, "success": true,
 					"contentItems": []any{map[string]any{"type": "inputText", "text": "Ada"}}}),
-				completed(map[string]any{"type": "dynamicToolCall", "id": "d2", "namespace": nil, "tool": "ping",
-					"status": "failed", "arguments": nil, "success": false, "contentItems": nil}),
 				turnCompleted(tTurn, "completed", nil),
 			},
 			check: func(t *testing.T, p Projection) {
-				want := []Entry{
-					{ID: id("d1", "tool_call"), Role: RoleToolCall, Kind: "dynamicToolCall", Tool: "crm/lookup", Text: `{"id":7}`, Status: "completed"},
-					{ID: id("d1", "tool_result"), Role: RoleToolResult, Kind: "dynamicToolCall", Tool: "crm/lookup", Text: "Ada", Status: "completed"},
-					{ID: id("d2", "tool_call"), Role: RoleToolCall, Kind: "dynamicToolCall", Tool: "ping", Status: "failed"},
-					{ID: id("d2", "tool_result"), Role: RoleToolResult, Kind: "dynamicToolCall", Tool: "ping", Text: "tool reported failure", Status: "failed"},
-				}
-				if p.ToolCalls != 2 || !reflect.DeepEqual(p.Transcript, want) {
-					t.Errorf("got %s\nwant %s", dump(p.Transcript), dump(want))
-				}
+				wantReply(t, p, "here you go")
 			},
 		},
 		{
-			name: "command with output and exit code; unfinished command has no result",
+			name: "a turn without turn/completed is in progress",
 			notifs: []protocol.Notification{
 				turnStarted(tTurn),
 				started(map[string]any{"type": "commandExecution", "id": "c1", "command": "ls", "status": "inProgress",
@@ -477,36 +355,23 @@ func TestProjectSynthetic(t *testing.T) {
 				started(map[string]any{"type": "commandExecution", "id": "c2", "command": "sleep 999", "status": "inProgress"}),
 			},
 			check: func(t *testing.T, p Projection) {
-				want := []Entry{
-					{ID: id("c1", "tool_call"), Role: RoleToolCall, Kind: "commandExecution", Text: "ls", Status: "completed"},
-					{ID: id("c1", "tool_result"), Role: RoleToolResult, Kind: "commandExecution", Text: "a\nb\n", Status: "completed", ExitCode: ptr(0)},
-					{ID: id("c2", "tool_call"), Role: RoleToolCall, Kind: "commandExecution", Text: "sleep 999", Status: "inProgress"},
-				}
-				if p.ToolCalls != 2 || !reflect.DeepEqual(p.Transcript, want) {
-					t.Errorf("got %s\nwant %s", dump(p.Transcript), dump(want))
-				}
+				wantReply(t, p, "")
 				if p.Status != protocol.TurnInProgress || p.Completed || p.TurnID != tTurn || p.ThreadID != tThread {
 					t.Errorf("turn fields %s", dump(p))
 				}
 			},
 		},
 		{
-			name: "items without ids get turn-relative ids",
+			name: "items without ids count only when completed",
 			notifs: []protocol.Notification{
 				turnStarted(tTurn),
-				started(userMsg("", "ignored: unmatchable start")),
 				completed(userMsg("", "hello")),
 				completed(agentMsg("", "hi there", nil)),
+				started(agentMsg("", "ignored: unmatchable start", nil)),
 				turnCompleted(tTurn, "completed", nil),
 			},
 			check: func(t *testing.T, p Projection) {
-				want := []Entry{
-					{ID: tTurn + ":#1:user", Role: RoleUser, Kind: "userMessage", Text: "hello"},
-					{ID: tTurn + ":#2:assistant", Role: RoleAssistant, Kind: "agentMessage", Text: "hi there"},
-				}
-				if !reflect.DeepEqual(p.Transcript, want) {
-					t.Errorf("got %s\nwant %s", dump(p.Transcript), dump(want))
-				}
+				wantReply(t, p, "hi there")
 			},
 		},
 		{
@@ -594,14 +459,6 @@ func TestProjectIsDeterministic(t *testing.T) {
 			if !reflect.DeepEqual(a, b) {
 				t.Errorf("%s turn %d: two projections differ:\n%s\n%s", file, i, dump(a), dump(b))
 			}
-			// Entry IDs are unique within a turn.
-			seen := map[string]bool{}
-			for _, e := range a.Transcript {
-				if seen[e.ID] {
-					t.Errorf("%s turn %d: duplicate entry id %q", file, i, e.ID)
-				}
-				seen[e.ID] = true
-			}
 		}
 	}
 }
@@ -639,9 +496,6 @@ func FuzzProject(f *testing.F) {
 		}
 		if strings.Contains(a.Reply, AbortedMarker) {
 			t.Fatalf("reply carries the abort marker: %q", a.Reply)
-		}
-		if a.ToolCalls > len(a.Transcript) {
-			t.Fatalf("%d tool calls but %d entries", a.ToolCalls, len(a.Transcript))
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/sessions"
 )
 
@@ -23,10 +24,10 @@ var _ ThreadStore = (*sessions.Store)(nil)
 // product: warm sessions keep their own history, survive a killed child and an eviction.
 
 // codexSup starts a supervisor on real codex and a mock model with script (nil: default).
-func codexSup(t *testing.T, script func(appservertest.ModelRequest) appservertest.ModelReply, mut func(*Config)) (*Supervisor, *appservertest.MockModel) {
+func codexSup(t *testing.T, script func(mockmodel.Request) mockmodel.Reply, mut func(*Config)) (*Supervisor, *mockmodel.Model) {
 	t.Helper()
 	bin := appservertest.CodexBin(t)
-	m, err := appservertest.NewMockModel(appservertest.MockModelConfig{Script: script})
+	m, err := mockmodel.New(mockmodel.Config{Script: script})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestCodexKeysKeepOwnHistoryAndOverlap(t *testing.T) {
 	first := map[string]bool{}
 	allIn := make(chan struct{})
 	overlapped := true
-	script := func(req appservertest.ModelRequest) appservertest.ModelReply {
+	script := func(req mockmodel.Request) mockmodel.Reply {
 		k := keyOf(req.LastUserText)
 		mu.Lock()
 		isFirst := !first[k]
@@ -82,7 +83,7 @@ func TestCodexKeysKeepOwnHistoryAndOverlap(t *testing.T) {
 				mu.Unlock()
 			}
 		}
-		return appservertest.DefaultScript(req)
+		return mockmodel.DefaultScript(req)
 	}
 	s, m := codexSup(t, script, nil)
 	ctx := testCtx(t)
@@ -238,11 +239,11 @@ func TestCodexDaemonRestartKeepsContext(t *testing.T) {
 // interrupted): the model must still see the message once, and the turns after it as usual.
 func TestCodexRerunAfterKilledTurnSeenOnce(t *testing.T) {
 	var hung atomic.Bool
-	script := func(req appservertest.ModelRequest) appservertest.ModelReply {
+	script := func(req mockmodel.Request) mockmodel.Reply {
 		if req.LastUserText == "crash-me" && !req.HasToolOutput && hung.CompareAndSwap(false, true) {
-			return appservertest.ModelReply{Hang: true}
+			return mockmodel.Reply{Hang: true}
 		}
-		return appservertest.DefaultScript(req)
+		return mockmodel.DefaultScript(req)
 	}
 	state := t.TempDir()
 	first, m := codexSup(t, script, func(c *Config) { c.Store = openStore(t, state); c.StateDir = state })

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // fakeWorld is an in-memory codex for unit tests: it spawns fakeChilds and keeps each thread's
@@ -291,11 +292,12 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 	}()
 	turnID := fmt.Sprintf("turn-%d", n)
 	result := func(status string) *appserver.TurnResult {
-		r := &appserver.TurnResult{ThreadID: threadID, TurnID: turnID, Status: status}
+		reply := ""
 		if status == protocol.TurnCompleted {
-			r.Reply = fmt.Sprintf("reply #%d: %s", n, text)
+			reply = fmt.Sprintf("reply #%d: %s", n, text)
 		}
-		return r
+		return &appserver.TurnResult{ThreadID: threadID, TurnID: turnID, Status: status,
+			Notifications: appservertest.TurnNotifications(threadID, turnID, status, reply)}
 	}
 	interrupted := func() (*appserver.TurnResult, error) {
 		return result(protocol.TurnInterrupted), fmt.Errorf("turn %s interrupted: %w", turnID, context.Cause(ctx))

@@ -25,7 +25,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/projector"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // Supervisor is the pool of warm codex children, one per chat key. Its methods are safe for
@@ -577,8 +578,9 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	// Reaching turn/completed, whatever the status, means the thread has a rollout to resume.
 	settled := res != nil && res.Status != "" && res.Status != protocol.TurnInProgress
 	if res != nil {
-		r.TurnID, r.Text, r.Status, r.Duration = res.TurnID, res.Reply, res.Status, res.Duration
-		r.Usage = res.Projection.Usage
+		p := projector.Project(res.Notifications)
+		r.TurnID, r.Text, r.Status, r.Duration = res.TurnID, p.Reply, res.Status, res.Duration
+		r.Usage = p.Usage
 		if res.Error != nil {
 			r.Error = res.Error.Message
 		}

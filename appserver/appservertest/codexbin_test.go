@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/mockmodel"
+	"go.uber.org/goleak"
 )
 
 // fakeELF is enough of a native executable for findCodex, which only reads the magic.
@@ -208,18 +211,34 @@ func TestCodexBinSkipsOrFailsWhenMissing(t *testing.T) {
 // execEnv is a mock model, a CODEX_HOME pointing at it and a working directory.
 type execEnv struct {
 	bin, home, cwd string
-	mock           *MockModel
+	mock           *mockmodel.Model
 }
 
 func newExecEnv(t *testing.T) execEnv {
 	t.Helper()
 	bin := CodexBin(t)
-	m := newTestMock(t, MockModelConfig{})
+	m, err := mockmodel.New(mockmodel.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("close mock model: %v", err)
+		}
+	})
 	home := t.TempDir()
 	if err := m.WriteCodexHome(home); err != nil {
 		t.Fatal(err)
 	}
 	return execEnv{bin: bin, home: home, cwd: t.TempDir(), mock: m}
+}
+
+// checkMockLeaks fails the test if it leaves goroutines behind (the mock model's, codex's
+// output readers). It runs as a cleanup registered first, so after the mock's Close.
+func checkMockLeaks(t *testing.T) {
+	t.Helper()
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 }
 
 func execCtx(t *testing.T) context.Context {
@@ -282,7 +301,7 @@ func TestExecTurnShellToolCall(t *testing.T) {
 			cmd = &r.Items[i]
 		}
 	}
-	if cmd == nil || !strings.Contains(cmd.Command, ShellCommand) || cmd.AggregatedOutput != "shell-ran\n" ||
+	if cmd == nil || !strings.Contains(cmd.Command, mockmodel.ShellCommand) || cmd.AggregatedOutput != "shell-ran\n" ||
 		cmd.ExitCode == nil || *cmd.ExitCode != 0 || cmd.Status != "completed" {
 		t.Fatalf("command item = %+v (items %+v)", cmd, r.Items)
 	}
@@ -338,7 +357,7 @@ func TestExecTurnHangCancelledReleasesStream(t *testing.T) {
 		t.Errorf("err %v, result %+v", o.err, o.r)
 	}
 	// Killing codex closes its connection; the hung handler must notice.
-	if err := e.mock.wait(wctx, func() bool { return e.mock.inflight == 0 }, "handlers to return"); err != nil {
+	if err := e.mock.WaitIdle(wctx); err != nil {
 		t.Fatal(err)
 	}
 }

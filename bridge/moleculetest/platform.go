@@ -1,6 +1,6 @@
 // Package moleculetest is a fake Molecule platform on loopback for tests, in the spirit of
 // net/http/httptest: it serves the calls the bridge makes (register, heartbeat, activity, notify,
-// a2a, activity/ack; PROTOCOL.md section 2), records every call, lets a test queue inbound
+// a2a, activity/ack; docs/PROTOCOL.md section 2), records every call, lets a test queue inbound
 // activity rows and inject failures, and lets it wait for a condition without sleeping.
 package moleculetest
 

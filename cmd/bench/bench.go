@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // bench holds what the comparisons share: configuration, scratch space, and the results they
@@ -47,7 +47,7 @@ type model interface {
 // in the bench process with --mock-in-process.
 func (b *bench) newMock(latency time.Duration) (model, error) {
 	if b.cfg.MockInProcess {
-		m, err := appservertest.NewMockModel(appservertest.MockModelConfig{Latency: latency})
+		m, err := mockmodel.New(mockmodel.Config{Latency: latency})
 		if err != nil {
 			return nil, fmt.Errorf("mock model: %w", err)
 		}

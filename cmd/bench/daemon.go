@@ -10,12 +10,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
 )
 
 // Bounds of the daemon's lifecycle as the bench drives it.
@@ -38,34 +39,13 @@ type daemonConfig struct {
 
 // daemon is a running `supervisor run --inbox local` subprocess.
 type daemon struct {
-	cfg      daemonConfig
-	stateDir string
-	cmd      *exec.Cmd
-	stderr   *tailWriter
-	waitDone chan struct{} // closed by the waiter goroutine once cmd.Wait returned
-	waitErr  error
-	wg       sync.WaitGroup // the waiter
+	proc   *harness.Daemon
+	status harness.StatusClient
+	stderr *tailWriter
 
 	pid     int    // from `supervisor status`
 	baseURL string // http://<listen>
 	http    *http.Client
-}
-
-// statusDoc is the part of `supervisor status --json` the bench reads.
-type statusDoc struct {
-	Daemon struct {
-		PID    int    `json:"pid"`
-		Listen string `json:"listen"`
-	} `json:"daemon"`
-	Snapshot struct {
-		Children []struct {
-			ChatKey  string `json:"chat_key"`
-			ThreadID string `json:"thread_id"`
-			PID      int    `json:"pid"`
-			State    string `json:"state"`
-			RSSBytes int64  `json:"rss_bytes"`
-		} `json:"children"`
-	} `json:"snapshot"`
 }
 
 // localReply is the 200 answer of POST /v1/chats/{chatKey}/messages.
@@ -81,93 +61,51 @@ type localReply struct {
 // startDaemon launches the daemon with CODEX_HOME and cwd of cfg.Side and returns once
 // `supervisor status` reports its pid and listen address.
 func startDaemon(ctx context.Context, cfg daemonConfig) (*daemon, error) {
+	if _, err := os.Stat(cfg.SupervisorBin); err != nil {
+		return nil, fmt.Errorf("daemon binary: %w (run `make build`, or pass --supervisor-bin)", err)
+	}
+	stateDir := filepath.Join(cfg.Side.dir, "state")
+	out := &tailWriter{max: 16 << 10}
+	proc, err := harness.StartDaemon(harness.DaemonConfig{
+		Bin: cfg.SupervisorBin,
+		Args: []string{"run",
+			"--inbox", "local",
+			"--listen", "127.0.0.1:0",
+			"--state-dir", stateDir,
+			"--codex-bin", cfg.CodexBin,
+			"--max-children", strconv.Itoa(cfg.MaxChildren),
+			"--log-level", "warn"},
+		Env:    append(os.Environ(), "CODEX_HOME="+cfg.Side.codexHome, cfg.Marker), // the last duplicate wins
+		Dir:    cfg.Side.cwd,
+		Output: out,
+		// A bench killed outright still makes the daemon drain and stop its children.
+		Pdeathsig: syscall.SIGTERM,
+		WaitDelay: 2 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
 	d := &daemon{
-		cfg:      cfg,
-		stateDir: filepath.Join(cfg.Side.dir, "state"),
-		stderr:   &tailWriter{max: 16 << 10},
-		waitDone: make(chan struct{}),
+		proc:   proc,
+		status: harness.StatusClient{Bin: cfg.SupervisorBin, StateDir: stateDir},
+		stderr: out,
 		http: &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 64, // every chat of the throughput run keeps its connection
 			DisableCompression:  true,
 		}},
 	}
-	d.cmd = exec.Command(cfg.SupervisorBin, "run",
-		"--inbox", "local",
-		"--listen", "127.0.0.1:0",
-		"--state-dir", d.stateDir,
-		"--codex-bin", cfg.CodexBin,
-		"--max-children", strconv.Itoa(cfg.MaxChildren),
-		"--log-level", "warn")
-	d.cmd.Dir = cfg.Side.cwd
-	d.cmd.Env = append(os.Environ(), "CODEX_HOME="+cfg.Side.codexHome, cfg.Marker) // the last duplicate wins
-	d.cmd.Stdout = d.stderr
-	d.cmd.Stderr = d.stderr
-	// Its own group, so that a daemon that ignores SIGTERM can be killed with everything in it;
-	// Pdeathsig: a bench killed outright still makes the daemon drain and stop its children.
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	d.cmd.WaitDelay = 2 * time.Second
-	if _, err := os.Stat(cfg.SupervisorBin); err != nil {
-		return nil, fmt.Errorf("daemon binary: %w (run `make build`, or pass --supervisor-bin)", err)
+	rctx, cancel := context.WithTimeout(ctx, daemonReadyTimeout)
+	defer cancel()
+	doc, err := proc.AwaitReady(rctx, d.status, daemonPollEvery, func(doc harness.StatusDoc) bool { return doc.Daemon.Listen != "" })
+	switch {
+	case !proc.Alive():
+		return nil, joinClose(fmt.Errorf("daemon exited before it was ready (%v); output tail:\n%s", proc.ExitErr(), out.String()), d.stop())
+	case err != nil:
+		return nil, joinClose(fmt.Errorf("daemon not ready within %s: %w; output tail:\n%s", daemonReadyTimeout, err, out.String()), d.stop())
 	}
-	if err := d.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start daemon %s: %w", cfg.SupervisorBin, err)
-	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.waitErr = d.cmd.Wait()
-		close(d.waitDone)
-	}()
-	if err := d.awaitReady(ctx); err != nil {
-		return nil, joinClose(err, d.stop())
-	}
+	d.pid = doc.Daemon.PID
+	d.baseURL = "http://" + doc.Daemon.Listen
 	return d, nil
-}
-
-// awaitReady polls `supervisor status --json` until it answers with a listen address.
-func (d *daemon) awaitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, daemonReadyTimeout)
-	defer cancel()
-	tick := time.NewTicker(daemonPollEvery)
-	defer tick.Stop()
-	var lastErr error
-	for {
-		doc, err := d.status(ctx)
-		if err == nil && doc.Daemon.Listen != "" && doc.Daemon.PID > 0 {
-			d.pid = doc.Daemon.PID
-			d.baseURL = "http://" + doc.Daemon.Listen
-			return nil
-		}
-		if err == nil {
-			err = errors.New("status has no listen address or pid yet")
-		}
-		lastErr = err
-		select {
-		case <-d.waitDone:
-			return fmt.Errorf("daemon exited before it was ready (%v); output tail:\n%s", d.waitErr, d.stderr.String())
-		case <-ctx.Done():
-			return fmt.Errorf("daemon not ready within %s: %w (last status error: %v); output tail:\n%s",
-				daemonReadyTimeout, context.Cause(ctx), lastErr, d.stderr.String())
-		case <-tick.C:
-		}
-	}
-}
-
-// status runs `supervisor status --json` against the daemon's state directory.
-func (d *daemon) status(ctx context.Context) (statusDoc, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, d.cfg.SupervisorBin, "status", "--json", "--state-dir", d.stateDir)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return statusDoc{}, fmt.Errorf("supervisor status: %w: %s", err, bytes.TrimSpace(errOut.Bytes()))
-	}
-	var doc statusDoc
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
-		return statusDoc{}, fmt.Errorf("supervisor status: decode: %w", err)
-	}
-	return doc, nil
 }
 
 // post sends one message through the local inbox and waits for the reply. wall is the whole HTTP
@@ -221,22 +159,16 @@ func (d *daemon) stop() error {
 	defer d.http.CloseIdleConnections()
 	var tree []procStat
 	if procs, err := allProcs(); err == nil {
-		tree = descendants(procs, d.cmd.Process.Pid)
+		tree = descendants(procs, d.proc.PID())
 	}
 	var errs []error
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		errs = append(errs, fmt.Errorf("stop daemon: SIGTERM: %w", err))
+	// The daemon's exit status is not the bench's business; only a daemon that would not stop is.
+	if _, err := d.proc.Terminate(context.Background(), daemonStopTimeout); err != nil && d.proc.Alive() {
+		errs = append(errs, fmt.Errorf("stop daemon: %w; killed", err))
+		if err := d.proc.Kill(context.Background()); err != nil {
+			errs = append(errs, fmt.Errorf("stop daemon: %w", err))
+		}
 	}
-	timer := time.NewTimer(daemonStopTimeout)
-	defer timer.Stop()
-	select {
-	case <-d.waitDone:
-	case <-timer.C:
-		errs = append(errs, fmt.Errorf("stop daemon: still running %s after SIGTERM; killed", daemonStopTimeout))
-		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-		<-d.waitDone
-	}
-	d.wg.Wait()
 	if n := killSurvivors(tree); n > 0 {
 		errs = append(errs, fmt.Errorf("stop daemon: %d of its descendants outlived it and were killed", n))
 	}

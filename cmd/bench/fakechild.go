@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -68,11 +69,12 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 	if len(input) > 0 {
 		text = input[0].Text
 	}
+	turnID := "fake-turn-" + strconv.FormatInt(n, 10)
 	res := &appserver.TurnResult{
-		ThreadID: threadID,
-		TurnID:   "fake-turn-" + strconv.FormatInt(n, 10),
-		Status:   protocol.TurnCompleted,
-		Reply:    "echo: " + text,
+		ThreadID:      threadID,
+		TurnID:        turnID,
+		Status:        protocol.TurnCompleted,
+		Notifications: appservertest.TurnNotifications(threadID, turnID, protocol.TurnCompleted, "echo: "+text),
 	}
 	c.last.Store(time.Now().UnixNano())
 	res.Duration = time.Since(start)

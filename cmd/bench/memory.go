@@ -39,7 +39,7 @@ func (b *bench) daemonRSS(ctx context.Context, mock model) error {
 				return err
 			}
 		}
-		doc, err := d.status(ctx)
+		doc, err := d.status.Get(ctx)
 		if err != nil {
 			return err
 		}

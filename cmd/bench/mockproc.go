@@ -12,10 +12,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
-// mockWorkerCmd is the hidden subcommand that serves a MockModel in a process of its own. Codex
+// mockWorkerCmd is the hidden subcommand that serves a mock model in a process of its own. Codex
 // talks to the model over loopback either way; out of process, the model's work does not share
 // the bench's Go runtime with the client side being measured (the bare appserver client, or the
 // HTTP client of the daemon), which would favour whichever side runs in the bench process.
@@ -28,7 +28,7 @@ const (
 	mockStopTimeout  = 10 * time.Second
 )
 
-// mockProc is a MockModel running in a subprocess. Its control protocol is line based on the
+// mockProc is a mock model running in a subprocess. Its control protocol is line based on the
 // child's stdin/stdout: the child first prints "ready <url>"; "home <dir>" makes it write a
 // CODEX_HOME for that directory and answer "ok" or "error <text>"; stdin EOF stops it.
 type mockProc struct {
@@ -139,7 +139,7 @@ func mockWorkerMain(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	m, err := appservertest.NewMockModel(appservertest.MockModelConfig{Latency: *latency})
+	m, err := mockmodel.New(mockmodel.Config{Latency: *latency})
 	if err != nil {
 		fmt.Fprintf(stderr, "mock worker: %v\n", err)
 		return 1

@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/appserver/protocol"
+	"github.com/molecule-ai/codex-warm/projector"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // warmTurnTimeout bounds one turn on a warm client.
@@ -71,10 +72,11 @@ func (w *warmClient) send(ctx context.Context, prompt string) (time.Duration, er
 	if res.Status != protocol.TurnCompleted {
 		return 0, fmt.Errorf("warm turn (%s): status %s", w.side.name, res.Status)
 	}
-	if err := checkReply(res.Reply, prompt); err != nil {
+	reply := projector.Project(res.Notifications).Reply
+	if err := checkReply(reply, prompt); err != nil {
 		return 0, fmt.Errorf("warm turn (%s): %w", w.side.name, err)
 	}
-	w.lastReply = res.Reply
+	w.lastReply = reply
 	return wall, nil
 }
 

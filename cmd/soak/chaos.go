@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
 // runChaos applies the schedule, relative to start, until it is done or ctx ends. It owns the
 // daemon processes while it runs. An error means a daemon could not be restarted: the soak
 // cannot go on.
-func (h *harness) runChaos(ctx context.Context, start time.Time, evs []event, rng *rand.Rand) error {
+func (h *rig) runChaos(ctx context.Context, start time.Time, evs []event, rng *rand.Rand) error {
 	for _, e := range evs {
 		timer := time.NewTimer(time.Until(start.Add(e.At)))
 		select {
@@ -62,7 +63,7 @@ const replyWait = 5 * time.Second
 
 // awaitReply returns as soon as the platform accepted one more reply (it wakes on the platform's
 // record of the call, before the daemon has read the answer), or after replyWait.
-func (h *harness) awaitReply(ctx context.Context) {
+func (h *rig) awaitReply(ctx context.Context) {
 	n := h.plat.Deliveries()
 	wctx, cancel := context.WithTimeout(ctx, replyWait)
 	defer cancel()
@@ -80,13 +81,13 @@ const (
 
 // killChild SIGKILLs one codex child of the daemon: a busy one if one turns up within busyWait
 // (its turn dies with it, which must still end in a visible reply), else an idle one.
-func (h *harness) killChild(ctx context.Context, rng *rand.Rand) {
+func (h *rig) killChild(ctx context.Context, rng *rand.Rand) {
 	var busy, all []supervisor.ChildStatus
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, anyWait)
 	defer cancel()
-	_ = pollUntil(wctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		doc, err := h.status.get(ctx)
+	_ = harness.PollUntil(wctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		doc, err := h.status.Get(ctx)
 		if err != nil {
 			return false, err
 		}

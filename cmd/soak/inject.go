@@ -50,7 +50,7 @@ func injectionOrder(chats []chat, perChat int, rng *rand.Rand) []chat {
 }
 
 // enqueue puts the chat's next message into the platform's feed and records it.
-func (h *harness) enqueue(c chat) Message {
+func (h *rig) enqueue(c chat) Message {
 	h.msgMu.Lock()
 	defer h.msgMu.Unlock()
 	idx := h.perChat[c.ChatKey]
@@ -68,7 +68,7 @@ func (h *harness) enqueue(c chat) Message {
 }
 
 // inject feeds order into the platform paced evenly over d. It stops early when ctx ends.
-func (h *harness) inject(ctx context.Context, order []chat, d time.Duration) {
+func (h *rig) inject(ctx context.Context, order []chat, d time.Duration) {
 	if len(order) == 0 {
 		return
 	}

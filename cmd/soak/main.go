@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cfg.CursorGone, cfg.FlakyEpisodes, cfg.PlatformFailRate, cfg.ModelHangRate, cfg.ModelFailRate,
 		cfg.TurnTimeout, cfg.IdleTTL, cfg.MaxChildren, cfg.Deadline)
 
-	h, err := newHarness(cfg, stdout)
+	h, err := newRig(cfg, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "soak: %v\n", err)
 		return 1

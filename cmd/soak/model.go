@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // modelFaults is the mock model's script: while armed, it makes a fraction of turns hang (the
@@ -29,11 +29,11 @@ func newModelFaults(seed uint64, hangRate, failRate float64) *modelFaults {
 	return &modelFaults{seed: seed, hangRate: hangRate, failRate: failRate, attempts: make(map[string]int)}
 }
 
-// Script is the appservertest.MockModelConfig.Script. Without a fault it gives the default
+// Script is the mockmodel.Config.Script. Without a fault it gives the default
 // reply, "reply #<n>: <message text>", which carries the message's token and its chat's history
 // length.
-func (f *modelFaults) Script(req appservertest.ModelRequest) appservertest.ModelReply {
-	ok := appservertest.ModelReply{Text: appservertest.DefaultText(req)}
+func (f *modelFaults) Script(req mockmodel.Request) mockmodel.Reply {
+	ok := mockmodel.Reply{Text: mockmodel.DefaultText(req)}
 	label, idx, found := parseToken(req.LastUserText)
 	if !found || req.HasToolOutput {
 		return ok
@@ -52,10 +52,10 @@ func (f *modelFaults) Script(req appservertest.ModelRequest) appservertest.Model
 	switch {
 	case x < f.hangRate:
 		f.hangs++
-		return appservertest.ModelReply{Hang: true}
+		return mockmodel.Reply{Hang: true}
 	case x < f.hangRate+f.failRate:
 		f.fails++
-		return appservertest.ModelReply{Status: http.StatusInternalServerError}
+		return mockmodel.Reply{Status: http.StatusInternalServerError}
 	}
 	return ok
 }

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
 )
 
 // outcome is everything the verdict is computed from.
@@ -53,7 +55,7 @@ func newRNGs(seed uint64) rngs {
 // soak runs the phases: start, warm-up and baseline, chaos with paced injection, settle, end
 // sample, SIGTERM, final state. It fills o as it goes, so a failure half-way still reports what
 // was seen; the returned error is that failure.
-func (h *harness) soak(ctx context.Context, o *outcome) error {
+func (h *rig) soak(ctx context.Context, o *outcome) error {
 	cfg := h.cfg
 	r := newRNGs(cfg.Seed)
 	evs := plan(planConfig{Duration: cfg.Duration, DaemonKills: cfg.DaemonKills, ChildKills: cfg.ChildKills,
@@ -93,30 +95,30 @@ func (h *harness) soak(ctx context.Context, o *outcome) error {
 // warmUp answers one message on a chat of its own, waits until the daemon is idle with no
 // child left, and takes the baseline there: the daemon has done its one-time set-up (HTTP
 // client, codex spawn path) and holds nothing per message.
-func (h *harness) warmUp(ctx context.Context, o *outcome) error {
+func (h *rig) warmUp(ctx context.Context, o *outcome) error {
 	h.enqueue(peerChat("w0"))
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second+h.cfg.IdleTTL)
 	defer cancel()
 	if err := h.plat.WaitFor(wctx, func() bool { return h.plat.Deliveries() >= 1 }); err != nil {
 		return fmt.Errorf("warm-up message not answered: %w", err)
 	}
-	var doc statusDoc
-	err := pollUntil(wctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+	var doc harness.StatusDoc
+	err := harness.PollUntil(wctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		var err error
-		doc, err = h.status.get(ctx)
-		return err == nil && doc.idle(true), err
+		doc, err = h.status.Get(ctx)
+		return err == nil && idle(doc, true), err
 	})
 	if err != nil {
 		return fmt.Errorf("daemon not idle after warm-up: %w", err)
 	}
-	o.base, o.baseOK = doc.sample(), true
+	o.base, o.baseOK = sample(doc), true
 	h.logf("baseline (idle, no children): goroutines %d, heap %s, rss %s",
 		o.base.Goroutines, mib(int64(o.base.HeapBytes)), mib(o.base.RSSBytes))
 	return nil
 }
 
 // chaosPhase runs the injector and the chaos schedule side by side and waits for both.
-func (h *harness) chaosPhase(ctx context.Context, evs []event, r rngs) error {
+func (h *rig) chaosPhase(ctx context.Context, evs []event, r rngs) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	order := injectionOrder(chatsFor(h.cfg.Chats, h.cfg.Canvas), h.cfg.Messages, r.inject)
@@ -138,12 +140,12 @@ func (h *harness) chaosPhase(ctx context.Context, evs []event, r rngs) error {
 }
 
 // settle waits until every message has a reply and the daemon has nothing in flight.
-func (h *harness) settle(ctx context.Context) error {
+func (h *rig) settle(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, h.cfg.SettleTimeout)
 	defer cancel()
 	began := time.Now()
 	lost := -1
-	err := pollUntil(sctx, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+	err := harness.PollUntil(sctx, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
 		if err := h.checkDaemon(ctx); err != nil {
 			return false, err
 		}
@@ -151,8 +153,8 @@ func (h *harness) settle(ctx context.Context) error {
 		if lost = len(a.Lost()); lost > 0 {
 			return false, nil
 		}
-		doc, err := h.status.get(ctx)
-		return err == nil && doc.idle(false), err
+		doc, err := h.status.Get(ctx)
+		return err == nil && idle(doc, false), err
 	})
 	if err != nil {
 		// Not fatal: the checks report what is missing.
@@ -165,25 +167,25 @@ func (h *harness) settle(ctx context.Context) error {
 
 // endSample waits until the idle children have closed and takes the end sample, giving the
 // daemon a bounded while to get back within the tolerance (a GC cycle, idle connections).
-func (h *harness) endSample(ctx context.Context, o *outcome) error {
+func (h *rig) endSample(ctx context.Context, o *outcome) error {
 	ectx, cancel := context.WithTimeout(ctx, h.cfg.IdleTTL+20*time.Second)
 	defer cancel()
 	tol := defaultTolerance()
-	var doc statusDoc
+	var doc harness.StatusDoc
 	var got bool
-	err := pollUntil(ectx, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
-		d, err := h.status.get(ctx)
+	err := harness.PollUntil(ectx, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		d, err := h.status.Get(ctx)
 		if err != nil {
 			return false, err
 		}
 		doc, got = d, true
-		ok, _ := tol.Within(o.base, d.sample())
-		return d.idle(true) && ok, nil
+		ok, _ := tol.Within(o.base, sample(d))
+		return idle(d, true) && ok, nil
 	})
 	if !got {
 		return fmt.Errorf("no end sample: %w", err)
 	}
-	o.end, o.endOK = doc.sample(), err == nil
+	o.end, o.endOK = sample(doc), err == nil
 	if doc.Bridge != nil {
 		o.lastDaemonMsgs = doc.Bridge.Received
 	}
@@ -193,11 +195,11 @@ func (h *harness) endSample(ctx context.Context, o *outcome) error {
 }
 
 // stop sends SIGTERM to the last daemon and checks that it exits in time and leaves no codex.
-func (h *harness) stop(ctx context.Context, o *outcome) error {
+func (h *rig) stop(ctx context.Context, o *outcome) error {
 	d := h.current()
-	o.termTook, o.termErr = d.terminate(ctx, h.cfg.DrainTimeout+15*time.Second)
-	if d.alive() {
-		_ = d.kill(ctx)
+	o.termTook, o.termErr = d.Terminate(ctx, h.cfg.DrainTimeout+15*time.Second)
+	if d.Alive() {
+		_ = d.Kill(ctx)
 		o.termErr = fmt.Errorf("daemon did not exit within %s of SIGTERM; killed", h.cfg.DrainTimeout+15*time.Second)
 	}
 	h.logf("daemon #%d stopped by SIGTERM in %s: %v", d.n, o.termTook.Round(time.Millisecond), errOrOK(o.termErr))
@@ -217,7 +219,7 @@ func errOrOK(err error) string {
 }
 
 // account correlates what the platform accepted so far with the injected messages.
-func (h *harness) account() (*Accounting, callLog, []Kill) {
+func (h *rig) account() (*Accounting, callLog, []Kill) {
 	calls := h.plat.Calls()
 	l := readCalls(calls, workspaceID)
 	kills := h.boundaries(calls)
@@ -225,7 +227,7 @@ func (h *harness) account() (*Accounting, callLog, []Kill) {
 }
 
 // finish computes the accounting and the acknowledgement checks once every daemon is gone.
-func (h *harness) finish(o *outcome) {
+func (h *rig) finish(o *outcome) {
 	a, l, kills := h.account()
 	o.msgs, o.acct, o.log, o.kills = h.messages(), a, l, kills
 	o.daemonStarts, o.childKills, o.unexpected = len(h.daemons), h.childKills, h.unexpected

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // The tests cover the soak's pure parts on synthetic inputs: the correlation of replies with
@@ -443,9 +443,9 @@ func TestVerdict(t *testing.T) {
 }
 
 func TestModelFaults(t *testing.T) {
-	req := func(label string, idx int) appservertest.ModelRequest {
+	req := func(label string, idx int) mockmodel.Request {
 		text := messageText(label, idx)
-		return appservertest.ModelRequest{UserTexts: []string{text}, LastUserText: text}
+		return mockmodel.Request{UserTexts: []string{text}, LastUserText: text}
 	}
 	draw := func(f *modelFaults) []string {
 		var out []string

@@ -2,28 +2,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
 )
 
-// pollUntil checks cond at once and then every interval until it reports true or ctx ends; then
-// the error wraps ctx's and the last error cond returned (errors do not stop the polling). It is for
-// conditions the soak cannot be notified of, such as a process's state or the daemon's status.
+// pollUntil is harness.PollUntil, for procscan.go, which is being replaced in parallel by a
+// shared /proc reader; once it is, delete this and call harness.PollUntil.
 func pollUntil(ctx context.Context, interval time.Duration, cond func(context.Context) (bool, error)) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		ok, err := cond(ctx)
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if err != nil {
-				return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
-			}
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	return harness.PollUntil(ctx, interval, cond)
 }

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -98,7 +98,7 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 		defer os.RemoveAll(dir)
 	}
 
-	mock, err := appservertest.NewMockModel(appservertest.MockModelConfig{Latency: *latency})
+	mock, err := mockmodel.New(mockmodel.Config{Latency: *latency})
 	if err != nil {
 		return fmt.Errorf("start mock model: %w", err)
 	}

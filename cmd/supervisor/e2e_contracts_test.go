@@ -4,7 +4,7 @@ package main
 
 // The eight contracts of the Python daemon's (codex-channel-molecule) test suite, shown on the
 // real daemon process, the real codex binary, the mock model and the fake Molecule platform
-// (PROTOCOL.md section 2).
+// (docs/PROTOCOL.md section 2).
 
 import (
 	"net/http"
@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // Contract 1: a canvas user's message is answered with POST /workspaces/{ws}/notify to the
@@ -262,7 +262,7 @@ func TestE2EMultipartTextJoinedWithNewlines(t *testing.T) {
 	d.stop(stopTimeout)
 }
 
-func lastText(reqs []appservertest.ModelRequest) string {
+func lastText(reqs []mockmodel.Request) string {
 	if len(reqs) == 0 {
 		return ""
 	}

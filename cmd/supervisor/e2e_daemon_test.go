@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // noEnv is an empty environment for in-process runMain calls.
@@ -211,11 +211,11 @@ func TestE2EStatusCommand(t *testing.T) {
 // pending), so the next daemon answers it, once.
 func TestE2ESigtermMidTurnExitsWithinDrainAndDoesNotAck(t *testing.T) {
 	first := firstTime()
-	script := func(req appservertest.ModelRequest) appservertest.ModelReply {
+	script := func(req mockmodel.Request) mockmodel.Reply {
 		if !req.HasToolOutput && req.LastUserText == "hang on" && first("hang on") {
-			return appservertest.ModelReply{Hang: true}
+			return mockmodel.Reply{Hang: true}
 		}
-		return appservertest.DefaultScript(req)
+		return mockmodel.DefaultScript(req)
 	}
 	e := newE2E(t, e2eConfig{Script: script})
 	const drain = time.Second
@@ -262,11 +262,11 @@ func TestE2ESigtermMidTurnExitsWithinDrainAndDoesNotAck(t *testing.T) {
 // delivers its reply and moves the cursor past the row before it exits 0.
 func TestE2ESigtermLetsRunningTurnFinish(t *testing.T) {
 	g := newGate(0)
-	script := func(req appservertest.ModelRequest) appservertest.ModelReply {
+	script := func(req mockmodel.Request) mockmodel.Reply {
 		if !req.HasToolOutput && req.LastUserText == "finish me" {
 			g.hold(60 * time.Second)
 		}
-		return appservertest.DefaultScript(req)
+		return mockmodel.DefaultScript(req)
 	}
 	e := newE2E(t, e2eConfig{Script: script})
 	t.Cleanup(g.release)
@@ -308,11 +308,11 @@ func runeIndex(s []rune, sub string) int {
 // child, and does not acknowledge the interrupted message (the next daemon answers it).
 func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
 	first := firstTime()
-	script := func(req appservertest.ModelRequest) appservertest.ModelReply {
+	script := func(req mockmodel.Request) mockmodel.Reply {
 		if !req.HasToolOutput && req.LastUserText == "hang on" && first("hang on") {
-			return appservertest.ModelReply{Hang: true}
+			return mockmodel.Reply{Hang: true}
 		}
-		return appservertest.DefaultScript(req)
+		return mockmodel.DefaultScript(req)
 	}
 	e := newE2E(t, e2eConfig{Script: script})
 	d1 := e.start("--drain-timeout", "5m")

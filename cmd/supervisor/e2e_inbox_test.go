@@ -13,7 +13,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // setNoFileLimit sets pid's RLIMIT_NOFILE (soft and hard) with prlimit(2).
@@ -97,11 +97,11 @@ func TestE2ELocalInboxSurvivesStalledClients(t *testing.T) {
 // later: the model never sees its text.
 func TestE2ELocalInboxGoneCallerIsNotRun(t *testing.T) {
 	g := newGate(0)
-	e := newE2E(t, e2eConfig{Local: true, Script: func(req appservertest.ModelRequest) appservertest.ModelReply {
+	e := newE2E(t, e2eConfig{Local: true, Script: func(req mockmodel.Request) mockmodel.Reply {
 		if req.LastUserText == "slow" && !g.hold(waitTimeout) {
-			return appservertest.ModelReply{Status: 500}
+			return mockmodel.Reply{Status: 500}
 		}
-		return appservertest.DefaultScript(req)
+		return mockmodel.DefaultScript(req)
 	}})
 	t.Cleanup(g.release)
 	d := e.start()

@@ -24,6 +24,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -35,15 +36,15 @@ import (
 func TestE2EParallelChatsAnsweredInOrder(t *testing.T) {
 	const chats, perChat = 5, 3
 	g := newGate(chats)
-	script := func(req appservertest.ModelRequest) appservertest.ModelReply {
+	script := func(req mockmodel.Request) mockmodel.Reply {
 		if !req.HasToolOutput && len(req.UserTexts) == 1 && strings.HasSuffix(req.LastUserText, "/m1") {
 			// The safety timeout stays under the harness's wait so that a serial daemon fails
 			// with the message below.
 			if !g.hold(30 * time.Second) {
-				return appservertest.ModelReply{Text: "gate timed out: " + req.LastUserText}
+				return mockmodel.Reply{Text: "gate timed out: " + req.LastUserText}
 			}
 		}
-		return appservertest.DefaultScript(req)
+		return mockmodel.DefaultScript(req)
 	}
 	e := newE2E(t, e2eConfig{Script: script})
 	t.Cleanup(g.release)
@@ -109,11 +110,11 @@ func TestE2EParallelChatsAnsweredInOrder(t *testing.T) {
 // between the two daemons says no daemon runs although the dead one left its socket file.
 func TestE2EKillMidTurnAnswersEveryMessageOnce(t *testing.T) {
 	first := firstTime()
-	script := func(req appservertest.ModelRequest) appservertest.ModelReply {
+	script := func(req mockmodel.Request) mockmodel.Reply {
 		if !req.HasToolOutput && req.LastUserText == "crash-me" && first("crash-me") {
-			return appservertest.ModelReply{Hang: true}
+			return mockmodel.Reply{Hang: true}
 		}
-		return appservertest.DefaultScript(req)
+		return mockmodel.DefaultScript(req)
 	}
 	e := newE2E(t, e2eConfig{Script: script})
 	d1 := e.start()

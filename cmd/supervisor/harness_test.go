@@ -3,7 +3,7 @@
 package main
 
 // The end-to-end harness: the daemon runs as a real process (this test binary in helper-process
-// mode, see TestMain), with the real codex binary pointed at appservertest.MockModel on loopback
+// mode, see TestMain), with the real codex binary pointed at mockmodel.Model on loopback
 // and, in Molecule mode, the fake platform of bridge/moleculetest on loopback. Tests wait on what
 // the platform and the mock recorded, or on the daemon's status socket, always with a deadline;
 // nothing sleeps for synchronization.
@@ -28,6 +28,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/sessions"
 )
 
@@ -42,8 +43,8 @@ const (
 
 // e2eConfig configures one end-to-end environment.
 type e2eConfig struct {
-	// Script is the mock model's reply policy; nil means appservertest.DefaultScript.
-	Script func(appservertest.ModelRequest) appservertest.ModelReply
+	// Script is the mock model's reply policy; nil means mockmodel.DefaultScript.
+	Script func(mockmodel.Request) mockmodel.Reply
 	// Platform configures the fake Molecule platform (Molecule mode only).
 	Platform moleculetest.Config
 	// Local runs the daemon with the local HTTP inbox instead of the Molecule platform.
@@ -58,7 +59,7 @@ type e2eConfig struct {
 type e2e struct {
 	t         *testing.T
 	codexBin  string
-	mock      *appservertest.MockModel
+	mock      *mockmodel.Model
 	plat      *moleculetest.Platform // nil in local mode
 	local     bool
 	extraEnv  []string
@@ -85,7 +86,7 @@ func newE2E(t *testing.T, cfg e2eConfig) *e2e {
 		}
 		_ = os.RemoveAll(root)
 	})
-	mock, err := appservertest.NewMockModel(appservertest.MockModelConfig{Script: cfg.Script})
+	mock, err := mockmodel.New(mockmodel.Config{Script: cfg.Script})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,8 +610,8 @@ func (e *e2e) countReplies(text string) int {
 
 // requestsFor returns the model requests whose last user text is text (tool follow-ups
 // excluded): how many times codex ran a turn for that message.
-func (e *e2e) requestsFor(text string) []appservertest.ModelRequest {
-	var out []appservertest.ModelRequest
+func (e *e2e) requestsFor(text string) []mockmodel.Request {
+	var out []mockmodel.Request
 	for _, r := range e.mock.Requests() {
 		if r.LastUserText == text && !r.HasToolOutput {
 			out = append(out, r)

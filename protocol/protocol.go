@@ -212,6 +212,46 @@ type TurnError struct {
 	AdditionalDetails *string         `json:"additionalDetails,omitempty"`
 }
 
+// Kinds of TurnError.CodexErrorInfo that the daemon acts on (the schema lists more). Most kinds
+// are bare strings; the HTTP kinds are objects {"<kind>": {"httpStatusCode": n}} with the upstream
+// status, null when there was none.
+const (
+	// CodexErrorUnauthorized: the provider rejected the credentials, or codex could not
+	// refresh its login.
+	CodexErrorUnauthorized = "unauthorized"
+	// CodexErrorOther: codex has no kind for the cause. A provider's unexpected HTTP status
+	// ("unexpected status 401 Unauthorized: ...") is reported this way, without the status.
+	CodexErrorOther                          = "other"
+	CodexErrorHTTPConnectionFailed           = "httpConnectionFailed"
+	CodexErrorResponseStreamConnectionFailed = "responseStreamConnectionFailed"
+	CodexErrorResponseStreamDisconnected     = "responseStreamDisconnected"
+	CodexErrorResponseTooManyFailedAttempts  = "responseTooManyFailedAttempts"
+)
+
+// Kind decodes CodexErrorInfo: its kind, and for the HTTP kinds the upstream status (0 when
+// codex had none). Both are zero when codexErrorInfo is absent, null or of an unknown shape.
+func (e *TurnError) Kind() (kind string, httpStatus int) {
+	if e == nil || len(e.CodexErrorInfo) == 0 {
+		return "", 0
+	}
+	if json.Unmarshal(e.CodexErrorInfo, &kind) == nil {
+		return kind, 0
+	}
+	var obj map[string]struct {
+		HTTPStatusCode *int `json:"httpStatusCode"`
+	}
+	if json.Unmarshal(e.CodexErrorInfo, &obj) != nil || len(obj) != 1 {
+		return "", 0
+	}
+	for k, v := range obj {
+		kind = k
+		if v.HTTPStatusCode != nil {
+			httpStatus = *v.HTTPStatusCode
+		}
+	}
+	return kind, httpStatus
+}
+
 // Turn is the turn object of turn/start results and turn notifications.
 type Turn struct {
 	ID         string            `json:"id"`

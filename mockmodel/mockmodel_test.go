@@ -1,4 +1,4 @@
-package appservertest
+package mockmodel
 
 import (
 	"bufio"
@@ -61,9 +61,9 @@ func checkMockLeaks(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 }
 
-func newTestMock(t *testing.T, cfg MockModelConfig) *MockModel {
+func newTestMock(t *testing.T, cfg Config) *Model {
 	t.Helper()
-	m, err := NewMockModel(cfg)
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func toolOutputItem(callID, out string) map[string]any {
 
 // postResponses sends a /v1/responses request with the given input items. The transport keeps no idle
 // connections so goleak sees no client goroutines afterwards.
-func postResponses(ctx context.Context, t *testing.T, m *MockModel, input ...map[string]any) (*http.Response, error) {
+func postResponses(ctx context.Context, t *testing.T, m *Model, input ...map[string]any) (*http.Response, error) {
 	t.Helper()
 	body, err := json.Marshal(map[string]any{"model": "mock-model", "stream": true, "input": input})
 	if err != nil {
@@ -121,7 +121,7 @@ func codexPrefixItems() []map[string]any {
 
 func TestMockModelDefaultReplyCountsUserTurns(t *testing.T) {
 	checkMockLeaks(t)
-	m := newTestMock(t, MockModelConfig{})
+	m := newTestMock(t, Config{})
 	input := append(codexPrefixItems(),
 		inputMsg("user", "hello"),
 		inputMsg("assistant", "reply #1: hello"),
@@ -222,7 +222,7 @@ func TestParseModelRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req, err := parseModelRequest(body)
+			req, err := parseRequest(body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +239,7 @@ func TestParseModelRequest(t *testing.T) {
 			}
 		})
 	}
-	if _, err := parseModelRequest([]byte("{")); err == nil {
+	if _, err := parseRequest([]byte("{")); err == nil {
 		t.Error("bad JSON accepted")
 	}
 }
@@ -248,19 +248,19 @@ func TestDefaultScript(t *testing.T) {
 	shellArgs := `{"cmd":"echo shell-ran","login":false}`
 	tests := []struct {
 		name string
-		req  ModelRequest
-		want ModelReply
+		req  Request
+		want Reply
 	}{
-		{"plain", ModelRequest{UserTexts: []string{"a", "b"}, LastUserText: "b"}, ModelReply{Text: "reply #2: b"}},
-		{"hang", ModelRequest{UserTexts: []string{"HANG now"}, LastUserText: "HANG now"}, ModelReply{Hang: true}},
-		{"fail", ModelRequest{UserTexts: []string{"FAIL now"}, LastUserText: "FAIL now"}, ModelReply{Status: 500}},
-		{"shell", ModelRequest{UserTexts: []string{"SHELL please"}, LastUserText: "SHELL please"},
-			ModelReply{ToolCall: &ToolCall{Name: "exec_command", Arguments: shellArgs}}},
-		{"shell follow-up", ModelRequest{UserTexts: []string{"SHELL please"}, LastUserText: "SHELL please",
-			HasToolOutput: true, ToolOutput: "shell-ran\n"}, ModelReply{Text: "tool said: shell-ran\n"}},
-		{"slow", ModelRequest{UserTexts: []string{"SLOW"}, LastUserText: "SLOW"},
-			ModelReply{Text: "reply #1: SLOW", Latency: SlowLatency}},
-		{"no user text", ModelRequest{}, ModelReply{Text: "reply #0: "}},
+		{"plain", Request{UserTexts: []string{"a", "b"}, LastUserText: "b"}, Reply{Text: "reply #2: b"}},
+		{"hang", Request{UserTexts: []string{"HANG now"}, LastUserText: "HANG now"}, Reply{Hang: true}},
+		{"fail", Request{UserTexts: []string{"FAIL now"}, LastUserText: "FAIL now"}, Reply{Status: 500}},
+		{"shell", Request{UserTexts: []string{"SHELL please"}, LastUserText: "SHELL please"},
+			Reply{ToolCall: &ToolCall{Name: "exec_command", Arguments: shellArgs}}},
+		{"shell follow-up", Request{UserTexts: []string{"SHELL please"}, LastUserText: "SHELL please",
+			HasToolOutput: true, ToolOutput: "shell-ran\n"}, Reply{Text: "tool said: shell-ran\n"}},
+		{"slow", Request{UserTexts: []string{"SLOW"}, LastUserText: "SLOW"},
+			Reply{Text: "reply #1: SLOW", Latency: SlowLatency}},
+		{"no user text", Request{}, Reply{Text: "reply #0: "}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,7 +273,7 @@ func TestDefaultScript(t *testing.T) {
 
 func TestMockModelFailAndShellOverHTTP(t *testing.T) {
 	checkMockLeaks(t)
-	m := newTestMock(t, MockModelConfig{})
+	m := newTestMock(t, Config{})
 
 	resp, err := postResponses(t.Context(), t, m, inputMsg("user", "FAIL now"))
 	if err != nil {
@@ -308,16 +308,16 @@ func TestMockModelScriptOverridesAndLatency(t *testing.T) {
 		mu   sync.Mutex
 		seen []int
 	)
-	m := newTestMock(t, MockModelConfig{
+	m := newTestMock(t, Config{
 		Latency: latency,
-		Script: func(req ModelRequest) ModelReply {
+		Script: func(req Request) Reply {
 			mu.Lock()
 			seen = append(seen, req.N)
 			mu.Unlock()
 			if req.N == 1 {
-				return ModelReply{Status: http.StatusServiceUnavailable}
+				return Reply{Status: http.StatusServiceUnavailable}
 			}
-			return ModelReply{ToolCall: &ToolCall{CallID: "mine", Name: "custom", Arguments: "{}"}}
+			return Reply{ToolCall: &ToolCall{CallID: "mine", Name: "custom", Arguments: "{}"}}
 		},
 	})
 	start := time.Now()
@@ -354,7 +354,7 @@ func TestMockModelScriptOverridesAndLatency(t *testing.T) {
 
 func TestMockModelHangReleasedByClientDisconnect(t *testing.T) {
 	checkMockLeaks(t)
-	m := newTestMock(t, MockModelConfig{})
+	m := newTestMock(t, Config{})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	resp, err := postResponses(ctx, t, m, inputMsg("user", "HANG now"))
@@ -376,18 +376,18 @@ func TestMockModelHangReleasedByClientDisconnect(t *testing.T) {
 		t.Errorf("Hung() = %d", m.Hung())
 	}
 	cancel() // the client goes away
-	if err := m.wait(wctx, func() bool { return m.inflight == 0 }, "handlers to return"); err != nil {
+	if err := m.WaitIdle(wctx); err != nil {
 		t.Fatalf("hung handler not released by the disconnect: %v", err)
 	}
 }
 
 func TestMockModelCloseReleasesHangAndLatency(t *testing.T) {
 	checkMockLeaks(t)
-	m, err := NewMockModel(MockModelConfig{Script: func(req ModelRequest) ModelReply {
+	m, err := New(Config{Script: func(req Request) Reply {
 		if req.LastUserText == "wait" {
-			return ModelReply{Text: "late", Latency: time.Hour}
+			return Reply{Text: "late", Latency: time.Hour}
 		}
-		return ModelReply{Hang: true}
+		return Reply{Hang: true}
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -435,7 +435,7 @@ func TestMockModelCloseReleasesHangAndLatency(t *testing.T) {
 }
 
 func TestMockModelWaitHonoursContext(t *testing.T) {
-	m := newTestMock(t, MockModelConfig{})
+	m := newTestMock(t, Config{})
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := m.WaitHung(ctx, 1); !errors.Is(err, context.Canceled) {
@@ -445,7 +445,7 @@ func TestMockModelWaitHonoursContext(t *testing.T) {
 
 func TestMockModelUnhandledPaths(t *testing.T) {
 	checkMockLeaks(t)
-	m := newTestMock(t, MockModelConfig{})
+	m := newTestMock(t, Config{})
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Get(m.URL() + "/models")
 	if err != nil {
@@ -464,7 +464,7 @@ func TestMockModelUnhandledPaths(t *testing.T) {
 }
 
 func TestWriteCodexHome(t *testing.T) {
-	m := newTestMock(t, MockModelConfig{})
+	m := newTestMock(t, Config{})
 	dir := t.TempDir()
 	if err := m.WriteCodexHome(dir); err != nil {
 		t.Fatal(err)

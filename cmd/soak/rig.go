@@ -7,12 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
+	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // workspaceID is the workspace the daemon runs as on the fake platform.
@@ -21,21 +21,21 @@ const workspaceID = "ws-soak"
 // readyTimeout bounds a daemon start until its control socket answers with its pid.
 const readyTimeout = 30 * time.Second
 
-// harness is one soak run's environment: a temp dir, the mock model, the fake platform, and the
+// rig is one soak run's environment: a temp dir, the mock model, the fake platform, and the
 // daemon processes. Daemons are started and killed by one goroutine at a time: the main
 // goroutine before and after the chaos phase, the chaos goroutine during it.
-type harness struct {
+type rig struct {
 	cfg   Config
 	out   io.Writer
 	start time.Time
 
 	root, codexHome, stateDir, workDir string
 
-	mock   *appservertest.MockModel
+	mock   *mockmodel.Model
 	plat   *moleculetest.Platform
 	faults *modelFaults
-	dcfg   daemonConfig
-	status statusClient
+	dcfg   harness.DaemonConfig
+	status harness.StatusClient
 	match  procMatcher
 
 	daemons    []*daemonProc
@@ -50,9 +50,9 @@ type harness struct {
 	seq     int64
 }
 
-// newHarness creates the temp dir, the mock model (with the fault script) and the platform.
+// newRig creates the temp dir, the mock model (with the fault script) and the platform.
 // Close undoes it.
-func newHarness(cfg Config, out io.Writer) (*harness, error) {
+func newRig(cfg Config, out io.Writer) (*rig, error) {
 	if err := becomeSubreaper(); err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func newHarness(cfg Config, out io.Writer) (*harness, error) {
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	h := &harness{
+	h := &rig{
 		cfg:       cfg,
 		out:       out,
 		start:     time.Now(),
@@ -82,73 +82,48 @@ func newHarness(cfg Config, out io.Writer) (*harness, error) {
 		workDir:   filepath.Join(root, "work"),
 		perChat:   make(map[string]int),
 	}
-	for _, d := range []string{h.codexHome, h.stateDir, h.workDir} {
+	for _, d := range []string{h.stateDir, h.workDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			_ = os.RemoveAll(root)
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
 	h.faults = newModelFaults(cfg.Seed, cfg.ModelHangRate, cfg.ModelFailRate)
-	h.mock, err = appservertest.NewMockModel(appservertest.MockModelConfig{Script: h.faults.Script})
+	h.mock, err = harness.StartModel(mockmodel.Config{Script: h.faults.Script}, h.codexHome)
 	if err != nil {
-		_ = os.RemoveAll(root)
-		return nil, fmt.Errorf("mock model: %w", err)
-	}
-	if err := h.mock.WriteCodexHome(h.codexHome); err != nil {
-		_ = h.mock.Close()
 		_ = os.RemoveAll(root)
 		return nil, err
 	}
 	// Echoed notifies and a mailbox with acks make the feed look like the real platform's: the
 	// daemon must skip its own replies and report acked_seq.
-	h.plat = moleculetest.New(moleculetest.Config{WorkspaceID: workspaceID, EchoNotifies: true, AckEnabled: true, Seed: cfg.Seed})
+	h.plat = harness.NewPlatform(workspaceID, cfg.Seed)
 
 	h.match = procMatcher{envMarker: []byte("CODEX_HOME=" + h.codexHome), codexBin: codexExe, self: os.Getpid()}
-	h.status = statusClient{bin: supBin, stateDir: h.stateDir, env: h.baseEnv()}
-	h.dcfg = daemonConfig{
+	h.status = harness.StatusClient{Bin: supBin, StateDir: h.stateDir, Env: harness.CleanEnv()}
+	h.dcfg = harness.DaemonConfig{
 		Bin: supBin,
 		Args: []string{"run", "--inbox", "molecule",
 			"--state-dir", h.stateDir, "--codex-bin", cfg.CodexBin, "--cwd", h.workDir,
 			"--poll-interval", cfg.PollInterval.String(), "--turn-timeout", cfg.TurnTimeout.String(),
 			"--idle-ttl", cfg.IdleTTL.String(), "--drain-timeout", cfg.DrainTimeout.String(),
 			"--max-children", strconv.Itoa(cfg.MaxChildren), "--log-format", "json", "--log-level", "info"},
-		Env: append(h.baseEnv(),
+		Env: append(append(harness.CleanEnv(),
 			"CODEX_HOME="+h.codexHome,
 			"CODEX_CHANNEL_MOLECULE_STATE_DIR="+h.stateDir,
 			"CONFIGS_DIR="+filepath.Join(root, "no-configs"),
-			"PLATFORM_URL="+h.plat.URL(),
-			"WORKSPACE_ID="+h.plat.WorkspaceID(),
-			"MOLECULE_WORKSPACE_TOKEN="+h.plat.Token(),
-		),
+		), harness.PlatformEnv(h.plat)...),
 		Dir: h.workDir,
 	}
 	return h, nil
 }
 
-// baseEnv is the soak's environment minus everything that would configure the daemon or codex
-// behind the soak's back.
-func (h *harness) baseEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case k == "PLATFORM_URL", k == "WORKSPACE_ID", k == "CODEX_HOME", k == "CONFIGS_DIR",
-			k == "CODEX_CHANNEL_MOLECULE_STATE_DIR", k == "CODEX_BIN",
-			strings.HasPrefix(k, "MOLECULE_"), strings.HasPrefix(k, "CODEX_WARM_"):
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
 // logf prints a progress line stamped with the time since the start.
-func (h *harness) logf(format string, args ...any) {
+func (h *rig) logf(format string, args ...any) {
 	fmt.Fprintf(h.out, "[%6.1fs] %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
 // current is the newest daemon.
-func (h *harness) current() *daemonProc {
+func (h *rig) current() *daemonProc {
 	if len(h.daemons) == 0 {
 		return nil
 	}
@@ -156,7 +131,7 @@ func (h *harness) current() *daemonProc {
 }
 
 // startDaemon starts the next daemon and waits until its control socket answers with its pid.
-func (h *harness) startDaemon(ctx context.Context) error {
+func (h *rig) startDaemon(ctx context.Context) error {
 	n := len(h.daemons) + 1
 	h.startMarks = append(h.startMarks, len(h.plat.Calls()))
 	d, err := startDaemon(h.dcfg, n, filepath.Join(h.root, fmt.Sprintf("daemon-%d.log", n)))
@@ -167,31 +142,25 @@ func (h *harness) startDaemon(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	began := time.Now()
-	err = pollUntil(rctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if !d.alive() {
-			return true, nil
-		}
-		doc, err := h.status.get(ctx)
-		return err == nil && doc.Daemon.PID == d.pid, err
-	})
-	if !d.alive() {
-		return fmt.Errorf("daemon %d (pid %d) exited during start (%s); log %s", n, d.pid, errOrOK(d.waitErr), d.logPath)
+	_, err = d.AwaitReady(rctx, h.status, 100*time.Millisecond, nil)
+	if !d.Alive() {
+		return fmt.Errorf("daemon %d (pid %d) exited during start (%s); log %s", n, d.PID(), errOrOK(d.ExitErr()), d.logPath)
 	}
 	if err != nil {
-		return fmt.Errorf("daemon %d (pid %d) not ready within %s: %w; log %s", n, d.pid, readyTimeout, err, d.logPath)
+		return fmt.Errorf("daemon %d (pid %d) not ready within %s: %w; log %s", n, d.PID(), readyTimeout, err, d.logPath)
 	}
-	h.logf("daemon #%d ready: pid %d in %s", n, d.pid, time.Since(began).Round(time.Millisecond))
+	h.logf("daemon #%d ready: pid %d in %s", n, d.PID(), time.Since(began).Round(time.Millisecond))
 	return nil
 }
 
 // checkDaemon notices a daemon that exited without being killed, records it and starts the next
 // one, so that one crash is reported without hiding everything after it.
-func (h *harness) checkDaemon(ctx context.Context) error {
+func (h *rig) checkDaemon(ctx context.Context) error {
 	d := h.current()
-	if d == nil || d.alive() || d.killed {
+	if d == nil || d.Alive() || d.Killed() {
 		return nil
 	}
-	msg := fmt.Sprintf("daemon #%d (pid %d) exited by itself: %v (log %s)", d.n, d.pid, d.waitErr, d.logPath)
+	msg := fmt.Sprintf("daemon #%d (pid %d) exited by itself: %v (log %s)", d.n, d.PID(), d.ExitErr(), d.logPath)
 	h.unexpected = append(h.unexpected, msg)
 	h.logf("%s", msg)
 	h.recordKill(time.Now())
@@ -199,23 +168,23 @@ func (h *harness) checkDaemon(ctx context.Context) error {
 }
 
 // killDaemon SIGKILLs the daemon, records the state it left and starts the next one.
-func (h *harness) killDaemon(ctx context.Context) error {
+func (h *rig) killDaemon(ctx context.Context) error {
 	if err := h.checkDaemon(ctx); err != nil {
 		return err
 	}
 	d := h.current()
 	at := time.Now()
-	if err := d.kill(ctx); err != nil {
+	if err := d.Kill(ctx); err != nil {
 		return err
 	}
 	k := h.recordKill(at)
 	h.logf("daemon kill #%d: pid %d; it left cursor %q, acked_seq %d, %d pending replies, %d sessions",
-		len(h.kills), d.pid, k.State.Cursor, k.State.AckedSeq, len(k.State.Pending), len(k.Sessions))
+		len(h.kills), d.PID(), k.State.Cursor, k.State.AckedSeq, len(k.State.Pending), len(k.Sessions))
 	return h.startDaemon(ctx)
 }
 
 // recordKill snapshots what a dead daemon left on disk. Nothing writes it until the next start.
-func (h *harness) recordKill(at time.Time) Kill {
+func (h *rig) recordKill(at time.Time) Kill {
 	k := Kill{At: at}
 	var err error
 	if k.State, err = readBridgeState(h.stateDir); err != nil {
@@ -231,7 +200,7 @@ func (h *harness) recordKill(at time.Time) Kill {
 // boundaries sets each kill's Boundary: the call-log index of the next daemon's register call,
 // the first call it makes. Calls before it come from the killed daemon or earlier ones, even
 // requests the platform finished handling after the kill.
-func (h *harness) boundaries(calls []moleculetest.Call) []Kill {
+func (h *rig) boundaries(calls []moleculetest.Call) []Kill {
 	kills := append([]Kill(nil), h.kills...)
 	for i := range kills {
 		kills[i].Boundary = len(calls)
@@ -249,7 +218,7 @@ func (h *harness) boundaries(calls []moleculetest.Call) []Kill {
 }
 
 // messages returns the messages injected so far.
-func (h *harness) messages() []Message {
+func (h *rig) messages() []Message {
 	h.msgMu.Lock()
 	defer h.msgMu.Unlock()
 	return append([]Message(nil), h.msgs...)
@@ -257,9 +226,9 @@ func (h *harness) messages() []Message {
 
 // close stops whatever is still running and sweeps processes left behind, also when the soak
 // failed half-way. It returns what the sweep found.
-func (h *harness) close(ctx context.Context) []proc {
+func (h *rig) close(ctx context.Context) []proc {
 	for _, d := range h.daemons {
-		if err := d.kill(ctx); err != nil {
+		if err := d.Kill(ctx); err != nil {
 			h.logf("warning: %v", err)
 		}
 	}

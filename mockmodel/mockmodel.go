@@ -1,9 +1,9 @@
-// Package appservertest holds test doubles for code that drives codex, importable by non-test
-// code too (as net/http/httptest is): MockModel, a Responses API server that the real codex
-// binary can use as its model; a fake app-server run from the test binary; CodexBin, which finds
-// the real binary for end-to-end tests; and ExecTurn, the exec-per-message way of running codex
-// that the daemon replaces, kept for comparisons.
-package appservertest
+// Package mockmodel is a mock OpenAI Responses API for demos and tests: a server on loopback
+// only (127.0.0.1) that the real codex binary can use as its model provider, answering each
+// request by a script and recording what it received. WriteCodexHome points a CODEX_HOME at it
+// and keeps codex offline. It is not a test double of this project's code, so production
+// commands (`supervisor demo`) may link it; test-only doubles live in appserver/appservertest.
+package mockmodel
 
 import (
 	"context"
@@ -21,17 +21,17 @@ import (
 	"time"
 )
 
-// MockModelConfig configures a MockModel.
-type MockModelConfig struct {
-	// Latency is added before every response (on top of ModelReply.Latency).
+// Config configures a Model.
+type Config struct {
+	// Latency is added before every response (on top of Reply.Latency).
 	Latency time.Duration
 	// Script decides the reply to each request. Nil means DefaultScript. It is called from the
 	// request's handler goroutine, possibly for several requests at once.
-	Script func(req ModelRequest) ModelReply
+	Script func(req Request) Reply
 }
 
-// ModelRequest is one POST /v1/responses as the mock saw it.
-type ModelRequest struct {
+// Request is one POST /v1/responses as the mock saw it.
+type Request struct {
 	// N is the 1-based sequence number of the request on this mock.
 	N int
 	// Input is the request's `input`: the whole conversation so far, one raw item each.
@@ -52,8 +52,8 @@ type ModelRequest struct {
 	Raw []byte
 }
 
-// ModelReply is what the mock answers to one request.
-type ModelReply struct {
+// Reply is what the mock answers to one request.
+type Reply struct {
 	// Text is the assistant message text. Ignored when Status, Hang or ToolCall is set.
 	Text string
 	// Status is the HTTP status to answer with instead of a stream, e.g. 500 (0 = 200 stream).
@@ -63,7 +63,7 @@ type ModelReply struct {
 	Hang bool
 	// ToolCall makes the reply a function_call output item instead of a message.
 	ToolCall *ToolCall
-	// Latency is added before the response, on top of MockModelConfig.Latency.
+	// Latency is added before the response, on top of Config.Latency.
 	Latency time.Duration
 }
 
@@ -89,42 +89,42 @@ const ShellCommand = "echo shell-ran"
 // SlowLatency is the latency the default script adds for KeywordSlow.
 const SlowLatency = 2 * time.Second
 
-// DefaultScript is the reply policy used when MockModelConfig.Script is nil:
+// DefaultScript is the reply policy used when Config.Script is nil:
 //   - a tool-call follow-up (HasToolOutput) → "tool said: <output>"
 //   - "HANG" → Hang; "FAIL" → HTTP 500; "SHELL" → exec_command ShellCommand;
 //     "SLOW" → the default text after SlowLatency
 //   - otherwise "reply #<len(UserTexts)>: <LastUserText>", which lets tests prove that codex
 //     sent the conversation history.
-func DefaultScript(req ModelRequest) ModelReply {
+func DefaultScript(req Request) Reply {
 	if req.HasToolOutput {
-		return ModelReply{Text: "tool said: " + req.ToolOutput}
+		return Reply{Text: "tool said: " + req.ToolOutput}
 	}
 	last := req.LastUserText
 	switch {
 	case strings.Contains(last, KeywordHang):
-		return ModelReply{Hang: true}
+		return Reply{Hang: true}
 	case strings.Contains(last, KeywordFail):
-		return ModelReply{Status: http.StatusInternalServerError}
+		return Reply{Status: http.StatusInternalServerError}
 	case strings.Contains(last, KeywordShell):
 		// login:false keeps the user's shell profile out of the output (codex defaults to
 		// `bash -lc`, which sources ~/.profile and friends).
 		args, _ := json.Marshal(map[string]any{"cmd": ShellCommand, "login": false})
-		return ModelReply{ToolCall: &ToolCall{Name: "exec_command", Arguments: string(args)}}
+		return Reply{ToolCall: &ToolCall{Name: "exec_command", Arguments: string(args)}}
 	case strings.Contains(last, KeywordSlow):
-		return ModelReply{Text: DefaultText(req), Latency: SlowLatency}
+		return Reply{Text: DefaultText(req), Latency: SlowLatency}
 	}
-	return ModelReply{Text: DefaultText(req)}
+	return Reply{Text: DefaultText(req)}
 }
 
 // DefaultText is the default reply text: "reply #<n>: <last user text>".
-func DefaultText(req ModelRequest) string {
+func DefaultText(req Request) string {
 	return fmt.Sprintf("reply #%d: %s", len(req.UserTexts), req.LastUserText)
 }
 
-// MockModel is a Responses-API server on 127.0.0.1 that real codex can talk to (see
+// Model is a Responses-API server on 127.0.0.1 that real codex can talk to (see
 // WriteCodexHome). It records every request and answers by script.
-type MockModel struct {
-	cfg       MockModelConfig
+type Model struct {
+	cfg       Config
 	srv       *http.Server
 	url       string
 	closing   chan struct{} // closed by Close: releases hung streams and latency waits
@@ -135,20 +135,20 @@ type MockModel struct {
 	mu        sync.Mutex
 	closed    bool           // no new handlers may register once set
 	handlers  sync.WaitGroup // running handlers; Add only under mu while !closed
-	requests  []ModelRequest
+	requests  []Request
 	hung      int // streams that entered the hang state, cumulative
 	inflight  int // handlers running now
 	unhandled []string
 	changed   chan struct{} // closed and replaced whenever requests, hung or inflight change
 }
 
-// NewMockModel starts a MockModel listening on a random loopback port.
-func NewMockModel(cfg MockModelConfig) (*MockModel, error) {
+// New starts a Model listening on a random loopback port.
+func New(cfg Config) (*Model, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("mock model: listen: %w", err)
 	}
-	m := &MockModel{
+	m := &Model{
 		cfg:       cfg,
 		url:       "http://" + ln.Addr().String() + "/v1",
 		closing:   make(chan struct{}),
@@ -164,17 +164,17 @@ func NewMockModel(cfg MockModelConfig) (*MockModel, error) {
 }
 
 // URL is the provider base URL for codex: http://127.0.0.1:PORT/v1.
-func (m *MockModel) URL() string { return m.url }
+func (m *Model) URL() string { return m.url }
 
 // Requests returns a copy of the /v1/responses requests received so far, in arrival order.
-func (m *MockModel) Requests() []ModelRequest {
+func (m *Model) Requests() []Request {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]ModelRequest(nil), m.requests...)
+	return append([]Request(nil), m.requests...)
 }
 
 // RequestCount is the number of /v1/responses requests received so far.
-func (m *MockModel) RequestCount() int {
+func (m *Model) RequestCount() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.requests)
@@ -182,7 +182,7 @@ func (m *MockModel) RequestCount() int {
 
 // Hung is the number of streams that have entered the hang state so far (cumulative: a stream
 // released by a disconnect still counts).
-func (m *MockModel) Hung() int {
+func (m *Model) Hung() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.hung
@@ -190,24 +190,30 @@ func (m *MockModel) Hung() int {
 
 // WaitHung blocks until at least n streams have entered the hang state (response.created was
 // flushed to codex), or ctx is done. Tests use it instead of sleeping before an interrupt.
-func (m *MockModel) WaitHung(ctx context.Context, n int) error {
+func (m *Model) WaitHung(ctx context.Context, n int) error {
 	return m.wait(ctx, func() bool { return m.hung >= n }, "hung streams")
 }
 
 // WaitRequests blocks until at least n /v1/responses requests were received, or ctx is done.
-func (m *MockModel) WaitRequests(ctx context.Context, n int) error {
+func (m *Model) WaitRequests(ctx context.Context, n int) error {
 	return m.wait(ctx, func() bool { return len(m.requests) >= n }, "requests")
+}
+
+// WaitIdle blocks until no request handler is running, or ctx is done: a hung stream whose
+// client went away has been released.
+func (m *Model) WaitIdle(ctx context.Context) error {
+	return m.wait(ctx, func() bool { return m.inflight == 0 }, "handlers to return")
 }
 
 // Unhandled lists "METHOD /path" of requests the mock did not serve (anything but POST
 // /v1/responses), so tests can assert that codex stayed on the mock and offline.
-func (m *MockModel) Unhandled() []string {
+func (m *Model) Unhandled() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]string(nil), m.unhandled...)
 }
 
-func (m *MockModel) wait(ctx context.Context, cond func() bool, what string) error {
+func (m *Model) wait(ctx context.Context, cond func() bool, what string) error {
 	for {
 		m.mu.Lock()
 		ok, ch := cond(), m.changed
@@ -224,7 +230,7 @@ func (m *MockModel) wait(ctx context.Context, cond func() bool, what string) err
 }
 
 // notifyLocked wakes waiters; m.mu must be held.
-func (m *MockModel) notifyLocked() {
+func (m *Model) notifyLocked() {
 	close(m.changed)
 	m.changed = make(chan struct{})
 }
@@ -232,7 +238,7 @@ func (m *MockModel) notifyLocked() {
 // Close stops the server: hung streams and latency waits are released, open connections are
 // closed, and Close returns after every handler and the serve goroutine have returned. It is
 // idempotent.
-func (m *MockModel) Close() error {
+func (m *Model) Close() error {
 	m.closeOnce.Do(func() {
 		m.mu.Lock()
 		m.closed = true
@@ -253,7 +259,7 @@ func (m *MockModel) Close() error {
 }
 
 // ServeHTTP implements http.Handler.
-func (m *MockModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -281,13 +287,13 @@ func (m *MockModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.serveResponses(w, r)
 }
 
-func (m *MockModel) serveResponses(w http.ResponseWriter, r *http.Request) {
+func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		// The client went away mid-body; nothing to answer.
 		return
 	}
-	req, err := parseModelRequest(body)
+	req, err := parseRequest(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -403,7 +409,7 @@ func (m *MockModel) serveResponses(w http.ResponseWriter, r *http.Request) {
 }
 
 // pause waits d, and reports false when the client went away or the mock closed first.
-func (m *MockModel) pause(ctx context.Context, d time.Duration) bool {
+func (m *Model) pause(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
@@ -433,13 +439,13 @@ type inputItem struct {
 	Output  json.RawMessage `json:"output"`
 }
 
-// parseModelRequest extracts what scripts need from a request body.
-func parseModelRequest(body []byte) (ModelRequest, error) {
+// parseRequest extracts what scripts need from a request body.
+func parseRequest(body []byte) (Request, error) {
 	var b responsesBody
 	if err := json.Unmarshal(body, &b); err != nil {
-		return ModelRequest{}, fmt.Errorf("mock model: decode request body: %w", err)
+		return Request{}, fmt.Errorf("mock model: decode request body: %w", err)
 	}
-	req := ModelRequest{Input: b.Input, Raw: body}
+	req := Request{Input: b.Input, Raw: body}
 	for _, raw := range b.Input {
 		var it inputItem
 		if json.Unmarshal(raw, &it) != nil {
@@ -494,7 +500,7 @@ func partsText(raw json.RawMessage) string {
 
 // WriteCodexHome writes dir/config.toml so that codex run with CODEX_HOME=dir uses this mock as
 // its only model provider and stays offline. dir must exist.
-func (m *MockModel) WriteCodexHome(dir string) error {
+func (m *Model) WriteCodexHome(dir string) error {
 	cfg := fmt.Sprintf(codexConfigTemplate, strconv.Quote(m.url))
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("mock model: write codex home: %w", err)
@@ -510,7 +516,7 @@ func (m *MockModel) WriteCodexHome(dir string) error {
 // analytics exporter (ab.chatgpt.com), and the login-shell snapshot (a `bash -lc` that sources
 // ~/.bashrc on every start). The update check is off too; it only matters for the TUI. Every key
 // passes `codex --strict-config`, which a test checks.
-const codexConfigTemplate = `# Written by appservertest.MockModel.WriteCodexHome: codex talks only to the local mock.
+const codexConfigTemplate = `# Written by mockmodel.Model.WriteCodexHome: codex talks only to the local mock.
 model = "mock-model"
 model_provider = "mock"
 check_for_update_on_startup = false
