@@ -1,13 +1,17 @@
 module github.com/molecule-ai/codex-warm
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/go-json-experiment/json v1.27.2
+	github.com/prometheus/procfs v0.23.0
 	github.com/sourcegraph/jsonrpc2 v0.2.3
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 )
 
-require go.uber.org/multierr v1.10.0 // indirect
+require (
+	go.uber.org/multierr v1.10.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)

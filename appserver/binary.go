@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/childproc"
 )
 
 // ErrNotCodex means a binary given as codex is not the codex CLI: `<bin> --version` did not
@@ -27,7 +29,7 @@ func Version(ctx context.Context, bin string, env []string) (string, error) {
 	cmd.Env = env
 	// The same attributes as a child: killed with the daemon, and a stray grandchild holding the
 	// output open cannot stall the check past WaitDelay.
-	cmd.SysProcAttr = sysProcAttr(nil)
+	cmd.SysProcAttr = childproc.SysProcAttr(nil)
 	cmd.WaitDelay = time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &capWriter{buf: &out, left: 4 << 10}, io.Discard

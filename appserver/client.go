@@ -23,6 +23,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
@@ -130,7 +131,7 @@ type Client struct {
 	pid    int
 	stream *lineStream
 	conn   *jsonrpc2.Conn
-	stderr *tailBuffer
+	stderr *childproc.Tail
 	errR   *os.File // read end of the child's stderr
 	queue  *inboundQueue
 
@@ -230,7 +231,7 @@ func spawn(cfg Config) (*Client, error) {
 	cmd.Env = env
 	cmd.Dir = cfg.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = sysProcAttr(cfg.Credential)
+	cmd.SysProcAttr = childproc.SysProcAttr(cfg.Credential)
 	if err := cmd.Start(); err != nil {
 		closeAll()
 		return nil, fmt.Errorf("start codex app-server %s: %w", cfg.Bin, err)
@@ -260,7 +261,7 @@ func newClient(cfg Config, pid int) *Client {
 		cfg:        cfg,
 		log:        cfg.Logger.Named("appserver").With(zap.Int("pid", pid)),
 		pid:        pid,
-		stderr:     newTailBuffer(cfg.StderrTailBytes),
+		stderr:     childproc.NewTail(cfg.StderrTailBytes),
 		closing:    make(chan struct{}),
 		readEnd:    make(chan struct{}),
 		writeFail:  make(chan struct{}),
@@ -401,7 +402,7 @@ func (c *Client) signalGroup(sig syscall.Signal) {
 // waiter is the only caller of cmd.Wait.
 func (c *Client) waiter() {
 	defer c.wg.Done()
-	if err := awaitExitNoReap(c.pid); err == nil {
+	if err := childproc.AwaitExitNoReap(c.pid); err == nil {
 		// The leader is a zombie, so its group id is still reserved: anything left in the group
 		// (shells, tools codex started) is an orphan now. SIGKILL it before reaping.
 		_ = syscall.Kill(-c.pid, syscall.SIGKILL)

@@ -98,26 +98,6 @@ func TestAuthPattern(t *testing.T) {
 	}
 }
 
-func TestTailBufferKeepsTheEnd(t *testing.T) {
-	tb := newTailBuffer(16)
-	_, _ = tb.Write([]byte("line one\n"))
-	if got := tb.String(); got != "line one\n" {
-		t.Errorf("short tail %q", got)
-	}
-	mark := tb.total()
-	_, _ = tb.Write([]byte("line two\nline three\n"))
-	if got := tb.String(); got != "…line three\n" {
-		t.Errorf("tail %q, want the last whole line", got)
-	}
-	if got := tb.since(mark); got != " two\nline three\n" {
-		t.Errorf("since %q, want what is still held of the later writes", got)
-	}
-	_, _ = tb.Write([]byte(strings.Repeat("x", 40)))
-	if got := tb.String(); got != "…"+strings.Repeat("x", 16) || tb.total() != 9+20+40 {
-		t.Errorf("after a big write: %q total %d", got, tb.total())
-	}
-}
-
 // pipeStream returns a lineStream reading what write writes. Each write runs in a goroutine of
 // its own (a pipe holds only 64 KiB, and a write may stay blocked once the stream stopped
 // reading); the test's cleanup closes the pipes, which ends a blocked write, and waits for them.

@@ -19,10 +19,10 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/childproc"
 )
 
 // Process tests run real child processes: the fake app-server (this test binary re-executed, see
@@ -202,21 +202,21 @@ func TestProcessChildrenRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := readChildrenFile(t, cfg.StateDir)
-	st, err := readProcStat(r.PID)
+	st, err := childproc.ProcFS{}.Stat(r.PID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	exe, _ := os.Executable()
-	if len(f.Children) != 1 || f.Children[0].PID != r.PID || f.Children[0].StartTime != st.start ||
+	if len(f.Children) != 1 || f.Children[0].PID != r.PID || f.Children[0].StartTime != st.StartTime ||
 		f.Children[0].ChatKey != "a" || f.DaemonPID != os.Getpid() {
-		t.Fatalf("record %+v, want pid %d start %d", f, r.PID, st.start)
+		t.Fatalf("record %+v, want pid %d start %d", f, r.PID, st.StartTime)
 	}
 	if resolved, _ := filepath.EvalSymlinks(exe); f.Children[0].Exe != resolved {
 		t.Fatalf("record exe %q, want %q", f.Children[0].Exe, resolved)
 	}
 	// The child leads its own process group and session, which the boot sweep uses to find what
 	// it left behind; the record is of this boot.
-	if c := f.Children[0]; c.PGID != r.PID || c.SID != r.PID || f.BootID == "" || f.BootID != readBootID() {
+	if c := f.Children[0]; c.PGID != r.PID || c.SID != r.PID || f.BootID == "" || f.BootID != (childproc.ProcFS{}).BootID() {
 		t.Fatalf("record %+v (boot %q), want pgid and sid %d and this boot's id", c, f.BootID, r.PID)
 	}
 	shutdown(t, s)
@@ -225,13 +225,13 @@ func TestProcessChildrenRecorded(t *testing.T) {
 	}
 }
 
-func readChildrenFile(t *testing.T, dir string) childrenFile {
+func readChildrenFile(t *testing.T, dir string) childproc.RecordFile {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, ChildrenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f childrenFile
+	var f childproc.RecordFile
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func readChildrenFile(t *testing.T, dir string) childrenFile {
 // startOrphan starts a fake app-server the way appserver does (own process group) but owned by
 // the test, standing in for a child of a daemon that was SIGKILLed. Its stdin stays open so it
 // does not exit on its own.
-func startOrphan(t *testing.T, fakeMode string) (*exec.Cmd, ChildRecord) {
+func startOrphan(t *testing.T, fakeMode string) (*exec.Cmd, childproc.Record) {
 	t.Helper()
 	bin, env := appservertest.FakeCommand(fakeMode)
 	cmd := exec.Command(bin)
@@ -269,11 +269,11 @@ func startOrphan(t *testing.T, fakeMode string) (*exec.Cmd, ChildRecord) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
-	id := readProcIdentity(cmd.Process.Pid)
-	if id.start == 0 {
+	id := childproc.ReadIdentity(cmd.Process.Pid)
+	if id.StartTime == 0 {
 		t.Fatalf("no /proc identity for pid %d", cmd.Process.Pid)
 	}
-	return cmd, ChildRecord{PID: cmd.Process.Pid, StartTime: id.start, Exe: id.exe, ChatKey: "orphan-" + fakeMode}
+	return cmd, childproc.Record{PID: cmd.Process.Pid, StartTime: id.StartTime, Exe: id.Exe, ChatKey: "orphan-" + fakeMode}
 }
 
 func TestProcessBootSweep(t *testing.T) {
@@ -282,9 +282,9 @@ func TestProcessBootSweep(t *testing.T) {
 	stubborn, stubbornRec := startOrphan(t, appservertest.FakeStubborn)
 	stranger, strangerRec := startOrphan(t, appservertest.FakeOK)
 	strangerRec.StartTime++ // same pid, another start time: a reused pid that must not be touched
-	gone := ChildRecord{PID: 1 << 30, StartTime: 7, ChatKey: "long-gone"}
+	gone := childproc.Record{PID: 1 << 30, StartTime: 7, ChatKey: "long-gone"}
 
-	old := childrenFile{DaemonPID: 999999, Children: []ChildRecord{politeRec, stubbornRec, strangerRec, gone}}
+	old := childproc.RecordFile{DaemonPID: 999999, Children: []childproc.Record{politeRec, stubbornRec, strangerRec, gone}}
 	b, _ := json.Marshal(old)
 	if err := os.WriteFile(filepath.Join(dir, ChildrenFile), b, 0o600); err != nil {
 		t.Fatal(err)
@@ -310,7 +310,7 @@ func TestProcessBootSweep(t *testing.T) {
 	if err := stubborn.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("stubborn orphan: %v, want killed by SIGKILL", err)
 	}
-	if st, err := readProcStat(stranger.Process.Pid); err != nil || st.state == 'Z' {
+	if st, err := (childproc.ProcFS{}).Stat(stranger.Process.Pid); err != nil || st.Zombie() {
 		t.Fatalf("process with a mismatching start time was killed: %+v %v", st, err)
 	}
 	if f := readChildrenFile(t, dir); len(f.Children) != 0 || f.DaemonPID != os.Getpid() {
@@ -321,7 +321,7 @@ func TestProcessBootSweep(t *testing.T) {
 func TestSweepActions(t *testing.T) {
 	dir := t.TempDir()
 	_, rec := startOrphan(t, appservertest.FakeStubborn)
-	b, _ := json.Marshal(childrenFile{Children: []ChildRecord{rec, {PID: 1 << 30, StartTime: 1}}})
+	b, _ := json.Marshal(childproc.RecordFile{Children: []childproc.Record{rec, {PID: 1 << 30, StartTime: 1}}})
 	if err := os.WriteFile(filepath.Join(dir, ChildrenFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestSweepActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].Action != SweepKilled || got[1].Action != SweepGone {
+	if len(got) != 2 || got[0].Action != childproc.SweepKilled || got[1].Action != childproc.SweepGone {
 		t.Fatalf("sweep = %+v", got)
 	}
 	// A corrupt record is reported, not guessed at.
@@ -473,177 +473,5 @@ func TestProcessLoad(t *testing.T) {
 	t.Logf("%d keys × %d messages, cap %d: %s; retired %v", keys, bursts*burst, limit, time.Since(start), st.Totals.Retired)
 	if st.Totals.Turns != int64(keys*bursts*burst) || maxLive.Load() > int64(limit) || st.Totals.Retired[ReasonEvicted] == 0 {
 		t.Fatalf("turns %d, max live %d (cap %d), retired %v", st.Totals.Turns, maxLive.Load(), limit, st.Totals.Retired)
-	}
-}
-
-// startSleep starts `sleep` in its own process group, owned by the test: a process that is not
-// a codex child of any daemon.
-func startSleep(t *testing.T) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command("sleep", "1000")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return cmd
-}
-
-// A record whose pid and start time match a live process but whose executable cannot be
-// confirmed (the record has none) is not acted on: that process may be anyone's. The sweep
-// leaves it running and says why.
-func TestSweepLeavesProcessWithUnverifiedExe(t *testing.T) {
-	dir := t.TempDir()
-	sleep := startSleep(t)
-	st, err := readProcStat(sleep.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := ChildRecord{PID: sleep.Process.Pid, StartTime: st.start, ChatKey: "no-exe"}
-	b, _ := json.Marshal(childrenFile{Children: []ChildRecord{rec}})
-	if err := os.WriteFile(filepath.Join(dir, ChildrenFile), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	core, logs := observer.New(zap.InfoLevel)
-	got, err := SweepOrphans(testCtx(t), dir, 300*time.Millisecond, zap.New(core))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st, err := readProcStat(sleep.Process.Pid); err != nil || st.state == 'Z' {
-		t.Fatalf("the sweep killed pid %d although the record names no executable (state %q, %v)", sleep.Process.Pid, st.state, err)
-	}
-	if len(got) != 1 || got[0].Action != SweepUnverified || got[0].Reason == "" {
-		t.Fatalf("sweep = %+v, want one %q with a reason", got, SweepUnverified)
-	}
-	entries := logs.FilterField(zap.String("action", SweepUnverified)).All()
-	if len(entries) != 1 || entries[0].ContextMap()["reason"] == "" {
-		t.Fatalf("sweep log = %+v, want the unverified record logged with its reason", logs.All())
-	}
-}
-
-// plantedTree is a stand-in for a codex child that died with its daemon: a bash that led its own
-// session (as appserver starts children) and left two processes behind, one in its process
-// group (a background job) and one in a process group of its own within its session (how codex
-// starts MCP servers). The test owns the leader; the two others are reparented when it dies.
-type plantedTree struct {
-	leader ChildRecord
-	kids   []ChildRecord // pid and start time of the processes left behind
-}
-
-func plantTree(t *testing.T) plantedTree {
-	t.Helper()
-	cmd := exec.Command("bash", "-c", `sleep 777 & a=$!; set -m; sleep 778 & echo "$a $!"; wait`)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var tree plantedTree
-	var pids [2]int
-	if _, err := fmt.Fscan(bufio.NewReader(out), &pids[0], &pids[1]); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("planted tree did not report its pids: %v", err)
-	}
-	for _, pid := range pids {
-		st, err := readProcStat(pid)
-		if err != nil {
-			t.Fatalf("planted pid %d: %v", pid, err)
-		}
-		rec := ChildRecord{PID: pid, StartTime: st.start}
-		tree.kids = append(tree.kids, rec)
-		t.Cleanup(func() {
-			if runsAsRecorded(rec) {
-				_ = syscall.Kill(rec.PID, syscall.SIGKILL)
-			}
-		})
-	}
-	id := readProcIdentity(cmd.Process.Pid)
-	tree.leader = ChildRecord{PID: cmd.Process.Pid, StartTime: id.start, Exe: id.exe,
-		PGID: id.pgrp, SID: id.session, ChatKey: "dead-leader"}
-	if id.start == 0 || id.pgrp != cmd.Process.Pid || id.session != cmd.Process.Pid {
-		t.Fatalf("planted leader identity %+v, want its own group and session", id)
-	}
-	// The leader dies as a codex child does with its daemon (parent-death SIGKILL); what it
-	// started keeps running.
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	for _, k := range tree.kids {
-		if !runsAsRecorded(k) {
-			t.Fatalf("planted pid %d died with its leader; nothing is left to sweep", k.PID)
-		}
-	}
-	return tree
-}
-
-func writeChildren(t *testing.T, dir string, f childrenFile) {
-	t.Helper()
-	b, err := json.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, ChildrenFile), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Processes a dead child left in its process group or session are killed by the boot sweep
-// although the child itself is gone; processes that started before the recorded child cannot be
-// its descendants, so a group or session holding one is a stranger's (the id was reused) and is
-// left alone.
-func TestSweepKillsWhatADeadChildLeft(t *testing.T) {
-	tree := plantTree(t)
-	boot := readBootID()
-	if boot == "" {
-		t.Fatal("no boot id in /proc")
-	}
-	dir := t.TempDir()
-
-	// The same group and session, recorded for a child that started after its members: the ids
-	// were reused, nothing may be touched.
-	later := tree.leader
-	later.StartTime = tree.kids[1].StartTime + 1
-	writeChildren(t, dir, childrenFile{BootID: boot, Children: []ChildRecord{later}})
-	got, err := SweepOrphans(testCtx(t), dir, 2*time.Second, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range tree.kids {
-		if !runsAsRecorded(k) {
-			t.Fatalf("pid %d, older than the recorded child, was killed (sweep %+v)", k.PID, got)
-		}
-	}
-	if len(got) != 1 || got[0].Remains != 0 || got[0].Reason == "" {
-		t.Fatalf("sweep of a reused group = %+v, want nothing killed and a reason", got)
-	}
-
-	// A record of another boot: start times and ids mean nothing now.
-	writeChildren(t, dir, childrenFile{BootID: "another-boot", Children: []ChildRecord{tree.leader}})
-	if got, err = SweepOrphans(testCtx(t), dir, 2*time.Second, testLogger(t)); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range tree.kids {
-		if !runsAsRecorded(k) {
-			t.Fatalf("pid %d was killed on a record of another boot (sweep %+v)", k.PID, got)
-		}
-	}
-
-	writeChildren(t, dir, childrenFile{BootID: boot, Children: []ChildRecord{tree.leader}})
-	if got, err = SweepOrphans(testCtx(t), dir, 2*time.Second, testLogger(t)); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range tree.kids {
-		if runsAsRecorded(k) {
-			t.Errorf("pid %d, left by the dead child in its group or session, survived the sweep (%+v)", k.PID, got)
-		}
-	}
-	if len(got) != 1 || got[0].Action != SweepGone || got[0].Remains != 2 {
-		t.Fatalf("sweep = %+v, want the leader gone and 2 remains killed", got)
 	}
 }

@@ -1,13 +1,12 @@
 package supervisor
 
 import (
-	"bytes"
 	"maps"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/childproc"
 )
 
 // Status returns the live process table. Rows are copied under the pool lock; the per-child
@@ -51,12 +50,13 @@ func (s *Supervisor) Status() Snapshot {
 	}
 	s.mu.Unlock()
 
+	var procfs childproc.ProcFS
 	out := make([]ChildStatus, len(rows))
 	for i, r := range rows {
 		if r.child != nil {
 			r.cs.LastActivity = r.child.LastActivity()
 		}
-		r.cs.RSSBytes = ProcessRSS(r.cs.PID)
+		r.cs.RSSBytes = procfs.RSS(r.cs.PID)
 		out[i] = r.cs
 	}
 	slices.SortFunc(out, func(a, b ChildStatus) int {
@@ -66,25 +66,4 @@ func (s *Supervisor) Status() Snapshot {
 		return a.PID - b.PID
 	})
 	return Snapshot{Taken: now, Children: out, Totals: t}
-}
-
-// ProcessRSS returns the resident set size of pid in bytes from /proc/<pid>/statm, 0 when unknown.
-// The daemon reports its own with it, beside its children's.
-func ProcessRSS(pid int) int64 {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
-	if err != nil {
-		return 0
-	}
-	f := bytes.Fields(b)
-	if len(f) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return pages * int64(os.Getpagesize())
 }

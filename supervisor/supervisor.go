@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/projector"
 	"github.com/molecule-ai/codex-warm/protocol"
 )
@@ -46,9 +47,9 @@ type Supervisor struct {
 	wg      sync.WaitGroup // every goroutine the supervisor starts
 	workers sync.WaitGroup // the key workers (also counted in wg); the drain waits for them
 
-	recMu    sync.Mutex    // serializes children.json writes so the last write is the newest
-	leftover []ChildRecord // orphans the boot sweep could not kill; kept for the next sweep
-	bootID   string        // this boot's id, written to children.json beside the start times
+	recMu    sync.Mutex         // serializes children.json writes so the last write is the newest
+	leftover []childproc.Record // orphans the boot sweep could not kill; kept for the next sweep
+	bootID   string             // this boot's id, written to children.json beside the start times
 
 	mu           sync.Mutex
 	closed       bool
@@ -108,7 +109,7 @@ type session struct {
 	log   *zap.Logger
 	child Child
 	pid   int
-	proc  procIdentity
+	proc  childproc.Identity
 
 	state    State
 	reason   string // why it is retiring
@@ -170,7 +171,7 @@ func New(cfg Config) (*Supervisor, error) {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("supervisor: state dir: %w", err)
 		}
-		s.bootID = readBootID()
+		s.bootID = childproc.ProcFS{}.BootID()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*cfg.SweepGrace+time.Second)
 		swept, err := SweepOrphans(ctx, cfg.StateDir, cfg.SweepGrace, s.log)
 		cancel()
@@ -180,8 +181,8 @@ func New(cfg Config) (*Supervisor, error) {
 			s.log.Error("boot sweep failed", zap.Error(err))
 		}
 		for _, sc := range swept {
-			if sc.Action == SweepSurvived {
-				s.leftover = append(s.leftover, sc.ChildRecord)
+			if sc.Action == childproc.SweepSurvived {
+				s.leftover = append(s.leftover, sc.Record)
 			}
 		}
 		if err := s.writeRecords(); err != nil {
@@ -422,7 +423,7 @@ func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
 	}
 
 	pid := child.PID()
-	ident := readProcIdentity(pid)
+	ident := childproc.ReadIdentity(pid)
 	s.mu.Lock()
 	sess.child = child
 	sess.pid = pid

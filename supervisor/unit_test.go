@@ -976,17 +976,6 @@ func TestCapFromMemory(t *testing.T) {
 	}
 }
 
-func TestParseProcStat(t *testing.T) {
-	line := "4242 (co) dex (x)) S 1 4242 4240 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 987654 1000 10 18446744073709551615"
-	st, err := parseProcStat([]byte(line))
-	if err != nil || st.state != 'S' || st.pgrp != 4242 || st.session != 4240 || st.start != 987654 {
-		t.Fatalf("parse: %+v %v", st, err)
-	}
-	if _, err := parseProcStat([]byte("12 (x) S 1")); err == nil {
-		t.Fatal("short line parsed")
-	}
-}
-
 func TestConfigValidation(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Fatal("New without Spawn or AppServer.Bin succeeded")

@@ -117,29 +117,6 @@ func TestRatioAndVerdict(t *testing.T) {
 	}
 }
 
-func TestParseProcStat(t *testing.T) {
-	// comm with spaces and a ')' inside: only the last ')' ends it.
-	line := "4242 (codex (main) x) S 17 4242 4242 0 -1 4194560 100 0 0 0 250 31 7 3 20 0 12 0 987654 1000 200 18446744073709551615\n"
-	st, err := parseProcStat([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := procStat{PID: 4242, Comm: "codex (main) x", State: 'S', PPID: 17, PGRP: 4242,
-		UTime: 250, STime: 31, CUTime: 7, CSTime: 3, StartTime: 987654}
-	if st != want {
-		t.Errorf("parseProcStat =\n%+v, want\n%+v", st, want)
-	}
-	if got := st.cpuTicks(); got != 291 {
-		t.Errorf("cpuTicks = %d, want 291", got)
-	}
-	for _, bad := range []string{"", "12 codex S 1", "12 (x) S 1 2 3", "x (y) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20",
-		"12 (x) S a 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21"} {
-		if _, err := parseProcStat([]byte(bad)); err == nil {
-			t.Errorf("parseProcStat(%q) succeeded", bad)
-		}
-	}
-}
-
 func TestReadProcStatSelf(t *testing.T) {
 	st, err := readProcStat(os.Getpid())
 	if err != nil {
@@ -161,19 +138,6 @@ func TestReadProcStatSelf(t *testing.T) {
 	}
 	if _, err := treeCPU(-5, clockTick()); err == nil {
 		t.Error("treeCPU of a missing pid succeeded")
-	}
-}
-
-func TestParseVmRSS(t *testing.T) {
-	status := "Name:\tcodex\nVmPeak:\t  999 kB\nVmRSS:\t  145376 kB\nRssAnon:\t 1 kB\n"
-	got, err := parseVmRSS([]byte(status))
-	if err != nil || got != 145376*1024 {
-		t.Errorf("parseVmRSS = %d, %v; want %d", got, err, 145376*1024)
-	}
-	for _, bad := range []string{"Name:\tzombie\n", "VmRSS:\t12 MB\n", "VmRSS:\tx kB\n"} {
-		if _, err := parseVmRSS([]byte(bad)); err == nil {
-			t.Errorf("parseVmRSS(%q) succeeded", bad)
-		}
 	}
 }
 

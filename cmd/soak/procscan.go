@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/childproc"
 )
 
 // proc is a process found in /proc.
@@ -36,22 +36,22 @@ type procMatcher struct {
 
 // scan lists the soak's processes other than those in m.skip.
 func (m procMatcher) scan() ([]proc, error) {
-	ents, err := os.ReadDir("/proc")
+	var pfs childproc.ProcFS
+	all, err := pfs.All()
 	if err != nil {
-		return nil, fmt.Errorf("scan /proc: %w", err)
+		return nil, fmt.Errorf("scan processes: %w", err)
 	}
 	parents := make(map[int]int)
 	var cands []proc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == m.self || m.skip[pid] {
+	for _, st := range all {
+		if st.PID == m.self || m.skip[st.PID] {
 			continue
 		}
-		p, ok := readProc(pid)
+		p, ok := procOf(pfs, st)
 		if !ok {
 			continue
 		}
-		parents[pid] = p.PPID
+		parents[p.PID] = p.PPID
 		cands = append(cands, p)
 	}
 	var out []proc
@@ -64,22 +64,19 @@ func (m procMatcher) scan() ([]proc, error) {
 }
 
 func (m procMatcher) hasMarker(pid int) bool {
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return false
-	}
-	for kv := range bytes.SplitSeq(env, []byte{0}) {
-		if bytes.Equal(kv, m.envMarker) {
-			return true
-		}
-	}
-	return false
+	env, err := childproc.ProcFS{}.Environ(pid)
+	return err == nil && slices.Contains(env, string(m.envMarker))
 }
 
 // isOurCodex says whether pid is, right now, a codex process of this soak: checked just before
 // it is sent a signal, so that a recycled pid is never killed.
 func (m procMatcher) isOurCodex(pid int) bool {
-	p, ok := readProc(pid)
+	var pfs childproc.ProcFS
+	st, err := pfs.Stat(pid)
+	if err != nil {
+		return false
+	}
+	p, ok := procOf(pfs, st)
 	return ok && p.Exe == m.codexBin && m.hasMarker(pid)
 }
 
@@ -97,31 +94,15 @@ func descends(pid, ancestor int, parents map[int]int) bool {
 	return false
 }
 
-// readProc reads a process's parent, executable and command line; ok is false when it is gone
-// or not readable (another user's).
-func readProc(pid int) (proc, bool) {
-	dir := "/proc/" + strconv.Itoa(pid)
-	stat, err := os.ReadFile(dir + "/stat")
-	if err != nil {
+// procOf completes a process's stat with its executable and command line; ok is false for a
+// zombie, which waits for its parent to reap it: it holds no memory and cannot be killed.
+func procOf(pfs childproc.ProcFS, st childproc.Stat) (proc, bool) {
+	if st.Zombie() {
 		return proc{}, false
 	}
-	// The command name in parentheses may contain spaces; fields after the last ')' are fixed.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return proc{}, false
-	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 2 {
-		return proc{}, false
-	}
-	if f[0] == "Z" {
-		// A zombie waits for its parent to reap it; it holds no memory and cannot be killed.
-		return proc{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	exe, _ := os.Readlink(dir + "/exe")
-	cmd, _ := os.ReadFile(dir + "/cmdline")
-	return proc{PID: pid, PPID: ppid, Exe: exe, Cmd: strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))}, true
+	exe, _ := pfs.Exe(st.PID)
+	args, _ := pfs.CmdLine(st.PID)
+	return proc{PID: st.PID, PPID: st.PPID, Exe: exe, Cmd: strings.Join(args, " ")}, true
 }
 
 // resolveExe is the path /proc/<pid>/exe shows for bin.

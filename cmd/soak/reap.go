@@ -1,12 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/molecule-ai/codex-warm/childproc"
 )
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>.
@@ -27,42 +26,19 @@ func becomeSubreaper() error {
 // exit status of a process os/exec is waiting for (the daemon, `supervisor status`).
 func reapOrphans() int {
 	self := os.Getpid()
-	ents, err := os.ReadDir("/proc")
+	procs, err := childproc.ProcFS{}.All()
 	if err != nil {
 		return 0
 	}
 	n := 0
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		comm, state, ppid, ok := readStat(pid)
-		if !ok || state != "Z" || ppid != self || comm != "codex" {
+	for _, p := range procs {
+		if !p.Zombie() || p.PPID != self || p.Comm != "codex" {
 			continue
 		}
 		var ws syscall.WaitStatus
-		if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); err == nil && got == pid {
+		if got, err := syscall.Wait4(p.PID, &ws, syscall.WNOHANG, nil); err == nil && got == p.PID {
 			n++
 		}
 	}
 	return n
-}
-
-// readStat reads a process's command name, state and parent from /proc/<pid>/stat.
-func readStat(pid int) (comm, state string, ppid int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", "", 0, false
-	}
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open {
-		return "", "", 0, false
-	}
-	f := strings.Fields(string(b[end+1:]))
-	if len(f) < 2 {
-		return "", "", 0, false
-	}
-	ppid, err = strconv.Atoi(f[1])
-	return string(b[open+1 : end]), f[0], ppid, err == nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -167,7 +168,7 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 		// and their tools to the next boot sweep: do that sweep now.
 		swept, _ := supervisor.SweepOrphans(context.Background(), stateDir, time.Second, nil)
 		for _, sc := range swept {
-			if sc.Action != supervisor.SweepGone || sc.Remains > 0 {
+			if sc.Action != childproc.SweepGone || sc.Remains > 0 {
 				fmt.Fprintf(stderr, "supervisor demo: codex child %d was still running after the daemon stopped: %s\n", sc.PID, sc.Action)
 			}
 		}

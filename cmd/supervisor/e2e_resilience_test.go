@@ -24,6 +24,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -433,7 +434,7 @@ func TestE2EBootSweepEndsOrphanOfDeadDaemon(t *testing.T) {
 	record := map[string]any{
 		"daemon_pid": 1 << 22, // no such daemon
 		"written":    time.Now().UTC(),
-		"children": []supervisor.ChildRecord{
+		"children": []childproc.Record{
 			{PID: orphan.pid, StartTime: orphanID.start, Exe: exe(orphan.pid), ChatKey: "alpha"},
 			{PID: stranger.pid, StartTime: strangerID.start + 1, Exe: exe(stranger.pid), ChatKey: "beta"},
 		},

@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +27,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/sessions"
 )
@@ -676,31 +676,16 @@ func waitGone(t *testing.T, bound time.Duration, ps ...proc) {
 	}
 }
 
-// procStat returns field 22 (start time) and field 3 (state) of /proc/<pid>/stat.
+// procStat returns the start time and the state of pid, read by the project's /proc reader.
 func procStat(pid int) (start uint64, state byte, err error) {
 	start, state, _, err = procStatSession(pid)
 	return start, state, err
 }
 
-// procStatSession is procStat plus the process's session id (field 6).
+// procStatSession is procStat plus the process's session id.
 func procStatSession(pid int) (start uint64, state byte, session int, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, 0, errors.New("malformed stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || len(f[0]) != 1 {
-		return 0, 0, 0, errors.New("malformed stat")
-	}
-	if session, err = strconv.Atoi(f[3]); err != nil {
-		return 0, 0, 0, err
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	return start, f[0][0], session, err
+	st, err := childproc.ProcFS{}.Stat(pid)
+	return st.StartTime, st.State, st.Session, err
 }
 
 // gate makes a Script hold chosen model requests until it opens: when want requests are held at

@@ -22,6 +22,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/sessions"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -63,7 +64,7 @@ type daemon struct {
 func (d *daemon) status() StatusDoc {
 	doc := StatusDoc{Daemon: d.info, Snapshot: d.sup.Status()}
 	doc.Daemon.Goroutines = runtime.NumGoroutine()
-	doc.Daemon.RSSBytes = supervisor.ProcessRSS(os.Getpid())
+	doc.Daemon.RSSBytes = childproc.ProcFS{}.RSS(os.Getpid())
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	doc.Daemon.HeapBytes = ms.HeapAlloc

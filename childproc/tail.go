@@ -1,25 +1,26 @@
-package appserver
+package childproc
 
 import (
 	"strings"
 	"sync"
 )
 
-// tailBuffer keeps the last max bytes written to it. It is the child's stderr sink: codex can log
+// Tail keeps the last max bytes written to it. It is the child's stderr sink: codex can log
 // a lot over days of uptime, but an error message only needs the end.
-type tailBuffer struct {
+type Tail struct {
 	mu      sync.Mutex
 	buf     []byte
 	max     int
 	dropped int64 // bytes discarded from the front
 }
 
-func newTailBuffer(max int) *tailBuffer {
-	return &tailBuffer{max: max, buf: make([]byte, 0, min(max, 4096))}
+// NewTail returns a Tail that keeps the last max bytes.
+func NewTail(max int) *Tail {
+	return &Tail{max: max, buf: make([]byte, 0, min(max, 4096))}
 }
 
 // Write implements io.Writer; it never fails.
-func (t *tailBuffer) Write(p []byte) (int, error) {
+func (t *Tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(p)
@@ -39,7 +40,7 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 
 // String returns the tail as valid UTF-8. When bytes were dropped, the partial first line is cut
 // and the result starts with "…".
-func (t *tailBuffer) String() string {
+func (t *Tail) String() string {
 	t.mu.Lock()
 	b := string(t.buf)
 	dropped := t.dropped
@@ -53,15 +54,15 @@ func (t *tailBuffer) String() string {
 	return strings.ToValidUTF8(b, "\uFFFD")
 }
 
-// total is the number of bytes ever written.
-func (t *tailBuffer) total() int64 {
+// Total is the number of bytes ever written.
+func (t *Tail) Total() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.dropped + int64(len(t.buf))
 }
 
-// since returns what was written after total() returned mark, as far as it is still held.
-func (t *tailBuffer) since(mark int64) string {
+// Since returns what was written after Total returned mark, as far as it is still held.
+func (t *Tail) Since(mark int64) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	start := max(mark-t.dropped, 0)

@@ -1,20 +1,20 @@
 //go:build unix && !linux
 
-package appserver
+package childproc
 
 import (
 	"errors"
 	"syscall"
 )
 
-// sysProcAttr puts the child in its own process group, so that signals reach the tools codex
+// SysProcAttr puts the child in its own process group, so that signals reach the tools codex
 // starts too; cred, when set, runs it as another user.
-func sysProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
+func SysProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 }
 
-// awaitExitNoReap is not available here. The group is then not signalled after the leader
+// AwaitExitNoReap is not available here. The group is then not signalled after the leader
 // exited: once cmd.Wait reaped it, the group id could name someone else's processes.
-func awaitExitNoReap(pid int) error {
+func AwaitExitNoReap(pid int) error {
 	return errors.New("waitid(WNOWAIT) is not supported on this platform")
 }

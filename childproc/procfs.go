@@ -1,0 +1,215 @@
+package childproc
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// DefaultMount is where the kernel's process file system is mounted.
+const DefaultMount = "/proc"
+
+// ProcFS is the project's one reader of /proc: the daemon, the boot sweep, the benchmark and the
+// soak read processes through it. The zero value reads DefaultMount; tests point Mount at a tree
+// of files shaped like /proc.
+type ProcFS struct {
+	// Mount is the mount point of the process file system; empty means DefaultMount.
+	Mount string
+}
+
+// Stat is the part of /proc/<pid>/stat the project reads. CPU fields are in clock ticks.
+type Stat struct {
+	PID     int
+	Comm    string
+	State   byte
+	PPID    int
+	PGRP    int
+	Session int
+	UTime   uint64 // ticks spent in user mode
+	STime   uint64 // ticks spent in kernel mode
+	CUTime  uint64 // user ticks of waited-for children
+	CSTime  uint64 // kernel ticks of waited-for children
+	// StartTime is field 22: clock ticks after boot. With PID it identifies a process across pid
+	// reuse, within one boot.
+	StartTime uint64
+	// RSSBytes is the resident set size (field 24, in pages) in bytes.
+	RSSBytes int64
+}
+
+// CPUTicks is the process's own CPU plus that of its reaped descendants. Counting the reaped
+// ones keeps a tree's total monotonic when a descendant exits between two readings: its time
+// moves from its own fields into its parent's c-fields.
+func (s Stat) CPUTicks() uint64 {
+	return s.UTime + s.STime + s.CUTime + s.CSTime
+}
+
+// Zombie reports whether the process has exited and waits to be reaped.
+func (s Stat) Zombie() bool { return s.State == 'Z' }
+
+// Memory is a process's memory use in bytes.
+type Memory struct {
+	// RSS counts every resident page the process maps, shared ones in full: summed over a tree
+	// it counts a shared page once per process.
+	RSS int64
+	// PSS divides each resident page by the number of processes mapping it: summed over a tree
+	// it counts a shared page once.
+	PSS int64
+	// USS is the memory private to the process (Private_Clean + Private_Dirty): what its exit
+	// gives back.
+	USS int64
+}
+
+func (p ProcFS) fs() (procfs.FS, error) {
+	m := p.Mount
+	if m == "" {
+		m = DefaultMount
+	}
+	fs, err := procfs.NewFS(m)
+	if err != nil {
+		return procfs.FS{}, fmt.Errorf("open %s: %w", m, err)
+	}
+	return fs, nil
+}
+
+func (p ProcFS) proc(pid int) (procfs.Proc, error) {
+	if pid <= 0 {
+		return procfs.Proc{}, fmt.Errorf("pid %d: %w", pid, os.ErrNotExist)
+	}
+	fs, err := p.fs()
+	if err != nil {
+		return procfs.Proc{}, err
+	}
+	pr, err := fs.Proc(pid)
+	if err != nil {
+		return procfs.Proc{}, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return pr, nil
+}
+
+// Stat reads /proc/<pid>/stat. The command name may hold spaces and parentheses; the library
+// counts the fields from the last ')'.
+func (p ProcFS) Stat(pid int) (Stat, error) {
+	pr, err := p.proc(pid)
+	if err != nil {
+		return Stat{}, err
+	}
+	return statOf(pr)
+}
+
+func statOf(pr procfs.Proc) (Stat, error) {
+	s, err := pr.Stat()
+	if err != nil {
+		return Stat{}, fmt.Errorf("read stat of pid %d: %w", pr.PID, err)
+	}
+	if len(s.State) != 1 {
+		return Stat{}, fmt.Errorf("read stat of pid %d: state %q is not one letter", pr.PID, s.State)
+	}
+	return Stat{
+		PID: s.PID, Comm: s.Comm, State: s.State[0], PPID: s.PPID, PGRP: s.PGRP, Session: s.Session,
+		UTime: uint64(s.UTime), STime: uint64(s.STime), CUTime: uint64(s.CUTime), CSTime: uint64(s.CSTime),
+		StartTime: s.Starttime, RSSBytes: int64(s.ResidentMemory()),
+	}, nil
+}
+
+// All reads the stat of every process in /proc. Processes that exit while it reads are skipped.
+func (p ProcFS) All() ([]Stat, error) {
+	fs, err := p.fs()
+	if err != nil {
+		return nil, err
+	}
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	out := make([]Stat, 0, len(procs))
+	for _, pr := range procs {
+		if st, err := statOf(pr); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// RSS returns pid's resident set size in bytes, 0 when unknown (no such process, or pid <= 0).
+// It is the cheap reading: one small file, no walk of the page tables.
+func (p ProcFS) RSS(pid int) int64 {
+	st, err := p.Stat(pid)
+	if err != nil {
+		return 0
+	}
+	return st.RSSBytes
+}
+
+// Memory reads pid's RSS from its stat and its PSS and USS from /proc/<pid>/smaps_rollup. The
+// rollup walks the process's page tables, so it costs more than RSS; another user's process
+// cannot be read without privileges.
+func (p ProcFS) Memory(pid int) (Memory, error) {
+	pr, err := p.proc(pid)
+	if err != nil {
+		return Memory{}, err
+	}
+	st, err := statOf(pr)
+	if err != nil {
+		return Memory{}, err
+	}
+	r, err := pr.ProcSMapsRollup()
+	if err != nil {
+		return Memory{}, fmt.Errorf("read smaps_rollup of pid %d: %w", pid, err)
+	}
+	return Memory{RSS: st.RSSBytes, PSS: int64(r.Pss), USS: int64(r.PrivateClean + r.PrivateDirty)}, nil
+}
+
+// Exe returns the path /proc/<pid>/exe points at.
+func (p ProcFS) Exe(pid int) (string, error) {
+	pr, err := p.proc(pid)
+	if err != nil {
+		return "", err
+	}
+	exe, err := pr.Executable()
+	if err != nil {
+		return "", fmt.Errorf("read exe of pid %d: %w", pid, err)
+	}
+	return exe, nil
+}
+
+// Environ returns pid's environment, "NAME=value" each. Another user's is not readable.
+func (p ProcFS) Environ(pid int) ([]string, error) {
+	pr, err := p.proc(pid)
+	if err != nil {
+		return nil, err
+	}
+	env, err := pr.Environ()
+	if err != nil {
+		return nil, fmt.Errorf("read environ of pid %d: %w", pid, err)
+	}
+	return env, nil
+}
+
+// CmdLine returns pid's arguments; empty for a zombie or a kernel thread.
+func (p ProcFS) CmdLine(pid int) ([]string, error) {
+	pr, err := p.proc(pid)
+	if err != nil {
+		return nil, err
+	}
+	args, err := pr.CmdLine()
+	if err != nil {
+		return nil, fmt.Errorf("read cmdline of pid %d: %w", pid, err)
+	}
+	return args, nil
+}
+
+// BootID returns the kernel's id of this boot, "" when unknown. Start times count clock ticks
+// since boot, so a record of another boot identifies nothing.
+func (p ProcFS) BootID() string {
+	m := p.Mount
+	if m == "" {
+		m = DefaultMount
+	}
+	b, err := os.ReadFile(m + "/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
