@@ -1,0 +1,290 @@
+package childproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults for zero ProcessConfig fields.
+const (
+	DefaultCloseGrace      = 2 * time.Second
+	DefaultStderrTailBytes = 16 << 10
+)
+
+// ProcessConfig describes one child process.
+type ProcessConfig struct {
+	// Bin is the executable. Required.
+	Bin string
+	// Args are its arguments (without argv[0]).
+	Args []string
+	// Env is its environment; nil means the daemon's.
+	Env []string
+	// Dir is its working directory; empty means the daemon's.
+	Dir string
+	// Credential, when set, runs it as that user and group (see SysProcAttr).
+	Credential *syscall.Credential
+	// StderrTailBytes is how much of its stderr Tail keeps. Default DefaultStderrTailBytes.
+	StderrTailBytes int
+	// CloseGrace is the wait of each Stop step (stdin EOF, SIGTERM) before the next one, and
+	// the wait for its stderr to drain once it exited. Default DefaultCloseGrace.
+	CloseGrace time.Duration
+	// Logger receives the few things worth a log (a signal that could not be sent); nil means
+	// zap.NewNop().
+	Logger *zap.Logger
+}
+
+// StopHow says which step of the Stop ladder ended the process.
+type StopHow int
+
+// The steps of the Stop ladder, in order.
+const (
+	// StoppedByStdinEOF: the process exited after its stdin was closed (or had exited before).
+	StoppedByStdinEOF StopHow = iota
+	// StoppedBySIGTERM: the process exited after SIGTERM to its group.
+	StoppedBySIGTERM
+	// StoppedBySIGKILL: the process was killed with SIGKILL to its group.
+	StoppedBySIGKILL
+)
+
+// String returns the phrase the logs use for h.
+func (h StopHow) String() string {
+	switch h {
+	case StoppedByStdinEOF:
+		return "exited after stdin was closed"
+	case StoppedBySIGTERM:
+		return "exited after SIGTERM"
+	case StoppedBySIGKILL:
+		return "killed with SIGKILL"
+	}
+	return fmt.Sprintf("StopHow(%d)", int(h))
+}
+
+// Process is a started child: the leader of its own session and process group (SysProcAttr),
+// with pipes this package made for its stdin, stdout and stderr.
+//
+// Goroutines, both owned by the Process and waited for by Stop:
+//   - waiter is the only caller of cmd.Wait; before reaping it SIGKILLs what is left of the
+//     group (AwaitExitNoReap keeps the group id reserved until then);
+//   - stderr drains the child's stderr into the Tail.
+//
+// A started Process must be stopped.
+type Process struct {
+	cfg    ProcessConfig
+	log    *zap.Logger
+	cmd    *exec.Cmd
+	pid    int
+	stdin  *os.File // write end of the child's stdin
+	stdout *os.File // read end of the child's stdout
+	errR   *os.File // read end of the child's stderr
+	tail   *Tail
+
+	exited     chan struct{} // closed when cmd.Wait returned; waitErr is set before
+	waitErr    error
+	stderrDone chan struct{} // closed when the stderr drain hit EOF or was cut off
+	wg         sync.WaitGroup
+
+	stopOnce sync.Once
+	how      StopHow
+	stopErr  error
+}
+
+// StartProcess starts the child described by cfg.
+func StartProcess(cfg ProcessConfig) (*Process, error) {
+	if cfg.StderrTailBytes <= 0 {
+		cfg.StderrTailBytes = DefaultStderrTailBytes
+	}
+	if cfg.CloseGrace <= 0 {
+		cfg.CloseGrace = DefaultCloseGrace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	// The pipes are made here rather than by exec.Cmd so that the caller and this package own
+	// every reader: exec's copy goroutines would make cmd.Wait block on tools that inherited
+	// the pipes.
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	inR, inW, err1 := pipe()
+	outR, outW, err2 := pipe()
+	errR, errW, err3 := pipe()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("pipes: %w", err)
+	}
+
+	cmd := exec.Command(cfg.Bin, cfg.Args...)
+	cmd.Env = cfg.Env
+	cmd.Dir = cfg.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.SysProcAttr = SysProcAttr(cfg.Credential)
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		return nil, err
+	}
+	// The child has its copies; ours would keep the pipes open after it exits.
+	_ = inR.Close()
+	_ = outW.Close()
+	_ = errW.Close()
+
+	p := &Process{
+		cfg:        cfg,
+		cmd:        cmd,
+		pid:        cmd.Process.Pid,
+		stdin:      inW,
+		stdout:     outR,
+		errR:       errR,
+		tail:       NewTail(cfg.StderrTailBytes),
+		exited:     make(chan struct{}),
+		stderrDone: make(chan struct{}),
+	}
+	p.log = cfg.Logger.With(zap.Int("pid", p.pid))
+	p.wg.Add(2)
+	go p.waiter()
+	go p.drainStderr()
+	return p, nil
+}
+
+// PID is the child's process id (and process group id).
+func (p *Process) PID() int { return p.pid }
+
+// Stdin is the write end of the child's stdin. Closing it is the first step of Stop.
+func (p *Process) Stdin() *os.File { return p.stdin }
+
+// Stdout is the read end of the child's stdout; the caller reads it and closes it.
+func (p *Process) Stdout() *os.File { return p.stdout }
+
+// Exited is closed once the child has exited and been reaped.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// StderrDone is closed once the child's stderr is drained into Tail (EOF, or cut off by Stop).
+func (p *Process) StderrDone() <-chan struct{} { return p.stderrDone }
+
+// ProcessState is the child's wait status once it has been reaped, else nil.
+func (p *Process) ProcessState() *os.ProcessState {
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState
+	default:
+		return nil
+	}
+}
+
+// ExitErr is what cmd.Wait returned once the child has been reaped, else nil.
+func (p *Process) ExitErr() error {
+	select {
+	case <-p.exited:
+		return p.waitErr
+	default:
+		return nil
+	}
+}
+
+// Tail holds the end of the child's stderr.
+func (p *Process) Tail() *Tail { return p.tail }
+
+// Stop ends the child and waits for the Process's goroutines: close its stdin, wait CloseGrace,
+// SIGTERM its process group, wait CloseGrace, SIGKILL the group; the child is always reaped.
+// When ctx is done, the remaining waits are skipped and the group is SIGKILLed at once. Stop
+// then lets stderr drain for up to CloseGrace. It reports which step ended the child. Stop is
+// idempotent and safe for concurrent use; every call returns after the goroutines have exited.
+func (p *Process) Stop(ctx context.Context) (StopHow, error) {
+	p.stopOnce.Do(func() { p.how, p.stopErr = p.stop(ctx) })
+	return p.how, p.stopErr
+}
+
+func (p *Process) stop(ctx context.Context) (StopHow, error) {
+	grace := p.cfg.CloseGrace
+	how := StoppedByStdinEOF
+	var errs []error
+	if err := p.stdin.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		errs = append(errs, fmt.Errorf("close stdin of pid %d: %w", p.pid, err))
+	}
+	if !awaitCtx(ctx, p.exited, grace) {
+		how = StoppedBySIGTERM
+		p.signalGroup(syscall.SIGTERM)
+		if !awaitCtx(ctx, p.exited, grace) {
+			how = StoppedBySIGKILL
+			p.signalGroup(syscall.SIGKILL)
+			<-p.exited // SIGKILL cannot be ignored; the reap follows
+		}
+	}
+	if !awaitCtx(context.Background(), p.stderrDone, grace) {
+		_ = p.errR.Close() // a process that left the group still holds stderr open
+	}
+	p.wg.Wait()
+	return how, errors.Join(errs...)
+}
+
+// signalGroup signals the child's process group. ESRCH (already gone) is fine.
+func (p *Process) signalGroup(sig syscall.Signal) {
+	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.log.Warn("signal process group", zap.Stringer("signal", sig), zap.Error(err))
+	}
+}
+
+// waiter is the only caller of cmd.Wait.
+func (p *Process) waiter() {
+	defer p.wg.Done()
+	if err := AwaitExitNoReap(p.pid); err == nil {
+		// The leader is a zombie, so its group id is still reserved: anything left in the group
+		// (shells, tools codex started) is an orphan now. SIGKILL it before reaping.
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	}
+	p.waitErr = p.cmd.Wait()
+	close(p.exited)
+}
+
+// drainStderr copies the child's stderr into the tail until EOF.
+func (p *Process) drainStderr() {
+	defer p.wg.Done()
+	defer close(p.stderrDone)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := p.errR.Read(buf)
+		if n > 0 {
+			_, _ = p.tail.Write(buf[:n])
+		}
+		if err != nil {
+			_ = p.errR.Close()
+			return
+		}
+	}
+}
+
+// awaitCtx waits up to d for ch to close; it gives up early when ctx is done.
+func awaitCtx(ctx context.Context, ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+}

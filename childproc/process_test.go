@@ -1,0 +1,105 @@
+package childproc
+
+import (
+	"bufio"
+	"context"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startSh starts /bin/sh -c script with a short CloseGrace and stops it at the end of the test.
+func startSh(t *testing.T, script string) *Process {
+	t.Helper()
+	p, err := StartProcess(ProcessConfig{Bin: "/bin/sh", Args: []string{"-c", script}, CloseGrace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = p.Stop(context.Background()) })
+	return p
+}
+
+func TestProcessStopLadder(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+		want   StopHow
+		signal syscall.Signal // 0: a clean exit
+	}{
+		{"stdin EOF", "cat >/dev/null; echo bye >&2", StoppedByStdinEOF, 0},
+		{"SIGTERM", "exec 0</dev/null; while :; do sleep 0.05; done", StoppedBySIGTERM, syscall.SIGTERM},
+		{"SIGKILL", "trap '' TERM; exec 0</dev/null; while :; do sleep 0.05; done", StoppedBySIGKILL, syscall.SIGKILL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startSh(t, tc.script)
+			how, err := p.Stop(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if how != tc.want {
+				t.Errorf("stopped %q, want %q", how, tc.want)
+			}
+			st := p.ProcessState()
+			if st == nil {
+				t.Fatal("no process state after Stop")
+			}
+			ws, _ := st.Sys().(syscall.WaitStatus)
+			switch {
+			case tc.signal == 0 && !st.Success():
+				t.Errorf("status %v, want success", st)
+			case tc.signal != 0 && (!ws.Signaled() || ws.Signal() != tc.signal):
+				t.Errorf("status %v, want killed by %v", st, tc.signal)
+			}
+			if tc.signal == 0 && !strings.Contains(p.Tail().String(), "bye") {
+				t.Errorf("stderr tail %q lacks the child's last words", p.Tail().String())
+			}
+			if again, err := p.Stop(context.Background()); again != how || err != nil {
+				t.Errorf("second Stop: %v, %v; want %v, nil", again, err, how)
+			}
+		})
+	}
+}
+
+func TestProcessStopWithDoneContextKillsAtOnce(t *testing.T) {
+	p, err := StartProcess(ProcessConfig{Bin: "/bin/sh", Args: []string{"-c", "trap '' TERM; exec 0</dev/null; while :; do sleep 0.05; done"},
+		CloseGrace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	how, err := p.Stop(ctx)
+	if err != nil || how != StoppedBySIGKILL {
+		t.Errorf("Stop with a done context: %v, %v; want %v", how, err, StoppedBySIGKILL)
+	}
+}
+
+// An exited leader's group is SIGKILLed before the leader is reaped: a tool it left behind does
+// not outlive it.
+func TestProcessExitKillsGroupRemains(t *testing.T) {
+	p := startSh(t, "sleep 1000 >/dev/null 2>&1 </dev/null & echo $!; cat >/dev/null")
+	line, err := bufio.NewReader(p.Stdout()).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if how, err := p.Stop(context.Background()); err != nil || how != StoppedByStdinEOF {
+		t.Fatalf("Stop: %v, %v", how, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := (ProcFS{}).Stat(orphan)
+		if err != nil || st.Zombie() {
+			break // gone, or dead and waiting for its new parent to reap it
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d left in the group still runs after the leader exited", orphan)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for a state, with an overall bound
+	}
+}
