@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,8 +29,8 @@ import (
 // Defaults for zero Config fields.
 const (
 	DefaultHandshakeTimeout = 30 * time.Second
-	DefaultCloseGrace       = 2 * time.Second
-	DefaultStderrTailBytes  = 16 << 10
+	DefaultCloseGrace       = childproc.DefaultCloseGrace
+	DefaultStderrTailBytes  = childproc.DefaultStderrTailBytes
 	DefaultMaxLineBytes     = 64 << 20
 	DefaultWriteTimeout     = 30 * time.Second
 	DefaultInterruptGrace   = 5 * time.Second
@@ -116,23 +115,22 @@ func (cfg Config) withDefaults() Config {
 // process group), reaps it, and returns after every goroutine of the client has exited. A
 // failed client must still be closed.
 //
+// The process (its pipes, waiter and stderr drain) is a child, usually a *childproc.Process;
+// Close stops it through Stop, which also waits for its goroutines.
+//
 // Goroutines, all owned by the client and waited for by Close:
 //   - jsonrpc2's reader calls handler.Handle, which only appends to the inbound queue;
 //   - dispatcher pops the queue in order: routes notifications to the running turn and answers
 //     server requests;
-//   - waiter is the only caller of cmd.Wait;
-//   - stderr drains the child's stderr into the tail buffer;
 //   - monitor turns "child exited / stream ended / write failed / Close" into the client's
 //     failure, once.
 type Client struct {
 	cfg    Config
 	log    *zap.Logger
-	cmd    *exec.Cmd
+	proc   child
 	pid    int
 	stream *lineStream
 	conn   *jsonrpc2.Conn
-	stderr *childproc.Tail
-	errR   *os.File // read end of the child's stderr
 	queue  *inboundQueue
 
 	lastActivity atomic.Int64 // unix nanoseconds of the last line read
@@ -141,16 +139,13 @@ type Client struct {
 	life context.Context
 	kill context.CancelCauseFunc
 
-	closing    chan struct{} // closed when Close begins
-	readEnd    chan struct{} // closed when reading stopped; readErr is set before
-	readErr    error
-	writeFail  chan struct{} // closed on the first failed write; writeErr is set before
-	writeErr   error
-	writeOnce  sync.Once
-	waitDone   chan struct{} // closed when cmd.Wait returned; waitErr is set before
-	waitErr    error
-	stderrDone chan struct{} // closed when the stderr drain hit EOF or was cut off
-	wg         sync.WaitGroup
+	closing   chan struct{} // closed when Close begins
+	readEnd   chan struct{} // closed when reading stopped; readErr is set before
+	readErr   error
+	writeFail chan struct{} // closed on the first failed write; writeErr is set before
+	writeErr  error
+	writeOnce sync.Once
+	wg        sync.WaitGroup
 
 	busy   atomic.Bool // a RunTurn is in progress
 	wedged atomic.Bool // a turn ignored turn/interrupt: no more turns on this child
@@ -204,49 +199,21 @@ func spawn(cfg Config) (*Client, error) {
 		env = setEnv(env, "CODEX_HOME", cfg.CodexHome)
 	}
 
-	// The pipes are made here rather than by exec.Cmd so that this package owns every reader:
-	// exec's copy goroutines would make cmd.Wait block on tools that inherited the pipes.
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
-	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	inR, inW, err1 := pipe()
-	outR, outW, err2 := pipe()
-	errR, errW, err3 := pipe()
-	if err := errors.Join(err1, err2, err3); err != nil {
-		closeAll()
-		return nil, fmt.Errorf("start codex app-server: pipes: %w", err)
-	}
-
-	cmd := exec.Command(cfg.Bin, args...)
-	cmd.Env = env
-	cmd.Dir = cfg.Dir
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = childproc.SysProcAttr(cfg.Credential)
-	if err := cmd.Start(); err != nil {
-		closeAll()
+	p, err := childproc.StartProcess(childproc.ProcessConfig{
+		Bin:             cfg.Bin,
+		Args:            args,
+		Env:             env,
+		Dir:             cfg.Dir,
+		Credential:      cfg.Credential,
+		StderrTailBytes: cfg.StderrTailBytes,
+		CloseGrace:      cfg.CloseGrace,
+		Logger:          cfg.Logger.Named("appserver"),
+	})
+	if err != nil {
 		return nil, fmt.Errorf("start codex app-server %s: %w", cfg.Bin, err)
 	}
-	// The child has its copies; ours would keep the pipes open after it exits.
-	_ = inR.Close()
-	_ = outW.Close()
-	_ = errW.Close()
-
-	c := newClient(cfg, cmd.Process.Pid)
-	c.cmd, c.errR = cmd, errR
-	c.connect(outR, inW)
-	c.wg.Add(4)
-	go c.waiter()
-	go c.drainStderr()
+	c := newClient(cfg, p)
+	c.wg.Add(2)
 	go c.monitor()
 	go c.dispatcher()
 	c.log.Info("codex app-server started", zap.String("bin", cfg.Bin), zap.Strings("args", args),
@@ -254,19 +221,38 @@ func spawn(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// newClient returns the client of the child pid, without its connection (see connect) and
-// goroutines. spawn fills in the process; the fuzz test builds a client over plain pipes with it.
-func newClient(cfg Config, pid int) *Client {
+// child is the process behind a Client: a *childproc.Process, or a test's pipes standing in
+// for one.
+type child interface {
+	PID() int
+	// Stdin is the write end of the child's stdin, Stdout the read end of its stdout; the
+	// client's connection writes and reads them and closes both.
+	Stdin() *os.File
+	Stdout() *os.File
+	// Exited is closed once the child has been reaped; ProcessState and ExitErr say how.
+	Exited() <-chan struct{}
+	ProcessState() *os.ProcessState
+	ExitErr() error
+	// Tail is the end of the child's stderr, complete once StderrDone is closed.
+	Tail() *childproc.Tail
+	StderrDone() <-chan struct{}
+	// Stop closes stdin and escalates to signals until the child is reaped.
+	Stop(ctx context.Context) (childproc.StopHow, error)
+}
+
+// newClient returns the client of the child p, connected to its stdio (jsonrpc2 starts reading
+// at once), without the client's own goroutines. spawn starts them after a real process; the
+// fuzz test builds a client over plain pipes with it.
+func newClient(cfg Config, p child) *Client {
+	pid := p.PID()
 	c := &Client{
-		cfg:        cfg,
-		log:        cfg.Logger.Named("appserver").With(zap.Int("pid", pid)),
-		pid:        pid,
-		stderr:     childproc.NewTail(cfg.StderrTailBytes),
-		closing:    make(chan struct{}),
-		readEnd:    make(chan struct{}),
-		writeFail:  make(chan struct{}),
-		waitDone:   make(chan struct{}),
-		stderrDone: make(chan struct{}),
+		cfg:       cfg,
+		log:       cfg.Logger.Named("appserver").With(zap.Int("pid", pid)),
+		proc:      p,
+		pid:       pid,
+		closing:   make(chan struct{}),
+		readEnd:   make(chan struct{}),
+		writeFail: make(chan struct{}),
 	}
 	c.life, c.kill = context.WithCancelCause(context.Background())
 	c.lastActivity.Store(time.Now().UnixNano())
@@ -274,6 +260,7 @@ func newClient(cfg Config, pid int) *Client {
 		c.log.Warn("inbound queue is growing: notifications are consumed slower than codex sends them",
 			zap.Int("messages", n), zap.Int64("bytes", bytes))
 	})
+	c.connect(p.Stdout(), p.Stdin())
 	return c
 }
 
@@ -332,20 +319,13 @@ func (c *Client) Err() error {
 }
 
 // ExitStatus returns the child's wait status once it has been reaped, else nil.
-func (c *Client) ExitStatus() *os.ProcessState {
-	select {
-	case <-c.waitDone:
-		return c.cmd.ProcessState
-	default:
-		return nil
-	}
-}
+func (c *Client) ExitStatus() *os.ProcessState { return c.proc.ProcessState() }
 
 // LastActivity is when the last line was read from the child (the start time before that).
 func (c *Client) LastActivity() time.Time { return time.Unix(0, c.lastActivity.Load()) }
 
 // StderrTail returns the last Config.StderrTailBytes of the child's stderr.
-func (c *Client) StderrTail() string { return c.stderr.String() }
+func (c *Client) StderrTail() string { return c.proc.Tail().String() }
 
 // Close stops the child and releases everything: close stdin (codex exits on EOF), wait
 // CloseGrace, SIGTERM the process group, wait CloseGrace, SIGKILL the group; the child is always
@@ -359,20 +339,7 @@ func (c *Client) Close() error {
 func (c *Client) shutdown() error {
 	close(c.closing)
 	grace := c.cfg.CloseGrace
-	how := "exited after stdin was closed"
-	var errs []error
-	if err := c.stream.closeStdin(); err != nil {
-		errs = append(errs, fmt.Errorf("close stdin of pid %d: %w", c.pid, err))
-	}
-	if !await(c.waitDone, grace) {
-		how = "exited after SIGTERM"
-		c.signalGroup(syscall.SIGTERM)
-		if !await(c.waitDone, grace) {
-			how = "killed with SIGKILL"
-			c.signalGroup(syscall.SIGKILL)
-			<-c.waitDone // SIGKILL cannot be ignored; the reap follows
-		}
-	}
+	how, err := c.proc.Stop(context.Background())
 	// Let the reader take what the child wrote last, then release the connection (this also
 	// closes our end of stdout, in case something outside the group still holds the pipe).
 	await(c.readEnd, grace)
@@ -384,48 +351,9 @@ func (c *Client) shutdown() error {
 		c.log.Warn("jsonrpc2 reader still busy after the stream was closed; waiting for it")
 		<-c.readEnd
 	}
-	if !await(c.stderrDone, grace) {
-		_ = c.errR.Close() // a process that left the group still holds stderr open
-	}
 	c.wg.Wait()
-	c.log.Info("codex app-server closed", zap.String("how", how), zap.String("status", c.statusString()))
-	return errors.Join(errs...)
-}
-
-// signalGroup signals the child's process group. ESRCH (already gone) is fine.
-func (c *Client) signalGroup(sig syscall.Signal) {
-	if err := syscall.Kill(-c.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		c.log.Warn("signal process group", zap.Stringer("signal", sig), zap.Error(err))
-	}
-}
-
-// waiter is the only caller of cmd.Wait.
-func (c *Client) waiter() {
-	defer c.wg.Done()
-	if err := childproc.AwaitExitNoReap(c.pid); err == nil {
-		// The leader is a zombie, so its group id is still reserved: anything left in the group
-		// (shells, tools codex started) is an orphan now. SIGKILL it before reaping.
-		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
-	}
-	c.waitErr = c.cmd.Wait()
-	close(c.waitDone)
-}
-
-// drainStderr copies the child's stderr into the tail buffer until EOF.
-func (c *Client) drainStderr() {
-	defer c.wg.Done()
-	defer close(c.stderrDone)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := c.errR.Read(buf)
-		if n > 0 {
-			_, _ = c.stderr.Write(buf[:n])
-		}
-		if err != nil {
-			_ = c.errR.Close()
-			return
-		}
-	}
+	c.log.Info("codex app-server closed", zap.Stringer("how", how), zap.String("status", c.statusString()))
+	return err
 }
 
 // monitor decides, once, why the client stopped being usable, records it as the cause of life,
@@ -436,17 +364,17 @@ func (c *Client) monitor() {
 	grace := c.cfg.CloseGrace
 	var err error
 	select {
-	case <-c.waitDone:
+	case <-c.proc.Exited():
 		// Exited. Let the reader reach EOF, so that the last lines (a turn/completed, say) are
 		// still dispatched, and stderr drain, so that the tail is complete.
 		c.awaitUnlessClosing(c.readEnd, grace)
-		c.awaitUnlessClosing(c.stderrDone, grace)
+		c.awaitUnlessClosing(c.proc.StderrDone(), grace)
 		err = c.exitError(nil)
 	case <-c.readEnd:
 		if isStreamEOF(c.readErr) {
 			// stdout closed: the child is exiting. Prefer reporting its exit status.
-			if c.awaitUnlessClosing(c.waitDone, grace) {
-				c.awaitUnlessClosing(c.stderrDone, grace)
+			if c.awaitUnlessClosing(c.proc.Exited(), grace) {
+				c.awaitUnlessClosing(c.proc.StderrDone(), grace)
 				err = c.exitError(nil)
 			} else {
 				err = c.exitError(errors.New("closed its stdout"))
@@ -455,8 +383,8 @@ func (c *Client) monitor() {
 			err = c.exitError(c.readErr)
 		}
 	case <-c.writeFail:
-		if c.awaitUnlessClosing(c.waitDone, grace) {
-			c.awaitUnlessClosing(c.stderrDone, grace)
+		if c.awaitUnlessClosing(c.proc.Exited(), grace) {
+			c.awaitUnlessClosing(c.proc.StderrDone(), grace)
 			err = c.exitError(nil)
 		} else {
 			err = c.exitError(fmt.Errorf("writing to its stdin failed: %w", c.writeErr))
@@ -491,15 +419,11 @@ func (c *Client) fail(err error) {
 
 // exitError builds the *ExitError for the current state of the child.
 func (c *Client) exitError(reason error) *ExitError {
-	e := &ExitError{PID: c.pid, Status: "running", Code: -1, Reason: reason, StderrTail: c.stderr.String()}
-	select {
-	case <-c.waitDone:
-		if st := c.cmd.ProcessState; st != nil {
-			e.Status, e.Code = st.String(), st.ExitCode()
-		} else if c.waitErr != nil {
-			e.Status = c.waitErr.Error()
-		}
-	default:
+	e := &ExitError{PID: c.pid, Status: "running", Code: -1, Reason: reason, StderrTail: c.StderrTail()}
+	if st := c.proc.ProcessState(); st != nil {
+		e.Status, e.Code = st.String(), st.ExitCode()
+	} else if err := c.proc.ExitErr(); err != nil {
+		e.Status = err.Error()
 	}
 	return e
 }

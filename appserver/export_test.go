@@ -3,10 +3,12 @@ package appserver
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/childproc"
 )
 
 // pipePID stands for the pid of a PipeChild's client. It is above Linux's pid_max (2^22), so
@@ -18,17 +20,22 @@ const pipePID = 1 << 30
 // arbitrary bytes through the very stream, jsonrpc2 connection, queue and dispatcher a real
 // child's output goes through, thousands of times a second.
 //
-// The client is built by newClient and connect, as spawn builds it; only the process part
-// (waiter, stderr drain) is left out. Never call Close on it (Close waits for a process to be
-// reaped); end it with Exit.
+// The PipeChild is the client's child (it satisfies the child interface, as *childproc.Process
+// does), and the client is built by newClient, as spawn builds it. Never call Close on it (Close
+// waits for the child to be reaped); end it with Exit.
 type PipeChild struct {
 	C *Client
 	// TurnStartSent is closed when the client wrote its first turn/start request.
 	TurnStartSent chan struct{}
 
-	stdout  *os.File // write end of the child's stdout
-	stdin   *os.File // read end of the child's stdin
-	drained chan struct{}
+	stdout   *os.File // write end of the child's stdout
+	stdin    *os.File // read end of the child's stdin
+	outR     *os.File // the client's end of the child's stdout
+	inW      *os.File // the client's end of the child's stdin
+	exited   chan struct{}
+	tail     *childproc.Tail
+	noStderr chan struct{} // closed: there is no stderr to drain
+	drained  chan struct{}
 }
 
 // NewPipeChild builds a client over pipes with cfg (Bin is not needed).
@@ -43,16 +50,32 @@ func NewPipeChild(cfg Config) (*PipeChild, error) {
 		_, _ = outR.Close(), outW.Close()
 		return nil, err
 	}
-	c := newClient(cfg, pipePID)
-	c.cmd = &exec.Cmd{} // exitError reads cmd.ProcessState once waitDone is closed
-	close(c.stderrDone) // there is no stderr to drain
-	c.connect(outR, inW)
+	p := &PipeChild{TurnStartSent: make(chan struct{}), stdout: outW, stdin: inR, outR: outR, inW: inW,
+		exited: make(chan struct{}), tail: childproc.NewTail(cfg.StderrTailBytes), drained: make(chan struct{})}
+	p.noStderr = make(chan struct{})
+	close(p.noStderr)
+	c := newClient(cfg, p)
 	c.wg.Add(2)
 	go c.monitor()
 	go c.dispatcher()
-	p := &PipeChild{C: c, TurnStartSent: make(chan struct{}), stdout: outW, stdin: inR, drained: make(chan struct{})}
+	p.C = c
 	go p.drain()
 	return p, nil
+}
+
+// The child interface, played by pipes. There is no stderr, so it is drained from the start,
+// and no wait status: the client reports the child as "running" to the end.
+
+func (p *PipeChild) PID() int                       { return pipePID }
+func (p *PipeChild) Stdin() *os.File                { return p.inW }
+func (p *PipeChild) Stdout() *os.File               { return p.outR }
+func (p *PipeChild) Exited() <-chan struct{}        { return p.exited }
+func (p *PipeChild) ProcessState() *os.ProcessState { return nil }
+func (p *PipeChild) ExitErr() error                 { return nil }
+func (p *PipeChild) Tail() *childproc.Tail          { return p.tail }
+func (p *PipeChild) StderrDone() <-chan struct{}    { return p.noStderr }
+func (p *PipeChild) Stop(context.Context) (childproc.StopHow, error) {
+	panic("PipeChild: end it with Exit, not Close")
 }
 
 // drain reads what the client writes until the client closes the child's stdin, as a child
@@ -80,7 +103,7 @@ func (p *PipeChild) Write(b []byte) (int, error) { return p.stdout.Write(b) }
 // fails as it does for a real child and releases the connection.
 func (p *PipeChild) Exit() {
 	_ = p.stdout.Close()
-	close(p.C.waitDone)
+	close(p.exited)
 }
 
 // Wait waits up to d, after Exit, for the client's goroutines to end and for the client to close

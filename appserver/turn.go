@@ -164,7 +164,7 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 	c.active = t
 	c.mu.Unlock()
 	start := time.Now()
-	stderrMark := c.stderr.Total()
+	stderrMark := c.proc.Tail().Total()
 
 	w, err := c.conn.DispatchCall(context.Background(), protocol.MethodTurnStart,
 		protocol.TurnStartParams{ThreadID: threadID, Input: input})
@@ -267,7 +267,7 @@ func (c *Client) turnResult(t *turnState, turnID string, start time.Time, stderr
 		}
 		return r, err
 	case r.Status == protocol.TurnFailed:
-		if msg := authMessage(r.Error, c.stderr.Since(stderrMark)); msg != "" {
+		if msg := authMessage(r.Error, c.proc.Tail().Since(stderrMark)); msg != "" {
 			return r, &AuthError{Msg: msg}
 		}
 	}
