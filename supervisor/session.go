@@ -303,10 +303,10 @@ func (s *Supervisor) setStateLocked(sess *session, to State) bool {
 		return false
 	}
 	if sess.state == StateRetiring {
-		s.retiring--
+		s.slots.retiring--
 	}
 	if to == StateRetiring {
-		s.retiring++
+		s.slots.retiring++
 	}
 	sess.state = to
 	return true
@@ -350,7 +350,7 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 	if crashed && !s.closed {
 		s.recordFailureLocked(k, cause)
 	}
-	s.releaseSlotLocked()
+	s.slots.release()
 	close(sess.reaped)
 	s.gcKeyLocked(k)
 }

@@ -26,7 +26,7 @@ func (s *Supervisor) Status() Snapshot {
 		Turns:          s.turns,
 		Retired:        maps.Clone(s.retired),
 		StoreErrors:    s.storeErrors,
-		WaitingForSlot: len(s.waiters),
+		WaitingForSlot: s.slots.waiting(),
 	}
 	for sess := range s.sessions {
 		cs := ChildStatus{

@@ -49,9 +49,7 @@ type Supervisor struct {
 	closed       bool
 	keys         map[string]*keyState
 	sessions     map[*session]struct{} // children not yet dead
-	used         int                   // slots held: one per session, plus grants in hand
-	waiters      []*slotWaiter         // FIFO of chat keys waiting for a slot
-	retiring     int                   // sessions in StateRetiring: each will free a slot
+	slots        slots
 	turns        int64
 	retired      map[string]int
 	storeErrors  int64
@@ -74,6 +72,7 @@ func New(cfg Config) (*Supervisor, error) {
 		sessions:     make(map[*session]struct{}),
 		retired:      make(map[string]int),
 		shutdownDone: make(chan struct{}),
+		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters},
 	}
 	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
 	s.life, s.stopLife = context.WithCancelCause(context.Background())
@@ -127,11 +126,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		queued = append(queued, k.queue...)
 		k.queue = nil
 	}
-	for _, w := range s.waiters {
-		w.err = ErrClosed
-		close(w.ready)
-	}
-	s.waiters = nil
+	s.slots.fail(ErrClosed)
 	running := len(s.sessions)
 	s.mu.Unlock()
 	s.stopAccepting(ErrClosed)
