@@ -11,10 +11,8 @@ import (
 // keyState is the per chat key bookkeeping. It lives while the key has work, a child, or a
 // pending crash backoff.
 type keyState struct {
-	key     string
-	queue   []*job // waiting, FIFO; the running job is not in it
-	working bool   // a worker goroutine owns the key
-	sess    *session
+	key  string
+	sess *session
 
 	restarts    int  // children started after a watchdog retirement or failed start
 	needRestart bool // the next spawn is a restart
@@ -25,7 +23,9 @@ type keyState struct {
 	lastErr  error
 }
 
+// job is one Submit call: a message waiting in, or being run by, its key's worker.
 type job struct {
+	key  *keyState // stays in Supervisor.keys while the key's worker runs
 	ctx  context.Context
 	text string
 	done chan outcome // buffered: the worker never blocks on a caller that left
@@ -69,18 +69,12 @@ func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (R
 		k = &keyState{key: chatKey}
 		s.keys[chatKey] = k
 	}
-	if len(k.queue) >= s.cfg.MaxQueuePerKey {
-		n := len(k.queue)
+	if n := s.queue.LenLocked(chatKey); n >= s.cfg.MaxQueuePerKey {
 		s.mu.Unlock()
 		return none, fmt.Errorf("chat %s: %d messages waiting: %w", chatKey, n, ErrQueueFull)
 	}
-	k.queue = append(k.queue, j)
-	if !k.working {
-		k.working = true
-		s.wg.Add(1)
-		s.workers.Add(1)
-		go s.work(k)
-	}
+	j.key = k
+	s.queue.PushLocked(chatKey, j)
 	s.mu.Unlock()
 
 	select {
@@ -89,12 +83,7 @@ func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (R
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
-	for i, q := range k.queue {
-		if q == j {
-			k.queue = append(k.queue[:i], k.queue[i+1:]...)
-			break
-		}
-	}
+	s.queue.RemoveLocked(chatKey, func(q *job) bool { return q == j })
 	s.gcKeyLocked(k)
 	s.mu.Unlock()
 	// The job may have finished in the meantime; prefer its answer.
@@ -106,27 +95,17 @@ func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (R
 	return none, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
 }
 
-// work is the chat key's worker: it runs the key's queued jobs one at a time and exits when the
-// queue is empty.
-func (s *Supervisor) work(k *keyState) {
-	defer s.wg.Done()
-	defer s.workers.Done()
-	for {
-		s.mu.Lock()
-		if len(k.queue) == 0 {
-			k.working = false
-			s.gcKeyLocked(k)
-			s.mu.Unlock()
-			return
-		}
-		j := k.queue[0]
-		k.queue[0] = nil
-		k.queue = k.queue[1:]
-		s.mu.Unlock()
+// work runs one job on its key's worker (see Supervisor.queue) and answers its caller.
+func (s *Supervisor) work(_ string, j *job) {
+	r, err := s.run(j.key, j)
+	r.ChatKey = j.key.key
+	j.done <- outcome{reply: r, err: err}
+}
 
-		r, err := s.run(k, j)
-		r.ChatKey = k.key
-		j.done <- outcome{reply: r, err: err}
+// keyIdleLocked is called as a key's worker exits.
+func (s *Supervisor) keyIdleLocked(key string) {
+	if k := s.keys[key]; k != nil {
+		s.gcKeyLocked(k)
 	}
 }
 
@@ -145,7 +124,7 @@ func (s *Supervisor) run(k *keyState, j *job) (Reply, error) {
 // A key whose child a watchdog retired is kept (a few hundred bytes) so that its next child
 // reports the restart.
 func (s *Supervisor) gcKeyLocked(k *keyState) {
-	if !k.working && len(k.queue) == 0 && k.sess == nil && k.failures == 0 && !k.needRestart &&
+	if !s.queue.BusyLocked(k.key) && k.sess == nil && k.failures == 0 && !k.needRestart &&
 		s.keys[k.key] == k {
 		delete(s.keys, k.key)
 	}

@@ -93,10 +93,10 @@ func (p *slots) shortfall() int { return len(p.waiters) - p.retiring }
 // chat key has nothing queued. A child between two queued turns of its key is not idle in any
 // useful sense: evicting it would only make its key respawn at once, so a slot waiter waits
 // instead (bounded by SlotWait).
-func lruIdle(sessions map[*session]struct{}) *session {
+func lruIdle(sessions map[*session]struct{}, queued func(key string) int) *session {
 	var best *session
 	for sess := range sessions {
-		if sess.state != StateIdle || len(sess.key.queue) > 0 {
+		if sess.state != StateIdle || queued(sess.key.key) > 0 {
 			continue
 		}
 		if best == nil || sess.useSeq < best.useSeq {
@@ -156,7 +156,7 @@ func (s *Supervisor) acquireSlot(ctx context.Context) error {
 // it will get.
 func (s *Supervisor) rebalanceLocked() {
 	for s.slots.shortfall() > 0 {
-		v := lruIdle(s.sessions)
+		v := lruIdle(s.sessions, s.queue.LenLocked)
 		if v == nil {
 			return
 		}

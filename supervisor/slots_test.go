@@ -114,25 +114,24 @@ func TestSlotsShortfall(t *testing.T) {
 
 // TestLRUIdle: the victim is the idle child used longest ago whose key has nothing queued.
 func TestLRUIdle(t *testing.T) {
-	mk := func(state State, useSeq uint64, queued int) *session {
-		k := &keyState{key: "k"}
-		for range queued {
-			k.queue = append(k.queue, &job{})
-		}
-		return &session{key: k, state: state, useSeq: useSeq}
+	queued := map[string]int{}
+	mk := func(key string, state State, useSeq uint64, n int) *session {
+		queued[key] = n
+		return &session{key: &keyState{key: key}, state: state, useSeq: useSeq}
 	}
-	busyOld := mk(StateBusy, 1, 0)
-	backlogged := mk(StateIdle, 2, 1)
-	want := mk(StateIdle, 3, 0)
-	newer := mk(StateIdle, 4, 0)
-	retiring := mk(StateRetiring, 0, 0)
+	busyOld := mk("busy", StateBusy, 1, 0)
+	backlogged := mk("backlogged", StateIdle, 2, 1)
+	want := mk("want", StateIdle, 3, 0)
+	newer := mk("newer", StateIdle, 4, 0)
+	retiring := mk("retiring", StateRetiring, 0, 0)
+	count := func(key string) int { return queued[key] }
 	sessions := map[*session]struct{}{busyOld: {}, backlogged: {}, want: {}, newer: {}, retiring: {}}
-	if got := lruIdle(sessions); got != want {
+	if got := lruIdle(sessions, count); got != want {
 		t.Fatalf("lruIdle picked useSeq %d state %s, want the idle useSeq 3", got.useSeq, got.state)
 	}
 	delete(sessions, want)
 	delete(sessions, newer)
-	if got := lruIdle(sessions); got != nil {
+	if got := lruIdle(sessions, count); got != nil {
 		t.Fatalf("lruIdle picked useSeq %d with no eligible child, want nil", got.useSeq)
 	}
 }

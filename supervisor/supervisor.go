@@ -5,11 +5,16 @@
 // in parallel up to a cap on live children. Watchdogs retire children that hang or die; the next
 // message of that key gets a new child that resumes the same thread.
 //
-// Concurrency layout: one mutex (Supervisor.mu) guards the pool's bookkeeping; it is never held
-// across a call into a child, the thread store, the spawn function or /proc. Every chat key with queued work has one worker goroutine
-// that runs its turns in FIFO order. Every child has one watcher goroutine that notices its death,
-// closes it when idle too long, and is the only caller of Close; it exits once the child was
-// reaped. Both kinds are counted in one WaitGroup that Shutdown waits for.
+// Concurrency layout: one mutex (Supervisor.mu) guards the pool's bookkeeping: the key states,
+// the sessions and their states, the slots (slots.go) and the per-key queues (the keyfifo runs on
+// this mutex). They stay under one lock because decisions span them: an eviction picks an idle
+// child whose key has nothing queued, a key is forgotten only with no queue, child or backoff.
+// The mutex is never held across a call into a child, the thread store, the spawn function or
+// /proc. Every chat key with queued work has one worker goroutine (queue.go) that runs its turns
+// in FIFO order; Shutdown waits for them before closing the children. Every child has one
+// watcher goroutine (watcher.go) that notices its death, closes it when idle too long, and is
+// the only caller of Close; it exits once the child was reaped. The watchers are counted in a
+// WaitGroup that Shutdown waits for last.
 package supervisor
 
 import (
@@ -22,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/keyfifo"
 )
 
 // Supervisor is the pool of warm codex children, one per chat key. Its methods are safe for
@@ -38,8 +44,7 @@ type Supervisor struct {
 	life          context.Context
 	stopLife      context.CancelCauseFunc
 
-	wg      sync.WaitGroup // every goroutine the supervisor starts
-	workers sync.WaitGroup // the key workers (also counted in wg); the drain waits for them
+	wg sync.WaitGroup // the child watchers
 
 	recMu    sync.Mutex         // serializes children.json writes so the last write is the newest
 	leftover []childproc.Record // orphans the boot sweep could not kill; kept for the next sweep
@@ -48,6 +53,7 @@ type Supervisor struct {
 	mu           sync.Mutex
 	closed       bool
 	keys         map[string]*keyState
+	queue        *keyfifo.FIFO[*job]   // per chat key: the jobs waiting, and the key's worker
 	sessions     map[*session]struct{} // children not yet dead
 	slots        slots
 	turns        int64
@@ -74,6 +80,7 @@ func New(cfg Config) (*Supervisor, error) {
 		shutdownDone: make(chan struct{}),
 		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters},
 	}
+	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Idle: s.keyIdleLocked, Lock: &s.mu})
 	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
 	s.life, s.stopLife = context.WithCancelCause(context.Background())
 	if cfg.StateDir != "" {
@@ -121,11 +128,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		}
 	}
 	s.closed = true
-	var queued []*job
-	for _, k := range s.keys {
-		queued = append(queued, k.queue...)
-		k.queue = nil
-	}
+	queued := s.queue.DrainLocked()
 	s.slots.fail(ErrClosed)
 	running := len(s.sessions)
 	s.mu.Unlock()
@@ -137,7 +140,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 
 	drained := make(chan struct{})
 	go func() { // owned here: both paths below wait for it
-		s.workers.Wait()
+		s.queue.Wait()
 		close(drained)
 	}()
 	var err error
