@@ -3,9 +3,6 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/cenkalti/backoff/v4"
 )
 
 // keyState is the per chat key bookkeeping. It lives while the key has work, a child, or a
@@ -17,10 +14,7 @@ type keyState struct {
 	restarts    int  // children started after a watchdog retirement or failed start
 	needRestart bool // the next spawn is a restart
 
-	failures int // consecutive crashes
-	bo       *backoff.ExponentialBackOff
-	retryAt  time.Time
-	lastErr  error
+	crash crashBackoff
 }
 
 // job is one Submit call: a message waiting in, or being run by, its key's worker.
@@ -124,7 +118,7 @@ func (s *Supervisor) run(k *keyState, j *job) (Reply, error) {
 // A key whose child a watchdog retired is kept (a few hundred bytes) so that its next child
 // reports the restart.
 func (s *Supervisor) gcKeyLocked(k *keyState) {
-	if !s.queue.BusyLocked(k.key) && k.sess == nil && k.failures == 0 && !k.needRestart &&
+	if !s.queue.BusyLocked(k.key) && k.sess == nil && k.crash.failures == 0 && !k.needRestart &&
 		s.keys[k.key] == k {
 		delete(s.keys, k.key)
 	}

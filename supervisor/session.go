@@ -72,9 +72,9 @@ func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
 		sess := k.sess
 		switch {
 		case sess == nil:
-			if wait := time.Until(k.retryAt); k.failures > 0 && wait > 0 {
-				if k.failures >= s.cfg.CrashLoopAfter {
-					e := &CrashLoopError{ChatKey: k.key, Failures: k.failures, RetryAt: k.retryAt, Err: k.lastErr}
+			if wait := k.crash.wait(time.Now()); wait > 0 {
+				if k.crash.failures >= s.cfg.CrashLoopAfter {
+					e := &CrashLoopError{ChatKey: k.key, Failures: k.crash.failures, RetryAt: k.crash.retryAt, Err: k.crash.lastErr}
 					s.mu.Unlock()
 					return nil, e
 				}
@@ -342,12 +342,7 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 	default:
 		k.needRestart = true
 	}
-	// A crash: the child never got ready, or died soon after without completing a turn. A child
-	// that completed a turn was healthy; its death is a restart, not a loop.
-	crashed := reason == ReasonStartFailed || reason == WatchdogHandshake ||
-		(reason == WatchdogDead && (!sess.ready ||
-			(sess.completed == 0 && time.Since(sess.started) < s.cfg.CrashWindow)))
-	if crashed && !s.closed {
+	if !s.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), s.cfg.CrashWindow) {
 		s.recordFailureLocked(k, cause)
 	}
 	s.slots.release()

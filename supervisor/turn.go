@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -52,25 +51,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		}
 	}
 
-	var watchdog, retire string
-	if err != nil {
-		var trip *tripError
-		switch {
-		case errors.Is(err, appserver.ErrWedged):
-			watchdog, retire = WatchdogWedged, WatchdogWedged
-		case errors.Is(err, appserver.ErrChildExited) || isDone(sess.child):
-			watchdog, retire = WatchdogDead, WatchdogDead
-		case errors.Is(err, appserver.ErrProtocol):
-			retire = ReasonProtocol
-		case errors.As(cause, &trip):
-			watchdog = trip.watchdog
-			if trip.watchdog == WatchdogPostTool {
-				// A child that went silent after a tool is not trusted with the next turn even
-				// if it honoured the interrupt.
-				retire = WatchdogPostTool
-			}
-		}
-	}
+	watchdog, retire := classifyTurn(err, cause, sess.child)
 	if settled && !sess.recorded {
 		s.recordThread(k.key, sess)
 	}
@@ -80,10 +61,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	s.turns++
 	if settled && err == nil {
 		sess.completed++
-		k.failures, k.lastErr = 0, nil
-		if k.bo != nil {
-			k.bo.Reset()
-		}
+		k.crash.reset()
 	}
 	switch {
 	case sess.state == StateRetiring:

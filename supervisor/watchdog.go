@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -95,4 +96,29 @@ func isToolItem(params json.RawMessage) bool {
 		return true
 	}
 	return false
+}
+
+// classifyTurn maps the error a turn ended with (and its context's cancel cause) to the watchdog
+// that ended it, reported to the caller, and to the reason its child must retire; "" means none.
+func classifyTurn(err, cause error, child Child) (watchdog, retire string) {
+	if err == nil {
+		return "", ""
+	}
+	var trip *tripError
+	switch {
+	case errors.Is(err, appserver.ErrWedged):
+		return WatchdogWedged, WatchdogWedged
+	case errors.Is(err, appserver.ErrChildExited) || isDone(child):
+		return WatchdogDead, WatchdogDead
+	case errors.Is(err, appserver.ErrProtocol):
+		return "", ReasonProtocol
+	case errors.As(cause, &trip):
+		if trip.watchdog == WatchdogPostTool {
+			// A child that went silent after a tool is not trusted with the next turn even if it
+			// honoured the interrupt.
+			return trip.watchdog, WatchdogPostTool
+		}
+		return trip.watchdog, ""
+	}
+	return "", ""
 }
