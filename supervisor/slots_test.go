@@ -18,8 +18,10 @@ func isReady(w *slotWaiter) bool {
 // slots in arrival order, each release going straight to the head waiter so the cap holds.
 func TestSlotsCapAndFIFO(t *testing.T) {
 	p := &slots{max: 2, maxWaiters: 5}
-	if !p.take() || !p.take() {
-		t.Fatal("take refused below the cap")
+	for i := range 2 {
+		if !p.take() {
+			t.Fatalf("take %d refused below the cap", i+1)
+		}
 	}
 	if p.take() {
 		t.Fatal("take granted a slot over the cap")
