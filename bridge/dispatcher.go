@@ -1,6 +1,6 @@
 package bridge
 
-import "sync"
+import "github.com/molecule-ai/codex-warm/internal/keyfifo"
 
 // job is one unit of work for a chat key: a message to answer and deliver, or (recovered from
 // the state file) a reply to deliver only.
@@ -28,53 +28,15 @@ func (j job) activityID() string {
 // goroutines is bounded by the unacked window (MaxUnacked); concurrency of the expensive part
 // (Submit) is bounded separately by the handler.
 type dispatcher struct {
-	handle func(job)
-
-	mu     sync.Mutex
-	queues map[string][]job
-	wg     sync.WaitGroup
+	fifo *keyfifo.FIFO[job]
 }
 
 func newDispatcher(handle func(job)) *dispatcher {
-	return &dispatcher{handle: handle, queues: make(map[string][]job)}
+	return &dispatcher{fifo: keyfifo.New(keyfifo.Config[job]{Run: func(_ string, j job) { handle(j) }})}
 }
 
 // enqueue appends j to its key's queue, starting the key's worker when it has none.
-func (d *dispatcher) enqueue(j job) {
-	key := j.chatKey()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if q, busy := d.queues[key]; busy {
-		d.queues[key] = append(q, j)
-		return
-	}
-	d.queues[key] = []job{j}
-	d.wg.Add(1)
-	go d.work(key)
-}
-
-// work handles the key's jobs until its queue is empty. The head job stays in the queue while it
-// runs, so enqueue sees the key as busy and does not start a second worker.
-func (d *dispatcher) work(key string) {
-	defer d.wg.Done()
-	for {
-		d.mu.Lock()
-		j := d.queues[key][0]
-		d.mu.Unlock()
-
-		d.handle(j)
-
-		d.mu.Lock()
-		q := d.queues[key][1:]
-		if len(q) == 0 {
-			delete(d.queues, key)
-			d.mu.Unlock()
-			return
-		}
-		d.queues[key] = q
-		d.mu.Unlock()
-	}
-}
+func (d *dispatcher) enqueue(j job) { d.fifo.Push(j.chatKey(), j) }
 
 // wait returns when every worker has exited.
-func (d *dispatcher) wait() { d.wg.Wait() }
+func (d *dispatcher) wait() { d.fifo.Wait() }

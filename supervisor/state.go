@@ -1,6 +1,11 @@
 package supervisor
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
 
 // Reasons a child was retired besides the watchdog names; keys of Totals.Retired.
 const (
@@ -39,4 +44,60 @@ func checkTransition(from, to State) error {
 		}
 	}
 	return fmt.Errorf("supervisor: invalid child state transition %s → %s", from, to)
+}
+
+// setStateLocked moves sess to state to. An invalid transition is a bug; it is logged and the
+// state kept.
+func (s *Supervisor) setStateLocked(sess *session, to State) bool {
+	if err := checkTransition(sess.state, to); err != nil {
+		s.log.DPanic("invalid child state transition", zap.String("chat_key", sess.key.key),
+			zap.Int("pid", sess.pid), zap.Error(err))
+		return false
+	}
+	if sess.state == StateRetiring {
+		s.slots.retiring--
+	}
+	if to == StateRetiring {
+		s.slots.retiring++
+	}
+	sess.state = to
+	return true
+}
+
+// retireLocked starts retiring sess: its watcher closes and reaps the child. Idempotent; the
+// first reason wins.
+func (s *Supervisor) retireLocked(sess *session, reason string, cause error) {
+	if sess.state == StateRetiring || sess.state == StateDead {
+		return
+	}
+	if !s.setStateLocked(sess, StateRetiring) {
+		return
+	}
+	sess.reason, sess.cause = reason, cause
+	close(sess.retireCh)
+}
+
+// finishLocked marks sess dead after its child was reaped (or never started), frees its slot and
+// does the crash accounting.
+func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
+	if !s.setStateLocked(sess, StateDead) {
+		sess.state = StateDead // logged as a bug; keep the books straight anyway
+	}
+	delete(s.sessions, sess)
+	s.retired[reason]++
+	k := sess.key
+	if k.sess == sess {
+		k.sess = nil
+	}
+	switch reason {
+	case ReasonIdle, ReasonEvicted, ReasonShutdown:
+	default:
+		k.needRestart = true
+	}
+	if !s.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), s.cfg.CrashWindow) {
+		s.recordFailureLocked(k, cause)
+	}
+	s.slots.release()
+	close(sess.reaped)
+	s.gcKeyLocked(k)
 }

@@ -26,7 +26,7 @@ func (s *Supervisor) Status() Snapshot {
 		Turns:          s.turns,
 		Retired:        maps.Clone(s.retired),
 		StoreErrors:    s.storeErrors,
-		WaitingForSlot: len(s.waiters),
+		WaitingForSlot: s.slots.waiting(),
 	}
 	for sess := range s.sessions {
 		cs := ChildStatus{
@@ -36,7 +36,7 @@ func (s *Supervisor) Status() Snapshot {
 			State:    sess.state,
 			Turns:    sess.turns,
 			Restarts: sess.restarts,
-			Queued:   len(sess.key.queue),
+			Queued:   s.queue.LenLocked(sess.key.key),
 			Uptime:   now.Sub(sess.started),
 		}
 		if sess.state == StateBusy {
@@ -46,7 +46,7 @@ func (s *Supervisor) Status() Snapshot {
 		rows = append(rows, row{cs: cs, child: sess.child})
 	}
 	for _, k := range s.keys {
-		t.Queued += len(k.queue)
+		t.Queued += s.queue.LenLocked(k.key)
 	}
 	s.mu.Unlock()
 

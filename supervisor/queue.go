@@ -1,0 +1,103 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+)
+
+// job is one Submit call: a message waiting in, or being run by, its key's worker.
+type job struct {
+	key  *keyState // stays in Supervisor.keys while the key's worker runs
+	ctx  context.Context
+	text string
+	done chan outcome // buffered: the worker never blocks on a caller that left
+}
+
+type outcome struct {
+	reply Reply
+	err   error
+}
+
+// Submit runs text as the next turn of chatKey's conversation and returns its reply.
+//
+// Turns of one chat key run one at a time in the order Submit was called; Submit waits its turn.
+// When ctx is done while the message waits, it leaves the queue without running; when ctx is done
+// while its turn runs, the turn is interrupted. Either way Submit returns at once with ctx's
+// cause.
+//
+// Errors: Config.Admit's (wrapped), ErrQueueFull, ErrClosed, ErrNoSlot (wrapped),
+// *CrashLoopError, *WatchdogError (the turn was ended by a watchdog; the returned Reply holds what
+// the turn produced, if anything), or a wrapped spawn/turn error. A turn that codex itself
+// reports as failed is not an error: see Reply.Status and Reply.Error.
+func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (Reply, error) {
+	none := Reply{ChatKey: chatKey}
+	if ctx.Err() != nil {
+		return none, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
+	}
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(ctx, chatKey); err != nil {
+			return none, fmt.Errorf("chat %s: %w", chatKey, err)
+		}
+	}
+	j := &job{ctx: ctx, text: text, done: make(chan outcome, 1)}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return none, ErrClosed
+	}
+	k := s.keys[chatKey]
+	if k == nil {
+		k = &keyState{key: chatKey}
+		s.keys[chatKey] = k
+	}
+	if n := s.queue.LenLocked(chatKey); n >= s.cfg.MaxQueuePerKey {
+		s.mu.Unlock()
+		return none, fmt.Errorf("chat %s: %d messages waiting: %w", chatKey, n, ErrQueueFull)
+	}
+	j.key = k
+	s.queue.PushLocked(chatKey, j)
+	s.mu.Unlock()
+
+	select {
+	case o := <-j.done:
+		return o.reply, o.err
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	s.queue.RemoveLocked(chatKey, func(q *job) bool { return q == j })
+	s.gcKeyLocked(k)
+	s.mu.Unlock()
+	// The job may have finished in the meantime; prefer its answer.
+	select {
+	case o := <-j.done:
+		return o.reply, o.err
+	default:
+	}
+	return none, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
+}
+
+// work runs one job on its key's worker (see Supervisor.queue) and answers its caller.
+func (s *Supervisor) work(_ string, j *job) {
+	r, err := s.run(j.key, j)
+	r.ChatKey = j.key.key
+	j.done <- outcome{reply: r, err: err}
+}
+
+// keyIdleLocked is called as a key's worker exits.
+func (s *Supervisor) keyIdleLocked(key string) {
+	if k := s.keys[key]; k != nil {
+		s.gcKeyLocked(k)
+	}
+}
+
+func (s *Supervisor) run(k *keyState, j *job) (Reply, error) {
+	if j.ctx.Err() != nil {
+		return Reply{}, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
+	}
+	sess, err := s.acquire(k, j)
+	if err != nil {
+		return Reply{}, err
+	}
+	return s.turn(k, sess, j)
+}

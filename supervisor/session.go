@@ -1,0 +1,295 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/protocol"
+)
+
+// session is one child and its thread. Fields written after creation are written under
+// Supervisor.mu; the key's worker also reads child, threadID and the first-turn flags without
+// it, being their only writer.
+type session struct {
+	id    uint64
+	key   *keyState
+	log   *zap.Logger
+	child Child
+	pid   int
+	proc  childproc.Identity
+
+	state    State
+	reason   string // why it is retiring
+	cause    error
+	threadID string
+
+	newThread    bool
+	resumeFailed bool
+	recorded     bool // the thread id is in the store
+
+	started   time.Time
+	turnStart time.Time
+	lastUsed  time.Time // for the idle TTL
+	useSeq    uint64    // for LRU: a counter, because clock readings tie (and do under synctest)
+	ready     bool      // reached StateIdle once: its thread was opened
+	turns     int       // turns run, whatever their outcome
+	completed int       // turns that reached turn/completed without error
+	restarts  int
+
+	retireCh chan struct{} // closed on → retiring: tells the watcher to close the child
+	reaped   chan struct{} // closed on → dead: the child was waited for
+	kick     chan struct{} // the session went idle: the watcher re-arms its idle timer
+}
+
+// sleep waits d, or until ctx is done or the supervisor stops accepting work.
+func (s *Supervisor) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-s.accepting.Done():
+		return ErrClosed
+	}
+}
+
+// acquire returns the key's session in StateBusy, starting a child when the key has none.
+func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, ErrClosed
+		}
+		sess := k.sess
+		switch {
+		case sess == nil:
+			if wait := k.crash.wait(time.Now()); wait > 0 {
+				if k.crash.failures >= s.cfg.CrashLoopAfter {
+					e := &CrashLoopError{ChatKey: k.key, Failures: k.crash.failures, RetryAt: k.crash.retryAt, Err: k.crash.lastErr}
+					s.mu.Unlock()
+					return nil, e
+				}
+				// Not a loop yet: this message waits out the short backoff and tries again.
+				s.mu.Unlock()
+				if err := s.sleep(j.ctx, wait); err != nil {
+					return nil, fmt.Errorf("chat %s: waiting out a restart backoff: %w", k.key, err)
+				}
+				continue
+			}
+			s.mu.Unlock()
+			return s.startSession(k, j)
+		case sess.state == StateIdle:
+			s.setStateLocked(sess, StateBusy)
+			sess.turnStart = time.Now()
+			s.mu.Unlock()
+			return sess, nil
+		case sess.state == StateRetiring:
+			// A new child must not resume the thread while the old one may still write to it.
+			s.mu.Unlock()
+			select {
+			case <-sess.reaped:
+			case <-j.ctx.Done():
+				return nil, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
+			}
+		default:
+			st := sess.state
+			s.mu.Unlock()
+			// Only this worker starts or runs the key's children and the watcher clears k.sess
+			// when one dies, so between turns the state is idle or retiring.
+			s.log.Error("session in unexpected state between turns", zap.String("chat_key", k.key), zap.String("state", string(st)))
+			return nil, fmt.Errorf("supervisor: chat %s: child in state %s between turns", k.key, st)
+		}
+	}
+}
+
+// startSession takes a slot, spawns a child and opens the key's thread. It returns the session
+// in StateBusy.
+func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
+	if err := s.acquireSlot(j.ctx); err != nil {
+		return nil, fmt.Errorf("chat %s: %w", k.key, err)
+	}
+	s.mu.Lock()
+	if k.needRestart {
+		k.restarts++
+		k.needRestart = false
+	}
+	s.nextID++
+	now := time.Now()
+	sess := &session{
+		id:       s.nextID,
+		key:      k,
+		log:      s.log.With(zap.String("chat_key", k.key)),
+		state:    StateStarting,
+		started:  now,
+		lastUsed: now,
+		restarts: k.restarts,
+		retireCh: make(chan struct{}),
+		reaped:   make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+	}
+	k.sess = sess
+	s.sessions[sess] = struct{}{}
+	s.mu.Unlock()
+
+	spawnCtx, cancel := context.WithTimeoutCause(s.accepting, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
+	child, err := s.cfg.Spawn(spawnCtx, k.key)
+	cause := context.Cause(spawnCtx)
+	cancel()
+	if err == nil && child == nil {
+		err = errors.New("spawn returned no child")
+	}
+	if err != nil {
+		closing := s.accepting.Err() != nil
+		handshake := errors.Is(err, appserver.ErrHandshakeTimeout) || errors.Is(cause, appserver.ErrHandshakeTimeout)
+		reason := ReasonStartFailed
+		if handshake {
+			reason = WatchdogHandshake
+		}
+		sess.log.Warn("codex child failed to start", zap.String("reason", reason), zap.Error(err))
+		s.mu.Lock()
+		s.finishLocked(sess, reason, err)
+		s.mu.Unlock()
+		switch {
+		case closing:
+			return nil, ErrClosed
+		case handshake:
+			return nil, &WatchdogError{ChatKey: k.key, Watchdog: WatchdogHandshake, Err: err}
+		default:
+			return nil, fmt.Errorf("chat %s: start codex: %w", k.key, err)
+		}
+	}
+
+	pid := child.PID()
+	ident := childproc.ReadIdentity(pid)
+	s.mu.Lock()
+	sess.child = child
+	sess.pid = pid
+	sess.proc = ident
+	sess.log = sess.log.With(zap.Int("pid", pid))
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.watch(sess)
+	s.persistRecords()
+
+	threadID, err := s.openThread(k.key, sess, j.text)
+	if err != nil {
+		closing := s.accepting.Err() != nil
+		handshake := errors.Is(err, appserver.ErrHandshakeTimeout)
+		reason := ReasonStartFailed
+		if handshake {
+			reason = WatchdogHandshake
+		}
+		s.mu.Lock()
+		s.retireLocked(sess, reason, err)
+		reason = sess.reason // the watcher may have seen the child die first
+		s.mu.Unlock()
+		<-sess.reaped
+		switch {
+		case closing:
+			return nil, ErrClosed
+		case reason == WatchdogHandshake || reason == WatchdogDead:
+			return nil, &WatchdogError{ChatKey: k.key, Watchdog: reason, PID: pid, Err: err}
+		default:
+			return nil, fmt.Errorf("chat %s: codex pid %d: %w", k.key, pid, err)
+		}
+	}
+
+	s.mu.Lock()
+	if sess.state != StateStarting {
+		// The watcher saw the child die while the thread was being opened.
+		reason, cause := sess.reason, sess.cause
+		s.mu.Unlock()
+		<-sess.reaped
+		return nil, &WatchdogError{ChatKey: k.key, Watchdog: reason, PID: pid, Err: cause}
+	}
+	sess.threadID = threadID
+	sess.log = sess.log.With(zap.String("thread_id", threadID))
+	s.setStateLocked(sess, StateIdle)
+	sess.ready = true
+	if s.closed {
+		// Shutdown began while the child started: leave it idle for Shutdown to close.
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s.setStateLocked(sess, StateBusy)
+	sess.turnStart = time.Now()
+	s.mu.Unlock()
+	sess.log.Info("codex child ready", zap.Bool("new_thread", sess.newThread),
+		zap.Bool("resume_failed", sess.resumeFailed), zap.Int("restarts", sess.restarts))
+	return sess, nil
+}
+
+// openThread resumes the key's stored thread or starts a new one, for a child about to run text.
+// A stored thread codex does not know (no rollout) is replaced by a new thread and flagged in the
+// session.
+func (s *Supervisor) openThread(key string, sess *session, text string) (string, error) {
+	ctx, cancel := context.WithTimeoutCause(s.accepting, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
+	defer cancel()
+	// appserver's errors already name the call and the thread; only a handshake timeout, which
+	// arrives as a plain context error, needs its cause added.
+	wrap := func(err error) error {
+		if c := context.Cause(ctx); errors.Is(c, appserver.ErrHandshakeTimeout) && !errors.Is(err, appserver.ErrHandshakeTimeout) {
+			return fmt.Errorf("%w: %w", c, err)
+		}
+		return err
+	}
+	if id, ok := s.cfg.Store.Get(key); ok && id != "" {
+		err := sess.child.ResumeThread(ctx, id, s.cfg.Thread)
+		if err == nil {
+			sess.recorded = true
+			s.dropUnfinishedRun(ctx, sess, id, text)
+			return id, nil
+		}
+		if !errors.Is(err, appserver.ErrThreadNotFound) {
+			return "", wrap(err)
+		}
+		sess.log.Warn("stored thread cannot be resumed; starting a new thread, earlier context is lost",
+			zap.String("thread_id", id), zap.Error(err))
+		sess.resumeFailed = true
+	}
+	id, err := sess.child.StartThread(ctx, s.cfg.Thread)
+	if err != nil {
+		return "", wrap(err)
+	}
+	sess.newThread = true
+	return id, nil
+}
+
+// dropUnfinishedRun reverts the thread's last turn when it is an unfinished run of text.
+//
+// A message runs again when its earlier turn never finished: the daemon was killed mid-turn (the
+// message was not acknowledged, so it comes again after the restart), or shutdown cut the turn
+// off. That turn's user message is already in the thread's history (codex shows the turn as
+// interrupted after a resume), so the model would see the message twice. Only a child that has
+// just resumed the thread calls this, before its first turn: a warm child's last turn ended in
+// that child, and a message run on it again is the user's own repetition. Completed and failed
+// turns are kept, as is a turn with any other text. Files the dropped turn changed stay changed.
+// Failing to check or revert must not lose the message: it is logged and the message runs anyway.
+func (s *Supervisor) dropUnfinishedRun(ctx context.Context, sess *session, threadID, text string) {
+	last, ok, err := sess.child.LastTurn(ctx, threadID)
+	if err != nil {
+		sess.log.Warn("cannot read the thread's last turn; if it was an unfinished run of this message, the model sees the message twice",
+			zap.String("thread_id", threadID), zap.Error(err))
+		return
+	}
+	unfinished := last.Status == protocol.TurnInterrupted || last.Status == protocol.TurnInProgress
+	if !ok || !unfinished || len(last.UserTexts) != 1 || last.UserTexts[0] != text {
+		return
+	}
+	if err := sess.child.RevertThread(ctx, threadID, last.ID); err != nil {
+		sess.log.Warn("cannot drop the unfinished earlier run of this message; the model sees the message twice",
+			zap.String("thread_id", threadID), zap.String("turn_id", last.ID), zap.Error(err))
+		return
+	}
+	sess.log.Info("dropped the unfinished earlier run of this message from the thread's history",
+		zap.String("thread_id", threadID), zap.String("turn_id", last.ID), zap.String("status", last.Status))
+}

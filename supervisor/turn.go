@@ -1,0 +1,113 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/projector"
+	"github.com/molecule-ai/codex-warm/protocol"
+)
+
+// turn runs one turn on a busy session under the turn watchdogs and settles the session.
+func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
+	ctx, cancel := context.WithCancelCause(j.ctx)
+	defer cancel(nil)
+	stopLife := context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })
+	defer stopLife()
+	var deadline *time.Timer
+	if d := s.cfg.TurnDeadline; d > 0 {
+		deadline = time.AfterFunc(d, func() { cancel(&tripError{watchdog: WatchdogTurn, after: d}) })
+	}
+	pt := &postToolWatch{quiet: s.cfg.PostToolQuiet, cancel: cancel}
+	first := sess.turns == 0
+	input := []protocol.UserInput{{Type: "text", Text: j.text}}
+
+	res, err := sess.child.RunTurn(ctx, sess.threadID, input, appserver.TurnOptions{
+		OnNotification: pt.observe,
+		InterruptGrace: s.cfg.InterruptGrace,
+	})
+	if deadline != nil {
+		deadline.Stop()
+	}
+	pt.stop()
+	cause := context.Cause(ctx)
+
+	r := Reply{ChatKey: k.key, ThreadID: sess.threadID, PID: sess.pid}
+	if first {
+		r.NewThread, r.ResumeFailed = sess.newThread, sess.resumeFailed
+	}
+	// Reaching turn/completed, whatever the status, means the thread has a rollout to resume.
+	settled := res != nil && res.Status != "" && res.Status != protocol.TurnInProgress
+	if res != nil {
+		p := projector.Project(res.Notifications)
+		r.TurnID, r.Text, r.Status, r.Duration = res.TurnID, p.Reply, res.Status, res.Duration
+		r.Usage = p.Usage
+		if res.Error != nil {
+			r.Error = res.Error.Message
+		}
+	}
+
+	watchdog, retire := classifyTurn(err, cause, sess.child)
+	if settled && !sess.recorded {
+		s.recordThread(k.key, sess)
+	}
+
+	s.mu.Lock()
+	sess.turns++
+	s.turns++
+	if settled && err == nil {
+		sess.completed++
+		k.crash.reset()
+	}
+	switch {
+	case sess.state == StateRetiring:
+		// The watcher got there first: the child died.
+		if watchdog == "" && err != nil {
+			watchdog = sess.reason
+		}
+	case retire != "":
+		s.retireLocked(sess, retire, err)
+	default:
+		s.setStateLocked(sess, StateIdle)
+		sess.lastUsed = time.Now()
+		s.useSeq++
+		sess.useSeq = s.useSeq
+		select {
+		case sess.kick <- struct{}{}:
+		default:
+		}
+		s.rebalanceLocked()
+	}
+	retiring := sess.state == StateRetiring
+	s.mu.Unlock()
+	if retiring {
+		// The reply goes out only after the child was reaped: callers may rely on it being gone.
+		<-sess.reaped
+	}
+
+	switch {
+	case watchdog != "":
+		sess.log.Warn("turn ended by watchdog", zap.String("watchdog", watchdog), zap.Error(err))
+		return r, &WatchdogError{ChatKey: k.key, Watchdog: watchdog, PID: sess.pid, Err: err}
+	case err != nil:
+		return r, fmt.Errorf("chat %s: codex pid %d: turn: %w", k.key, sess.pid, err)
+	}
+	return r, nil
+}
+
+// recordThread stores the key's thread id. A failed write is logged and counted, not returned:
+// the reply is still good, and the next turn tries again.
+func (s *Supervisor) recordThread(key string, sess *session) {
+	if err := s.cfg.Store.Set(key, sess.threadID); err != nil {
+		sess.log.Error("recording thread id failed", zap.Error(err))
+		s.mu.Lock()
+		s.storeErrors++
+		s.mu.Unlock()
+		return
+	}
+	sess.recorded = true
+}
