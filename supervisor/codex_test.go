@@ -192,12 +192,27 @@ func TestCodexEvictedKeyKeepsHistory(t *testing.T) {
 	if st.Totals.Live != 2 || st.Totals.Retired[ReasonEvicted] != 2 {
 		t.Fatalf("totals %+v", st.Totals)
 	}
+	// Memory is proportional: a warm child shares most of its resident pages (the codex binary)
+	// with the others, so its PSS is well below its RSS, and what is its own (USS) below that.
+	var sum memorySum
 	for _, c := range st.Children {
 		if c.RSSBytes == 0 || c.PID == 0 {
 			t.Errorf("row without pid/rss: %+v", c)
 		}
+		if c.PSSBytes <= 0 || c.USSBytes <= 0 || c.PSSBytes >= c.RSSBytes || c.USSBytes > c.PSSBytes {
+			t.Errorf("child %d memory: rss %d pss %d uss %d, want 0 < uss <= pss < rss", c.PID, c.RSSBytes, c.PSSBytes, c.USSBytes)
+		}
+		sum.rss += c.RSSBytes
+		sum.pss += c.PSSBytes
+		sum.uss += c.USSBytes
+	}
+	if got := st.Totals; got.RSSBytes != sum.rss || got.PSSBytes != sum.pss || got.USSBytes != sum.uss {
+		t.Errorf("totals rss %d pss %d uss %d, want the rows' sums %+v", got.RSSBytes, got.PSSBytes, got.USSBytes, sum)
 	}
 }
+
+// memorySum sums the rows' memory readings.
+type memorySum struct{ rss, pss, uss int64 }
 
 // TestCodexTurnDeadline: a hung model stream trips the turn deadline; codex honours the
 // interrupt, so the child stays warm and answers the next message with the history intact. The

@@ -56,7 +56,16 @@ func (s *Supervisor) Status() Snapshot {
 		if r.child != nil {
 			r.cs.LastActivity = r.child.LastActivity()
 		}
-		r.cs.RSSBytes = procfs.RSS(r.cs.PID)
+		// One smaps_rollup read per child: it gives all three figures; a process that just went
+		// away reads as zero.
+		if m, err := procfs.Memory(r.cs.PID); err == nil {
+			r.cs.RSSBytes, r.cs.PSSBytes, r.cs.USSBytes = m.RSS, m.PSS, m.USS
+		} else {
+			r.cs.RSSBytes = procfs.RSS(r.cs.PID)
+		}
+		t.RSSBytes += r.cs.RSSBytes
+		t.PSSBytes += r.cs.PSSBytes
+		t.USSBytes += r.cs.USSBytes
 		out[i] = r.cs
 	}
 	slices.SortFunc(out, func(a, b ChildStatus) int {

@@ -108,7 +108,13 @@ type ChildStatus struct {
 	Queued       int           `json:"queued"`
 	Uptime       time.Duration `json:"uptime_ns"`
 	LastActivity time.Time     `json:"last_activity"`
-	RSSBytes     int64         `json:"rss_bytes"`
+	// RSSBytes, PSSBytes and USSBytes are the child's resident, proportional and private memory
+	// (/proc/<pid>/smaps_rollup). Warm children share the codex binary's pages, so RSS counts
+	// them once per child; PSS divides them among the children (summed, they count once) and USS
+	// is what retiring the child gives back. Zero when unreadable.
+	RSSBytes int64 `json:"rss_bytes"`
+	PSSBytes int64 `json:"pss_bytes"`
+	USSBytes int64 `json:"uss_bytes"`
 }
 
 // Totals summarizes the pool.
@@ -123,6 +129,11 @@ type Totals struct {
 	StoreErrors int64 `json:"store_errors"`
 	// WaitingForSlot counts chat keys waiting for a free child slot.
 	WaitingForSlot int `json:"waiting_for_slot"`
+	// RSSBytes, PSSBytes and USSBytes sum the children's readings. PSSBytes is what the children
+	// cost together; RSSBytes overstates it by the shared pages.
+	RSSBytes int64 `json:"rss_bytes"`
+	PSSBytes int64 `json:"pss_bytes"`
+	USSBytes int64 `json:"uss_bytes"`
 }
 
 // Snapshot is the live process table at one instant.

@@ -32,10 +32,12 @@ type DaemonInfo struct {
 	Listen   string    `json:"listen,omitempty"`
 	CodexBin string    `json:"codex_bin"`
 	StateDir string    `json:"state_dir"`
-	// Goroutines and RSSBytes are the daemon's own, without its codex children, so operators
+	// Goroutines and the memory figures are the daemon's own, without its codex children, so operators
 	// (and the soak test) can see that it returns to its baseline after load.
 	Goroutines int    `json:"goroutines"`
 	RSSBytes   int64  `json:"rss_bytes"`
+	PSSBytes   int64  `json:"pss_bytes"`
+	USSBytes   int64  `json:"uss_bytes"`
 	HeapBytes  uint64 `json:"heap_bytes"`
 	// CodexVersion is what `codex --version` reported at start-up.
 	CodexVersion string `json:"codex_version,omitempty"`

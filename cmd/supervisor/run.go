@@ -64,7 +64,11 @@ type daemon struct {
 func (d *daemon) status() StatusDoc {
 	doc := StatusDoc{Daemon: d.info, Snapshot: d.sup.Status()}
 	doc.Daemon.Goroutines = runtime.NumGoroutine()
-	doc.Daemon.RSSBytes = childproc.ProcFS{}.RSS(os.Getpid())
+	if m, err := (childproc.ProcFS{}).Memory(os.Getpid()); err == nil {
+		doc.Daemon.RSSBytes, doc.Daemon.PSSBytes, doc.Daemon.USSBytes = m.RSS, m.PSS, m.USS
+	} else {
+		doc.Daemon.RSSBytes = childproc.ProcFS{}.RSS(os.Getpid())
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	doc.Daemon.HeapBytes = ms.HeapAlloc

@@ -160,13 +160,15 @@ func TestParseRunConfigBadFlagIsUsageError(t *testing.T) {
 func TestRenderStatusTable(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	doc := StatusDoc{
-		Daemon: DaemonInfo{PID: 42, Version: "v1", Started: now.Add(-90 * time.Second), Inbox: "local", Listen: "127.0.0.1:1", StateDir: "/s"},
+		Daemon: DaemonInfo{PID: 42, Version: "v1", Started: now.Add(-90 * time.Second), Inbox: "local", Listen: "127.0.0.1:1", StateDir: "/s",
+			RSSBytes: 12 << 20, PSSBytes: 9 << 20},
 		Snapshot: supervisor.Snapshot{
 			Children: []supervisor.ChildStatus{
-				{ChatKey: "peer:b", ThreadID: "01a1fd80-b525-7b83-b606-b61215897848", PID: 7, State: supervisor.StateIdle, Turns: 3, LastActivity: now.Add(-2 * time.Minute), RSSBytes: 150 << 20},
+				{ChatKey: "peer:b", ThreadID: "01a1fd80-b525-7b83-b606-b61215897848", PID: 7, State: supervisor.StateIdle, Turns: 3, LastActivity: now.Add(-2 * time.Minute), RSSBytes: 150 << 20, PSSBytes: 53 << 20, USSBytes: 25 << 20},
 				{ChatKey: "canvas:a", ThreadID: "t2", PID: 8, State: supervisor.StateBusy, TurnAge: 1500 * time.Millisecond, Turns: 1, Restarts: 1},
 			},
-			Totals: supervisor.Totals{Live: 2, Busy: 1, Cap: 4, Turns: 4, Retired: map[string]int{"idle": 2, "child_died": 1}},
+			Totals: supervisor.Totals{Live: 2, Busy: 1, Cap: 4, Turns: 4, Retired: map[string]int{"idle": 2, "child_died": 1},
+				RSSBytes: 150 << 20, PSSBytes: 53 << 20, USSBytes: 25 << 20},
 		},
 	}
 	var b bytes.Buffer
@@ -196,7 +198,13 @@ func TestRenderStatusTable(t *testing.T) {
 	if !strings.HasPrefix(string([]rune(rowA)[col:]), "8 ") || !strings.HasPrefix(string([]rune(rowB)[col:]), "7 ") {
 		t.Errorf("PID column not aligned:\n%s", out)
 	}
-	for _, want := range []string{"01a1fd80-b525…", "busy", "1.5s", "150M", "2m00s", "live 2/4  busy 1", "retired child_died=1 idle=2", "up 1m30s"} {
+	// The memory column is PSS: RSS would count the codex binary's shared pages once per child.
+	if mem := strings.Index(header, "PSS"); mem < 0 || strings.Contains(header, "RSS") ||
+		!strings.HasPrefix(string([]rune(rowB)[mem:]), "53M ") {
+		t.Errorf("memory column is not PSS:\n%s", out)
+	}
+	for _, want := range []string{"01a1fd80-b525…", "busy", "1.5s", "2m00s", "live 2/4  busy 1", "retired child_died=1 idle=2", "up 1m30s",
+		"memory: children pss 53M (private 25M, rss 150M), daemon pss 9M"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}

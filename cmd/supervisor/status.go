@@ -64,7 +64,8 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 	rows := append([]supervisor.ChildStatus(nil), doc.Snapshot.Children...)
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ChatKey < rows[j].ChatKey })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHAT\tTHREAD\tPID\tSTATE\tTURN AGE\tTURNS\tRESTARTS\tQUEUED\tRSS\tIDLE")
+	// PSS, not RSS: warm children share the codex binary's pages, which RSS counts once per child.
+	fmt.Fprintln(tw, "CHAT\tTHREAD\tPID\tSTATE\tTURN AGE\tTURNS\tRESTARTS\tQUEUED\tPSS\tIDLE")
 	for _, c := range rows {
 		turnAge, idle := "-", "-"
 		if c.State == supervisor.StateBusy {
@@ -73,7 +74,7 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 			idle = shortDuration(now.Sub(c.LastActivity))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n",
-			c.ChatKey, shortID(c.ThreadID), c.PID, c.State, turnAge, c.Turns, c.Restarts, c.Queued, humanBytes(c.RSSBytes), idle)
+			c.ChatKey, shortID(c.ThreadID), c.PID, c.State, turnAge, c.Turns, c.Restarts, c.Queued, humanBytes(c.PSSBytes), idle)
 	}
 	tw.Flush()
 	if len(rows) == 0 {
@@ -91,6 +92,8 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 		fmt.Fprintf(w, "  retired %s", strings.Join(reasons, " "))
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "memory: children pss %s (private %s, rss %s), daemon pss %s\n",
+		humanBytes(t.PSSBytes), humanBytes(t.USSBytes), humanBytes(t.RSSBytes), humanBytes(doc.Daemon.PSSBytes))
 }
 
 // shortID keeps thread ids readable in a table; --json has them whole.
