@@ -63,8 +63,8 @@ type Config struct {
 	// CloseGrace is the wait of each Close step (stdin EOF, SIGTERM) before the next one, and
 	// the wait for the child's last output once it exited. Default DefaultCloseGrace.
 	CloseGrace time.Duration
-	// StderrTailBytes is how much of the child's stderr is kept for error messages. Default
-	// DefaultStderrTailBytes.
+	// StderrTailBytes is how much of the child's stderr is kept for error messages. Zero means
+	// DefaultStderrTailBytes (childproc applies it).
 	StderrTailBytes int
 	// MaxLineBytes is the longest line accepted from the child. A longer line is a protocol
 	// error that breaks the connection (ErrLineTooLong); the child has to be retired. Default
@@ -91,9 +91,6 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.CloseGrace <= 0 {
 		cfg.CloseGrace = DefaultCloseGrace
-	}
-	if cfg.StderrTailBytes <= 0 {
-		cfg.StderrTailBytes = DefaultStderrTailBytes
 	}
 	if cfg.MaxLineBytes <= 0 {
 		cfg.MaxLineBytes = DefaultMaxLineBytes

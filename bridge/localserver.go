@@ -37,7 +37,7 @@ const overloadBody = `{"error":"too many open connections to the inbox; try agai
 // without an answer.
 const maxRefusing = 32
 
-// ConnLimitListener wraps a listener so that at most max connections are open at once. A
+// ConnLimitListener wraps a listener so that at most a limit of connections are open at once. A
 // connection past the limit is accepted, answered 503 and closed rather than left in the
 // kernel's backlog: a crowd of stalled clients then costs no file descriptors and no wait for
 // the others, and the process keeps the descriptors it needs for codex children and the control
@@ -55,10 +55,10 @@ type ConnLimitListener struct {
 	wg       sync.WaitGroup
 }
 
-// LimitConns returns ln limited to max open connections (DefaultMaxConns when max <= 0).
-func LimitConns(ln net.Listener, max int, log *zap.Logger) *ConnLimitListener {
-	if max <= 0 {
-		max = DefaultMaxConns
+// LimitConns returns ln limited to limit open connections (DefaultMaxConns when limit <= 0).
+func LimitConns(ln net.Listener, limit int, log *zap.Logger) *ConnLimitListener {
+	if limit <= 0 {
+		limit = DefaultMaxConns
 	}
 	if log == nil {
 		log = zap.NewNop()
@@ -66,7 +66,7 @@ func LimitConns(ln net.Listener, max int, log *zap.Logger) *ConnLimitListener {
 	refusal := fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"+
 		"Retry-After: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		retryAfterSeconds(DefaultRetryAfter), len(overloadBody), overloadBody)
-	return &ConnLimitListener{Listener: ln, max: int64(max), log: log.Named("bridge.local"),
+	return &ConnLimitListener{Listener: ln, max: int64(limit), log: log.Named("bridge.local"),
 		refusal: []byte(refusal), refusing: make(chan struct{}, maxRefusing)}
 }
 

@@ -290,10 +290,12 @@ func (d *daemon) abort(err error) error {
 	return err
 }
 
-// secretEnv names the variables that hold secrets or lead to them: CONFIGS_DIR holds the
+// secretEnv returns the variables that hold secrets or lead to them: CONFIGS_DIR holds the
 // workspace token file. codex runs model-written shell commands, and the platform token would
 // let them act as the workspace.
-var secretEnv = []string{"MOLECULE_WORKSPACE_TOKEN", "CODEX_WARM_INBOX_TOKEN", "CONFIGS_DIR"}
+func secretEnv() []string {
+	return []string{"MOLECULE_WORKSPACE_TOKEN", "CODEX_WARM_INBOX_TOKEN", "CONFIGS_DIR"}
+}
 
 // hardenProcess removes secretEnv from the daemon's environment and makes the process
 // non-dumpable. Unsetting alone is not enough: /proc/<pid>/environ shows the environment the
@@ -301,7 +303,7 @@ var secretEnv = []string{"MOLECULE_WORKSPACE_TOKEN", "CODEX_WARM_INBOX_TOKEN", "
 // mem, fds) and ptrace are closed to every process without CAP_SYS_PTRACE, including the
 // same-user commands codex runs for the model. Children start dumpable again (execve resets it).
 func hardenProcess(log *zap.Logger) {
-	for _, k := range secretEnv {
+	for _, k := range secretEnv() {
 		_ = os.Unsetenv(k)
 	}
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
@@ -343,10 +345,11 @@ func childCredential(name string, env []string) (*syscall.Credential, []string, 
 
 // childEnv is the daemon's environment without secretEnv.
 func childEnv(env []string) []string {
+	secrets := secretEnv()
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(secretEnv, name) {
+		if !slices.Contains(secrets, name) {
 			out = append(out, kv)
 		}
 	}
