@@ -98,6 +98,10 @@ type Config struct {
 	// min(MaxChildrenCeiling, max(2, MemAvailable/BytesPerChild)) from /proc/meminfo, or 8 when
 	// /proc/meminfo is unreadable.
 	MaxChildren int
+	// Spares is how many spare children to keep: spawned, initialized and holding a thread
+	// started in advance, bound to no chat key (see spares.go). They count against MaxChildren.
+	// Zero: none.
+	Spares int
 	// MaxQueuePerKey bounds the messages of one chat key waiting behind its running turn; past
 	// it Submit returns ErrQueueFull at once. Default DefaultMaxQueuePerKey (16).
 	MaxQueuePerKey int
@@ -158,9 +162,9 @@ type Config struct {
 
 // withDefaults returns cfg with zero fields set to their defaults.
 func (cfg Config) withDefaults() (Config, error) {
-	if cfg.MaxChildren < 0 || cfg.MaxQueuePerKey < 0 {
-		return cfg, fmt.Errorf("supervisor: MaxChildren %d and MaxQueuePerKey %d must not be negative",
-			cfg.MaxChildren, cfg.MaxQueuePerKey)
+	if cfg.MaxChildren < 0 || cfg.MaxQueuePerKey < 0 || cfg.Spares < 0 {
+		return cfg, fmt.Errorf("supervisor: MaxChildren %d, MaxQueuePerKey %d and Spares %d must not be negative",
+			cfg.MaxChildren, cfg.MaxQueuePerKey, cfg.Spares)
 	}
 	if cfg.MaxChildren == 0 {
 		cfg.MaxChildren = DefaultMaxChildren()

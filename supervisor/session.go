@@ -33,6 +33,13 @@ type session struct {
 	resumeFailed bool
 	recorded     bool // the thread id is in the store
 
+	// spare is true while the session is a spare or being started as one: its key is a
+	// placeholder that is in no map. fromSpare stays true once a chat took it. spareThread is the
+	// thread a spare started in advance, for a chat with no stored thread.
+	spare       bool
+	fromSpare   bool
+	spareThread string
+
 	started   time.Time
 	turnStart time.Time
 	lastUsed  time.Time // for the idle TTL
@@ -111,23 +118,42 @@ func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
 	}
 }
 
-// startSession takes a slot, spawns a child and opens the key's thread. It returns the session
-// in StateBusy.
+// startSession gives the key a child: a spare when one is ready, else a new child in a slot of
+// its own. It opens the key's thread on it and returns the session in StateBusy.
 func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
+	if sess := s.takeSpare(k); sess != nil {
+		return s.openSession(k, sess, j)
+	}
 	if err := s.acquireSlot(j.ctx); err != nil {
 		return nil, fmt.Errorf("chat %s: %w", k.key, err)
 	}
 	s.mu.Lock()
-	if k.needRestart {
-		k.restarts++
-		k.needRestart = false
+	s.countRestartLocked(k)
+	sess := s.newSessionLocked(k, s.log.With(zap.String("chat_key", k.key)))
+	k.sess = sess
+	s.mu.Unlock()
+
+	if err := s.spawnInto(sess); err != nil {
+		switch {
+		case s.accepting.Err() != nil:
+			return nil, ErrClosed
+		case errors.Is(err, appserver.ErrHandshakeTimeout):
+			return nil, &WatchdogError{ChatKey: k.key, Watchdog: WatchdogHandshake, Err: err}
+		default:
+			return nil, fmt.Errorf("chat %s: start codex: %w", k.key, err)
+		}
 	}
+	return s.openSession(k, sess, j)
+}
+
+// newSessionLocked registers a session in StateStarting that holds a slot already taken.
+func (s *Supervisor) newSessionLocked(k *keyState, log *zap.Logger) *session {
 	s.nextID++
 	now := time.Now()
 	sess := &session{
 		id:       s.nextID,
 		key:      k,
-		log:      s.log.With(zap.String("chat_key", k.key)),
+		log:      log,
 		state:    StateStarting,
 		started:  now,
 		lastUsed: now,
@@ -136,36 +162,33 @@ func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
 		reaped:   make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 	}
-	k.sess = sess
 	s.sessions[sess] = struct{}{}
-	s.mu.Unlock()
+	return sess
+}
 
+// spawnInto starts sess's child and its watcher. On failure the session is finished (dead, slot
+// freed) and the error says why; a handshake timeout wraps appserver.ErrHandshakeTimeout.
+func (s *Supervisor) spawnInto(sess *session) error {
 	spawnCtx, cancel := context.WithTimeoutCause(s.accepting, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
-	child, err := s.cfg.Spawn(spawnCtx, k.key)
+	child, err := s.cfg.Spawn(spawnCtx, sess.key.key)
 	cause := context.Cause(spawnCtx)
 	cancel()
 	if err == nil && child == nil {
 		err = errors.New("spawn returned no child")
 	}
 	if err != nil {
-		closing := s.accepting.Err() != nil
-		handshake := errors.Is(err, appserver.ErrHandshakeTimeout) || errors.Is(cause, appserver.ErrHandshakeTimeout)
 		reason := ReasonStartFailed
-		if handshake {
+		if errors.Is(err, appserver.ErrHandshakeTimeout) || errors.Is(cause, appserver.ErrHandshakeTimeout) {
 			reason = WatchdogHandshake
+			if !errors.Is(err, appserver.ErrHandshakeTimeout) {
+				err = fmt.Errorf("%w: %w", cause, err)
+			}
 		}
 		sess.log.Warn("codex child failed to start", zap.String("reason", reason), zap.Error(err))
 		s.mu.Lock()
 		s.finishLocked(sess, reason, err)
 		s.mu.Unlock()
-		switch {
-		case closing:
-			return nil, ErrClosed
-		case handshake:
-			return nil, &WatchdogError{ChatKey: k.key, Watchdog: WatchdogHandshake, Err: err}
-		default:
-			return nil, fmt.Errorf("chat %s: start codex: %w", k.key, err)
-		}
+		return err
 	}
 
 	pid := child.PID()
@@ -179,7 +202,13 @@ func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
 	s.wg.Add(1)
 	go s.watch(sess)
 	s.persistRecords()
+	return nil
+}
 
+// openSession opens the key's thread on sess, a child in StateStarting that is the key's, and
+// returns the session in StateBusy.
+func (s *Supervisor) openSession(k *keyState, sess *session, j *job) (*session, error) {
+	pid := sess.pid
 	threadID, err := s.openThread(k.key, sess, j.text)
 	if err != nil {
 		closing := s.accepting.Err() != nil
@@ -224,7 +253,8 @@ func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
 	sess.turnStart = time.Now()
 	s.mu.Unlock()
 	sess.log.Info("codex child ready", zap.Bool("new_thread", sess.newThread),
-		zap.Bool("resume_failed", sess.resumeFailed), zap.Int("restarts", sess.restarts))
+		zap.Bool("resume_failed", sess.resumeFailed), zap.Int("restarts", sess.restarts),
+		zap.Bool("from_spare", sess.fromSpare))
 	return sess, nil
 }
 
@@ -256,11 +286,16 @@ func (s *Supervisor) openThread(key string, sess *session, text string) (string,
 			zap.String("thread_id", id), zap.Error(err))
 		sess.resumeFailed = true
 	}
+	sess.newThread = true
+	if sess.spareThread != "" {
+		// A spare started this thread before any chat was known; codex writes no rollout until
+		// its first turn, so it is as new as one started now.
+		return sess.spareThread, nil
+	}
 	id, err := sess.child.StartThread(ctx, s.cfg.Thread)
 	if err != nil {
 		return "", wrap(err)
 	}
-	sess.newThread = true
 	return id, nil
 }
 

@@ -89,13 +89,16 @@ func (p *slots) waiting() int { return len(p.waiters) }
 // shortfall is the number of waiters no retiring child will free a slot for yet.
 func (p *slots) shortfall() int { return len(p.waiters) - p.retiring }
 
-// lruIdle picks the eviction victim among sessions: the least recently used idle child whose
-// chat key has nothing queued. A child between two queued turns of its key is not idle in any
-// useful sense: evicting it would only make its key respawn at once, so a slot waiter waits
-// instead (bounded by SlotWait).
+// lruIdle picks the eviction victim among sessions: a ready spare if there is one (it serves no
+// chat yet), else the least recently used idle child whose chat key has nothing queued. A child
+// between two queued turns of its key is not idle in any useful sense: evicting it would only
+// make its key respawn at once, so a slot waiter waits instead (bounded by SlotWait).
 func lruIdle(sessions map[*session]struct{}, queued func(key string) int) *session {
 	var best *session
 	for sess := range sessions {
+		if sess.state == StateSpare {
+			return sess
+		}
 		if sess.state != StateIdle || queued(sess.key.key) > 0 {
 			continue
 		}

@@ -27,8 +27,12 @@ const (
 // starting → dead because a child can be up while its thread start/resume fails: it must be
 // closed and reaped, which is what retiring means. starting → dead is the spawn that never
 // produced a process.
+//
+// A spare goes starting → spare once its thread is started, and spare → starting when a chat
+// takes it and opens its own thread on it.
 var transitions = map[State][]State{
-	StateStarting: {StateIdle, StateRetiring, StateDead},
+	StateStarting: {StateIdle, StateSpare, StateRetiring, StateDead},
+	StateSpare:    {StateStarting, StateRetiring},
 	StateIdle:     {StateBusy, StateRetiring},
 	StateBusy:     {StateIdle, StateRetiring},
 	StateRetiring: {StateDead},
@@ -89,15 +93,23 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 	if k.sess == sess {
 		k.sess = nil
 	}
-	switch reason {
-	case ReasonIdle, ReasonEvicted, ReasonShutdown:
+	crash := !s.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), s.cfg.CrashWindow)
+	switch {
+	case sess.spare:
+		if crash {
+			d := s.spareCrash.record(s.cfg.CrashBackoffInitial, s.cfg.CrashBackoffMax, cause, time.Now())
+			s.log.Warn("spare codex child crashed; backing off", zap.Int("failures", s.spareCrash.failures),
+				zap.Duration("retry_in", d), zap.Error(cause))
+		}
+	case reason == ReasonIdle, reason == ReasonEvicted, reason == ReasonShutdown:
 	default:
 		k.needRestart = true
 	}
-	if !s.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), s.cfg.CrashWindow) {
+	if crash && !sess.spare {
 		s.recordFailureLocked(k, cause)
 	}
 	s.slots.release()
+	s.kickSpares()
 	close(sess.reaped)
 	s.gcKeyLocked(k)
 }

@@ -39,6 +39,9 @@ func (s *Supervisor) Status() Snapshot {
 			Queued:   s.queue.LenLocked(sess.key.key),
 			Uptime:   now.Sub(sess.started),
 		}
+		if sess.spare {
+			t.Spares++
+		}
 		if sess.state == StateBusy {
 			cs.TurnAge = now.Sub(sess.turnStart)
 			t.Busy++

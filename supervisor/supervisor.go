@@ -46,6 +46,10 @@ type Supervisor struct {
 
 	wg sync.WaitGroup // the child watchers
 
+	spareKick  chan struct{} // wakes keepSpares (spares.go)
+	sparesDone chan struct{} // closed when keepSpares returned, or at once with no spares
+	spareCrash crashBackoff  // the spares' own restart backoff; guarded by mu
+
 	recMu    sync.Mutex         // serializes children.json writes so the last write is the newest
 	leftover []childproc.Record // orphans the boot sweep could not kill; kept for the next sweep
 	bootID   string             // this boot's id, written to children.json beside the start times
@@ -79,6 +83,8 @@ func New(cfg Config) (*Supervisor, error) {
 		retired:      make(map[string]int),
 		shutdownDone: make(chan struct{}),
 		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters},
+		spareKick:    make(chan struct{}, 1),
+		sparesDone:   make(chan struct{}),
 	}
 	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Idle: s.keyIdleLocked, Lock: &s.mu})
 	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
@@ -105,8 +111,14 @@ func New(cfg Config) (*Supervisor, error) {
 			return nil, fmt.Errorf("supervisor: %w", err)
 		}
 	}
+	if cfg.Spares > 0 {
+		go s.keepSpares() // Shutdown waits for sparesDone
+		s.kickSpares()
+	} else {
+		close(s.sparesDone)
+	}
 	s.log.Info("supervisor ready",
-		zap.Int("max_children", cfg.MaxChildren), zap.Int("max_queue_per_key", cfg.MaxQueuePerKey),
+		zap.Int("max_children", cfg.MaxChildren), zap.Int("spares", cfg.Spares), zap.Int("max_queue_per_key", cfg.MaxQueuePerKey),
 		zap.Duration("idle_ttl", cfg.IdleTTL), zap.Duration("turn_deadline", cfg.TurnDeadline),
 		zap.Duration("post_tool_quiet", cfg.PostToolQuiet), zap.String("state_dir", cfg.StateDir))
 	return s, nil
@@ -153,6 +165,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		<-drained
 	}
 
+	<-s.sparesDone // no spare starts after this
 	s.mu.Lock()
 	var reaped []chan struct{}
 	for sess := range s.sessions {

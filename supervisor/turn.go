@@ -62,6 +62,9 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	if settled && err == nil {
 		sess.completed++
 		k.crash.reset()
+		if sess.fromSpare {
+			s.spareCrash.reset() // spares make healthy children
+		}
 	}
 	switch {
 	case sess.state == StateRetiring:

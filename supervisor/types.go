@@ -87,9 +87,11 @@ func (e *CrashLoopError) Unwrap() error { return e.Err }
 // State is a child's lifecycle state.
 type State string
 
-// Child states. Transitions: starting → idle ⇄ busy → retiring → dead; starting → dead.
+// Child states. Transitions: starting → idle ⇄ busy → retiring → dead; starting → dead; for a
+// spare child, starting → spare → starting (a chat took it) or spare → retiring.
 const (
 	StateStarting State = "starting"
+	StateSpare    State = "spare"
 	StateIdle     State = "idle"
 	StateBusy     State = "busy"
 	StateRetiring State = "retiring"
@@ -119,8 +121,10 @@ type ChildStatus struct {
 
 // Totals summarizes the pool.
 type Totals struct {
-	Live    int            `json:"live"`
-	Busy    int            `json:"busy"`
+	Live int `json:"live"`
+	Busy int `json:"busy"`
+	// Spares counts spare children, ready or starting; they are part of Live.
+	Spares  int            `json:"spares"`
 	Queued  int            `json:"queued"`
 	Cap     int            `json:"cap"`
 	Turns   int64          `json:"turns"`

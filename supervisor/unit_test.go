@@ -102,9 +102,12 @@ func row(t *testing.T, s *Supervisor, key string) ChildStatus {
 }
 
 func TestTransitionTable(t *testing.T) {
-	all := []State{StateStarting, StateIdle, StateBusy, StateRetiring, StateDead}
+	all := []State{StateStarting, StateSpare, StateIdle, StateBusy, StateRetiring, StateDead}
 	valid := map[[2]State]bool{
 		{StateStarting, StateIdle}:     true,
+		{StateStarting, StateSpare}:    true,
+		{StateSpare, StateStarting}:    true,
+		{StateSpare, StateRetiring}:    true,
 		{StateStarting, StateRetiring}: true,
 		{StateStarting, StateDead}:     true,
 		{StateIdle, StateBusy}:         true,

@@ -92,11 +92,11 @@ func TestE2ESecondMessageContinuesThread(t *testing.T) {
 	if len(reqs) != 1 || !slices.Equal(reqs[0].UserTexts, []string{"first", "second"}) {
 		t.Errorf("second turn's model request = %+v, want history [first second]", reqs)
 	}
-	doc := d.status()
-	if len(doc.Snapshot.Children) != 1 {
-		t.Fatalf("children = %+v, want one child for the chat", doc.Snapshot.Children)
+	children := chatChildren(d.status())
+	if len(children) != 1 {
+		t.Fatalf("children = %+v, want one child for the chat", children)
 	}
-	c := doc.Snapshot.Children[0]
+	c := children[0]
 	thread := e.sessionsFile()[e.canvasKey()]
 	if c.ChatKey != e.canvasKey() || c.Turns != 2 || c.ThreadID == "" || c.ThreadID != thread {
 		t.Errorf("child = %+v, sessions.json thread %q: want one warm child with 2 turns on the stored thread", c, thread)
@@ -126,9 +126,8 @@ func TestE2EThreadSurvivesRestart(t *testing.T) {
 	if got := e.plat.Notifies()[2].Message; got != "reply #3: three" {
 		t.Errorf("first reply after the restart = %q, want %q (the thread's history kept)", got, "reply #3: three")
 	}
-	doc := d2.status()
-	if len(doc.Snapshot.Children) != 1 || doc.Snapshot.Children[0].ThreadID != thread {
-		t.Errorf("children after restart = %+v, want one on thread %s", doc.Snapshot.Children, thread)
+	if children := chatChildren(d2.status()); len(children) != 1 || children[0].ThreadID != thread {
+		t.Errorf("children after restart = %+v, want one on thread %s", children, thread)
 	}
 	if got := e.sessionsFile()[e.canvasKey()]; got != thread {
 		t.Errorf("sessions.json thread after restart = %q, want %q", got, thread)
@@ -142,11 +141,12 @@ func TestE2EThreadSurvivesRestart(t *testing.T) {
 
 // Contract 5: polls that bring nothing (empty answers, and a poll that failed as a gateway
 // timeout) start no codex: after many polls the status shows no child, the mock model got no
-// request and nothing was sent.
+// request and nothing was sent. Spares are off here: a spare is a codex started on purpose before
+// any message (--spares), which an operator who wants this contract turns off.
 func TestE2EEmptyPollStartsNoCodex(t *testing.T) {
 	e := newE2E(t, e2eConfig{})
 	e.plat.FailNext(moleculetest.RouteActivity, 1, http.StatusGatewayTimeout)
-	d := e.start()
+	d := e.start("--spares", "0")
 	d.waitPlatform("10 successful empty polls", func() bool {
 		return e.plat.CountCalls(moleculetest.RouteActivity, http.StatusOK) >= 10
 	})

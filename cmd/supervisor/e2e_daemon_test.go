@@ -112,7 +112,7 @@ func TestE2EStatusCommand(t *testing.T) {
 		threads[key] = c.send(key, "hi "+key).ThreadID
 	}
 	live := map[string]int{}
-	for _, ch := range d.status().Snapshot.Children {
+	for _, ch := range chatChildren(d.status()) {
 		live[ch.ChatKey] = ch.PID
 		if syscall.Kill(ch.PID, 0) != nil {
 			t.Errorf("child %d of %s is not running", ch.PID, ch.ChatKey)
@@ -180,10 +180,10 @@ func TestE2EStatusCommand(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatalf("status --json is not a status document: %v\n%s", err, out.String())
 	}
-	if doc.Daemon.PID != d.pid || len(doc.Snapshot.Children) != 2 || doc.Daemon.Inbox != "local" {
+	if doc.Daemon.PID != d.pid || len(chatChildren(doc)) != 2 || doc.Daemon.Inbox != "local" {
 		t.Errorf("status --json = %+v", doc)
 	}
-	for _, ch := range doc.Snapshot.Children {
+	for _, ch := range chatChildren(doc) {
 		if live[ch.ChatKey] != ch.PID || ch.ThreadID != threads[ch.ChatKey] {
 			t.Errorf("status --json child %+v, want pid %d thread %s", ch, live[ch.ChatKey], threads[ch.ChatKey])
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/sessions"
+	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
 // Bounds of the harness. They are generous: they only decide how long a broken daemon takes to
@@ -615,6 +616,18 @@ func (e *e2e) requestsFor(text string) []mockmodel.Request {
 	for _, r := range e.mock.Requests() {
 		if r.LastUserText == text && !r.HasToolOutput {
 			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// chatChildren returns the status rows of children serving a chat: spares (--spares, on by
+// default) belong to none.
+func chatChildren(doc StatusDoc) []supervisor.ChildStatus {
+	var out []supervisor.ChildStatus
+	for _, c := range doc.Snapshot.Children {
+		if c.ChatKey != "" {
+			out = append(out, c)
 		}
 	}
 	return out

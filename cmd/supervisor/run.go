@@ -146,6 +146,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		Thread:           appserver.ThreadOptions{Cwd: cfg.Cwd},
 		StateDir:         cfg.StateDir,
 		MaxChildren:      cfg.MaxChildren,
+		Spares:           cfg.Spares,
 		MaxQueuePerKey:   cfg.MaxQueue,
 		SlotWait:         cfg.SlotWait,
 		MaxSlotWaiters:   cfg.MaxSlotWaiters,

@@ -166,8 +166,9 @@ func TestRenderStatusTable(t *testing.T) {
 			Children: []supervisor.ChildStatus{
 				{ChatKey: "peer:b", ThreadID: "01a1fd80-b525-7b83-b606-b61215897848", PID: 7, State: supervisor.StateIdle, Turns: 3, LastActivity: now.Add(-2 * time.Minute), RSSBytes: 150 << 20, PSSBytes: 53 << 20, USSBytes: 25 << 20},
 				{ChatKey: "canvas:a", ThreadID: "t2", PID: 8, State: supervisor.StateBusy, TurnAge: 1500 * time.Millisecond, Turns: 1, Restarts: 1},
+				{ThreadID: "t3", PID: 9, State: supervisor.StateSpare, LastActivity: now.Add(-time.Minute)},
 			},
-			Totals: supervisor.Totals{Live: 2, Busy: 1, Cap: 4, Turns: 4, Retired: map[string]int{"idle": 2, "child_died": 1},
+			Totals: supervisor.Totals{Live: 3, Busy: 1, Spares: 1, Cap: 4, Turns: 4, Retired: map[string]int{"idle": 2, "child_died": 1},
 				RSSBytes: 150 << 20, PSSBytes: 53 << 20, USSBytes: 25 << 20},
 		},
 	}
@@ -175,9 +176,11 @@ func TestRenderStatusTable(t *testing.T) {
 	renderStatus(&b, doc, now)
 	out := b.String()
 	lines := strings.Split(out, "\n")
-	var header, rowA, rowB string
+	var header, rowA, rowB, rowSpare string
 	for _, l := range lines {
 		switch {
+		case strings.HasPrefix(l, "(spare)"):
+			rowSpare = l
 		case strings.HasPrefix(l, "CHAT"):
 			header = l
 		case strings.HasPrefix(l, "canvas:a"):
@@ -186,7 +189,7 @@ func TestRenderStatusTable(t *testing.T) {
 			rowB = l
 		}
 	}
-	if header == "" || rowA == "" || rowB == "" {
+	if header == "" || rowA == "" || rowB == "" || !strings.Contains(rowSpare, " spare ") {
 		t.Fatalf("missing header or rows:\n%s", out)
 	}
 	// Sorted by chat key, columns aligned: PID starts at the same offset in every line.
@@ -203,7 +206,7 @@ func TestRenderStatusTable(t *testing.T) {
 		!strings.HasPrefix(string([]rune(rowB)[mem:]), "53M ") {
 		t.Errorf("memory column is not PSS:\n%s", out)
 	}
-	for _, want := range []string{"01a1fd80-b525…", "busy", "1.5s", "2m00s", "live 2/4  busy 1", "retired child_died=1 idle=2", "up 1m30s",
+	for _, want := range []string{"01a1fd80-b525…", "busy", "1.5s", "2m00s", "live 3/4  busy 1  spares 1", "retired child_died=1 idle=2", "up 1m30s",
 		"memory: children pss 53M (private 25M, rss 150M), daemon pss 9M"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)

@@ -73,8 +73,12 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 		} else if !c.LastActivity.IsZero() {
 			idle = shortDuration(now.Sub(c.LastActivity))
 		}
+		chat := c.ChatKey
+		if c.State == supervisor.StateSpare || (chat == "" && c.State == supervisor.StateStarting) {
+			chat = "(spare)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n",
-			c.ChatKey, shortID(c.ThreadID), c.PID, c.State, turnAge, c.Turns, c.Restarts, c.Queued, humanBytes(c.PSSBytes), idle)
+			chat, shortID(c.ThreadID), c.PID, c.State, turnAge, c.Turns, c.Restarts, c.Queued, humanBytes(c.PSSBytes), idle)
 	}
 	tw.Flush()
 	if len(rows) == 0 {
@@ -82,7 +86,7 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 	}
 
 	t := doc.Snapshot.Totals
-	fmt.Fprintf(w, "\nlive %d/%d  busy %d  queued %d  turns %d", t.Live, t.Cap, t.Busy, t.Queued, t.Turns)
+	fmt.Fprintf(w, "\nlive %d/%d  busy %d  spares %d  queued %d  turns %d", t.Live, t.Cap, t.Busy, t.Spares, t.Queued, t.Turns)
 	if len(t.Retired) > 0 {
 		reasons := make([]string, 0, len(t.Retired))
 		for r, n := range t.Retired {

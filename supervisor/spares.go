@@ -1,0 +1,147 @@
+package supervisor
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Spare children (Config.Spares) are spawned, initialized and hold a thread started in advance,
+// bound to no chat key. A chat key that needs a child takes one, so its first message costs only
+// a thread/resume (or nothing, for a chat with no stored thread) before the turn, instead of a
+// spawn and an initialize. A spare holds a slot like any child, is the first eviction victim
+// under pressure and is never handed to two chats: the hand-out is one transition, spare →
+// starting, under Supervisor.mu.
+//
+// One goroutine, keepSpares, starts spares one at a time whenever a slot is free that nobody
+// waits for; Shutdown waits for it before closing the children. A spare that fails to start, or
+// dies young, backs the keeper off like a chat's crashing child (spareCrash).
+
+// kickSpares wakes the spare keeper: a spare was taken or a slot freed.
+func (s *Supervisor) kickSpares() {
+	select {
+	case s.spareKick <- struct{}{}:
+	default:
+	}
+}
+
+// keepSpares is the spare keeper's loop. It returns when the supervisor stops accepting work.
+func (s *Supervisor) keepSpares() {
+	defer close(s.sparesDone)
+	for {
+		select {
+		case <-s.accepting.Done():
+			return
+		case <-s.spareKick:
+		}
+		for {
+			sess, wait := s.reserveSpare()
+			if wait > 0 {
+				if s.sleep(s.accepting, wait) != nil {
+					return
+				}
+				continue
+			}
+			if sess == nil {
+				break
+			}
+			s.startSpare(sess)
+		}
+	}
+}
+
+// reserveSpare takes a slot for a new spare and registers it in StateStarting, or returns nil
+// when no spare is wanted now: enough spares, no free slot, someone waits for a slot, or the
+// keeper is backing off (then wait > 0).
+func (s *Supervisor) reserveSpare() (*session, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.sparesLocked() >= s.cfg.Spares {
+		return nil, 0
+	}
+	if wait := s.spareCrash.wait(time.Now()); wait > 0 {
+		return nil, wait
+	}
+	if !s.slots.take() {
+		return nil, 0
+	}
+	// The placeholder key is in no map: a spare belongs to no chat until one takes it.
+	sess := s.newSessionLocked(&keyState{}, s.log.With(zap.Bool("spare", true)))
+	sess.spare = true
+	return sess, 0
+}
+
+// sparesLocked counts spares, ready or starting.
+func (s *Supervisor) sparesLocked() int {
+	n := 0
+	for sess := range s.sessions {
+		if sess.spare {
+			n++
+		}
+	}
+	return n
+}
+
+// startSpare spawns the reserved spare and starts its thread. On failure the spare is retired
+// and its end counted by finishLocked.
+func (s *Supervisor) startSpare(sess *session) {
+	if err := s.spawnInto(sess); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeoutCause(s.accepting, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
+	id, err := sess.child.StartThread(ctx, s.cfg.Thread)
+	cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err != nil:
+		sess.log.Warn("spare codex child could not start a thread", zap.Error(err))
+		s.retireLocked(sess, ReasonStartFailed, err)
+	case sess.state != StateStarting:
+		// The watcher saw it die.
+	default:
+		sess.spareThread, sess.threadID = id, id // the table shows it
+		sess.ready = true
+		s.setStateLocked(sess, StateSpare)
+		sess.log.Info("spare codex child ready", zap.String("thread_id", id))
+		// Someone began waiting for a slot while the spare started: it is the first to go.
+		s.rebalanceLocked()
+	}
+}
+
+// takeSpare hands a ready spare to k, in StateStarting, or returns nil when none is ready.
+func (s *Supervisor) takeSpare(k *keyState) *session {
+	s.mu.Lock()
+	var sess *session
+	for c := range s.sessions {
+		if c.state == StateSpare {
+			sess = c
+			break
+		}
+	}
+	if sess == nil || s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.countRestartLocked(k)
+	s.setStateLocked(sess, StateStarting)
+	sess.key, k.sess = k, sess
+	sess.spare, sess.fromSpare = false, true
+	sess.restarts = k.restarts
+	sess.started = time.Now() // the crash window counts from the hand-out
+	sess.log = s.log.With(zap.String("chat_key", k.key), zap.Int("pid", sess.pid))
+	s.mu.Unlock()
+	s.kickSpares()
+	s.persistRecords() // the record now names the chat
+	return sess
+}
+
+// countRestartLocked counts the key's next child as a restart when a watchdog or failure ended
+// the last one.
+func (s *Supervisor) countRestartLocked(k *keyState) {
+	if k.needRestart {
+		k.restarts++
+		k.needRestart = false
+	}
+}
