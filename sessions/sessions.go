@@ -542,3 +542,49 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// ArchiveFileName is the file in the store's folder that keeps the thread ids chats left with
+// Archive (the chat command /new): one JSON object a line, {"chat_key", "thread_id",
+// "archived_at"}, oldest first. sessions.json keeps the Python daemon's flat shape, so archived
+// ids live beside it rather than in it; an operator can still find, read or resume the old thread.
+const ArchiveFileName = "threads-archive.jsonl"
+
+// archived is one line of ArchiveFileName.
+type archived struct {
+	ChatKey    string    `json:"chat_key"`
+	ThreadID   string    `json:"thread_id"`
+	ArchivedAt time.Time `json:"archived_at"`
+}
+
+// Archive makes key's next message start a new thread: it appends key's thread id to
+// ArchiveFileName (fsynced) and then forgets it, as Delete. It returns the archived id, or ""
+// when key had none (then nothing is written). When the append fails the key keeps its thread.
+func (s *Store) Archive(key string) (string, error) {
+	id, ok := s.Get(key)
+	if !ok {
+		return "", nil
+	}
+	line, err := json.Marshal(archived{ChatKey: key, ThreadID: id, ArchivedAt: s.seams.now().UTC()})
+	if err != nil {
+		return "", fmt.Errorf("sessions: archive %q: %w", key, err)
+	}
+	path := filepath.Join(s.dir, ArchiveFileName)
+	f, err := atomicfile.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("sessions: archive %q: %w", key, err)
+	}
+	_, werr := f.Write(append(line, '\n'))
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return "", fmt.Errorf("sessions: archive %q to %s: %w", key, path, werr)
+	}
+	if err := s.Delete(key); err != nil {
+		return id, err
+	}
+	return id, nil
+}

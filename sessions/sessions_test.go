@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -868,4 +869,66 @@ func TestSymlinkRefused(t *testing.T) {
 		v.AssertUntouched(t)
 		assertNoTemps(t, dir)
 	})
+}
+
+// Archive appends the chat's thread id to the archive file (kept across calls and restarts),
+// forgets it in sessions.json, and does nothing for a chat with no thread. A symbolic link in
+// the archive's place is refused and the chat keeps its thread.
+func TestArchive(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openT(t, dir, defaultSeams())
+	for k, v := range map[string]string{"canvas:w": "t1", "peer:p": "t2"} {
+		if err := s.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if id, err := s.Archive("canvas:w"); err != nil || id != "t1" {
+		t.Fatalf("Archive = %q, %v", id, err)
+	}
+	if id, err := s.Archive("nobody"); err != nil || id != "" {
+		t.Fatalf("Archive of a chat with no thread = %q, %v", id, err)
+	}
+	s.Set("canvas:w", "t3")
+	if _, err := s.Archive("canvas:w"); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := openT(t, dir, defaultSeams())
+	if _, ok := s2.Get("canvas:w"); ok || s2.Len() != 1 {
+		t.Fatalf("after reopen: %v, want only peer:p", s2.Snapshot())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ArchiveFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var a archived
+		if err := json.Unmarshal([]byte(line), &a); err != nil || a.ArchivedAt.IsZero() {
+			t.Fatalf("archive line %q: %v", line, err)
+		}
+		got = append(got, a.ChatKey+"="+a.ThreadID)
+	}
+	if want := []string{"canvas:w=t1", "canvas:w=t3"}; !slices.Equal(got, want) {
+		t.Fatalf("archive %v, want %v", got, want)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, ArchiveFileName)); fi.Mode().Perm() != 0o600 {
+		t.Errorf("archive mode %v, want 0600", fi.Mode().Perm())
+	}
+
+	link := t.TempDir()
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.Symlink(target, filepath.Join(link, ArchiveFileName)); err != nil {
+		t.Fatal(err)
+	}
+	s3, _ := openT(t, link, defaultSeams())
+	s3.Set("k", "t9")
+	if _, err := s3.Archive("k"); err == nil {
+		t.Fatal("archived through a symbolic link")
+	}
+	if id, ok := s3.Get("k"); !ok || id != "t9" {
+		t.Fatalf("a failed archive lost the thread: %q %v", id, ok)
+	}
+	if _, err := os.Stat(target); err == nil {
+		t.Fatal("the link's target was created")
+	}
 }

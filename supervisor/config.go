@@ -50,6 +50,9 @@ type ThreadStore interface {
 	Get(key string) (string, bool)
 	Set(key, threadID string) error
 	Delete(key string) error
+	// Archive forgets key's thread id, keeping it where an operator can find it, and returns it
+	// ("" when key had none).
+	Archive(key string) (string, error)
 }
 
 // Defaults of Config fields left zero.
@@ -285,6 +288,14 @@ func (s *memStore) Set(key, threadID string) error {
 	defer s.mu.Unlock()
 	s.m[key] = threadID
 	return nil
+}
+
+func (s *memStore) Archive(key string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.m[key]
+	delete(s.m, key)
+	return id, nil
 }
 
 func (s *memStore) Delete(key string) error {

@@ -376,10 +376,11 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 
 // testStore is a ThreadStore whose Set can be made to fail.
 type testStore struct {
-	mu      sync.Mutex
-	m       map[string]string
-	sets    int
-	failSet error
+	mu       sync.Mutex
+	m        map[string]string
+	sets     int
+	failSet  error
+	archived []string // "key=thread" of each Archive that forgot a thread
 }
 
 func newTestStore(kv ...string) *testStore {
@@ -413,4 +414,15 @@ func (s *testStore) Delete(key string) error {
 	defer s.mu.Unlock()
 	delete(s.m, key)
 	return nil
+}
+
+func (s *testStore) Archive(key string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.m[key]
+	if ok {
+		s.archived = append(s.archived, key+"="+id)
+		delete(s.m, key)
+	}
+	return id, nil
 }

@@ -1,5 +1,7 @@
 package supervisor
 
+import "context"
+
 // keyState is the per chat key bookkeeping. It lives while the key has work, a child, or a
 // pending crash backoff.
 type keyState struct {
@@ -10,6 +12,12 @@ type keyState struct {
 	needRestart bool // the next spawn is a restart
 
 	crash crashBackoff
+
+	// running is the job the key's worker runs now and stopRun ends it (cause ErrStopped);
+	// both nil between jobs. lastErr is the error of the key's last message, "" after a success.
+	running *job
+	stopRun context.CancelCauseFunc
+	lastErr string
 }
 
 // gcKeyLocked forgets a key with no work, no child, no pending backoff and no restart to count.

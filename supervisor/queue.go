@@ -10,7 +10,9 @@ type job struct {
 	key  *keyState // stays in Supervisor.keys while the key's worker runs
 	ctx  context.Context
 	text string
-	done chan outcome // buffered: the worker never blocks on a caller that left
+	// reset marks a Reset: the worker starts the chat over instead of running a turn.
+	reset bool
+	done  chan outcome // buffered: the worker never blocks on a caller that left
 }
 
 type outcome struct {
@@ -77,10 +79,31 @@ func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (R
 	return none, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
 }
 
-// work runs one job on its key's worker (see Supervisor.queue) and answers its caller.
+// work runs one job on its key's worker (see Supervisor.queue) and answers its caller. The job
+// runs under a context Stop can cancel.
 func (s *Supervisor) work(_ string, j *job) {
-	r, err := s.run(j.key, j)
-	r.ChatKey = j.key.key
+	k := j.key
+	ctx, cancel := context.WithCancelCause(j.ctx)
+	defer cancel(nil)
+	j.ctx = ctx
+	s.mu.Lock()
+	k.running, k.stopRun = j, cancel
+	s.mu.Unlock()
+	var r Reply
+	var err error
+	if j.reset {
+		r, err = s.reset(k)
+	} else {
+		r, err = s.run(k, j)
+	}
+	s.mu.Lock()
+	k.running, k.stopRun = nil, nil
+	k.lastErr = ""
+	if err != nil {
+		k.lastErr = err.Error()
+	}
+	s.mu.Unlock()
+	r.ChatKey = k.key
 	j.done <- outcome{reply: r, err: err}
 }
 
@@ -98,6 +121,13 @@ func (s *Supervisor) run(k *keyState, j *job) (Reply, error) {
 	sess, err := s.acquire(k, j)
 	if err != nil {
 		return Reply{}, err
+	}
+	if j.ctx.Err() != nil {
+		// Stopped, or the caller left, while its child started: the turn never begins.
+		s.mu.Lock()
+		s.idleLocked(sess)
+		s.mu.Unlock()
+		return Reply{}, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
 	}
 	return s.turn(k, sess, j)
 }

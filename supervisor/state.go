@@ -101,7 +101,7 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 			s.log.Warn("spare codex child crashed; backing off", zap.Int("failures", s.spareCrash.failures),
 				zap.Duration("retry_in", d), zap.Error(cause))
 		}
-	case reason == ReasonIdle, reason == ReasonEvicted, reason == ReasonShutdown:
+	case reason == ReasonIdle, reason == ReasonEvicted, reason == ReasonShutdown, reason == ReasonReset:
 	default:
 		k.needRestart = true
 	}

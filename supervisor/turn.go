@@ -75,15 +75,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	case retire != "":
 		s.retireLocked(sess, retire, err)
 	default:
-		s.setStateLocked(sess, StateIdle)
-		sess.lastUsed = time.Now()
-		s.useSeq++
-		sess.useSeq = s.useSeq
-		select {
-		case sess.kick <- struct{}{}:
-		default:
-		}
-		s.rebalanceLocked()
+		s.idleLocked(sess)
 	}
 	retiring := sess.state == StateRetiring
 	s.mu.Unlock()
@@ -100,6 +92,20 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		return r, fmt.Errorf("chat %s: codex pid %d: turn: %w", k.key, sess.pid, err)
 	}
 	return r, nil
+}
+
+// idleLocked returns a busy session to idle: it becomes the most recently used, its watcher
+// re-arms the idle timer, and a slot waiter may now evict it.
+func (s *Supervisor) idleLocked(sess *session) {
+	s.setStateLocked(sess, StateIdle)
+	sess.lastUsed = time.Now()
+	s.useSeq++
+	sess.useSeq = s.useSeq
+	select {
+	case sess.kick <- struct{}{}:
+	default:
+	}
+	s.rebalanceLocked()
 }
 
 // recordThread stores the key's thread id. A failed write is logged and counted, not returned:

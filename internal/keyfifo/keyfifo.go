@@ -87,6 +87,27 @@ func (f *FIFO[T]) RemoveLocked(key string, match func(T) bool) bool {
 	return false
 }
 
+// RemoveAllLocked takes every waiting item of key that match reports out of the queue, in order,
+// and returns them.
+func (f *FIFO[T]) RemoveAllLocked(key string, match func(T) bool) []T {
+	q := f.queues[key]
+	if q == nil {
+		return nil
+	}
+	var out []T
+	kept := q.waiting[:0]
+	for _, it := range q.waiting {
+		if match(it) {
+			out = append(out, it)
+		} else {
+			kept = append(kept, it)
+		}
+	}
+	clear(q.waiting[len(kept):]) // no stale references behind the kept items
+	q.waiting = kept
+	return out
+}
+
 // DrainLocked takes every waiting item of every key out of the queues and returns them. Running
 // items finish; their workers then find their queues empty and exit.
 func (f *FIFO[T]) DrainLocked() []T {

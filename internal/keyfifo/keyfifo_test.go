@@ -133,7 +133,7 @@ func TestWaitWaitsForWorkers(t *testing.T) {
 // TestRemoveLenDrain: waiting items can be counted, removed one by one, or drained; the running
 // item is none of these.
 func TestRemoveLenDrain(t *testing.T) {
-	r := newRecorder("a1", "a2", "a3", "a4")
+	r := newRecorder("a1", "a2", "a3", "a4", "a5")
 	var mu sync.Mutex
 	f := New(Config[string]{Run: r.run, Lock: &mu})
 	for _, it := range []string{"a1", "a2", "a3", "a4"} {
@@ -153,9 +153,16 @@ func TestRemoveLenDrain(t *testing.T) {
 	if f.LenLocked("other") != 0 || f.BusyLocked("other") {
 		t.Fatal("an unknown key has items or a worker")
 	}
+	f.PushLocked("a", "a5")
+	if got := f.RemoveAllLocked("a", func(s string) bool { return s != "a4" }); !slices.Equal(got, []string{"a2", "a5"}) {
+		t.Fatalf("RemoveAllLocked = %v, want [a2 a5] in order", got)
+	}
+	if f.RemoveAllLocked("other", func(string) bool { return true }) != nil {
+		t.Fatal("removed items of an unknown key")
+	}
 	got := f.DrainLocked()
-	if !slices.Equal(got, []string{"a2", "a4"}) {
-		t.Fatalf("drained %v, want [a2 a4]", got)
+	if !slices.Equal(got, []string{"a4"}) {
+		t.Fatalf("drained %v, want [a4]", got)
 	}
 	if !f.BusyLocked("a") {
 		t.Fatal("key not busy while its item runs")

@@ -1,0 +1,139 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
+// The chat's own controls: stop what runs, start over, and read its own status line. They do not
+// wait behind the chat's queue.
+
+// ErrStopped is the cause of a turn interrupted, or a queued message dropped, by Stop. Submit's
+// error wraps it; the Reply of an interrupted turn holds what the turn had produced.
+var ErrStopped = errors.New("stopped from the chat")
+
+// ReasonReset: the chat started over (Reset); its child held the old thread.
+const ReasonReset = "reset"
+
+// StopResult says what Stop did.
+type StopResult struct {
+	// Interrupted is true when a message was being worked on (its turn running, or its child
+	// starting) and was ended.
+	Interrupted bool
+	// Dropped counts queued messages of the chat that were dropped without running.
+	Dropped int
+}
+
+// Stop ends chatKey's running message and drops the ones queued behind it. The running turn is
+// interrupted (turn/interrupt): its Submit returns the interrupted Reply and an error wrapping
+// ErrStopped; each dropped message's Submit returns an error wrapping ErrStopped at once. Stop
+// returns without waiting for the interrupt to settle.
+func (s *Supervisor) Stop(chatKey string) StopResult {
+	s.mu.Lock()
+	k := s.keys[chatKey]
+	if k == nil {
+		s.mu.Unlock()
+		return StopResult{}
+	}
+	// A /new sent before the /stop still applies.
+	dropped := s.queue.RemoveAllLocked(chatKey, func(j *job) bool { return !j.reset })
+	res := StopResult{Dropped: len(dropped)}
+	if k.stopRun != nil && !k.running.reset {
+		k.stopRun(ErrStopped)
+		res.Interrupted = true
+	}
+	s.mu.Unlock()
+	for _, j := range dropped {
+		j.done <- outcome{err: fmt.Errorf("chat %s: dropped: %w", chatKey, ErrStopped)}
+	}
+	if res != (StopResult{}) {
+		s.log.Info("chat stopped its work", zap.String("chat_key", chatKey),
+			zap.Bool("interrupted", res.Interrupted), zap.Int("dropped", res.Dropped))
+	}
+	return res
+}
+
+// ResetResult says what Reset did.
+type ResetResult struct {
+	// OldThreadID is the thread the chat leaves ("" when it had none or Deferred is true).
+	OldThreadID string
+	// Deferred is true when messages of the chat were running or queued: they finish on the
+	// old thread, and the reset applies after them.
+	Deferred bool
+}
+
+// Reset makes chatKey's next message start a new codex thread. The old thread id is archived by
+// the ThreadStore (see sessions.Store.Archive), not resumed again, and the chat's child, which
+// holds the old thread, is retired (reason ReasonReset). Work already queued finishes on the old
+// thread first: then Reset returns at once with Deferred set.
+func (s *Supervisor) Reset(ctx context.Context, chatKey string) (ResetResult, error) {
+	j := &job{ctx: context.WithoutCancel(ctx), reset: true, done: make(chan outcome, 1)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ResetResult{}, ErrClosed
+	}
+	k := s.keys[chatKey]
+	if k == nil {
+		k = &keyState{key: chatKey}
+		s.keys[chatKey] = k
+	}
+	j.key = k
+	busy := s.queue.BusyLocked(chatKey)
+	s.queue.PushLocked(chatKey, j)
+	s.mu.Unlock()
+	if busy {
+		return ResetResult{Deferred: true}, nil
+	}
+	select {
+	case o := <-j.done:
+		return ResetResult{OldThreadID: o.reply.ThreadID}, o.err
+	case <-ctx.Done():
+		// It still applies; the caller stopped waiting for the answer.
+		return ResetResult{Deferred: true}, nil
+	}
+}
+
+// reset runs a Reset job on the key's worker: it retires the key's idle child and archives the
+// stored thread id.
+func (s *Supervisor) reset(k *keyState) (Reply, error) {
+	s.mu.Lock()
+	sess := k.sess
+	if sess != nil {
+		s.retireLocked(sess, ReasonReset, nil)
+	}
+	s.mu.Unlock()
+	if sess != nil {
+		<-sess.reaped
+	}
+	old, err := s.cfg.Store.Archive(k.key)
+	if err != nil {
+		s.log.Error("chat could not start over; its next message resumes the old thread",
+			zap.String("chat_key", k.key), zap.Error(err))
+		return Reply{}, fmt.Errorf("chat %s: start over: %w", k.key, err)
+	}
+	s.log.Info("chat started over; its next message opens a new thread", zap.String("chat_key", k.key),
+		zap.String("old_thread_id", old))
+	return Reply{ThreadID: old}, nil
+}
+
+// ChatStatus returns chatKey's row of the process table (ok false: the chat has no child now)
+// and the chat's last error, if its last message failed.
+func (s *Supervisor) ChatStatus(chatKey string) (row ChildStatus, ok bool, lastErr string) {
+	s.mu.Lock()
+	var queued int
+	if k := s.keys[chatKey]; k != nil {
+		lastErr = k.lastErr
+		queued = s.queue.LenLocked(chatKey)
+	}
+	s.mu.Unlock()
+	for _, c := range s.Status().Children {
+		if c.ChatKey == chatKey {
+			return c, true, lastErr
+		}
+	}
+	return ChildStatus{ChatKey: chatKey, Queued: queued}, false, lastErr
+}
