@@ -34,6 +34,9 @@ const DefaultBodyTimeout = 15 * time.Second
 type LocalInboxConfig struct {
 	// Answerer runs the turns; required.
 	Answerer Answerer
+	// Controls carries out chat commands (/stop, /new, /status, /help); nil turns them off, and
+	// such messages go to codex as text.
+	Controls Controls
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 	// MaxTextBytes caps a message's text; longer text is refused with 413 (the caller can split
@@ -76,6 +79,14 @@ type LocalReply struct {
 	DurationMS int64  `json:"duration_ms"`
 	Error      string `json:"error,omitempty"`
 }
+
+// LocalReply.Status values besides codex's turn statuses.
+const (
+	// StatusCommand answers a chat command (/stop, /new, /status, /help).
+	StatusCommand = "command"
+	// StatusStopped answers a message the chat's /stop interrupted or dropped.
+	StatusStopped = "stopped"
+)
 
 // LocalError is every non-200 answer.
 type LocalError struct {
@@ -184,6 +195,14 @@ func (h *LocalInbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if cmd, ok := parseCommand(body.Text); ok && h.cfg.Controls != nil {
+		// Not through Submit: a command must not wait behind the chat's running turn.
+		text := runCommand(r.Context(), h.cfg.Controls, key, cmd, 0)
+		log.Info("chat command", zap.String("command", cmd.name))
+		writeJSON(w, http.StatusOK, LocalReply{Text: text, ChatKey: key, Status: StatusCommand})
+		return
+	}
+
 	start := time.Now()
 	reply, err := h.cfg.Answerer.Submit(r.Context(), key, body.Text)
 	oc := classify(reply, err)
@@ -205,6 +224,9 @@ func (h *LocalInbox) postMessage(w http.ResponseWriter, r *http.Request) {
 			Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID,
 			Status: reply.Status, DurationMS: dur.Milliseconds(), Error: reply.Error,
 		})
+	case outcomeStopped:
+		log.Info("stopped from the chat", zap.String("turn_id", reply.TurnID))
+		writeJSON(w, http.StatusOK, LocalReply{Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID, Status: StatusStopped})
 	case outcomeBusy, outcomeClosed:
 		log.Warn("busy", zap.Error(err))
 		w.Header().Set("Retry-After", retryAfterSeconds(h.cfg.RetryAfter))

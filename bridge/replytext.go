@@ -32,6 +32,7 @@ const (
 	outcomeAuth                      // codex is not logged in
 	outcomeClosed                    // the supervisor is shutting down
 	outcomeError                     // anything else
+	outcomeStopped                   // the chat's /stop ended or dropped the message
 )
 
 // classify maps a Submit result to an outcome. It reads types and protocol constants only:
@@ -50,6 +51,8 @@ func classify(r supervisor.Reply, err error) outcome {
 		return outcomeBusy
 	case errors.Is(err, supervisor.ErrClosed):
 		return outcomeClosed
+	case errors.Is(err, supervisor.ErrStopped):
+		return outcomeStopped
 	case errors.As(err, &ae):
 		return outcomeAuth
 	case errors.As(err, &wd):
@@ -95,6 +98,15 @@ func replyText(r supervisor.Reply, err error) string {
 			cl.Failures, cl.RetryAt.UTC().Format(time.TimeOnly+" UTC"))
 	case outcomeClosed:
 		return "the codex daemon is shutting down; please send your message again in a minute."
+	case outcomeStopped:
+		switch {
+		case r.TurnID == "":
+			return "dropped by /stop: codex did not work on this message."
+		case strings.TrimSpace(r.Text) != "":
+			return "stopped. What codex had written so far:\n\n" + r.Text
+		default:
+			return "stopped."
+		}
 	default:
 		// A child that died or spoke garbage carries its stderr tail and pids in the error: that
 		// is for the operator's log, not for the chat.

@@ -39,6 +39,7 @@ type runConfig struct {
 	Cwd              string
 	MaxChildren      int
 	Spares           int
+	ChatCommands     bool
 	MaxQueue         int
 	IdleTTL          time.Duration
 	TurnTimeout      time.Duration
@@ -91,6 +92,18 @@ func (e *envFlags) int(p *int, name, env string, def int, usage string) {
 	e.fs.IntVar(p, name, def, usage+" (env "+env+")")
 }
 
+func (e *envFlags) bool(p *bool, name, env string, def bool, usage string) {
+	if v := e.getenv(env); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("env %s=%q: %w", env, v, err))
+		} else {
+			def = b
+		}
+	}
+	e.fs.BoolVar(p, name, def, usage+" (env "+env+")")
+}
+
 func (e *envFlags) dur(p *time.Duration, name, env string, def time.Duration, usage string) {
 	if v := e.getenv(env); v != "" {
 		d, err := time.ParseDuration(v)
@@ -134,6 +147,7 @@ func parseRunConfig(args []string, getenv func(string) string, stderr io.Writer)
 	// One spare: a new chat's first message then skips spawn + initialize (~80 ms measured) and,
 	// with no stored thread, thread/start (~22 ms). An idle spare costs ~12 MB private memory.
 	e.int(&c.Spares, "spares", "CODEX_WARM_SPARES", 1, "codex children kept started, with a thread open, for new chats' first messages; they count against --max-children; 0 turns them off")
+	e.bool(&c.ChatCommands, "chat-commands", "CODEX_WARM_CHAT_COMMANDS", true, "answer /stop, /new, /status and /help in chats; false sends them to codex as text")
 	e.int(&c.MaxQueue, "max-queue", "CODEX_WARM_MAX_QUEUE", 16, "messages waiting per chat before it answers busy")
 	e.dur(&c.IdleTTL, "idle-ttl", "CODEX_WARM_IDLE_TTL", 15*time.Minute, "close a child idle for this long")
 	e.dur(&c.TurnTimeout, "turn-timeout", "CODEX_WARM_TURN_TIMEOUT", 600*time.Second, "interrupt a turn running this long")

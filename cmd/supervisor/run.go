@@ -169,7 +169,11 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 
 	switch cfg.Inbox {
 	case "local":
-		h, err := bridge.NewLocalInbox(bridge.LocalInboxConfig{Answerer: d.sup, Logger: log,
+		var controls bridge.Controls
+		if cfg.ChatCommands {
+			controls = d.sup
+		}
+		h, err := bridge.NewLocalInbox(bridge.LocalInboxConfig{Answerer: d.sup, Controls: controls, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
 			BodyTimeout: cfg.InboxBodyTimeout})
 		if err != nil {

@@ -1,0 +1,127 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// Controls is the part of *supervisor.Supervisor the chat commands use. Its methods must not wait
+// behind the chat's queue: a command is answered while the chat's turn still runs.
+type Controls interface {
+	Stop(chatKey string) supervisor.StopResult
+	Reset(ctx context.Context, chatKey string) (supervisor.ResetResult, error)
+	ChatStatus(chatKey string) (row supervisor.ChildStatus, ok bool, lastErr string)
+}
+
+// Chat command names, after aliases are resolved.
+const (
+	cmdStop   = "stop"
+	cmdNew    = "new"
+	cmdStatus = "status"
+	cmdHelp   = "help"
+)
+
+// commandNames maps what a user may type (lowercased, without the slash) to a command.
+var commandNames = map[string]string{
+	"stop": cmdStop, "cancel": cmdStop,
+	"new": cmdNew, "reset": cmdNew,
+	"status": cmdStatus,
+	"help":   cmdHelp,
+}
+
+// command is a chat message that is a command: its name and the text after it.
+type command struct {
+	name string
+	args string
+}
+
+// parseCommand recognises a message whose text is exactly a command: "/name" or "/name args",
+// case-insensitive, surrounding white space ignored. Anything else, an unknown "/word" included
+// (users paste paths such as /etc/hosts), is ordinary text for codex.
+func parseCommand(text string) (command, bool) {
+	t := strings.TrimSpace(text)
+	if !strings.HasPrefix(t, "/") {
+		return command{}, false
+	}
+	word, args, _ := strings.Cut(t[1:], " ")
+	if i := strings.IndexAny(word, "\t\n\r"); i >= 0 {
+		word, args = word[:i], strings.TrimSpace(word[i:]+" "+args)
+	}
+	name, ok := commandNames[strings.ToLower(word)]
+	if !ok {
+		return command{}, false
+	}
+	return command{name: name, args: strings.TrimSpace(args)}, true
+}
+
+// helpText lists the commands.
+const helpText = `Commands (send the command alone as a message):
+/stop (or /cancel): stop what codex is doing for this chat and drop the messages waiting behind it
+/new (or /reset): start over; your next message opens a new conversation
+/status: what this chat's codex session is doing
+/help: this list
+Anything else, including other /words, goes to codex as you typed it.`
+
+// runCommand carries out cmd for chatKey and returns the answer to send to the chat. dropped is
+// how many of the chat's messages the inbox itself dropped for a /stop (messages it had not yet
+// handed to the supervisor); it is added to the count.
+func runCommand(ctx context.Context, c Controls, chatKey string, cmd command, dropped int) string {
+	switch cmd.name {
+	case cmdStop:
+		res := c.Stop(chatKey)
+		n := res.Dropped + dropped
+		if res.Interrupted {
+			n++
+		}
+		if n == 0 {
+			return "nothing to stop"
+		}
+		return fmt.Sprintf("stopped %d", n)
+	case cmdNew:
+		res, err := c.Reset(ctx, chatKey)
+		switch {
+		case err != nil:
+			return "could not start over: " + capText(err.Error(), maxErrInReply)
+		case res.Deferred:
+			return "starting over once the message codex is working on is answered: the message after that opens a new conversation (use /stop first to start over now)"
+		case res.OldThreadID != "":
+			return fmt.Sprintf("started over: your next message opens a new conversation (the previous one, thread %s, is kept)", res.OldThreadID)
+		default:
+			return "started over: your next message opens a new conversation"
+		}
+	case cmdStatus:
+		return statusText(c.ChatStatus(chatKey))
+	default:
+		return helpText
+	}
+}
+
+// statusText is the chat's line of the process table, as a sentence.
+func statusText(row supervisor.ChildStatus, ok bool, lastErr string) string {
+	var b strings.Builder
+	if !ok {
+		b.WriteString("no codex session is running for this chat; the next message starts one")
+		if row.Queued > 0 {
+			fmt.Fprintf(&b, " (%d queued)", row.Queued)
+		}
+	} else {
+		fmt.Fprintf(&b, "codex pid %d is %s", row.PID, row.State)
+		if row.State == supervisor.StateBusy {
+			fmt.Fprintf(&b, " (for %s)", row.TurnAge.Round(100_000_000))
+		}
+		fmt.Fprintf(&b, "; thread %s; %d turns; %d queued", row.ThreadID, row.Turns, row.Queued)
+		if row.PSSBytes > 0 {
+			fmt.Fprintf(&b, "; memory %d MB", row.PSSBytes>>20)
+		}
+		if row.Restarts > 0 {
+			fmt.Fprintf(&b, "; restarted %d times", row.Restarts)
+		}
+	}
+	if lastErr != "" {
+		fmt.Fprintf(&b, "; last error: %s", capText(lastErr, maxErrInReply))
+	}
+	return b.String()
+}
