@@ -21,6 +21,16 @@ const (
 	// be running that turn and would merge the next turn/start into it, so the child is not
 	// trusted with another turn.
 	ReasonProtocol = "protocol_error"
+
+	// Recycling: a healthy child replaced by a fresh one that resumes its thread. Each has its
+	// own reason so Totals.Retired tells a leak (memory) from routine renewal.
+
+	// ReasonMemory: the child's private memory passed Config.ChildMemoryLimit.
+	ReasonMemory = "memory"
+	// ReasonMaxAge: the child was older than Config.ChildMaxAge.
+	ReasonMaxAge = "max_age"
+	// ReasonMaxTurns: the child ran Config.ChildMaxTurns turns.
+	ReasonMaxTurns = "max_turns"
 )
 
 // transitions is the lifecycle table. starting → retiring exists besides the issue's
@@ -90,14 +100,14 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 		k.sess = nil
 	}
 	switch reason {
-	case ReasonIdle, ReasonEvicted, ReasonShutdown:
+	case ReasonIdle, ReasonEvicted, ReasonShutdown, ReasonMemory, ReasonMaxAge, ReasonMaxTurns:
 	default:
 		k.needRestart = true
 	}
 	if !s.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), s.cfg.CrashWindow) {
 		s.recordFailureLocked(k, cause)
 	}
-	s.slots.release()
+	s.releaseSlotLocked()
 	close(sess.reaped)
 	s.gcKeyLocked(k)
 }
