@@ -215,13 +215,6 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("supervisor: ChildMemoryLimit %d, ChildMaxAge %s and ChildMaxTurns %d must not be negative",
 			cfg.ChildMemoryLimit, cfg.ChildMaxAge, cfg.ChildMaxTurns)
 	}
-	if cfg.MemoryBudget == 0 {
-		b, err := DefaultMemoryBudget()
-		if err != nil {
-			b = -1 // no /proc/meminfo (not Linux): New warns that MaxChildren alone bounds the pool
-		}
-		cfg.MemoryBudget = b
-	}
 	if cfg.Memory == nil {
 		cfg.Memory = childproc.ProcFS{}.Memory
 	}

@@ -75,6 +75,12 @@ func New(cfg Config) (*Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
+	var budgetErr error
+	if cfg.MemoryBudget == 0 {
+		if cfg.MemoryBudget, budgetErr = DefaultMemoryBudget(); budgetErr != nil {
+			cfg.MemoryBudget = -1 // no /proc/meminfo (not Linux): warned about below
+		}
+	}
 	s := &Supervisor{
 		cfg:          cfg,
 		log:          cfg.Logger.Named("supervisor"),
@@ -113,8 +119,9 @@ func New(cfg Config) (*Supervisor, error) {
 		s.wg.Add(1)
 		go s.sampleMemory()
 	}
-	if cfg.MemoryBudget <= 0 {
-		s.log.Warn("no memory budget: live children are bounded by max_children alone", zap.Int("max_children", cfg.MaxChildren))
+	if budgetErr != nil {
+		s.log.Warn("no memory budget: live children are bounded by max_children alone",
+			zap.Int("max_children", cfg.MaxChildren), zap.Error(budgetErr))
 	}
 	s.log.Info("supervisor ready",
 		zap.Int("max_children", cfg.MaxChildren), zap.Int64("memory_budget_bytes", max(cfg.MemoryBudget, 0)),
