@@ -161,6 +161,23 @@ func (p ProcFS) Memory(pid int) (Memory, error) {
 	return Memory{RSS: st.RSSBytes, PSS: int64(r.Pss), USS: int64(r.PrivateClean + r.PrivateDirty)}, nil
 }
 
+// MemAvailable returns the kernel's estimate of the memory available for new work without
+// swapping (MemAvailable in /proc/meminfo), in bytes.
+func (p ProcFS) MemAvailable() (int64, error) {
+	fs, err := p.fs()
+	if err != nil {
+		return 0, err
+	}
+	mi, err := fs.Meminfo()
+	if err != nil {
+		return 0, fmt.Errorf("read meminfo: %w", err)
+	}
+	if mi.MemAvailableBytes == nil {
+		return 0, fmt.Errorf("read meminfo: no MemAvailable line (kernel older than 3.14?)")
+	}
+	return int64(*mi.MemAvailableBytes), nil
+}
+
 // Exe returns the path /proc/<pid>/exe points at.
 func (p ProcFS) Exe(pid int) (string, error) {
 	pr, err := p.proc(pid)

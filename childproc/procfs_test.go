@@ -156,3 +156,25 @@ func TestIdentitySelf(t *testing.T) {
 		t.Error("no boot id")
 	}
 }
+
+func TestMemAvailable(t *testing.T) {
+	root := t.TempDir()
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, "meminfo"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := ProcFS{Mount: root}
+	write("MemTotal:       32768000 kB\nMemFree:         1000000 kB\nMemAvailable:    3072000 kB\n")
+	if got, err := p.MemAvailable(); err != nil || got != 3072000<<10 {
+		t.Fatalf("MemAvailable = %d, %v; want %d", got, err, 3072000<<10)
+	}
+	write("MemTotal:       32768000 kB\nMemFree:         1000000 kB\n")
+	if got, err := p.MemAvailable(); err == nil {
+		t.Fatalf("MemAvailable without the line = %d, want an error", got)
+	}
+	if got, err := (ProcFS{}).MemAvailable(); err != nil || got <= 0 {
+		t.Fatalf("MemAvailable of this machine = %d, %v", got, err)
+	}
+}

@@ -3,7 +3,9 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/sessions"
 )
@@ -334,4 +337,95 @@ func countOf(texts []string, s string) int {
 		}
 	}
 	return n
+}
+
+// TestCodexMemoryReadings: childproc.ProcFS.Memory of a real, warm codex child agrees with a sum
+// over its /proc/PID/smaps computed here by hand (PSS: the Pss lines; private: Private_Clean +
+// Private_Dirty), and the memory sampler feeds the same kind of reading to the budget. Memory
+// moves between the reads, and smaps rounds each mapping to a kB, so small drift is allowed.
+func TestCodexMemoryReadings(t *testing.T) {
+	s, _ := codexSup(t, nil, func(c *Config) { c.MemorySampleInterval = 20 * time.Millisecond })
+	r := mustSubmit(t, s, "a", "one")
+	mustSubmit(t, s, "a", "two")
+
+	got, err := childproc.ProcFS{}.Memory(r.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pss, uss := smapsSums(t, r.PID)
+	near := func(a, b int64) bool {
+		d := a - b
+		if d < 0 {
+			d = -d
+		}
+		return d <= max(2<<20, b/20) // 2 MiB or 5%
+	}
+	if !near(got.PSS, pss) || !near(got.USS, uss) {
+		t.Errorf("codex pid %d: ProcFS.Memory pss %d uss %d; smaps sums pss %d private %d", r.PID, got.PSS, got.USS, pss, uss)
+	}
+	// With no other child mapping the codex binary, its pages are all private: PSS = USS ≈ RSS.
+	if got.USS <= 0 || got.USS > got.PSS {
+		t.Errorf("codex pid %d: rss %d pss %d uss %d, want 0 < uss <= pss", r.PID, got.RSS, got.PSS, got.USS)
+	}
+	t.Logf("warm codex child: rss %d MiB, pss %d MiB, private %d MiB", got.RSS>>20, got.PSS>>20, got.USS>>20)
+
+	waitFor(t, "the sampler to measure the child", func() bool { return s.Status().Totals.MeasuredPSSBytes > 0 })
+	tot := s.Status().Totals
+	// One warm child, measured: it is all the budget counts, and what it expects of the next.
+	if tot.ChildEstimateBytes != tot.MeasuredPSSBytes || tot.ChargedBytes != tot.MeasuredPSSBytes || tot.MemoryBudgetBytes <= 0 {
+		t.Errorf("budget totals %+v after one warm child measured", tot)
+	}
+}
+
+// smapsSums adds up the Pss lines and the Private_Clean and Private_Dirty lines of
+// /proc/pid/smaps, in bytes.
+func smapsSums(t *testing.T, pid int) (pss, private int64) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[2] != "kB" {
+			continue
+		}
+		kb, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("smaps line %q: %v", line, err)
+		}
+		switch f[0] {
+		case "Pss:":
+			pss += kb << 10
+		case "Private_Clean:", "Private_Dirty:":
+			private += kb << 10
+		}
+	}
+	if pss == 0 || private == 0 {
+		t.Fatalf("smaps of pid %d has no Pss or Private lines", pid)
+	}
+	return pss, private
+}
+
+// TestCodexMemoryRecycle: a real codex child whose private memory passes the limit (here any
+// child: the limit is 1 MiB) is retired with reason memory once idle, and the chat's next message
+// resumes its thread in a new child, with the whole history sent to the model.
+func TestCodexMemoryRecycle(t *testing.T) {
+	s, m := codexSup(t, nil, func(c *Config) {
+		c.MemorySampleInterval = 20 * time.Millisecond
+		c.ChildMemoryLimit = 1 << 20
+	})
+	r1 := mustSubmit(t, s, "a", "one")
+	waitFor(t, "the bloated child recycled", func() bool {
+		st := s.Status()
+		return st.Totals.Retired[ReasonMemory] >= 1 && st.Totals.Live == 0
+	})
+	r2 := mustSubmit(t, s, "a", "two")
+	if r2.Text != "reply #2: two" || r2.ThreadID != r1.ThreadID || r2.PID == r1.PID {
+		t.Fatalf("after recycle: %+v (before: thread %s pid %d)", r2, r1.ThreadID, r1.PID)
+	}
+	reqs := m.Requests()
+	if got := reqs[len(reqs)-1].UserTexts; !slices.Equal(got, []string{"one", "two"}) {
+		t.Fatalf("history sent to the model %v", got)
+	}
 }

@@ -1,18 +1,15 @@
 package supervisor
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
@@ -70,12 +67,36 @@ const (
 	DefaultCrashLoopAfter      = 3
 	DefaultSweepGrace          = 2 * time.Second
 
-	// MaxChildrenCeiling bounds the memory-derived default of Config.MaxChildren.
-	MaxChildrenCeiling = 64
-	// BytesPerChild is the memory budget per live child used to derive the default
-	// Config.MaxChildren: a warm native codex app-server measured ~145 MB RSS idle, and a turn
-	// with tools (shells it starts) roughly doubles that.
-	BytesPerChild = 300 << 20
+	// DefaultMaxChildren is the default hard cap on live children. The memory budget decides how
+	// many children fit; this cap bounds what the budget does not see. A codex child measured 19
+	// threads and holds 4 descriptors in the daemon (3 pipes and a pidfd), so 256 children are
+	// ~4,900 threads and ~1,000 descriptors. At the 53 MB PSS of a warm child 256 children are
+	// 13.5 GB, so below ~27 GB of MemAvailable the default budget binds first.
+	DefaultMaxChildren = 256
+
+	// DefaultMemoryBudgetFraction is the share of MemAvailable (read once, in New) that the
+	// default Config.MemoryBudget gives the children's summed PSS. Half, because PSS is not all a
+	// chat costs: the commands a turn runs (builds, test runs) are processes of their own that the
+	// budget does not count, children grow between two samples, and the daemon and the rest of
+	// the machine need room too.
+	DefaultMemoryBudgetFraction = 0.5
+	// DefaultChildEstimate is what a new child is expected to cost before any child of the pool
+	// was measured: a warm native codex app-server after a few turns measured PSS 53 MB
+	// (VmRSS 148 MB, private 25 MB; 4 children, codex 0.169.0, docs/PROTOCOL.md). Measured again
+	// for this default: 42–44 MB PSS, 22–24 MB private, 141 MB RSS (4 children, 3 turns each);
+	// the higher figure is kept, as an estimate should err high.
+	DefaultChildEstimate = 53 << 20
+	// DefaultChildMemoryLimit is the daemon's default of Config.ChildMemoryLimit (the library's
+	// is off): 2 GiB of private memory, 80× the 25 MB of a warm child (docs/PROTOCOL.md). codex
+	// children have been seen to grow to 10–40 GB in long use (openai/codex #29510, #34863); a
+	// leaking child passes 2 GiB long before that, while a healthy child with a long thread stays
+	// far below it, so it is not recycled after every turn.
+	DefaultChildMemoryLimit = 2 << 30
+	// DefaultMemorySampleInterval is how often the children's memory is read. One smaps_rollup
+	// read walks the child's page tables (well under a millisecond for a warm child), so even a
+	// full pool costs little; children grow over minutes, not seconds.
+	DefaultMemorySampleInterval = 5 * time.Second
+
 	// ChildrenFile is the file in Config.StateDir that records live children for the boot sweep.
 	ChildrenFile = "children.json"
 )
@@ -97,14 +118,39 @@ type Config struct {
 	// daemon uses to kill orphans. Empty disables both. One daemon per StateDir.
 	StateDir string
 
-	// MaxChildren caps live children (starting, idle, busy and retiring all count). Default:
-	// min(MaxChildrenCeiling, max(2, MemAvailable/BytesPerChild)) from /proc/meminfo, or 8 when
-	// /proc/meminfo is unreadable.
+	// MaxChildren is the hard cap on live children (starting, idle, busy and retiring all
+	// count). Default DefaultMaxChildren; the memory budget usually binds first.
 	MaxChildren int
 	// Spares is how many spare children to keep: spawned, initialized and holding a thread
 	// started in advance, bound to no chat key (see spares.go). They count against MaxChildren.
 	// Zero: none.
 	Spares int
+	// MemoryBudget bounds the sum of the children's PSS, in bytes. A new child starts only while
+	// the pool's memory (each child's latest PSS reading, or the per-child estimate for a child
+	// not measured yet) plus the estimate for one more child fits; otherwise the least recently
+	// used idle child is evicted, otherwise the message waits for a slot (SlotWait). The estimate
+	// is the mean PSS of the measured children that ran a turn, DefaultChildEstimate before
+	// there is one. The pool always admits one child, whatever the budget. Default:
+	// DefaultMemoryBudgetFraction of MemAvailable, read in New (none when it cannot be read);
+	// negative: no budget, only MaxChildren.
+	MemoryBudget int64
+	// MemorySampleInterval is how often every child's memory is read (Memory) for the budget
+	// and the recycling below. Default DefaultMemorySampleInterval; negative: never (the budget
+	// then charges every child the estimate, and only ChildMaxTurns and ChildMaxAge recycle, at
+	// the end of a turn).
+	MemorySampleInterval time.Duration
+	// Memory reads a child's memory. Default childproc.ProcFS{}.Memory; tests fake it.
+	Memory func(pid int) (childproc.Memory, error)
+	// ChildMemoryLimit recycles a child whose private memory (USS) passed it, in bytes: an idle
+	// child is retired at the sample that sees it (reason ReasonMemory), a busy one when its turn
+	// ends. The chat's next message resumes the thread in a new child. Zero: off.
+	ChildMemoryLimit int64
+	// ChildMaxAge recycles a child older than this (reason ReasonMaxAge): an idle one at the next
+	// memory sample, a busy one when its turn ends. Zero: off.
+	ChildMaxAge time.Duration
+	// ChildMaxTurns recycles a child once it ran this many turns (reason ReasonMaxTurns), as its
+	// last turn ends. Zero: off.
+	ChildMaxTurns int
 	// MaxQueuePerKey bounds the messages of one chat key waiting behind its running turn; past
 	// it Submit returns ErrQueueFull at once. Default DefaultMaxQueuePerKey (16).
 	MaxQueuePerKey int
@@ -170,7 +216,14 @@ func (cfg Config) withDefaults() (Config, error) {
 			cfg.MaxChildren, cfg.MaxQueuePerKey, cfg.Spares)
 	}
 	if cfg.MaxChildren == 0 {
-		cfg.MaxChildren = DefaultMaxChildren()
+		cfg.MaxChildren = DefaultMaxChildren
+	}
+	if cfg.ChildMemoryLimit < 0 || cfg.ChildMaxAge < 0 || cfg.ChildMaxTurns < 0 {
+		return cfg, fmt.Errorf("supervisor: ChildMemoryLimit %d, ChildMaxAge %s and ChildMaxTurns %d must not be negative",
+			cfg.ChildMemoryLimit, cfg.ChildMaxAge, cfg.ChildMaxTurns)
+	}
+	if cfg.Memory == nil {
+		cfg.Memory = childproc.ProcFS{}.Memory
 	}
 	if cfg.CrashLoopAfter <= 0 {
 		cfg.CrashLoopAfter = DefaultCrashLoopAfter
@@ -195,6 +248,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	setDur(&cfg.CrashBackoffInitial, DefaultCrashBackoffInitial)
 	setDur(&cfg.CrashBackoffMax, DefaultCrashBackoffMax)
 	setDur(&cfg.SweepGrace, DefaultSweepGrace)
+	setDur(&cfg.MemorySampleInterval, DefaultMemorySampleInterval)
 	if cfg.SlotWait < 0 || cfg.HandshakeTimeout < 0 {
 		return cfg, fmt.Errorf("supervisor: SlotWait %s and HandshakeTimeout %s must not be negative",
 			cfg.SlotWait, cfg.HandshakeTimeout)
@@ -235,39 +289,21 @@ func appServerSpawn(tmpl appserver.Config, handshake time.Duration, log *zap.Log
 	}
 }
 
-// DefaultMaxChildren derives a child cap from available memory: min(MaxChildrenCeiling,
-// max(2, MemAvailable/BytesPerChild)), or 8 when /proc/meminfo cannot be read.
-func DefaultMaxChildren() int {
-	b, err := os.ReadFile("/proc/meminfo")
+// DefaultMemoryBudget is DefaultMemoryBudgetFraction of MemAvailable.
+func DefaultMemoryBudget() (int64, error) {
+	return MemoryBudgetOf(DefaultMemoryBudgetFraction)
+}
+
+// MemoryBudgetOf is fraction (0 < fraction <= 1) of MemAvailable, in bytes.
+func MemoryBudgetOf(fraction float64) (int64, error) {
+	if !(fraction > 0 && fraction <= 1) {
+		return 0, fmt.Errorf("memory budget fraction %g: want more than 0 and at most 1", fraction)
+	}
+	avail, err := childproc.ProcFS{}.MemAvailable()
 	if err != nil {
-		return 8
+		return 0, fmt.Errorf("memory budget: %w", err)
 	}
-	avail, ok := memAvailable(b)
-	if !ok {
-		return 8
-	}
-	return capFromMemory(avail)
-}
-
-func capFromMemory(availBytes int64) int {
-	n := availBytes / BytesPerChild
-	return int(min(MaxChildrenCeiling, max(2, n)))
-}
-
-// memAvailable parses the MemAvailable line of /proc/meminfo (in kB) into bytes.
-func memAvailable(meminfo []byte) (int64, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(meminfo))
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		if len(f) >= 2 && string(f[0]) == "MemAvailable:" {
-			kb, err := strconv.ParseInt(string(f[1]), 10, 64)
-			if err != nil {
-				return 0, false
-			}
-			return kb << 10, true
-		}
-	}
-	return 0, false
+	return int64(float64(avail) * fraction), nil
 }
 
 // memStore is the ThreadStore used when Config.Store is nil.

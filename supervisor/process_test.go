@@ -69,6 +69,7 @@ func processCfg(t *testing.T, modeFor func(int) string) Config {
 	return Config{
 		Spawn:               (&fakeSpawner{modeFor: modeFor, log: log}).spawn,
 		MaxChildren:         8,
+		MemoryBudget:        -1, // the count cap alone, whatever the machine's free memory
 		HandshakeTimeout:    30 * time.Second,
 		InterruptGrace:      30 * time.Second,
 		CrashBackoffInitial: time.Nanosecond,

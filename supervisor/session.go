@@ -49,6 +49,10 @@ type session struct {
 	completed int       // turns that reached turn/completed without error
 	restarts  int
 
+	mem          childproc.Memory // latest reading of the memory sampler, when measured
+	measured     bool
+	memErrLogged bool // a failed reading was logged
+
 	retireCh chan struct{} // closed on → retiring: tells the watcher to close the child
 	reaped   chan struct{} // closed on → dead: the child was waited for
 	kick     chan struct{} // the session went idle: the watcher re-arms its idle timer

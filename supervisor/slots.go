@@ -8,8 +8,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// slots is the cap on live children: max slots, held one per session plus grants in hand, and a
-// FIFO of chat keys waiting for one, at most maxWaiters long.
+// slots admits new children. A slot is free when two conditions hold: fewer than max are held,
+// and one more child's estimate fits the memory budget beside what the pool holds (memUse).
+// Slots are held one per session plus grants in hand; chat keys wait for one in a FIFO at most
+// maxWaiters long. The pool always admits one child, whatever the budget, so a budget smaller
+// than one child slows the daemon down instead of stopping it.
 //
 // Locking: slots has no lock of its own; every method runs under Supervisor.mu. The pool's
 // bookkeeping (sessions and their states, key queues) and the slots change together in one
@@ -18,6 +21,7 @@ import (
 type slots struct {
 	max        int
 	maxWaiters int
+	budget     int64 // bytes of PSS; <= 0: no budget
 
 	used     int           // slots held: one per session, plus grants in hand
 	waiters  []*slotWaiter // FIFO of chat keys waiting for a slot
@@ -31,9 +35,18 @@ type slotWaiter struct {
 	err     error
 }
 
+// fits reports whether one more child fits beside used slots holding held bytes, a new child
+// costing estimate.
+func (p *slots) fits(used int, held, estimate int64) bool {
+	if used >= p.max {
+		return false
+	}
+	return p.budget <= 0 || used == 0 || held+estimate <= p.budget
+}
+
 // take holds a free slot when one is free and nobody waits for one already.
-func (p *slots) take() bool {
-	if p.used < p.max && len(p.waiters) == 0 {
+func (p *slots) take(u memUse) bool {
+	if len(p.waiters) == 0 && p.fits(p.used, u.held, u.estimate) {
 		p.used++
 		return true
 	}
@@ -61,17 +74,23 @@ func (p *slots) leave(w *slotWaiter) {
 	}
 }
 
-// release frees one slot, handing it straight to the first waiter so the cap holds.
-func (p *slots) release() {
-	if len(p.waiters) > 0 {
+// release frees one slot. The caller then grants what is free to the waiters (grant): a freed
+// slot may not fit the budget for the next waiter, and a sample may free room without a release.
+func (p *slots) release() { p.used-- }
+
+// grant hands free slots to the waiters in FIFO order while one more child fits, charging each
+// grant the estimate.
+func (p *slots) grant(u memUse) {
+	held := u.held
+	for len(p.waiters) > 0 && p.fits(p.used, held, u.estimate) {
 		w := p.waiters[0]
 		p.waiters[0] = nil
 		p.waiters = p.waiters[1:]
 		w.granted = true
 		close(w.ready)
-		return
+		p.used++
+		held += u.estimate
 	}
-	p.used--
 }
 
 // fail wakes every waiter with err and empties the queue.
@@ -86,8 +105,19 @@ func (p *slots) fail(err error) {
 // waiting is the number of chat keys waiting for a slot.
 func (p *slots) waiting() int { return len(p.waiters) }
 
-// shortfall is the number of waiters no retiring child will free a slot for yet.
-func (p *slots) shortfall() int { return len(p.waiters) - p.retiring }
+// short reports whether some waiter would still find no free slot once every retiring child is
+// gone: then an idle child has to go too.
+func (p *slots) short(u memUse) bool {
+	used, held := p.used-p.retiring, u.held-u.freeing
+	for range p.waiters {
+		if !p.fits(used, held, u.estimate) {
+			return true
+		}
+		used++
+		held += u.estimate
+	}
+	return false
+}
 
 // lruIdle picks the eviction victim among sessions: a ready spare if there is one (it serves no
 // chat yet), else the least recently used idle child whose chat key has nothing queued. A child
@@ -109,16 +139,16 @@ func lruIdle(sessions map[*session]struct{}, queued func(key string) int) *sessi
 	return best
 }
 
-// acquireSlot takes one of the MaxChildren slots, waiting (FIFO, bounded by SlotWait and ctx)
-// while all are held; with MaxSlotWaiters keys waiting already it refuses at once. A waiter
-// makes the least recently used idle child retire for it.
+// acquireSlot takes a free slot (slots), waiting (FIFO, bounded by SlotWait and ctx) while none
+// is free; with MaxSlotWaiters keys waiting already it refuses at once. A waiter makes the least
+// recently used idle child retire for it.
 func (s *Supervisor) acquireSlot(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	if s.slots.take() {
+	if s.slots.take(s.memUseLocked()) {
 		s.mu.Unlock()
 		return nil
 	}
@@ -138,7 +168,8 @@ func (s *Supervisor) acquireSlot(ctx context.Context) error {
 	case <-ctx.Done():
 		err = context.Cause(ctx)
 	case <-t.C:
-		err = fmt.Errorf("waited %s for one of %d codex slots: %w", s.cfg.SlotWait, s.cfg.MaxChildren, ErrNoSlot)
+		err = fmt.Errorf("waited %s for a codex slot (at most %d children, memory budget %s): %w",
+			s.cfg.SlotWait, s.cfg.MaxChildren, budgetText(s.slots.budget), ErrNoSlot)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -146,7 +177,7 @@ func (s *Supervisor) acquireSlot(ctx context.Context) error {
 	case w.granted && ctx.Err() == nil:
 		return nil // granted just as the wait ran out: use it
 	case w.granted:
-		s.slots.release()
+		s.releaseSlotLocked()
 	case w.err != nil:
 		return w.err
 	default:
@@ -155,15 +186,46 @@ func (s *Supervisor) acquireSlot(ctx context.Context) error {
 	return err
 }
 
-// rebalanceLocked retires idle children until every slot waiter has a retiring child whose slot
-// it will get.
+// releaseSlotLocked frees one slot and serves the waiters.
+func (s *Supervisor) releaseSlotLocked() {
+	s.slots.release()
+	s.serveWaitersLocked()
+}
+
+// serveWaitersLocked grants the waiters what is free now and evicts idle children for the rest.
+func (s *Supervisor) serveWaitersLocked() {
+	if s.slots.waiting() == 0 {
+		return
+	}
+	s.slots.grant(s.memUseLocked())
+	s.rebalanceLocked()
+}
+
+// rebalanceLocked retires idle children until every slot waiter will find a free slot once the
+// retiring children are gone. Each eviction frees a slot and the child's memory; when the budget
+// is held by busy children, evicting every idle one may still not be enough, and the waiters wait
+// for turns to end (bounded by SlotWait).
 func (s *Supervisor) rebalanceLocked() {
-	for s.slots.shortfall() > 0 {
-		v := lruIdle(s.sessions, s.queue.LenLocked)
+	for s.slots.short(s.memUseLocked()) {
+		v := s.victimLocked()
 		if v == nil {
 			return
 		}
-		v.log.Info("evicting least recently used idle child", zap.Int("waiting", s.slots.waiting()))
+		v.log.Info("evicting least recently used idle child", zap.Int("waiting", s.slots.waiting()),
+			zap.Int64("pss_bytes", v.mem.PSS))
 		s.retireLocked(v, ReasonEvicted, nil)
 	}
+}
+
+// victimLocked picks the child to evict for a slot waiter, nil when none may go.
+func (s *Supervisor) victimLocked() *session {
+	return lruIdle(s.sessions, s.queue.LenLocked)
+}
+
+// budgetText renders a memory budget for messages.
+func budgetText(b int64) string {
+	if b <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d MiB", b>>20)
 }

@@ -15,15 +15,15 @@ func isReady(w *slotWaiter) bool {
 }
 
 // TestSlotsCapAndFIFO: slots are handed out up to the cap, then waiters queue and get released
-// slots in arrival order, each release going straight to the head waiter so the cap holds.
+// slots in arrival order, each released slot going to the head waiter so the cap holds.
 func TestSlotsCapAndFIFO(t *testing.T) {
 	p := &slots{max: 2, maxWaiters: 5}
 	for i := range 2 {
-		if !p.take() {
+		if !p.take(memUse{}) {
 			t.Fatalf("take %d refused below the cap", i+1)
 		}
 	}
-	if p.take() {
+	if p.take(memUse{}) {
 		t.Fatal("take granted a slot over the cap")
 	}
 	a, errA := p.join()
@@ -35,6 +35,7 @@ func TestSlotsCapAndFIFO(t *testing.T) {
 		t.Fatalf("waiting = %d, want 2", got)
 	}
 	p.release()
+	p.grant(memUse{})
 	if !isReady(a) || !a.granted || isReady(b) {
 		t.Fatalf("after one release: a ready=%v granted=%v, b ready=%v; want a granted, b waiting", isReady(a), a.granted, isReady(b))
 	}
@@ -42,6 +43,7 @@ func TestSlotsCapAndFIFO(t *testing.T) {
 		t.Fatalf("used = %d after a hand-over, want 2", p.used)
 	}
 	p.release()
+	p.grant(memUse{})
 	if !isReady(b) || !b.granted {
 		t.Fatal("second release did not grant b")
 	}
@@ -55,7 +57,7 @@ func TestSlotsCapAndFIFO(t *testing.T) {
 func TestSlotsTakeQueuesBehindWaiters(t *testing.T) {
 	p := &slots{max: 1, maxWaiters: 5, used: 0}
 	p.waiters = append(p.waiters, &slotWaiter{ready: make(chan struct{})})
-	if p.take() {
+	if p.take(memUse{}) {
 		t.Fatal("take jumped the waiter queue")
 	}
 }
@@ -85,6 +87,7 @@ func TestSlotsLeaveAndFail(t *testing.T) {
 	c, _ := p.join()
 	p.leave(b)
 	p.release()
+	p.grant(memUse{})
 	if !a.granted || b.granted || c.granted {
 		t.Fatalf("granted a=%v b=%v c=%v, want only a", a.granted, b.granted, c.granted)
 	}
@@ -100,17 +103,58 @@ func TestSlotsLeaveAndFail(t *testing.T) {
 	}
 }
 
-// TestSlotsShortfall: each retiring child covers one waiter.
-func TestSlotsShortfall(t *testing.T) {
+// TestSlotsShort: each retiring child covers one waiter.
+func TestSlotsShort(t *testing.T) {
 	p := &slots{max: 1, maxWaiters: 5, used: 1}
 	p.join()
 	p.join()
-	if got := p.shortfall(); got != 2 {
-		t.Fatalf("shortfall = %d, want 2", got)
+	if !p.short(memUse{}) {
+		t.Fatal("two waiters, no retiring child: want short")
 	}
 	p.retiring = 1
-	if got := p.shortfall(); got != 1 {
-		t.Fatalf("shortfall with one retiring = %d, want 1", got)
+	if !p.short(memUse{}) {
+		t.Fatal("two waiters, one retiring child under a cap of 1: want short")
+	}
+	p.max = 2
+	if p.short(memUse{}) {
+		t.Fatal("two waiters, cap 2, one retiring child: both will fit")
+	}
+}
+
+// TestSlotsBudget: below the count cap a slot is free only while one more estimate fits the
+// budget; the first child always fits; grants stop at the budget; a retiring child's memory
+// counts as given back for the waiters.
+func TestSlotsBudget(t *testing.T) {
+	p := &slots{max: 8, maxWaiters: 5, budget: 250}
+	if !p.take(memUse{held: 0, estimate: 400}) {
+		t.Fatal("the first child did not fit a budget smaller than it")
+	}
+	if p.take(memUse{held: 160, estimate: 100}) {
+		t.Fatal("160 held + 100 fits 250")
+	}
+	if !p.take(memUse{held: 150, estimate: 100}) {
+		t.Fatal("150 held + 100 does not fit 250")
+	}
+	a, _ := p.join()
+	b, _ := p.join()
+	u := memUse{held: 200, estimate: 100}
+	p.grant(u)
+	if isReady(a) {
+		t.Fatal("granted past the budget")
+	}
+	if !p.short(u) {
+		t.Fatal("nothing retiring: want short")
+	}
+	p.retiring = 1
+	if p.short(memUse{held: 200, freeing: 150, estimate: 100}) {
+		t.Fatal("after the retiring 150 go, 50 + 100 + 100 fits 250: want not short")
+	}
+	if !p.short(memUse{held: 200, freeing: 100, estimate: 100}) {
+		t.Fatal("after the retiring 100 go, 100 + 100 + 100 does not fit 250: want short")
+	}
+	p.grant(memUse{held: 50, estimate: 100})
+	if !a.granted || !b.granted || p.used != 4 {
+		t.Fatalf("grant with room for two: a %v b %v used %d", a.granted, b.granted, p.used)
 	}
 }
 

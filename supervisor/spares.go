@@ -63,7 +63,7 @@ func (s *Supervisor) reserveSpare() (*session, time.Duration) {
 	if wait := s.spareCrash.wait(time.Now()); wait > 0 {
 		return nil, wait
 	}
-	if !s.slots.take() {
+	if !s.slots.take(s.memUseLocked()) {
 		return nil, 0
 	}
 	// The placeholder key is in no map: a spare belongs to no chat until one takes it.

@@ -21,6 +21,16 @@ const (
 	// be running that turn and would merge the next turn/start into it, so the child is not
 	// trusted with another turn.
 	ReasonProtocol = "protocol_error"
+
+	// Recycling: a healthy child replaced by a fresh one that resumes its thread. Each has its
+	// own reason so Totals.Retired tells a leak (memory) from routine renewal.
+
+	// ReasonMemory: the child's private memory passed Config.ChildMemoryLimit.
+	ReasonMemory = "memory"
+	// ReasonMaxAge: the child was older than Config.ChildMaxAge.
+	ReasonMaxAge = "max_age"
+	// ReasonMaxTurns: the child ran Config.ChildMaxTurns turns.
+	ReasonMaxTurns = "max_turns"
 )
 
 // transitions is the lifecycle table. starting → retiring exists besides the issue's
@@ -101,14 +111,15 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 			s.log.Warn("spare codex child crashed; backing off", zap.Int("failures", s.spareCrash.failures),
 				zap.Duration("retry_in", d), zap.Error(cause))
 		}
-	case reason == ReasonIdle, reason == ReasonEvicted, reason == ReasonShutdown, reason == ReasonReset:
+	case reason == ReasonIdle, reason == ReasonEvicted, reason == ReasonShutdown, reason == ReasonReset,
+		reason == ReasonMemory, reason == ReasonMaxAge, reason == ReasonMaxTurns:
 	default:
 		k.needRestart = true
 	}
 	if crash && !sess.spare {
 		s.recordFailureLocked(k, cause)
 	}
-	s.slots.release()
+	s.releaseSlotLocked()
 	s.kickSpares()
 	close(sess.reaped)
 	s.gcKeyLocked(k)

@@ -28,6 +28,11 @@ func (s *Supervisor) Status() Snapshot {
 		StoreErrors:    s.storeErrors,
 		WaitingForSlot: s.slots.waiting(),
 	}
+	if s.slots.budget > 0 {
+		t.MemoryBudgetBytes = s.slots.budget
+	}
+	u := s.memUseLocked()
+	t.MeasuredPSSBytes, t.ChargedBytes, t.ChildEstimateBytes = u.measured, u.held, u.estimate
 	for sess := range s.sessions {
 		cs := ChildStatus{
 			ChatKey:  sess.key.key,
@@ -59,9 +64,9 @@ func (s *Supervisor) Status() Snapshot {
 		if r.child != nil {
 			r.cs.LastActivity = r.child.LastActivity()
 		}
-		// One smaps_rollup read per child: it gives all three figures; a process that just went
-		// away reads as zero.
-		if m, err := procfs.Memory(r.cs.PID); err == nil {
+		// One smaps_rollup read per child (Config.Memory): it gives all three figures; a process
+		// that just went away reads as zero.
+		if m, err := s.cfg.Memory(r.cs.PID); err == nil {
 			r.cs.RSSBytes, r.cs.PSSBytes, r.cs.USSBytes = m.RSS, m.PSS, m.USS
 		} else {
 			r.cs.RSSBytes = procfs.RSS(r.cs.PID)

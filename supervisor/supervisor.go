@@ -2,8 +2,10 @@
 //
 // Each chat key gets one child, spawned on its first message, that resumes the key's stored
 // thread (or starts one). Turns of one key run one at a time in arrival order; different keys run
-// in parallel up to a cap on live children. Watchdogs retire children that hang or die; the next
-// message of that key gets a new child that resumes the same thread.
+// in parallel up to a cap on live children and a memory budget on their summed PSS (slots.go).
+// Watchdogs retire children that hang or die, and recycling retires children that grew too
+// large or old (memory.go); the next message of that key gets a new child that resumes the same
+// thread.
 //
 // Concurrency layout: one mutex (Supervisor.mu) guards the pool's bookkeeping: the key states,
 // the sessions and their states, the slots (slots.go) and the per-key queues (the keyfifo runs on
@@ -13,8 +15,10 @@
 // /proc. Every chat key with queued work has one worker goroutine (queue.go) that runs its turns
 // in FIFO order; Shutdown waits for them before closing the children. Every child has one
 // watcher goroutine (watcher.go) that notices its death, closes it when idle too long, and is
-// the only caller of Close; it exits once the child was reaped. The watchers are counted in a
-// WaitGroup that Shutdown waits for last.
+// the only caller of Close; it exits once the child was reaped. One memory sampler goroutine
+// (memory.go) reads the children's memory for the budget and recycles bloated children; it stops
+// when Shutdown begins. The watchers and the sampler are counted in a WaitGroup that Shutdown
+// waits for last.
 package supervisor
 
 import (
@@ -44,7 +48,7 @@ type Supervisor struct {
 	life          context.Context
 	stopLife      context.CancelCauseFunc
 
-	wg sync.WaitGroup // the child watchers
+	wg sync.WaitGroup // the child watchers and the memory sampler
 
 	spareKick  chan struct{} // wakes keepSpares (spares.go)
 	sparesDone chan struct{} // closed when keepSpares returned, or at once with no spares
@@ -75,6 +79,12 @@ func New(cfg Config) (*Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
+	var budgetErr error
+	if cfg.MemoryBudget == 0 {
+		if cfg.MemoryBudget, budgetErr = DefaultMemoryBudget(); budgetErr != nil {
+			cfg.MemoryBudget = -1 // no /proc/meminfo (not Linux): warned about below
+		}
+	}
 	s := &Supervisor{
 		cfg:          cfg,
 		log:          cfg.Logger.Named("supervisor"),
@@ -82,7 +92,7 @@ func New(cfg Config) (*Supervisor, error) {
 		sessions:     make(map[*session]struct{}),
 		retired:      make(map[string]int),
 		shutdownDone: make(chan struct{}),
-		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters},
+		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters, budget: cfg.MemoryBudget},
 		spareKick:    make(chan struct{}, 1),
 		sparesDone:   make(chan struct{}),
 	}
@@ -111,14 +121,24 @@ func New(cfg Config) (*Supervisor, error) {
 			return nil, fmt.Errorf("supervisor: %w", err)
 		}
 	}
+	if cfg.MemorySampleInterval > 0 {
+		s.wg.Add(1)
+		go s.sampleMemory()
+	}
 	if cfg.Spares > 0 {
 		go s.keepSpares() // Shutdown waits for sparesDone
 		s.kickSpares()
 	} else {
 		close(s.sparesDone)
 	}
+	if budgetErr != nil {
+		s.log.Warn("no memory budget: live children are bounded by max_children alone",
+			zap.Int("max_children", cfg.MaxChildren), zap.Error(budgetErr))
+	}
 	s.log.Info("supervisor ready",
-		zap.Int("max_children", cfg.MaxChildren), zap.Int("spares", cfg.Spares), zap.Int("max_queue_per_key", cfg.MaxQueuePerKey),
+		zap.Int("max_children", cfg.MaxChildren), zap.Int("spares", cfg.Spares), zap.Int64("memory_budget_bytes", max(cfg.MemoryBudget, 0)),
+		zap.Int64("child_memory_limit_bytes", cfg.ChildMemoryLimit), zap.Duration("child_max_age", cfg.ChildMaxAge),
+		zap.Int("child_max_turns", cfg.ChildMaxTurns), zap.Int("max_queue_per_key", cfg.MaxQueuePerKey),
 		zap.Duration("idle_ttl", cfg.IdleTTL), zap.Duration("turn_deadline", cfg.TurnDeadline),
 		zap.Duration("post_tool_quiet", cfg.PostToolQuiet), zap.String("state_dir", cfg.StateDir))
 	return s, nil

@@ -56,6 +56,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		s.recordThread(k.key, sess)
 	}
 
+	recycled := false
 	s.mu.Lock()
 	sess.turns++
 	s.turns++
@@ -75,12 +76,20 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	case retire != "":
 		s.retireLocked(sess, retire, err)
 	default:
+		// A child that grew too large or old is replaced now, between turns: its reply is
+		// good, and the key's next message resumes the thread in a new child.
+		if why := s.recycleReasonLocked(sess, time.Now()); why != "" {
+			recycled = true
+			s.recycleLocked(sess, why)
+			break
+		}
 		s.idleLocked(sess)
 	}
 	retiring := sess.state == StateRetiring
 	s.mu.Unlock()
-	if retiring {
+	if retiring && !recycled {
 		// The reply goes out only after the child was reaped: callers may rely on it being gone.
+		// A recycled child's turn went well; its reply does not wait for the close.
 		<-sess.reaped
 	}
 
@@ -105,7 +114,7 @@ func (s *Supervisor) idleLocked(sess *session) {
 	case sess.kick <- struct{}{}:
 	default:
 	}
-	s.rebalanceLocked()
+	s.serveWaitersLocked()
 }
 
 // recordThread stores the key's thread id. A failed write is logged and counted, not returned:

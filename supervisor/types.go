@@ -128,7 +128,7 @@ type Totals struct {
 	Queued  int            `json:"queued"`
 	Cap     int            `json:"cap"`
 	Turns   int64          `json:"turns"`
-	Retired map[string]int `json:"retired"` // by reason: watchdog names, "idle", "evicted", "shutdown", "start_failed"
+	Retired map[string]int `json:"retired"` // by reason: watchdog names and the Reason constants ("idle", "evicted", "memory", …)
 	// StoreErrors counts failed writes of thread ids to the ThreadStore.
 	StoreErrors int64 `json:"store_errors"`
 	// WaitingForSlot counts chat keys waiting for a free child slot.
@@ -138,6 +138,19 @@ type Totals struct {
 	RSSBytes int64 `json:"rss_bytes"`
 	PSSBytes int64 `json:"pss_bytes"`
 	USSBytes int64 `json:"uss_bytes"`
+
+	// MemoryBudgetBytes is the bound on the children's summed PSS (Config.MemoryBudget); 0: no
+	// budget.
+	MemoryBudgetBytes int64 `json:"memory_budget_bytes"`
+	// MeasuredPSSBytes sums the children's PSS as the memory sampler last read it.
+	MeasuredPSSBytes int64 `json:"measured_pss_bytes"`
+	// ChargedBytes is what the budget counts as used: MeasuredPSSBytes plus ChildEstimateBytes
+	// for each child (or slot granted) not measured yet. A new child starts while ChargedBytes +
+	// ChildEstimateBytes fits the budget.
+	ChargedBytes int64 `json:"charged_bytes"`
+	// ChildEstimateBytes is what one more child is expected to cost: the mean PSS of the
+	// measured children that ran a turn, or DefaultChildEstimate before there is one.
+	ChildEstimateBytes int64 `json:"child_estimate_bytes"`
 }
 
 // Snapshot is the live process table at one instant.

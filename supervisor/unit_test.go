@@ -27,10 +27,12 @@ import (
 	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
 )
 
-// newSup builds a supervisor on w inside a synctest bubble; mut adjusts the config.
+// newSup builds a supervisor on w inside a synctest bubble; mut adjusts the config. The pool is
+// bounded by MaxChildren alone unless mut sets a memory budget: the default budget depends on the
+// machine's free memory.
 func newSup(t *testing.T, w *fakeWorld, mut func(*Config)) *Supervisor {
 	t.Helper()
-	cfg := Config{Spawn: w.spawn, MaxChildren: 8}
+	cfg := Config{Spawn: w.spawn, MaxChildren: 8, MemoryBudget: -1}
 	if mut != nil {
 		mut(&cfg)
 	}
@@ -950,33 +952,6 @@ func TestWarmChildNeverReverts(t *testing.T) {
 				r.Text, lastTurns, reverts, w.spawnCount())
 		}
 	})
-}
-
-func TestCapFromMemory(t *testing.T) {
-	tests := []struct {
-		avail int64
-		want  int
-	}{
-		{0, 2},
-		{BytesPerChild, 2},
-		{10 * BytesPerChild, 10},
-		{1 << 40, MaxChildrenCeiling},
-	}
-	for _, tc := range tests {
-		if got := capFromMemory(tc.avail); got != tc.want {
-			t.Errorf("capFromMemory(%d) = %d, want %d", tc.avail, got, tc.want)
-		}
-	}
-	b, ok := memAvailable([]byte("MemTotal:  100 kB\nMemAvailable:    3072000 kB\n"))
-	if !ok || b != 3072000<<10 {
-		t.Fatalf("memAvailable = %d %v", b, ok)
-	}
-	if _, ok := memAvailable([]byte("MemTotal: 1 kB\n")); ok {
-		t.Fatal("memAvailable without the line")
-	}
-	if n := DefaultMaxChildren(); n < 2 || n > MaxChildrenCeiling {
-		t.Fatalf("DefaultMaxChildren = %d", n)
-	}
 }
 
 func TestConfigValidation(t *testing.T) {

@@ -137,6 +137,8 @@ func runScaleWorker(ctx context.Context, sc scaleConfig) (scaleResult, error) {
 	sup, err := supervisor.New(supervisor.Config{
 		Spawn:       sp.spawn,
 		MaxChildren: sc.Sessions,
+		// The in-memory children cost no memory; the budget would charge each the estimate.
+		MemoryBudget: -1,
 		// Long enough that no session idles out during the run.
 		IdleTTL: time.Hour,
 	})

@@ -128,6 +128,12 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	if cfg.Approval == "accept" {
 		policy = appserver.AcceptPolicy()
 	}
+	budget := cfg.MemoryBudget
+	if cfg.MemoryBudgetFraction > 0 {
+		if budget, err = supervisor.MemoryBudgetOf(cfg.MemoryBudgetFraction); err != nil {
+			return fmt.Errorf("--memory-budget: %w", err)
+		}
+	}
 	// New also runs the boot sweep: children left by a daemon that was killed would otherwise
 	// hold memory and their threads forever.
 	d.sup, err = supervisor.New(supervisor.Config{
@@ -147,6 +153,10 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		StateDir:         cfg.StateDir,
 		MaxChildren:      cfg.MaxChildren,
 		Spares:           cfg.Spares,
+		MemoryBudget:     budget,
+		ChildMemoryLimit: cfg.ChildMemoryLimit,
+		ChildMaxAge:      cfg.ChildMaxAge,
+		ChildMaxTurns:    cfg.ChildMaxTurns,
 		MaxQueuePerKey:   cfg.MaxQueue,
 		SlotWait:         cfg.SlotWait,
 		MaxSlotWaiters:   cfg.MaxSlotWaiters,

@@ -71,6 +71,48 @@ func TestParseRunConfig(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "memory defaults: supervisor's budget, 2 GiB child limit, no max age or turns",
+			check: func(t *testing.T, c runConfig) {
+				if c.MemoryBudget != 0 || c.MemoryBudgetFraction != 0 || c.ChildMemoryLimit != supervisor.DefaultChildMemoryLimit ||
+					c.ChildMaxAge != 0 || c.ChildMaxTurns != 0 || c.MaxChildren != supervisor.DefaultMaxChildren {
+					t.Fatalf("memory defaults: %+v", c)
+				}
+			},
+		},
+		{
+			name: "memory budget as a size, recycling flags",
+			args: []string{"--memory-budget", "2GiB", "--child-memory-limit", "500MB", "--child-max-age", "6h", "--child-max-turns", "100"},
+			check: func(t *testing.T, c runConfig) {
+				if c.MemoryBudget != 2<<30 || c.MemoryBudgetFraction != 0 || c.ChildMemoryLimit != 500e6 ||
+					c.ChildMaxAge != 6*time.Hour || c.ChildMaxTurns != 100 {
+					t.Fatalf("memory flags: %+v", c)
+				}
+			},
+		},
+		{
+			name: "memory budget as a fraction from the environment; limit off",
+			env:  map[string]string{"CODEX_WARM_MEMORY_BUDGET": "0.6", "CODEX_WARM_CHILD_MEMORY_LIMIT": "off"},
+			check: func(t *testing.T, c runConfig) {
+				if c.MemoryBudget != 0 || c.MemoryBudgetFraction != 0.6 || c.ChildMemoryLimit != 0 {
+					t.Fatalf("memory env: %+v", c)
+				}
+			},
+		},
+		{
+			name: "memory budget off",
+			args: []string{"--memory-budget", "off"},
+			check: func(t *testing.T, c runConfig) {
+				if c.MemoryBudget != -1 {
+					t.Fatalf("budget off: %+v", c)
+				}
+			},
+		},
+		{name: "memory budget of zero", args: []string{"--memory-budget", "0"}, wantErr: "--memory-budget"},
+		{name: "memory budget with a bad unit", args: []string{"--memory-budget", "2 parsecs"}, wantErr: "unknown unit"},
+		{name: "child memory limit not a size", env: map[string]string{"CODEX_WARM_CHILD_MEMORY_LIMIT": "lots"}, wantErr: "--child-memory-limit"},
+		{name: "negative max turns", args: []string{"--child-max-turns", "-1"}, wantErr: "--child-max-turns"},
+		{name: "negative max age", args: []string{"--child-max-age", "-1h"}, wantErr: "--child-max-age"},
 		{name: "bad duration in env is an error, not ignored", env: map[string]string{"CODEX_WARM_IDLE_TTL": "soon"}, wantErr: "CODEX_WARM_IDLE_TTL"},
 		{name: "bad int in env", env: map[string]string{"CODEX_WARM_MAX_CHILDREN": "many"}, wantErr: "CODEX_WARM_MAX_CHILDREN"},
 		{name: "unknown inbox", args: []string{"--inbox", "smtp"}, wantErr: "--inbox"},
@@ -149,6 +191,22 @@ func TestInboxTokenFile(t *testing.T) {
 	}
 }
 
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{
+		"1073741824": 1 << 30, "2GiB": 2 << 30, "2gib": 2 << 30, "2Gi": 2 << 30, "2G": 2 << 30, "2GB": 2e9,
+		"500MB": 500e6, "500 MiB": 500 << 20, "512m": 512 << 20, "1.5GiB": 3 << 29, "64KiB": 64 << 10, "1TB": 1e12, "0": 0,
+	} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "GiB", "-1GiB", "2XB", "1.2.3MB", "99999999TiB"} {
+		if got, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
 func TestParseRunConfigBadFlagIsUsageError(t *testing.T) {
 	_, err := parseRunConfig([]string{"--no-such-flag"}, envOf(nil), io.Discard)
 	var ec exitCode
@@ -169,7 +227,8 @@ func TestRenderStatusTable(t *testing.T) {
 				{ThreadID: "t3", PID: 9, State: supervisor.StateSpare, LastActivity: now.Add(-time.Minute)},
 			},
 			Totals: supervisor.Totals{Live: 3, Busy: 1, Spares: 1, Cap: 4, Turns: 4, Retired: map[string]int{"idle": 2, "child_died": 1},
-				RSSBytes: 150 << 20, PSSBytes: 53 << 20, USSBytes: 25 << 20},
+				RSSBytes: 150 << 20, PSSBytes: 53 << 20, USSBytes: 25 << 20,
+				MemoryBudgetBytes: 4 << 30, ChargedBytes: 106 << 20, MeasuredPSSBytes: 53 << 20, ChildEstimateBytes: 53 << 20},
 		},
 	}
 	var b bytes.Buffer
@@ -207,10 +266,16 @@ func TestRenderStatusTable(t *testing.T) {
 		t.Errorf("memory column is not PSS:\n%s", out)
 	}
 	for _, want := range []string{"01a1fd80-b525…", "busy", "1.5s", "2m00s", "live 3/4  busy 1  spares 1", "retired child_died=1 idle=2", "up 1m30s",
-		"memory: children pss 53M (private 25M, rss 150M), daemon pss 9M"} {
+		"memory: children pss 53M (private 25M, rss 150M), daemon pss 9M; budget 4.0G, used 106M (measured 53M), new child ~53M\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
+	}
+	doc.Snapshot.Totals.MemoryBudgetBytes = 0
+	b.Reset()
+	renderStatus(&b, doc, now)
+	if want := "daemon pss 9M; no memory budget\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("status output without a budget lacks %q:\n%s", want, b.String())
 	}
 }
 

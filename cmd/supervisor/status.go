@@ -96,8 +96,16 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 		fmt.Fprintf(w, "  retired %s", strings.Join(reasons, " "))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "memory: children pss %s (private %s, rss %s), daemon pss %s\n",
+	fmt.Fprintf(w, "memory: children pss %s (private %s, rss %s), daemon pss %s",
 		humanBytes(t.PSSBytes), humanBytes(t.USSBytes), humanBytes(t.RSSBytes), humanBytes(doc.Daemon.PSSBytes))
+	// The budget's own figures: what it counts as used (the sampler's PSS readings, plus the
+	// estimate for children not measured yet) and what it expects a new child to cost.
+	if t.MemoryBudgetBytes > 0 {
+		fmt.Fprintf(w, "; budget %s, used %s (measured %s), new child ~%s\n",
+			humanBytes(t.MemoryBudgetBytes), humanBytes(t.ChargedBytes), humanBytes(t.MeasuredPSSBytes), humanBytes(t.ChildEstimateBytes))
+	} else {
+		fmt.Fprintln(w, "; no memory budget")
+	}
 }
 
 // shortID keeps thread ids readable in a table; --json has them whole.

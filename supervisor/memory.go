@@ -1,0 +1,150 @@
+package supervisor
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/childproc"
+)
+
+// memUse is the pool's memory as the budget counts it (see Config.MemoryBudget).
+type memUse struct {
+	// held is charged to the slots held: each child's latest PSS reading, and the estimate for a
+	// slot whose child was not measured yet (a grant in hand, a child starting, one that started
+	// since the last sample). Charging those keeps a burst of new chats from all fitting into
+	// the room one stale sample shows.
+	held int64
+	// freeing is the part of held that retiring children give back once reaped.
+	freeing int64
+	// estimate is what one more child is expected to cost.
+	estimate int64
+	// measured sums the latest PSS readings.
+	measured int64
+}
+
+// memUseLocked computes the pool's memory use from the sessions' latest readings.
+//
+// The estimate is the mean PSS of the measured children that ran a turn. A child fresh from
+// initialize, or in its first turn, is smaller than a warm one (PROTOCOL.md: 11.5 MB private
+// idle, 25 MB warm) and would pull the mean down. The mean errs high on purpose: every child's
+// PSS carries its share of the codex binary's pages, and one more child makes everyone's share
+// smaller, so a new child costs less than the mean in total.
+func (s *Supervisor) memUseLocked() memUse {
+	u := memUse{estimate: DefaultChildEstimate}
+	var warmSum, warmN int64
+	measured, retiringUnmeasured := 0, 0
+	for sess := range s.sessions {
+		if !sess.measured {
+			if sess.state == StateRetiring {
+				retiringUnmeasured++
+			}
+			continue
+		}
+		measured++
+		u.measured += sess.mem.PSS
+		if sess.state == StateRetiring {
+			u.freeing += sess.mem.PSS
+		}
+		if sess.turns > 0 {
+			warmSum += sess.mem.PSS
+			warmN++
+		}
+	}
+	if warmN > 0 {
+		u.estimate = warmSum / warmN
+	}
+	u.held = u.measured + int64(s.slots.used-measured)*u.estimate
+	u.freeing += int64(retiringUnmeasured) * u.estimate
+	return u
+}
+
+// recycleReasonLocked says why sess, idle or ending a turn, is to be replaced by a fresh child
+// that resumes its thread; "" when it is not.
+func (s *Supervisor) recycleReasonLocked(sess *session, now time.Time) string {
+	switch {
+	case s.cfg.ChildMemoryLimit > 0 && sess.measured && sess.mem.USS > s.cfg.ChildMemoryLimit:
+		return ReasonMemory
+	case s.cfg.ChildMaxTurns > 0 && sess.turns >= s.cfg.ChildMaxTurns:
+		return ReasonMaxTurns
+	case s.cfg.ChildMaxAge > 0 && now.Sub(sess.started) >= s.cfg.ChildMaxAge:
+		return ReasonMaxAge
+	}
+	return ""
+}
+
+// recycleLocked retires sess for reason (a recycle reason), logging what crossed its limit.
+func (s *Supervisor) recycleLocked(sess *session, reason string) {
+	sess.log.Info("recycling codex child", zap.String("reason", reason),
+		zap.Int64("uss_bytes", sess.mem.USS), zap.Int64("pss_bytes", sess.mem.PSS),
+		zap.Int("turns", sess.turns), zap.Duration("age", time.Since(sess.started)))
+	s.retireLocked(sess, reason, nil)
+}
+
+// sampleMemory is the memory sampler: every MemorySampleInterval it reads each child's memory
+// until Shutdown begins. Shutdown waits for it (Supervisor.wg).
+func (s *Supervisor) sampleMemory() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.MemorySampleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.accepting.Done():
+			return
+		case <-t.C:
+		}
+		s.sampleOnce()
+	}
+}
+
+// sampleOnce reads every live child's memory (outside the lock: /proc reads), stores the
+// readings, recycles idle children past their limits and hands the room the readings show to
+// slot waiters.
+func (s *Supervisor) sampleOnce() {
+	type reading struct {
+		sess *session
+		pid  int
+		mem  childproc.Memory
+		err  error
+	}
+	s.mu.Lock()
+	rs := make([]reading, 0, len(s.sessions))
+	for sess := range s.sessions {
+		if sess.pid > 0 && sess.state != StateRetiring {
+			rs = append(rs, reading{sess: sess, pid: sess.pid})
+		}
+	}
+	s.mu.Unlock()
+	for i := range rs {
+		rs[i].mem, rs[i].err = s.cfg.Memory(rs[i].pid)
+	}
+
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, r := range rs {
+		sess := r.sess
+		if _, live := s.sessions[sess]; !live || sess.state == StateRetiring {
+			continue
+		}
+		switch {
+		case r.err == nil:
+			sess.mem, sess.measured = r.mem, true
+		case !sess.memErrLogged:
+			// A child that just exited is the watcher's business. Any other failure (no
+			// smaps_rollup, no permission) repeats at every sample: say it once per child.
+			sess.memErrLogged = true
+			sess.log.Warn("cannot read the child's memory; the budget charges it the estimate", zap.Error(r.err))
+		}
+		if sess.state == StateIdle {
+			if why := s.recycleReasonLocked(sess, now); why != "" {
+				s.recycleLocked(sess, why)
+			}
+		}
+	}
+	// Children may have shrunk, or been recycled: room for waiters.
+	s.serveWaitersLocked()
+}
