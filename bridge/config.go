@@ -31,7 +31,6 @@ const (
 	DefaultMaxRowBytes       = 16 << 20
 	DefaultMaxTextBytes      = 64 << 10
 	DefaultMaxReplyBytes     = 128 << 10
-	DefaultMaxParallel       = 8
 	DefaultMaxUnacked        = 1024
 	DefaultRecentIDs         = 4096
 	DefaultDrainTimeout      = 30 * time.Second
@@ -93,8 +92,6 @@ type MoleculeConfig struct {
 	MaxTextBytes int
 	// MaxReplyBytes caps one reply sent to the platform, the same way.
 	MaxReplyBytes int
-	// MaxParallel bounds concurrent Submit calls (different chat keys).
-	MaxParallel int
 	// MaxUnacked bounds messages received but not yet behind the durable position; polling pauses
 	// at the bound (back-pressure) so memory stays bounded when one reply cannot be delivered.
 	MaxUnacked int
@@ -137,7 +134,6 @@ func (cfg MoleculeConfig) withDefaults() MoleculeConfig {
 	cfg.MaxRowBytes = min(cfg.MaxRowBytes, cfg.MaxPollBytes)
 	setInt(&cfg.MaxTextBytes, DefaultMaxTextBytes)
 	setInt(&cfg.MaxReplyBytes, DefaultMaxReplyBytes)
-	setInt(&cfg.MaxParallel, DefaultMaxParallel)
 	setInt(&cfg.MaxUnacked, DefaultMaxUnacked)
 	setInt(&cfg.RecentIDs, DefaultRecentIDs)
 	setInt(&cfg.SinceSecs, DefaultSinceSecs)

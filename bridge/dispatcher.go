@@ -25,8 +25,8 @@ func (j job) activityID() string {
 
 // dispatcher runs jobs of one chat key in order and jobs of different keys in parallel: a
 // goroutine per key with queued work, which exits when its queue is empty. The number of such
-// goroutines is bounded by the unacked window (MaxUnacked); concurrency of the expensive part
-// (Submit) is bounded separately by the handler.
+// goroutines is bounded by the unacked window (MaxUnacked). The expensive part, the turn, is
+// bounded by the supervisor's pool alone.
 type dispatcher struct {
 	fifo *keyfifo.FIFO[job]
 }

@@ -13,6 +13,14 @@ import (
 	"go.uber.org/zap"
 )
 
+// platformIdleConns is how many idle connections to the platform the inbox's own HTTP client
+// keeps. Every call goes to PLATFORM_URL's origin, and Go's default of 2 idle connections per
+// host would close and redial (a TLS handshake each) the connections of replies delivered at
+// once, one per chat answered at the same time; 100 is http.DefaultTransport's MaxIdleConns, the
+// idle connections it keeps for all hosts together. Connections in use are not capped
+// (MaxConnsPerHost 0): calls at once are bounded by the chats with work, at most MaxUnacked.
+const platformIdleConns = 100
+
 // ErrUnauthorized is wrapped by Run's error when the platform rejects the workspace token at
 // register (HTTP 401/403). Retrying cannot help; the operator has to fix the token.
 var ErrUnauthorized = errors.New("platform rejected the workspace token")
@@ -27,7 +35,6 @@ type Molecule struct {
 	ownHTTP *http.Client // the client NewMolecule created, closed by Run; nil when injected
 	ledger  *ledger
 	ncfg    normalizeConfig
-	sem     chan struct{} // bounds concurrent Submit calls
 	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
 	poisonSeen *idRing
@@ -55,7 +62,6 @@ func NewMolecule(cfg MoleculeConfig) (*Molecule, error) {
 		cfg:        cfg,
 		log:        log,
 		ncfg:       normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes},
-		sem:        make(chan struct{}, cfg.MaxParallel),
 		ackWake:    make(chan struct{}, 1),
 		inflight:   make(map[string]string),
 		poisonSeen: newIDRing(cfg.RecentIDs),
@@ -65,6 +71,9 @@ func NewMolecule(cfg MoleculeConfig) (*Molecule, error) {
 		tr, _ := http.DefaultTransport.(*http.Transport)
 		if tr != nil {
 			tr = tr.Clone()
+			tr.MaxConnsPerHost = 0
+			tr.MaxIdleConns = max(tr.MaxIdleConns, platformIdleConns)
+			tr.MaxIdleConnsPerHost = platformIdleConns
 		}
 		hc = &http.Client{Transport: tr}
 		m.ownHTTP = hc
@@ -371,21 +380,14 @@ func (m *Molecule) handle(ctx, drainCtx context.Context, j job) {
 // answer runs the turn and stores the reply durably before it is delivered, so a crash between
 // the two does not run codex again. It reports false when shutdown cut the turn off.
 func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*pendingReply, bool) {
-	select {
-	case m.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, false
-	}
+	start := time.Now()
 	m.mu.Lock()
 	m.inflight[msg.ActivityID] = msg.ChatKey
 	m.mu.Unlock()
-	start := time.Now()
 	reply, err := m.cfg.Answerer.Submit(drainCtx, msg.ChatKey, msg.Text)
 	m.mu.Lock()
 	delete(m.inflight, msg.ActivityID)
 	m.mu.Unlock()
-	<-m.sem
-
 	oc := classify(reply, err)
 	if oc == outcomeClosed || (oc != outcomeAnswered && drainCtx.Err() != nil) {
 		m.c.abandoned.Add(1)
