@@ -11,6 +11,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
 // platformIdleConns is how many idle connections to the platform the inbox's own HTTP client
@@ -168,6 +170,7 @@ func (m *Molecule) Stats() Stats {
 		HeartbeatErrors: m.c.heartbeatErrors.Load(),
 		PersistErrors:   m.c.persistErrors.Load(),
 		Abandoned:       m.c.abandoned.Load(),
+		BusyRetries:     m.c.busyRetries.Load(),
 		Cursor:          m.ledger.Cursor(),
 		Unacked:         unacked,
 		PendingReplies:  pending,
@@ -378,20 +381,15 @@ func (m *Molecule) handle(ctx, drainCtx context.Context, j job) {
 }
 
 // answer runs the turn and stores the reply durably before it is delivered, so a crash between
-// the two does not run codex again. It reports false when shutdown cut the turn off.
+// the two does not run codex again. It reports false when shutdown cut the turn off, or came
+// while the pool was busy: the row then stays unacknowledged and the next run answers it.
 func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*pendingReply, bool) {
 	start := time.Now()
-	m.mu.Lock()
-	m.inflight[msg.ActivityID] = msg.ChatKey
-	m.mu.Unlock()
-	reply, err := m.cfg.Answerer.Submit(drainCtx, msg.ChatKey, msg.Text)
-	m.mu.Lock()
-	delete(m.inflight, msg.ActivityID)
-	m.mu.Unlock()
+	reply, err := m.submit(ctx, drainCtx, log, msg)
 	oc := classify(reply, err)
-	if oc == outcomeClosed || (oc != outcomeAnswered && drainCtx.Err() != nil) {
+	if oc == outcomeClosed || (oc != outcomeAnswered && drainCtx.Err() != nil) || (oc == outcomeBusy && ctx.Err() != nil) {
 		m.c.abandoned.Add(1)
-		log.Info("turn cut off by shutdown; the message will be answered after the restart", zap.Error(err))
+		log.Info("stopping before the message was answered; it will be answered after the restart", zap.Error(err))
 		return nil, false
 	}
 	m.c.answered.Add(1)
@@ -422,6 +420,39 @@ func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		log.Error("could not store the reply before delivery; delivering anyway (a crash now would answer the message again)", zap.Error(err))
 	}
 	return p, true
+}
+
+// submit runs the message's turn. While the supervisor answers busy (outcomeBusy: no slot, too
+// many chats waiting for one, the chat's queue full, codex overloaded) the message is tried
+// again with backoff and jitter for up to BusyRetryFor; its row stays unacknowledged meanwhile,
+// durable on the platform. It returns the last result: an answer, a failure, or busy once the
+// bound is spent or ctx is done. Waits end with ctx; turns run on drainCtx.
+func (m *Molecule) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message) (supervisor.Reply, error) {
+	var (
+		reply supervisor.Reply
+		err   error
+		tries int
+	)
+	// The error retryFor returns is the last busy one or ctx's: reply and err say all of it.
+	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
+		tries++
+		m.mu.Lock()
+		m.inflight[msg.ActivityID] = msg.ChatKey
+		m.mu.Unlock()
+		reply, err = m.cfg.Answerer.Submit(drainCtx, msg.ChatKey, msg.Text)
+		m.mu.Lock()
+		delete(m.inflight, msg.ActivityID)
+		m.mu.Unlock()
+		if classify(reply, err) == outcomeBusy {
+			return err
+		}
+		return nil
+	}, func(err error, wait time.Duration) {
+		m.c.busyRetries.Add(1)
+		log.Info("codex is busy; the message stays unacknowledged and is tried again later",
+			zap.Error(err), zap.Int("attempt", tries), zap.Duration("retry_in", wait), zap.Duration("busy_retry_for", m.cfg.BusyRetryFor))
+	})
+	return reply, err
 }
 
 // deliver sends a reply until the platform accepts it, refuses it for good, or drainCtx ends

@@ -75,3 +75,44 @@ func TestE2EMoleculeRunsAsManyTurnsAsThePool(t *testing.T) {
 	}
 	d.stop(stopTimeout)
 }
+
+// With one codex slot and a short slot wait, the second of two chats is refused busy while the
+// first one's turn runs. It is not answered "busy": its row stays unacknowledged and is tried
+// again until the slot frees (the first chat's idle child is evicted for it), and both chats get
+// codex's answer.
+func TestE2EMoleculeBusyPoolRetriesInsteadOfAnsweringBusy(t *testing.T) {
+	release := make(chan struct{})
+	script := func(req mockmodel.Request) mockmodel.Reply {
+		r := mockmodel.DefaultScript(req)
+		if strings.HasPrefix(req.LastUserText, "busy/") {
+			r.Hold = release
+		}
+		return r
+	}
+	e := newE2E(t, e2eConfig{Script: script})
+	d := e.start("--max-children", "1", "--slot-wait", "200ms")
+	e.plat.Enqueue(moleculetest.CanvasMessage("busy/canvas"), moleculetest.PeerMessage("peer-1", "busy/peer"))
+
+	// One turn holds the only slot; the other chat is refused and waits for its next try.
+	d.waitRequests(1)
+	d.waitUntil("a busy answer tried again (or a reply)", func() bool {
+		return d.bridgeStats().BusyRetries >= 1 || e.plat.Deliveries() > 0
+	})
+	if n := e.plat.Deliveries(); n != 0 {
+		t.Fatalf("%d replies while the first turn is held, want none: %q %+v", n, e.notifyTexts(), e.plat.A2ASends())
+	}
+	close(release)
+	d.waitPlatform("both replies", func() bool { return e.plat.Deliveries() >= 2 })
+	for _, text := range []string{"reply #1: busy/canvas", "reply #1: busy/peer"} {
+		if n := e.countReplies(text); n != 1 {
+			t.Errorf("reply %q delivered %d times, want once", text, n)
+		}
+	}
+	if n := e.plat.Deliveries(); n != 2 {
+		t.Errorf("%d replies, want 2: no busy reply beside the answers", n)
+	}
+	if s := d.bridgeStats(); s.Unacked != 0 || s.CodexFailures != 0 || s.Delivered != 2 {
+		t.Errorf("bridge stats = %+v", s)
+	}
+	d.stop(stopTimeout)
+}
