@@ -31,7 +31,6 @@ const (
 	DefaultMaxRowBytes       = 16 << 20
 	DefaultMaxTextBytes      = 64 << 10
 	DefaultMaxReplyBytes     = 128 << 10
-	DefaultMaxParallel       = 8
 	DefaultMaxUnacked        = 1024
 	DefaultRecentIDs         = 4096
 	DefaultDrainTimeout      = 30 * time.Second
@@ -39,6 +38,12 @@ const (
 	DefaultRetryMax          = 30 * time.Second
 	DefaultSinceSecs         = 600
 	DefaultAgentName         = "codex"
+	// DefaultBusyRetryFor is how long a message the pool answers busy is tried again before it
+	// is answered with the busy text. The pool is busy for as long as its running turns take
+	// (seconds to a few minutes; turns are cut off at 10 minutes by default), and each try may
+	// itself wait for a slot (--slot-wait, 30 s by default): 5 minutes is several turns and ten
+	// slot waits, yet a user still hears within minutes that nothing will come.
+	DefaultBusyRetryFor = 5 * time.Minute
 	// minTextCap keeps room for the truncation note in a capped text.
 	minTextCap = 256
 )
@@ -93,8 +98,6 @@ type MoleculeConfig struct {
 	MaxTextBytes int
 	// MaxReplyBytes caps one reply sent to the platform, the same way.
 	MaxReplyBytes int
-	// MaxParallel bounds concurrent Submit calls (different chat keys).
-	MaxParallel int
 	// MaxUnacked bounds messages received but not yet behind the durable position; polling pauses
 	// at the bound (back-pressure) so memory stays bounded when one reply cannot be delivered.
 	MaxUnacked int
@@ -102,10 +105,18 @@ type MoleculeConfig struct {
 	RecentIDs int
 	// DrainTimeout is how long Run lets in-flight turns and deliveries finish after ctx is done.
 	DrainTimeout time.Duration
-	// RetryInitial and RetryMax shape the exponential backoff of reply delivery, register and
-	// poll errors.
+	// RetryInitial and RetryMax shape the exponential backoff (with jitter) of reply delivery,
+	// register and poll errors, and of messages the pool answered busy.
 	RetryInitial time.Duration
 	RetryMax     time.Duration
+	// BusyRetryFor bounds how long a message is tried again while the supervisor answers busy
+	// (every slot taken, too many chats waiting for one, the chat's queue full, codex
+	// overloaded), counted from its first try. Meanwhile its row stays unacknowledged (the
+	// platform keeps it; a restart answers it) and later messages of the same chat wait behind
+	// it; after the bound it is answered with the busy text. The supervisor's pool is the only
+	// limit on concurrent turns: the inbox runs every chat with work at once and lets the pool
+	// say busy.
+	BusyRetryFor time.Duration
 	// SinceSecs is the look-back window of a poll without a cursor.
 	SinceSecs int
 }
@@ -128,6 +139,7 @@ func (cfg MoleculeConfig) withDefaults() MoleculeConfig {
 	setDur(&cfg.DrainTimeout, DefaultDrainTimeout)
 	setDur(&cfg.RetryInitial, DefaultRetryInitial)
 	setDur(&cfg.RetryMax, DefaultRetryMax)
+	setDur(&cfg.BusyRetryFor, DefaultBusyRetryFor)
 	if cfg.MaxPollBytes <= 0 {
 		cfg.MaxPollBytes = DefaultMaxPollBytes
 	}
@@ -137,7 +149,6 @@ func (cfg MoleculeConfig) withDefaults() MoleculeConfig {
 	cfg.MaxRowBytes = min(cfg.MaxRowBytes, cfg.MaxPollBytes)
 	setInt(&cfg.MaxTextBytes, DefaultMaxTextBytes)
 	setInt(&cfg.MaxReplyBytes, DefaultMaxReplyBytes)
-	setInt(&cfg.MaxParallel, DefaultMaxParallel)
 	setInt(&cfg.MaxUnacked, DefaultMaxUnacked)
 	setInt(&cfg.RecentIDs, DefaultRecentIDs)
 	setInt(&cfg.SinceSecs, DefaultSinceSecs)

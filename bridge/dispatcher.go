@@ -25,8 +25,10 @@ func (j job) activityID() string {
 
 // dispatcher runs jobs of one chat key in order and jobs of different keys in parallel: a
 // goroutine per key with queued work, which exits when its queue is empty. The number of such
-// goroutines is bounded by the unacked window (MaxUnacked); concurrency of the expensive part
-// (Submit) is bounded separately by the handler.
+// goroutines is bounded by the unacked window (MaxUnacked). The expensive part, the turn, is
+// bounded by the supervisor's pool alone. A job whose turn the pool refuses as busy waits on its
+// key's goroutine and tries again (Molecule.submit): other keys go on, and its key's later jobs
+// stay behind it.
 type dispatcher struct {
 	fifo *keyfifo.FIFO[job]
 }

@@ -11,7 +11,9 @@
 //     across restarts, and every attempt carries the same Idempotency-Key (replyID). The activity
 //     page is read as a stream, one row at a time with a per-row cap (rowscan.go), so memory does
 //     not grow with the page. Platform calls never follow a redirect: the token stays with
-//     PLATFORM_URL's origin.
+//     PLATFORM_URL's origin. Chats run at once as far as the supervisor's pool allows, with no
+//     limit of the inbox's own; a message the pool answers busy stays unacknowledged and is tried
+//     again with backoff (BusyRetryFor) before it is answered busy.
 //   - LocalInbox (localinbox.go): a small HTTP API for a loopback listener, the embedded default:
 //     POST /v1/chats/{chatKey}/messages answers synchronously.
 //

@@ -180,7 +180,9 @@ func testConfig(p *moleculetest.Platform, stateDir string, a Answerer, log *zap.
 		RequestTimeout:    DefaultRequestTimeout,
 		RetryInitial:      5 * time.Millisecond,
 		RetryMax:          20 * time.Millisecond,
-		DrainTimeout:      5 * time.Second,
+		// A few retries of a busy answer, then the busy text: tests of busy replies stay fast.
+		BusyRetryFor: 50 * time.Millisecond,
+		DrainTimeout: 5 * time.Second,
 	}
 }
 

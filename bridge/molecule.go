@@ -11,7 +11,17 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
 )
+
+// platformIdleConns is how many idle connections to the platform the inbox's own HTTP client
+// keeps. Every call goes to PLATFORM_URL's origin, and Go's default of 2 idle connections per
+// host would close and redial (a TLS handshake each) the connections of replies delivered at
+// once, one per chat answered at the same time; 100 is http.DefaultTransport's MaxIdleConns, the
+// idle connections it keeps for all hosts together. Connections in use are not capped
+// (MaxConnsPerHost 0): calls at once are bounded by the chats with work, at most MaxUnacked.
+const platformIdleConns = 100
 
 // ErrUnauthorized is wrapped by Run's error when the platform rejects the workspace token at
 // register (HTTP 401/403). Retrying cannot help; the operator has to fix the token.
@@ -27,7 +37,6 @@ type Molecule struct {
 	ownHTTP *http.Client // the client NewMolecule created, closed by Run; nil when injected
 	ledger  *ledger
 	ncfg    normalizeConfig
-	sem     chan struct{} // bounds concurrent Submit calls
 	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
 	poisonSeen *idRing
@@ -55,7 +64,6 @@ func NewMolecule(cfg MoleculeConfig) (*Molecule, error) {
 		cfg:        cfg,
 		log:        log,
 		ncfg:       normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes},
-		sem:        make(chan struct{}, cfg.MaxParallel),
 		ackWake:    make(chan struct{}, 1),
 		inflight:   make(map[string]string),
 		poisonSeen: newIDRing(cfg.RecentIDs),
@@ -65,6 +73,9 @@ func NewMolecule(cfg MoleculeConfig) (*Molecule, error) {
 		tr, _ := http.DefaultTransport.(*http.Transport)
 		if tr != nil {
 			tr = tr.Clone()
+			tr.MaxConnsPerHost = 0
+			tr.MaxIdleConns = max(tr.MaxIdleConns, platformIdleConns)
+			tr.MaxIdleConnsPerHost = platformIdleConns
 		}
 		hc = &http.Client{Transport: tr}
 		m.ownHTTP = hc
@@ -159,6 +170,7 @@ func (m *Molecule) Stats() Stats {
 		HeartbeatErrors: m.c.heartbeatErrors.Load(),
 		PersistErrors:   m.c.persistErrors.Load(),
 		Abandoned:       m.c.abandoned.Load(),
+		BusyRetries:     m.c.busyRetries.Load(),
 		Cursor:          m.ledger.Cursor(),
 		Unacked:         unacked,
 		PendingReplies:  pending,
@@ -369,27 +381,15 @@ func (m *Molecule) handle(ctx, drainCtx context.Context, j job) {
 }
 
 // answer runs the turn and stores the reply durably before it is delivered, so a crash between
-// the two does not run codex again. It reports false when shutdown cut the turn off.
+// the two does not run codex again. It reports false when shutdown cut the turn off, or came
+// while the pool was busy: the row then stays unacknowledged and the next run answers it.
 func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*pendingReply, bool) {
-	select {
-	case m.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, false
-	}
-	m.mu.Lock()
-	m.inflight[msg.ActivityID] = msg.ChatKey
-	m.mu.Unlock()
 	start := time.Now()
-	reply, err := m.cfg.Answerer.Submit(drainCtx, msg.ChatKey, msg.Text)
-	m.mu.Lock()
-	delete(m.inflight, msg.ActivityID)
-	m.mu.Unlock()
-	<-m.sem
-
+	reply, err := m.submit(ctx, drainCtx, log, msg)
 	oc := classify(reply, err)
-	if oc == outcomeClosed || (oc != outcomeAnswered && drainCtx.Err() != nil) {
+	if oc == outcomeClosed || (oc != outcomeAnswered && drainCtx.Err() != nil) || (oc == outcomeBusy && ctx.Err() != nil) {
 		m.c.abandoned.Add(1)
-		log.Info("turn cut off by shutdown; the message will be answered after the restart", zap.Error(err))
+		log.Info("stopping before the message was answered; it will be answered after the restart", zap.Error(err))
 		return nil, false
 	}
 	m.c.answered.Add(1)
@@ -420,6 +420,39 @@ func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		log.Error("could not store the reply before delivery; delivering anyway (a crash now would answer the message again)", zap.Error(err))
 	}
 	return p, true
+}
+
+// submit runs the message's turn. While the supervisor answers busy (outcomeBusy: no slot, too
+// many chats waiting for one, the chat's queue full, codex overloaded) the message is tried
+// again with backoff and jitter for up to BusyRetryFor; its row stays unacknowledged meanwhile,
+// durable on the platform. It returns the last result: an answer, a failure, or busy once the
+// bound is spent or ctx is done. Waits end with ctx; turns run on drainCtx.
+func (m *Molecule) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message) (supervisor.Reply, error) {
+	var (
+		reply supervisor.Reply
+		err   error
+		tries int
+	)
+	// The error retryFor returns is the last busy one or ctx's: reply and err say all of it.
+	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
+		tries++
+		m.mu.Lock()
+		m.inflight[msg.ActivityID] = msg.ChatKey
+		m.mu.Unlock()
+		reply, err = m.cfg.Answerer.Submit(drainCtx, msg.ChatKey, msg.Text)
+		m.mu.Lock()
+		delete(m.inflight, msg.ActivityID)
+		m.mu.Unlock()
+		if classify(reply, err) == outcomeBusy {
+			return err
+		}
+		return nil
+	}, func(err error, wait time.Duration) {
+		m.c.busyRetries.Add(1)
+		log.Info("codex is busy; the message stays unacknowledged and is tried again later",
+			zap.Error(err), zap.Int("attempt", tries), zap.Duration("retry_in", wait), zap.Duration("busy_retry_for", m.cfg.BusyRetryFor))
+	})
+	return reply, err
 }
 
 // deliver sends a reply until the platform accepts it, refuses it for good, or drainCtx ends

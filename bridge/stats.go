@@ -32,8 +32,12 @@ type Stats struct {
 	PollErrors      int64 `json:"poll_errors"`
 	HeartbeatErrors int64 `json:"heartbeat_errors"`
 	PersistErrors   int64 `json:"persist_errors"`
-	// Abandoned counts turns cut off by shutdown; their rows are answered after the restart.
+	// Abandoned counts turns cut off by shutdown, and messages that waited for another try while
+	// the pool was busy when shutdown came; their rows are answered after the restart.
 	Abandoned int64 `json:"abandoned"`
+	// BusyRetries counts Submit results the pool answered busy whose message was tried again
+	// later instead of being answered busy.
+	BusyRetries int64 `json:"busy_retries"`
 
 	// Cursor is the durable inbox position.
 	Cursor string `json:"cursor"`
@@ -49,5 +53,5 @@ type Stats struct {
 type counters struct {
 	received, answered, codexFailures, delivered, deliveryRetries, deliveryFailed, recovered,
 	poison, skippedEchoes, duplicates, truncated, pollErrors, heartbeatErrors, persistErrors,
-	abandoned atomic.Int64
+	abandoned, busyRetries atomic.Int64
 }

@@ -65,6 +65,11 @@ type Reply struct {
 	ToolCall *ToolCall
 	// Latency is added before the response, on top of Config.Latency.
 	Latency time.Duration
+	// Hold, when not nil, delays the response (after Latency) until Hold is closed. The client
+	// going away or the mock closing ends the wait without an answer. Scripts use it to keep
+	// requests in flight until an event of the test's choosing, e.g. a barrier that opens once
+	// enough requests have arrived.
+	Hold <-chan struct{}
 }
 
 // ToolCall is a function_call output item. Empty CallID and Name are filled in by the mock
@@ -138,6 +143,8 @@ type Model struct {
 	requests  []Request
 	hung      int // streams that entered the hang state, cumulative
 	inflight  int // handlers running now
+	answering int // /v1/responses requests between arrival and the end of their answer
+	mostAns   int // the highest answering seen
 	unhandled []string
 	changed   chan struct{} // closed and replaced whenever requests, hung or inflight change
 }
@@ -186,6 +193,22 @@ func (m *Model) Hung() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.hung
+}
+
+// InFlight is the number of /v1/responses requests being answered now: received, their
+// answer not finished.
+func (m *Model) InFlight() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.answering
+}
+
+// MaxInFlight is the highest InFlight seen so far: how many model calls the clients had open
+// at the same time.
+func (m *Model) MaxInFlight() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mostAns
 }
 
 // WaitHung blocks until at least n streams have entered the hang state (response.created was
@@ -301,8 +324,16 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	req.N = len(m.requests) + 1
 	m.requests = append(m.requests, req)
+	m.answering++
+	m.mostAns = max(m.mostAns, m.answering)
 	m.notifyLocked()
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.answering--
+		m.notifyLocked()
+		m.mu.Unlock()
+	}()
 
 	script := m.cfg.Script
 	if script == nil {
@@ -310,7 +341,7 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	reply := script(req)
 
-	if !m.pause(r.Context(), m.cfg.Latency+reply.Latency) {
+	if !m.pause(r.Context(), m.cfg.Latency+reply.Latency) || !m.hold(r.Context(), reply.Hold) {
 		return
 	}
 	if reply.Status != 0 && reply.Status != http.StatusOK {
@@ -417,6 +448,22 @@ func (m *Model) pause(ctx context.Context, d time.Duration) bool {
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-m.closing:
+		return false
+	}
+}
+
+// hold waits until release is closed (at once when it is nil), and reports false when the
+// client went away or the mock closed first.
+func (m *Model) hold(ctx context.Context, release <-chan struct{}) bool {
+	if release == nil {
+		return true
+	}
+	select {
+	case <-release:
 		return true
 	case <-ctx.Done():
 		return false

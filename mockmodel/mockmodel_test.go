@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -383,17 +385,22 @@ func TestMockModelHangReleasedByClientDisconnect(t *testing.T) {
 
 func TestMockModelCloseReleasesHangAndLatency(t *testing.T) {
 	checkMockLeaks(t)
+	never := make(chan struct{})
 	m, err := New(Config{Script: func(req Request) Reply {
-		if req.LastUserText == "wait" {
+		switch req.LastUserText {
+		case "wait":
 			return Reply{Text: "late", Latency: time.Hour}
+		case "hold":
+			return Reply{Text: "held", Hold: never}
 		}
 		return Reply{Hang: true}
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs := make(chan error, 2)
-	for _, text := range []string{"hang", "wait"} {
+	texts := []string{"hang", "wait", "hold"}
+	errs := make(chan error, len(texts))
+	for _, text := range texts {
 		go func() {
 			resp, err := postResponses(context.Background(), t, m, inputMsg("user", text))
 			if err == nil {
@@ -408,7 +415,7 @@ func TestMockModelCloseReleasesHangAndLatency(t *testing.T) {
 	if err := m.WaitHung(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.WaitRequests(ctx, 2); err != nil {
+	if err := m.WaitRequests(ctx, len(texts)); err != nil {
 		t.Fatal(err)
 	}
 	closed := make(chan error, 1)
@@ -421,8 +428,8 @@ func TestMockModelCloseReleasesHangAndLatency(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("Close did not return while a stream was hung")
 	}
-	for range 2 {
-		<-errs // both clients are released; their error (if any) does not matter
+	for range texts {
+		<-errs // every client is released; its error (if any) does not matter
 	}
 	if err := m.Close(); err != nil {
 		t.Errorf("second close: %v", err)
@@ -431,6 +438,72 @@ func TestMockModelCloseReleasesHangAndLatency(t *testing.T) {
 	if resp, err := postResponses(t.Context(), t, m, inputMsg("user", "x")); err == nil {
 		resp.Body.Close()
 		t.Error("request to a closed mock succeeded")
+	}
+}
+
+// Held requests stay in flight together until the script's barrier opens, then each gets its
+// answer; InFlight and MaxInFlight count them.
+func TestMockModelHoldAndInFlight(t *testing.T) {
+	checkMockLeaks(t)
+	const n = 3
+	release := make(chan struct{})
+	m := newTestMock(t, Config{Script: func(req Request) Reply {
+		return Reply{Text: "held " + req.LastUserText, Hold: release}
+	}})
+	type result struct {
+		text string
+		err  error
+	}
+	results := make(chan result, n)
+	for i := range n {
+		go func() {
+			resp, err := postResponses(t.Context(), t, m, inputMsg("user", fmt.Sprint(i)))
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			events, err := readSSE(resp.Body)
+			if err != nil || len(events) != 3 {
+				results <- result{err: fmt.Errorf("events %v: %v", events, err)}
+				return
+			}
+			item := events[1].Data["item"].(map[string]any)
+			text := item["content"].([]any)[0].(map[string]any)["text"].(string)
+			results <- result{text: text}
+		}()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a hang guard
+	defer cancel()
+	if err := m.wait(ctx, func() bool { return m.answering == n }, "held requests"); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.InFlight(); got != n {
+		t.Fatalf("InFlight() = %d with %d requests held, want %d", got, n, n)
+	}
+	select {
+	case r := <-results:
+		t.Fatalf("a held request was answered before the release: %+v", r)
+	default:
+	}
+	close(release)
+	var got []string
+	for range n {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		got = append(got, r.text)
+	}
+	slices.Sort(got)
+	if want := []string{"held 0", "held 1", "held 2"}; !slices.Equal(got, want) {
+		t.Errorf("answers = %q, want %q", got, want)
+	}
+	if err := m.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.InFlight() != 0 || m.MaxInFlight() != n {
+		t.Errorf("InFlight() = %d, MaxInFlight() = %d after the answers; want 0 and %d", m.InFlight(), m.MaxInFlight(), n)
 	}
 }
 
