@@ -72,6 +72,9 @@ type MoleculeConfig struct {
 
 	// Answerer runs the turns; required.
 	Answerer Answerer
+	// Controls carries out chat commands (/stop, /new, /status, /help) sent by canvas users and
+	// peers; nil turns them off, and such messages go to codex as text.
+	Controls Controls
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 	// HTTPClient carries every platform call; nil means a private client whose idle

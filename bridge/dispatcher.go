@@ -7,6 +7,20 @@ import "github.com/molecule-ai/codex-warm/internal/keyfifo"
 type job struct {
 	msg     message
 	pending *pendingReply
+	// cmd is set when msg is a chat command: it runs on the chat's command queue (queueKey), so
+	// it does not wait behind the chat's running turn.
+	cmd *command
+}
+
+// commandQueueSuffix names a chat's command queue: the chat key plus a byte no chat key has.
+const commandQueueSuffix = "\x00commands"
+
+// queueKey is the dispatcher queue j runs on: its chat's, or the chat's command queue.
+func (j job) queueKey() string {
+	if j.cmd != nil {
+		return j.chatKey() + commandQueueSuffix
+	}
+	return j.chatKey()
 }
 
 func (j job) chatKey() string {
@@ -38,7 +52,13 @@ func newDispatcher(handle func(job)) *dispatcher {
 }
 
 // enqueue appends j to its key's queue, starting the key's worker when it has none.
-func (d *dispatcher) enqueue(j job) { d.fifo.Push(j.chatKey(), j) }
+func (d *dispatcher) enqueue(j job) { d.fifo.Push(j.queueKey(), j) }
+
+// dropMessages takes chatKey's messages that wait for their turn out of the queue (not replies
+// waiting for delivery, not commands) and returns them.
+func (d *dispatcher) dropMessages(chatKey string) []job {
+	return d.fifo.RemoveAll(chatKey, func(j job) bool { return j.pending == nil && j.cmd == nil })
+}
 
 // wait returns when every worker has exited.
 func (d *dispatcher) wait() { d.fifo.Wait() }

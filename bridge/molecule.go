@@ -121,7 +121,8 @@ func (m *Molecule) Run(ctx context.Context) error {
 	// progress can finish instead of being thrown away and redone after the restart.
 	drainCtx, cancelDrain := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelDrain()
-	disp := newDispatcher(func(j job) { m.handle(ctx, drainCtx, j) })
+	var disp *dispatcher
+	disp = newDispatcher(func(j job) { m.handle(ctx, drainCtx, disp, j) })
 	for _, p := range m.ledger.takeRestored() {
 		m.c.recovered.Add(1)
 		m.log.Info("reply pending from an earlier run; delivering it without running codex again",
@@ -171,6 +172,7 @@ func (m *Molecule) Stats() Stats {
 		PersistErrors:   m.c.persistErrors.Load(),
 		Abandoned:       m.c.abandoned.Load(),
 		BusyRetries:     m.c.busyRetries.Load(),
+		Commands:        m.c.commands.Load(),
 		Cursor:          m.ledger.Cursor(),
 		Unacked:         unacked,
 		PendingReplies:  pending,
@@ -317,7 +319,11 @@ func (m *Molecule) ingest(rows []scannedRow, disp *dispatcher) (last string) {
 					log.Warn("message text capped", zap.Int("omitted_bytes", n.msg.OmittedBytes), zap.Int("max_text_bytes", m.cfg.MaxTextBytes))
 				}
 				log.Info("message received", zap.String("kind", string(n.msg.Kind)), zap.String("peer_name", n.msg.PeerName))
-				disp.enqueue(job{msg: n.msg})
+				j := job{msg: n.msg}
+				if cmd, ok := parseCommand(n.msg.Text); ok && m.cfg.Controls != nil {
+					j.cmd = &cmd
+				}
+				disp.enqueue(j)
 			case admitRecovered:
 				m.c.duplicates.Add(1)
 				log.Info("row came again; its reply from an earlier run is being delivered")
@@ -364,12 +370,16 @@ func (m *Molecule) normalize(row scannedRow) normalized {
 }
 
 // handle answers and delivers one job. It runs on the job's chat key worker.
-func (m *Molecule) handle(ctx, drainCtx context.Context, j job) {
+func (m *Molecule) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 	if ctx.Err() != nil {
 		// Shutting down: work not started stays behind the cursor and comes again after restart.
 		return
 	}
 	log := m.log.With(zap.String("chat_key", j.chatKey()), zap.String("activity_id", j.activityID()))
+	if j.cmd != nil {
+		m.command(drainCtx, log, disp, j)
+		return
+	}
 	p := j.pending
 	if p == nil {
 		var ok bool
@@ -393,19 +403,28 @@ func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		return nil, false
 	}
 	m.c.answered.Add(1)
-	failed := oc != outcomeAnswered
+	// A message the chat stopped is not a failure of codex.
+	failed := oc != outcomeAnswered && oc != outcomeStopped
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
 	// and error texts can quote request headers: it must not reach a user or a peer.
 	text := truncate(m.client.red.String(replyText(reply, err)), m.cfg.MaxReplyBytes, "reply")
 	m.noteAnswer(failed, text)
-	if failed {
+	switch {
+	case oc == outcomeStopped:
+		log.Info("stopped from the chat", zap.String("turn_id", reply.TurnID))
+	case failed:
 		m.c.codexFailures.Add(1)
 		log.Warn("codex did not answer; replying with what went wrong",
 			zap.String("status", reply.Status), zap.String("turn_error", reply.Error), zap.Error(err))
-	} else {
+	default:
 		log.Info("codex answered", zap.String("thread_id", reply.ThreadID), zap.String("turn_id", reply.TurnID),
 			zap.Duration("took", time.Since(start)))
 	}
+	return m.storeReply(log, msg, text), true
+}
+
+// storeReply makes text msg's pending reply and stores it durably before it is delivered.
+func (m *Molecule) storeReply(log *zap.Logger, msg message, text string) *pendingReply {
 	p := &pendingReply{
 		ActivityID: msg.ActivityID,
 		ChatKey:    msg.ChatKey,
@@ -419,7 +438,28 @@ func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		m.c.persistErrors.Add(1)
 		log.Error("could not store the reply before delivery; delivering anyway (a crash now would answer the message again)", zap.Error(err))
 	}
-	return p, true
+	return p
+}
+
+// command carries out a chat command on the chat's command queue, beside its running turn, and
+// delivers the answer like a reply. /stop also drops the chat's messages this inbox has not
+// handed to the supervisor yet; each gets a short note, so every row is answered and
+// acknowledged.
+func (m *Molecule) command(ctx context.Context, log *zap.Logger, disp *dispatcher, j job) {
+	var dropped []job
+	if j.cmd.name == cmdStop {
+		dropped = disp.dropMessages(j.msg.ChatKey)
+	}
+	text := runCommand(ctx, m.cfg.Controls, j.msg.ChatKey, *j.cmd, len(dropped))
+	m.c.commands.Add(1)
+	log.Info("chat command", zap.String("command", j.cmd.name), zap.Int("dropped_here", len(dropped)))
+	text = truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
+	m.deliver(ctx, log, *m.storeReply(log, j.msg, text))
+	note := replyText(supervisor.Reply{}, supervisor.ErrStopped)
+	for _, d := range dropped {
+		dlog := m.log.With(zap.String("chat_key", d.chatKey()), zap.String("activity_id", d.activityID()))
+		m.deliver(ctx, dlog, *m.storeReply(dlog, d.msg, note))
+	}
 }
 
 // submit runs the message's turn. While the supervisor answers busy (outcomeBusy: no slot, too

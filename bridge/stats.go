@@ -38,6 +38,8 @@ type Stats struct {
 	// BusyRetries counts Submit results the pool answered busy whose message was tried again
 	// later instead of being answered busy.
 	BusyRetries int64 `json:"busy_retries"`
+	// Commands counts chat commands answered (/stop, /new, /status, /help).
+	Commands int64 `json:"commands"`
 
 	// Cursor is the durable inbox position.
 	Cursor string `json:"cursor"`
@@ -53,5 +55,5 @@ type Stats struct {
 type counters struct {
 	received, answered, codexFailures, delivered, deliveryRetries, deliveryFailed, recovered,
 	poison, skippedEchoes, duplicates, truncated, pollErrors, heartbeatErrors, persistErrors,
-	abandoned, busyRetries atomic.Int64
+	abandoned, busyRetries, commands atomic.Int64
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
@@ -140,4 +141,53 @@ func TestE2EChatNew(t *testing.T) {
 		t.Errorf("/new with commands off: %+v, want a turn on the same thread", r)
 	}
 	d2.stop(stopTimeout)
+}
+
+// The Molecule inbox: /stop from the canvas while codex hangs is answered beside the hung turn;
+// the hung message is answered "stopped" and the two messages this inbox still held are each
+// answered "dropped", so every row is answered once and the cursor passes them all; the chat's
+// next message keeps its history. A peer's /status is answered over A2A without a turn.
+func TestE2EMoleculeChatStop(t *testing.T) {
+	e := newE2E(t, e2eConfig{Script: func(req mockmodel.Request) mockmodel.Reply {
+		if req.LastUserText == "hang here" {
+			return mockmodel.Reply{Hang: true}
+		}
+		return mockmodel.DefaultScript(req)
+	}})
+	d := e.start()
+	e.plat.Enqueue(moleculetest.CanvasMessage("first"))
+	d.waitPlatform("the first reply", func() bool { return len(e.plat.Notifies()) == 1 })
+	e.plat.Enqueue(moleculetest.CanvasMessage("hang here"))
+	d.waitHung(1)
+	e.plat.Enqueue(moleculetest.CanvasMessage("behind 1"), moleculetest.CanvasMessage("behind 2"))
+	d.waitUntil("both rows received", func() bool { return d.bridgeStats().Received == 4 })
+	ids := e.plat.Enqueue(moleculetest.CanvasMessage("/stop"))
+	d.waitPlatform("five replies", func() bool { return len(e.plat.Notifies()) == 5 })
+	got := e.notifyTexts()[1:]
+	slices.Sort(got)
+	want := []string{"dropped by /stop: codex did not work on this message.", "dropped by /stop: codex did not work on this message.", "stopped 3", "stopped."}
+	if !slices.Equal(got, want) {
+		t.Fatalf("replies after /stop = %q, want %q", got, want)
+	}
+	d.waitUntil("the cursor past /stop", func() bool { return d.bridgeStats().Cursor == ids[0] })
+	for _, text := range []string{"behind 1", "behind 2"} {
+		if n := len(e.requestsFor(text)); n != 0 {
+			t.Errorf("dropped %q reached the model %d times", text, n)
+		}
+	}
+
+	e.plat.Enqueue(moleculetest.CanvasMessage("after"))
+	d.waitPlatform("the reply after /stop", func() bool { return len(e.plat.Notifies()) == 6 })
+	if reqs := e.requestsFor("after"); len(reqs) != 1 || !slices.Contains(reqs[0].UserTexts, "first") {
+		t.Errorf("after /stop the model saw %+v, want the history with \"first\"", reqs)
+	}
+	e.plat.Enqueue(moleculetest.PeerMessage("peer-b", "/status"))
+	d.waitPlatform("the peer's status", func() bool { return len(e.plat.A2ASends()) == 1 })
+	if s := e.plat.A2ASends()[0].Text; !strings.Contains(s, "no codex session") {
+		t.Errorf("peer /status = %q, want its own chat's status (no session yet)", s)
+	}
+	if s := d.bridgeStats(); s.Commands != 2 || s.CodexFailures != 0 {
+		t.Errorf("stats %+v, want 2 commands and no codex failures", s)
+	}
+	d.stop(stopTimeout)
 }

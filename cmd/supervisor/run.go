@@ -208,6 +208,9 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	case "molecule":
 		mcfg.StateDir = cfg.StateDir
 		mcfg.Answerer = d.sup
+		if cfg.ChatCommands {
+			mcfg.Controls = d.sup
+		}
 		mcfg.Logger = log
 		mcfg.PollInterval = cfg.PollInterval
 		mcfg.RequestTimeout = cfg.PlatformTimeout

@@ -87,6 +87,13 @@ func (f *FIFO[T]) RemoveLocked(key string, match func(T) bool) bool {
 	return false
 }
 
+// RemoveAll is RemoveAllLocked taking the lock.
+func (f *FIFO[T]) RemoveAll(key string, match func(T) bool) []T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.RemoveAllLocked(key, match)
+}
+
 // RemoveAllLocked takes every waiting item of key that match reports out of the queue, in order,
 // and returns them.
 func (f *FIFO[T]) RemoveAllLocked(key string, match func(T) bool) []T {

@@ -154,6 +154,11 @@ func TestRemoveLenDrain(t *testing.T) {
 		t.Fatal("an unknown key has items or a worker")
 	}
 	f.PushLocked("a", "a5")
+	mu.Unlock()
+	if got := f.RemoveAll("b", func(string) bool { return true }); got != nil {
+		t.Fatalf("RemoveAll of an idle key = %v", got)
+	}
+	mu.Lock()
 	if got := f.RemoveAllLocked("a", func(s string) bool { return s != "a4" }); !slices.Equal(got, []string{"a2", "a5"}) {
 		t.Fatalf("RemoveAllLocked = %v, want [a2 a5] in order", got)
 	}
