@@ -138,6 +138,8 @@ type Model struct {
 	requests  []Request
 	hung      int // streams that entered the hang state, cumulative
 	inflight  int // handlers running now
+	answering int // /v1/responses requests being answered now
+	peak      int // high-water mark of answering since New or ResetMaxInFlight
 	unhandled []string
 	changed   chan struct{} // closed and replaced whenever requests, hung or inflight change
 }
@@ -203,6 +205,32 @@ func (m *Model) WaitRequests(ctx context.Context, n int) error {
 // client went away has been released.
 func (m *Model) WaitIdle(ctx context.Context) error {
 	return m.wait(ctx, func() bool { return m.inflight == 0 }, "handlers to return")
+}
+
+// InFlight is the number of model requests (POST /v1/responses) being answered now, from the
+// request's arrival until its response was written or the client went away.
+func (m *Model) InFlight() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.answering
+}
+
+// MaxInFlight is the largest number of model requests answered at once since New or the last
+// ResetMaxInFlight: how many turns a client of the mock ran in parallel.
+func (m *Model) MaxInFlight() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.peak
+}
+
+// ResetMaxInFlight returns MaxInFlight and starts a new mark from the number in flight now, so
+// that one experiment after another can each read its own.
+func (m *Model) ResetMaxInFlight() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev := m.peak
+	m.peak = m.answering
+	return prev
 }
 
 // Unhandled lists "METHOD /path" of requests the mock did not serve (anything but POST
@@ -284,6 +312,15 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	m.mu.Lock()
+	m.answering++
+	m.peak = max(m.peak, m.answering)
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.answering--
+		m.mu.Unlock()
+	}()
 	m.serveResponses(w, r)
 }
 
