@@ -43,16 +43,14 @@ func (b *bench) daemonRSS(ctx context.Context, mock model) error {
 		if err != nil {
 			return err
 		}
-		live := 0
 		var childRSS []float64
 		for _, c := range doc.Snapshot.Children {
-			if c.PID > 0 {
-				live++
+			if c.PID > 0 && c.State != stateSpare {
 				childRSS = append(childRSS, float64(c.RSSBytes)/(1<<20))
 			}
 		}
-		if live != k {
-			return fmt.Errorf("daemon reports %d live children, want %d", live, k)
+		if live := countChats(doc.Snapshot); live != k {
+			return fmt.Errorf("daemon reports %d live chat children, want %d", live, k)
 		}
 		rssK, err := readRSS(d.pid)
 		if err != nil {
