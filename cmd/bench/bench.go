@@ -18,6 +18,30 @@ type bench struct {
 	log  io.Writer     // progress lines (stderr)
 	rows []row
 	sum  *summary
+
+	flags map[string]bool // flags of `supervisor run`, read once by daemonFlags
+}
+
+// daemonFlags returns the flags `supervisor run` accepts, reading them on first use.
+func (b *bench) daemonFlags(ctx context.Context) (map[string]bool, error) {
+	if b.flags == nil {
+		f, err := runFlags(ctx, b.cfg.SupervisorBin)
+		if err != nil {
+			return nil, err
+		}
+		b.flags = f
+	}
+	return b.flags, nil
+}
+
+// noSpares is the --spares setting of a daemon that must run without spare children: 0, or nil
+// (the flag left out) for a daemon that has none.
+func (b *bench) noSpares(ctx context.Context) (*int, error) {
+	f, err := b.daemonFlags(ctx)
+	if err != nil || !f["spares"] {
+		return nil, err
+	}
+	return ptr(0), nil
 }
 
 func (b *bench) logf(format string, args ...any) {

@@ -12,10 +12,6 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
-// stateSpare is the state `supervisor status` shows for a spare child: spawned, initialized and
-// bound to no chat.
-const stateSpare supervisor.State = "spare"
-
 // Bounds of the first-message comparison.
 const (
 	// spareWaitTimeout bounds the wait for the daemon to replace the spare a sample took: a spawn
@@ -55,7 +51,7 @@ func (b *bench) runFirstMessage(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	flags, err := runFlags(ctx, b.cfg.SupervisorBin)
+	flags, err := b.daemonFlags(ctx)
 	if err != nil {
 		return fmt.Errorf("first message: %w", err)
 	}
@@ -182,7 +178,7 @@ func waitSpares(ctx context.Context, status harness.StatusClient, want int) erro
 func countSpares(snap supervisor.Snapshot) int {
 	n := 0
 	for _, c := range snap.Children {
-		if c.State == stateSpare && c.PID > 0 {
+		if c.State == supervisor.StateSpare && c.PID > 0 {
 			n++
 		}
 	}
@@ -193,7 +189,7 @@ func countSpares(snap supervisor.Snapshot) int {
 func countChats(snap supervisor.Snapshot) int {
 	n := 0
 	for _, c := range snap.Children {
-		if c.State != stateSpare && c.PID > 0 {
+		if c.State != supervisor.StateSpare && c.PID > 0 {
 			n++
 		}
 	}

@@ -162,9 +162,9 @@ func TestCountSparesAndChats(t *testing.T) {
 	snap := supervisor.Snapshot{Children: []supervisor.ChildStatus{
 		{ChatKey: "a", PID: 10, State: supervisor.StateIdle},
 		{ChatKey: "b", PID: 11, State: supervisor.StateBusy},
-		{PID: 12, State: stateSpare},
-		{PID: 13, State: stateSpare},
-		{PID: 0, State: stateSpare}, // not alive
+		{PID: 12, State: supervisor.StateSpare},
+		{PID: 13, State: supervisor.StateSpare},
+		{PID: 0, State: supervisor.StateSpare}, // not alive
 		{ChatKey: "c", PID: 0, State: supervisor.StateDead},
 	}}
 	if got := countSpares(snap); got != 2 {
