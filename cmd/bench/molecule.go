@@ -90,8 +90,11 @@ func (b *bench) runMolecule(ctx context.Context) error {
 	if mol.peak < want {
 		verdict = "NOT MET"
 	}
-	b.addNote(name, "target", fmt.Sprintf("%s: the Molecule path ran %d turns at once, target min(chats %d, cap %d) = %d",
-		verdict, mol.peak, chats, maxChildren, want))
+	// Children spawning on a small machine stagger the chats, so even an unbounded inbox may stay
+	// under the target: the local side's figure is what this machine reached with no bound but
+	// the pool.
+	b.addNote(name, "target", fmt.Sprintf("%s: the Molecule path ran %d turns at once, target min(chats %d, cap %d) = %d; the local inbox reached %d",
+		verdict, mol.peak, chats, maxChildren, want, local.peak))
 	b.sum.set("molecule_msgs_per_sec", molRate)
 	b.sum.set("molecule_local_msgs_per_sec", localRate)
 	b.sum.set("molecule_max_in_flight", mol.peak)
