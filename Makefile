@@ -16,7 +16,7 @@ CODEX_BIN  := $(TOOLS)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(C
 
 export CODEX_BIN
 
-.PHONY: all build codex codex-bin npm test test-stress vet lint demo bench soak soak-ci clean
+.PHONY: all build codex codex-bin npm test test-stress vet lint demo bench bench-smoke soak soak-ci clean
 
 all: build
 
@@ -87,8 +87,15 @@ test-stress: codex
 demo: codex build
 	./bin/supervisor demo --codex-bin $(CODEX_BIN)
 
+# The bench starts the daemon from scratch directories, so its path is absolute.
 bench: codex build
-	$(GO) run ./cmd/bench --codex-bin $(CODEX_BIN)
+	$(GO) run ./cmd/bench --codex-bin $(CODEX_BIN) --supervisor-bin $(CURDIR)/bin/supervisor
+
+# bench-smoke is the quick bench, run by CI: it proves that bench's arguments resolve on a fresh
+# clone and that every comparison still runs to the end (about 2 minutes; its figures are too
+# small a sample for the README).
+bench-smoke: codex build
+	$(GO) run ./cmd/bench --codex-bin $(CODEX_BIN) --supervisor-bin $(CURDIR)/bin/supervisor --quick
 
 soak: codex build
 	$(GO) run ./cmd/soak --codex-bin $(CODEX_BIN) --supervisor-bin ./bin/supervisor

@@ -143,8 +143,8 @@ type Model struct {
 	requests  []Request
 	hung      int // streams that entered the hang state, cumulative
 	inflight  int // handlers running now
-	answering int // /v1/responses requests between arrival and the end of their answer
-	mostAns   int // the highest answering seen
+	answering int // /v1/responses requests being answered now
+	peak      int // high-water mark of answering since New or ResetMaxInFlight
 	unhandled []string
 	changed   chan struct{} // closed and replaced whenever requests, hung or inflight change
 }
@@ -195,22 +195,6 @@ func (m *Model) Hung() int {
 	return m.hung
 }
 
-// InFlight is the number of /v1/responses requests being answered now: received, their
-// answer not finished.
-func (m *Model) InFlight() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.answering
-}
-
-// MaxInFlight is the highest InFlight seen so far: how many model calls the clients had open
-// at the same time.
-func (m *Model) MaxInFlight() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.mostAns
-}
-
 // WaitHung blocks until at least n streams have entered the hang state (response.created was
 // flushed to codex), or ctx is done. Tests use it instead of sleeping before an interrupt.
 func (m *Model) WaitHung(ctx context.Context, n int) error {
@@ -226,6 +210,32 @@ func (m *Model) WaitRequests(ctx context.Context, n int) error {
 // client went away has been released.
 func (m *Model) WaitIdle(ctx context.Context) error {
 	return m.wait(ctx, func() bool { return m.inflight == 0 }, "handlers to return")
+}
+
+// InFlight is the number of model requests (POST /v1/responses) being answered now, from the
+// request's parsed body until its response was written or the client went away.
+func (m *Model) InFlight() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.answering
+}
+
+// MaxInFlight is the largest number of model requests answered at once since New or the last
+// ResetMaxInFlight: how many turns a client of the mock ran in parallel.
+func (m *Model) MaxInFlight() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.peak
+}
+
+// ResetMaxInFlight returns MaxInFlight and starts a new mark from the number in flight now, so
+// that one experiment after another can each read its own.
+func (m *Model) ResetMaxInFlight() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev := m.peak
+	m.peak = m.answering
+	return prev
 }
 
 // Unhandled lists "METHOD /path" of requests the mock did not serve (anything but POST
@@ -325,7 +335,7 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 	req.N = len(m.requests) + 1
 	m.requests = append(m.requests, req)
 	m.answering++
-	m.mostAns = max(m.mostAns, m.answering)
+	m.peak = max(m.peak, m.answering)
 	m.notifyLocked()
 	m.mu.Unlock()
 	defer func() {

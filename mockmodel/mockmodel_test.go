@@ -560,3 +560,69 @@ func TestWriteCodexHome(t *testing.T) {
 		t.Error("writing into a missing directory succeeded")
 	}
 }
+
+// TestMockModelMaxInFlight holds three responses open at once and checks the high-water mark:
+// it counts model requests being answered together, keeps the peak after they finish, leaves out
+// requests the mock does not serve, and starts again from the current count on reset.
+func TestMockModelMaxInFlight(t *testing.T) {
+	checkMockLeaks(t)
+	release := make(chan struct{})
+	m := newTestMock(t, Config{Script: func(req Request) Reply {
+		if req.LastUserText == "hold" {
+			<-release
+		}
+		return Reply{Text: "done"}
+	}})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a hang guard
+	defer cancel()
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			resp, err := postResponses(ctx, t, m, inputMsg("user", "hold"))
+			if err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			errs <- err
+		}()
+	}
+	if err := m.WaitRequests(ctx, 3); err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	// A request the mock does not serve is no model request.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	if resp, err := client.Get(m.URL() + "/models"); err == nil {
+		resp.Body.Close()
+	}
+	if got, peak := m.InFlight(), m.MaxInFlight(); got != 3 || peak != 3 {
+		t.Errorf("while three are held: InFlight %d, MaxInFlight %d; want 3, 3", got, peak)
+	}
+	close(release)
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, peak := m.InFlight(), m.MaxInFlight(); got != 0 || peak != 3 {
+		t.Errorf("after they finished: InFlight %d, MaxInFlight %d; want 0, 3", got, peak)
+	}
+	if prev := m.ResetMaxInFlight(); prev != 3 {
+		t.Errorf("ResetMaxInFlight returned %d, want the old mark 3", prev)
+	}
+	if peak := m.MaxInFlight(); peak != 0 {
+		t.Errorf("MaxInFlight after a reset with nothing in flight = %d, want 0", peak)
+	}
+	resp, err := postResponses(ctx, t, m, inputMsg("user", "one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if peak := m.MaxInFlight(); peak != 1 {
+		t.Errorf("MaxInFlight after one request alone = %d, want 1", peak)
+	}
+}

@@ -18,6 +18,30 @@ type bench struct {
 	log  io.Writer     // progress lines (stderr)
 	rows []row
 	sum  *summary
+
+	flags map[string]bool // flags of `supervisor run`, read once by daemonFlags
+}
+
+// daemonFlags returns the flags `supervisor run` accepts, reading them on first use.
+func (b *bench) daemonFlags(ctx context.Context) (map[string]bool, error) {
+	if b.flags == nil {
+		f, err := runFlags(ctx, b.cfg.SupervisorBin)
+		if err != nil {
+			return nil, err
+		}
+		b.flags = f
+	}
+	return b.flags, nil
+}
+
+// noSpares is the --spares setting of a daemon that must run without spare children: 0, or nil
+// (the flag left out) for a daemon that has none.
+func (b *bench) noSpares(ctx context.Context) (*int, error) {
+	f, err := b.daemonFlags(ctx)
+	if err != nil || !f["spares"] {
+		return nil, err
+	}
+	return ptr(0), nil
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -40,8 +64,16 @@ func (b *bench) addNote(comparison, metric, value string) {
 // model is a running mock model that codex homes can be pointed at.
 type model interface {
 	WriteCodexHome(dir string) error
+	// TakeMaxInFlight returns the most model requests answered at once since the mock started
+	// or since the last call, and starts a new mark.
+	TakeMaxInFlight() (int, error)
 	Close() error
 }
+
+// inProcessModel is a mock model served from the bench process.
+type inProcessModel struct{ *mockmodel.Model }
+
+func (m inProcessModel) TakeMaxInFlight() (int, error) { return m.ResetMaxInFlight(), nil }
 
 // newMock starts a mock model with the given per-response latency: in a subprocess by default,
 // in the bench process with --mock-in-process.
@@ -51,7 +83,7 @@ func (b *bench) newMock(latency time.Duration) (model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mock model: %w", err)
 		}
-		return m, nil
+		return inProcessModel{m}, nil
 	}
 	return startMockProc(latency, b.ws.markerEnv(), b.log)
 }
@@ -74,16 +106,29 @@ func alternate(n int, a, b func(i int) error) error {
 	return nil
 }
 
-// withDaemon starts a daemon for side with a cap of maxChildren, runs fn, and stops the daemon,
-// reporting fn's error first.
-func (b *bench) withDaemon(ctx context.Context, s side, maxChildren int, fn func(d *daemon) error) error {
-	d, err := startDaemon(ctx, daemonConfig{
+// daemonConfig is the configuration of a daemon for side with a cap of maxChildren and the
+// given --spares (nil: the flag left out).
+func (b *bench) daemonConfig(s side, maxChildren int, spares *int) daemonConfig {
+	return daemonConfig{
 		SupervisorBin: b.cfg.SupervisorBin,
 		CodexBin:      b.cfg.CodexBin,
 		Side:          s,
 		MaxChildren:   maxChildren,
+		Spares:        spares,
 		Marker:        b.ws.markerEnv(),
-	})
+	}
+}
+
+// withDaemon starts a daemon for side with a cap of maxChildren and the daemon's default spares,
+// runs fn, and stops the daemon, reporting fn's error first.
+func (b *bench) withDaemon(ctx context.Context, s side, maxChildren int, fn func(d *daemon) error) error {
+	return b.withDaemonConfig(ctx, b.daemonConfig(s, maxChildren, nil), fn)
+}
+
+// withDaemonConfig starts a daemon configured by cfg, runs fn, and stops the daemon, reporting
+// fn's error first.
+func (b *bench) withDaemonConfig(ctx context.Context, cfg daemonConfig, fn func(d *daemon) error) error {
+	d, err := startDaemon(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -341,6 +341,16 @@ func TestParseConfig(t *testing.T) {
 	if !slices.Equal(c.HistoryLevels, []int{1, 50, 200}) || !slices.Equal(c.Only, allComparisons()) {
 		t.Errorf("levels %v only %v", c.HistoryLevels, c.Only)
 	}
+	if c.FirstSamples != q.firstSamples || c.FirstSpares != 2 || c.MolChats != 32 || c.MolMsgs != q.molMsgs || !slices.Equal(c.GBChats, []int{8, 32}) {
+		t.Errorf("quick new comparisons: first %d spares %d molecule %dx%d gb %v", c.FirstSamples, c.FirstSpares, c.MolChats, c.MolMsgs, c.GBChats)
+	}
+	c, err = parseConfig([]string{"--codex-bin", "x", "--spares", "0", "--gb-chats", "2,4,6", "--only", "firstmsg,chatsgb"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.FirstSpares != 0 || !slices.Equal(c.GBChats, []int{2, 4, 6}) || !c.runs(cmpFirstMsg) || !c.runs(cmpChatsGB) || c.runs(cmpMolecule) {
+		t.Errorf("spares %d gb %v only %v", c.FirstSpares, c.GBChats, c.Only)
+	}
 	// The daemon runs in a scratch directory: a relative binary path would not resolve there.
 	wd, _ := os.Getwd()
 	if want := filepath.Join(wd, "bin", "supervisor"); c.SupervisorBin != want {
@@ -363,6 +373,13 @@ func TestParseConfig(t *testing.T) {
 		{"--codex-bin", "x", "extra"},
 		{"--codex-bin", "x", "--latency-msgs", "1"},
 		{"--codex-bin", "x", "--tp-latency", "-1s"},
+		{"--codex-bin", "x", "--spares", "-1"},
+		{"--codex-bin", "x", "--gb-chats", "32,8"},
+		{"--codex-bin", "x", "--gb-chats", "8,8"},
+		{"--codex-bin", "x", "--gb-chats", "0"},
+		{"--codex-bin", "x", "--gb-chats", "x"},
+		{"--codex-bin", "x", "--mol-chats", "-1"},
+		{"--codex-bin", "x", "--first-samples", "-2"},
 	} {
 		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("parseConfig(%v) succeeded", args)

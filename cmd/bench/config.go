@@ -21,6 +21,9 @@ const (
 	cmpThroughput = "throughput"
 	cmpHistory    = "history"
 	cmpMemory     = "memory"
+	cmpFirstMsg   = "firstmsg"
+	cmpMolecule   = "molecule"
+	cmpChatsGB    = "chatsgb"
 )
 
 // Table labels of the comparisons, numbered as in the brief; the table is sorted by them.
@@ -31,11 +34,14 @@ const (
 	labelHistory    = "4 history"
 	labelMemory     = "5 memory"
 	labelScale      = "6 scale (no codex)"
+	labelFirstMsg   = "7 first message"
+	labelMolecule   = "8 molecule throughput"
+	labelChatsGB    = "9 chats per GB"
 )
 
 // allComparisons lists every comparison in run order.
 func allComparisons() []string {
-	return []string{cmpScale, cmpLatency, cmpOverhead, cmpThroughput, cmpHistory, cmpMemory}
+	return []string{cmpScale, cmpLatency, cmpOverhead, cmpThroughput, cmpHistory, cmpMemory, cmpFirstMsg, cmpMolecule, cmpChatsGB}
 }
 
 // Config is everything a bench run is configured with. Size fields left zero by the flags are
@@ -67,6 +73,11 @@ type Config struct {
 	ScaleSessions    int
 	ScaleTurns       int
 	ScaleConcurrency int
+	FirstSamples     int
+	FirstSpares      int // --spares of the spares side of the first-message comparison
+	MolChats         int
+	MolMsgs          int
+	GBChats          []int
 
 	// OverheadAbsMS and OverheadPct are the daemon-overhead target: max(abs, pct of a bare turn).
 	OverheadAbsMS float64
@@ -80,6 +91,8 @@ type preset struct {
 	historyLevels                               []int
 	historySamples, memChats, memSamples        int
 	scaleSessions, scaleTurns, scaleConcurrency int
+	firstSamples, molChats, molMsgs             int
+	gbChats                                     []int
 	timeout                                     time.Duration
 }
 
@@ -91,12 +104,14 @@ func fullPreset() preset {
 		historyLevels: []int{1, 50, 200}, historySamples: 5,
 		memChats: 8, memSamples: 2,
 		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
+		firstSamples: 20, molChats: 32, molMsgs: 5, gbChats: []int{8, 32},
 		timeout: 20 * time.Minute,
 	}
 }
 
-// quickPreset is --quick: a few minutes. History keeps its levels (the summary names them) with
-// fewer samples.
+// quickPreset is --quick: a few minutes. History and chats per GB keep their levels (the summary
+// names them) and the Molecule comparison its 32 chats (fewer would hide a cap between them and
+// 32), with fewer samples and messages.
 func quickPreset() preset {
 	return preset{
 		latencyMsgs: 8, overheadTurns: 40, overheadWarmup: 2,
@@ -104,6 +119,7 @@ func quickPreset() preset {
 		historyLevels: []int{1, 50, 200}, historySamples: 2,
 		memChats: 3, memSamples: 1,
 		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
+		firstSamples: 6, molChats: 32, molMsgs: 3, gbChats: []int{8, 32},
 		timeout: 6 * time.Minute,
 	}
 }
@@ -111,7 +127,7 @@ func quickPreset() preset {
 // parseConfig parses the command line. getenv supplies CODEX_BIN as the default codex binary.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	var c Config
-	var only, levels string
+	var only, levels, gbLevels string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -146,6 +162,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.ScaleSessions, "scale-sessions", 0, "live sessions in the codex-free scale run (default 1000)")
 	fs.IntVar(&c.ScaleTurns, "scale-turns", 0, "turns in the scale run (default 20000)")
 	fs.IntVar(&c.ScaleConcurrency, "scale-concurrency", 0, "goroutines submitting in the scale run (default 1: pure overhead)")
+	fs.IntVar(&c.FirstSamples, "first-samples", 0, "new chats per side in the first-message run (default 20, quick 6)")
+	fs.IntVar(&c.FirstSpares, "spares", 2, "--spares of the daemon side with spare children in the first-message run")
+	fs.IntVar(&c.MolChats, "mol-chats", 0, "chats in the Molecule throughput run; also the daemons' --max-children there (default 32)")
+	fs.IntVar(&c.MolMsgs, "mol-msgs", 0, "messages per chat in the Molecule throughput run (default 5, quick 3)")
+	fs.StringVar(&gbLevels, "gb-chats", "", "warm chats at which to measure chats per GB, ascending (default 8,32)")
 	fs.Float64Var(&c.OverheadAbsMS, "overhead-target-ms", 2, "daemon overhead target, absolute part")
 	fs.Float64Var(&c.OverheadPct, "overhead-target-pct", 5, "daemon overhead target, relative part")
 	if err := fs.Parse(args); err != nil {
@@ -182,6 +203,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	def(&c.ScaleSessions, p.scaleSessions)
 	def(&c.ScaleTurns, p.scaleTurns)
 	def(&c.ScaleConcurrency, p.scaleConcurrency)
+	def(&c.FirstSamples, p.firstSamples)
+	def(&c.MolChats, p.molChats)
+	def(&c.MolMsgs, p.molMsgs)
 	if c.Timeout == 0 {
 		c.Timeout = p.timeout
 	}
@@ -190,6 +214,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		var err error
 		if c.HistoryLevels, err = parseInts(levels); err != nil {
 			return c, fmt.Errorf("--history-levels: %w", err)
+		}
+	}
+	c.GBChats = p.gbChats
+	if gbLevels != "" {
+		var err error
+		if c.GBChats, err = parseInts(gbLevels); err != nil {
+			return c, fmt.Errorf("--gb-chats: %w", err)
 		}
 	}
 	c.Only = allComparisons()
@@ -219,6 +250,7 @@ func (c Config) validate() error {
 		{"tp-msgs", c.TPMsgs}, {"tp-rounds", c.TPRounds}, {"history-samples", c.HistorySamples},
 		{"mem-chats", c.MemChats}, {"mem-samples", c.MemSamples}, {"scale-sessions", c.ScaleSessions},
 		{"scale-turns", c.ScaleTurns}, {"scale-concurrency", c.ScaleConcurrency},
+		{"first-samples", c.FirstSamples}, {"mol-chats", c.MolChats}, {"mol-msgs", c.MolMsgs},
 	} {
 		if v.n < 1 {
 			errs = append(errs, fmt.Errorf("--%s %d: must be at least 1", v.name, v.n))
@@ -241,6 +273,20 @@ func (c Config) validate() error {
 	}
 	if !slices.IsSorted(c.HistoryLevels) {
 		errs = append(errs, errors.New("--history-levels must be ascending"))
+	}
+	if c.FirstSpares < 0 {
+		errs = append(errs, fmt.Errorf("--spares %d: must not be negative", c.FirstSpares))
+	}
+	if len(c.GBChats) == 0 {
+		errs = append(errs, errors.New("--gb-chats: at least one level"))
+	}
+	for _, l := range c.GBChats {
+		if l < 1 {
+			errs = append(errs, fmt.Errorf("--gb-chats: %d: levels start at 1", l))
+		}
+	}
+	if !slices.IsSorted(c.GBChats) || len(slices.Compact(slices.Clone(c.GBChats))) != len(c.GBChats) {
+		errs = append(errs, errors.New("--gb-chats must be strictly ascending"))
 	}
 	return errors.Join(errs...)
 }

@@ -11,11 +11,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
 	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
 )
 
@@ -28,23 +31,73 @@ const (
 	orphanKillTimeout  = 5 * time.Second
 )
 
-// daemonConfig starts one `supervisor run` with the local inbox.
+// daemonConfig starts one `supervisor run`, with the local inbox unless Platform is set.
 type daemonConfig struct {
 	SupervisorBin string
 	CodexBin      string
 	Side          side
 	MaxChildren   int
-	Marker        string // NAME=value put in the daemon's environment for the leftover check
+	// Spares, when not nil, is passed as --spares: spare children the daemon keeps ready for new
+	// chats. Nil leaves the flag out, for the daemon's default (and for a daemon without the flag).
+	Spares *int
+	// Platform, when set, makes the daemon poll this fake Molecule platform (--inbox molecule,
+	// the platform's environment) instead of opening the local inbox.
+	Platform *moleculetest.Platform
+	// PollInterval is the Molecule poll interval (0: the daemon's default).
+	PollInterval time.Duration
+	Marker       string // NAME=value put in the daemon's environment for the leftover check
 }
 
-// daemon is a running `supervisor run --inbox local` subprocess.
+// stateDir is the daemon's state directory (control socket, sessions, inbox position).
+func (cfg daemonConfig) stateDir() string { return filepath.Join(cfg.Side.dir, "state") }
+
+// args are the arguments of `supervisor run` for cfg.
+func (cfg daemonConfig) args() []string {
+	args := []string{"run"}
+	if cfg.Platform != nil {
+		args = append(args, "--inbox", "molecule")
+		if cfg.PollInterval > 0 {
+			args = append(args, "--poll-interval", cfg.PollInterval.String())
+		}
+	} else {
+		args = append(args, "--inbox", "local", "--listen", "127.0.0.1:0")
+	}
+	args = append(args,
+		"--state-dir", cfg.stateDir(),
+		"--codex-bin", cfg.CodexBin,
+		"--max-children", strconv.Itoa(cfg.MaxChildren))
+	if cfg.Spares != nil {
+		args = append(args, "--spares", strconv.Itoa(*cfg.Spares))
+	}
+	return append(args, "--log-level", "warn")
+}
+
+// env is the daemon's environment: base (the bench's own) with the side's CODEX_HOME, the
+// leftover marker, and for the Molecule inbox the platform's settings, with anything in base
+// that would configure the platform or the daemon behind the bench's back left out.
+func (cfg daemonConfig) env(base []string) []string {
+	env := slices.Clone(base)
+	if cfg.Platform != nil {
+		env = slices.DeleteFunc(env, func(kv string) bool {
+			k, _, _ := strings.Cut(kv, "=")
+			return k == "PLATFORM_URL" || k == "WORKSPACE_ID" || k == "CONFIGS_DIR" ||
+				k == "CODEX_CHANNEL_MOLECULE_STATE_DIR" || strings.HasPrefix(k, "MOLECULE_") || strings.HasPrefix(k, "CODEX_WARM_")
+		})
+		env = append(env, harness.PlatformEnv(cfg.Platform)...)
+		// No token file may stand in for the platform's token.
+		env = append(env, "CONFIGS_DIR="+filepath.Join(cfg.Side.dir, "no-configs"))
+	}
+	return append(env, "CODEX_HOME="+cfg.Side.codexHome, cfg.Marker) // the last duplicate wins
+}
+
+// daemon is a running `supervisor run` subprocess.
 type daemon struct {
 	proc   *harness.Daemon
 	status harness.StatusClient
 	stderr *tailWriter
 
 	pid     int    // from `supervisor status`
-	baseURL string // http://<listen>
+	baseURL string // http://<listen>; local inbox only
 	http    *http.Client
 }
 
@@ -59,23 +112,17 @@ type localReply struct {
 }
 
 // startDaemon launches the daemon with CODEX_HOME and cwd of cfg.Side and returns once
-// `supervisor status` reports its pid and listen address.
+// `supervisor status` reports its pid and its inbox (the local listen address, or the platform).
 func startDaemon(ctx context.Context, cfg daemonConfig) (*daemon, error) {
 	if _, err := os.Stat(cfg.SupervisorBin); err != nil {
 		return nil, fmt.Errorf("daemon binary: %w (run `make build`, or pass --supervisor-bin)", err)
 	}
-	stateDir := filepath.Join(cfg.Side.dir, "state")
+	stateDir := cfg.stateDir()
 	out := &tailWriter{max: 16 << 10}
 	proc, err := harness.StartDaemon(harness.DaemonConfig{
-		Bin: cfg.SupervisorBin,
-		Args: []string{"run",
-			"--inbox", "local",
-			"--listen", "127.0.0.1:0",
-			"--state-dir", stateDir,
-			"--codex-bin", cfg.CodexBin,
-			"--max-children", strconv.Itoa(cfg.MaxChildren),
-			"--log-level", "warn"},
-		Env:    append(os.Environ(), "CODEX_HOME="+cfg.Side.codexHome, cfg.Marker), // the last duplicate wins
+		Bin:    cfg.SupervisorBin,
+		Args:   cfg.args(),
+		Env:    cfg.env(os.Environ()),
 		Dir:    cfg.Side.cwd,
 		Output: out,
 		// A bench killed outright still makes the daemon drain and stop its children.
@@ -104,7 +151,9 @@ func startDaemon(ctx context.Context, cfg daemonConfig) (*daemon, error) {
 		return nil, joinClose(fmt.Errorf("daemon not ready within %s: %w; output tail:\n%s", daemonReadyTimeout, err, out.String()), d.stop())
 	}
 	d.pid = doc.Daemon.PID
-	d.baseURL = "http://" + doc.Daemon.Listen
+	if cfg.Platform == nil {
+		d.baseURL = "http://" + doc.Daemon.Listen
+	}
 	return d, nil
 }
 

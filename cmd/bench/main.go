@@ -1,13 +1,16 @@
 // Command bench compares the exec-per-message design (`codex exec resume <thread> <prompt>` per
 // message) with the warm daemon, on the real native codex binary against a mock model on
-// loopback, and measures the supervisor alone at scale.
+// loopback, and measures the supervisor alone at scale. It also sets the daemon against itself:
+// the first message of a new chat with and without spare children, throughput on the Molecule
+// inbox (a fake platform in the bench process) against the local inbox, and how many warm chats
+// a GB holds counted by RSS and by PSS.
 //
 // Every comparison runs both sides in the same invocation, alternating their samples, and
 // reports medians and ratios: the machine is shared and noisy, so absolute times mean little and
 // nothing here asserts on them. Output: a table, then name=value summary lines (the last lines);
 // --json writes the summary to a file as well.
 //
-//	go run ./cmd/bench --codex-bin $CODEX_BIN --supervisor-bin ./bin/supervisor [--quick]
+//	go run ./cmd/bench --codex-bin $CODEX_BIN --supervisor-bin $PWD/bin/supervisor [--quick]
 package main
 
 import (
@@ -44,6 +47,11 @@ func summaryKeys() []string {
 		"daemon_rss_per_child_kb", "daemon_rss_mb", "codex_native_rss_mb", "codex_node_rss_mb",
 		"scale_p50_us", "scale_p99_us", "scale_rss_mb", "scale_heap_mb", "scale_rss_per_session_kb",
 		"scale_goroutines_per_session",
+		"first_msg_exec_ms", "first_msg_daemon_ms", "first_msg_spares_ms", "first_msg_spares",
+		"first_msg_ratio_exec_over_daemon", "first_msg_ratio_exec_over_spares",
+		"molecule_msgs_per_sec", "molecule_local_msgs_per_sec", "molecule_max_in_flight",
+		"molecule_local_max_in_flight", "molecule_cpu_s_per_msg",
+		"chats_per_gb_rss_8", "chats_per_gb_pss_8", "chats_per_gb_rss_32", "chats_per_gb_pss_32",
 	}
 }
 
@@ -98,6 +106,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		{cmpThroughput, labelThroughput, b.runThroughput},
 		{cmpHistory, labelHistory, b.runHistory},
 		{cmpMemory, labelMemory, b.runMemory},
+		{cmpFirstMsg, labelFirstMsg, b.runFirstMessage},
+		{cmpMolecule, labelMolecule, b.runMolecule},
+		{cmpChatsGB, labelChatsGB, b.runChatsPerGB},
 	}
 	started := time.Now()
 	var failed []string

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
 // runMemory is comparison 5, in two independent parts: the daemon's own RSS per live child, and
@@ -29,7 +31,12 @@ func (b *bench) daemonRSS(ctx context.Context, mock model) error {
 	}
 	k := b.cfg.MemChats
 	b.logf("memory: daemon RSS with 0 and %d live children", k)
-	err = b.withDaemon(ctx, s, k, func(d *daemon) error {
+	// No spares: the daemon starts with no child at all, and every child it has is a chat's.
+	spares, err := b.noSpares(ctx)
+	if err != nil {
+		return fmt.Errorf("memory (daemon): %w", err)
+	}
+	err = b.withDaemonConfig(ctx, b.daemonConfig(s, k, spares), func(d *daemon) error {
 		rss0, err := readRSS(d.pid)
 		if err != nil {
 			return err
@@ -43,16 +50,14 @@ func (b *bench) daemonRSS(ctx context.Context, mock model) error {
 		if err != nil {
 			return err
 		}
-		live := 0
 		var childRSS []float64
 		for _, c := range doc.Snapshot.Children {
-			if c.PID > 0 {
-				live++
+			if c.PID > 0 && c.State != supervisor.StateSpare {
 				childRSS = append(childRSS, float64(c.RSSBytes)/(1<<20))
 			}
 		}
-		if live != k {
-			return fmt.Errorf("daemon reports %d live children, want %d", live, k)
+		if live := countChats(doc.Snapshot); live != k {
+			return fmt.Errorf("daemon reports %d live chat children, want %d", live, k)
 		}
 		rssK, err := readRSS(d.pid)
 		if err != nil {

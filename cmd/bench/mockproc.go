@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,7 +31,9 @@ const (
 
 // mockProc is a mock model running in a subprocess. Its control protocol is line based on the
 // child's stdin/stdout: the child first prints "ready <url>"; "home <dir>" makes it write a
-// CODEX_HOME for that directory and answer "ok" or "error <text>"; stdin EOF stops it.
+// CODEX_HOME for that directory and answer "ok" or "error <text>"; "peak" makes it answer
+// "peak <n>", the most model requests it answered at once since the last "peak" (or its start),
+// and start a new mark; stdin EOF stops it.
 type mockProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -110,6 +113,23 @@ func (m *mockProc) WriteCodexHome(dir string) error {
 	return nil
 }
 
+// TakeMaxInFlight asks the mock for its in-flight high-water mark and resets it.
+func (m *mockProc) TakeMaxInFlight() (int, error) {
+	if _, err := fmt.Fprintln(m.stdin, "peak"); err != nil {
+		return 0, fmt.Errorf("mock model process: %w", err)
+	}
+	line, err := m.readLine(mockReplyTimeout)
+	if err != nil {
+		return 0, fmt.Errorf("mock model process: %w", err)
+	}
+	v, ok := strings.CutPrefix(line, "peak ")
+	n, convErr := strconv.Atoi(v)
+	if !ok || convErr != nil {
+		return 0, fmt.Errorf("mock model process: unexpected answer %q to peak", line)
+	}
+	return n, nil
+}
+
 // Close stops the mock (stdin EOF) and reaps it, killing it past mockStopTimeout.
 func (m *mockProc) Close() error {
 	_ = m.stdin.Close()
@@ -148,6 +168,10 @@ func mockWorkerMain(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	fmt.Fprintf(stdout, "ready %s\n", m.URL())
 	sc := bufio.NewScanner(stdin)
 	for sc.Scan() {
+		if sc.Text() == "peak" {
+			fmt.Fprintf(stdout, "peak %d\n", m.ResetMaxInFlight())
+			continue
+		}
 		dir, ok := strings.CutPrefix(sc.Text(), "home ")
 		if !ok {
 			fmt.Fprintf(stdout, "error unknown command %q\n", sc.Text())

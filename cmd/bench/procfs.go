@@ -150,3 +150,44 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// treeMem is the memory of a daemon and the processes below it (its codex children).
+type treeMem struct {
+	RootRSS  int64            // the daemon's own resident set
+	Children childproc.Memory // summed over the live descendants
+	Procs    int              // live descendants summed
+}
+
+// treeMemory reads root's RSS and the RSS, PSS and USS of each live process below it. A process
+// that exits while it reads is skipped.
+func treeMemory(root int) (treeMem, error) {
+	procs, err := allProcs()
+	if err != nil {
+		return treeMem{}, err
+	}
+	tree := descendants(procs, root)
+	if len(tree) == 0 {
+		return treeMem{}, fmt.Errorf("memory of process tree: pid %d not found", root)
+	}
+	var t treeMem
+	if t.RootRSS, err = readRSS(root); err != nil {
+		return treeMem{}, err
+	}
+	for _, p := range tree[1:] {
+		if p.Zombie() {
+			continue
+		}
+		m, err := childproc.ProcFS{}.Memory(p.PID)
+		if err != nil {
+			if _, statErr := readProcStat(p.PID); statErr != nil {
+				continue // exited meanwhile
+			}
+			return treeMem{}, err
+		}
+		t.Children.RSS += m.RSS
+		t.Children.PSS += m.PSS
+		t.Children.USS += m.USS
+		t.Procs++
+	}
+	return t, nil
+}
