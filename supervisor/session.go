@@ -125,8 +125,21 @@ func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
 // startSession gives the key a child: a spare when one is ready, else a new child in a slot of
 // its own. It opens the key's thread on it and returns the session in StateBusy.
 func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
-	if sess := s.takeSpare(k); sess != nil {
-		return s.openSession(k, sess, j)
+	for {
+		if sess := s.takeSpare(k); sess != nil {
+			return s.openSession(k, sess, j)
+		}
+		changed := s.startingSpare()
+		if changed == nil {
+			break
+		}
+		select {
+		case <-changed:
+		case <-j.ctx.Done():
+			return nil, fmt.Errorf("chat %s: waiting for a spare codex child: %w", k.key, context.Cause(j.ctx))
+		case <-s.accepting.Done():
+			return nil, ErrClosed
+		}
 	}
 	if err := s.acquireSlot(j.ctx); err != nil {
 		return nil, fmt.Errorf("chat %s: %w", k.key, err)

@@ -53,6 +53,11 @@ func (p *slots) take(u memUse) bool {
 	return false
 }
 
+// free reports whether take would succeed.
+func (p *slots) free(u memUse) bool {
+	return len(p.waiters) == 0 && p.fits(p.used, u.held, u.estimate)
+}
+
 // join queues a waiter behind the others, refusing with ErrNoSlot when maxWaiters already wait.
 func (p *slots) join() (*slotWaiter, error) {
 	if n := len(p.waiters); n >= p.maxWaiters {

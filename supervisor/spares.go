@@ -18,6 +18,30 @@ import (
 // waits for; Shutdown waits for it before closing the children. A spare that fails to start, or
 // dies young, backs the keeper off like a chat's crashing child (spareCrash).
 
+// notifySparesLocked wakes chats waiting for a starting spare: one became ready or ended.
+func (s *Supervisor) notifySparesLocked() {
+	close(s.spareChanged)
+	s.spareChanged = make(chan struct{})
+}
+
+// startingSpare returns a channel closed when the next spare becomes ready or ends, or nil when a
+// chat should not wait for one: a slot is free now, or no spare is starting. A spare that is
+// starting holds a slot; without this wait a chat at the cap would evict a warm idle child while
+// the spare it could take is a moment from ready.
+func (s *Supervisor) startingSpare() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slots.free(s.memUseLocked()) {
+		return nil
+	}
+	for sess := range s.sessions {
+		if sess.spare && sess.state == StateStarting {
+			return s.spareChanged
+		}
+	}
+	return nil
+}
+
 // kickSpares wakes the spare keeper: a spare was taken or a slot freed.
 func (s *Supervisor) kickSpares() {
 	select {
@@ -104,6 +128,7 @@ func (s *Supervisor) startSpare(sess *session) {
 		sess.spareThread, sess.threadID = id, id // the table shows it
 		sess.ready = true
 		s.setStateLocked(sess, StateSpare)
+		s.notifySparesLocked()
 		sess.log.Info("spare codex child ready", zap.String("thread_id", id))
 		// Someone began waiting for a slot while the spare started: it is the first to go.
 		s.rebalanceLocked()

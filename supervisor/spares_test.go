@@ -197,3 +197,37 @@ func TestSpareDeathReplaced(t *testing.T) {
 		}
 	})
 }
+
+// At the cap, a chat that finds a spare still starting waits for it and takes it, instead of
+// evicting another chat's warm child.
+func TestChatWaitsForStartingSpareAtCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		gate := make(chan struct{})
+		w.spawnHook = func(ctx context.Context, key string, n int) (bool, error) {
+			if n == 2 { // the second spare starts slowly
+				<-gate
+			}
+			return false, nil
+		}
+		s := newSup(t, w, func(c *Config) { c.MaxChildren = 2; c.Spares = 1 })
+		defer shutdown(t, s)
+		synctest.Wait()
+		ra := mustSubmit(t, s, "a", "a1") // takes the first spare; the second starts
+		synctest.Wait()
+		b := submitAsync(context.Background(), s, "b", "b1")
+		synctest.Wait()
+		if b.finished() || w.child(0).isDead() {
+			t.Fatalf("b did not wait for the starting spare: finished %v, a's child dead %v", b.finished(), w.child(0).isDead())
+		}
+		close(gate)
+		rb, err := b.wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rb.PID != w.child(1).PID() || w.child(0).isDead() || s.Status().Totals.Retired[ReasonEvicted] != 0 {
+			t.Fatalf("b ran on pid %d (spare %d); a's child %d dead %v; totals %+v",
+				rb.PID, w.child(1).PID(), ra.PID, w.child(0).isDead(), s.Status().Totals)
+		}
+	})
+}

@@ -106,6 +106,7 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 	crash := !s.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), s.cfg.CrashWindow)
 	switch {
 	case sess.spare:
+		s.notifySparesLocked()
 		if crash {
 			d := s.spareCrash.record(s.cfg.CrashBackoffInitial, s.cfg.CrashBackoffMax, cause, time.Now())
 			s.log.Warn("spare codex child crashed; backing off", zap.Int("failures", s.spareCrash.failures),

@@ -50,9 +50,10 @@ type Supervisor struct {
 
 	wg sync.WaitGroup // the child watchers and the memory sampler
 
-	spareKick  chan struct{} // wakes keepSpares (spares.go)
-	sparesDone chan struct{} // closed when keepSpares returned, or at once with no spares
-	spareCrash crashBackoff  // the spares' own restart backoff; guarded by mu
+	spareKick    chan struct{} // wakes keepSpares (spares.go)
+	spareChanged chan struct{} // closed and replaced when a spare becomes ready or ends; guarded by mu
+	sparesDone   chan struct{} // closed when keepSpares returned, or at once with no spares
+	spareCrash   crashBackoff  // the spares' own restart backoff; guarded by mu
 
 	recMu    sync.Mutex         // serializes children.json writes so the last write is the newest
 	leftover []childproc.Record // orphans the boot sweep could not kill; kept for the next sweep
@@ -94,6 +95,7 @@ func New(cfg Config) (*Supervisor, error) {
 		shutdownDone: make(chan struct{}),
 		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters, budget: cfg.MemoryBudget},
 		spareKick:    make(chan struct{}, 1),
+		spareChanged: make(chan struct{}),
 		sparesDone:   make(chan struct{}),
 	}
 	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Idle: s.keyIdleLocked, Lock: &s.mu})
