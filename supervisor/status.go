@@ -28,6 +28,7 @@ func (s *Supervisor) Status() Snapshot {
 		StoreErrors:    s.storeErrors,
 		WaitingForSlot: s.slots.waiting(),
 	}
+	t.OverloadRetries = s.overloadRetries.Load()
 	for sess := range s.sessions {
 		cs := ChildStatus{
 			ChatKey:  sess.key.key,

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -45,6 +46,8 @@ type Supervisor struct {
 	stopLife      context.CancelCauseFunc
 
 	wg sync.WaitGroup // the child watchers
+
+	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
 
 	recMu    sync.Mutex         // serializes children.json writes so the last write is the newest
 	leftover []childproc.Record // orphans the boot sweep could not kill; kept for the next sweep
@@ -79,6 +82,10 @@ func New(cfg Config) (*Supervisor, error) {
 		retired:      make(map[string]int),
 		shutdownDone: make(chan struct{}),
 		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters},
+	}
+	if s.cfg.Spawn == nil {
+		s.cfg.Spawn = appServerSpawn(cfg.AppServer, cfg.HandshakeTimeout, cfg.Logger,
+			func(string) { s.overloadRetries.Add(1) })
 	}
 	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Idle: s.keyIdleLocked, Lock: &s.mu})
 	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -168,8 +169,11 @@ func TestRenderStatusTable(t *testing.T) {
 				{ChatKey: "canvas:a", ThreadID: "t2", PID: 8, State: supervisor.StateBusy, TurnAge: 1500 * time.Millisecond, Turns: 1, Restarts: 1},
 			},
 			Totals: supervisor.Totals{Live: 2, Busy: 1, Cap: 4, Turns: 4, Retired: map[string]int{"idle": 2, "child_died": 1},
-				RSSBytes: 150 << 20, PSSBytes: 53 << 20, USSBytes: 25 << 20},
+				OverloadRetries: 3, RSSBytes: 150 << 20, PSSBytes: 53 << 20, USSBytes: 25 << 20},
 		},
+	}
+	if j, err := json.Marshal(doc); err != nil || !bytes.Contains(j, []byte(`"overload_retries":3`)) {
+		t.Errorf("status --json lacks overload_retries (%v): %s", err, j)
 	}
 	var b bytes.Buffer
 	renderStatus(&b, doc, now)
@@ -203,7 +207,7 @@ func TestRenderStatusTable(t *testing.T) {
 		!strings.HasPrefix(string([]rune(rowB)[mem:]), "53M ") {
 		t.Errorf("memory column is not PSS:\n%s", out)
 	}
-	for _, want := range []string{"01a1fd80-b525…", "busy", "1.5s", "2m00s", "live 2/4  busy 1", "retired child_died=1 idle=2", "up 1m30s",
+	for _, want := range []string{"01a1fd80-b525…", "busy", "1.5s", "2m00s", "live 2/4  busy 1", "overload retries 3", "retired child_died=1 idle=2", "up 1m30s",
 		"memory: children pss 53M (private 25M, rss 150M), daemon pss 9M"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
