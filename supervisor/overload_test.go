@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -48,5 +49,45 @@ func TestProcessOverloadRetriesCounted(t *testing.T) {
 	}
 	if got := templateSaw.Load(); got != 3 {
 		t.Errorf("the template's callback saw %d retries, want 3", got)
+	}
+}
+
+// TestProcessOverloadPastTheBound: a turn/start codex keeps refusing past the retry bound fails
+// the message with ErrOverloaded (the bridge answers busy), but the child stays warm: the next
+// message runs on it as the thread's first turn.
+func TestProcessOverloadPastTheBound(t *testing.T) {
+	bin, env := appservertest.FakeCommand(appservertest.FakeOK + "," + appservertest.FakeOverload + "=" + protocol.MethodTurnStart + ":3")
+	log := testLogger(t)
+	s, err := New(Config{
+		AppServer: appserver.Config{
+			Bin: bin, Env: env, CloseGrace: 500 * time.Millisecond, Logger: log,
+			Overload: appserver.OverloadRetry{Initial: time.Millisecond, MaxInterval: time.Millisecond, MaxElapsed: time.Minute,
+				MaxRetries: 2},
+		},
+		MaxChildren:      2,
+		HandshakeTimeout: 30 * time.Second,
+		Logger:           log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, s)
+	ctx := testCtx(t)
+
+	r, err := s.Submit(ctx, "a", "refused")
+	if !errors.Is(err, appserver.ErrOverloaded) {
+		t.Fatalf("reply %+v error %v, want ErrOverloaded", r, err)
+	}
+	st := s.Status()
+	if st.Totals.OverloadRetries != 2 || st.Totals.Live != 1 || st.Children[0].State != StateIdle || len(st.Totals.Retired) != 0 {
+		t.Fatalf("after the refusals: %+v %+v, want 2 retries and the child idle", st.Totals, st.Children)
+	}
+	pid := st.Children[0].PID
+	r, err = s.Submit(ctx, "a", "accepted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Text != "reply #1: accepted" || r.PID != pid {
+		t.Errorf("reply %q from pid %d, want the first turn on pid %d", r.Text, r.PID, pid)
 	}
 }
