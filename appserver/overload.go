@@ -11,14 +11,17 @@ import (
 
 // Defaults of OverloadRetry.
 //
-// codex answers -32001 when a request finds its bounded request queue full (128 messages in
-// codex-rs app-server's transport); the request is dropped before it is processed. One client
-// per child sends at most a few requests at a time, so the queue fills only while codex's
-// processor is stalled, and it drains as soon as the processor runs again: milliseconds per
-// message. The first retry after 100 ms therefore usually lands; the waits double (with ±50 %
-// jitter) up to 2 s, and after about 10 s in all (8 retries: 0.1+0.2+0.4+0.8+1.6+2+2+2 s) the
-// child is treated as busy rather than slow. A chat message then waits at most ~10 s longer
-// before the daemon answers "busy", well inside the turn deadline.
+// codex answers -32001 when a request finds its request queue full (128 messages in codex-rs
+// app-server's transport); the request is dropped before it is processed. Measured here
+// (codex-cli 0.169.0, a shared machine at load ~15): a burst of 1000 account/read requests in
+// one write got 507 refusals, and codex answered about one request per millisecond (395 within
+// 390 ms; 2632 of a 5000 burst within 2.4 s), so a full queue drains in ~130 ms. One client per
+// child sends a few requests at a time, so the queue fills only when codex's processor stalls.
+// Hence a first retry after 100 ms (50 to 150 ms with jitter), about when a full queue has
+// drained; the waits double, with ±50 % jitter so that children refused together do not retry
+// together, up to 2 s; after 8 retries or 10 s (0.1+0.2+0.4+0.8+1.6+2+2+2 = 9.1 s) the child
+// is busy rather than slow. A chat message then waits at most ~10 s longer before the daemon
+// answers "busy", well inside the turn deadline (600 s).
 const (
 	DefaultOverloadInitial     = 100 * time.Millisecond
 	DefaultOverloadMaxInterval = 2 * time.Second
