@@ -77,7 +77,8 @@ type Config struct {
 	// retry later." (ErrOverloaded). Zero fields take the defaults (see OverloadRetry).
 	Overload OverloadRetry
 	// OnOverloadRetry, if set, is called with the request's method each time a refused request
-	// is about to be retried, from the goroutine that sent it. It must not block.
+	// is about to be retried. It may be called from several goroutines at once and must not
+	// block.
 	OnOverloadRetry func(method string)
 	// Policy answers the server's approval and input requests. The zero value declines.
 	Policy Policy
