@@ -73,6 +73,13 @@ type Config struct {
 	// WriteTimeout bounds one write to the child's stdin. A child that does not read its stdin
 	// for this long is treated as broken. Default DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// Overload bounds the retries of requests codex refused with -32001 "Server overloaded;
+	// retry later." (ErrOverloaded). Zero fields take the defaults (see OverloadRetry).
+	Overload OverloadRetry
+	// OnOverloadRetry, if set, is called with the request's method each time a refused request
+	// is about to be retried. It may be called from several goroutines at once and must not
+	// block.
+	OnOverloadRetry func(method string)
 	// Policy answers the server's approval and input requests. The zero value declines.
 	Policy Policy
 	// Logger receives the client's logs; nil means zap.NewNop().
@@ -101,6 +108,7 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	cfg.Overload = cfg.Overload.withDefaults()
 	return cfg
 }
 
@@ -481,8 +489,30 @@ func (c *Client) bind(ctx context.Context) (context.Context, context.CancelFunc)
 	}
 }
 
-// call sends a request and waits for its result, ctx, or the client's failure.
+// call sends a request and waits for its result, ctx, or the client's failure. A request codex
+// refused as overloaded is sent again (see retryOverloaded).
 func (c *Client) call(ctx context.Context, method string, params, result any) error {
+	return c.retryOverloaded(ctx, method, func() error { return c.callOnce(ctx, method, params, result) })
+}
+
+// retryOverloaded runs attempt, one send of method and the wait for its response, and runs it
+// again after a backoff for as long as codex refuses the request as overloaded (-32001) and
+// Config.Overload allows. Every request the client sends goes through it. The waits end at once
+// when ctx is done or the client fails.
+func (c *Client) retryOverloaded(ctx context.Context, method string, attempt func() error) error {
+	bctx, cancel := c.bind(ctx)
+	defer cancel()
+	return c.cfg.Overload.do(bctx, func(n int, wait time.Duration) {
+		c.log.Info("codex app-server is overloaded; retrying the request",
+			zap.String("method", method), zap.Int("retry", n), zap.Duration("wait", wait))
+		if c.cfg.OnOverloadRetry != nil {
+			c.cfg.OnOverloadRetry(method)
+		}
+	}, attempt)
+}
+
+// callOnce sends a request once and waits for its result, ctx, or the client's failure.
+func (c *Client) callOnce(ctx context.Context, method string, params, result any) error {
 	if err := c.Err(); err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}

@@ -166,33 +166,37 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 	start := time.Now()
 	stderrMark := c.proc.Tail().Total()
 
-	w, err := c.conn.DispatchCall(context.Background(), protocol.MethodTurnStart,
-		protocol.TurnStartParams{ThreadID: threadID, Input: input})
-	if err != nil {
-		c.abandon(t, nil)
-		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, c.brokenErr(protocol.MethodTurnStart, err))
-	}
-
-	// Phase 1: the turn/start response gives the turn id.
+	// Phase 1: the turn/start response gives the turn id. A turn/start refused as overloaded
+	// started nothing (codex drops the request unprocessed), so it is simply sent again.
 	// These waits are not bound to the client's life (unlike call): a child may answer,
 	// complete the turn and exit at once, and the response must still win over the exit. The
 	// monitor closes the connection when the client fails, which ends the wait.
 	var started protocol.TurnResult
 	var deadline time.Time // set once ctx is done: the end of the grace
-	err = c.waitUnbound(ctx, protocol.MethodTurnStart, w, &started)
-	if err != nil && ctx.Err() != nil {
-		// ctx ended before the id was known; the turn may be starting anyway. Wait (bounded)
-		// for the id so that the turn can be interrupted rather than left running.
-		deadline = time.Now().Add(grace)
-		gctx, cancel := context.WithDeadline(context.Background(), deadline)
-		err = c.waitUnbound(gctx, protocol.MethodTurnStart, w, &started)
-		cancel()
-		if err != nil && gctx.Err() != nil {
-			c.abandon(t, nil)
-			c.wedged.Store(true)
-			return nil, fmt.Errorf("run turn on thread %s: %w: codex pid %d did not answer turn/start within %s: %w",
-				threadID, ErrWedged, c.pid, grace, context.Cause(ctx))
+	unanswered := false
+	params := protocol.TurnStartParams{ThreadID: threadID, Input: input}
+	err := c.retryOverloaded(ctx, protocol.MethodTurnStart, func() error {
+		w, err := c.conn.DispatchCall(context.Background(), protocol.MethodTurnStart, params)
+		if err != nil {
+			return c.brokenErr(protocol.MethodTurnStart, err)
 		}
+		err = c.waitUnbound(ctx, protocol.MethodTurnStart, w, &started)
+		if err != nil && ctx.Err() != nil {
+			// ctx ended before the id was known; the turn may be starting anyway. Wait (bounded)
+			// for the id so that the turn can be interrupted rather than left running.
+			deadline = time.Now().Add(grace)
+			gctx, cancel := context.WithDeadline(context.Background(), deadline)
+			err = c.waitUnbound(gctx, protocol.MethodTurnStart, w, &started)
+			cancel()
+			unanswered = err != nil && gctx.Err() != nil
+		}
+		return err
+	})
+	if unanswered {
+		c.abandon(t, nil)
+		c.wedged.Store(true)
+		return nil, fmt.Errorf("run turn on thread %s: %w: codex pid %d did not answer turn/start within %s: %w",
+			threadID, ErrWedged, c.pid, grace, context.Cause(ctx))
 	}
 	if err != nil {
 		c.abandon(t, nil)
@@ -223,11 +227,8 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 	}
 	cause := context.Cause(ctx)
 	log.Info("interrupting turn", zap.NamedError("cause", cause))
-	if _, err := c.conn.DispatchCall(context.Background(), protocol.MethodTurnInterrupt,
-		protocol.TurnInterruptParams{ThreadID: threadID, TurnID: turnID}); err != nil {
-		// Nothing more to do: the grace below decides.
-		log.Warn("send turn/interrupt", zap.Error(err))
-	}
+	stopInterrupt := c.interrupt(log, threadID, turnID, deadline)
+	defer stopInterrupt()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
@@ -243,6 +244,35 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 		// It completed just now after all.
 	}
 	return c.turnResult(t, turnID, start, stderrMark, cause)
+}
+
+// interrupt sends turn/interrupt for the turn from a goroutine, which retries it while codex
+// refuses it as overloaded, until deadline; RunTurn meanwhile waits for the turn to end. stop
+// ends the goroutine and waits for it.
+func (c *Client) interrupt(log *zap.Logger, threadID, turnID string, deadline time.Time) (stop func()) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	done := make(chan struct{})
+	params := protocol.TurnInterruptParams{ThreadID: threadID, TurnID: turnID}
+	go func() {
+		defer close(done)
+		err := c.retryOverloaded(ctx, protocol.MethodTurnInterrupt, func() error {
+			w, err := c.conn.DispatchCall(ctx, protocol.MethodTurnInterrupt, params)
+			if err != nil {
+				// The stream broke: the client is failing, which ends the turn too.
+				return err
+			}
+			var ack json.RawMessage
+			return c.wait(ctx, protocol.MethodTurnInterrupt, w, &ack)
+		})
+		if err != nil && ctx.Err() == nil {
+			// Nothing more to do: the grace decides.
+			log.Info("turn/interrupt failed", zap.Error(err))
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // errAbandoned marks a turn RunTurn gave up on.

@@ -26,7 +26,7 @@ type outcome int
 const (
 	outcomeAnswered   outcome = iota // a completed turn
 	outcomeTurnFailed                // the turn ran and failed or was interrupted
-	outcomeBusy                      // queue full / no slot / codex overloaded: try again later
+	outcomeBusy                      // queue full / no slot / codex overloaded
 	outcomeWatchdog                  // a watchdog retired the session
 	outcomeCrashLoop                 // the key's child keeps failing
 	outcomeAuth                      // codex is not logged in
@@ -47,7 +47,9 @@ func classify(r supervisor.Reply, err error) outcome {
 		return outcomeAnswered
 	case err == nil:
 		return outcomeTurnFailed
-	case errors.Is(err, supervisor.ErrQueueFull), errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, appserver.ErrOverloaded):
+	case errors.Is(err, supervisor.ErrQueueFull), errors.Is(err, supervisor.ErrNoSlot),
+		// codex refused the request as overloaded, and appserver's retries ran out.
+		errors.Is(err, appserver.ErrOverloaded):
 		return outcomeBusy
 	case errors.Is(err, supervisor.ErrClosed):
 		return outcomeClosed

@@ -37,7 +37,11 @@ func TestReplyText(t *testing.T) {
 		{"interrupted with partial text", supervisor.Reply{Status: "interrupted", Text: "partial"}, nil, outcomeTurnFailed, "partial\n\n[codex was interrupted"},
 		{"queue full", supervisor.Reply{}, fmt.Errorf("chat x: %w", supervisor.ErrQueueFull), outcomeBusy, "try again shortly"},
 		{"no slot", supervisor.Reply{}, supervisor.ErrNoSlot, outcomeBusy, "try again shortly"},
-		{"overloaded", supervisor.Reply{}, fmt.Errorf("turn/start on codex pid 7: %w", appserver.ErrOverloaded), outcomeBusy, "try again shortly"},
+		// Retried up to the bound in appserver, then busy: on the turn, or on opening the thread.
+		{"overloaded turn", supervisor.Reply{}, fmt.Errorf("chat k: codex pid 1: turn: run turn on thread t: turn/start on codex pid 1: %w: code -32001 (refused 9 times in 9.7s)",
+			appserver.ErrOverloaded), outcomeBusy, "try again shortly"},
+		{"overloaded thread start", supervisor.Reply{}, fmt.Errorf("chat k: codex pid 1: start thread: thread/start on codex pid 1: %w", appserver.ErrOverloaded),
+			outcomeBusy, "try again shortly"},
 		{"closed", supervisor.Reply{}, supervisor.ErrClosed, outcomeClosed, "shutting down"},
 		{"watchdog", supervisor.Reply{}, &supervisor.WatchdogError{ChatKey: "k", Watchdog: supervisor.WatchdogPostTool, PID: 1, Err: errors.New("quiet")},
 			outcomeWatchdog, "stopped responding (post_tool_quiet) and was restarted; please send your message again"},

@@ -29,6 +29,8 @@ func TestClassifyTurn(t *testing.T) {
 		{"exited", fmt.Errorf("x: %w", appserver.ErrChildExited), nil, alive, WatchdogDead, WatchdogDead},
 		{"child gone", context.Canceled, nil, dead, WatchdogDead, WatchdogDead},
 		{"protocol", fmt.Errorf("x: %w", appserver.ErrProtocol), nil, alive, "", ReasonProtocol},
+		// Retried to the bound in appserver: the child is fine, only busy.
+		{"overloaded", fmt.Errorf("x: %w", appserver.ErrOverloaded), nil, alive, "", ""},
 		{"post-tool", context.Canceled, postTool, alive, WatchdogPostTool, WatchdogPostTool},
 		{"turn deadline", context.Canceled, turnDeadline, alive, WatchdogTurn, ""},
 		{"caller left", context.Canceled, context.Canceled, alive, "", ""},

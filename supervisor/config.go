@@ -259,17 +259,24 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Store == nil {
 		cfg.Store = &memStore{m: make(map[string]string)}
 	}
-	if cfg.Spawn == nil {
-		if cfg.AppServer.Bin == "" {
-			return cfg, fmt.Errorf("supervisor: AppServer.Bin is required when Spawn is nil")
-		}
-		cfg.Spawn = appServerSpawn(cfg.AppServer, cfg.HandshakeTimeout, cfg.Logger)
+	// New makes the default Spawn: it counts the children's overload retries in the Supervisor.
+	if cfg.Spawn == nil && cfg.AppServer.Bin == "" {
+		return cfg, fmt.Errorf("supervisor: AppServer.Bin is required when Spawn is nil")
 	}
 	return cfg, nil
 }
 
-// appServerSpawn is the default SpawnFunc: appserver.Start with the template.
-func appServerSpawn(tmpl appserver.Config, handshake time.Duration, log *zap.Logger) SpawnFunc {
+// appServerSpawn is the default SpawnFunc: appserver.Start with the template. onOverloadRetry
+// hears of every request a child retried, after the template's own OnOverloadRetry.
+func appServerSpawn(tmpl appserver.Config, handshake time.Duration, log *zap.Logger, onOverloadRetry func(method string)) SpawnFunc {
+	if own := tmpl.OnOverloadRetry; own != nil {
+		tmpl.OnOverloadRetry = func(method string) {
+			own(method)
+			onOverloadRetry(method)
+		}
+	} else {
+		tmpl.OnOverloadRetry = onOverloadRetry
+	}
 	return func(ctx context.Context, chatKey string) (Child, error) {
 		c := tmpl
 		if c.HandshakeTimeout == 0 {

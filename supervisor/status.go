@@ -33,6 +33,7 @@ func (s *Supervisor) Status() Snapshot {
 	}
 	u := s.memUseLocked()
 	t.MeasuredPSSBytes, t.ChargedBytes, t.ChildEstimateBytes = u.measured, u.held, u.estimate
+	t.OverloadRetries = s.overloadRetries.Load()
 	for sess := range s.sessions {
 		cs := ChildStatus{
 			ChatKey:  sess.key.key,

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -54,6 +55,8 @@ type Supervisor struct {
 	spareChanged chan struct{} // closed and replaced when a spare becomes ready or ends; guarded by mu
 	sparesDone   chan struct{} // closed when keepSpares returned, or at once with no spares
 	spareCrash   crashBackoff  // the spares' own restart backoff; guarded by mu
+
+	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
 
 	recMu    sync.Mutex         // serializes children.json writes so the last write is the newest
 	leftover []childproc.Record // orphans the boot sweep could not kill; kept for the next sweep
@@ -97,6 +100,10 @@ func New(cfg Config) (*Supervisor, error) {
 		spareKick:    make(chan struct{}, 1),
 		spareChanged: make(chan struct{}),
 		sparesDone:   make(chan struct{}),
+	}
+	if s.cfg.Spawn == nil {
+		s.cfg.Spawn = appServerSpawn(cfg.AppServer, cfg.HandshakeTimeout, cfg.Logger,
+			func(string) { s.overloadRetries.Add(1) })
 	}
 	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Idle: s.keyIdleLocked, Lock: &s.mu})
 	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())

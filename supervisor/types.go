@@ -133,6 +133,9 @@ type Totals struct {
 	StoreErrors int64 `json:"store_errors"`
 	// WaitingForSlot counts chat keys waiting for a free child slot.
 	WaitingForSlot int `json:"waiting_for_slot"`
+	// OverloadRetries counts requests to children that codex refused as overloaded (-32001) and
+	// that were sent again; see appserver.Config.Overload.
+	OverloadRetries int64 `json:"overload_retries"`
 	// RSSBytes, PSSBytes and USSBytes sum the children's readings. PSSBytes is what the children
 	// cost together; RSSBytes overstates it by the shared pages.
 	RSSBytes int64 `json:"rss_bytes"`

@@ -64,6 +64,10 @@ const (
 	// FakeEarlyNotify sends the turn's first notifications before the turn/start response,
 	// interleaved with notifications of another thread and of another turn of the same thread.
 	FakeEarlyNotify = "early-notify"
+	// FakeOverload ("overload=<method>:<n>") refuses the next n requests of method with -32001
+	// "Server overloaded; retry later.", as codex does when its request queue is full: the
+	// request is not processed at all. The mode may be given once per method.
+	FakeOverload = "overload"
 	// FakeScript plays, for every turn, the raw lines of the file named by FakeScriptEnv after
 	// the turn's turn/started and user message. The lines are bytes, not JSON: garbage, NULs,
 	// invalid UTF-8 and a CR before the newline are written as they are. In each line
@@ -108,6 +112,13 @@ const FakeHugeLineBytes = 10 << 20
 // FakeFailMessage is the turn error message of FakeFail.
 const FakeFailMessage = "We're currently experiencing high demand, which may cause temporary errors."
 
+// FakeOverloadedCode and FakeOverloadedMessage are the error FakeOverload answers with: codex
+// 0.169's answer to a request that found its request queue full.
+const (
+	FakeOverloadedCode    = -32001
+	FakeOverloadedMessage = "Server overloaded; retry later."
+)
+
 // FakeAuthFailMessage is the turn error message of FakeAuthFail.
 const FakeAuthFailMessage = "unexpected status 401 Unauthorized: Your access token could not be refreshed. Please log out and sign in again."
 
@@ -151,10 +162,11 @@ type fakeModes struct {
 	slowStart     time.Duration
 	slowTurnStart time.Duration
 	offer         []string
+	overload      map[string]int // FakeOverload: refusals left, by method
 }
 
 func parseFakeModes(mode string) (fakeModes, error) {
-	m := fakeModes{set: map[string]bool{}, slowStart: time.Minute}
+	m := fakeModes{set: map[string]bool{}, slowStart: time.Minute, overload: map[string]int{}}
 	for _, part := range strings.Split(mode, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -185,6 +197,13 @@ func parseFakeModes(mode string) (fakeModes, error) {
 				return m, fmt.Errorf("mode %q: want slow-turn-start=<milliseconds>", part)
 			}
 			m.slowTurnStart = time.Duration(ms) * time.Millisecond
+		case FakeOverload:
+			method, count, _ := strings.Cut(val, ":")
+			n, err := strconv.Atoi(count)
+			if method == "" || err != nil || n < 1 {
+				return m, fmt.Errorf("mode %q: want overload=<method>:<n> with n >= 1", part)
+			}
+			m.overload[method] = n
 		case "approval-offer":
 			m.offer = strings.Split(val, "+")
 		default:

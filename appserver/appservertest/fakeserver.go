@@ -167,7 +167,16 @@ func (f *fakeServer) handleLine(line []byte) {
 func (f *fakeServer) handleRequest(m fakeMsg) {
 	f.mu.Lock()
 	initialized := f.initialized
+	refuse := f.modes.overload[m.Method] > 0
+	if refuse {
+		f.modes.overload[m.Method]--
+	}
 	f.mu.Unlock()
+	if refuse {
+		// codex refuses before the request reaches its processor, initialized or not.
+		f.replyError(m.ID, FakeOverloadedCode, FakeOverloadedMessage)
+		return
+	}
 	if m.Method != "initialize" && !initialized {
 		f.replyError(m.ID, -32600, "Not initialized")
 		return

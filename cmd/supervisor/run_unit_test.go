@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -227,9 +228,12 @@ func TestRenderStatusTable(t *testing.T) {
 				{ThreadID: "t3", PID: 9, State: supervisor.StateSpare, LastActivity: now.Add(-time.Minute)},
 			},
 			Totals: supervisor.Totals{Live: 3, Busy: 1, Spares: 1, Cap: 4, Turns: 4, Retired: map[string]int{"idle": 2, "child_died": 1},
-				RSSBytes: 150 << 20, PSSBytes: 53 << 20, USSBytes: 25 << 20,
+				OverloadRetries: 3, RSSBytes: 150 << 20, PSSBytes: 53 << 20, USSBytes: 25 << 20,
 				MemoryBudgetBytes: 4 << 30, ChargedBytes: 106 << 20, MeasuredPSSBytes: 53 << 20, ChildEstimateBytes: 53 << 20},
 		},
+	}
+	if j, err := json.Marshal(doc); err != nil || !bytes.Contains(j, []byte(`"overload_retries":3`)) {
+		t.Errorf("status --json lacks overload_retries (%v): %s", err, j)
 	}
 	var b bytes.Buffer
 	renderStatus(&b, doc, now)
@@ -265,7 +269,7 @@ func TestRenderStatusTable(t *testing.T) {
 		!strings.HasPrefix(string([]rune(rowB)[mem:]), "53M ") {
 		t.Errorf("memory column is not PSS:\n%s", out)
 	}
-	for _, want := range []string{"01a1fd80-b525…", "busy", "1.5s", "2m00s", "live 3/4  busy 1  spares 1", "retired child_died=1 idle=2", "up 1m30s",
+	for _, want := range []string{"01a1fd80-b525…", "busy", "1.5s", "2m00s", "live 3/4  busy 1  spares 1", "overload retries 3", "retired child_died=1 idle=2", "up 1m30s",
 		"memory: children pss 53M (private 25M, rss 150M), daemon pss 9M; budget 4.0G, used 106M (measured 53M), new child ~53M\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)

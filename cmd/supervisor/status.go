@@ -86,7 +86,8 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 	}
 
 	t := doc.Snapshot.Totals
-	fmt.Fprintf(w, "\nlive %d/%d  busy %d  spares %d  queued %d  turns %d", t.Live, t.Cap, t.Busy, t.Spares, t.Queued, t.Turns)
+	fmt.Fprintf(w, "\nlive %d/%d  busy %d  spares %d  queued %d  turns %d  overload retries %d",
+		t.Live, t.Cap, t.Busy, t.Spares, t.Queued, t.Turns, t.OverloadRetries)
 	if len(t.Retired) > 0 {
 		reasons := make([]string, 0, len(t.Retired))
 		for r, n := range t.Retired {
