@@ -22,15 +22,15 @@ import (
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
-// hostileBound is how long one step of a hostile case may take before it counts as hung. It is a
-// liveness bound, not a speed target: a hung step would run into the minute-long context these
-// cases use (and fail their error assertions), while the slowest legitimate step, a 10 MiB line
-// decoded under -race on a loaded 2-core machine, has taken about 7 s.
+// hostileBound is how long the test waits for the client to notice a broken stream. Each step's
+// liveness is bounded by the minute-long context these cases use: a hung step runs into it and
+// fails the step's error assertions. Steps are not timed: the slowest legitimate one, a 10 MiB
+// line decoded under -race, took 7 s on a 2-core machine and 33 s at a load average of 15.
 const hostileBound = 30 * time.Second
 
 // hostileOutcome is what a hostile input is stated to do to the client. Every outcome is
-// prompt (within hostileBound, or the turn deadline for interruptedTurn), leaves no goroutine and
-// no process behind, and never crashes or wedges the client.
+// bounded (by the case's minute-long context, or the turn deadline for interruptedTurn), leaves
+// no goroutine and no process behind, and never crashes or wedges the client.
 type hostileOutcome int
 
 const (
@@ -642,10 +642,8 @@ func runHostileCase(t *testing.T, tc hostileCase) {
 	r := &hostileRun{logs: logs, record: record}
 	ctx := ctxTimeout(t, time.Minute)
 
-	start := time.Now()
 	thread, err := c.StartThread(ctx, appserver.ThreadOptions{})
 	if tc.outcome == threadFailed {
-		within(t, start, hostileBound, "StartThread")
 		if !errors.Is(err, appserver.ErrProtocol) || errors.Is(err, appserver.ErrChildExited) {
 			t.Fatalf("StartThread: %v, want ErrProtocol and the child alive", err)
 		}
@@ -670,9 +668,10 @@ func runHostileCase(t *testing.T, tc hostileCase) {
 			tctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
 		}
-		start := time.Now()
 		res, err := c.RunTurn(tctx, thread, text("hi"), appserver.TurnOptions{InterruptGrace: promptly})
-		within(t, start, hostileBound, fmt.Sprintf("turn %d", n))
+		if err != nil && ctx.Err() != nil {
+			t.Fatalf("turn %d hung until the test's minute-long context ended: %v", n, err)
+		}
 		return res, err
 	}
 	wantReply := func(n int) string {
