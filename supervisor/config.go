@@ -56,7 +56,7 @@ type ThreadStore interface {
 const (
 	DefaultMaxQueuePerKey      = 16
 	DefaultIdleTTL             = 15 * time.Minute
-	DefaultSlotWait            = 2 * time.Minute
+	DefaultSlotWait            = 30 * time.Second
 	DefaultMaxSlotWaiters      = 64
 	DefaultHandshakeTimeout    = 30 * time.Second
 	DefaultTurnDeadline        = 600 * time.Second
@@ -157,7 +157,7 @@ type Config struct {
 	// IdleTTL closes a child idle for this long (reason "idle"). Default 15 min; negative: never.
 	IdleTTL time.Duration
 	// SlotWait bounds how long a chat key without a child waits for a slot when every slot is
-	// busy; then Submit returns ErrNoSlot. Default 2 min.
+	// busy; then Submit returns ErrNoSlot. Default DefaultSlotWait (30 s).
 	SlotWait time.Duration
 	// MaxSlotWaiters bounds the chat keys waiting for a slot at once; past it Submit returns
 	// ErrNoSlot at once. Default DefaultMaxSlotWaiters.

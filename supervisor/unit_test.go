@@ -330,7 +330,7 @@ func TestCapLRUEviction(t *testing.T) {
 func TestWaitForSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
-		s := newSup(t, w, func(c *Config) { c.MaxChildren = 1 })
+		s := newSup(t, w, func(c *Config) { c.MaxChildren = 1; c.SlotWait = 2 * time.Minute })
 		defer shutdown(t, s)
 		busy := submitAsync(context.Background(), s, "a", "block:g")
 		synctest.Wait()
