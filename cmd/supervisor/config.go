@@ -110,8 +110,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func parseRunConfig(args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
 	var c runConfig
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCommandFlags("run", stderr)
 	e := &envFlags{fs: fs, getenv: getenv}
 	e.str(&c.CodexBin, "codex-bin", "CODEX_BIN", "", "native codex binary; default: found from PATH and the npm layout")
 	e.str(&c.StateDir, "state-dir", "CODEX_CHANNEL_MOLECULE_STATE_DIR", defaultStateDir(getenv), "state directory (sessions.json, inbox position, control socket)")
@@ -144,7 +143,7 @@ func parseRunConfig(args []string, getenv func(string) string, stderr io.Writer)
 	var overrides listFlag
 	fs.Var(&overrides, "codex-config", "extra codex -c key=value override (repeatable)")
 	if err := fs.Parse(args); err != nil {
-		return c, exitCode(2)
+		return c, flagsError(err)
 	}
 	if len(e.errs) > 0 {
 		return c, errors.Join(e.errs...)

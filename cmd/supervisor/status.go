@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -16,12 +15,11 @@ import (
 )
 
 func cmdStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCommandFlags("status", stderr)
 	stateDir := fs.String("state-dir", defaultStateDir(getenv), "state directory of the daemon (env CODEX_CHANNEL_MOLECULE_STATE_DIR)")
 	asJSON := fs.Bool("json", false, "print the raw status document as JSON")
 	if err := fs.Parse(args); err != nil {
-		return exitCode(2)
+		return flagsError(err)
 	}
 	doc, err := fetchStatus(ctx, *stateDir)
 	if err != nil {
