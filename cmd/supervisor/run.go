@@ -42,11 +42,12 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdo
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	err = runDaemon(ctx, cfg, getenv, log, sigs)
-	if err != nil {
+	if err := runDaemon(ctx, cfg, getenv, log, sigs); err != nil {
+		// The log line is the one report: runMain must not print the error again.
 		log.Error("daemon stopped with an error", zap.Error(err))
+		return exitCode(1)
 	}
-	return err
+	return nil
 }
 
 // daemon is one running `supervisor run`: the pieces runDaemon starts and must stop in order.
@@ -105,10 +106,11 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		return err
 	}
 
-	bin, err := appserver.ResolveBinary(cfg.CodexBin)
+	loc, err := findCodex(cfg.CodexBin)
 	if err != nil {
 		return fmt.Errorf("find codex: %w", err)
 	}
+	bin := loc.Bin
 	d := &daemon{cfg: cfg, log: log}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
 	if err := d.preflight(ctx, bin, env, cred); err != nil {

@@ -45,10 +45,7 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 		HandshakeTimeout: loginCheckTimeout, Logger: d.log.With(zap.String("purpose", "login check"))}
 	d.login = newLoginGate(func(ctx context.Context) CodexAuth { return checkLogin(ctx, tmpl) }, loginRecheckEvery)
 	a := d.login.check(ctx)
-	codexHome := envValue(env, "CODEX_HOME")
-	if codexHome == "" {
-		codexHome = "~/.codex (default)"
-	}
+	codexHome, _ := effectiveCodexHome(env)
 	switch a.State {
 	case CodexNotLoggedIn:
 		d.log.Error("codex is not logged in and its model provider needs an OpenAI login: every message is answered with "+
@@ -58,8 +55,8 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 		d.log.Warn("could not check whether codex is logged in; messages are served anyway",
 			zap.String("codex_bin", bin), zap.String("codex_home", codexHome), zap.String("detail", a.Detail))
 	default:
-		d.log.Info("codex checked", zap.String("codex_version", v), zap.String("account", a.Account),
-			zap.Bool("requires_openai_auth", a.RequiresOpenAIAuth))
+		d.log.Info("codex checked", zap.String("codex_version", v), zap.String("codex_home", codexHome),
+			zap.String("account", a.Account), zap.Bool("requires_openai_auth", a.RequiresOpenAIAuth))
 	}
 	return nil
 }
