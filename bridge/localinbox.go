@@ -200,7 +200,12 @@ func (h *LocalInbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		if dur <= 0 {
 			dur = time.Since(start)
 		}
-		log.Info("answered", zap.String("status", reply.Status), zap.String("thread_id", reply.ThreadID))
+		if oc == outcomeTurnFailed {
+			log.Warn("turn failed; answered with codex's error", zap.String("status", reply.Status),
+				zap.String("thread_id", reply.ThreadID), zap.String("turn_error", reply.Error), zap.Error(err))
+		} else {
+			log.Info("answered", zap.String("status", reply.Status), zap.String("thread_id", reply.ThreadID))
+		}
 		writeJSON(w, http.StatusOK, LocalReply{
 			Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID,
 			Status: reply.Status, DurationMS: dur.Milliseconds(), Error: reply.Error,

@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -109,7 +112,7 @@ type controlServer struct {
 	done chan struct{}
 }
 
-func startControl(dir string, status func() StatusDoc) (*controlServer, error) {
+func startControl(dir string, status func() StatusDoc, log *zap.Logger) (*controlServer, error) {
 	path := filepath.Join(dir, controlSocketName)
 	// The state lock is held, so a socket file here is left over from a daemon that died.
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -135,7 +138,7 @@ func startControl(dir string, status func() StatusDoc) (*controlServer, error) {
 	c := &controlServer{
 		ln:   ln,
 		path: path,
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: bridge.HTTPErrorLog(log.Named("control"))},
 		done: make(chan struct{}),
 	}
 	go func() {

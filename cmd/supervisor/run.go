@@ -213,7 +213,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		}()
 	}
 
-	d.control, err = startControl(cfg.StateDir, d.status)
+	d.control, err = startControl(cfg.StateDir, d.status, log)
 	if err != nil {
 		stopServing()
 		if httpSrv != nil {

@@ -1,0 +1,86 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// tempErr is an accept error http.Server retries after logging "http: Accept error".
+type tempErr struct{}
+
+func (tempErr) Error() string   { return "accept: too many open files" }
+func (tempErr) Timeout() bool   { return false }
+func (tempErr) Temporary() bool { return true }
+
+// flakyListener fails its first Accept with a temporary error and its second for good.
+type flakyListener struct {
+	calls int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	l.calls++
+	if l.calls == 1 {
+		return nil, tempErr{}
+	}
+	return nil, net.ErrClosed
+}
+
+func (l *flakyListener) Close() error   { return nil }
+func (l *flakyListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// Go's HTTP server reports accept errors (out of file descriptors) through its ErrorLog: they
+// reach the daemon's zap logger as a warning, not a bare line on stderr that breaks JSON logs.
+func TestLocalServerAcceptErrorsGoThroughZap(t *testing.T) {
+	log, logs := newTestLogger(t)
+	h, err := NewLocalInbox(LocalInboxConfig{Answerer: newFakeAnswerer(nil), Logger: log})
+	must(t, err)
+	srv := h.Server()
+	if err := srv.Serve(&flakyListener{}); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Serve: %v", err)
+	}
+	var found bool
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message, "http: Accept error") {
+			found = true
+			if e.Level != zapcore.WarnLevel || e.LoggerName != "bridge.local.http" {
+				t.Errorf("accept error logged at %s by %q, want warn by bridge.local.http", e.Level, e.LoggerName)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no http: Accept error in the log: %v", logs.All())
+	}
+}
+
+// A turn that ran and failed is answered 200 with codex's error, and logged at warn with that
+// error: an operator filtering for warnings sees failing turns.
+func TestLocalInboxFailedTurnLoggedAtWarn(t *testing.T) {
+	log, logs := newTestLogger(t)
+	a := newFakeAnswerer(func(_ context.Context, key, _ string) (supervisor.Reply, error) {
+		return supervisor.Reply{ChatKey: key, ThreadID: "th", TurnID: "tu", Status: "failed", Error: "model 500", Duration: time.Second}, nil
+	})
+	h, err := NewLocalInbox(LocalInboxConfig{Answerer: a, Logger: log})
+	must(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/chats/k/messages", "application/json", strings.NewReader(`{"text":"hi"}`))
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP %d", resp.StatusCode)
+	}
+	entries := logs.FilterField(zapcore.Field{Key: "turn_error", Type: zapcore.StringType, String: "model 500"}).All()
+	if len(entries) != 1 || entries[0].Level != zapcore.WarnLevel {
+		t.Fatalf("want one warn entry with turn_error, got %v", logs.All())
+	}
+}
