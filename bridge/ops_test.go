@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 
+	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -82,5 +84,53 @@ func TestLocalInboxFailedTurnLoggedAtWarn(t *testing.T) {
 	entries := logs.FilterField(zapcore.Field{Key: "turn_error", Type: zapcore.StringType, String: "model 500"}).All()
 	if len(entries) != 1 || entries[0].Level != zapcore.WarnLevel {
 		t.Fatalf("want one warn entry with turn_error, got %v", logs.All())
+	}
+}
+
+// The local inbox serves the liveness and readiness probes at /v1/healthz, /v1/readyz and their
+// unversioned names, /readyz answering what the configured Readiness says (503 with the reason
+// when a check fails). The probes pass the same request guard as every other request.
+func TestLocalInboxProbes(t *testing.T) {
+	var loginErr error
+	ready := health.NewReadiness(health.Config{Checks: []health.Check{
+		{Name: "codex_login", Run: func(context.Context) error { return loginErr }},
+	}})
+	h, err := NewLocalInbox(LocalInboxConfig{Answerer: newFakeAnswerer(nil), Ready: ready})
+	must(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		must(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		must(t, err)
+		return resp.StatusCode, string(b)
+	}
+	for _, p := range []string{"/healthz", "/v1/healthz"} {
+		if code, body := get(p); code != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
+			t.Errorf("GET %s: %d %s", p, code, body)
+		}
+	}
+	for _, p := range []string{"/readyz", "/v1/readyz"} {
+		if code, body := get(p); code != http.StatusOK || !strings.Contains(body, `"status":"ready"`) {
+			t.Errorf("GET %s while ready: %d %s", p, code, body)
+		}
+	}
+	loginErr = errors.New("codex is not logged in")
+	for _, p := range []string{"/readyz", "/v1/readyz"} {
+		if code, body := get(p); code != http.StatusServiceUnavailable || !strings.Contains(body, `"reason":"codex_login: codex is not logged in"`) {
+			t.Errorf("GET %s while not logged in: %d %s", p, code, body)
+		}
+	}
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/readyz", nil)
+	must(t, err)
+	req.Host = "evil.example"
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("readyz with a foreign Host: %d, want 421", resp.StatusCode)
 	}
 }

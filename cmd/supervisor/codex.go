@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 
 	"github.com/molecule-ai/codex-warm/appserver"
@@ -67,20 +66,4 @@ func codexBesideSelf() (string, bool) {
 	p := filepath.Join(filepath.Dir(self), "codex")
 	fi, err := os.Stat(p)
 	return p, err == nil && fi.Mode().IsRegular()
-}
-
-// effectiveCodexHome is the CODEX_HOME codex uses with env: the variable when set and not
-// empty, else $HOME/.codex (codex treats an empty CODEX_HOME as unset).
-func effectiveCodexHome(env []string) (dir string, fromEnv bool) {
-	if h := envValue(env, "CODEX_HOME"); h != "" {
-		return h, true
-	}
-	home := envValue(env, "HOME")
-	if home == "" {
-		// codex then asks the password database, as os/user does.
-		if u, err := user.Current(); err == nil {
-			home = u.HomeDir
-		}
-	}
-	return filepath.Join(home, ".codex"), false
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,6 +61,8 @@ type daemon struct {
 	mol     *bridge.Molecule
 	control *controlServer
 	login   *loginGate // set by preflight
+	// phase is phaseStarting, phaseServing or phaseDraining (the readiness probe's "inbox").
+	phase atomic.Int32
 }
 
 func (d *daemon) status() StatusDoc {
@@ -116,6 +119,8 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	if err := d.preflight(ctx, bin, env, cred); err != nil {
 		return err
 	}
+	codexHome := appserver.EffectiveCodexHome(env)
+	ready := d.readiness(bin, codexHome)
 
 	d.store, err = sessions.Open(sessions.Config{Dir: cfg.StateDir, Logger: log})
 	if err != nil {
@@ -172,7 +177,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	case "local":
 		h, err := bridge.NewLocalInbox(bridge.LocalInboxConfig{Answerer: d.sup, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
-			BodyTimeout: cfg.InboxBodyTimeout})
+			BodyTimeout: cfg.InboxBodyTimeout, Ready: ready})
 		if err != nil {
 			return d.abort(err)
 		}
@@ -213,7 +218,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		}()
 	}
 
-	d.control, err = startControl(cfg.StateDir, d.status, log)
+	d.control, err = startControl(cfg.StateDir, d.status, ready, log)
 	if err != nil {
 		stopServing()
 		if httpSrv != nil {
@@ -224,6 +229,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	}
 	log.Info("supervisor running", zap.String("codex_bin", bin), zap.String("state_dir", cfg.StateDir),
 		zap.String("inbox", cfg.Inbox), zap.Int("max_children", d.sup.Status().Totals.Cap))
+	d.phase.Store(phaseServing)
 
 	var runErr error
 	select {
@@ -233,6 +239,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	case runErr = <-inboxErr:
 	case <-ctx.Done():
 	}
+	d.phase.Store(phaseDraining)
 	stopServing()
 
 	// The drain ends at the timeout or at a second signal, whichever comes first.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -45,7 +44,7 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 		HandshakeTimeout: loginCheckTimeout, Logger: d.log.With(zap.String("purpose", "login check"))}
 	d.login = newLoginGate(func(ctx context.Context) CodexAuth { return checkLogin(ctx, tmpl) }, loginRecheckEvery)
 	a := d.login.check(ctx)
-	codexHome, _ := effectiveCodexHome(env)
+	codexHome := appserver.EffectiveCodexHome(env)
 	switch a.State {
 	case CodexNotLoggedIn:
 		d.log.Error("codex is not logged in and its model provider needs an OpenAI login: every message is answered with "+
@@ -135,18 +134,22 @@ func (g *loginGate) current() CodexAuth {
 
 // admit is supervisor.Config.Admit: an *appserver.AuthError while codex is not logged in.
 func (g *loginGate) admit(ctx context.Context, _ string) error {
-	a := g.current()
-	if a.State != CodexNotLoggedIn {
-		return nil
-	}
-	if time.Since(a.Checked) >= g.every && g.checking.TryLock() {
-		a = g.check(ctx)
-		g.checking.Unlock()
-	}
+	a := g.refresh(ctx, func(a CodexAuth) bool { return a.State == CodexNotLoggedIn })
 	if a.State == CodexNotLoggedIn {
 		return &appserver.AuthError{Msg: a.Detail}
 	}
 	return nil
+}
+
+// refresh returns the login state, asking codex again first when stale says the state at hand
+// is worth checking and it is older than every (and no other check is in flight).
+func (g *loginGate) refresh(ctx context.Context, stale func(CodexAuth) bool) CodexAuth {
+	a := g.current()
+	if stale(a) && time.Since(a.Checked) >= g.every && g.checking.TryLock() {
+		a = g.check(ctx)
+		g.checking.Unlock()
+	}
+	return a
 }
 
 // warnStateDirMode logs a warning when other users can read, write or enter the state directory:
@@ -162,15 +165,4 @@ func warnStateDirMode(dir string, log *zap.Logger) error {
 			zap.String("dir", dir), zap.String("mode", fmt.Sprintf("%04o", perm)))
 	}
 	return nil
-}
-
-// envValue returns the last value of key in env ("" when unset).
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
 }
