@@ -213,3 +213,20 @@ func (p ProcFS) BootID() string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// MemAvailable reads MemAvailable from meminfo: the kernel's estimate, in bytes, of the memory
+// new processes can get without swapping.
+func (p ProcFS) MemAvailable() (int64, error) {
+	fs, err := p.fs()
+	if err != nil {
+		return 0, err
+	}
+	mi, err := fs.Meminfo()
+	if err != nil {
+		return 0, fmt.Errorf("read meminfo: %w", err)
+	}
+	if mi.MemAvailableBytes == nil {
+		return 0, fmt.Errorf("meminfo has no MemAvailable line")
+	}
+	return int64(*mi.MemAvailableBytes), nil
+}

@@ -156,3 +156,24 @@ func TestIdentitySelf(t *testing.T) {
 		t.Error("no boot id")
 	}
 }
+
+// MemAvailable reads meminfo's MemAvailable (kB) as bytes, and fails on a meminfo without it.
+func TestMemAvailable(t *testing.T) {
+	root := t.TempDir()
+	write := func(s string) {
+		if err := os.WriteFile(filepath.Join(root, "meminfo"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("MemTotal:       24000000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n")
+	if n, err := (ProcFS{Mount: root}).MemAvailable(); err != nil || n != 20000000<<10 {
+		t.Errorf("MemAvailable = %d, %v", n, err)
+	}
+	write("MemTotal:       24000000 kB\n")
+	if _, err := (ProcFS{Mount: root}).MemAvailable(); err == nil {
+		t.Error("no MemAvailable line: no error")
+	}
+	if n, err := (ProcFS{}).MemAvailable(); err != nil || n <= 0 {
+		t.Errorf("this machine: %d, %v", n, err)
+	}
+}
