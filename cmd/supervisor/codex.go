@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -43,7 +42,7 @@ func findCodex(hint string) (codexLocation, error) {
 	}
 	bin, err := appserver.ResolveBinary(loc.Given)
 	if errors.Is(err, appserver.ErrNoCodex) {
-		return loc, fmt.Errorf("%w; %s", err, noCodexHint)
+		return loc, &noCodexError{err: err}
 	}
 	if err != nil {
 		return loc, err
@@ -67,3 +66,10 @@ func codexBesideSelf() (string, bool) {
 	fi, err := os.Stat(p)
 	return p, err == nil && fi.Mode().IsRegular()
 }
+
+// noCodexError is findCodex's error when no codex was found: it carries the hint on how to give
+// the daemon one, which doctor prints as the fix.
+type noCodexError struct{ err error }
+
+func (e *noCodexError) Error() string { return e.err.Error() + "; " + noCodexHint }
+func (e *noCodexError) Unwrap() error { return e.err }

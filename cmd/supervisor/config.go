@@ -109,8 +109,14 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func parseRunConfig(args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
+	return parseDaemonFlags("run", args, getenv, stderr)
+}
+
+// parseDaemonFlags parses the flags of run, and of the commands that check what run would use
+// (doctor), so both read the same flags and environment.
+func parseDaemonFlags(name string, args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
 	var c runConfig
-	fs := newCommandFlags("run", stderr)
+	fs := newCommandFlags(name, stderr)
 	e := &envFlags{fs: fs, getenv: getenv}
 	e.str(&c.CodexBin, "codex-bin", "CODEX_BIN", "", "native codex binary; default: found from PATH and the npm layout")
 	e.str(&c.StateDir, "state-dir", "CODEX_CHANNEL_MOLECULE_STATE_DIR", defaultStateDir(getenv), "state directory (sessions.json, inbox position, control socket)")

@@ -16,6 +16,7 @@ func TestCommandHelpExitsZero(t *testing.T) {
 		{"run", "Runs the daemon", "-codex-bin"},
 		{"status", "live process table", "-state-dir"},
 		{"demo", "offline demo", "-model-latency"},
+		{"doctor", "Checks what `supervisor run` would use", "-codex-bin"},
 	} {
 		for _, h := range []string{"-h", "--help"} {
 			var out, errOut bytes.Buffer

@@ -73,6 +73,12 @@ func (d *daemon) addCodexStatus(doc *StatusDoc) {
 // auth. A provider configured with its own key, or a local one, does not, and `codex login
 // status` cannot tell that apart (it says "Not logged in" either way).
 func checkLogin(ctx context.Context, tmpl appserver.Config) CodexAuth {
+	return probeCodex(ctx, tmpl, nil)
+}
+
+// probeCodex is checkLogin that, when also is not nil, calls it with the running app-server
+// before closing it, so `supervisor doctor` asks its other questions of the same process.
+func probeCodex(ctx context.Context, tmpl appserver.Config, also func(context.Context, *appserver.Client)) CodexAuth {
 	ctx, cancel := context.WithTimeout(ctx, loginCheckTimeout)
 	defer cancel()
 	a := CodexAuth{State: CodexAuthUnknown, Checked: time.Now().UTC()}
@@ -82,6 +88,9 @@ func checkLogin(ctx context.Context, tmpl appserver.Config) CodexAuth {
 		return a
 	}
 	defer c.Close()
+	if also != nil {
+		also(ctx, c)
+	}
 	res, err := c.ReadAccount(ctx)
 	if err != nil {
 		a.Detail = err.Error()
