@@ -17,6 +17,7 @@ func TestCommandHelpExitsZero(t *testing.T) {
 		{"status", "live process table", "-state-dir"},
 		{"demo", "offline demo", "-model-latency"},
 		{"doctor", "Checks what `supervisor run` would use", "-codex-bin"},
+		{"mock-model", "mock model", "-listen"},
 	} {
 		for _, h := range []string{"-h", "--help"} {
 			var out, errOut bytes.Buffer

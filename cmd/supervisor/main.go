@@ -55,6 +55,8 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 		err = cmdDemo(ctx, args[1:], getenv, stdout, stderr)
 	case "doctor":
 		err = cmdDoctor(ctx, args[1:], getenv, stdout, stderr)
+	case "mock-model":
+		err = cmdMockModel(ctx, args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "supervisor %s\n", version)
 		return 0
