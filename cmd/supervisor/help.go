@@ -13,8 +13,8 @@ func commandSummary(name string) string {
 	case "run":
 		return `Runs the daemon: it keeps one warm codex app-server child per chat and answers messages
 from the Molecule platform (PLATFORM_URL set) or from the local HTTP inbox (--listen). SIGTERM
-drains running turns (--drain-timeout); a second SIGTERM stops at once. Every flag has an
-environment fallback, named after it. Check the set-up first with "supervisor doctor".`
+drains running turns (--drain-timeout); a second SIGTERM stops at once. Most flags have an
+environment fallback, named after the flag's text. Check the set-up first: "supervisor doctor".`
 	case "status":
 		return `Prints the live process table of the daemon running on --state-dir: one row per codex child
 (chat, thread, pid, state, memory) and the totals. Exit status 3 when no daemon runs there.
