@@ -118,7 +118,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	var c runConfig
 	fs := newCommandFlags(name, stderr)
 	e := &envFlags{fs: fs, getenv: getenv}
-	e.str(&c.CodexBin, "codex-bin", "CODEX_BIN", "", "native codex binary; default: found from PATH and the npm layout")
+	e.str(&c.CodexBin, "codex-bin", "CODEX_BIN", "", "native codex binary (the npm wrapper is resolved to it); default: the codex beside supervisor, else the one in PATH")
 	e.str(&c.StateDir, "state-dir", "CODEX_CHANNEL_MOLECULE_STATE_DIR", defaultStateDir(getenv), "state directory (sessions.json, inbox position, control socket)")
 	e.str(&c.Inbox, "inbox", "CODEX_WARM_INBOX", "", "molecule or local; default: molecule when PLATFORM_URL is set, else local")
 	e.str(&c.Listen, "listen", "CODEX_WARM_LISTEN", "127.0.0.1:8377", "address of the local inbox HTTP API")
