@@ -16,7 +16,7 @@ CODEX_BIN  := $(TOOLS)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(C
 
 export CODEX_BIN
 
-.PHONY: all build codex codex-bin npm test test-stress vet lint demo bench bench-smoke soak soak-ci clean
+.PHONY: all build codex codex-bin npm systemd-analyze test test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
 
 all: build
 
@@ -25,6 +25,27 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/supervisor ./cmd/supervisor
+
+# install puts supervisor and the pinned native codex side by side in LIBEXECDIR, and links
+# BINDIR/supervisor to it. The daemon runs the codex beside its own (link-resolved) executable
+# before any codex in PATH, so the version it is tested with wins, and a `codex` a user installed
+# in BINDIR (npm -g puts its node wrapper there) is neither replaced nor used. DESTDIR stages the
+# tree for a package; the link is relative, so the staged tree works where it lies too.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBEXECDIR ?= $(PREFIX)/libexec/codex-warm
+
+install: codex build
+	install -d -m 0755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
+	install -m 0755 bin/supervisor $(DESTDIR)$(LIBEXECDIR)/supervisor
+	install -m 0755 $(CODEX_BIN) $(DESTDIR)$(LIBEXECDIR)/codex
+	ln -sfn "$$(realpath -m --relative-to=$(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)/supervisor)" $(DESTDIR)$(BINDIR)/supervisor
+	@echo "installed $(DESTDIR)$(BINDIR)/supervisor -> $(LIBEXECDIR)/supervisor, with codex $(CODEX_VERSION) beside it"
+	@echo "log codex in as the daemon's user: $(LIBEXECDIR)/codex login; then check: supervisor doctor"
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/supervisor $(DESTDIR)$(LIBEXECDIR)/supervisor $(DESTDIR)$(LIBEXECDIR)/codex
+	-rmdir $(DESTDIR)$(LIBEXECDIR)
 
 # codex installs the pinned @openai/codex package once; the stamp makes later runs a no-op.
 codex: $(CODEX_STAMP)
@@ -49,6 +70,16 @@ npm:
 		echo "npm is required to install @openai/codex; on Debian: sudo apt-get install -y nodejs npm" >&2; exit 1; \
 	fi
 
+# systemd-analyze checks deploy/systemd/supervisor.service (package deploy's tests); it comes
+# from Debian's systemd package, which installs without starting anything.
+systemd-analyze:
+	@command -v systemd-analyze >/dev/null || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd; \
+	else \
+		echo "systemd-analyze is required to check the systemd unit; on Debian: sudo apt-get install -y systemd" >&2; exit 1; \
+	fi
+
 vet:
 	$(GO) vet ./...
 
@@ -60,7 +91,7 @@ lint:
 GO_TEST = CODEX_WARM_REQUIRE_CODEX=1 $(GO) test $(GOFLAGS_TEST) ./...
 
 # test is what CI runs.
-test: codex vet lint
+test: codex systemd-analyze vet lint
 	$(GO_TEST)
 
 # test-stress runs the test command STRESS_RUNS times beside two busy CPU loops: the tests must
@@ -68,7 +99,7 @@ test: codex vet lint
 # recipe ends (a failed run, Ctrl-C, SIGTERM). Every run goes ahead; the target fails if any did.
 STRESS_RUNS ?= 2
 
-test-stress: codex
+test-stress: codex systemd-analyze
 	@y1=; y2=; failed=0; \
 	trap 'kill $$y1 $$y2 2>/dev/null; wait $$y1 $$y2 2>/dev/null; true' EXIT; \
 	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/go-json-experiment/json v1.27.2
+	github.com/moby/buildkit v0.31.2
 	github.com/prometheus/procfs v0.23.0
 	github.com/sourcegraph/jsonrpc2 v0.2.3
 	go.uber.org/goleak v1.3.0
@@ -12,4 +13,10 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require go.uber.org/multierr v1.10.0 // indirect
+require (
+	github.com/containerd/typeurl/v2 v2.3.0 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	google.golang.org/protobuf v1.36.11 // indirect
+)

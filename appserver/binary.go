@@ -20,6 +20,9 @@ import (
 // print "codex-cli <version>".
 var ErrNotCodex = errors.New("is not the codex CLI")
 
+// ErrNoCodex means ResolveBinary was given no binary and found no codex in PATH.
+var ErrNoCodex = errors.New("no codex in PATH")
+
 // Version runs `bin --version` with env (nil: the daemon's) and returns the version the codex CLI
 // reports ("0.169.0"). A binary that prints anything else, nothing, or fails fails with an error
 // wrapping ErrNotCodex that names bin and quotes what it printed: anything else would only fail
@@ -71,14 +74,14 @@ func (w *capWriter) Write(p []byte) (int, error) {
 //   - the npm node wrapper (`.../@openai/codex/bin/codex.js`, or a `node_modules/.bin/codex`
 //     symlink to it): the native binary is looked up in the npm layout around it;
 //   - a directory holding node_modules (an npm prefix such as .tools): searched the same way;
-//   - empty: "codex" is looked up in PATH and then treated as above.
+//   - empty: "codex" is looked up in PATH and then treated as above (ErrNoCodex when absent).
 //
 // The error names every place it looked.
 func ResolveBinary(hint string) (string, error) {
 	if hint == "" {
 		p, err := exec.LookPath("codex")
 		if err != nil {
-			return "", fmt.Errorf("resolve codex binary: no codex in PATH (%w); install @openai/codex or pass the binary's path", err)
+			return "", fmt.Errorf("resolve codex binary: %w (%v)", ErrNoCodex, err)
 		}
 		hint = p
 	}

@@ -222,7 +222,7 @@ func spawn(cfg Config) (*Client, error) {
 	go c.monitor()
 	go c.dispatcher()
 	c.log.Info("codex app-server started", zap.String("bin", cfg.Bin), zap.Strings("args", args),
-		zap.String("dir", cfg.Dir), zap.String("codex_home", cfg.CodexHome))
+		zap.String("dir", cfg.Dir), zap.String("codex_home", EffectiveCodexHome(env)))
 	return c, nil
 }
 

@@ -290,7 +290,7 @@ func TestResolveBinary(t *testing.T) {
 		t.Errorf("missing native: %v, want an error naming %s", err, native)
 	}
 	t.Setenv("PATH", t.TempDir())
-	if _, err := ResolveBinary(""); err == nil || !strings.Contains(err.Error(), "PATH") {
+	if _, err := ResolveBinary(""); !errors.Is(err, ErrNoCodex) || !strings.Contains(err.Error(), "PATH") {
 		t.Errorf("no codex in PATH: %v", err)
 	}
 	if _, err := ResolveBinary(filepath.Join(root, "nope")); err == nil {

@@ -451,6 +451,28 @@ func TestRealReadAccount(t *testing.T) {
 	}
 }
 
+// config/read reports the effective model and provider: the mock's config.toml, and a -c
+// override on top of it.
+func TestRealReadConfig(t *testing.T) {
+	e := newRealEnv(t, mockmodel.Config{})
+	c := e.start(t, nil)
+	res, err := c.ReadConfig(ctxTimeout(t, time.Minute), e.cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, p := res.Config.Model, res.Config.ModelProvider; m == nil || *m != "mock-model" || p == nil || *p != "mock" {
+		t.Errorf("config/read: model %v provider %v, want mock-model and mock", m, p)
+	}
+	c2 := e.start(t, func(cfg *appserver.Config) { cfg.ConfigOverrides = []string{`model="other-model"`} })
+	res, err = c2.ReadConfig(ctxTimeout(t, time.Minute), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Config.Model; m == nil || *m != "other-model" {
+		t.Errorf("config/read with -c model=other-model: model %v", m)
+	}
+}
+
 // Version accepts the codex CLI and refuses anything else with ErrNotCodex, naming the binary.
 func TestVersion(t *testing.T) {
 	bin := appservertest.CodexBin(t)

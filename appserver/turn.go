@@ -37,6 +37,16 @@ func (c *Client) ReadAccount(ctx context.Context) (protocol.AccountReadResult, e
 	return res, nil
 }
 
+// ReadConfig asks codex for its effective config (config/read) as seen from cwd (empty: no
+// project layers): what CODEX_HOME/config.toml and the -c overrides add up to.
+func (c *Client) ReadConfig(ctx context.Context, cwd string) (protocol.ConfigReadResult, error) {
+	var res protocol.ConfigReadResult
+	if err := c.call(ctx, protocol.MethodConfigRead, protocol.ConfigReadParams{Cwd: cwd}, &res); err != nil {
+		return protocol.ConfigReadResult{}, fmt.Errorf("read config: %w", err)
+	}
+	return res, nil
+}
+
 // StartThread starts a new thread and returns its id.
 func (c *Client) StartThread(ctx context.Context, opts ThreadOptions) (threadID string, err error) {
 	var res protocol.ThreadResult

@@ -16,6 +16,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"go.uber.org/zap"
 
+	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -60,6 +61,9 @@ type LocalInboxConfig struct {
 	// BodyTimeout bounds reading one request body, from the end of its headers; a slower body
 	// gets 408 and the connection is closed. Default DefaultBodyTimeout.
 	BodyTimeout time.Duration
+	// Ready answers the readiness probe (GET /v1/readyz and /readyz): the daemon's
+	// health.Readiness. Nil means ready whenever the inbox answers.
+	Ready http.Handler
 }
 
 // LocalMessage is the body of POST /v1/chats/{chatKey}/messages.
@@ -101,7 +105,8 @@ type LocalError struct {
 // LocalInbox is an http.Handler for a loopback listener:
 //
 //	POST /v1/chats/{chatKey}/messages  {"text": "..."} → 200 LocalReply once the turn ended
-//	GET  /v1/healthz                   → 200 {"status":"ok"}
+//	GET  /v1/healthz                   → 200 {"status":"ok"} (also /healthz)
+//	GET  /v1/readyz                    → 200, or 503 with the reason (also /readyz; see Ready)
 //
 // Errors are JSON LocalError: 400 bad JSON, empty text or bad chat key; 404 unknown path; 405
 // wrong method; 413 body or text too large; 503 + Retry-After when the pool is busy or shutting
@@ -138,13 +143,21 @@ func NewLocalInbox(cfg LocalInboxConfig) (*LocalInbox, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if cfg.Ready == nil {
+		cfg.Ready = health.NewReadiness(health.Config{})
+	}
 	h := &LocalInbox{cfg: cfg, log: cfg.Logger.Named("bridge.local"), mux: http.NewServeMux(), guard: newGuard(cfg)}
 	h.mux.HandleFunc("POST /v1/chats/{chatKey}/messages", h.postMessage)
 	h.mux.HandleFunc("/v1/chats/{chatKey}/messages", methodNotAllowed("POST"))
-	h.mux.HandleFunc("GET /v1/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	h.mux.HandleFunc("/v1/healthz", methodNotAllowed("GET, HEAD"))
+	// The unversioned names are the probes' usual ones, shared with other listeners.
+	for _, p := range []string{"/v1/healthz", "/healthz"} {
+		h.mux.HandleFunc("GET "+p, health.Live)
+		h.mux.HandleFunc(p, methodNotAllowed("GET, HEAD"))
+	}
+	for _, p := range []string{"/v1/readyz", "/readyz"} {
+		h.mux.Handle("GET "+p, cfg.Ready)
+		h.mux.HandleFunc(p, methodNotAllowed("GET, HEAD"))
+	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, LocalError{Error: "no such endpoint: " + r.URL.Path})
 	})
@@ -219,7 +232,12 @@ func (h *LocalInbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		if dur <= 0 {
 			dur = time.Since(start)
 		}
-		log.Info("answered", zap.String("status", reply.Status), zap.String("thread_id", reply.ThreadID))
+		if oc == outcomeTurnFailed {
+			log.Warn("turn failed; answered with codex's error", zap.String("status", reply.Status),
+				zap.String("thread_id", reply.ThreadID), zap.String("turn_error", reply.Error), zap.Error(err))
+		} else {
+			log.Info("answered", zap.String("status", reply.Status), zap.String("thread_id", reply.ThreadID))
+		}
 		writeJSON(w, http.StatusOK, LocalReply{
 			Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID,
 			Status: reply.Status, DurationMS: dur.Milliseconds(), Error: reply.Error,

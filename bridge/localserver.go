@@ -3,6 +3,7 @@ package bridge
 import (
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // DefaultMaxConns bounds the local inbox's open connections. Each waiting caller holds one for
@@ -26,8 +28,21 @@ func (h *LocalInbox) Server() *http.Server {
 		ReadHeaderTimeout: h.cfg.BodyTimeout,
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          zap.NewStdLog(h.log.Named("http")),
+		ErrorLog:          HTTPErrorLog(h.log),
 	}
+}
+
+// HTTPErrorLog is an http.Server ErrorLog that writes to log (named "http") at warn level: what
+// net/http reports there ("http: Accept error: ... too many open files", TLS handshake errors,
+// handler panics) needs an operator's attention, and a plain line on stderr would break a JSON
+// log stream.
+func HTTPErrorLog(log *zap.Logger) *stdlog.Logger {
+	l, err := zap.NewStdLogAt(log.Named("http"), zapcore.WarnLevel)
+	if err != nil {
+		// NewStdLogAt fails only for a level zap does not know.
+		return zap.NewStdLog(log.Named("http"))
+	}
+	return l
 }
 
 // overloadBody is what a connection past the limit gets before it is closed.

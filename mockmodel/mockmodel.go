@@ -23,6 +23,9 @@ import (
 
 // Config configures a Model.
 type Config struct {
+	// Addr is the loopback address to listen on, host:port; empty means 127.0.0.1:0 (a free
+	// port). A host beyond loopback is refused: the mock answers anyone who reaches it.
+	Addr string
 	// Latency is added before every response (on top of Reply.Latency).
 	Latency time.Duration
 	// Script decides the reply to each request. Nil means DefaultScript. It is called from the
@@ -149,9 +152,20 @@ type Model struct {
 	changed   chan struct{} // closed and replaced whenever requests, hung or inflight change
 }
 
-// New starts a Model listening on a random loopback port.
+// New starts a Model listening on Config.Addr (default: a free port of 127.0.0.1).
 func New(cfg Config) (*Model, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := cfg.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("mock model: address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("mock model: address %q is not on loopback", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("mock model: listen: %w", err)
 	}
@@ -558,11 +572,16 @@ func partsText(raw json.RawMessage) string {
 // WriteCodexHome writes dir/config.toml so that codex run with CODEX_HOME=dir uses this mock as
 // its only model provider and stays offline. dir must exist.
 func (m *Model) WriteCodexHome(dir string) error {
-	cfg := fmt.Sprintf(codexConfigTemplate, strconv.Quote(m.url))
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(m.CodexConfig()), 0o600); err != nil {
 		return fmt.Errorf("mock model: write codex home: %w", err)
 	}
 	return nil
+}
+
+// CodexConfig is the config.toml WriteCodexHome writes: this mock as codex's only model
+// provider, which needs no login, and codex kept offline.
+func (m *Model) CodexConfig() string {
+	return fmt.Sprintf(codexConfigTemplate, strconv.Quote(m.url))
 }
 
 // codexConfigTemplate is the CODEX_HOME config for tests. %s is the quoted base URL.

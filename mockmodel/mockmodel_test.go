@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -624,5 +625,29 @@ func TestMockModelMaxInFlight(t *testing.T) {
 	resp.Body.Close()
 	if peak := m.MaxInFlight(); peak != 1 {
 		t.Errorf("MaxInFlight after one request alone = %d, want 1", peak)
+	}
+}
+
+// Config.Addr chooses the loopback address (a fixed port for a standalone mock); an address
+// beyond loopback is refused.
+func TestMockModelAddr(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	m := newTestMock(t, Config{Addr: addr})
+	if m.URL() != "http://"+addr+"/v1" {
+		t.Errorf("URL %s, want http://%s/v1", m.URL(), addr)
+	}
+	if !strings.Contains(m.CodexConfig(), `base_url = "http://`+addr+`/v1"`) {
+		t.Errorf("config:\n%s", m.CodexConfig())
+	}
+	for _, bad := range []string{"0.0.0.0:0", ":0", "192.0.2.1:0", "nonsense"} {
+		if m, err := New(Config{Addr: bad}); err == nil {
+			m.Close()
+			t.Errorf("Addr %q accepted", bad)
+		}
 	}
 }

@@ -18,6 +18,7 @@ const (
 	MethodThreadTurns   = "thread/turns/list"
 	MethodThreadRevert  = "thread/revert"
 	MethodAccountRead   = "account/read"
+	MethodConfigRead    = "config/read"
 )
 
 // Method names of server notifications the daemon interprets.
@@ -111,6 +112,24 @@ type AccountReadResult struct {
 // Account is the credential kind in AccountReadResult: "apiKey", "chatgpt", "amazonBedrock", ...
 type Account struct {
 	Type string `json:"type"`
+}
+
+// ConfigReadParams are the params of config/read.
+type ConfigReadParams struct {
+	// Cwd resolves project config layers as seen from that directory; empty: none.
+	Cwd string `json:"cwd,omitempty"`
+}
+
+// ConfigReadResult is the part of config/read's result the daemon reads: the effective config,
+// every layer (CODEX_HOME/config.toml, -c overrides, project files) merged.
+type ConfigReadResult struct {
+	Config EffectiveConfig `json:"config"`
+}
+
+// EffectiveConfig holds the effective config values the daemon reports; null when unset.
+type EffectiveConfig struct {
+	Model         *string `json:"model"`
+	ModelProvider *string `json:"model_provider"`
 }
 
 // ThreadStartParams are the params of thread/start. Every field is optional.

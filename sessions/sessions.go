@@ -175,50 +175,25 @@ func open(cfg Config, sm seams) (*Store, error) {
 
 // load reads the file into s.m, moving or copying a bad file aside as Open documents.
 func (s *Store) load() error {
-	// ReadFile neither follows a symbolic link (this store must not read another file as its
-	// state, nor replace it later) nor blocks on a FIFO; a directory or device is not ours to
-	// read and is moved aside.
-	data, err := atomicfile.ReadFile(s.path)
+	data, m, dropped, bad, err := readFile(s.path)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case errors.Is(err, atomicfile.ErrSymlink):
-		return fmt.Errorf("sessions: %w", err)
-	case errors.Is(err, atomicfile.ErrNotRegular):
-		return s.moveAside(err)
-	case err != nil && transientReadError(err):
-		return fmt.Errorf("sessions: read %s: %w", s.path, err)
 	case err != nil:
-		return s.moveAside(fmt.Errorf("unreadable: %w", err))
-	}
-
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 {
+		return err
+	case bad != nil:
+		return s.moveAside(bad)
+	case data == nil:
+		return nil
+	case len(bytes.TrimSpace(data)) == 0:
 		s.log.Warn("sessions file is empty; starting with no sessions (the previous daemon may have lost its entries in an interrupted write)",
 			zap.String("path", s.path), zap.Int("bytes", len(data)))
 		return nil
 	}
-	// Unmarshal accepts the literal null as an empty map, so insist on an object explicitly.
-	var raw map[string]json.RawMessage
-	if trimmed[0] != '{' {
-		return s.moveAside(errors.New("not a JSON object"))
+	s.m = m
+	for _, d := range dropped {
+		s.log.Warn("dropping unusable sessions entry",
+			zap.String("path", s.path), zap.String("key", d.key), zap.String("value", truncate(d.value, 200)))
 	}
-	if err := json.Unmarshal(trimmed, &raw); err != nil {
-		return s.moveAside(fmt.Errorf("invalid JSON: %w", err))
-	}
-
-	dropped := 0
-	for k, v := range raw {
-		var id string
-		if err := json.Unmarshal(v, &id); err != nil || id == "" || k == "" {
-			dropped++
-			s.log.Warn("dropping unusable sessions entry",
-				zap.String("path", s.path), zap.String("key", k), zap.String("value", truncate(string(v), 200)))
-			continue
-		}
-		s.m[k] = id
-	}
-	if dropped == 0 {
+	if len(dropped) == 0 {
 		s.log.Info("sessions loaded", zap.String("path", s.path), zap.Int("entries", len(s.m)))
 		return nil
 	}
@@ -227,12 +202,12 @@ func (s *Store) load() error {
 	// next start does not rediscover (and copy aside again) the same bad entries.
 	aside, err := s.copyAside(data)
 	if err != nil {
-		return fmt.Errorf("sessions: %s has %d unusable entries and could not be copied aside: %w", s.path, dropped, err)
+		return fmt.Errorf("sessions: %s has %d unusable entries and could not be copied aside: %w", s.path, len(dropped), err)
 	}
 	s.recovered = aside
 	s.log.Error("sessions file had unusable entries; original copied aside, usable entries kept",
 		zap.String("path", s.path), zap.String("copied_to", aside),
-		zap.Int("kept", len(s.m)), zap.Int("dropped", dropped))
+		zap.Int("kept", len(s.m)), zap.Int("dropped", len(dropped)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.commitLocked(s.joinLocked()); err != nil {
@@ -242,6 +217,90 @@ func (s *Store) load() error {
 			zap.String("path", s.path), zap.Error(err))
 	}
 	return nil
+}
+
+// droppedEntry is an unusable entry of a sessions file.
+type droppedEntry struct{ key, value string }
+
+// readFile reads and decodes the sessions file at path without changing anything. data is nil
+// when there is no file. bad says why the file must be moved aside (unreadable, not a JSON
+// object); err is a failure that says nothing about the file, or a symbolic link, which is
+// refused. Otherwise m holds the usable entries and dropped the others.
+func readFile(path string) (data []byte, m map[string]string, dropped []droppedEntry, bad, err error) {
+	m = map[string]string{}
+	// ReadFile neither follows a symbolic link (this store must not read another file as its
+	// state, nor replace it later) nor blocks on a FIFO; a directory or device is not ours to
+	// read and is moved aside.
+	data, err = atomicfile.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, m, nil, nil, nil
+	case errors.Is(err, atomicfile.ErrSymlink):
+		return nil, nil, nil, nil, fmt.Errorf("sessions: %w", err)
+	case errors.Is(err, atomicfile.ErrNotRegular):
+		return nil, nil, nil, err, nil
+	case err != nil && transientReadError(err):
+		return nil, nil, nil, nil, fmt.Errorf("sessions: read %s: %w", path, err)
+	case err != nil:
+		return nil, nil, nil, fmt.Errorf("unreadable: %w", err), nil
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return data, m, nil, nil, nil
+	}
+	// Unmarshal accepts the literal null as an empty map, so insist on an object explicitly.
+	var raw map[string]json.RawMessage
+	if trimmed[0] != '{' {
+		return data, nil, nil, errors.New("not a JSON object"), nil
+	}
+	if err := json.Unmarshal(trimmed, &raw); err != nil {
+		return data, nil, nil, fmt.Errorf("invalid JSON: %w", err), nil
+	}
+	for k, v := range raw {
+		var id string
+		if err := json.Unmarshal(v, &id); err != nil || id == "" || k == "" {
+			dropped = append(dropped, droppedEntry{key: k, value: string(v)})
+			continue
+		}
+		m[k] = id
+	}
+	return data, m, dropped, nil, nil
+}
+
+// ErrCorrupt is returned by Check for a file Open would move aside.
+var ErrCorrupt = errors.New("sessions file is corrupt")
+
+// CheckReport is what Check found.
+type CheckReport struct {
+	// Path is the file checked.
+	Path string
+	// Exists is false when there is no file yet: Open starts with an empty map.
+	Exists bool
+	// Entries counts the usable chat key → thread id entries.
+	Entries int
+	// Dropped counts unusable entries: Open copies the file aside and drops them.
+	Dropped int
+}
+
+// Check reads dir/DefaultFileName as Open would and reports what Open would find, changing
+// nothing: no directory is created and no file moved, copied or rewritten. It fails with an
+// error wrapping ErrCorrupt for a file Open would move aside (conversations would start fresh),
+// with one wrapping atomicfile.ErrSymlink for a link Open refuses, and with the read error
+// otherwise.
+func Check(dir string) (CheckReport, error) {
+	rep := CheckReport{Path: filepath.Join(dir, DefaultFileName)}
+	data, m, dropped, bad, err := readFile(rep.Path)
+	switch {
+	case err != nil:
+		return rep, err
+	case bad != nil:
+		return rep, fmt.Errorf("sessions: %s: %w: %w", rep.Path, ErrCorrupt, bad)
+	}
+	rep.Exists, rep.Entries, rep.Dropped = data != nil, len(m), len(dropped)
+	return rep, nil
 }
 
 // transientReadError reports read failures caused by the process, not the file: moving a good

@@ -932,3 +932,69 @@ func TestArchive(t *testing.T) {
 		t.Fatal("the link's target was created")
 	}
 }
+
+// Check reports what Open would find and changes nothing: a good file's entries, a file with
+// unusable entries (not copied aside), a corrupt file (ErrCorrupt, not moved aside), a symbolic
+// link (refused), and no file at all, without creating the directory.
+func TestCheckChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, DefaultFileName)
+	listing := func() []string {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+
+	missing := filepath.Join(dir, "no-such-dir")
+	if rep, err := Check(missing); err != nil || rep.Exists || rep.Entries != 0 {
+		t.Errorf("missing dir: %+v, %v", rep, err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Check created %s", missing)
+	}
+
+	for _, tc := range []struct {
+		name, content    string
+		entries, dropped int
+		corrupt          bool
+	}{
+		{"good", `{"peer:a": "t1", "canvas:w": "t2"}`, 2, 0, false},
+		{"unusable entries", `{"peer:a": "t1", "peer:b": 7}`, 1, 1, false},
+		{"empty", "  \n", 0, 0, false},
+		{"garbage", `{"peer:a": `, 0, 0, true},
+		{"array", `["t1"]`, 0, 0, true},
+	} {
+		if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Check(dir)
+		if errors.Is(err, ErrCorrupt) != tc.corrupt || (!tc.corrupt && err != nil) {
+			t.Errorf("%s: error %v, corrupt want %v", tc.name, err, tc.corrupt)
+		}
+		if !tc.corrupt && (!rep.Exists || rep.Entries != tc.entries || rep.Dropped != tc.dropped) {
+			t.Errorf("%s: %+v, want %d entries %d dropped", tc.name, rep, tc.entries, tc.dropped)
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) != tc.content {
+			t.Errorf("%s: file changed to %q (%v)", tc.name, got, err)
+		}
+		if names := listing(); len(names) != 1 {
+			t.Errorf("%s: directory holds %v, want only the file", tc.name, names)
+		}
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "elsewhere"), path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Check(dir); !errors.Is(err, atomicfile.ErrSymlink) {
+		t.Errorf("symlink: %v, want ErrSymlink", err)
+	}
+}

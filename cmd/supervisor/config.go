@@ -133,11 +133,16 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func parseRunConfig(args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
+	return parseDaemonFlags("run", args, getenv, stderr)
+}
+
+// parseDaemonFlags parses the flags of run, and of the commands that check what run would use
+// (doctor), so both read the same flags and environment.
+func parseDaemonFlags(name string, args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
 	var c runConfig
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCommandFlags(name, stderr)
 	e := &envFlags{fs: fs, getenv: getenv}
-	e.str(&c.CodexBin, "codex-bin", "CODEX_BIN", "", "native codex binary; default: found from PATH and the npm layout")
+	e.str(&c.CodexBin, "codex-bin", "CODEX_BIN", "", "native codex binary (the npm wrapper is resolved to it); default: the codex beside supervisor, else the one in PATH")
 	e.str(&c.StateDir, "state-dir", "CODEX_CHANNEL_MOLECULE_STATE_DIR", defaultStateDir(getenv), "state directory (sessions.json, inbox position, control socket)")
 	e.str(&c.Inbox, "inbox", "CODEX_WARM_INBOX", "", "molecule or local; default: molecule when PLATFORM_URL is set, else local")
 	e.str(&c.Listen, "listen", "CODEX_WARM_LISTEN", "127.0.0.1:8377", "address of the local inbox HTTP API")
@@ -177,7 +182,7 @@ func parseRunConfig(args []string, getenv func(string) string, stderr io.Writer)
 	var overrides listFlag
 	fs.Var(&overrides, "codex-config", "extra codex -c key=value override (repeatable)")
 	if err := fs.Parse(args); err != nil {
-		return c, exitCode(2)
+		return c, flagsError(err)
 	}
 	if len(e.errs) > 0 {
 		return c, errors.Join(e.errs...)
@@ -294,6 +299,19 @@ func parseMemoryBudget(v string) (bytes int64, fraction float64, err error) {
 		}
 		return b, 0, nil
 	}
+}
+
+// memoryBudget is the supervisor's Config.MemoryBudget for the flags: 0 (the supervisor's
+// default), -1 (none), or bytes, a fraction being read from MemAvailable now.
+func (c runConfig) memoryBudget() (int64, error) {
+	if c.MemoryBudgetFraction > 0 {
+		b, err := supervisor.MemoryBudgetOf(c.MemoryBudgetFraction)
+		if err != nil {
+			return 0, fmt.Errorf("--memory-budget: %w", err)
+		}
+		return b, nil
+	}
+	return c.MemoryBudget, nil
 }
 
 // parseMemoryLimit reads --child-memory-limit: a size, or off (or 0) for none.

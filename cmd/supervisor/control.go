@@ -13,6 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -109,7 +113,9 @@ type controlServer struct {
 	done chan struct{}
 }
 
-func startControl(dir string, status func() StatusDoc) (*controlServer, error) {
+// startControl serves the status document and the health probes (ready answers /v1/readyz) on
+// the state directory's control socket.
+func startControl(dir string, status func() StatusDoc, ready http.Handler, log *zap.Logger) (*controlServer, error) {
 	path := filepath.Join(dir, controlSocketName)
 	// The state lock is held, so a socket file here is left over from a daemon that died.
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -132,10 +138,12 @@ func startControl(dir string, status func() StatusDoc) (*controlServer, error) {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(status())
 	})
+	mux.HandleFunc("GET /v1/healthz", health.Live)
+	mux.Handle("GET /v1/readyz", ready)
 	c := &controlServer{
 		ln:   ln,
 		path: path,
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: bridge.HTTPErrorLog(log.Named("control"))},
 		done: make(chan struct{}),
 	}
 	go func() {
@@ -160,6 +168,25 @@ var errNoDaemon = errors.New("no supervisor daemon is running")
 
 // fetchStatus asks the daemon owning dir for its status.
 func fetchStatus(ctx context.Context, dir string) (StatusDoc, error) {
+	code, body, err := controlGet(ctx, dir, "/v1/status", 5*time.Second)
+	if err != nil {
+		return StatusDoc{}, err
+	}
+	path := filepath.Join(dir, controlSocketName)
+	if code != http.StatusOK {
+		return StatusDoc{}, fmt.Errorf("daemon at %s answered HTTP %d: %s", path, code, capBytes(body, 4096))
+	}
+	var doc StatusDoc
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return StatusDoc{}, fmt.Errorf("decode status from %s: %w", path, err)
+	}
+	return doc, nil
+}
+
+// controlGet asks the daemon owning dir for urlPath on its control socket, within timeout, and
+// returns the HTTP status and body (at most 64 MiB). It fails with errNoDaemon when no daemon
+// listens there.
+func controlGet(ctx context.Context, dir, urlPath string, timeout time.Duration) (int, []byte, error) {
 	path := filepath.Join(dir, controlSocketName)
 	client := &http.Client{
 		Transport: &http.Transport{
@@ -168,28 +195,31 @@ func fetchStatus(ctx context.Context, dir string) (StatusDoc, error) {
 				return d.DialContext(ctx, "unix", path)
 			},
 		},
-		Timeout: 5 * time.Second,
+		Timeout: timeout,
 	}
 	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://supervisor/v1/status", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://supervisor"+urlPath, nil)
 	if err != nil {
-		return StatusDoc{}, err
+		return 0, nil, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return StatusDoc{}, fmt.Errorf("%w (state dir %s, no socket at %s)", errNoDaemon, dir, path)
+			return 0, nil, fmt.Errorf("%w (state dir %s, no socket at %s)", errNoDaemon, dir, path)
 		}
-		return StatusDoc{}, fmt.Errorf("query daemon at %s: %w", path, err)
+		return 0, nil, fmt.Errorf("query daemon at %s: %w", path, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return StatusDoc{}, fmt.Errorf("daemon at %s answered %s: %s", path, resp.Status, b)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return 0, nil, fmt.Errorf("read answer of daemon at %s: %w", path, err)
 	}
-	var doc StatusDoc
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&doc); err != nil {
-		return StatusDoc{}, fmt.Errorf("decode status from %s: %w", path, err)
+	return resp.StatusCode, body, nil
+}
+
+func capBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
 	}
-	return doc, nil
+	return b
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/mockmodel"
@@ -31,18 +29,18 @@ import (
 // it early the same clean way: the daemon is stopped (a second signal makes it stop at once),
 // nothing it ran is left, the temporary directory goes, and the exit code is 128+signal.
 func cmdDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCommandFlags("demo", stderr)
 	codexBin := fs.String("codex-bin", getenv("CODEX_BIN"), "native codex binary (env CODEX_BIN)")
 	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, sessions.json)")
 	latency := fs.Duration("model-latency", 0, "delay every mock model answer by this much (watch busy children with `supervisor status --state-dir <state dir>`)")
 	if err := fs.Parse(args); err != nil {
-		return exitCode(2)
+		return flagsError(err)
 	}
-	bin, err := appserver.ResolveBinary(*codexBin)
+	loc, err := findCodex(*codexBin)
 	if err != nil {
-		return fmt.Errorf("find codex (run `make demo` to install the pinned version): %w", err)
+		return fmt.Errorf("find codex: %w", err)
 	}
+	bin := loc.Bin
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own executable: %w", err)

@@ -31,7 +31,8 @@ func TestE2ENotCodexBinaryFailsAtStart(t *testing.T) {
 		d := e.launch("--codex-bin", bin)
 		d.waitFailed()
 		out := d.log()
-		if !strings.Contains(out, "supervisor run: ") || !strings.Contains(out, bin) || !strings.Contains(out, "codex-cli") {
+		failed := d.logsWith("daemon stopped with an error")
+		if len(failed) != 1 || !strings.Contains(failed[0].str("error"), bin) || !strings.Contains(failed[0].str("error"), "codex-cli") {
 			t.Errorf("--codex-bin %s: output does not name the binary and what was expected of it:\n%s", bin, out)
 		}
 		if n := len(e.mock.Requests()); n != 0 {

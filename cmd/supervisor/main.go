@@ -6,6 +6,8 @@
 //	supervisor run      the daemon
 //	supervisor status   the live process table of a running daemon
 //	supervisor demo     a self-contained offline demo (mock model, real codex)
+//	supervisor doctor   check what run would use, one line per check with the fix
+//	supervisor mock-model  a mock model on loopback, to try the daemon without an account
 //	supervisor version
 package main
 
@@ -22,10 +24,12 @@ var version = "dev"
 const usage = `usage: supervisor <command> [flags]
 
 commands:
-  run       run the daemon (Molecule platform or local inbox)
-  status    print the live process table of the running daemon
-  demo      run an offline demo: mock model on loopback, real codex, local inbox
-  version   print the version
+  run         run the daemon (Molecule platform or local inbox)
+  status      print the live process table of the running daemon
+  demo        run an offline demo: mock model on loopback, real codex, local inbox
+  doctor      check what run would use (codex, login, state dir, listen address, platform)
+  mock-model  run a mock model on loopback and print the CODEX_HOME config that uses it
+  version     print the version
 
 Run "supervisor <command> -h" for the flags of a command.
 `
@@ -49,6 +53,10 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 		err = cmdStatus(ctx, args[1:], getenv, stdout, stderr)
 	case "demo":
 		err = cmdDemo(ctx, args[1:], getenv, stdout, stderr)
+	case "doctor":
+		err = cmdDoctor(ctx, args[1:], getenv, stdout, stderr)
+	case "mock-model":
+		err = cmdMockModel(ctx, args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "supervisor %s\n", version)
 		return 0

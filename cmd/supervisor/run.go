@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,11 +43,12 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdo
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	err = runDaemon(ctx, cfg, getenv, log, sigs)
-	if err != nil {
+	if err := runDaemon(ctx, cfg, getenv, log, sigs); err != nil {
+		// The log line is the one report: runMain must not print the error again.
 		log.Error("daemon stopped with an error", zap.Error(err))
+		return exitCode(1)
 	}
-	return err
+	return nil
 }
 
 // daemon is one running `supervisor run`: the pieces runDaemon starts and must stop in order.
@@ -59,6 +61,8 @@ type daemon struct {
 	mol     *bridge.Molecule
 	control *controlServer
 	login   *loginGate // set by preflight
+	// phase is phaseStarting, phaseServing or phaseDraining (the readiness probe's "inbox").
+	phase atomic.Int32
 }
 
 func (d *daemon) status() StatusDoc {
@@ -105,15 +109,18 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		return err
 	}
 
-	bin, err := appserver.ResolveBinary(cfg.CodexBin)
+	loc, err := findCodex(cfg.CodexBin)
 	if err != nil {
 		return fmt.Errorf("find codex: %w", err)
 	}
+	bin := loc.Bin
 	d := &daemon{cfg: cfg, log: log}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
 	if err := d.preflight(ctx, bin, env, cred); err != nil {
 		return err
 	}
+	codexHome := appserver.EffectiveCodexHome(env)
+	ready := d.readiness(bin, codexHome)
 
 	d.store, err = sessions.Open(sessions.Config{Dir: cfg.StateDir, Logger: log})
 	if err != nil {
@@ -128,11 +135,9 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	if cfg.Approval == "accept" {
 		policy = appserver.AcceptPolicy()
 	}
-	budget := cfg.MemoryBudget
-	if cfg.MemoryBudgetFraction > 0 {
-		if budget, err = supervisor.MemoryBudgetOf(cfg.MemoryBudgetFraction); err != nil {
-			return fmt.Errorf("--memory-budget: %w", err)
-		}
+	budget, err := cfg.memoryBudget()
+	if err != nil {
+		return err
 	}
 	// New also runs the boot sweep: children left by a daemon that was killed would otherwise
 	// hold memory and their threads forever.
@@ -185,7 +190,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		}
 		h, err := bridge.NewLocalInbox(bridge.LocalInboxConfig{Answerer: d.sup, Controls: controls, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
-			BodyTimeout: cfg.InboxBodyTimeout})
+			BodyTimeout: cfg.InboxBodyTimeout, Ready: ready})
 		if err != nil {
 			return d.abort(err)
 		}
@@ -229,7 +234,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		}()
 	}
 
-	d.control, err = startControl(cfg.StateDir, d.status)
+	d.control, err = startControl(cfg.StateDir, d.status, ready, log)
 	if err != nil {
 		stopServing()
 		if httpSrv != nil {
@@ -240,6 +245,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	}
 	log.Info("supervisor running", zap.String("codex_bin", bin), zap.String("state_dir", cfg.StateDir),
 		zap.String("inbox", cfg.Inbox), zap.Int("max_children", d.sup.Status().Totals.Cap))
+	d.phase.Store(phaseServing)
 
 	var runErr error
 	select {
@@ -249,6 +255,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	case runErr = <-inboxErr:
 	case <-ctx.Done():
 	}
+	d.phase.Store(phaseDraining)
 	stopServing()
 
 	// The drain ends at the timeout or at a second signal, whichever comes first.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -45,10 +44,7 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 		HandshakeTimeout: loginCheckTimeout, Logger: d.log.With(zap.String("purpose", "login check"))}
 	d.login = newLoginGate(func(ctx context.Context) CodexAuth { return checkLogin(ctx, tmpl) }, loginRecheckEvery)
 	a := d.login.check(ctx)
-	codexHome := envValue(env, "CODEX_HOME")
-	if codexHome == "" {
-		codexHome = "~/.codex (default)"
-	}
+	codexHome := appserver.EffectiveCodexHome(env)
 	switch a.State {
 	case CodexNotLoggedIn:
 		d.log.Error("codex is not logged in and its model provider needs an OpenAI login: every message is answered with "+
@@ -58,8 +54,8 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 		d.log.Warn("could not check whether codex is logged in; messages are served anyway",
 			zap.String("codex_bin", bin), zap.String("codex_home", codexHome), zap.String("detail", a.Detail))
 	default:
-		d.log.Info("codex checked", zap.String("codex_version", v), zap.String("account", a.Account),
-			zap.Bool("requires_openai_auth", a.RequiresOpenAIAuth))
+		d.log.Info("codex checked", zap.String("codex_version", v), zap.String("codex_home", codexHome),
+			zap.String("account", a.Account), zap.Bool("requires_openai_auth", a.RequiresOpenAIAuth))
 	}
 	return nil
 }
@@ -77,6 +73,12 @@ func (d *daemon) addCodexStatus(doc *StatusDoc) {
 // auth. A provider configured with its own key, or a local one, does not, and `codex login
 // status` cannot tell that apart (it says "Not logged in" either way).
 func checkLogin(ctx context.Context, tmpl appserver.Config) CodexAuth {
+	return probeCodex(ctx, tmpl, nil)
+}
+
+// probeCodex is checkLogin that, when also is not nil, calls it with the running app-server
+// before closing it, so `supervisor doctor` asks its other questions of the same process.
+func probeCodex(ctx context.Context, tmpl appserver.Config, also func(context.Context, *appserver.Client)) CodexAuth {
 	ctx, cancel := context.WithTimeout(ctx, loginCheckTimeout)
 	defer cancel()
 	a := CodexAuth{State: CodexAuthUnknown, Checked: time.Now().UTC()}
@@ -86,6 +88,9 @@ func checkLogin(ctx context.Context, tmpl appserver.Config) CodexAuth {
 		return a
 	}
 	defer c.Close()
+	if also != nil {
+		also(ctx, c)
+	}
 	res, err := c.ReadAccount(ctx)
 	if err != nil {
 		a.Detail = err.Error()
@@ -138,18 +143,22 @@ func (g *loginGate) current() CodexAuth {
 
 // admit is supervisor.Config.Admit: an *appserver.AuthError while codex is not logged in.
 func (g *loginGate) admit(ctx context.Context, _ string) error {
-	a := g.current()
-	if a.State != CodexNotLoggedIn {
-		return nil
-	}
-	if time.Since(a.Checked) >= g.every && g.checking.TryLock() {
-		a = g.check(ctx)
-		g.checking.Unlock()
-	}
+	a := g.refresh(ctx, func(a CodexAuth) bool { return a.State == CodexNotLoggedIn })
 	if a.State == CodexNotLoggedIn {
 		return &appserver.AuthError{Msg: a.Detail}
 	}
 	return nil
+}
+
+// refresh returns the login state, asking codex again first when stale says the state at hand
+// is worth checking and it is older than every (and no other check is in flight).
+func (g *loginGate) refresh(ctx context.Context, stale func(CodexAuth) bool) CodexAuth {
+	a := g.current()
+	if stale(a) && time.Since(a.Checked) >= g.every && g.checking.TryLock() {
+		a = g.check(ctx)
+		g.checking.Unlock()
+	}
+	return a
 }
 
 // warnStateDirMode logs a warning when other users can read, write or enter the state directory:
@@ -165,15 +174,4 @@ func warnStateDirMode(dir string, log *zap.Logger) error {
 			zap.String("dir", dir), zap.String("mode", fmt.Sprintf("%04o", perm)))
 	}
 	return nil
-}
-
-// envValue returns the last value of key in env ("" when unset).
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
 }

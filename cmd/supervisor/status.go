@@ -4,24 +4,29 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
 func cmdStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCommandFlags("status", stderr)
 	stateDir := fs.String("state-dir", defaultStateDir(getenv), "state directory of the daemon (env CODEX_CHANNEL_MOLECULE_STATE_DIR)")
 	asJSON := fs.Bool("json", false, "print the raw status document as JSON")
+	live := fs.Bool("health", false, "only ask the daemon's liveness probe (/healthz): exit 0 when it answers")
+	ready := fs.Bool("ready", false, "only ask the daemon's readiness probe (/readyz): exit 0 when ready, 1 with the reason when not")
 	if err := fs.Parse(args); err != nil {
-		return exitCode(2)
+		return flagsError(err)
+	}
+	if *live || *ready {
+		return probeDaemon(ctx, *stateDir, *ready, stdout, stderr)
 	}
 	doc, err := fetchStatus(ctx, *stateDir)
 	if err != nil {
@@ -146,4 +151,40 @@ func humanBytes(n int64) string {
 	default:
 		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
 	}
+}
+
+// probeDaemon asks the daemon's control socket for its liveness (or, with ready, readiness)
+// probe and prints the answer: exit 0 when live / ready, 1 when not ready, 3 when no daemon runs.
+// It needs neither the inbox's address nor its token, which makes it the container's
+// HEALTHCHECK.
+func probeDaemon(ctx context.Context, stateDir string, ready bool, stdout, stderr io.Writer) error {
+	path := "/v1/healthz"
+	if ready {
+		path = "/v1/readyz"
+	}
+	code, body, err := controlGet(ctx, stateDir, path, health.DefaultTimeout+5*time.Second)
+	if errors.Is(err, errNoDaemon) {
+		fmt.Fprintf(stderr, "supervisor status: %v\n", err)
+		return exitCode(3)
+	}
+	if err != nil {
+		return err
+	}
+	if !ready {
+		if code != http.StatusOK {
+			return fmt.Errorf("liveness probe answered HTTP %d: %s", code, capBytes(body, 4096))
+		}
+		fmt.Fprintln(stdout, "ok")
+		return nil
+	}
+	var rep health.Report
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return fmt.Errorf("readiness probe answered HTTP %d: %s", code, capBytes(body, 4096))
+	}
+	if rep.Ready() {
+		fmt.Fprintln(stdout, health.StatusReady)
+		return nil
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", health.StatusNotReady, rep.Reason)
+	return exitCode(1)
 }

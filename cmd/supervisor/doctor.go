@@ -1,0 +1,425 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/sessions"
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// checkStatus is the outcome of one doctor check.
+type checkStatus int
+
+const (
+	checkOK   checkStatus = iota
+	checkWarn             // works, but worth fixing; does not fail doctor
+	checkFail             // run would fail, or the daemon could not answer messages
+	checkSkip             // does not apply to this configuration
+)
+
+func (s checkStatus) mark() string {
+	return [...]string{"✓", "!", "✗", "-"}[s]
+}
+
+// checkResult is one line of `supervisor doctor`.
+type checkResult struct {
+	Name   string
+	Status checkStatus
+	Detail string
+	// Fix says what to do; empty for checkOK and checkSkip.
+	Fix string
+}
+
+func (r checkResult) String() string {
+	s := fmt.Sprintf("%s %-14s %s", r.Status.mark(), r.Name, r.Detail)
+	if r.Fix != "" {
+		s += " — fix: " + r.Fix
+	}
+	return s
+}
+
+func ok(name, format string, a ...any) checkResult {
+	return checkResult{Name: name, Status: checkOK, Detail: fmt.Sprintf(format, a...)}
+}
+
+func skip(name, detail string) checkResult {
+	return checkResult{Name: name, Status: checkSkip, Detail: detail}
+}
+
+func warn(name, detail, fix string) checkResult {
+	return checkResult{Name: name, Status: checkWarn, Detail: detail, Fix: fix}
+}
+
+func fail(name, detail, fix string) checkResult {
+	return checkResult{Name: name, Status: checkFail, Detail: detail, Fix: fix}
+}
+
+// doctorTimeout bounds each check that waits on something outside (codex, the platform).
+const doctorTimeout = 30 * time.Second
+
+func cmdDoctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, cfgErr := parseDaemonFlags("doctor", args, getenv, stderr)
+	var ec exitCode
+	if errors.As(cfgErr, &ec) {
+		return ec
+	}
+	// The same environment run gives its children: the secrets removed, HOME of --child-user.
+	env := childEnv(os.Environ())
+	cred, childEnvironment, credErr := childCredential(cfg.ChildUser, env)
+	if credErr == nil {
+		env = childEnvironment
+	}
+	doc := &doctor{cfg: cfg, getenv: getenv, env: env, cred: cred}
+	fmt.Fprintf(stdout, "supervisor doctor: checking what `supervisor run` would use (inbox %s, state dir %s)\n\n", cfg.Inbox, cfg.StateDir)
+	results := doc.run(ctx, errors.Join(cfgErr, credErr))
+	var warns, fails int
+	for _, r := range results {
+		fmt.Fprintln(stdout, r)
+		switch r.Status {
+		case checkWarn:
+			warns++
+		case checkFail:
+			fails++
+		}
+	}
+	fmt.Fprintf(stdout, "\n%d checks: %d failed, %d warnings\n", len(results), fails, warns)
+	if fails > 0 {
+		return exitCode(1)
+	}
+	return nil
+}
+
+// doctor runs the checks of `supervisor doctor` for one configuration.
+type doctor struct {
+	cfg    runConfig
+	getenv func(string) string
+	env    []string
+	cred   *syscall.Credential
+
+	// Set by the checks for the ones after them.
+	codex   codexLocation
+	running *StatusDoc // the daemon running on the state dir, if any
+}
+
+func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
+	var out []checkResult
+	// An exposed listen address has a line of its own below.
+	if cfgErr != nil && !errors.Is(cfgErr, bridge.ErrExposedWithoutToken) {
+		out = append(out, fail("configuration", cfgErr.Error(), "see `supervisor run -h`"))
+	}
+	bin := d.checkCodexBinary()
+	out = append(out, bin)
+	version := skip("codex version", "not checked: no codex binary")
+	if bin.Status != checkFail {
+		version = d.checkCodexVersion(ctx)
+	}
+	out = append(out, version)
+	home, homeUsable := d.checkCodexHome()
+	if version.Status == checkFail || version.Status == checkSkip || !homeUsable {
+		out = append(out, home, skip("codex login", "not checked: codex cannot start"))
+	} else {
+		out = append(out, d.checkCodexLogin(ctx, home)...)
+	}
+	out = append(out, d.checkBubblewrap())
+	d.findRunningDaemon(ctx)
+	state := d.checkStateDir()
+	out = append(out, state)
+	if state.Status == checkFail {
+		out = append(out, skip("sessions.json", "not checked: no usable state directory"))
+	} else {
+		out = append(out, d.checkSessions())
+	}
+	out = append(out, d.checkListen())
+	out = append(out, d.checkMolecule(ctx)...)
+	out = append(out, d.checkMemory())
+	return out
+}
+
+func (d *doctor) checkCodexBinary() checkResult {
+	const name = "codex binary"
+	loc, err := findCodex(d.cfg.CodexBin)
+	var nc *noCodexError
+	switch {
+	case errors.As(err, &nc):
+		return fail(name, "no codex given, none beside supervisor, none in PATH", noCodexHint)
+	case err != nil:
+		return fail(name, err.Error(), "point --codex-bin (CODEX_BIN) at the native codex binary")
+	}
+	d.codex = loc
+	kind := "native binary"
+	if loc.Given != loc.Bin {
+		kind = fmt.Sprintf("native binary behind the npm node wrapper %s (the daemon runs the native one)", loc.Given)
+	}
+	return ok(name, "%s: %s, from %s", loc.Bin, kind, loc.From)
+}
+
+func (d *doctor) checkCodexVersion(ctx context.Context) checkResult {
+	const name = "codex version"
+	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	v, err := appserver.Version(ctx, d.codex.Bin, d.env)
+	if err != nil {
+		return fail(name, err.Error(), "point --codex-bin (CODEX_BIN) at the codex CLI, @openai/codex "+testedCodexVersion)
+	}
+	if v != testedCodexVersion {
+		return warn(name, fmt.Sprintf("codex-cli %s; this release is tested with %s", v, testedCodexVersion),
+			"install @openai/codex@"+testedCodexVersion+" (`make install` puts it beside supervisor)")
+	}
+	return ok(name, "codex-cli %s, the version this release is tested with", v)
+}
+
+// checkCodexHome checks that the CODEX_HOME codex will use can be used; usable is false when
+// codex would refuse to start with it.
+func (d *doctor) checkCodexHome() (res checkResult, usable bool) {
+	const name = "CODEX_HOME"
+	home := appserver.EffectiveCodexHome(d.env)
+	from := "from CODEX_HOME"
+	if h, set := os.LookupEnv("CODEX_HOME"); !set || h == "" || d.cfg.ChildUser != "" {
+		from = "codex's default, $HOME/.codex"
+	}
+	fi, err := os.Stat(home)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && from == "from CODEX_HOME":
+		return fail(name, fmt.Sprintf("%s (%s) does not exist: codex refuses to start", home, from), "mkdir -m 700 "+home+", then log codex in"), false
+	case errors.Is(err, os.ErrNotExist):
+		return ok(name, "%s (%s) does not exist yet: `codex login` creates it", home, from), true
+	case err != nil:
+		return fail(name, err.Error(), "make "+home+" readable by the daemon's user"), false
+	case !fi.IsDir():
+		return fail(name, home+" is not a directory", "point CODEX_HOME at a directory"), false
+	}
+	return ok(name, "%s (%s)", home, from), true
+}
+
+// checkCodexLogin starts a short-lived codex app-server as run's login check does and reports
+// its login and its effective model provider, which is what the login depends on.
+func (d *doctor) checkCodexLogin(ctx context.Context, home checkResult) []checkResult {
+	tmpl := appserver.Config{Bin: d.codex.Bin, Env: d.env, Credential: d.cred, ConfigOverrides: d.cfg.CodexConfig,
+		HandshakeTimeout: loginCheckTimeout, Logger: zap.NewNop()}
+	var conf protocol.EffectiveConfig
+	var confErr error
+	a := probeCodex(ctx, tmpl, func(ctx context.Context, c *appserver.Client) {
+		var res protocol.ConfigReadResult
+		res, confErr = c.ReadConfig(ctx, d.cfg.Cwd)
+		conf = res.Config
+	})
+	provider, model := "openai (default)", "codex's default"
+	if conf.ModelProvider != nil {
+		provider = fmt.Sprintf("%q", *conf.ModelProvider)
+	}
+	if conf.Model != nil {
+		model = fmt.Sprintf("%q", *conf.Model)
+	}
+	codexHome := appserver.EffectiveCodexHome(d.env)
+	cfgFile := filepath.Join(codexHome, "config.toml")
+	if _, err := os.Stat(cfgFile); err == nil {
+		home.Detail += fmt.Sprintf("; %s: model %s, model provider %s", cfgFile, model, provider)
+	} else {
+		home.Detail += fmt.Sprintf("; no config.toml: model %s, model provider %s", model, provider)
+	}
+	if confErr != nil && a.State != CodexAuthUnknown {
+		home.Detail += " (config/read failed: " + confErr.Error() + ")"
+	}
+
+	const name = "codex login"
+	login := fmt.Sprintf("CODEX_HOME=%s %s login", codexHome, d.codex.Given)
+	as := "as the daemon's user"
+	if d.cfg.ChildUser != "" {
+		as = "as " + d.cfg.ChildUser
+	}
+	var res checkResult
+	switch {
+	case a.State == CodexLoggedIn && a.Account != "":
+		res = ok(name, "logged in (%s)", a.Account)
+	case a.State == CodexLoggedIn:
+		res = ok(name, "no login needed: model provider %s brings its own credentials", provider)
+	case a.State == CodexNotLoggedIn:
+		res = fail(name, fmt.Sprintf("not logged in, and model provider %s needs an OpenAI login: every message would be answered with a login hint", provider),
+			fmt.Sprintf("%s, run `%s` (with --with-api-key it reads an API key from stdin)", as, login))
+	default:
+		res = fail(name, "could not ask codex: "+a.Detail, "make `"+d.codex.Bin+" app-server` start with this CODEX_HOME")
+	}
+	return []checkResult{home, res}
+}
+
+func (d *doctor) checkBubblewrap() checkResult {
+	const name = "bubblewrap"
+	p, err := exec.LookPath("bwrap")
+	if err != nil {
+		return warn(name, "bwrap is not in PATH: codex sandboxes commands with its bundled copy and logs an error at every start",
+			"apt-get install bubblewrap")
+	}
+	return ok(name, "%s", p)
+}
+
+// findRunningDaemon asks the state dir's control socket whether a daemon runs there: its lock,
+// socket and listen address then explain what would otherwise look like conflicts.
+func (d *doctor) findRunningDaemon(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if doc, err := fetchStatus(ctx, d.cfg.StateDir); err == nil {
+		d.running = &doc
+	}
+}
+
+func (d *doctor) checkStateDir() checkResult {
+	const name = "state dir"
+	dir := d.cfg.StateDir
+	fi, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		parent := filepath.Dir(dir)
+		for {
+			if _, err := os.Stat(parent); err == nil || parent == filepath.Dir(parent) {
+				break
+			}
+			parent = filepath.Dir(parent)
+		}
+		if err := checkWritable(parent); err != nil {
+			return fail(name, fmt.Sprintf("%s does not exist and cannot be created: %v", dir, err),
+				"create it for the daemon's user: install -d -m 700 "+dir)
+		}
+		return ok(name, "%s does not exist yet; run creates it (mode 0700)", dir)
+	}
+	switch {
+	case err != nil:
+		return fail(name, err.Error(), "make "+dir+" reachable by the daemon's user")
+	case !fi.IsDir():
+		return fail(name, dir+" is not a directory", "point --state-dir at a directory")
+	}
+	if err := checkWritable(dir); err != nil {
+		return fail(name, err.Error(), "give the daemon's user write access: chown it to that user and chmod 700 "+dir)
+	}
+	detail := fmt.Sprintf("%s (mode %04o, writable)", dir, fi.Mode().Perm())
+	if d.running != nil {
+		detail += fmt.Sprintf("; a daemon runs on it (pid %d): a second run would be refused", d.running.Daemon.PID)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return warn(name, detail+": other users can read or enter it (chat thread ids, the control socket)", "chmod 700 "+dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return warn(name, detail+fmt.Sprintf(": owned by uid %d, not by the daemon's user (uid %d)", st.Uid, os.Geteuid()),
+			"chown it to the user the daemon runs as")
+	}
+	return ok(name, "%s", detail)
+}
+
+func (d *doctor) checkSessions() checkResult {
+	const name = "sessions.json"
+	rep, err := sessions.Check(d.cfg.StateDir)
+	switch {
+	case errors.Is(err, sessions.ErrCorrupt):
+		return fail(name, err.Error()+": run would move it aside and every chat would start a new conversation",
+			"restore "+rep.Path+" from a backup, or accept that run moves it aside")
+	case errors.Is(err, atomicfile.ErrSymlink):
+		return fail(name, err.Error()+": run refuses to start", "replace the link with the file it points to")
+	case err != nil:
+		return fail(name, err.Error(), "make "+rep.Path+" readable by the daemon's user")
+	case !rep.Exists:
+		return ok(name, "none yet: run starts with no conversations")
+	case rep.Dropped > 0:
+		return warn(name, fmt.Sprintf("%d conversations, %d unusable entries: run copies the file aside and drops them", rep.Entries, rep.Dropped),
+			"nothing, unless those chats matter: see "+rep.Path)
+	}
+	return ok(name, "%d conversations", rep.Entries)
+}
+
+func (d *doctor) checkListen() checkResult {
+	const name = "listen"
+	if d.cfg.Inbox != "local" {
+		return skip(name, "not used (--inbox "+d.cfg.Inbox+")")
+	}
+	addr := d.cfg.Listen
+	if err := bridge.CheckListenAddress(addr, d.cfg.InboxToken != ""); err != nil {
+		return fail(name, err.Error(), "--listen 127.0.0.1:PORT, or set CODEX_WARM_INBOX_TOKEN (or --inbox-token-file)")
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	where := "loopback"
+	if !bridge.IsLoopbackHost(host) {
+		where = "beyond loopback, with a token"
+	}
+	if port == "0" {
+		return ok(name, "%s: %s; run picks a free port (`supervisor status` shows it)", addr, where)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		_ = ln.Close()
+		return ok(name, "%s: %s, free", addr, where)
+	}
+	if d.running != nil && d.running.Daemon.Listen == addr {
+		return ok(name, "%s: %s, in use by the running daemon (pid %d)", addr, where, d.running.Daemon.PID)
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fail(name, addr+" is in use by another process", "choose another --listen (CODEX_WARM_LISTEN), or stop that process")
+	}
+	return fail(name, err.Error(), "choose an address of this machine for --listen")
+}
+
+func (d *doctor) checkMolecule(ctx context.Context) []checkResult {
+	if d.cfg.Inbox != "molecule" {
+		return []checkResult{skip("molecule env", "not used (--inbox "+d.cfg.Inbox+")"), skip("platform", "not used")}
+	}
+	mcfg, err := bridge.MoleculeConfigFromEnv(d.getenv)
+	if err != nil {
+		return []checkResult{fail("molecule env", err.Error(),
+			"set PLATFORM_URL, WORKSPACE_ID and MOLECULE_WORKSPACE_TOKEN (or write <CONFIGS_DIR>/.auth_token)"), skip("platform", "not checked")}
+	}
+	env := ok("molecule env", "PLATFORM_URL %s, WORKSPACE_ID %s, token set", mcfg.PlatformURL, mcfg.WorkspaceID)
+	mcfg.RequestTimeout = min(d.cfg.PlatformTimeout, doctorTimeout)
+	err = bridge.ProbePlatform(ctx, mcfg)
+	var he *bridge.HTTPError
+	switch {
+	case err == nil:
+		return []checkResult{env, ok("platform", "answers and accepts the token and workspace (one read of the activity feed; nothing registered)")}
+	case errors.As(err, &he) && he.Unauthorized():
+		return []checkResult{env, fail("platform", err.Error()+": the token was refused", "check MOLECULE_WORKSPACE_TOKEN (or <CONFIGS_DIR>/.auth_token)")}
+	case errors.As(err, &he) && he.Status == http.StatusNotFound:
+		return []checkResult{env, fail("platform", err.Error()+": the workspace is unknown", "check WORKSPACE_ID")}
+	case errors.As(err, &he) && he.Redirect():
+		return []checkResult{env, fail("platform", err.Error(), "set PLATFORM_URL to the address that answers")}
+	}
+	return []checkResult{env, fail("platform", "not reachable: "+err.Error(), "check PLATFORM_URL and the network path to it")}
+}
+
+// checkMemory reports the memory budget run would use (--memory-budget) against MemAvailable,
+// and about how many warm children it holds.
+func (d *doctor) checkMemory() checkResult {
+	const name = "memory"
+	avail, err := childproc.ProcFS{}.MemAvailable()
+	if err != nil {
+		return warn(name, err.Error()+": run would have no memory budget, only --max-children", "set --memory-budget to a size")
+	}
+	budget, err := d.cfg.memoryBudget()
+	if err != nil {
+		return fail(name, err.Error(), "set --memory-budget to a size, a fraction such as 0.5, or off")
+	}
+	if budget == 0 {
+		budget = int64(float64(avail) * supervisor.DefaultMemoryBudgetFraction)
+	}
+	if budget < 0 {
+		return ok(name, "MemAvailable %s; no memory budget (off): at most --max-children %d codex children", humanBytes(avail), d.cfg.MaxChildren)
+	}
+	detail := fmt.Sprintf("MemAvailable %s; memory budget %s of the children's PSS: about %d warm children at ~%s each, at most --max-children %d",
+		humanBytes(avail), humanBytes(budget), budget/supervisor.DefaultChildEstimate, humanBytes(supervisor.DefaultChildEstimate), d.cfg.MaxChildren)
+	if budget > avail {
+		return warn(name, detail+": the budget is above MemAvailable, so the kernel may kill children before the budget binds",
+			"lower --memory-budget, or leave it to its default (half of MemAvailable)")
+	}
+	return ok(name, "%s", detail)
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/molecule-ai/codex-warm/health"
+)
+
+// Phases of a daemon, for the "inbox" readiness check.
+const (
+	phaseStarting int32 = iota
+	phaseServing
+	phaseDraining
+)
+
+// readiness is the daemon's readiness probe, served by the local inbox and the control socket:
+// the inbox is serving (not starting, not draining), the state directory takes a new file, the
+// codex binary is still there, and codex is logged in (a state that is not "logged in" is
+// checked again at most every loginRecheckEvery).
+func (d *daemon) readiness(bin, codexHome string) *health.Readiness {
+	return health.NewReadiness(health.Config{Checks: []health.Check{
+		{Name: "inbox", Run: func(context.Context) error {
+			switch d.phase.Load() {
+			case phaseServing:
+				return nil
+			case phaseDraining:
+				return errors.New("draining: the daemon is stopping")
+			}
+			return errors.New("starting")
+		}},
+		{Name: "state_dir", Run: func(context.Context) error { return checkWritable(d.cfg.StateDir) }},
+		{Name: "codex", Run: func(context.Context) error { return checkExecutable(bin) }},
+		{Name: "codex_login", Run: func(ctx context.Context) error {
+			a := d.login.refresh(ctx, func(a CodexAuth) bool { return a.State != CodexLoggedIn })
+			switch a.State {
+			case CodexLoggedIn:
+				return nil
+			case CodexNotLoggedIn:
+				return fmt.Errorf("codex is not logged in: run `codex login` as the daemon's user with CODEX_HOME=%s", codexHome)
+			}
+			return fmt.Errorf("codex login state unknown: %s", a.Detail)
+		}},
+	}})
+}
+
+// checkWritable proves that dir takes a new file by creating and removing one: permission bits
+// alone say nothing about a read-only mount, a full inode table or root's exemptions.
+func checkWritable(dir string) error {
+	f, err := os.CreateTemp(dir, ".writable-*")
+	if err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	cerr := f.Close()
+	if err := errors.Join(cerr, os.Remove(name)); err != nil {
+		return fmt.Errorf("%s: write probe: %w", dir, err)
+	}
+	return nil
+}
+
+// checkExecutable reports whether bin is still an executable regular file.
+func checkExecutable(bin string) error {
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return fmt.Errorf("codex binary: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("codex binary %s is not an executable file (mode %s)", bin, fi.Mode())
+	}
+	return nil
+}

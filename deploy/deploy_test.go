@@ -1,0 +1,361 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+)
+
+// repoRoot is the repository, seen from this package's directory.
+const repoRoot = ".."
+
+// requireTool returns the path of a tool the test needs. Where it is missing the test fails
+// when CODEX_WARM_REQUIRE_CODEX=1 (make test installs every tool first: make's target is named
+// in the message), and is skipped with that message otherwise.
+func requireTool(t *testing.T, name, target string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	msg := name + " not found; `make " + target + "` installs it"
+	if os.Getenv("CODEX_WARM_REQUIRE_CODEX") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// makeVar reads a variable's value from the Makefile (NAME ?= value).
+func makeVar(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^` + name + `\s*\??=\s*(\S+)\s*$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("Makefile sets no %s", name)
+	}
+	return string(m[1])
+}
+
+func run(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// `make install DESTDIR=…` stages supervisor and the pinned codex side by side in
+// PREFIX/libexec/codex-warm, links PREFIX/bin/supervisor to it, and the installed supervisor
+// finds that codex by itself (doctor says so). `make uninstall` takes it all away again.
+func TestMakeInstall(t *testing.T) {
+	requireTool(t, "make", "test")
+	dest := t.TempDir()
+	run(t, repoRoot, nil, "make", "-s", "install", "DESTDIR="+dest)
+	libexec := filepath.Join(dest, "usr/local/libexec/codex-warm")
+	for _, f := range []string{"supervisor", "codex"} {
+		fi, err := os.Stat(filepath.Join(libexec, f))
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o755 {
+			t.Fatalf("%s: %v %v, want a 0755 file", f, fi, err)
+		}
+	}
+	link := filepath.Join(dest, "usr/local/bin/supervisor")
+	if target, err := os.Readlink(link); err != nil || target != "../libexec/codex-warm/supervisor" {
+		t.Fatalf("bin/supervisor: link to %q (%v), want ../libexec/codex-warm/supervisor", target, err)
+	}
+	version := run(t, dest, nil, filepath.Join(libexec, "codex"), "--version")
+	if want := "codex-cli " + makeVar(t, "CODEX_VERSION"); strings.TrimSpace(version) != want {
+		t.Errorf("installed codex says %q, want %q", version, want)
+	}
+
+	// The installed daemon, started through the link, with nothing telling it where codex is.
+	cmd := exec.Command(link, "doctor", "--state-dir", filepath.Join(t.TempDir(), "state"), "--inbox", "local", "--listen", "127.0.0.1:0")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
+	out, _ := cmd.CombinedOutput()
+	want := "✓ codex binary   " + filepath.Join(libexec, "codex") + ": native binary, from beside supervisor"
+	if !strings.Contains(string(out), want) {
+		t.Errorf("doctor of the installed supervisor lacks %q:\n%s", want, out)
+	}
+
+	run(t, repoRoot, nil, "make", "-s", "uninstall", "DESTDIR="+dest)
+	var left []string
+	_ = filepath.WalkDir(dest, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) > 0 {
+		t.Errorf("uninstall left %v", left)
+	}
+}
+
+// The systemd unit passes `systemd-analyze verify` without a single complaint (verify exits 0
+// on unknown keys and bad values; it only prints them), and `systemd-analyze security` rates its
+// exposure 5.0 or lower. Both run offline against a root holding the unit, systemd's own units
+// and an executable where ExecStart points.
+func TestSystemdUnit(t *testing.T) {
+	sa := requireTool(t, "systemd-analyze", "systemd-analyze")
+	root := t.TempDir()
+	unit, err := os.ReadFile("systemd/supervisor.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(rel string, data []byte, mode os.FileMode) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("etc/systemd/system/codex-warm.service", unit, 0o644)
+	exec := regexp.MustCompile(`(?m)^ExecStart=(\S+)`).FindSubmatch(unit)
+	if exec == nil {
+		t.Fatal("the unit has no ExecStart")
+	}
+	write(string(exec[1]), []byte("#!/bin/sh\n"), 0o755)
+	// systemd's own units (sysinit.target, ...), which verify loads the unit's dependencies from.
+	sysUnits := "/usr/lib/systemd/system"
+	if err := os.CopyFS(filepath.Join(root, sysUnits), os.DirFS(sysUnits)); err != nil {
+		t.Fatalf("copy %s: %v", sysUnits, err)
+	}
+
+	cmd := execCommand(sa, "verify", "--root="+root, "codex-warm.service")
+	if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	cmd = execCommand(sa, "security", "--offline=true", "--threshold=50", "--no-pager", "--root="+root, "codex-warm.service")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("systemd-analyze security: exposure above 5.0 (%v):\n%s", err, out)
+	}
+	if m := regexp.MustCompile(`Overall exposure level for codex-warm.service: (\S+)`).FindSubmatch(out); m == nil {
+		t.Errorf("no exposure level in:\n%s", out)
+	} else {
+		t.Logf("exposure %s", m[1])
+	}
+
+	for _, want := range []string{"KillMode=mixed", "NoNewPrivileges=yes", "ProtectSystem=strict", "Restart=on-failure",
+		"StateDirectory=codex-warm codex-warm/state codex-warm/codex-home codex-warm/workspace", "User=codex-warm"} {
+		if !bytes.Contains(unit, []byte("\n"+want+"\n")) {
+			t.Errorf("the unit lacks %q", want)
+		}
+	}
+	// The stop timeout must leave the daemon its drain (30 s by default) and time to reap.
+	m := regexp.MustCompile(`(?m)^TimeoutStopSec=(\d+)$`).FindSubmatch(unit)
+	if m == nil {
+		t.Fatal("the unit sets no TimeoutStopSec in seconds")
+	}
+	if n, _ := strconv.Atoi(string(m[1])); n <= 30 {
+		t.Errorf("TimeoutStopSec=%d, want above the 30 s drain", n)
+	}
+	env, err := os.ReadFile("systemd/supervisor.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"PLATFORM_URL=", "WORKSPACE_ID=", "MOLECULE_WORKSPACE_TOKEN=", "#MOLECULE_ORG_ID=", "#CONFIGS_DIR="} {
+		if !bytes.Contains(env, []byte("\n"+v)) {
+			t.Errorf("supervisor.env.example lacks %s", v)
+		}
+	}
+}
+
+func execCommand(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "SYSTEMD_LOG_COLOR=0", "SYSTEMD_PAGER=")
+	return cmd
+}
+
+// stage is one FROM ... section of a Dockerfile.
+type stage struct {
+	name, from string
+	// args are the stage's ARG defaults (a bare ARG takes the global default).
+	args map[string]string
+	// nodes are the stage's instructions after FROM.
+	nodes []*parser.Node
+}
+
+// dockerfile parses the Dockerfile with buildkit's parser: the global ARG defaults and the stages.
+func dockerfile(t *testing.T) (map[string]string, []stage) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := parser.Parse(f)
+	if err != nil {
+		t.Fatalf("parse Dockerfile: %v", err)
+	}
+	if len(res.Warnings) > 0 {
+		t.Errorf("parser warnings: %+v", res.Warnings)
+	}
+	global := map[string]string{}
+	var stages []stage
+	for _, n := range res.AST.Children {
+		switch {
+		case n.Value == "FROM":
+			s := stage{from: n.Next.Value, args: map[string]string{}}
+			if n.Next.Next != nil && strings.EqualFold(n.Next.Next.Value, "AS") {
+				s.name = n.Next.Next.Next.Value
+			}
+			stages = append(stages, s)
+		case n.Value == "ARG":
+			k, v, hasDefault := strings.Cut(n.Next.Value, "=")
+			if !hasDefault {
+				v = global[k]
+			}
+			if len(stages) == 0 {
+				global[k] = v
+			} else {
+				stages[len(stages)-1].args[k] = v
+			}
+		case len(stages) > 0:
+			stages[len(stages)-1].nodes = append(stages[len(stages)-1].nodes, n)
+		}
+	}
+	return global, stages
+}
+
+// instr returns the stage's instructions named name (upper case).
+func (s stage) instr(name string) []*parser.Node {
+	var out []*parser.Node
+	for _, n := range s.nodes {
+		if n.Value == name {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// words is an instruction's arguments.
+func words(n *parser.Node) []string {
+	var w []string
+	for a := n.Next; a != nil; a = a.Next {
+		w = append(w, a.Value)
+	}
+	return w
+}
+
+// The Dockerfile parses, builds in stages (Go, the codex npm package, a slim run time), pins the
+// Makefile's codex version, and its run time has bubblewrap, a non-root user, the /state volume,
+// SIGTERM as stop signal and a health check on the daemon's /healthz.
+func TestDockerfile(t *testing.T) {
+	global, stages := dockerfile(t)
+	if len(stages) != 3 || stages[0].name != "build" || stages[1].name != "codex" || stages[2].name != "" {
+		t.Fatalf("stages %+v, want build, codex and the run time", stages)
+	}
+	if !strings.HasPrefix(stages[0].from, "golang:") || !strings.HasPrefix(stages[1].from, "node:") || !strings.HasPrefix(stages[2].from, "debian:") {
+		t.Errorf("bases %s, %s, %s", stages[0].from, stages[1].from, stages[2].from)
+	}
+	if got, want := global["CODEX_VERSION"], makeVar(t, "CODEX_VERSION"); got != want {
+		t.Errorf("Dockerfile CODEX_VERSION %s, Makefile %s", got, want)
+	}
+	rt := stages[2]
+	one := func(name string) []string {
+		t.Helper()
+		ns := rt.instr(name)
+		if len(ns) != 1 {
+			t.Fatalf("run time stage: %d %s instructions, want 1", len(ns), name)
+		}
+		return words(ns[0])
+	}
+	if u := one("USER"); u[0] == "root" || u[0] == "0" {
+		t.Errorf("USER %s", u[0])
+	}
+	if v := one("VOLUME"); v[0] != "/state" {
+		t.Errorf("VOLUME %v", v)
+	}
+	if s := one("STOPSIGNAL"); s[0] != "SIGTERM" {
+		t.Errorf("STOPSIGNAL %v", s)
+	}
+	if h := one("HEALTHCHECK"); strings.Join(h, " ") != "CMD supervisor status --health" {
+		t.Errorf("HEALTHCHECK %v", h)
+	}
+	var runs string
+	for _, n := range rt.instr("RUN") {
+		runs += n.Next.Value + "\n"
+	}
+	if !regexp.MustCompile(`apt-get install [^\n]*\bbubblewrap\b`).MatchString(runs) || !strings.Contains(runs, "useradd --system") {
+		t.Errorf("run time RUNs lack bubblewrap or the user:\n%s", runs)
+	}
+	copies := map[string]string{}
+	for _, n := range rt.instr("COPY") {
+		copies[strings.Join(n.Flags, " ")] = strings.Join(words(n), " ")
+	}
+	if copies["--from=build"] != "/out/supervisor /usr/local/libexec/codex-warm/supervisor" ||
+		copies["--from=codex"] != "/out/codex /usr/local/libexec/codex-warm/codex" {
+		t.Errorf("run time COPYs %v: supervisor and codex side by side, as make install puts them", copies)
+	}
+}
+
+// The commands of the build stages work on this machine: the Go stage's RUNs (in the repository,
+// as after its COPY . .) and the codex stage's npm install, run with /bin/sh -c as docker
+// would, their ARGs in the environment and the output paths moved into a temporary directory.
+// What they leave is what the run time stage copies: a supervisor that runs and the pinned
+// native codex. npm is told to prefer its cache (filled by `make codex`), which leaves the
+// command as it is and spares a download of the package on every run.
+func TestDockerfileStagesRunHere(t *testing.T) {
+	requireTool(t, "go", "test")
+	requireTool(t, "npm", "npm")
+	global, stages := dockerfile(t)
+	out := t.TempDir()
+	for _, s := range stages[:2] {
+		env := []string{"npm_config_prefer_offline=true"}
+		for k, v := range s.args {
+			if v == "" {
+				v = global[k]
+			}
+			switch k {
+			case "OUT":
+				v = filepath.Join(out, s.name)
+			case "NPM_PREFIX":
+				v = filepath.Join(out, "npm")
+			case "VERSION":
+				v = "dockerfile-test"
+			}
+			env = append(env, k+"="+v)
+		}
+		for _, n := range s.instr("RUN") {
+			t.Logf("stage %s: RUN %s", s.name, n.Next.Value)
+			run(t, repoRoot, env, "/bin/sh", "-c", n.Next.Value)
+		}
+	}
+	// The run time stage's COPY sources, where the stages' OUT (/out) now lies.
+	for _, n := range stages[2].instr("COPY") {
+		from := strings.TrimPrefix(strings.Join(n.Flags, ""), "--from=")
+		src := strings.Replace(words(n)[0], "/out", filepath.Join(out, from), 1)
+		if _, err := os.Stat(src); err != nil {
+			t.Errorf("COPY --from=%s %s: %v", from, words(n)[0], err)
+		}
+	}
+	v := run(t, out, nil, filepath.Join(out, "build", "supervisor"), "version")
+	if strings.TrimSpace(v) != "supervisor dockerfile-test" {
+		t.Errorf("built supervisor says %q", v)
+	}
+	c := run(t, out, nil, filepath.Join(out, "codex", "codex"), "--version")
+	if strings.TrimSpace(c) != "codex-cli "+global["CODEX_VERSION"] {
+		t.Errorf("codex stage's binary says %q", c)
+	}
+}
