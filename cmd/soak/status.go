@@ -13,5 +13,6 @@ func idle(d harness.StatusDoc, children bool) bool {
 	if b == nil || b.Unacked != 0 || b.PendingReplies != 0 || b.InFlight != 0 {
 		return false
 	}
-	return !children || d.Snapshot.Totals.Live == 0
+	// Spares (--spares) stay while the daemon is idle: they serve no chat.
+	return !children || d.Snapshot.Totals.Live == d.Snapshot.Totals.Spares
 }

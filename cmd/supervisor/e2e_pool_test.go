@@ -67,7 +67,7 @@ func TestE2EMoleculeRunsAsManyTurnsAsThePool(t *testing.T) {
 		t.Errorf("at most %d model calls open at once, want %d", most, chats)
 	}
 	pids := map[int]bool{}
-	for _, c := range d.status().Snapshot.Children {
+	for _, c := range chatChildren(d.status()) {
 		pids[c.PID] = true
 	}
 	if len(pids) != chats {
