@@ -219,9 +219,15 @@ func (p *Process) stop(ctx context.Context) (StopHow, error) {
 		errs = append(errs, fmt.Errorf("close stdin of pid %d: %w", p.pid, err))
 	}
 	if !awaitCtx(ctx, p.exited, grace) {
-		how = StoppedBySIGTERM
-		p.signalGroup(syscall.SIGTERM)
-		if !awaitCtx(ctx, p.exited, grace) {
+		// With ctx done the SIGTERM step is skipped: SIGKILL at once, like os/exec's Cancel. A
+		// SIGTERM sent first could still end a child that has not yet set its handler up.
+		exited := false
+		if ctx.Err() == nil {
+			how = StoppedBySIGTERM
+			p.signalGroup(syscall.SIGTERM)
+			exited = awaitCtx(ctx, p.exited, grace)
+		}
+		if !exited {
 			how = StoppedBySIGKILL
 			p.signalGroup(syscall.SIGKILL)
 			<-p.exited // SIGKILL cannot be ignored; the reap follows
