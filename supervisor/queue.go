@@ -58,6 +58,24 @@ func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (R
 		return none, fmt.Errorf("chat %s: %d messages waiting: %w", chatKey, n, ErrQueueFull)
 	}
 	j.key = k
+	if lt := s.steerTargetLocked(k); lt != nil {
+		s.mu.Unlock()
+		if r, err, ok := s.steer(ctx, k, lt, j); ok {
+			return r, err
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return none, ErrClosed
+		}
+		if k = s.keys[chatKey]; k == nil {
+			// Forgotten while codex was asked: the turn ended and the chat went idle.
+			k = &keyState{key: chatKey}
+			s.keys[chatKey] = k
+		}
+		j.key = k
+	}
+	s.interruptLocked(k)
 	s.queue.PushLocked(chatKey, j)
 	s.mu.Unlock()
 
@@ -98,12 +116,17 @@ func (s *Supervisor) work(_ string, j *job) {
 	}
 	s.mu.Lock()
 	k.running, k.stopRun = nil, nil
+	live := k.live
+	k.live = nil
 	k.lastErr = ""
 	if err != nil {
 		k.lastErr = err.Error()
 	}
 	s.mu.Unlock()
 	r.ChatKey = k.key
+	if live != nil {
+		live.finish(outcome{reply: r, err: err})
+	}
 	j.done <- outcome{reply: r, err: err}
 }
 
