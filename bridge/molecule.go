@@ -404,14 +404,21 @@ func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg me
 	}
 	m.c.answered.Add(1)
 	// A message the chat stopped is not a failure of codex.
-	failed := oc != outcomeAnswered && oc != outcomeStopped
+	failed := oc != outcomeAnswered && oc != outcomeStopped && oc != outcomeSuperseded
+	text := replyText(reply, err)
+	if reply.Steered {
+		// The message that started the turn gets the reply; posting it twice helps nobody.
+		text = textSteered
+	}
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
 	// and error texts can quote request headers: it must not reach a user or a peer.
-	text := truncate(m.client.red.String(replyText(reply, err)), m.cfg.MaxReplyBytes, "reply")
+	text = truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
 	m.noteAnswer(failed, text)
 	switch {
 	case oc == outcomeStopped:
 		log.Info("stopped from the chat", zap.String("turn_id", reply.TurnID))
+	case oc == outcomeSuperseded:
+		log.Info("interrupted by a newer message", zap.String("turn_id", reply.TurnID))
 	case failed:
 		m.c.codexFailures.Add(1)
 		log.Warn("codex did not answer; replying with what went wrong",

@@ -163,6 +163,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		ChildMaxAge:      cfg.ChildMaxAge,
 		ChildMaxTurns:    cfg.ChildMaxTurns,
 		MaxQueuePerKey:   cfg.MaxQueue,
+		Busy:             cfg.Busy,
 		SlotWait:         cfg.SlotWait,
 		MaxSlotWaiters:   cfg.MaxSlotWaiters,
 		IdleTTL:          cfg.IdleTTL,
