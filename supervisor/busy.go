@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.uber.org/zap"
@@ -96,48 +97,36 @@ func (s *Supervisor) steerTargetLocked(k *keyState) *liveTurn {
 }
 
 // steer adds j's text to the running turn lt. ok false: codex did not take it (the turn has no
-// id yet, ended, or refused), and j must be queued. Otherwise Submit returns r, err: the turn's
-// outcome with Reply.Steered set, or ctx's cause if the caller left first.
-func (s *Supervisor) steer(ctx context.Context, k *keyState, lt *liveTurn, j *job) (r Reply, err error, ok bool) {
+// id yet, ended, or refused), and j must be queued. Otherwise j is answered with the turn's
+// outcome (Reply.Steered set): now holds it when the turn already ended, else it comes on j.done.
+func (s *Supervisor) steer(ctx context.Context, k *keyState, lt *liveTurn, j *job) (now *outcome, ok bool) {
 	lt.mu.Lock()
 	turnID, ended := lt.turnID, lt.ended
 	lt.mu.Unlock()
 	if turnID == "" || ended {
-		return Reply{}, nil, false
+		return nil, false
 	}
 	log := s.log.With(zap.String("chat_key", k.key), zap.String("thread_id", lt.threadID), zap.String("turn_id", turnID))
 	if err := lt.child.SteerTurn(ctx, lt.threadID, turnID, []protocol.UserInput{{Type: "text", Text: j.text}}); err != nil {
 		log.Info("could not add the message to the running turn; it waits for its own turn", zap.Error(err))
-		return Reply{}, nil, false
+		return nil, false
 	}
 	log.Info("message added to the running turn")
 	lt.mu.Lock()
+	defer lt.mu.Unlock()
 	if lt.ended {
 		// codex took the text while the turn ran, so its outcome answers it.
 		o := lt.out
-		lt.mu.Unlock()
 		o.reply.Steered = true
-		return o.reply, o.err, true
+		return &o, true
 	}
 	lt.joined = append(lt.joined, j)
-	lt.mu.Unlock()
-	select {
-	case o := <-j.done:
-		return o.reply, o.err, true
-	case <-ctx.Done():
-	}
+	return nil, true
+}
+
+// leave takes j out of the messages waiting for the turn's outcome: its caller left.
+func (lt *liveTurn) leave(j *job) {
 	lt.mu.Lock()
-	for i, q := range lt.joined {
-		if q == j {
-			lt.joined = append(lt.joined[:i], lt.joined[i+1:]...)
-			break
-		}
-	}
-	lt.mu.Unlock()
-	select {
-	case o := <-j.done:
-		return o.reply, o.err, true
-	default:
-	}
-	return Reply{ChatKey: k.key}, fmt.Errorf("chat %s: %w", k.key, context.Cause(ctx)), true
+	defer lt.mu.Unlock()
+	lt.joined = slices.DeleteFunc(lt.joined, func(q *job) bool { return q == j })
 }

@@ -87,7 +87,14 @@ func TestBusySteerRefusedQueues(t *testing.T) {
 func TestBusyInterruptSupersedesRunningTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
-		s := newSup(t, w, func(c *Config) { c.Busy = BusyInterrupt })
+		gate := make(chan struct{})
+		w.spawnHook = func(ctx context.Context, key string, n int) (bool, error) {
+			if key == "b" {
+				<-gate
+			}
+			return false, nil
+		}
+		s := newSup(t, w, func(c *Config) { c.Busy = BusyInterrupt; c.Spares = 0 })
 		defer shutdown(t, s)
 		old := submitAsync(context.Background(), s, "a", "hang")
 		synctest.Wait()
@@ -100,20 +107,25 @@ func TestBusyInterruptSupersedesRunningTurn(t *testing.T) {
 			t.Fatalf("newer message: %+v, %v; want the thread's next turn", r2, err)
 		}
 
-		// Two messages arrive during one turn: the turn is interrupted once, both run in order.
-		running := submitAsync(context.Background(), s, "a", "hang")
+		// Two messages arrive while chat b's first message is still at work (its child starting,
+		// which ignores the interrupt until it is up): that message is interrupted, the two that
+		// came during it both run, in order; the later one does not interrupt the earlier.
+		running := submitAsync(context.Background(), s, "b", "starting")
 		synctest.Wait()
-		q1 := submitAsync(context.Background(), s, "a", "q1")
-		q2 := submitAsync(context.Background(), s, "a", "q2")
+		q1 := submitAsync(context.Background(), s, "b", "q1")
+		synctest.Wait()
+		q2 := submitAsync(context.Background(), s, "b", "q2")
+		synctest.Wait()
+		close(gate)
 		if _, err := running.wait(); !errors.Is(err, ErrSuperseded) {
-			t.Fatalf("running turn: %v, want ErrSuperseded", err)
+			t.Fatalf("running message: %v, want ErrSuperseded", err)
 		}
 		for _, p := range []*pending{q1, q2} {
 			if _, err := p.wait(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		want := []string{"a:hang", "a:newer", "a:hang", "a:q1", "a:q2"}
+		want := []string{"a:hang", "a:newer", "b:q1", "b:q2"}
 		if got := w.turns(); !slices.Equal(got, want) {
 			t.Fatalf("turns %v, want %v", got, want)
 		}
