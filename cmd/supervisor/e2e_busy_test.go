@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
@@ -71,6 +72,57 @@ func TestE2EBusyInterruptRunsNewerMessage(t *testing.T) {
 	}
 	if reqs := e.requestsFor("newer"); len(reqs) != 1 || !slices.Contains(reqs[0].UserTexts, "first") {
 		t.Fatalf("model requests for the newer message: %+v, want one with the history", reqs)
+	}
+	d.stop(stopTimeout)
+}
+
+// --busy steer on the Molecule inbox: the chat's second row reaches the running turn (the inbox
+// hands rows over without waiting for the previous reply). Both rows are answered once: the
+// first with the reply to both texts, the second with a short note; the cursor passes both.
+func TestE2EMoleculeBusySteer(t *testing.T) {
+	hold := make(chan struct{})
+	e := newE2E(t, e2eConfig{Script: func(req mockmodel.Request) mockmodel.Reply {
+		r := mockmodel.Reply{Text: "saw: " + strings.Join(req.UserTexts, " | ")}
+		if req.LastUserText == "steer me" {
+			r.Hold = hold
+		}
+		return r
+	}})
+	d := e.start("--busy", "steer")
+	e.plat.Enqueue(moleculetest.CanvasMessage("steer me"))
+	d.waitRequests(1)
+	ids := e.plat.Enqueue(moleculetest.CanvasMessage("and this"))
+	d.waitUntil("the second row steered into the turn", func() bool {
+		return len(d.logsWith("message added to the running turn")) == 1
+	})
+	close(hold)
+	d.waitPlatform("two replies", func() bool { return len(e.plat.Notifies()) == 2 })
+	got := e.notifyTexts()
+	slices.Sort(got)
+	want := []string{"(added to the running turn; codex answered it together with the message before it)", "saw: steer me | and this"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("replies %q, want %q", got, want)
+	}
+	d.waitUntil("the cursor past both rows", func() bool { return d.bridgeStats().Cursor == ids[0] })
+	if s := d.bridgeStats(); s.CodexFailures != 0 {
+		t.Errorf("stats %+v, want no codex failures", s)
+	}
+	d.stop(stopTimeout)
+}
+
+// --busy interrupt on the Molecule inbox: the chat's second row interrupts the hung turn; the
+// first row is answered "interrupted by a newer message", the second normally.
+func TestE2EMoleculeBusyInterrupt(t *testing.T) {
+	e := newE2E(t, e2eConfig{})
+	d := e.start("--busy", "interrupt")
+	e.plat.Enqueue(moleculetest.CanvasMessage("HANG here"))
+	d.waitHung(1)
+	e.plat.Enqueue(moleculetest.CanvasMessage("newer"))
+	d.waitPlatform("two replies", func() bool { return len(e.plat.Notifies()) == 2 })
+	got := e.notifyTexts()
+	slices.Sort(got)
+	if len(got) != 2 || got[0] != "interrupted by a newer message." || !strings.HasSuffix(got[1], ": newer") {
+		t.Fatalf("replies %q, want the hung row superseded and the newer one answered", got)
 	}
 	d.stop(stopTimeout)
 }
