@@ -108,6 +108,9 @@ type TurnOptions struct {
 	// turn/interrupt (and, before that, for the turn/start response). Default
 	// DefaultInterruptGrace.
 	InterruptGrace time.Duration
+	// OnStarted, if set, is called once with the turn's id as soon as codex has answered
+	// turn/start, from RunTurn's goroutine: from then on the turn can be steered (SteerTurn).
+	OnStarted func(turnID string)
 }
 
 // TurnResult is the raw outcome of one turn: what codex reported, undigested. The reply text,
@@ -224,6 +227,9 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 	}
 	log = log.With(zap.String("turn", turnID))
 	log.Debug("turn started")
+	if opts.OnStarted != nil {
+		opts.OnStarted(turnID)
+	}
 	// The dispatcher learned the id too, in stream order (see onResponse).
 
 	// Phase 2: wait for turn/completed (or the client's failure, via the dispatcher).

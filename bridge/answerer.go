@@ -12,3 +12,9 @@ import (
 type Answerer interface {
 	Submit(ctx context.Context, chatKey, text string) (supervisor.Reply, error)
 }
+
+// Enqueuer hands a message over without waiting for its reply (*supervisor.Supervisor): the
+// ticket's Wait returns it. Messages of a chat enqueued one after another keep their order.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, chatKey, text string) (*supervisor.Ticket, error)
+}

@@ -72,6 +72,11 @@ type MoleculeConfig struct {
 
 	// Answerer runs the turns; required.
 	Answerer Answerer
+	// HandOff, when set, takes a chat's messages in order without waiting for the previous
+	// reply, so that a message reaches the supervisor while the chat's turn runs (--busy steer
+	// or interrupt). Nil: each message of a chat waits until the one before it was answered and
+	// delivered (Answerer.Submit).
+	HandOff Enqueuer
 	// Controls carries out chat commands (/stop, /new, /status, /help) sent by canvas users and
 	// peers; nil turns them off, and such messages go to codex as text.
 	Controls Controls

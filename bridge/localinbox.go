@@ -82,6 +82,9 @@ type LocalReply struct {
 	Status     string `json:"status"`
 	DurationMS int64  `json:"duration_ms"`
 	Error      string `json:"error,omitempty"`
+	// Steered is true when the message was added to the chat's running turn (--busy steer):
+	// the reply is that turn's, which answered both.
+	Steered bool `json:"steered,omitempty"`
 }
 
 // LocalReply.Status values besides codex's turn statuses.
@@ -90,6 +93,9 @@ const (
 	StatusCommand = "command"
 	// StatusStopped answers a message the chat's /stop interrupted or dropped.
 	StatusStopped = "stopped"
+	// StatusSuperseded answers a message whose turn a newer message interrupted (--busy
+	// interrupt).
+	StatusSuperseded = "superseded"
 )
 
 // LocalError is every non-200 answer.
@@ -240,11 +246,14 @@ func (h *LocalInbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, LocalReply{
 			Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID,
-			Status: reply.Status, DurationMS: dur.Milliseconds(), Error: reply.Error,
+			Status: reply.Status, DurationMS: dur.Milliseconds(), Error: reply.Error, Steered: reply.Steered,
 		})
 	case outcomeStopped:
 		log.Info("stopped from the chat", zap.String("turn_id", reply.TurnID))
 		writeJSON(w, http.StatusOK, LocalReply{Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID, Status: StatusStopped})
+	case outcomeSuperseded:
+		log.Info("interrupted by a newer message", zap.String("turn_id", reply.TurnID))
+		writeJSON(w, http.StatusOK, LocalReply{Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID, Status: StatusSuperseded})
 	case outcomeBusy, outcomeClosed:
 		log.Warn("busy", zap.Error(err))
 		w.Header().Set("Retry-After", retryAfterSeconds(h.cfg.RetryAfter))

@@ -42,6 +42,8 @@ type Molecule struct {
 	poisonSeen *idRing
 	c          counters
 	started    atomic.Bool
+	// handed are the goroutines waiting for the replies of messages handed off (HandOff).
+	handed sync.WaitGroup
 
 	mu        sync.Mutex
 	inflight  map[string]string // activity id → chat key, for running Submits
@@ -138,6 +140,7 @@ func (m *Molecule) Run(ctx context.Context) error {
 	m.log.Info("stopping: polling stopped, letting running turns finish", zap.Duration("drain_timeout", m.cfg.DrainTimeout))
 	drainTimer := time.AfterFunc(m.cfg.DrainTimeout, cancelDrain)
 	disp.wait()
+	m.handed.Wait()
 	drainTimer.Stop()
 	cancelDrain()
 	wg.Wait()
@@ -380,6 +383,10 @@ func (m *Molecule) handle(ctx, drainCtx context.Context, disp *dispatcher, j job
 		m.command(drainCtx, log, disp, j)
 		return
 	}
+	if j.pending == nil && m.cfg.HandOff != nil {
+		m.handOff(ctx, drainCtx, log, j.msg)
+		return
+	}
 	p := j.pending
 	if p == nil {
 		var ok bool
@@ -396,6 +403,49 @@ func (m *Molecule) handle(ctx, drainCtx context.Context, disp *dispatcher, j job
 func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*pendingReply, bool) {
 	start := time.Now()
 	reply, err := m.submit(ctx, drainCtx, log, msg)
+	return m.settle(ctx, drainCtx, log, msg, start, reply, err)
+}
+
+// handOff gives msg to HandOff on the chat's queue, so the chat's messages reach the supervisor
+// in order, and waits for its reply on a goroutine of its own: the chat's next message need not
+// wait for it. A chat whose queue is full is retried like a busy Submit (on the chat's queue, so
+// the order holds); a pool that has no slot later answers busy.
+func (m *Molecule) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg message) {
+	start := time.Now()
+	var ticket *supervisor.Ticket
+	var err error
+	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
+		ticket, err = m.cfg.HandOff.Enqueue(drainCtx, msg.ChatKey, msg.Text)
+		if classify(supervisor.Reply{}, err) == outcomeBusy {
+			return err
+		}
+		return nil
+	}, func(err error, wait time.Duration) {
+		m.c.busyRetries.Add(1)
+		log.Info("codex is busy; the message stays unacknowledged and is tried again later", zap.Error(err), zap.Duration("retry_in", wait))
+	})
+	if err != nil {
+		if p, ok := m.settle(ctx, drainCtx, log, msg, start, supervisor.Reply{ChatKey: msg.ChatKey}, err); ok {
+			m.deliver(drainCtx, log, *p)
+		}
+		return
+	}
+	m.mu.Lock()
+	m.inflight[msg.ActivityID] = msg.ChatKey
+	m.mu.Unlock()
+	m.handed.Go(func() {
+		reply, err := ticket.Wait()
+		m.mu.Lock()
+		delete(m.inflight, msg.ActivityID)
+		m.mu.Unlock()
+		if p, ok := m.settle(ctx, drainCtx, log, msg, start, reply, err); ok {
+			m.deliver(drainCtx, log, *p)
+		}
+	})
+}
+
+// settle turns a Submit result into msg's stored reply (see answer).
+func (m *Molecule) settle(ctx, drainCtx context.Context, log *zap.Logger, msg message, start time.Time, reply supervisor.Reply, err error) (*pendingReply, bool) {
 	oc := classify(reply, err)
 	if oc == outcomeClosed || (oc != outcomeAnswered && drainCtx.Err() != nil) || (oc == outcomeBusy && ctx.Err() != nil) {
 		m.c.abandoned.Add(1)
@@ -404,14 +454,21 @@ func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg me
 	}
 	m.c.answered.Add(1)
 	// A message the chat stopped is not a failure of codex.
-	failed := oc != outcomeAnswered && oc != outcomeStopped
+	failed := oc != outcomeAnswered && oc != outcomeStopped && oc != outcomeSuperseded
+	text := replyText(reply, err)
+	if reply.Steered {
+		// The message that started the turn gets the reply; posting it twice helps nobody.
+		text = textSteered
+	}
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
 	// and error texts can quote request headers: it must not reach a user or a peer.
-	text := truncate(m.client.red.String(replyText(reply, err)), m.cfg.MaxReplyBytes, "reply")
+	text = truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
 	m.noteAnswer(failed, text)
 	switch {
 	case oc == outcomeStopped:
 		log.Info("stopped from the chat", zap.String("turn_id", reply.TurnID))
+	case oc == outcomeSuperseded:
+		log.Info("interrupted by a newer message", zap.String("turn_id", reply.TurnID))
 	case failed:
 		m.c.codexFailures.Add(1)
 		log.Warn("codex did not answer; replying with what went wrong",

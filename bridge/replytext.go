@@ -17,7 +17,10 @@ const (
 	textBusy        = "codex is busy right now (too many messages waiting); please try again shortly."
 	textNotLoggedIn = "codex is not logged in on the host: an operator must run `codex login` (as the daemon's user), then send your message again."
 	textEmpty       = "(codex finished without a text reply)"
-	maxErrInReply   = 1000
+	// textSteered answers, on the Molecule inbox, a message added to the chat's running turn
+	// (--busy steer): the full reply goes to the message that started the turn.
+	textSteered   = "(added to the running turn; codex answered it together with the message before it)"
+	maxErrInReply = 1000
 )
 
 // outcome classifies a Submit result for counting and for the local inbox's status codes.
@@ -33,6 +36,7 @@ const (
 	outcomeClosed                    // the supervisor is shutting down
 	outcomeError                     // anything else
 	outcomeStopped                   // the chat's /stop ended or dropped the message
+	outcomeSuperseded                // a newer message of the chat interrupted it (--busy interrupt)
 )
 
 // classify maps a Submit result to an outcome. It reads types and protocol constants only:
@@ -55,6 +59,8 @@ func classify(r supervisor.Reply, err error) outcome {
 		return outcomeClosed
 	case errors.Is(err, supervisor.ErrStopped):
 		return outcomeStopped
+	case errors.Is(err, supervisor.ErrSuperseded):
+		return outcomeSuperseded
 	case errors.As(err, &ae):
 		return outcomeAuth
 	case errors.As(err, &wd):
@@ -109,6 +115,11 @@ func replyText(r supervisor.Reply, err error) string {
 		default:
 			return "stopped."
 		}
+	case outcomeSuperseded:
+		if strings.TrimSpace(r.Text) != "" {
+			return "interrupted by a newer message. What codex had written so far:\n\n" + r.Text
+		}
+		return "interrupted by a newer message."
 	default:
 		// A child that died or spoke garbage carries its stderr tail and pids in the error: that
 		// is for the operator's log, not for the chat.

@@ -59,6 +59,11 @@ func TestReplyText(t *testing.T) {
 			outcomeError, "the codex session for this chat ended unexpectedly and will be restarted"},
 		{"protocol error", supervisor.Reply{}, fmt.Errorf("turn: %w", appserver.ErrProtocol), outcomeError, "ended unexpectedly"},
 		{"other", supervisor.Reply{}, errors.New("boom"), outcomeError, "codex could not answer: boom"},
+		{"superseded", supervisor.Reply{Status: "interrupted", TurnID: "t"}, fmt.Errorf("chat k: codex pid 1: turn: %w", supervisor.ErrSuperseded),
+			outcomeSuperseded, "interrupted by a newer message."},
+		{"superseded with partial text", supervisor.Reply{Status: "interrupted", TurnID: "t", Text: "half"},
+			fmt.Errorf("chat k: %w", supervisor.ErrSuperseded), outcomeSuperseded, "interrupted by a newer message. What codex had written so far:\n\nhalf"},
+		{"steered answer is the turn's answer", supervisor.Reply{Status: "completed", Text: "both", Steered: true}, nil, outcomeAnswered, "both"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

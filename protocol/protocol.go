@@ -449,3 +449,25 @@ const (
 	CodeMethodNotFound = -32601
 	CodeOverloaded     = -32001
 )
+
+// MethodTurnSteer adds input to the thread's running turn (codex 0.169). Unlike a second
+// turn/start, which codex also merges into a running turn, it names the turn it expects.
+const MethodTurnSteer = "turn/steer"
+
+// TurnSteerParams are the params of turn/steer. ExpectedTurnID must be the thread's active turn:
+// codex refuses the request (-32600) when no turn runs or another one does.
+type TurnSteerParams struct {
+	ThreadID       string      `json:"threadId"`
+	Input          []UserInput `json:"input"`
+	ExpectedTurnID string      `json:"expectedTurnId"`
+}
+
+// TurnSteerResult is the result of turn/steer: the turn that took the input.
+type TurnSteerResult struct {
+	TurnID string `json:"turnId"`
+}
+
+// CodexErrorActiveTurnNotSteerable is the codexErrorInfo kind ({"activeTurnNotSteerable":
+// {"turnKind": "review"|"compact"}}) of a turn/steer refused because the running turn takes no
+// input.
+const CodexErrorActiveTurnNotSteerable = "activeTurnNotSteerable"

@@ -24,6 +24,9 @@ type Child interface {
 	// RevertThread drops turn beforeTurnID and every later turn from the thread's history.
 	RevertThread(ctx context.Context, threadID, beforeTurnID string) error
 	RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (*appserver.TurnResult, error)
+	// SteerTurn adds input to the running turn expectedTurnID (turn/steer); an error wrapping
+	// appserver.ErrNotSteerable means codex refused it.
+	SteerTurn(ctx context.Context, threadID, expectedTurnID string, input []protocol.UserInput) error
 	// Done is closed when the child exited or its stream broke.
 	Done() <-chan struct{}
 	// Err says why Done was closed (nil before).
@@ -151,6 +154,9 @@ type Config struct {
 	// ChildMaxTurns recycles a child once it ran this many turns (reason ReasonMaxTurns), as its
 	// last turn ends. Zero: off.
 	ChildMaxTurns int
+	// Busy says what happens to a message for a chat key whose turn is running: BusyQueue
+	// (default), BusySteer or BusyInterrupt.
+	Busy BusyPolicy
 	// MaxQueuePerKey bounds the messages of one chat key waiting behind its running turn; past
 	// it Submit returns ErrQueueFull at once. Default DefaultMaxQueuePerKey (16).
 	MaxQueuePerKey int
@@ -215,6 +221,11 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("supervisor: MaxChildren %d, MaxQueuePerKey %d and Spares %d must not be negative",
 			cfg.MaxChildren, cfg.MaxQueuePerKey, cfg.Spares)
 	}
+	busy, err := ParseBusyPolicy(string(cfg.Busy))
+	if err != nil {
+		return cfg, fmt.Errorf("supervisor: %w", err)
+	}
+	cfg.Busy = busy
 	if cfg.MaxChildren == 0 {
 		cfg.MaxChildren = DefaultMaxChildren
 	}

@@ -31,6 +31,7 @@ type fakeWorld struct {
 	children    []*fakeChild
 	resumes     []string // thread ids given to ResumeThread, in call order
 	turnLog     []string // "key:text" at each turn start, in order
+	steerLog    []string // "key:text" of each text steered into a running turn
 	inFlight    map[string]int
 	maxInKey    map[string]int
 	total       int
@@ -139,6 +140,36 @@ type fakeChild struct {
 	closes int
 	last   time.Time
 	once   sync.Once
+	active *fakeTurn // the running turn, nil between turns
+}
+
+// fakeTurn is a fakeChild's running turn, as SteerTurn sees it.
+type fakeTurn struct {
+	threadID, id string
+	steerable    bool
+	steered      []string // texts SteerTurn added
+}
+
+// SteerTurn adds the text to the running turn, whose reply then names it; like codex it refuses
+// a turn that is not the running one, and a turn whose text holds "nosteer" (codex's activeTurnNotSteerable).
+func (c *fakeChild) SteerTurn(ctx context.Context, threadID, expectedTurnID string, input []protocol.UserInput) error {
+	if c.isDead() {
+		return c.exited()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.active
+	switch {
+	case t == nil || t.threadID != threadID || t.id != expectedTurnID:
+		return fmt.Errorf("turn/steer: -32600 expected active turn id %s: %w", expectedTurnID, appserver.ErrNotSteerable)
+	case !t.steerable:
+		return fmt.Errorf("turn/steer: activeTurnNotSteerable: %w", appserver.ErrNotSteerable)
+	}
+	t.steered = append(t.steered, input[0].Text)
+	c.w.mu.Lock()
+	c.w.steerLog = append(c.w.steerLog, c.key+":"+input[0].Text)
+	c.w.mu.Unlock()
+	return nil
 }
 
 func (c *fakeChild) exit(err error) {
@@ -255,7 +286,7 @@ func (c *fakeChild) RevertThread(ctx context.Context, threadID, beforeTurnID str
 
 // RunTurn acts on the text:
 //
-//	block:<gate>  complete after the gate opens
+//	block:<gate>  complete after the gate opens (a text holding "nosteer" refuses SteerTurn)
 //	barrier       complete once fakeWorld.barrierN turns are in flight at the same time
 //	hang          never complete; honour the interrupt
 //	wedge         never complete; ignore the interrupt (ErrWedged after the grace)
@@ -291,10 +322,25 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 		w.mu.Unlock()
 	}()
 	turnID := fmt.Sprintf("turn-%d", n)
+	ft := &fakeTurn{threadID: threadID, id: turnID, steerable: !strings.Contains(text, "nosteer")}
+	c.mu.Lock()
+	c.active = ft
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.active = nil
+		c.mu.Unlock()
+	}()
+	if opts.OnStarted != nil {
+		opts.OnStarted(turnID)
+	}
 	result := func(status string) *appserver.TurnResult {
 		reply := ""
 		if status == protocol.TurnCompleted {
-			reply = fmt.Sprintf("reply #%d: %s", n, text)
+			c.mu.Lock()
+			all := append([]string{text}, ft.steered...)
+			c.mu.Unlock()
+			reply = fmt.Sprintf("reply #%d: %s", n, strings.Join(all, " + "))
 		}
 		return &appserver.TurnResult{ThreadID: threadID, TurnID: turnID, Status: status,
 			Notifications: appservertest.TurnNotifications(threadID, turnID, status, reply)}

@@ -17,6 +17,9 @@ type keyState struct {
 	// both nil between jobs. lastErr is the error of the key's last message, "" after a success.
 	running *job
 	stopRun context.CancelCauseFunc
+	// live is the key's running turn, which a message can be steered into (BusySteer); nil
+	// between turns.
+	live    *liveTurn
 	lastErr string
 }
 

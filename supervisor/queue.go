@@ -32,13 +32,37 @@ type outcome struct {
 // the turn produced, if anything), or a wrapped spawn/turn error. A turn that codex itself
 // reports as failed is not an error: see Reply.Status and Reply.Error.
 func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (Reply, error) {
-	none := Reply{ChatKey: chatKey}
+	t, err := s.Enqueue(ctx, chatKey, text)
+	if err != nil {
+		return Reply{ChatKey: chatKey}, err
+	}
+	return t.Wait()
+}
+
+// Ticket is a message Enqueue accepted. Wait returns its reply.
+type Ticket struct {
+	s   *Supervisor
+	ctx context.Context
+	k   *keyState
+	j   *job
+	// joined is the running turn the message was steered into (BusySteer), nil when queued.
+	joined *liveTurn
+	// now is the outcome of a message steered into a turn that ended before Enqueue returned.
+	now *outcome
+}
+
+// Enqueue is the first half of Submit: it returns once the message is queued behind the chat's
+// earlier messages (or, under BusySteer, added to the running turn), with Submit's errors of
+// that stage (Admit's, ErrQueueFull, ErrClosed, ctx's). A caller that hands over a chat's
+// messages in order with Enqueue keeps their order without waiting for their replies. ctx
+// governs the message as in Submit, until its Wait returns.
+func (s *Supervisor) Enqueue(ctx context.Context, chatKey string, text string) (*Ticket, error) {
 	if ctx.Err() != nil {
-		return none, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
+		return nil, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
 	}
 	if s.cfg.Admit != nil {
 		if err := s.cfg.Admit(ctx, chatKey); err != nil {
-			return none, fmt.Errorf("chat %s: %w", chatKey, err)
+			return nil, fmt.Errorf("chat %s: %w", chatKey, err)
 		}
 	}
 	j := &job{ctx: ctx, text: text, done: make(chan outcome, 1)}
@@ -46,37 +70,70 @@ func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (R
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return none, ErrClosed
+		return nil, ErrClosed
 	}
+	k := s.keyLocked(chatKey)
+	if n := s.queue.LenLocked(chatKey); n >= s.cfg.MaxQueuePerKey {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("chat %s: %d messages waiting: %w", chatKey, n, ErrQueueFull)
+	}
+	j.key = k
+	if lt := s.steerTargetLocked(k); lt != nil {
+		s.mu.Unlock()
+		if now, ok := s.steer(ctx, k, lt, j); ok {
+			return &Ticket{s: s, ctx: ctx, k: k, j: j, joined: lt, now: now}, nil
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, ErrClosed
+		}
+		// The key may have been forgotten while codex was asked: the turn ended, the chat idled.
+		k = s.keyLocked(chatKey)
+		j.key = k
+	}
+	s.interruptLocked(k)
+	s.queue.PushLocked(chatKey, j)
+	s.mu.Unlock()
+	return &Ticket{s: s, ctx: ctx, k: k, j: j}, nil
+}
+
+// keyLocked returns chatKey's state, creating it.
+func (s *Supervisor) keyLocked(chatKey string) *keyState {
 	k := s.keys[chatKey]
 	if k == nil {
 		k = &keyState{key: chatKey}
 		s.keys[chatKey] = k
 	}
-	if n := s.queue.LenLocked(chatKey); n >= s.cfg.MaxQueuePerKey {
-		s.mu.Unlock()
-		return none, fmt.Errorf("chat %s: %d messages waiting: %w", chatKey, n, ErrQueueFull)
-	}
-	j.key = k
-	s.queue.PushLocked(chatKey, j)
-	s.mu.Unlock()
+	return k
+}
 
-	select {
-	case o := <-j.done:
-		return o.reply, o.err
-	case <-ctx.Done():
+// Wait returns the message's reply, as Submit does. Call it once.
+func (t *Ticket) Wait() (Reply, error) {
+	if t.now != nil {
+		return t.now.reply, t.now.err
 	}
-	s.mu.Lock()
-	s.queue.RemoveLocked(chatKey, func(q *job) bool { return q == j })
-	s.gcKeyLocked(k)
-	s.mu.Unlock()
+	select {
+	case o := <-t.j.done:
+		return o.reply, o.err
+	case <-t.ctx.Done():
+	}
+	if t.joined != nil {
+		t.joined.leave(t.j)
+	} else {
+		s := t.s
+		s.mu.Lock()
+		s.queue.RemoveLocked(t.k.key, func(q *job) bool { return q == t.j })
+		s.gcKeyLocked(t.k)
+		s.mu.Unlock()
+	}
 	// The job may have finished in the meantime; prefer its answer.
 	select {
-	case o := <-j.done:
+	case o := <-t.j.done:
 		return o.reply, o.err
 	default:
 	}
-	return none, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
+	return Reply{ChatKey: t.k.key}, fmt.Errorf("chat %s: %w", t.k.key, context.Cause(t.ctx))
 }
 
 // work runs one job on its key's worker (see Supervisor.queue) and answers its caller. The job
@@ -98,12 +155,17 @@ func (s *Supervisor) work(_ string, j *job) {
 	}
 	s.mu.Lock()
 	k.running, k.stopRun = nil, nil
+	live := k.live
+	k.live = nil
 	k.lastErr = ""
 	if err != nil {
 		k.lastErr = err.Error()
 	}
 	s.mu.Unlock()
 	r.ChatKey = k.key
+	if live != nil {
+		live.finish(outcome{reply: r, err: err})
+	}
 	j.done <- outcome{reply: r, err: err}
 }
 

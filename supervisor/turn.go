@@ -25,10 +25,15 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	pt := &postToolWatch{quiet: s.cfg.PostToolQuiet, cancel: cancel}
 	first := sess.turns == 0
 	input := []protocol.UserInput{{Type: "text", Text: j.text}}
+	live := &liveTurn{child: sess.child, threadID: sess.threadID}
+	s.mu.Lock()
+	k.live = live
+	s.mu.Unlock()
 
 	res, err := sess.child.RunTurn(ctx, sess.threadID, input, appserver.TurnOptions{
 		OnNotification: pt.observe,
 		InterruptGrace: s.cfg.InterruptGrace,
+		OnStarted:      live.started,
 	})
 	if deadline != nil {
 		deadline.Stop()

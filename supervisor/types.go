@@ -30,6 +30,9 @@ type Reply struct {
 	ResumeFailed bool
 	// PID is the codex child that ran the turn.
 	PID int
+	// Steered is true when this message was added to the running turn of an earlier message
+	// of the chat (BusySteer): the rest of the Reply is that turn's, which answered both.
+	Steered bool
 }
 
 // Errors returned by Submit. Callers turn them into replies a user can act on.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,11 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 	c.last.Store(time.Now().UnixNano())
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// SteerTurn refuses, as codex does for a turn that already ended: the fake's turns end at once.
+func (c *fakeChild) SteerTurn(_ context.Context, threadID, expectedTurnID string, _ []protocol.UserInput) error {
+	return fmt.Errorf("steer turn %s on thread %s: %w", expectedTurnID, threadID, appserver.ErrNotSteerable)
 }
 
 func (c *fakeChild) Done() <-chan struct{} { return c.done }

@@ -41,6 +41,7 @@ type runConfig struct {
 	MaxChildren      int
 	Spares           int
 	ChatCommands     bool
+	Busy             supervisor.BusyPolicy
 	MaxQueue         int
 	IdleTTL          time.Duration
 	TurnTimeout      time.Duration
@@ -168,6 +169,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	// with no stored thread, thread/start (~22 ms). An idle spare costs ~12 MB private memory.
 	e.int(&c.Spares, "spares", "CODEX_WARM_SPARES", 1, "codex children kept started, with a thread open, for new chats' first messages; they count against --max-children; 0 turns them off")
 	e.bool(&c.ChatCommands, "chat-commands", "CODEX_WARM_CHAT_COMMANDS", true, "answer /stop, /new, /status and /help in chats; false sends them to codex as text")
+	var busy string
+	e.str(&busy, "busy", "CODEX_WARM_BUSY", string(supervisor.BusyQueue), "a message for a chat whose turn runs: queue (wait for its own turn), steer (join the running turn; one reply answers both) or interrupt (stop the running turn, then run)")
 	e.int(&c.MaxQueue, "max-queue", "CODEX_WARM_MAX_QUEUE", 16, "messages waiting per chat before it answers busy")
 	e.dur(&c.IdleTTL, "idle-ttl", "CODEX_WARM_IDLE_TTL", 15*time.Minute, "close a child idle for this long")
 	e.dur(&c.TurnTimeout, "turn-timeout", "CODEX_WARM_TURN_TIMEOUT", 600*time.Second, "interrupt a turn running this long")
@@ -196,6 +199,9 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	}
 	if c.ChildMemoryLimit, err = parseMemoryLimit(memLimit); err != nil {
 		return c, fmt.Errorf("--child-memory-limit %q: %w", memLimit, err)
+	}
+	if c.Busy, err = supervisor.ParseBusyPolicy(busy); err != nil {
+		return c, fmt.Errorf("--busy: %w", err)
 	}
 	c.CodexConfig = overrides
 	c.InboxAllowOrigins = origins

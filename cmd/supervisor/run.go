@@ -163,6 +163,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		ChildMaxAge:      cfg.ChildMaxAge,
 		ChildMaxTurns:    cfg.ChildMaxTurns,
 		MaxQueuePerKey:   cfg.MaxQueue,
+		Busy:             cfg.Busy,
 		SlotWait:         cfg.SlotWait,
 		MaxSlotWaiters:   cfg.MaxSlotWaiters,
 		IdleTTL:          cfg.IdleTTL,
@@ -213,6 +214,10 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	case "molecule":
 		mcfg.StateDir = cfg.StateDir
 		mcfg.Answerer = d.sup
+		if cfg.Busy != supervisor.BusyQueue {
+			// A chat's next message must reach the supervisor while its turn runs.
+			mcfg.HandOff = d.sup
+		}
 		if cfg.ChatCommands {
 			mcfg.Controls = d.sup
 		}

@@ -109,6 +109,22 @@ func TestParseRunConfig(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "busy policy: queue by default, steer from the environment, interrupt from the flag",
+			env:  map[string]string{"CODEX_WARM_BUSY": "steer"},
+			check: func(t *testing.T, c runConfig) {
+				if c.Busy != supervisor.BusySteer {
+					t.Fatalf("busy %q, want steer", c.Busy)
+				}
+				if d, _ := parseRunConfig(nil, envOf(nil), io.Discard); d.Busy != supervisor.BusyQueue {
+					t.Fatalf("default busy %q, want queue", d.Busy)
+				}
+				if f, _ := parseRunConfig([]string{"--busy", "interrupt"}, envOf(map[string]string{"CODEX_WARM_BUSY": "steer"}), io.Discard); f.Busy != supervisor.BusyInterrupt {
+					t.Fatalf("flag busy %q, want interrupt", f.Busy)
+				}
+			},
+		},
+		{name: "unknown busy policy", args: []string{"--busy", "merge"}, wantErr: "--busy"},
 		{name: "memory budget of zero", args: []string{"--memory-budget", "0"}, wantErr: "--memory-budget"},
 		{name: "memory budget with a bad unit", args: []string{"--memory-budget", "2 parsecs"}, wantErr: "unknown unit"},
 		{name: "child memory limit not a size", env: map[string]string{"CODEX_WARM_CHILD_MEMORY_LIMIT": "lots"}, wantErr: "--child-memory-limit"},
