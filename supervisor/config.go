@@ -201,6 +201,10 @@ type Config struct {
 	// and must return promptly.
 	Admit func(ctx context.Context, chatKey string) error
 
+	// OnTurn, when set, is called once per Submit call, just before it returns, on the caller's
+	// goroutine. It must return promptly. The daemon records turn metrics with it.
+	OnTurn func(TurnEvent)
+
 	// SweepGrace is how long the boot sweep waits after SIGTERM and again after SIGKILL for an
 	// orphan to go. Default 2 s.
 	SweepGrace time.Duration

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // job is one Submit call: a message waiting in, or being run by, its key's worker.
@@ -12,12 +13,15 @@ type job struct {
 	text string
 	// reset marks a Reset: the worker starts the chat over instead of running a turn.
 	reset bool
-	done  chan outcome // buffered: the worker never blocks on a caller that left
+	// startedChild is set by the key's worker when the job started a child or took a spare.
+	startedChild bool
+	done         chan outcome // buffered: the worker never blocks on a caller that left
 }
 
 type outcome struct {
-	reply Reply
-	err   error
+	reply        Reply
+	err          error
+	startedChild bool
 }
 
 // Submit runs text as the next turn of chatKey's conversation and returns its reply.
@@ -32,13 +36,24 @@ type outcome struct {
 // the turn produced, if anything), or a wrapped spawn/turn error. A turn that codex itself
 // reports as failed is not an error: see Reply.Status and Reply.Error.
 func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (Reply, error) {
-	none := Reply{ChatKey: chatKey}
+	if s.cfg.OnTurn == nil {
+		o := s.submit(ctx, chatKey, text)
+		return o.reply, o.err
+	}
+	start := time.Now()
+	o := s.submit(ctx, chatKey, text)
+	s.cfg.OnTurn(TurnEvent{ChatKey: chatKey, Reply: o.reply, Err: o.err, Latency: time.Since(start), StartedChild: o.startedChild})
+	return o.reply, o.err
+}
+
+func (s *Supervisor) submit(ctx context.Context, chatKey string, text string) outcome {
+	none := func(err error) outcome { return outcome{reply: Reply{ChatKey: chatKey}, err: err} }
 	if ctx.Err() != nil {
-		return none, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
+		return none(fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx)))
 	}
 	if s.cfg.Admit != nil {
 		if err := s.cfg.Admit(ctx, chatKey); err != nil {
-			return none, fmt.Errorf("chat %s: %w", chatKey, err)
+			return none(fmt.Errorf("chat %s: %w", chatKey, err))
 		}
 	}
 	j := &job{ctx: ctx, text: text, done: make(chan outcome, 1)}
@@ -46,7 +61,7 @@ func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (R
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return none, ErrClosed
+		return none(ErrClosed)
 	}
 	k := s.keys[chatKey]
 	if k == nil {
@@ -55,7 +70,7 @@ func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (R
 	}
 	if n := s.queue.LenLocked(chatKey); n >= s.cfg.MaxQueuePerKey {
 		s.mu.Unlock()
-		return none, fmt.Errorf("chat %s: %d messages waiting: %w", chatKey, n, ErrQueueFull)
+		return none(fmt.Errorf("chat %s: %d messages waiting: %w", chatKey, n, ErrQueueFull))
 	}
 	j.key = k
 	s.queue.PushLocked(chatKey, j)
@@ -63,7 +78,7 @@ func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (R
 
 	select {
 	case o := <-j.done:
-		return o.reply, o.err
+		return o
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
@@ -73,10 +88,10 @@ func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (R
 	// The job may have finished in the meantime; prefer its answer.
 	select {
 	case o := <-j.done:
-		return o.reply, o.err
+		return o
 	default:
 	}
-	return none, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
+	return none(fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx)))
 }
 
 // work runs one job on its key's worker (see Supervisor.queue) and answers its caller. The job
@@ -104,7 +119,7 @@ func (s *Supervisor) work(_ string, j *job) {
 	}
 	s.mu.Unlock()
 	r.ChatKey = k.key
-	j.done <- outcome{reply: r, err: err}
+	j.done <- outcome{reply: r, err: err, startedChild: j.startedChild}
 }
 
 // keyIdleLocked is called as a key's worker exits.
