@@ -70,7 +70,7 @@ func TestCollectorReadsSourceAtScrape(t *testing.T) {
 		"codex_warm_memory_budget_bytes": 1 << 30, "codex_warm_memory_charged_bytes": 150 << 20,
 		"codex_warm_child_estimate_bytes": 53 << 20, "codex_warm_overload_retries_total": 6,
 		"codex_warm_thread_store_errors_total": 7,
-		"codex_warm_molecule_received_total": 10, "codex_warm_molecule_delivered_total": 9,
+		"codex_warm_molecule_received_total":   10, "codex_warm_molecule_delivered_total": 9,
 		"codex_warm_molecule_delivery_retries_total": 2, "codex_warm_molecule_delivery_failures_total": 1,
 		"codex_warm_molecule_poison_rows_total": 3, "codex_warm_molecule_duplicates_total": 4,
 		"codex_warm_molecule_busy_retries_total": 5, "codex_warm_molecule_commands_total": 6,
