@@ -127,6 +127,10 @@ type MoleculeConfig struct {
 	BusyRetryFor time.Duration
 	// SinceSecs is the look-back window of a poll without a cursor.
 	SinceSecs int
+	// OnPoll, when set, is called after each activity poll with its duration and error (nil on
+	// success; a 410 for an unknown cursor counts as an error here). The daemon records poll
+	// latency with it. It must return promptly.
+	OnPoll func(d time.Duration, err error)
 }
 
 // withDefaults returns cfg with zero fields set to their defaults.

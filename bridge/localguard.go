@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"go.uber.org/zap"
 )
 
 // Refusal rules named in LocalError.Rule.
@@ -35,18 +37,64 @@ type guard struct {
 	origins map[string]bool
 }
 
-func newGuard(cfg LocalInboxConfig) guard {
+func newGuard(token string, hosts, origins []string) guard {
 	g := guard{hosts: map[string]bool{}, origins: map[string]bool{}}
-	if cfg.Token != "" {
-		g.token = []byte(cfg.Token)
+	if token != "" {
+		g.token = []byte(token)
 	}
-	for _, h := range cfg.AllowedHosts {
+	for _, h := range hosts {
 		g.hosts[strings.ToLower(hostOnly(h))] = true
 	}
-	for _, o := range cfg.AllowedOrigins {
+	for _, o := range origins {
 		g.origins[o] = true
 	}
 	return g
+}
+
+// GuardConfig configures Guard.
+type GuardConfig struct {
+	// Token, when set, must come as "Authorization: Bearer <token>" on every request (401
+	// otherwise); see CheckListenAddress.
+	Token string
+	// AllowedHosts are Host header names accepted besides loopback names and addresses (421
+	// otherwise): the configured listen host.
+	AllowedHosts []string
+	// Realm names the listener in the WWW-Authenticate header of a 401.
+	Realm string
+	// Logger gets a warn line per refused request; nil means no logging.
+	Logger *zap.Logger
+}
+
+// Guard returns next behind the local inbox's request checks: Host (421), bearer token compared
+// in constant time (401), Origin (403: no origin is allowed) and, for POST, content type (415).
+// Refusals are JSON LocalError answers, as the inbox's. Other loopback listeners of the daemon
+// (metrics) use it so that a web page or DNS rebinding cannot read them either.
+func Guard(cfg GuardConfig, next http.Handler) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return guarded{g: newGuard(cfg.Token, cfg.AllowedHosts, nil), realm: cfg.Realm, log: cfg.Logger, next: next}
+}
+
+// guarded serves next for the requests g lets through.
+type guarded struct {
+	g     guard
+	realm string
+	log   *zap.Logger
+	next  http.Handler
+}
+
+func (h guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if status, le, refused := h.g.check(r); refused {
+		h.log.Warn("request refused", zap.String("rule", le.Rule), zap.String("host", capText(r.Host, 100)),
+			zap.String("origin", capText(r.Header.Get("Origin"), 100)), zap.String("remote", r.RemoteAddr), zap.String("path", capText(r.URL.Path, 200)))
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q", h.realm))
+		}
+		writeJSON(w, status, le)
+		return
+	}
+	h.next.ServeHTTP(w, r)
 }
 
 // check returns the refusal for r, or ok=false when r may go on.
@@ -58,7 +106,7 @@ func (g guard) check(r *http.Request) (status int, le LocalError, refused bool) 
 	}
 	if g.token != nil && !g.tokenOK(r.Header.Get("Authorization")) {
 		return http.StatusUnauthorized, LocalError{Rule: RuleToken,
-			Error: "missing or wrong bearer token: send Authorization: Bearer <inbox token>"}, true
+			Error: "missing or wrong bearer token: send Authorization: Bearer <token>"}, true
 	}
 	if o, ok := r.Header["Origin"]; ok && (len(o) != 1 || !g.origins[o[0]]) {
 		return http.StatusForbidden, LocalError{Rule: RuleOrigin,
@@ -104,8 +152,8 @@ func IsLoopbackHost(host string) bool {
 }
 
 // ErrExposedWithoutToken is returned by CheckListenAddress for a listen address that other
-// machines could reach while no inbox token is set.
-var ErrExposedWithoutToken = errors.New("the local inbox would be reachable from other machines without a token")
+// machines could reach while no token is set.
+var ErrExposedWithoutToken = errors.New("the listener would be reachable from other machines without a token")
 
 // CheckListenAddress refuses a listen address beyond loopback when no token protects it. An
 // empty host (":8377", ":0") means every interface and counts as beyond loopback.
@@ -121,7 +169,7 @@ func CheckListenAddress(addr string, tokenSet bool) error {
 	if host == "" {
 		what = "an empty host (every interface)"
 	}
-	return fmt.Errorf("listen address %q has %s: %w; listen on 127.0.0.1 (for example 127.0.0.1:%s), or set an inbox token",
+	return fmt.Errorf("listen address %q has %s: %w; listen on 127.0.0.1 (for example 127.0.0.1:%s), or set a token",
 		addr, what, ErrExposedWithoutToken, portOf(addr))
 }
 

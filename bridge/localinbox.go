@@ -123,10 +123,10 @@ type LocalError struct {
 // FIFO order and different keys in parallel, and the caller waits for the answer, so the
 // Molecule inbox's durable ledger would add nothing (the caller retries on error).
 type LocalInbox struct {
-	cfg   LocalInboxConfig
-	log   *zap.Logger
-	mux   *http.ServeMux
-	guard guard
+	cfg     LocalInboxConfig
+	log     *zap.Logger
+	mux     *http.ServeMux
+	guarded guarded
 }
 
 // NewLocalInbox returns the handler.
@@ -152,7 +152,8 @@ func NewLocalInbox(cfg LocalInboxConfig) (*LocalInbox, error) {
 	if cfg.Ready == nil {
 		cfg.Ready = health.NewReadiness(health.Config{})
 	}
-	h := &LocalInbox{cfg: cfg, log: cfg.Logger.Named("bridge.local"), mux: http.NewServeMux(), guard: newGuard(cfg)}
+	h := &LocalInbox{cfg: cfg, log: cfg.Logger.Named("bridge.local"), mux: http.NewServeMux()}
+	h.guarded = guarded{g: newGuard(cfg.Token, cfg.AllowedHosts, cfg.AllowedOrigins), realm: "codex-warm inbox", log: h.log, next: h.mux}
 	h.mux.HandleFunc("POST /v1/chats/{chatKey}/messages", h.postMessage)
 	h.mux.HandleFunc("/v1/chats/{chatKey}/messages", methodNotAllowed("POST"))
 	// The unversioned names are the probes' usual ones, shared with other listeners.
@@ -173,16 +174,7 @@ func NewLocalInbox(cfg LocalInboxConfig) (*LocalInbox, error) {
 // ServeHTTP implements http.Handler. Every request passes the guard (Host, token, Origin,
 // content type) before any handler sees it.
 func (h *LocalInbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if status, le, refused := h.guard.check(r); refused {
-		h.log.Warn("request refused", zap.String("rule", le.Rule), zap.String("host", capText(r.Host, 100)),
-			zap.String("origin", capText(r.Header.Get("Origin"), 100)), zap.String("remote", r.RemoteAddr), zap.String("path", capText(r.URL.Path, 200)))
-		if status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="codex-warm inbox"`)
-		}
-		writeJSON(w, status, le)
-		return
-	}
-	h.mux.ServeHTTP(w, r)
+	h.guarded.ServeHTTP(w, r)
 }
 
 // methodNotAllowed answers 405 in JSON (ServeMux's own 405 is plain text).

@@ -245,9 +245,13 @@ func (m *Molecule) pollLoop(ctx context.Context, disp *dispatcher) {
 			unacked, _ = m.ledger.counts()
 		}
 		withCursor := cursor != ""
+		pollStart := time.Now()
 		page, err := m.client.poll(ctx, cursor, m.cfg.SinceSecs, pageLimits{rows: m.cfg.MaxUnacked - unacked, bytes: m.cfg.MaxPollBytes})
 		if ctx.Err() != nil {
 			return
+		}
+		if m.cfg.OnPoll != nil {
+			m.cfg.OnPoll(time.Since(pollStart), err)
 		}
 		// With a cursor, rows read before a failure are complete and follow it: keep them.
 		last := m.ingest(page.rows, disp)

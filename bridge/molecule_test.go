@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -581,5 +583,36 @@ func TestPollFailuresRecover(t *testing.T) {
 	}
 	if s := r.m.Stats(); s.PollErrors == 0 {
 		t.Errorf("no poll errors counted: %+v", s)
+	}
+}
+
+// OnPoll hears of every activity poll: a failed one with its error, the others with nil.
+func TestOnPollReportsEveryPoll(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{Seed: 8})
+	log, _ := newTestLogger(t)
+	cfg := testConfig(p, t.TempDir(), newFakeAnswerer(nil), log)
+	var mu sync.Mutex
+	var polls, failed int
+	cfg.OnPoll = func(d time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		polls++
+		if err != nil {
+			failed++
+		}
+	}
+	p.FailNext(moleculetest.RouteActivity, 2, http.StatusBadGateway)
+	r := start(t, cfg)
+	must(t, p.WaitFor(waitCtx(t), func() bool { return p.CountCalls(moleculetest.RouteActivity, http.StatusOK) >= 3 }))
+	must(t, r.stop())
+	mu.Lock()
+	defer mu.Unlock()
+	calls := len(p.CallsTo(moleculetest.RouteActivity))
+	// A poll cut off by the stop is answered by the platform but not reported.
+	if failed != 2 || polls-failed < 2 || polls > calls {
+		t.Errorf("OnPoll saw %d polls (%d failed); the platform answered %d polls, 2 with 502", polls, failed, calls)
+	}
+	if s := r.m.Stats(); s.PollErrors != 2 {
+		t.Errorf("poll errors %d, want 2", s.PollErrors)
 	}
 }

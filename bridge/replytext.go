@@ -159,3 +159,54 @@ func turnFailedText(r supervisor.Reply) string {
 		return msg
 	}
 }
+
+// Outcome names of OutcomeName: a small fixed set, fit for a metric label.
+const (
+	OutcomeCompleted   = "completed"
+	OutcomeFailed      = "failed"
+	OutcomeInterrupted = "interrupted"
+	OutcomeStopped     = "stopped"
+	OutcomeBusy        = "busy"
+	OutcomeCrashLoop   = "crash_loop"
+	OutcomeNotLoggedIn = "not_logged_in"
+	OutcomeClosed      = "shutting_down"
+	OutcomeError       = "error"
+	// OutcomeWatchdogPrefix precedes the watchdog's name (supervisor.Watchdog*):
+	// "watchdog_turn_deadline". A name the supervisor does not define reads "watchdog_other".
+	OutcomeWatchdogPrefix = "watchdog_"
+)
+
+// OutcomeName names a Submit result by the classification the replies use: OutcomeCompleted,
+// OutcomeFailed or OutcomeInterrupted for a turn that ran, else one of the other Outcome names.
+// The set is fixed and small, whatever the error says.
+func OutcomeName(r supervisor.Reply, err error) string {
+	switch classify(r, err) {
+	case outcomeAnswered:
+		return OutcomeCompleted
+	case outcomeTurnFailed:
+		if r.Status == protocol.TurnInterrupted {
+			return OutcomeInterrupted
+		}
+		return OutcomeFailed
+	case outcomeBusy:
+		return OutcomeBusy
+	case outcomeStopped:
+		return OutcomeStopped
+	case outcomeCrashLoop:
+		return OutcomeCrashLoop
+	case outcomeAuth:
+		return OutcomeNotLoggedIn
+	case outcomeClosed:
+		return OutcomeClosed
+	case outcomeWatchdog:
+		var wd *supervisor.WatchdogError
+		errors.As(err, &wd)
+		switch wd.Watchdog {
+		case supervisor.WatchdogHandshake, supervisor.WatchdogTurn, supervisor.WatchdogPostTool,
+			supervisor.WatchdogDead, supervisor.WatchdogWedged:
+			return OutcomeWatchdogPrefix + wd.Watchdog
+		}
+		return OutcomeWatchdogPrefix + "other"
+	}
+	return OutcomeError
+}

@@ -207,6 +207,11 @@ type Config struct {
 	// and must return promptly.
 	Admit func(ctx context.Context, chatKey string) error
 
+	// OnTurn, when set, is called once per message as its reply is returned (by Submit, or by
+	// Ticket.Wait after Enqueue; also for a Submit refused before its message was queued), on
+	// the caller's goroutine. It must return promptly. The daemon records turn metrics with it.
+	OnTurn func(TurnEvent)
+
 	// SweepGrace is how long the boot sweep waits after SIGTERM and again after SIGKILL for an
 	// orphan to go. Default 2 s.
 	SweepGrace time.Duration

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // job is one Submit call: a message waiting in, or being run by, its key's worker.
@@ -12,12 +13,15 @@ type job struct {
 	text string
 	// reset marks a Reset: the worker starts the chat over instead of running a turn.
 	reset bool
-	done  chan outcome // buffered: the worker never blocks on a caller that left
+	// startedChild is set by the key's worker when the job started a child or took a spare.
+	startedChild bool
+	done         chan outcome // buffered: the worker never blocks on a caller that left
 }
 
 type outcome struct {
-	reply Reply
-	err   error
+	reply        Reply
+	err          error
+	startedChild bool
 }
 
 // Submit runs text as the next turn of chatKey's conversation and returns its reply.
@@ -32,11 +36,20 @@ type outcome struct {
 // the turn produced, if anything), or a wrapped spawn/turn error. A turn that codex itself
 // reports as failed is not an error: see Reply.Status and Reply.Error.
 func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (Reply, error) {
+	start := time.Now()
 	t, err := s.Enqueue(ctx, chatKey, text)
 	if err != nil {
+		s.observe(chatKey, start, outcome{reply: Reply{ChatKey: chatKey}, err: err})
 		return Reply{ChatKey: chatKey}, err
 	}
 	return t.Wait()
+}
+
+// observe reports one message's outcome to Config.OnTurn, with how long its caller waited.
+func (s *Supervisor) observe(chatKey string, start time.Time, o outcome) {
+	if s.cfg.OnTurn != nil {
+		s.cfg.OnTurn(TurnEvent{ChatKey: chatKey, Reply: o.reply, Err: o.err, Latency: time.Since(start), StartedChild: o.startedChild})
+	}
 }
 
 // Ticket is a message Enqueue accepted. Wait returns its reply.
@@ -49,6 +62,8 @@ type Ticket struct {
 	joined *liveTurn
 	// now is the outcome of a message steered into a turn that ended before Enqueue returned.
 	now *outcome
+	// start is when Enqueue was called, for Config.OnTurn's latency.
+	start time.Time
 }
 
 // Enqueue is the first half of Submit: it returns once the message is queued behind the chat's
@@ -57,6 +72,7 @@ type Ticket struct {
 // messages in order with Enqueue keeps their order without waiting for their replies. ctx
 // governs the message as in Submit, until its Wait returns.
 func (s *Supervisor) Enqueue(ctx context.Context, chatKey string, text string) (*Ticket, error) {
+	start := time.Now()
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
 	}
@@ -81,7 +97,7 @@ func (s *Supervisor) Enqueue(ctx context.Context, chatKey string, text string) (
 	if lt := s.steerTargetLocked(k); lt != nil {
 		s.mu.Unlock()
 		if now, ok := s.steer(ctx, k, lt, j); ok {
-			return &Ticket{s: s, ctx: ctx, k: k, j: j, joined: lt, now: now}, nil
+			return &Ticket{s: s, ctx: ctx, k: k, j: j, joined: lt, now: now, start: start}, nil
 		}
 		s.mu.Lock()
 		if s.closed {
@@ -95,7 +111,7 @@ func (s *Supervisor) Enqueue(ctx context.Context, chatKey string, text string) (
 	s.interruptLocked(k)
 	s.queue.PushLocked(chatKey, j)
 	s.mu.Unlock()
-	return &Ticket{s: s, ctx: ctx, k: k, j: j}, nil
+	return &Ticket{s: s, ctx: ctx, k: k, j: j, start: start}, nil
 }
 
 // keyLocked returns chatKey's state, creating it.
@@ -110,12 +126,18 @@ func (s *Supervisor) keyLocked(chatKey string) *keyState {
 
 // Wait returns the message's reply, as Submit does. Call it once.
 func (t *Ticket) Wait() (Reply, error) {
+	o := t.wait()
+	t.s.observe(t.k.key, t.start, o)
+	return o.reply, o.err
+}
+
+func (t *Ticket) wait() outcome {
 	if t.now != nil {
-		return t.now.reply, t.now.err
+		return *t.now
 	}
 	select {
 	case o := <-t.j.done:
-		return o.reply, o.err
+		return o
 	case <-t.ctx.Done():
 	}
 	if t.joined != nil {
@@ -130,10 +152,10 @@ func (t *Ticket) Wait() (Reply, error) {
 	// The job may have finished in the meantime; prefer its answer.
 	select {
 	case o := <-t.j.done:
-		return o.reply, o.err
+		return o
 	default:
 	}
-	return Reply{ChatKey: t.k.key}, fmt.Errorf("chat %s: %w", t.k.key, context.Cause(t.ctx))
+	return outcome{reply: Reply{ChatKey: t.k.key}, err: fmt.Errorf("chat %s: %w", t.k.key, context.Cause(t.ctx))}
 }
 
 // work runs one job on its key's worker (see Supervisor.queue) and answers its caller. The job
@@ -166,7 +188,7 @@ func (s *Supervisor) work(_ string, j *job) {
 	if live != nil {
 		live.finish(outcome{reply: r, err: err})
 	}
-	j.done <- outcome{reply: r, err: err}
+	j.done <- outcome{reply: r, err: err, startedChild: j.startedChild}
 }
 
 // keyIdleLocked is called as a key's worker exits.

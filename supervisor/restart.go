@@ -63,6 +63,7 @@ func isCrash(reason string, ready bool, completed int, age, window time.Duration
 
 func (s *Supervisor) recordFailureLocked(k *keyState, cause error) {
 	d := k.crash.record(s.cfg.CrashBackoffInitial, s.cfg.CrashBackoffMax, cause, time.Now())
+	s.crashBackoffs++
 	s.log.Warn("codex child crashed; backing off", zap.String("chat_key", k.key),
 		zap.Int("failures", k.crash.failures), zap.Duration("retry_in", d), zap.Error(cause))
 }

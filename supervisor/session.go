@@ -125,6 +125,7 @@ func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
 // startSession gives the key a child: a spare when one is ready, else a new child in a slot of
 // its own. It opens the key's thread on it and returns the session in StateBusy.
 func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
+	j.startedChild = true
 	for {
 		if sess := s.takeSpare(k); sess != nil {
 			return s.openSession(k, sess, j)

@@ -167,6 +167,7 @@ func (s *Supervisor) takeSpare(k *keyState) *session {
 func (s *Supervisor) countRestartLocked(k *keyState) {
 	if k.needRestart {
 		k.restarts++
+		s.restarts++
 		k.needRestart = false
 	}
 }

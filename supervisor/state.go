@@ -109,6 +109,7 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 		s.notifySparesLocked()
 		if crash {
 			d := s.spareCrash.record(s.cfg.CrashBackoffInitial, s.cfg.CrashBackoffMax, cause, time.Now())
+			s.crashBackoffs++
 			s.log.Warn("spare codex child crashed; backing off", zap.Int("failures", s.spareCrash.failures),
 				zap.Duration("retry_in", d), zap.Error(cause))
 		}

@@ -26,6 +26,8 @@ func (s *Supervisor) Status() Snapshot {
 		Turns:          s.turns,
 		Retired:        maps.Clone(s.retired),
 		StoreErrors:    s.storeErrors,
+		Restarts:       s.restarts,
+		CrashBackoffs:  s.crashBackoffs,
 		WaitingForSlot: s.slots.waiting(),
 	}
 	if s.slots.budget > 0 {

@@ -62,18 +62,20 @@ type Supervisor struct {
 	leftover []childproc.Record // orphans the boot sweep could not kill; kept for the next sweep
 	bootID   string             // this boot's id, written to children.json beside the start times
 
-	mu           sync.Mutex
-	closed       bool
-	keys         map[string]*keyState
-	queue        *keyfifo.FIFO[*job]   // per chat key: the jobs waiting, and the key's worker
-	sessions     map[*session]struct{} // children not yet dead
-	slots        slots
-	turns        int64
-	retired      map[string]int
-	storeErrors  int64
-	nextID       uint64
-	useSeq       uint64
-	shutdownDone chan struct{}
+	mu            sync.Mutex
+	closed        bool
+	keys          map[string]*keyState
+	queue         *keyfifo.FIFO[*job]   // per chat key: the jobs waiting, and the key's worker
+	sessions      map[*session]struct{} // children not yet dead
+	slots         slots
+	turns         int64
+	retired       map[string]int
+	storeErrors   int64
+	restarts      int64 // children started after a watchdog or failure ended their key's last one
+	crashBackoffs int64 // crashes that started a restart backoff, of keys and of spares
+	nextID        uint64
+	useSeq        uint64
+	shutdownDone  chan struct{}
 }
 
 // New builds a Supervisor. When cfg.StateDir is set it first sweeps children left by a daemon

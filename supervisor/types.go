@@ -35,6 +35,21 @@ type Reply struct {
 	Steered bool
 }
 
+// TurnEvent describes one Submit call as it returns; see Config.OnTurn.
+type TurnEvent struct {
+	ChatKey string
+	// Reply and Err are what Submit returns. Reply.Duration is the codex turn's own duration;
+	// Reply.TurnID is empty when no turn ran.
+	Reply Reply
+	Err   error
+	// Latency is the caller's wait, from the Submit call to its return: queueing, a child start
+	// and the turn.
+	Latency time.Duration
+	// StartedChild is true when the message started a child for its chat key or took a spare:
+	// the chat's first message, or its first after its child was retired.
+	StartedChild bool
+}
+
 // Errors returned by Submit. Callers turn them into replies a user can act on.
 var (
 	// ErrQueueFull means the chat key already has the maximum number of messages waiting.
@@ -134,6 +149,12 @@ type Totals struct {
 	Retired map[string]int `json:"retired"` // by reason: watchdog names and the Reason constants ("idle", "evicted", "memory", …)
 	// StoreErrors counts failed writes of thread ids to the ThreadStore.
 	StoreErrors int64 `json:"store_errors"`
+	// Restarts counts children started for a chat key whose previous child a watchdog or a
+	// failure ended (the per-child figure is ChildStatus.Restarts).
+	Restarts int64 `json:"restarts"`
+	// CrashBackoffs counts crashes that started or lengthened a restart backoff, of chat keys'
+	// children and of spares.
+	CrashBackoffs int64 `json:"crash_backoffs"`
 	// WaitingForSlot counts chat keys waiting for a free child slot.
 	WaitingForSlot int `json:"waiting_for_slot"`
 	// OverloadRetries counts requests to children that codex refused as overloaded (-32001) and

@@ -31,6 +31,13 @@ type runConfig struct {
 	// when it is not a loopback address.
 	InboxAllowHosts   []string
 	InboxAllowOrigins []string
+	// MetricsListen is the address of the metrics listener (/metrics, /healthz, /readyz); empty:
+	// none. MetricsToken protects it (a token of its own: a scraper must not be able to run
+	// turns, and a Molecule daemon has no inbox token). MetricsAllowHosts is its listen host when
+	// that is not loopback.
+	MetricsListen     string
+	MetricsToken      string
+	MetricsAllowHosts []string
 	InboxMaxConns     int
 	InboxBodyTimeout  time.Duration
 	SlotWait          time.Duration
@@ -151,6 +158,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	// Not bound through e.str: a flag default is printed by -h, and this one is a secret.
 	fs.StringVar(&c.InboxToken, "inbox-token", "", "bearer token the local inbox requires on every request (env CODEX_WARM_INBOX_TOKEN; prefer it or --inbox-token-file: a flag shows in ps)")
 	e.str(&tokenFile, "inbox-token-file", "CODEX_WARM_INBOX_TOKEN_FILE", "", "file holding the local inbox token")
+	e.str(&c.MetricsListen, "metrics-listen", "CODEX_WARM_METRICS_LISTEN", "", "address of the Prometheus metrics listener (/metrics, /healthz, /readyz), e.g. 127.0.0.1:9477; default: off. Loopback only unless --metrics-token is set")
+	fs.StringVar(&c.MetricsToken, "metrics-token", "", "bearer token the metrics listener requires (env CODEX_WARM_METRICS_TOKEN; prefer it: a flag shows in ps)")
 	var origins listFlag
 	fs.Var(&origins, "inbox-allow-origin", "Origin the local inbox accepts (scheme://host[:port]; repeatable); requests with any other Origin header are refused")
 	e.int(&c.InboxMaxConns, "inbox-max-conns", "CODEX_WARM_INBOX_MAX_CONNS", bridge.DefaultMaxConns, "open connections to the local inbox; more are answered 503 at once")
@@ -208,6 +217,9 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	if c.InboxToken == "" {
 		c.InboxToken = getenv("CODEX_WARM_INBOX_TOKEN")
 	}
+	if c.MetricsToken == "" {
+		c.MetricsToken = getenv("CODEX_WARM_METRICS_TOKEN")
+	}
 	if c.Inbox == "" {
 		c.Inbox = "local"
 		if getenv("PLATFORM_URL") != "" {
@@ -244,6 +256,9 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 		}
 	}
 	if err := c.resolveInboxAccess(tokenFile); err != nil {
+		return c, err
+	}
+	if err := c.resolveMetricsAccess(); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -356,6 +371,25 @@ func (c *runConfig) resolveInboxAccess(tokenFile string) error {
 	}
 	if h, _, _ := net.SplitHostPort(c.Listen); h != "" && !bridge.IsLoopbackHost(h) {
 		c.InboxAllowHosts = []string{h}
+	}
+	return nil
+}
+
+// resolveMetricsAccess refuses a metrics listener that other machines could reach without a
+// metrics token, by the local inbox's rules.
+func (c *runConfig) resolveMetricsAccess() error {
+	c.MetricsToken = strings.TrimSpace(c.MetricsToken)
+	if strings.ContainsAny(c.MetricsToken, "\r\n") {
+		return errors.New("the metrics token contains a line break")
+	}
+	if c.MetricsListen == "" {
+		return nil
+	}
+	if err := bridge.CheckListenAddress(c.MetricsListen, c.MetricsToken != ""); err != nil {
+		return fmt.Errorf("--metrics-listen: %w (--metrics-token, CODEX_WARM_METRICS_TOKEN)", err)
+	}
+	if h, _, _ := net.SplitHostPort(c.MetricsListen); h != "" && !bridge.IsLoopbackHost(h) {
+		c.MetricsAllowHosts = []string{h}
 	}
 	return nil
 }

@@ -29,13 +29,16 @@ const (
 
 // DaemonInfo describes the running daemon in a status answer.
 type DaemonInfo struct {
-	PID      int       `json:"pid"`
-	Version  string    `json:"version"`
-	Started  time.Time `json:"started"`
-	Inbox    string    `json:"inbox"`
-	Listen   string    `json:"listen,omitempty"`
-	CodexBin string    `json:"codex_bin"`
-	StateDir string    `json:"state_dir"`
+	PID     int       `json:"pid"`
+	Version string    `json:"version"`
+	Started time.Time `json:"started"`
+	Inbox   string    `json:"inbox"`
+	Listen  string    `json:"listen,omitempty"`
+	// MetricsListen is the bound address of the metrics listener (--metrics-listen); empty when
+	// off.
+	MetricsListen string `json:"metrics_listen,omitempty"`
+	CodexBin      string `json:"codex_bin"`
+	StateDir      string `json:"state_dir"`
 	// Goroutines and the memory figures are the daemon's own, without its codex children, so operators
 	// (and the soak test) can see that it returns to its baseline after load.
 	Goroutines int    `json:"goroutines"`

@@ -24,6 +24,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/metrics"
 	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/sessions"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -139,6 +140,17 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	if err != nil {
 		return err
 	}
+	var met *metrics.Metrics
+	var onTurn func(supervisor.TurnEvent)
+	if cfg.MetricsListen != "" {
+		mc := metrics.Config{Status: func() supervisor.Snapshot { return d.sup.Status() }, Logger: log}
+		if cfg.Inbox == "molecule" {
+			// d.mol is set before the metrics listener starts.
+			mc.Bridge = func() bridge.Stats { return d.mol.Stats() }
+		}
+		met = metrics.New(mc)
+		onTurn = met.ObserveTurn
+	}
 	// New also runs the boot sweep: children left by a daemon that was killed would otherwise
 	// hold memory and their threads forever.
 	d.sup, err = supervisor.New(supervisor.Config{
@@ -171,6 +183,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		TurnDeadline:     cfg.TurnTimeout,
 		PostToolQuiet:    cfg.PostToolTimeout,
 		Admit:            d.login.admit,
+		OnTurn:           onTurn,
 		Logger:           log,
 	})
 	if err != nil {
@@ -180,7 +193,8 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	var wg sync.WaitGroup
-	inboxErr := make(chan error, 1)
+	// One slot per server that can fail: the inbox and the metrics listener.
+	inboxErr := make(chan error, 2)
 	var httpSrv *http.Server
 
 	switch cfg.Inbox {
@@ -225,6 +239,9 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		mcfg.PollInterval = cfg.PollInterval
 		mcfg.RequestTimeout = cfg.PlatformTimeout
 		mcfg.DrainTimeout = cfg.DrainTimeout
+		if met != nil {
+			mcfg.OnPoll = met.ObservePoll
+		}
 		d.mol, err = bridge.NewMolecule(mcfg)
 		if err != nil {
 			return d.abort(err)
@@ -239,13 +256,23 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		}()
 	}
 
-	d.control, err = startControl(cfg.StateDir, d.status, ready, log)
+	var metricsSrv *http.Server
+	var metricsWG sync.WaitGroup // the metrics listener outlives the inbox's drain
+	if met != nil {
+		metricsSrv, err = d.serveMetrics(met, ready, &metricsWG, inboxErr)
+	}
+	if err == nil {
+		d.control, err = startControl(cfg.StateDir, d.status, ready, log)
+	}
 	if err != nil {
 		stopServing()
-		if httpSrv != nil {
-			_ = httpSrv.Close()
+		for _, srv := range []*http.Server{httpSrv, metricsSrv} {
+			if srv != nil {
+				_ = srv.Close()
+			}
 		}
 		wg.Wait()
+		metricsWG.Wait()
 		return d.abort(err)
 	}
 	log.Info("supervisor running", zap.String("codex_bin", bin), zap.String("state_dir", cfg.StateDir),
@@ -296,6 +323,15 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	wg.Wait()
 	close(stopWatch)
 	watch.Wait()
+	// Scrapes go on through the drain (readyz says draining); the listener goes after it.
+	if metricsSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := metricsSrv.Shutdown(ctx); err != nil {
+			_ = metricsSrv.Close()
+		}
+		cancel()
+		metricsWG.Wait()
+	}
 	if supErr != nil {
 		log.Warn("drain cut short", zap.Error(supErr))
 	}
@@ -324,7 +360,7 @@ func (d *daemon) abort(err error) error {
 // workspace token file. codex runs model-written shell commands, and the platform token would
 // let them act as the workspace.
 func secretEnv() []string {
-	return []string{"MOLECULE_WORKSPACE_TOKEN", "CODEX_WARM_INBOX_TOKEN", "CONFIGS_DIR"}
+	return []string{"MOLECULE_WORKSPACE_TOKEN", "CODEX_WARM_INBOX_TOKEN", "CODEX_WARM_METRICS_TOKEN", "CONFIGS_DIR"}
 }
 
 // hardenProcess removes secretEnv from the daemon's environment and makes the process

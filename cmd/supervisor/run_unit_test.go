@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -403,4 +404,25 @@ func TestLoginGateRechecks(t *testing.T) {
 			t.Fatalf("admit once logged in = %v after %d probes, want no more probes", err, probes)
 		}
 	})
+}
+
+// --metrics-listen follows the inbox's address rules with a token of its own: beyond loopback
+// it needs CODEX_WARM_METRICS_TOKEN (the inbox token does not do), and its host is then accepted
+// in Host headers. Off by default; the token is kept out of codex children.
+func TestMetricsListenConfig(t *testing.T) {
+	c, err := parseRunConfig(nil, envOf(nil), io.Discard)
+	if err != nil || c.MetricsListen != "" {
+		t.Fatalf("default: %q %v, want off", c.MetricsListen, err)
+	}
+	_, err = parseRunConfig([]string{"--metrics-listen", "0.0.0.0:9477"}, envOf(map[string]string{"CODEX_WARM_INBOX_TOKEN": "inbox"}), io.Discard)
+	if !errors.Is(err, bridge.ErrExposedWithoutToken) || !strings.Contains(err.Error(), "--metrics-listen") {
+		t.Errorf("every interface without a metrics token: %v, want ErrExposedWithoutToken naming --metrics-listen", err)
+	}
+	c, err = parseRunConfig(nil, envOf(map[string]string{"CODEX_WARM_METRICS_LISTEN": "10.1.2.3:9477", "CODEX_WARM_METRICS_TOKEN": " t0k "}), io.Discard)
+	if err != nil || c.MetricsListen != "10.1.2.3:9477" || c.MetricsToken != "t0k" || !slices.Equal(c.MetricsAllowHosts, []string{"10.1.2.3"}) {
+		t.Errorf("from the environment with a token: %+v %v", c, err)
+	}
+	if !slices.Contains(secretEnv(), "CODEX_WARM_METRICS_TOKEN") {
+		t.Error("the metrics token would reach codex children")
+	}
 }

@@ -52,6 +52,9 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 	if d.Listen != "" {
 		fmt.Fprintf(w, " (%s)", d.Listen)
 	}
+	if d.MetricsListen != "" {
+		fmt.Fprintf(w, "  metrics %s", d.MetricsListen)
+	}
 	fmt.Fprintf(w, "\nstate %s\n", d.StateDir)
 	if a := d.CodexAuth; a != nil {
 		fmt.Fprintf(w, "codex %s  login %s", d.CodexVersion, a.State)

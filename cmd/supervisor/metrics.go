@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/health"
+	"github.com/molecule-ai/codex-warm/metrics"
+)
+
+// metricsMaxConns bounds the metrics listener's connections: a scraper or two and probes need a
+// handful; the rest of the descriptors belong to codex children.
+const metricsMaxConns = 16
+
+// serveMetrics starts the metrics listener on cfg.MetricsListen: /metrics, and the probes of
+// the local inbox (/healthz, /readyz), behind the inbox's Host and token checks. It records the
+// bound address in d.info before the control socket can report it. The server's goroutine is
+// added to wg; a Serve failure goes to errs.
+func (d *daemon) serveMetrics(met *metrics.Metrics, ready *health.Readiness, wg *sync.WaitGroup, errs chan<- error) (*http.Server, error) {
+	cfg, log := d.cfg, d.log
+	ln, err := net.Listen("tcp", cfg.MetricsListen)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen on %s: %w", cfg.MetricsListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", met.Handler())
+	mux.HandleFunc("GET /healthz", health.Live)
+	mux.Handle("GET /readyz", ready)
+	srv := &http.Server{
+		Handler: bridge.Guard(bridge.GuardConfig{Token: cfg.MetricsToken, AllowedHosts: cfg.MetricsAllowHosts,
+			Realm: "codex-warm metrics", Logger: log.Named("metrics")}, mux),
+		// A scrape is a few kilobytes each way; these bound what a stalled client can hold.
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          bridge.HTTPErrorLog(log),
+	}
+	d.info.MetricsListen = ln.Addr().String()
+	lim := bridge.LimitConns(ln, metricsMaxConns, log)
+	wg.Go(func() {
+		if err := srv.Serve(lim); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("metrics: %w", err)
+		}
+	})
+	log.Info("metrics listening", zap.String("addr", d.info.MetricsListen), zap.Bool("token", cfg.MetricsToken != ""))
+	return srv, nil
+}

@@ -1,0 +1,133 @@
+package metrics
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+}
+
+// childStates are the "state" label values of codex_warm_children, always all reported (a
+// state with no child reads 0, so alerts on it see a value). Dead children are gone from the
+// table.
+var childStates = []supervisor.State{supervisor.StateStarting, supervisor.StateSpare, supervisor.StateIdle,
+	supervisor.StateBusy, supervisor.StateRetiring}
+
+var (
+	descQueue         = desc("queue_depth", "Messages waiting in the chats' queues (not yet running).")
+	descSlotWaiters   = desc("slot_waiters", "Chats waiting for a free codex child slot.")
+	descChildren      = desc("children", "Live codex children by state.", "state")
+	descChildrenMax   = desc("children_max", "Hard cap on live codex children (--max-children).")
+	descRetirements   = desc("child_retirements_total", "Codex children retired, by reason (idle, evicted, memory, max_age, max_turns, reset, shutdown, start_failed, protocol_error, or a watchdog name).", "reason")
+	descRestarts      = desc("child_restarts_total", "Codex children started for a chat whose previous child a watchdog or a failure ended.")
+	descCrashBackoffs = desc("crash_backoffs_total", "Codex child crashes that started a restart backoff (chats' children and spares).")
+	descPSS           = desc("children_pss_bytes", "Sum of the codex children's proportional set size (what they cost together).")
+	descUSS           = desc("children_uss_bytes", "Sum of the codex children's private memory (what retiring them all gives back).")
+	descBudget        = desc("memory_budget_bytes", "Bound on the children's summed PSS (--memory-budget); 0: none.")
+	descCharged       = desc("memory_charged_bytes", "What the memory budget counts as used: measured PSS plus the estimate for children not measured yet.")
+	descEstimate      = desc("child_estimate_bytes", "What one more codex child is expected to cost.")
+	descOverload      = desc("overload_retries_total", "Requests to codex children that codex refused as overloaded and that were sent again.")
+	descStoreErrors   = desc("thread_store_errors_total", "Failed writes of thread ids to sessions.json.")
+)
+
+// poolCollector reads the pool's table at scrape time.
+type poolCollector struct {
+	status func() supervisor.Snapshot
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descQueue, descSlotWaiters, descChildren, descChildrenMax, descRetirements,
+		descRestarts, descCrashBackoffs, descPSS, descUSS, descBudget, descCharged, descEstimate, descOverload, descStoreErrors} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.status()
+	t := snap.Totals
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(descQueue, float64(t.Queued))
+	gauge(descSlotWaiters, float64(t.WaitingForSlot))
+	byState := make(map[supervisor.State]int, len(childStates))
+	for _, cs := range snap.Children {
+		byState[cs.State]++
+	}
+	for _, st := range childStates {
+		gauge(descChildren, float64(byState[st]), string(st))
+	}
+	gauge(descChildrenMax, float64(t.Cap))
+	// Reasons are the supervisor's constants: a small fixed set.
+	for _, reason := range slices.Sorted(maps.Keys(t.Retired)) {
+		counter(descRetirements, float64(t.Retired[reason]), reason)
+	}
+	counter(descRestarts, float64(t.Restarts))
+	counter(descCrashBackoffs, float64(t.CrashBackoffs))
+	gauge(descPSS, float64(t.PSSBytes))
+	gauge(descUSS, float64(t.USSBytes))
+	gauge(descBudget, float64(t.MemoryBudgetBytes))
+	gauge(descCharged, float64(t.ChargedBytes))
+	gauge(descEstimate, float64(t.ChildEstimateBytes))
+	counter(descOverload, float64(t.OverloadRetries))
+	counter(descStoreErrors, float64(t.StoreErrors))
+}
+
+// bridgeCounters are the Molecule inbox's monotonic counters, by metric name.
+var bridgeCounters = []struct {
+	desc *prometheus.Desc
+	get  func(bridge.Stats) int64
+}{
+	{desc("molecule_received_total", "Platform messages accepted for answering."), func(s bridge.Stats) int64 { return s.Received }},
+	{desc("molecule_delivered_total", "Replies the platform accepted."), func(s bridge.Stats) int64 { return s.Delivered }},
+	{desc("molecule_delivery_retries_total", "Failed reply deliveries that were retried."), func(s bridge.Stats) int64 { return s.DeliveryRetries }},
+	{desc("molecule_delivery_failures_total", "Replies given up on because the platform refused them for good."), func(s bridge.Stats) int64 { return s.DeliveryFailed }},
+	{desc("molecule_poison_rows_total", "Activity rows that cannot be answered and were moved past."), func(s bridge.Stats) int64 { return s.Poison }},
+	{desc("molecule_duplicates_total", "Activity rows seen again and skipped."), func(s bridge.Stats) int64 { return s.Duplicates }},
+	{desc("molecule_busy_retries_total", "Messages the pool answered busy that were tried again later."), func(s bridge.Stats) int64 { return s.BusyRetries }},
+	{desc("molecule_commands_total", "Chat commands answered (/stop, /new, /status, /help)."), func(s bridge.Stats) int64 { return s.Commands }},
+	{desc("molecule_codex_failures_total", "Answers that report a failure instead of codex's answer."), func(s bridge.Stats) int64 { return s.CodexFailures }},
+	{desc("molecule_poll_errors_total", "Failed activity polls."), func(s bridge.Stats) int64 { return s.PollErrors }},
+	{desc("molecule_heartbeat_errors_total", "Failed heartbeats."), func(s bridge.Stats) int64 { return s.HeartbeatErrors }},
+	{desc("molecule_persist_errors_total", "Failed writes of the inbox state file."), func(s bridge.Stats) int64 { return s.PersistErrors }},
+}
+
+var (
+	descUnacked = desc("molecule_unacked_rows", "Received rows not yet behind the durable inbox position.")
+	descPending = desc("molecule_pending_replies", "Replies waiting for delivery.")
+	descRunning = desc("molecule_in_flight", "Platform messages being answered now.")
+)
+
+// bridgeCollector reads the Molecule inbox's counters at scrape time.
+type bridgeCollector struct {
+	stats func() bridge.Stats
+}
+
+func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, b := range bridgeCounters {
+		ch <- b.desc
+	}
+	ch <- descUnacked
+	ch <- descPending
+	ch <- descRunning
+}
+
+func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	for _, b := range bridgeCounters {
+		ch <- prometheus.MustNewConstMetric(b.desc, prometheus.CounterValue, float64(b.get(s)))
+	}
+	ch <- prometheus.MustNewConstMetric(descUnacked, prometheus.GaugeValue, float64(s.Unacked))
+	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(s.PendingReplies))
+	ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(s.InFlight))
+}
