@@ -172,8 +172,12 @@ type Config struct {
 	TurnDeadline time.Duration
 	// PostToolQuiet retires a child that went silent this long after a tool item
 	// (commandExecution, fileChange, mcpToolCall, dynamicToolCall) completed (WatchdogPostTool).
-	// Default 90 s; negative: none.
+	// Default 90 s; negative: none. Every notification of the thread counts as activity, and
+	// the watch is paused while the thread waits on a person (see turnWatch).
 	PostToolQuiet time.Duration
+	// ApprovalTimeout is how long an approval asked in the chat (appserver.DecisionAsk) waits
+	// for /approve or /deny before it is declined. Default DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration
 	// InterruptGrace is passed to appserver.TurnOptions. Zero: appserver's default (5 s).
 	InterruptGrace time.Duration
 
@@ -244,6 +248,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	setDur(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
 	setDur(&cfg.TurnDeadline, DefaultTurnDeadline)
 	setDur(&cfg.PostToolQuiet, DefaultPostToolQuiet)
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = DefaultApprovalTimeout
+	}
 	setDur(&cfg.CrashWindow, DefaultCrashWindow)
 	setDur(&cfg.CrashBackoffInitial, DefaultCrashBackoffInitial)
 	setDur(&cfg.CrashBackoffMax, DefaultCrashBackoffMax)
