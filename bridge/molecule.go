@@ -395,7 +395,14 @@ func (m *Molecule) handle(ctx, drainCtx context.Context, disp *dispatcher, j job
 // while the pool was busy: the row then stays unacknowledged and the next run answers it.
 func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*pendingReply, bool) {
 	start := time.Now()
+	var relay sync.WaitGroup
+	relayCtx, stopRelay := context.WithCancel(drainCtx)
+	if m.cfg.Controls != nil {
+		relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
+	}
 	reply, err := m.submit(ctx, drainCtx, log, msg)
+	stopRelay()
+	relay.Wait()
 	oc := classify(reply, err)
 	if oc == outcomeClosed || (oc != outcomeAnswered && drainCtx.Err() != nil) || (oc == outcomeBusy && ctx.Err() != nil) {
 		m.c.abandoned.Add(1)
@@ -538,7 +545,11 @@ func (m *Molecule) send(ctx context.Context, log *zap.Logger, p pendingReply) er
 	if !validWorkspaceID(p.Route.Workspace) {
 		return backoff.Permanent(fmt.Errorf("reply for activity %s has an invalid target workspace %q", p.ActivityID, p.Route.Workspace))
 	}
-	key := replyID(m.cfg.WorkspaceID, p.ActivityID)
+	return m.sendAs(ctx, log, p, replyID(m.cfg.WorkspaceID, p.ActivityID))
+}
+
+// sendAs makes one delivery attempt of p with key as its Idempotency-Key.
+func (m *Molecule) sendAs(ctx context.Context, log *zap.Logger, p pendingReply, key string) error {
 	switch p.Route.Kind {
 	case routeNotify:
 		return m.client.notify(ctx, p.Route.Workspace, key, p.Text)

@@ -132,8 +132,11 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	log.Info("sessions loaded", zap.String("path", d.store.Path()), zap.Int("chats", d.store.Len()))
 
 	policy := appserver.DefaultPolicy()
-	if cfg.Approval == "accept" {
+	switch cfg.Approval {
+	case "accept":
 		policy = appserver.AcceptPolicy()
+	case "ask":
+		policy = appserver.AskPolicy()
 	}
 	budget, err := cfg.memoryBudget()
 	if err != nil {
@@ -169,6 +172,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		TurnDeadline:     cfg.TurnTimeout,
 		PostToolQuiet:    cfg.PostToolTimeout,
+		ApprovalTimeout:  cfg.ApprovalTimeout,
 		Admit:            d.login.admit,
 		Logger:           log,
 	})
