@@ -54,12 +54,20 @@ type ThreadStore interface {
 
 // Defaults of Config fields left zero.
 const (
-	DefaultMaxQueuePerKey      = 16
-	DefaultIdleTTL             = 15 * time.Minute
-	DefaultSlotWait            = 30 * time.Second
-	DefaultMaxSlotWaiters      = 64
-	DefaultHandshakeTimeout    = 30 * time.Second
-	DefaultTurnDeadline        = 600 * time.Second
+	DefaultMaxQueuePerKey   = 16
+	DefaultIdleTTL          = 15 * time.Minute
+	DefaultSlotWait         = 30 * time.Second
+	DefaultMaxSlotWaiters   = 64
+	DefaultHandshakeTimeout = 30 * time.Second
+	DefaultTurnDeadline     = 600 * time.Second
+	// DefaultPostToolQuiet: every notification disarms the watch, and codex sends some at once
+	// after a tool item completes, before its next model request: in
+	// testdata/codex-wire/approval-declined.jsonl thread/status/changed follows the command's
+	// item/completed within 0 ms and thread/tokenUsage/updated within 4 ms (same in the
+	// approval e2e runs on real codex 0.169). A model thinking silently after that does not
+	// trip it; the turn deadline bounds that. So the watch only catches a codex that went
+	// silent right after a tool, and 90 s, four orders of magnitude over the gap, is kept: a
+	// shorter one gains nothing a loaded machine cannot cost.
 	DefaultPostToolQuiet       = 90 * time.Second
 	DefaultCrashWindow         = 10 * time.Second
 	DefaultCrashBackoffInitial = time.Second
