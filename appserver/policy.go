@@ -16,6 +16,7 @@ import (
 type Policy struct {
 	// Command answers item/commandExecution/requestApproval: protocol.DecisionAccept,
 	// DecisionAcceptForSession, DecisionDecline or DecisionCancel. Empty means decline.
+	// DecisionAsk leaves it to the running turn's TurnOptions.Approve (declined without one).
 	Command string
 	// FileChange answers item/fileChange/requestApproval, with the same values as Command.
 	FileChange string
@@ -98,7 +99,8 @@ func available(params *json.RawMessage) []string {
 // "cancel" interrupts the whole turn (schema: "The turn will also be immediately interrupted"), so
 // the user would get no answer at all. A configured "cancel" is sent as is.
 func resolveDecision(want string, offered []string) string {
-	if want == "" {
+	if want == "" || want == DecisionAsk {
+		// DecisionAsk reaches here only when nobody could be asked.
 		want = protocol.DecisionDecline
 	}
 	if offered == nil || want == protocol.DecisionDecline || want == protocol.DecisionCancel {

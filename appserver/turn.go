@@ -111,6 +111,10 @@ type TurnOptions struct {
 	// OnStarted, if set, is called once with the turn's id as soon as codex has answered
 	// turn/start, from RunTurn's goroutine: from then on the turn can be steered (SteerTurn).
 	OnStarted func(turnID string)
+	// Approve decides the turn's approval requests when the client's Policy says DecisionAsk.
+	// It is called from a goroutine of its own, so it may wait for a person; its context ends
+	// with the turn. Nil declines them.
+	Approve Approver
 }
 
 // TurnResult is the raw outcome of one turn: what codex reported, undigested. The reply text,
@@ -166,7 +170,14 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 	}
 	log := c.log.With(zap.String("thread", threadID))
 
-	t := &turnState{threadID: threadID, onNotif: opts.OnNotification, done: make(chan struct{})}
+	t := &turnState{threadID: threadID, onNotif: opts.OnNotification, approve: opts.Approve, done: make(chan struct{})}
+	// An approval waiting for a person ends with the turn: with RunTurn's ctx (a watchdog, a
+	// stop), when RunTurn returns, or when the child fails.
+	askCtx, endAsk := context.WithCancelCause(ctx)
+	defer endAsk(errTurnOver)
+	stopAskOnFailure := context.AfterFunc(c.life, func() { endAsk(context.Cause(c.life)) })
+	defer stopAskOnFailure()
+	t.askCtx = askCtx
 	c.mu.Lock()
 	if c.gone {
 		c.mu.Unlock()
@@ -348,11 +359,14 @@ func (c *Client) abandon(t *turnState, err error) bool {
 type turnState struct {
 	threadID string
 	onNotif  func(protocol.Notification)
-	done     chan struct{} // closed by finish
+	approve  Approver
+	askCtx   context.Context // the Approver's: ends with the turn
+	done     chan struct{}   // closed by finish
 
 	// Owned by the dispatcher goroutine.
-	id      string         // empty until the turn/start response was routed
-	pending []pendingNotif // this thread's notifications that arrived before the id was known
+	id      string                                 // empty until the turn/start response was routed
+	pending []pendingNotif                         // this thread's notifications that arrived before the id was known
+	files   map[string][]protocol.FileUpdateChange // fileChange item id → its changes (noteFileChange)
 
 	mu     sync.Mutex // guards the fields below and serialises onNotif with finish
 	notifs []protocol.Notification
@@ -464,6 +478,7 @@ func (c *Client) deliver(t *turnState, n protocol.Notification, turnID string) {
 	if turnID != "" && turnID != t.id {
 		return
 	}
+	t.noteFileChange(n)
 	t.add(n)
 	if n.Method == protocol.NotifyTurnCompleted && turnID == t.id {
 		// Fields of unexpected types are skipped and logged: only a missing status makes the
@@ -525,8 +540,11 @@ func (c *Client) setTurnID(threadID, id string) {
 // answer replies to a server-initiated request according to the policy. It runs on the
 // dispatcher, never on jsonrpc2's reader: the reply is a write that may wait on the child.
 func (c *Client) answer(req *jsonrpc2.Request) {
-	result, rpcErr := c.cfg.Policy.answer(req.Method, req.Params)
 	log := c.log.With(zap.String("method", req.Method), zap.Stringer("id", req.ID))
+	if c.cfg.Policy.asks(req.Method) && c.ask(req, log) {
+		return
+	}
+	result, rpcErr := c.cfg.Policy.answer(req.Method, req.Params)
 	var err error
 	if rpcErr != nil {
 		log.Warn("unsupported server request answered with an error", zap.Int64("code", rpcErr.Code))

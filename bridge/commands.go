@@ -14,6 +14,12 @@ type Controls interface {
 	Stop(chatKey string) supervisor.StopResult
 	Reset(ctx context.Context, chatKey string) (supervisor.ResetResult, error)
 	ChatStatus(chatKey string) (row supervisor.ChildStatus, ok bool, lastErr string)
+	// Answer decides the chat's oldest approval waiting for an answer (ok false: none).
+	Answer(chatKey, decision string) (a supervisor.Approval, ok bool)
+	// PendingApproval returns the chat's oldest approval waiting for an answer.
+	PendingApproval(chatKey string) (a supervisor.Approval, ok bool)
+	// WaitApproval waits for an approval of the chat with a Seq above after.
+	WaitApproval(ctx context.Context, chatKey string, after uint64) (supervisor.Approval, error)
 }
 
 // Chat command names, after aliases are resolved.
@@ -22,14 +28,19 @@ const (
 	cmdNew    = "new"
 	cmdStatus = "status"
 	cmdHelp   = "help"
+	// cmdApprove and cmdDeny answer an approval asked in the chat (approvals.go).
+	cmdApprove = "approve"
+	cmdDeny    = "deny"
 )
 
 // commandNames maps what a user may type (lowercased, without the slash) to a command.
 var commandNames = map[string]string{
 	"stop": cmdStop, "cancel": cmdStop,
 	"new": cmdNew, "reset": cmdNew,
-	"status": cmdStatus,
-	"help":   cmdHelp,
+	"status":  cmdStatus,
+	"help":    cmdHelp,
+	"approve": cmdApprove,
+	"deny":    cmdDeny,
 }
 
 // command is a chat message that is a command: its name and the text after it.
@@ -62,6 +73,7 @@ const helpText = `Commands (send the command alone as a message):
 /stop (or /cancel): stop what codex is doing for this chat and drop the messages waiting behind it
 /new (or /reset): start over; your next message opens a new conversation
 /status: what this chat's codex session is doing
+/approve, /approve session, /deny: answer what codex asks to run or change (session: allow it for the rest of the conversation)
 /help: this list
 Anything else, including other /words, goes to codex as you typed it.`
 
@@ -93,7 +105,13 @@ func runCommand(ctx context.Context, c Controls, chatKey string, cmd command, dr
 			return "started over: your next message opens a new conversation"
 		}
 	case cmdStatus:
-		return statusText(c.ChatStatus(chatKey))
+		text := statusText(c.ChatStatus(chatKey))
+		if a, ok := c.PendingApproval(chatKey); ok {
+			text += "\n" + approvalPrompt(a)
+		}
+		return text
+	case cmdApprove, cmdDeny:
+		return answerApproval(c, chatKey, cmd)
 	default:
 		return helpText
 	}

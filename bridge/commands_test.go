@@ -46,6 +46,9 @@ type fakeControls struct {
 	rowOK    bool
 	lastErr  string
 	calls    []string
+
+	approval   supervisor.Approval
+	approvalOK bool
 }
 
 func (f *fakeControls) Stop(key string) supervisor.StopResult {
@@ -61,6 +64,20 @@ func (f *fakeControls) Reset(_ context.Context, key string) (supervisor.ResetRes
 func (f *fakeControls) ChatStatus(key string) (supervisor.ChildStatus, bool, string) {
 	f.calls = append(f.calls, "status "+key)
 	return f.row, f.rowOK, f.lastErr
+}
+
+func (f *fakeControls) Answer(key, decision string) (supervisor.Approval, bool) {
+	f.calls = append(f.calls, "answer "+key+" "+decision)
+	return f.approval, f.approvalOK
+}
+
+func (f *fakeControls) PendingApproval(key string) (supervisor.Approval, bool) {
+	return f.approval, f.approvalOK
+}
+
+func (f *fakeControls) WaitApproval(ctx context.Context, key string, after uint64) (supervisor.Approval, error) {
+	<-ctx.Done()
+	return supervisor.Approval{}, ctx.Err()
 }
 
 func TestRunCommand(t *testing.T) {

@@ -111,6 +111,7 @@ type LocalError struct {
 // LocalInbox is an http.Handler for a loopback listener:
 //
 //	POST /v1/chats/{chatKey}/messages  {"text": "..."} → 200 LocalReply once the turn ended
+//	GET  /v1/chats/{chatKey}/approval  → 200 LocalApproval the chat's turn waits for, or 404
 //	GET  /v1/healthz                   → 200 {"status":"ok"} (also /healthz)
 //	GET  /v1/readyz                    → 200, or 503 with the reason (also /readyz; see Ready)
 //
@@ -156,6 +157,8 @@ func NewLocalInbox(cfg LocalInboxConfig) (*LocalInbox, error) {
 	h.guarded = guarded{g: newGuard(cfg.Token, cfg.AllowedHosts, cfg.AllowedOrigins), realm: "codex-warm inbox", log: h.log, next: h.mux}
 	h.mux.HandleFunc("POST /v1/chats/{chatKey}/messages", h.postMessage)
 	h.mux.HandleFunc("/v1/chats/{chatKey}/messages", methodNotAllowed("POST"))
+	h.mux.HandleFunc("GET /v1/chats/{chatKey}/approval", h.getApproval)
+	h.mux.HandleFunc("/v1/chats/{chatKey}/approval", methodNotAllowed("GET, HEAD"))
 	// The unversioned names are the probes' usual ones, shared with other listeners.
 	for _, p := range []string{"/v1/healthz", "/healthz"} {
 		h.mux.HandleFunc("GET "+p, health.Live)

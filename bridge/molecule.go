@@ -406,7 +406,14 @@ func (m *Molecule) handle(ctx, drainCtx context.Context, disp *dispatcher, j job
 // while the pool was busy: the row then stays unacknowledged and the next run answers it.
 func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*pendingReply, bool) {
 	start := time.Now()
+	var relay sync.WaitGroup
+	relayCtx, stopRelay := context.WithCancel(drainCtx)
+	if m.cfg.Controls != nil {
+		relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
+	}
 	reply, err := m.submit(ctx, drainCtx, log, msg)
+	stopRelay()
+	relay.Wait()
 	return m.settle(ctx, drainCtx, log, msg, start, reply, err)
 }
 
@@ -438,7 +445,14 @@ func (m *Molecule) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg m
 	m.inflight[msg.ActivityID] = msg.ChatKey
 	m.mu.Unlock()
 	m.handed.Go(func() {
+		var relay sync.WaitGroup
+		relayCtx, stopRelay := context.WithCancel(drainCtx)
+		if m.cfg.Controls != nil {
+			relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
+		}
 		reply, err := ticket.Wait()
+		stopRelay()
+		relay.Wait()
 		m.mu.Lock()
 		delete(m.inflight, msg.ActivityID)
 		m.mu.Unlock()
@@ -599,7 +613,11 @@ func (m *Molecule) send(ctx context.Context, log *zap.Logger, p pendingReply) er
 	if !validWorkspaceID(p.Route.Workspace) {
 		return backoff.Permanent(fmt.Errorf("reply for activity %s has an invalid target workspace %q", p.ActivityID, p.Route.Workspace))
 	}
-	key := replyID(m.cfg.WorkspaceID, p.ActivityID)
+	return m.sendAs(ctx, log, p, replyID(m.cfg.WorkspaceID, p.ActivityID))
+}
+
+// sendAs makes one delivery attempt of p with key as its Idempotency-Key.
+func (m *Molecule) sendAs(ctx context.Context, log *zap.Logger, p pendingReply, key string) error {
 	switch p.Route.Kind {
 	case routeNotify:
 		return m.client.notify(ctx, p.Route.Workspace, key, p.Text)

@@ -57,12 +57,20 @@ type ThreadStore interface {
 
 // Defaults of Config fields left zero.
 const (
-	DefaultMaxQueuePerKey      = 16
-	DefaultIdleTTL             = 15 * time.Minute
-	DefaultSlotWait            = 30 * time.Second
-	DefaultMaxSlotWaiters      = 64
-	DefaultHandshakeTimeout    = 30 * time.Second
-	DefaultTurnDeadline        = 600 * time.Second
+	DefaultMaxQueuePerKey   = 16
+	DefaultIdleTTL          = 15 * time.Minute
+	DefaultSlotWait         = 30 * time.Second
+	DefaultMaxSlotWaiters   = 64
+	DefaultHandshakeTimeout = 30 * time.Second
+	DefaultTurnDeadline     = 600 * time.Second
+	// DefaultPostToolQuiet: every notification disarms the watch, and codex sends some at once
+	// after a tool item completes, before its next model request: in
+	// testdata/codex-wire/approval-declined.jsonl thread/status/changed follows the command's
+	// item/completed within 0 ms and thread/tokenUsage/updated within 4 ms (same in the
+	// approval e2e runs on real codex 0.169). A model thinking silently after that does not
+	// trip it; the turn deadline bounds that. So the watch only catches a codex that went
+	// silent right after a tool, and 90 s, four orders of magnitude over the gap, is kept: a
+	// shorter one gains nothing a loaded machine cannot cost.
 	DefaultPostToolQuiet       = 90 * time.Second
 	DefaultCrashWindow         = 10 * time.Second
 	DefaultCrashBackoffInitial = time.Second
@@ -178,8 +186,12 @@ type Config struct {
 	TurnDeadline time.Duration
 	// PostToolQuiet retires a child that went silent this long after a tool item
 	// (commandExecution, fileChange, mcpToolCall, dynamicToolCall) completed (WatchdogPostTool).
-	// Default 90 s; negative: none.
+	// Default 90 s; negative: none. Every notification of the thread counts as activity, and
+	// the watch is paused while the thread waits on a person (see turnWatch).
 	PostToolQuiet time.Duration
+	// ApprovalTimeout is how long an approval asked in the chat (appserver.DecisionAsk) waits
+	// for /approve or /deny before it is declined. Default DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration
 	// InterruptGrace is passed to appserver.TurnOptions. Zero: appserver's default (5 s).
 	InterruptGrace time.Duration
 
@@ -260,6 +272,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	setDur(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
 	setDur(&cfg.TurnDeadline, DefaultTurnDeadline)
 	setDur(&cfg.PostToolQuiet, DefaultPostToolQuiet)
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = DefaultApprovalTimeout
+	}
 	setDur(&cfg.CrashWindow, DefaultCrashWindow)
 	setDur(&cfg.CrashBackoffInitial, DefaultCrashBackoffInitial)
 	setDur(&cfg.CrashBackoffMax, DefaultCrashBackoffMax)

@@ -295,6 +295,7 @@ func (c *fakeChild) RevertThread(ctx context.Context, threadID, beforeTurnID str
 //	fail          settle with status failed
 //	rpc-error     fail before turn/completed
 //	protocol-error  the child answered turn/start with something unreadable (appserver.ErrProtocol)
+//	ask...        ask for an approval (see fakeChild.askTurn)
 //	anything else complete with "reply #<n>: <text>", n counting the thread's turns
 func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (res *appserver.TurnResult, err error) {
 	text := input[0].Text
@@ -416,6 +417,8 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 		return nil, errors.New("turn/start: -32603 internal error")
 	case text == "protocol-error":
 		return nil, fmt.Errorf("turn/start result has no turn id: %w", appserver.ErrProtocol)
+	case strings.HasPrefix(text, "ask"):
+		return c.askTurn(ctx, threadID, turnID, text, opts, result)
 	}
 	return result(protocol.TurnCompleted), nil
 }

@@ -76,6 +76,8 @@ type Supervisor struct {
 	nextID        uint64
 	useSeq        uint64
 	shutdownDone  chan struct{}
+
+	approvals *approvalBoard // approvals waiting for the chat's answer (approval.go)
 }
 
 // New builds a Supervisor. When cfg.StateDir is set it first sweeps children left by a daemon
@@ -98,6 +100,7 @@ func New(cfg Config) (*Supervisor, error) {
 		sessions:     make(map[*session]struct{}),
 		retired:      make(map[string]int),
 		shutdownDone: make(chan struct{}),
+		approvals:    newApprovalBoard(),
 		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters, budget: cfg.MemoryBudget},
 		spareKick:    make(chan struct{}, 1),
 		spareChanged: make(chan struct{}),

@@ -18,11 +18,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	defer cancel(nil)
 	stopLife := context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })
 	defer stopLife()
-	var deadline *time.Timer
-	if d := s.cfg.TurnDeadline; d > 0 {
-		deadline = time.AfterFunc(d, func() { cancel(&tripError{watchdog: WatchdogTurn, after: d}) })
-	}
-	pt := &postToolWatch{quiet: s.cfg.PostToolQuiet, cancel: cancel}
+	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, cancel)
 	first := sess.turns == 0
 	input := []protocol.UserInput{{Type: "text", Text: j.text}}
 	live := &liveTurn{child: sess.child, threadID: sess.threadID}
@@ -31,14 +27,12 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	s.mu.Unlock()
 
 	res, err := sess.child.RunTurn(ctx, sess.threadID, input, appserver.TurnOptions{
-		OnNotification: pt.observe,
+		OnNotification: watch.observe,
 		InterruptGrace: s.cfg.InterruptGrace,
 		OnStarted:      live.started,
+		Approve:        s.approver(k.key, sess, watch),
 	})
-	if deadline != nil {
-		deadline.Stop()
-	}
-	pt.stop()
+	watch.stop()
 	cause := context.Cause(ctx)
 
 	r := Reply{ChatKey: k.key, ThreadID: sess.threadID, PID: sess.pid}

@@ -1,11 +1,9 @@
 package supervisor
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
@@ -34,51 +32,6 @@ func isDone(c Child) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// postToolWatch trips WatchdogPostTool when a tool item completed and no notification of the turn
-// followed within quiet.
-type postToolWatch struct {
-	quiet  time.Duration
-	cancel context.CancelCauseFunc
-
-	mu      sync.Mutex
-	timer   *time.Timer
-	stopped bool
-}
-
-func (p *postToolWatch) observe(n protocol.Notification) {
-	if p.quiet <= 0 {
-		return
-	}
-	tool := n.Method == protocol.NotifyItemCompleted && isToolItem(n.Params)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stopped {
-		return
-	}
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	if !tool {
-		return
-	}
-	if p.timer == nil {
-		p.timer = time.AfterFunc(p.quiet, func() {
-			p.cancel(&tripError{watchdog: WatchdogPostTool, after: p.quiet})
-		})
-	} else {
-		p.timer.Reset(p.quiet)
-	}
-}
-
-func (p *postToolWatch) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stopped = true
-	if p.timer != nil {
-		p.timer.Stop()
 	}
 }
 

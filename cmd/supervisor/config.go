@@ -58,6 +58,7 @@ type runConfig struct {
 	PollInterval     time.Duration
 	PlatformTimeout  time.Duration
 	Approval         string
+	ApprovalTimeout  time.Duration
 	LogLevel         string
 	LogFormat        string
 
@@ -188,7 +189,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.dur(&c.DrainTimeout, "drain-timeout", "CODEX_WARM_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, let running turns finish this long before interrupting them")
 	e.dur(&c.PollInterval, "poll-interval", "CODEX_WARM_POLL_INTERVAL", time.Second, "Molecule activity poll interval")
 	e.dur(&c.PlatformTimeout, "platform-timeout", "CODEX_WARM_PLATFORM_TIMEOUT", 30*time.Second, "bound on one Molecule platform call (poll, reply, heartbeat)")
-	e.str(&c.Approval, "approval", "CODEX_WARM_APPROVAL", "decline", "answer to codex command and file-change approval requests: decline or accept")
+	e.str(&c.Approval, "approval", "CODEX_WARM_APPROVAL", "decline", "answer to codex command and file-change approval requests: decline, accept, or ask (the chat answers /approve or /deny)")
+	e.dur(&c.ApprovalTimeout, "approval-timeout", "CODEX_WARM_APPROVAL_TIMEOUT", supervisor.DefaultApprovalTimeout, "with --approval ask, decline an approval nobody answered this long")
 	e.str(&c.LogLevel, "log-level", "CODEX_WARM_LOG_LEVEL", "info", "debug, info, warn or error")
 	e.str(&c.LogFormat, "log-format", "CODEX_WARM_LOG_FORMAT", "json", "json or console")
 	var overrides listFlag
@@ -229,8 +231,12 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	switch {
 	case c.Inbox != "local" && c.Inbox != "molecule":
 		return c, fmt.Errorf("--inbox %q: want molecule or local", c.Inbox)
-	case c.Approval != "decline" && c.Approval != "accept":
-		return c, fmt.Errorf("--approval %q: want decline or accept", c.Approval)
+	case c.Approval != "decline" && c.Approval != "accept" && c.Approval != "ask":
+		return c, fmt.Errorf("--approval %q: want decline, accept or ask", c.Approval)
+	case c.Approval == "ask" && !c.ChatCommands:
+		return c, errors.New("--approval ask needs --chat-commands: the chat answers with /approve or /deny")
+	case c.ApprovalTimeout <= 0:
+		return c, fmt.Errorf("--approval-timeout %s: must be > 0", c.ApprovalTimeout)
 	case c.MaxChildren < 0:
 		return c, fmt.Errorf("--max-children %d: must be >= 0", c.MaxChildren)
 	case c.Spares < 0:

@@ -133,8 +133,17 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	log.Info("sessions loaded", zap.String("path", d.store.Path()), zap.Int("chats", d.store.Len()))
 
 	policy := appserver.DefaultPolicy()
-	if cfg.Approval == "accept" {
+	thread := appserver.ThreadOptions{Cwd: cfg.Cwd}
+	switch cfg.Approval {
+	case "accept":
 		policy = appserver.AcceptPolicy()
+	case "ask":
+		policy = appserver.AskPolicy()
+		// A person answers, so codex asks before every command not known to be safe. It has to
+		// be asked for on thread/start: codex 0.169 refuses approval_policy = "untrusted" in
+		// its config ("no longer supported") yet takes it there
+		// (testdata/codex-wire/approval-declined.jsonl).
+		thread.ApprovalPolicy = "untrusted"
 	}
 	budget, err := cfg.memoryBudget()
 	if err != nil {
@@ -166,7 +175,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 			Logger:              log,
 		},
 		Store:            d.store,
-		Thread:           appserver.ThreadOptions{Cwd: cfg.Cwd},
+		Thread:           thread,
 		StateDir:         cfg.StateDir,
 		MaxChildren:      cfg.MaxChildren,
 		Spares:           cfg.Spares,
@@ -182,6 +191,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		TurnDeadline:     cfg.TurnTimeout,
 		PostToolQuiet:    cfg.PostToolTimeout,
+		ApprovalTimeout:  cfg.ApprovalTimeout,
 		Admit:            d.login.admit,
 		OnTurn:           onTurn,
 		Logger:           log,

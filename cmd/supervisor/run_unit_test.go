@@ -135,6 +135,8 @@ func TestParseRunConfig(t *testing.T) {
 		{name: "bad int in env", env: map[string]string{"CODEX_WARM_MAX_CHILDREN": "many"}, wantErr: "CODEX_WARM_MAX_CHILDREN"},
 		{name: "unknown inbox", args: []string{"--inbox", "smtp"}, wantErr: "--inbox"},
 		{name: "unknown approval", args: []string{"--approval", "yolo"}, wantErr: "--approval"},
+		{name: "ask without chat commands", args: []string{"--approval", "ask", "--chat-commands=false"}, wantErr: "needs --chat-commands"},
+		{name: "zero approval timeout", args: []string{"--approval", "ask", "--approval-timeout", "0s"}, wantErr: "--approval-timeout"},
 		{name: "zero turn timeout", args: []string{"--turn-timeout", "0s"}, wantErr: "--turn-timeout"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "listen on every interface without a token", args: []string{"--listen", ":0"}, wantErr: "every interface"},

@@ -1,0 +1,146 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/protocol"
+)
+
+// turnWatch runs one turn's watchdogs: the turn deadline (WatchdogTurn) and the post-tool quiet
+// watch (WatchdogPostTool). Both are paused while the turn waits on a person: while codex
+// reports the thread waitingOnApproval or waitingOnUserInput (thread/status/changed), and while
+// an approval of the turn waits for the chat's answer. A person taking minutes to answer is
+// not a hung child. The time spent waiting does not count against the deadline; the quiet watch
+// starts over when the wait ends.
+//
+// The post-tool watch trips when a tool item (commandExecution, fileChange, mcpToolCall,
+// dynamicToolCall) completed and no notification of the thread followed within quiet. Every
+// notification the turn receives counts as activity (reasoning deltas, token usage, status
+// changes, items started), not only items.
+type turnWatch struct {
+	cancel context.CancelCauseFunc
+
+	mu sync.Mutex
+	// deadline is the turn deadline; left is what remains of it, as of since while it runs.
+	deadline  time.Duration
+	left      time.Duration
+	since     time.Time
+	turnTimer *time.Timer
+	// quiet is the post-tool quiet; armed is true from a tool item's completion until the next
+	// notification.
+	quiet     time.Duration
+	armed     bool
+	quietTime *time.Timer
+	// flagged: codex says the thread waits on a person; asking: approvals waiting for the chat.
+	flagged bool
+	asking  int
+	stopped bool
+}
+
+// newTurnWatch starts the watchdogs of a turn; a zero or negative duration disables one. cancel
+// ends the turn with a *tripError.
+func newTurnWatch(deadline, quiet time.Duration, cancel context.CancelCauseFunc) *turnWatch {
+	w := &turnWatch{cancel: cancel, deadline: deadline, left: deadline, quiet: quiet}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.resumeLocked()
+	return w
+}
+
+func (w *turnWatch) pausedLocked() bool { return w.flagged || w.asking > 0 }
+
+// resumeLocked (re)starts the timers that should run now.
+func (w *turnWatch) resumeLocked() {
+	if w.stopped || w.pausedLocked() {
+		return
+	}
+	if w.deadline > 0 && w.turnTimer == nil {
+		w.since = time.Now()
+		d := w.deadline
+		w.turnTimer = time.AfterFunc(w.left, func() { w.cancel(&tripError{watchdog: WatchdogTurn, after: d}) })
+	}
+	if w.quiet > 0 && w.armed && w.quietTime == nil {
+		q := w.quiet
+		w.quietTime = time.AfterFunc(q, func() { w.cancel(&tripError{watchdog: WatchdogPostTool, after: q}) })
+	}
+}
+
+// pauseLocked stops the timers, keeping what is left of the deadline.
+func (w *turnWatch) pauseLocked() {
+	if w.turnTimer != nil {
+		if w.turnTimer.Stop() {
+			w.left -= time.Since(w.since)
+		}
+		w.turnTimer = nil
+	}
+	w.stopQuietLocked()
+}
+
+func (w *turnWatch) stopQuietLocked() {
+	if w.quietTime != nil {
+		w.quietTime.Stop()
+		w.quietTime = nil
+	}
+}
+
+// observe takes each notification of the turn (TurnOptions.OnNotification).
+func (w *turnWatch) observe(n protocol.Notification) {
+	tool := n.Method == protocol.NotifyItemCompleted && isToolItem(n.Params)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	// Any notification is activity: the quiet watch waits for the next tool.
+	w.stopQuietLocked()
+	w.armed = tool
+	if n.Method == protocol.NotifyThreadStatus {
+		w.flagged = waitingOnPerson(n.Params)
+	}
+	if w.pausedLocked() {
+		w.pauseLocked()
+		return
+	}
+	w.resumeLocked()
+}
+
+// waitOnPerson marks the start (and, through the returned func, the end) of an approval of the
+// turn waiting for the chat's answer.
+func (w *turnWatch) waitOnPerson() (done func()) {
+	w.mu.Lock()
+	w.asking++
+	w.pauseLocked()
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.asking--
+		w.resumeLocked()
+	}
+}
+
+// stop ends the watchdogs; later notifications change nothing.
+func (w *turnWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pauseLocked()
+	w.stopped = true
+}
+
+// waitingOnPerson reports whether thread/status/changed params say the thread waits on a
+// person: active with the waitingOnApproval or waitingOnUserInput flag.
+func waitingOnPerson(params json.RawMessage) bool {
+	var p protocol.ThreadStatusNotification
+	if json.Unmarshal(params, &p) != nil || p.Status.Type != protocol.ThreadStatusActive {
+		return false
+	}
+	for _, f := range p.Status.ActiveFlags {
+		if f == protocol.FlagWaitingOnApproval || f == protocol.FlagWaitingOnUserInput {
+			return true
+		}
+	}
+	return false
+}
