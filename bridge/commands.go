@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -129,6 +130,9 @@ func statusText(row supervisor.ChildStatus, ok bool, lastErr string) string {
 		fmt.Fprintf(&b, "codex pid %d is %s", row.PID, row.State)
 		if row.State == supervisor.StateBusy {
 			fmt.Fprintf(&b, " (for %s)", row.TurnAge.Round(100_000_000))
+			if a := row.ActivityLine(time.Now()); a != "" {
+				fmt.Fprintf(&b, ", now %s", a)
+			}
 		}
 		fmt.Fprintf(&b, "; thread %s; %d turns; %d queued", row.ThreadID, row.Turns, row.Queued)
 		if row.PSSBytes > 0 {

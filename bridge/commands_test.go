@@ -101,9 +101,10 @@ func TestRunCommand(t *testing.T) {
 		t.Errorf("new failing: %q", got)
 	}
 	busy := &fakeControls{rowOK: true, lastErr: "turn failed", row: supervisor.ChildStatus{PID: 42, State: supervisor.StateBusy,
-		TurnAge: 2 * time.Second, ThreadID: "t1", Turns: 3, Queued: 1, PSSBytes: 53 << 20}}
+		TurnAge: 2 * time.Second, ThreadID: "t1", Turns: 3, Queued: 1, PSSBytes: 53 << 20,
+		Activity: `running "npm test"`, ActivitySince: time.Now().Add(-time.Hour)}}
 	got := run(busy, cmdStatus, 0)
-	for _, want := range []string{"pid 42", "busy (for 2s)", "thread t1", "3 turns", "1 queued", "53 MB", "last error: turn failed"} {
+	for _, want := range []string{"pid 42", "busy (for 2s), now running \"npm test\" (1h0m", "thread t1", "3 turns", "1 queued", "53 MB", "last error: turn failed"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("status %q lacks %q", got, want)
 		}

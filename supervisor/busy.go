@@ -50,6 +50,7 @@ var ErrSuperseded = errors.New("interrupted by a newer message")
 type liveTurn struct {
 	child    Child
 	threadID string
+	act      *activity // what the turn is doing now; see ChildStatus.Activity
 
 	mu     sync.Mutex
 	turnID string // "" until codex answered turn/start

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -296,6 +297,7 @@ func (c *fakeChild) RevertThread(ctx context.Context, threadID, beforeTurnID str
 //	rpc-error     fail before turn/completed
 //	protocol-error  the child answered turn/start with something unreadable (appserver.ErrProtocol)
 //	ask...        ask for an approval (see fakeChild.askTurn)
+//	progress:<g>  think, then run `npm test` until gate g opens, then write the reply
 //	anything else complete with "reply #<n>: <text>", n counting the thread's turns
 func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (res *appserver.TurnResult, err error) {
 	text := input[0].Text
@@ -419,6 +421,28 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 		return nil, fmt.Errorf("turn/start result has no turn id: %w", appserver.ErrProtocol)
 	case strings.HasPrefix(text, "ask"):
 		return c.askTurn(ctx, threadID, turnID, text, opts, result)
+	case strings.HasPrefix(text, "progress:"):
+		notify := func(method, typ string, extra map[string]any) {
+			item := map[string]any{"type": typ, "id": typ + "-1"}
+			maps.Copy(item, extra)
+			b, _ := json.Marshal(map[string]any{"threadId": threadID, "turnId": turnID, "item": item})
+			opts.OnNotification(protocol.Notification{Method: method, Params: b})
+		}
+		notify(protocol.NotifyItemStarted, protocol.ItemReasoning, nil)
+		select {
+		case <-time.After(10 * time.Second):
+		case <-ctx.Done():
+			return interrupted()
+		}
+		notify(protocol.NotifyItemCompleted, protocol.ItemReasoning, nil)
+		notify(protocol.NotifyItemStarted, protocol.ItemCommandExecution, map[string]any{"command": "npm test"})
+		select {
+		case <-w.gate(strings.TrimPrefix(text, "progress:")):
+		case <-ctx.Done():
+			return interrupted()
+		}
+		notify(protocol.NotifyItemCompleted, protocol.ItemCommandExecution, map[string]any{"command": "npm test", "status": "completed"})
+		notify(protocol.NotifyItemStarted, protocol.ItemAgentMessage, nil)
 	}
 	return result(protocol.TurnCompleted), nil
 }

@@ -53,6 +53,9 @@ func (s *Supervisor) Status() Snapshot {
 		if sess.state == StateBusy {
 			cs.TurnAge = now.Sub(sess.turnStart)
 			t.Busy++
+			if lt := sess.key.live; lt != nil && lt.act != nil {
+				cs.Activity, cs.ActivitySince = lt.act.get()
+			}
 		}
 		rows = append(rows, row{cs: cs, child: sess.child})
 	}

@@ -21,13 +21,13 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, cancel)
 	first := sess.turns == 0
 	input := []protocol.UserInput{{Type: "text", Text: j.text}}
-	live := &liveTurn{child: sess.child, threadID: sess.threadID}
+	live := &liveTurn{child: sess.child, threadID: sess.threadID, act: newActivity()}
 	s.mu.Lock()
 	k.live = live
 	s.mu.Unlock()
 
 	res, err := sess.child.RunTurn(ctx, sess.threadID, input, appserver.TurnOptions{
-		OnNotification: watch.observe,
+		OnNotification: func(n protocol.Notification) { watch.observe(n); live.act.observe(n) },
 		InterruptGrace: s.cfg.InterruptGrace,
 		OnStarted:      live.started,
 		Approve:        s.approver(k.key, sess, watch),

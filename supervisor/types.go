@@ -128,6 +128,11 @@ type ChildStatus struct {
 	Queued       int           `json:"queued"`
 	Uptime       time.Duration `json:"uptime_ns"`
 	LastActivity time.Time     `json:"last_activity"`
+	// Activity is what the chat's running turn is doing now, one line: "starting", "thinking",
+	// "writing", `running "npm test"`, "editing 2 files", "calling server.tool", "waiting for
+	// approval"; empty when no turn runs. ActivitySince is when that step began.
+	Activity      string    `json:"activity,omitempty"`
+	ActivitySince time.Time `json:"activity_since,omitzero"`
 	// RSSBytes, PSSBytes and USSBytes are the child's resident, proportional and private memory
 	// (/proc/<pid>/smaps_rollup). Warm children share the codex binary's pages, so RSS counts
 	// them once per child; PSS divides them among the children (summed, they count once) and USS

@@ -243,7 +243,8 @@ func TestRenderStatusTable(t *testing.T) {
 		Snapshot: supervisor.Snapshot{
 			Children: []supervisor.ChildStatus{
 				{ChatKey: "peer:b", ThreadID: "01a1fd80-b525-7b83-b606-b61215897848", PID: 7, State: supervisor.StateIdle, Turns: 3, LastActivity: now.Add(-2 * time.Minute), RSSBytes: 150 << 20, PSSBytes: 53 << 20, USSBytes: 25 << 20},
-				{ChatKey: "canvas:a", ThreadID: "t2", PID: 8, State: supervisor.StateBusy, TurnAge: 1500 * time.Millisecond, Turns: 1, Restarts: 1},
+				{ChatKey: "canvas:a", ThreadID: "t2", PID: 8, State: supervisor.StateBusy, TurnAge: 1500 * time.Millisecond, Turns: 1, Restarts: 1,
+					Activity: `running "npm test"`, ActivitySince: now.Add(-130 * time.Second)},
 				{ThreadID: "t3", PID: 9, State: supervisor.StateSpare, LastActivity: now.Add(-time.Minute)},
 			},
 			Totals: supervisor.Totals{Live: 3, Busy: 1, Spares: 1, Cap: 4, Turns: 4, Retired: map[string]int{"idle": 2, "child_died": 1},
@@ -287,6 +288,10 @@ func TestRenderStatusTable(t *testing.T) {
 	if mem := strings.Index(header, "PSS"); mem < 0 || strings.Contains(header, "RSS") ||
 		!strings.HasPrefix(string([]rune(rowB)[mem:]), "53M ") {
 		t.Errorf("memory column is not PSS:\n%s", out)
+	}
+	if act := strings.Index(header, "ACTIVITY"); act < 0 || !strings.HasPrefix(string([]rune(rowA)[act:]), `running "npm test" (2m10s)`) ||
+		!strings.HasPrefix(string([]rune(rowB)[act:]), "-") {
+		t.Errorf("activity column wrong:\n%s", out)
 	}
 	for _, want := range []string{"01a1fd80-b525…", "busy", "1.5s", "2m00s", "live 3/4  busy 1  spares 1", "overload retries 3", "retired child_died=1 idle=2", "up 1m30s",
 		"memory: children pss 53M (private 25M, rss 150M), daemon pss 9M; budget 4.0G, used 106M (measured 53M), new child ~53M\n"} {

@@ -73,7 +73,7 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ChatKey < rows[j].ChatKey })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// PSS, not RSS: warm children share the codex binary's pages, which RSS counts once per child.
-	fmt.Fprintln(tw, "CHAT\tTHREAD\tPID\tSTATE\tTURN AGE\tTURNS\tRESTARTS\tQUEUED\tPSS\tIDLE")
+	fmt.Fprintln(tw, "CHAT\tTHREAD\tPID\tSTATE\tTURN AGE\tTURNS\tRESTARTS\tQUEUED\tPSS\tIDLE\tACTIVITY")
 	for _, c := range rows {
 		turnAge, idle := "-", "-"
 		if c.State == supervisor.StateBusy {
@@ -85,8 +85,12 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 		if c.State == supervisor.StateSpare || (chat == "" && c.State == supervisor.StateStarting) {
 			chat = "(spare)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n",
-			chat, shortID(c.ThreadID), c.PID, c.State, turnAge, c.Turns, c.Restarts, c.Queued, humanBytes(c.PSSBytes), idle)
+		activity := c.ActivityLine(now)
+		if activity == "" {
+			activity = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n",
+			chat, shortID(c.ThreadID), c.PID, c.State, turnAge, c.Turns, c.Restarts, c.Queued, humanBytes(c.PSSBytes), idle, activity)
 	}
 	tw.Flush()
 	if len(rows) == 0 {

@@ -1,0 +1,116 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/protocol"
+)
+
+// Activity texts of a running turn besides the per-item ones of describeItem.
+const (
+	ActivityStarting = "starting"
+	ActivityThinking = "thinking"
+	ActivityWriting  = "writing"
+	ActivityWaiting  = "waiting for approval"
+)
+
+// activityCommandMax caps the command shown in an activity; the status table and the platform's
+// heartbeat show one line per chat.
+const activityCommandMax = 80
+
+// activity is what a running turn is doing now and since when, from the turn's notifications.
+// It changes on item/started, on a tool's item/completed (the model reads the result: thinking)
+// and on thread/status/changed (waiting on a person); deltas and token usage leave it alone, so
+// its since is when the current step began.
+type activity struct {
+	mu    sync.Mutex
+	what  string
+	since time.Time
+}
+
+func newActivity() *activity { return &activity{what: ActivityStarting, since: time.Now()} }
+
+// observe takes each notification of the turn (TurnOptions.OnNotification).
+func (a *activity) observe(n protocol.Notification) {
+	var what string
+	switch n.Method {
+	case protocol.NotifyItemStarted:
+		what = describeItem(n.Params)
+	case protocol.NotifyItemCompleted:
+		if isToolItem(n.Params) {
+			what = ActivityThinking
+		}
+	case protocol.NotifyThreadStatus:
+		if waitingOnPerson(n.Params) {
+			what = ActivityWaiting
+		}
+	}
+	if what == "" {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if what != a.what {
+		a.what, a.since = what, time.Now()
+	}
+}
+
+func (a *activity) get() (string, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.what, a.since
+}
+
+// describeItem is the one-line activity of an item/started: "" for an item that says nothing
+// of what the turn does (the user's own message).
+func describeItem(params json.RawMessage) string {
+	var n protocol.ItemNotification
+	if json.Unmarshal(params, &n) != nil {
+		return ""
+	}
+	it, err := protocol.DecodeItem(n.Item)
+	if err != nil {
+		return ""
+	}
+	switch it.Type {
+	case protocol.ItemCommandExecution:
+		return "running " + strconv.Quote(truncateRunes(it.Command, activityCommandMax))
+	case protocol.ItemFileChange:
+		if len(it.Changes) == 1 {
+			return "editing 1 file"
+		}
+		return fmt.Sprintf("editing %d files", len(it.Changes))
+	case protocol.ItemMCPToolCall:
+		return "calling " + it.Server + "." + it.Tool
+	case protocol.ItemDynamicToolCall:
+		return "calling " + it.Tool
+	case protocol.ItemReasoning:
+		return ActivityThinking
+	case protocol.ItemAgentMessage:
+		return ActivityWriting
+	case protocol.ItemUserMessage, "":
+		return ""
+	}
+	return it.Type
+}
+
+func truncateRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// ActivityLine is the row's activity with its age as of now, as the status table, /status and
+// the platform's heartbeat show it: `running "npm test" (2m10s)`. Empty when no turn runs.
+func (c ChildStatus) ActivityLine(now time.Time) string {
+	if c.Activity == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s (%s)", c.Activity, max(now.Sub(c.ActivitySince), 0).Round(time.Second))
+}

@@ -1,0 +1,93 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/protocol"
+)
+
+// TestStatusShowsActivity: while a turn runs, the chat's status row says what it does now and
+// since when: thinking from the start, then the running command from the moment it started;
+// once the turn is over the row has no activity.
+func TestStatusShowsActivity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		s := newSup(t, w, nil)
+		defer shutdown(t, s)
+		start := time.Now()
+		p := submitAsync(context.Background(), s, "a", "progress:g")
+		synctest.Wait()
+		row, ok, _ := s.ChatStatus("a")
+		if !ok || row.Activity != ActivityThinking || !row.ActivitySince.Equal(start) {
+			t.Fatalf("at start: ok %v, activity %q since %v, want thinking since %v", ok, row.Activity, row.ActivitySince, start)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		cmdStart := time.Now()
+		time.Sleep(2*time.Minute + 10*time.Second)
+		row, _, _ = s.ChatStatus("a")
+		if want := `running "npm test"`; row.Activity != want || !row.ActivitySince.Equal(cmdStart) {
+			t.Fatalf("during the command: activity %q since %v, want %q since %v", row.Activity, row.ActivitySince, want, cmdStart)
+		}
+		if time.Since(row.ActivitySince) != 2*time.Minute+10*time.Second {
+			t.Errorf("activity age %s", time.Since(row.ActivitySince))
+		}
+		b, _ := json.Marshal(row)
+		var doc map[string]any
+		if err := json.Unmarshal(b, &doc); err != nil || doc["activity"] != `running "npm test"` || doc["activity_since"] == nil {
+			t.Errorf("json row %s lacks activity fields", b)
+		}
+		w.open("g")
+		if _, err := p.wait(); err != nil {
+			t.Fatal(err)
+		}
+		row, _, _ = s.ChatStatus("a")
+		if row.Activity != "" || !row.ActivitySince.IsZero() {
+			t.Errorf("idle chat shows activity %q since %v", row.Activity, row.ActivitySince)
+		}
+	})
+}
+
+func TestDescribeItem(t *testing.T) {
+	for _, tc := range []struct {
+		item map[string]any
+		want string
+	}{
+		{map[string]any{"type": "commandExecution", "command": "go test ./..."}, `running "go test ./..."`},
+		{map[string]any{"type": "fileChange", "changes": []map[string]any{{"path": "a"}, {"path": "b"}}}, "editing 2 files"},
+		{map[string]any{"type": "fileChange", "changes": []map[string]any{{"path": "a"}}}, "editing 1 file"},
+		{map[string]any{"type": "mcpToolCall", "server": "gh", "tool": "search"}, "calling gh.search"},
+		{map[string]any{"type": "dynamicToolCall", "tool": "lookup"}, "calling lookup"},
+		{map[string]any{"type": "reasoning"}, "thinking"},
+		{map[string]any{"type": "agentMessage"}, "writing"},
+		{map[string]any{"type": "userMessage"}, ""},
+		{map[string]any{"type": "webSearch"}, "webSearch"},
+	} {
+		b, _ := json.Marshal(map[string]any{"threadId": "t", "turnId": "u", "item": tc.item})
+		if got := describeItem(b); got != tc.want {
+			t.Errorf("%v: got %q, want %q", tc.item, got, tc.want)
+		}
+	}
+	long := make([]byte, 200)
+	for i := range long {
+		long[i] = 'x'
+	}
+	b, _ := json.Marshal(map[string]any{"item": map[string]any{"type": "commandExecution", "command": string(long)}})
+	if got := describeItem(b); len([]rune(got)) != len(`running ""`)+activityCommandMax {
+		t.Errorf("long command not capped: %d runes", len([]rune(got)))
+	}
+}
+
+// TestActivityWaitingOnApproval: codex's waitingOnApproval flag shows as waiting for approval.
+func TestActivityWaitingOnApproval(t *testing.T) {
+	a := newActivity()
+	b, _ := json.Marshal(map[string]any{"threadId": "t", "status": map[string]any{"type": "active", "activeFlags": []string{protocol.FlagWaitingOnApproval}}})
+	a.observe(protocol.Notification{Method: protocol.NotifyThreadStatus, Params: b})
+	if what, _ := a.get(); what != ActivityWaiting {
+		t.Errorf("activity %q", what)
+	}
+}
