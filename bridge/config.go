@@ -80,6 +80,9 @@ type MoleculeConfig struct {
 	// Controls carries out chat commands (/stop, /new, /status, /help) sent by canvas users and
 	// peers; nil turns them off, and such messages go to codex as text.
 	Controls Controls
+	// Progress, when set, tells the heartbeat's current_task what each running turn is doing
+	// (`peer:alpha: running "npm test" (2m10s)`); nil: it names the chat being answered.
+	Progress ProgressSource
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 	// HTTPClient carries every platform call; nil means a private client whose idle

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -682,19 +684,29 @@ func (m *Molecule) sendHeartbeat(ctx context.Context) {
 
 // heartbeatBody reports the running turns and the failure rate since the previous heartbeat.
 func (m *Molecule) heartbeatBody() heartbeatBody {
+	// Asked before taking m.mu: the supervisor takes its own lock.
+	var acts []supervisor.ChatActivity
+	if m.cfg.Progress != nil {
+		acts = m.cfg.Progress.Activity()
+	}
+	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	hb := heartbeatBody{
-		ActiveTasks:   len(m.inflight),
+		ActiveTasks:   max(len(m.inflight), len(acts)),
 		UptimeSeconds: int64(time.Since(m.runStart) / time.Second),
 	}
-	for _, key := range m.inflight {
-		if hb.CurrentTask == "" || key < hb.CurrentTask {
-			hb.CurrentTask = key
+	if len(acts) > 0 {
+		hb.CurrentTask = currentTask(acts, now)
+	} else {
+		for _, key := range m.inflight {
+			if hb.CurrentTask == "" || key < hb.CurrentTask {
+				hb.CurrentTask = key
+			}
 		}
-	}
-	if hb.CurrentTask != "" {
-		hb.CurrentTask = "answering " + hb.CurrentTask
+		if hb.CurrentTask != "" {
+			hb.CurrentTask = "answering " + hb.CurrentTask
+		}
 	}
 	if m.winTotal > 0 {
 		hb.ErrorRate = float64(m.winFailed) / float64(m.winTotal)
@@ -741,4 +753,30 @@ func (m *Molecule) ackLoop(ctx context.Context) {
 			sent = seq
 		}
 	}
+}
+
+// ProgressSource tells what each chat's running turn is doing; *supervisor.Supervisor is one.
+type ProgressSource interface {
+	Activity() []supervisor.ChatActivity
+}
+
+// maxCurrentTask caps the heartbeat's current_task: the canvas shows it on one line.
+const maxCurrentTask = 256
+
+// currentTask is the heartbeat's current_task: each running turn as `chat: activity (age)`,
+// the longest-running step first, joined with "; ".
+func currentTask(acts []supervisor.ChatActivity, now time.Time) string {
+	acts = slices.Clone(acts)
+	slices.SortStableFunc(acts, func(a, b supervisor.ChatActivity) int { return a.Since.Compare(b.Since) })
+	parts := make([]string, len(acts))
+	for i, a := range acts {
+		row := supervisor.ChildStatus{Activity: a.What, ActivitySince: a.Since}
+		parts[i] = a.ChatKey + ": " + row.ActivityLine(now)
+	}
+	t := strings.ToValidUTF8(strings.Join(parts, "; "), "\uFFFD")
+	if len(t) > maxCurrentTask {
+		// One line: capText's note would start a second one.
+		t = t[:runeStart(t, maxCurrentTask-len("…"))] + "…"
+	}
+	return t
 }

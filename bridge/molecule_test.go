@@ -536,6 +536,59 @@ func TestHeartbeatReportsActiveTask(t *testing.T) {
 	}
 }
 
+// fakeProgress is a ProgressSource with fixed activities.
+type fakeProgress []supervisor.ChatActivity
+
+func (f fakeProgress) Activity() []supervisor.ChatActivity { return f }
+
+// With a progress source, the heartbeat's current_task says what the running turn is doing and
+// for how long, instead of only naming the chat.
+func TestHeartbeatReportsActivity(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	g := newGate()
+	a := gatedAnswerer(g)
+	log, _ := newTestLogger(t)
+	cfg := testConfig(p, t.TempDir(), a, log)
+	cfg.HeartbeatInterval = 10 * cfg.PollInterval
+	cfg.Progress = fakeProgress{{ChatKey: "peer:peer-5", What: `running "npm test"`, Since: time.Now().Add(-130 * time.Second)}}
+	start(t, cfg)
+	defer g.open()
+
+	p.Enqueue(moleculetest.PeerMessage("peer-5", "slow"))
+	ctx := waitCtx(t)
+	must(t, a.waitFor(ctx, func() bool { return len(a.Calls()) == 1 }))
+	must(t, p.WaitFor(ctx, func() bool {
+		for _, hb := range p.Heartbeats() {
+			task, _ := hb["current_task"].(string)
+			if hb["active_tasks"] == float64(1) && strings.HasPrefix(task, `peer:peer-5: running "npm test" (2m1`) {
+				return true
+			}
+		}
+		return false
+	}))
+	if n := len(p.Notifies()) + p.CountCalls(moleculetest.RouteA2A, 0); n != 0 {
+		t.Errorf("%d chat messages sent while the turn ran; progress goes in the heartbeat only", n)
+	}
+}
+
+func TestCurrentTask(t *testing.T) {
+	now := time.Now()
+	got := currentTask([]supervisor.ChatActivity{
+		{ChatKey: "canvas:a", What: "thinking", Since: now.Add(-5 * time.Second)},
+		{ChatKey: "peer:alpha", What: `running "npm test"`, Since: now.Add(-130 * time.Second)},
+	}, now)
+	if want := `peer:alpha: running "npm test" (2m10s); canvas:a: thinking (5s)`; got != want {
+		t.Errorf("current_task %q, want %q", got, want)
+	}
+	many := make([]supervisor.ChatActivity, 40)
+	for i := range many {
+		many[i] = supervisor.ChatActivity{ChatKey: fmt.Sprint("peer:p", i), What: "writing", Since: now}
+	}
+	if got := currentTask(many, now); len(got) > maxCurrentTask || strings.Contains(got, "\n") || !strings.HasSuffix(got, "…") {
+		t.Errorf("long current_task not capped to one line of %d bytes: %q", maxCurrentTask, got)
+	}
+}
+
 // Poll errors (502s, hung requests) are retried and do not lose messages.
 func TestPollFailuresRecover(t *testing.T) {
 	p := moleculetest.NewPlatform(t, moleculetest.Config{Seed: 7})

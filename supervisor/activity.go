@@ -3,7 +3,9 @@ package supervisor
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,4 +115,36 @@ func (c ChildStatus) ActivityLine(now time.Time) string {
 		return ""
 	}
 	return fmt.Sprintf("%s (%s)", c.Activity, max(now.Sub(c.ActivitySince), 0).Round(time.Second))
+}
+
+// ChatActivity is what one chat's running turn is doing; see ChildStatus.Activity.
+type ChatActivity struct {
+	ChatKey string
+	What    string
+	Since   time.Time
+}
+
+// Activity lists the chats whose turn is running and what each does now, sorted by chat key.
+// Unlike Status it reads no /proc files, so a frequent caller (the platform heartbeat) costs
+// only the pool lock.
+func (s *Supervisor) Activity() []ChatActivity {
+	type live struct {
+		key string
+		act *activity
+	}
+	s.mu.Lock()
+	var lives []live
+	for _, k := range s.keys {
+		if k.live != nil && k.live.act != nil {
+			lives = append(lives, live{k.key, k.live.act})
+		}
+	}
+	s.mu.Unlock()
+	out := make([]ChatActivity, len(lives))
+	for i, l := range lives {
+		out[i].ChatKey = l.key
+		out[i].What, out[i].Since = l.act.get()
+	}
+	slices.SortFunc(out, func(a, b ChatActivity) int { return strings.Compare(a.ChatKey, b.ChatKey) })
+	return out
 }

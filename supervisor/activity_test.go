@@ -36,6 +36,9 @@ func TestStatusShowsActivity(t *testing.T) {
 		if time.Since(row.ActivitySince) != 2*time.Minute+10*time.Second {
 			t.Errorf("activity age %s", time.Since(row.ActivitySince))
 		}
+		if acts := s.Activity(); len(acts) != 1 || acts[0] != (ChatActivity{ChatKey: "a", What: row.Activity, Since: cmdStart}) {
+			t.Errorf("Activity() = %+v", acts)
+		}
 		b, _ := json.Marshal(row)
 		var doc map[string]any
 		if err := json.Unmarshal(b, &doc); err != nil || doc["activity"] != `running "npm test"` || doc["activity_since"] == nil {
@@ -44,6 +47,9 @@ func TestStatusShowsActivity(t *testing.T) {
 		w.open("g")
 		if _, err := p.wait(); err != nil {
 			t.Fatal(err)
+		}
+		if acts := s.Activity(); len(acts) != 0 {
+			t.Errorf("Activity() after the turn = %+v", acts)
 		}
 		row, _, _ = s.ChatStatus("a")
 		if row.Activity != "" || !row.ActivitySince.IsZero() {

@@ -245,6 +245,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		if cfg.ChatCommands {
 			mcfg.Controls = d.sup
 		}
+		mcfg.Progress = d.sup
 		mcfg.Logger = log
 		mcfg.PollInterval = cfg.PollInterval
 		mcfg.RequestTimeout = cfg.PlatformTimeout
