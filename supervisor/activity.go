@@ -80,7 +80,7 @@ func describeItem(params json.RawMessage) string {
 	}
 	switch it.Type {
 	case protocol.ItemCommandExecution:
-		return "running " + strconv.Quote(truncateRunes(it.Command, activityCommandMax))
+		return "running " + strconv.Quote(truncateRunes(unwrapShell(it.Command), activityCommandMax))
 	case protocol.ItemFileChange:
 		if len(it.Changes) == 1 {
 			return "editing 1 file"
@@ -98,6 +98,20 @@ func describeItem(params json.RawMessage) string {
 		return ""
 	}
 	return it.Type
+}
+
+// unwrapShell drops the shell codex wraps a command in (`/bin/bash -lc 'npm test'`), so that
+// the activity shows the command the model asked for. A command quoted any other way is kept.
+func unwrapShell(cmd string) string {
+	for _, sh := range []string{"/bin/bash", "bash", "/bin/sh", "sh", "/bin/zsh", "zsh"} {
+		for _, flag := range []string{" -c '", " -lc '"} {
+			inner, ok := strings.CutPrefix(cmd, sh+flag)
+			if ok && strings.HasSuffix(inner, "'") && !strings.Contains(inner[:len(inner)-1], "'") {
+				return inner[:len(inner)-1]
+			}
+		}
+	}
+	return cmd
 }
 
 func truncateRunes(s string, n int) string {

@@ -64,6 +64,8 @@ func TestDescribeItem(t *testing.T) {
 		want string
 	}{
 		{map[string]any{"type": "commandExecution", "command": "go test ./..."}, `running "go test ./..."`},
+		{map[string]any{"type": "commandExecution", "command": "/bin/bash -lc 'npm test'"}, `running "npm test"`},
+		{map[string]any{"type": "commandExecution", "command": `sh -c 'a' 'b'`}, `running "sh -c 'a' 'b'"`},
 		{map[string]any{"type": "fileChange", "changes": []map[string]any{{"path": "a"}, {"path": "b"}}}, "editing 2 files"},
 		{map[string]any{"type": "fileChange", "changes": []map[string]any{{"path": "a"}}}, "editing 1 file"},
 		{map[string]any{"type": "mcpToolCall", "server": "gh", "tool": "search"}, "calling gh.search"},
