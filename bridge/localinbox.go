@@ -38,6 +38,8 @@ type LocalInboxConfig struct {
 	// Controls carries out chat commands (/stop, /new, /status, /help); nil turns them off, and
 	// such messages go to codex as text.
 	Controls Controls
+	// Chats answers GET /v1/chats/{chatKey} with the chat's state; nil: 404 there.
+	Chats ChatStatusSource
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 	// MaxTextBytes caps a message's text; longer text is refused with 413 (the caller can split
@@ -157,6 +159,8 @@ func NewLocalInbox(cfg LocalInboxConfig) (*LocalInbox, error) {
 	h.guarded = guarded{g: newGuard(cfg.Token, cfg.AllowedHosts, cfg.AllowedOrigins), realm: "codex-warm inbox", log: h.log, next: h.mux}
 	h.mux.HandleFunc("POST /v1/chats/{chatKey}/messages", h.postMessage)
 	h.mux.HandleFunc("/v1/chats/{chatKey}/messages", methodNotAllowed("POST"))
+	h.mux.HandleFunc("GET /v1/chats/{chatKey}", h.getChat)
+	h.mux.HandleFunc("/v1/chats/{chatKey}", methodNotAllowed("GET, HEAD"))
 	h.mux.HandleFunc("GET /v1/chats/{chatKey}/approval", h.getApproval)
 	h.mux.HandleFunc("/v1/chats/{chatKey}/approval", methodNotAllowed("GET, HEAD"))
 	// The unversioned names are the probes' usual ones, shared with other listeners.

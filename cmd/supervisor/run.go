@@ -213,7 +213,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		if cfg.ChatCommands {
 			controls = d.sup
 		}
-		h, err := bridge.NewLocalInbox(bridge.LocalInboxConfig{Answerer: d.sup, Controls: controls, Logger: log,
+		h, err := bridge.NewLocalInbox(bridge.LocalInboxConfig{Answerer: d.sup, Controls: controls, Chats: d.sup, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
 			BodyTimeout: cfg.InboxBodyTimeout, Ready: ready})
 		if err != nil {
