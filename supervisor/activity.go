@@ -29,15 +29,32 @@ const activityCommandMax = 80
 // and on thread/status/changed (waiting on a person); deltas and token usage leave it alone, so
 // its since is when the current step began.
 type activity struct {
+	// progress, when set, gets each step of the turn (WithProgress).
+	progress func(TurnProgress)
+
 	mu    sync.Mutex
 	what  string
 	since time.Time
 }
 
-func newActivity() *activity { return &activity{what: ActivityStarting, since: time.Now()} }
+func newActivity(progress func(TurnProgress)) *activity {
+	return &activity{progress: progress, what: ActivityStarting, since: time.Now()}
+}
+
+// started reports the turn's start to the progress observer, once codex answered turn/start.
+func (a *activity) started(turnID string) {
+	if a.progress != nil {
+		a.progress(TurnProgress{Kind: ProgressTurnStarted, TurnID: turnID})
+	}
+}
 
 // observe takes each notification of the turn (TurnOptions.OnNotification).
 func (a *activity) observe(n protocol.Notification) {
+	if a.progress != nil {
+		if p, ok := progressOfNotification(n); ok {
+			a.progress(p)
+		}
+	}
 	var what string
 	switch n.Method {
 	case protocol.NotifyItemStarted:

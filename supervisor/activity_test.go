@@ -3,6 +3,9 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -92,10 +95,79 @@ func TestDescribeItem(t *testing.T) {
 
 // TestActivityWaitingOnApproval: codex's waitingOnApproval flag shows as waiting for approval.
 func TestActivityWaitingOnApproval(t *testing.T) {
-	a := newActivity()
+	a := newActivity(nil)
 	b, _ := json.Marshal(map[string]any{"threadId": "t", "status": map[string]any{"type": "active", "activeFlags": []string{protocol.FlagWaitingOnApproval}}})
 	a.observe(protocol.Notification{Method: protocol.NotifyThreadStatus, Params: b})
 	if what, _ := a.get(); what != ActivityWaiting {
 		t.Errorf("activity %q", what)
+	}
+}
+
+// TestWithProgress: a message submitted with WithProgress sees its turn's steps in order, each
+// with a one-line summary, and nothing after Submit returned.
+func TestWithProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		s := newSup(t, w, nil)
+		defer shutdown(t, s)
+		var mu sync.Mutex
+		var got []string
+		ctx := WithProgress(context.Background(), func(p TurnProgress) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, p.Kind+" "+p.TurnID+" "+p.ItemType+" "+p.Summary)
+		})
+		p := submitAsync(ctx, s, "a", "progress:g")
+		synctest.Wait()
+		w.open("g")
+		if _, err := p.wait(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := []string{
+			"turn_started turn-1  ",
+			"item_started turn-1 reasoning thinking",
+			"item_completed turn-1 reasoning thought",
+			`item_started turn-1 commandExecution running "npm test"`,
+			`item_completed turn-1 commandExecution ran "npm test" (completed)`,
+			"item_started turn-1 agentMessage writing",
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("progress:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		// Without WithProgress nothing is reported and nothing breaks.
+		if _, err := s.Submit(context.Background(), "a", "plain"); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Errorf("a message without an observer reported steps: %v", got[len(want):])
+		}
+	})
+}
+
+func TestProgressOfNotification(t *testing.T) {
+	d, _ := json.Marshal(map[string]any{"threadId": "t", "turnId": "u", "itemId": "i", "delta": "Hel"})
+	if p, ok := progressOfNotification(protocol.Notification{Method: protocol.NotifyAgentMessageDelta, Params: d}); !ok ||
+		p != (TurnProgress{Kind: ProgressDelta, TurnID: "u", ItemID: "i", Delta: "Hel"}) {
+		t.Errorf("delta: %+v %v", p, ok)
+	}
+	exit := 2
+	for _, tc := range []struct {
+		item protocol.Item
+		want string
+	}{
+		{protocol.Item{Type: "commandExecution", Command: "/bin/bash -lc 'make'", ExitCode: &exit, Status: "failed"}, `ran "make" (exit 2)`},
+		{protocol.Item{Type: "fileChange", Changes: make([]protocol.FileUpdateChange, 3), Status: "completed"}, "edited 3 files (completed)"},
+		{protocol.Item{Type: "mcpToolCall", Server: "gh", Tool: "search", Status: "completed"}, "called gh.search (completed)"},
+		{protocol.Item{Type: "agentMessage", Text: "Done.\nDetails follow"}, "wrote: Done."},
+	} {
+		if got := describeDone(tc.item); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.item, got, tc.want)
+		}
+	}
+	u, _ := json.Marshal(map[string]any{"turnId": "u", "item": map[string]any{"type": "userMessage", "id": "m"}})
+	if _, ok := progressOfNotification(protocol.Notification{Method: protocol.NotifyItemStarted, Params: u}); ok {
+		t.Error("the user's own message reported as a step")
 	}
 }

@@ -63,6 +63,7 @@ func (lt *liveTurn) started(turnID string) {
 	lt.mu.Lock()
 	lt.turnID = turnID
 	lt.mu.Unlock()
+	lt.act.started(turnID)
 }
 
 // finish records the turn's outcome and answers the messages steered into it.

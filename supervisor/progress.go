@@ -1,0 +1,108 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/molecule-ai/codex-warm/protocol"
+)
+
+// Kinds of TurnProgress.
+const (
+	ProgressTurnStarted   = "turn_started"
+	ProgressItemStarted   = "item_started"
+	ProgressItemCompleted = "item_completed"
+	ProgressDelta         = "delta"
+)
+
+// TurnProgress is one step of a message's running turn; see WithProgress.
+type TurnProgress struct {
+	Kind   string `json:"kind"`
+	TurnID string `json:"turn_id,omitempty"`
+	// ItemID and ItemType name the item of ProgressItemStarted and ProgressItemCompleted, and
+	// Summary says in one line what it does or did (`running "npm test"`, `ran "npm test" (exit
+	// 0)`, "editing 2 files").
+	ItemID   string `json:"item_id,omitempty"`
+	ItemType string `json:"item_type,omitempty"`
+	Summary  string `json:"summary,omitempty"`
+	// Delta is a piece of the agent's text (ProgressDelta).
+	Delta string `json:"delta,omitempty"`
+}
+
+type progressKey struct{}
+
+// WithProgress returns a ctx whose message (Submit, Enqueue) reports its turn's steps to fn as
+// they happen. It rides on the context rather than a Submit parameter because only the local
+// inbox's streaming answer wants it. fn is called from the codex child's reader and must not
+// block; it is never called after Submit returned. A message steered into another's turn
+// reports nothing: that turn belongs to the other message.
+func WithProgress(ctx context.Context, fn func(TurnProgress)) context.Context {
+	return context.WithValue(ctx, progressKey{}, fn)
+}
+
+func progressOf(ctx context.Context) func(TurnProgress) {
+	fn, _ := ctx.Value(progressKey{}).(func(TurnProgress))
+	return fn
+}
+
+// progressOfNotification turns a notification into a step; ok is false for notifications that
+// are not one (token usage, status changes, the user's own message item).
+func progressOfNotification(n protocol.Notification) (p TurnProgress, ok bool) {
+	switch n.Method {
+	case protocol.NotifyAgentMessageDelta:
+		var d protocol.AgentMessageDelta
+		if json.Unmarshal(n.Params, &d) != nil || d.Delta == "" {
+			return p, false
+		}
+		return TurnProgress{Kind: ProgressDelta, TurnID: d.TurnID, ItemID: d.ItemID, Delta: d.Delta}, true
+	case protocol.NotifyItemStarted, protocol.NotifyItemCompleted:
+		var in protocol.ItemNotification
+		if json.Unmarshal(n.Params, &in) != nil {
+			return p, false
+		}
+		it, err := protocol.DecodeItem(in.Item)
+		if err != nil || it.Type == protocol.ItemUserMessage || it.Type == "" {
+			return p, false
+		}
+		p = TurnProgress{TurnID: in.TurnID, ItemID: it.ID, ItemType: it.Type}
+		if n.Method == protocol.NotifyItemStarted {
+			p.Kind, p.Summary = ProgressItemStarted, describeItem(n.Params)
+		} else {
+			p.Kind, p.Summary = ProgressItemCompleted, describeDone(it)
+		}
+		return p, true
+	}
+	return p, false
+}
+
+// describeDone is the one-line summary of a completed item.
+func describeDone(it protocol.Item) string {
+	switch it.Type {
+	case protocol.ItemCommandExecution:
+		s := "ran " + strconv.Quote(truncateRunes(unwrapShell(it.Command), activityCommandMax))
+		if it.ExitCode != nil {
+			s += fmt.Sprintf(" (exit %d)", *it.ExitCode)
+		} else if it.Status != "" {
+			s += " (" + it.Status + ")"
+		}
+		return s
+	case protocol.ItemFileChange:
+		if len(it.Changes) == 1 {
+			return "edited 1 file (" + it.Status + ")"
+		}
+		return fmt.Sprintf("edited %d files (%s)", len(it.Changes), it.Status)
+	case protocol.ItemMCPToolCall:
+		return "called " + it.Server + "." + it.Tool + " (" + it.Status + ")"
+	case protocol.ItemDynamicToolCall:
+		return "called " + it.Tool + " (" + it.Status + ")"
+	case protocol.ItemReasoning:
+		return "thought"
+	case protocol.ItemAgentMessage:
+		line, _, _ := strings.Cut(strings.TrimSpace(it.Text), "\n")
+		return "wrote: " + truncateRunes(line, activityCommandMax)
+	}
+	return it.Type
+}
