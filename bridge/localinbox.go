@@ -213,6 +213,11 @@ func (h *LocalInbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if wantsEventStream(r) {
+		es := startEventStream(w)
+		defer es.finish()
+		w, r = es, r.WithContext(supervisor.WithProgress(r.Context(), es.observe))
+	}
 	if cmd, ok := parseCommand(body.Text); ok && h.cfg.Controls != nil {
 		// Not through Submit: a command must not wait behind the chat's running turn.
 		text := runCommand(r.Context(), h.cfg.Controls, key, cmd, 0)

@@ -37,13 +37,16 @@ type progressKey struct{}
 // WithProgress returns a ctx whose message (Submit, Enqueue) reports its turn's steps to fn as
 // they happen. It rides on the context rather than a Submit parameter because only the local
 // inbox's streaming answer wants it. fn is called from the codex child's reader and must not
-// block; it is never called after Submit returned. A message steered into another's turn
+// block. It can be called after Submit returned when ctx ended while the turn was running (the
+// turn is being interrupted). A message steered into another's turn
 // reports nothing: that turn belongs to the other message.
 func WithProgress(ctx context.Context, fn func(TurnProgress)) context.Context {
 	return context.WithValue(ctx, progressKey{}, fn)
 }
 
-func progressOf(ctx context.Context) func(TurnProgress) {
+// ProgressFrom returns the observer WithProgress put on ctx, or nil. Answerers other than the
+// supervisor (test doubles) use it to report steps.
+func ProgressFrom(ctx context.Context) func(TurnProgress) {
 	fn, _ := ctx.Value(progressKey{}).(func(TurnProgress))
 	return fn
 }

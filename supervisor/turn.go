@@ -21,7 +21,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, cancel)
 	first := sess.turns == 0
 	input := []protocol.UserInput{{Type: "text", Text: j.text}}
-	live := &liveTurn{child: sess.child, threadID: sess.threadID, act: newActivity(progressOf(j.ctx))}
+	live := &liveTurn{child: sess.child, threadID: sess.threadID, act: newActivity(ProgressFrom(j.ctx))}
 	s.mu.Lock()
 	k.live = live
 	s.mu.Unlock()
