@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -117,4 +119,90 @@ func (c *localClient) chatState(chatKey string) bridge.LocalChat {
 		c.t.Fatal(err)
 	}
 	return st
+}
+
+// The local inbox's event stream, real codex: the command's item_started arrives while the
+// command still runs (the test releases it only then), followed by its item_completed with the
+// exit code, the agent message's item_completed, and the reply event last.
+func TestE2EMessageEventStream(t *testing.T) {
+	release := filepath.Join(t.TempDir(), "release")
+	e := newE2E(t, e2eConfig{Local: true, Script: progressScript(release)})
+	d := e.start()
+	c := newLocalClient(t, d)
+	req, err := http.NewRequest("POST", c.base+"/v1/chats/k/messages", strings.NewReader(`{"text":"run the tests"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("status %d, content type %q", resp.StatusCode, ct)
+	}
+	r := bufio.NewReader(resp.Body)
+	var seen []string
+	var deltas strings.Builder
+	var reply map[string]any
+	for reply == nil {
+		name, data, err := readSSE(r)
+		if err != nil {
+			t.Fatalf("after %v: %v", seen, err)
+		}
+		summary, _ := data["summary"].(string)
+		seen = append(seen, name+" "+summary)
+		switch {
+		case name == "item_started" && strings.HasPrefix(summary, runningActivity):
+			// The stream is live: the command is still waiting for this file.
+			if err := os.WriteFile(release, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		case name == "delta":
+			d, _ := data["delta"].(string)
+			deltas.WriteString(d)
+		case name == bridge.EventReply:
+			reply = data
+		case name == bridge.EventError:
+			t.Fatalf("error event %v after %v", data, seen)
+		}
+	}
+	all := strings.Join(seen, "\n")
+	if !strings.HasPrefix(all, "turn_started") || !strings.Contains(all, `item_completed ran "until [ -e `) ||
+		!strings.Contains(all, "(exit 0)") {
+		t.Errorf("events:\n%s", all)
+	}
+	text, _ := reply["text"].(string)
+	// The mock model sends its text whole, so codex emits no deltas here; any it did must be the
+	// reply's.
+	if reply["status"] != "completed" || !strings.Contains(text, "released") || !strings.HasPrefix(text, deltas.String()) ||
+		!strings.Contains(all, "item_completed wrote: tool said") {
+		t.Errorf("reply %v; deltas %q", reply, deltas.String())
+	}
+	if _, _, err := readSSE(r); err != io.EOF {
+		t.Errorf("stream goes on after the reply: %v", err)
+	}
+}
+
+// readSSE reads the next server-sent event; io.EOF at the end of the stream.
+func readSSE(r *bufio.Reader) (name string, data map[string]any, err error) {
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return "", nil, err
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "" && name != "":
+			return name, data, nil
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &data); err != nil {
+				return "", nil, err
+			}
+		}
+	}
 }
