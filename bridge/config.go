@@ -83,6 +83,10 @@ type MoleculeConfig struct {
 	// Progress, when set, tells the heartbeat's current_task what each running turn is doing
 	// (`peer:alpha: running "npm test" (2m10s)`); nil: it names the chat being answered.
 	Progress ProgressSource
+	// ProgressInterval, when positive (and Progress is set), sends a canvas chat a short note
+	// each interval while its message's turn runs: "still working (4m0s): running \"npm test\"
+	// (1m10s)". Peers get none: a note would be a message to the peer agent. Default 0: off.
+	ProgressInterval time.Duration
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 	// HTTPClient carries every platform call; nil means a private client whose idle

@@ -669,3 +669,44 @@ func TestOnPollReportsEveryPoll(t *testing.T) {
 		t.Errorf("poll errors %d, want 2", s.PollErrors)
 	}
 }
+
+// With ProgressInterval, a canvas chat whose turn runs gets "still working" notes saying what
+// the turn does, and then its reply; a peer's chat gets no notes (a note would be a message to
+// the peer agent).
+func TestProgressNotes(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	g := newGate()
+	a := gatedAnswerer(g)
+	log, _ := newTestLogger(t)
+	cfg := testConfig(p, t.TempDir(), a, log)
+	cfg.ProgressInterval = 50 * time.Millisecond
+	canvas := "canvas:" + p.WorkspaceID()
+	cfg.Progress = fakeProgress{
+		{ChatKey: canvas, What: `running "npm test"`, Since: time.Now()},
+		{ChatKey: "peer:peer-5", What: "thinking", Since: time.Now()},
+	}
+	start(t, cfg)
+
+	p.Enqueue(moleculetest.PeerMessage("peer-5", "slow"), moleculetest.CanvasMessage("slow too"))
+	ctx := waitCtx(t)
+	must(t, a.waitFor(ctx, func() bool { return len(a.Calls()) == 2 }))
+	// Two notes: the peer's turn ran through two intervals as well.
+	must(t, p.WaitFor(ctx, func() bool { return len(p.Notifies()) >= 2 }))
+	for _, n := range p.Notifies() {
+		if !strings.HasPrefix(n.Message, "still working (") || !strings.Contains(n.Message, `): running "npm test" (`) {
+			t.Errorf("note %q", n.Message)
+		}
+	}
+	if s := p.A2ASends(); len(s) != 0 {
+		t.Errorf("peer got progress notes: %+v", s)
+	}
+	g.open()
+	must(t, p.WaitFor(ctx, func() bool {
+		for _, n := range p.Notifies() {
+			if strings.HasPrefix(n.Message, "echo: ") {
+				return true
+			}
+		}
+		return false
+	}))
+}

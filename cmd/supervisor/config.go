@@ -59,6 +59,9 @@ type runConfig struct {
 	PlatformTimeout  time.Duration
 	Approval         string
 	ApprovalTimeout  time.Duration
+	// ProgressInterval: a canvas chat whose turn runs this long gets a short progress note each
+	// interval; 0 turns the notes off.
+	ProgressInterval time.Duration
 	LogLevel         string
 	LogFormat        string
 
@@ -191,6 +194,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.dur(&c.PlatformTimeout, "platform-timeout", "CODEX_WARM_PLATFORM_TIMEOUT", 30*time.Second, "bound on one Molecule platform call (poll, reply, heartbeat)")
 	e.str(&c.Approval, "approval", "CODEX_WARM_APPROVAL", "decline", "answer to codex command and file-change approval requests: decline, accept, or ask (the chat answers /approve or /deny)")
 	e.dur(&c.ApprovalTimeout, "approval-timeout", "CODEX_WARM_APPROVAL_TIMEOUT", supervisor.DefaultApprovalTimeout, "with --approval ask, decline an approval nobody answered this long")
+	e.dur(&c.ProgressInterval, "progress-interval", "CODEX_WARM_PROGRESS_INTERVAL", 0, "Molecule: send a canvas chat a short progress note each interval while its turn runs (0: off)")
 	e.str(&c.LogLevel, "log-level", "CODEX_WARM_LOG_LEVEL", "info", "debug, info, warn or error")
 	e.str(&c.LogFormat, "log-format", "CODEX_WARM_LOG_FORMAT", "json", "json or console")
 	var overrides listFlag
@@ -237,6 +241,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 		return c, errors.New("--approval ask needs --chat-commands: the chat answers with /approve or /deny")
 	case c.ApprovalTimeout <= 0:
 		return c, fmt.Errorf("--approval-timeout %s: must be > 0", c.ApprovalTimeout)
+	case c.ProgressInterval < 0:
+		return c, fmt.Errorf("--progress-interval %s: must be >= 0", c.ProgressInterval)
 	case c.MaxChildren < 0:
 		return c, fmt.Errorf("--max-children %d: must be >= 0", c.MaxChildren)
 	case c.Spares < 0:

@@ -246,6 +246,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 			mcfg.Controls = d.sup
 		}
 		mcfg.Progress = d.sup
+		mcfg.ProgressInterval = cfg.ProgressInterval
 		mcfg.Logger = log
 		mcfg.PollInterval = cfg.PollInterval
 		mcfg.RequestTimeout = cfg.PlatformTimeout

@@ -126,6 +126,7 @@ func TestParseRunConfig(t *testing.T) {
 			},
 		},
 		{name: "unknown busy policy", args: []string{"--busy", "merge"}, wantErr: "--busy"},
+		{name: "negative progress interval", env: map[string]string{"CODEX_WARM_PROGRESS_INTERVAL": "-1m"}, wantErr: "--progress-interval"},
 		{name: "memory budget of zero", args: []string{"--memory-budget", "0"}, wantErr: "--memory-budget"},
 		{name: "memory budget with a bad unit", args: []string{"--memory-budget", "2 parsecs"}, wantErr: "unknown unit"},
 		{name: "child memory limit not a size", env: map[string]string{"CODEX_WARM_CHILD_MEMORY_LIMIT": "lots"}, wantErr: "--child-memory-limit"},
