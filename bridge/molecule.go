@@ -63,9 +63,10 @@ func NewMolecule(cfg MoleculeConfig) (*Molecule, error) {
 	red := redactor{secret: cfg.Token}
 	log := red.Logger(cfg.Logger).Named("bridge").With(zap.String("workspace_id", cfg.WorkspaceID))
 	m := &Molecule{
-		cfg:        cfg,
-		log:        log,
-		ncfg:       normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes},
+		cfg: cfg,
+		log: log,
+		ncfg: normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes,
+			maxImageBytes: cfg.MaxImageBytes, maxImagesBytes: cfg.MaxImagesBytes},
 		ackWake:    make(chan struct{}, 1),
 		inflight:   make(map[string]string),
 		poisonSeen: newIDRing(cfg.RecentIDs),
@@ -426,7 +427,7 @@ func (m *Molecule) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg m
 	var ticket *supervisor.Ticket
 	var err error
 	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
-		ticket, err = m.cfg.HandOff.Enqueue(drainCtx, msg.ChatKey, msg.Text)
+		ticket, err = m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, msg.input())
 		if classify(supervisor.Reply{}, err) == outcomeBusy {
 			return err
 		}
@@ -554,7 +555,7 @@ func (m *Molecule) submit(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		m.mu.Lock()
 		m.inflight[msg.ActivityID] = msg.ChatKey
 		m.mu.Unlock()
-		reply, err = m.cfg.Answerer.Submit(drainCtx, msg.ChatKey, msg.Text)
+		reply, err = m.cfg.Answerer.SubmitInput(drainCtx, msg.ChatKey, msg.input())
 		m.mu.Lock()
 		delete(m.inflight, msg.ActivityID)
 		m.mu.Unlock()
