@@ -10,6 +10,8 @@ import (
 	"image/png"
 	"strings"
 	"testing"
+
+	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
 )
 
 // pngBytes is a valid 1×1 PNG.
@@ -138,5 +140,25 @@ func TestNormalizeImageWithoutText(t *testing.T) {
 	n := normalize(fileRow(t, "", map[string]string{"mimeType": "image/png", "bytes": b64(pngBytes)}), imgCfg())
 	if n.disp != dispMessage || len(n.msg.Images) != 1 || n.msg.Text != "[attachments: file (image)]" {
 		t.Fatalf("got disp %v, %d images, text %q", n.disp, len(n.msg.Images), n.msg.Text)
+	}
+}
+
+// The Molecule inbox hands an image part to the Answerer with the message text, and with the
+// default caps (the config leaves them unset).
+func TestMoleculeSubmitsImages(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	a := newFakeAnswerer(nil)
+	log, _ := newTestLogger(t)
+	start(t, testConfig(p, t.TempDir(), a, log))
+
+	p.Enqueue(moleculetest.FileMessage("see", "dot.png", "image/png", pngBytes))
+	must(t, p.WaitFor(waitCtx(t), func() bool { return len(p.Notifies()) == 1 }))
+	calls := a.Calls()
+	want := "data:image/png;base64," + b64(pngBytes)
+	if len(calls) != 1 || len(calls[0].Images) != 1 || calls[0].Images[0] != want {
+		t.Fatalf("Submit calls = %+v, want one with the png as a data URL", calls)
+	}
+	if calls[0].Text != "see\n\n[attachments: dot.png (image)]" {
+		t.Errorf("text = %q", calls[0].Text)
 	}
 }
