@@ -61,9 +61,10 @@ func NewMolecule(cfg MoleculeConfig) (*Molecule, error) {
 	red := redactor{secret: cfg.Token}
 	log := red.Logger(cfg.Logger).Named("bridge").With(zap.String("workspace_id", cfg.WorkspaceID))
 	m := &Molecule{
-		cfg:        cfg,
-		log:        log,
-		ncfg:       normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes},
+		cfg: cfg,
+		log: log,
+		ncfg: normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes,
+			maxImageBytes: cfg.MaxImageBytes, maxImagesBytes: cfg.MaxImagesBytes},
 		ackWake:    make(chan struct{}, 1),
 		inflight:   make(map[string]string),
 		poisonSeen: newIDRing(cfg.RecentIDs),

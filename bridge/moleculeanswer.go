@@ -38,7 +38,7 @@ func (m *Molecule) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg m
 	var ticket *supervisor.Ticket
 	var err error
 	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
-		ticket, err = m.cfg.HandOff.Enqueue(drainCtx, msg.ChatKey, msg.Text)
+		ticket, err = m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, msg.input())
 		if classify(supervisor.Reply{}, err) == outcomeBusy {
 			return err
 		}
@@ -166,7 +166,7 @@ func (m *Molecule) submit(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		m.mu.Lock()
 		m.inflight[msg.ActivityID] = msg.ChatKey
 		m.mu.Unlock()
-		reply, err = m.cfg.Answerer.Submit(drainCtx, msg.ChatKey, msg.Text)
+		reply, err = m.cfg.Answerer.SubmitInput(drainCtx, msg.ChatKey, msg.input())
 		m.mu.Lock()
 		delete(m.inflight, msg.ActivityID)
 		m.mu.Unlock()
