@@ -35,6 +35,10 @@ const (
 	// DefaultMaxImagesBytes caps the decoded images of one message; a row is at most
 	// DefaultMaxRowBytes of base64 (12 MiB decoded) anyway.
 	DefaultMaxImagesBytes = 10 << 20
+	// DefaultMaxPendingImageBytes caps the images held by all messages not yet answered: without
+	// it the unacked window (MaxUnacked rows) could hold MaxImagesBytes each, gigabytes. 64 MiB
+	// is six messages at the per-message cap, or dozens of phone photos.
+	DefaultMaxPendingImageBytes = 64 << 20
 	DefaultMaxReplyBytes  = 128 << 10
 	DefaultMaxUnacked     = 1024
 	DefaultRecentIDs      = 4096
@@ -114,6 +118,10 @@ type MoleculeConfig struct {
 	// DefaultMaxImageBytes, DefaultMaxImagesBytes).
 	MaxImageBytes  int
 	MaxImagesBytes int
+	// MaxPendingImageBytes caps the image data (data URLs) held by all messages waiting for their
+	// answer; a message whose images would pass it is answered with a note instead of them.
+	// Default DefaultMaxPendingImageBytes.
+	MaxPendingImageBytes int
 	// MaxReplyBytes caps one reply sent to the platform, the same way.
 	MaxReplyBytes int
 	// MaxUnacked bounds messages received but not yet behind the durable position; polling pauses
@@ -172,6 +180,7 @@ func (cfg MoleculeConfig) withDefaults() MoleculeConfig {
 	setInt(&cfg.MaxTextBytes, DefaultMaxTextBytes)
 	setInt(&cfg.MaxImageBytes, DefaultMaxImageBytes)
 	setInt(&cfg.MaxImagesBytes, DefaultMaxImagesBytes)
+	setInt(&cfg.MaxPendingImageBytes, DefaultMaxPendingImageBytes)
 	setInt(&cfg.MaxReplyBytes, DefaultMaxReplyBytes)
 	setInt(&cfg.MaxUnacked, DefaultMaxUnacked)
 	setInt(&cfg.RecentIDs, DefaultRecentIDs)

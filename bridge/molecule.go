@@ -38,6 +38,7 @@ type Molecule struct {
 	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
 	poisonSeen *idRing
+	images     *imageBudget // image bytes of messages waiting for their answer
 	c          counters
 	started    atomic.Bool
 	// handed are the goroutines waiting for the replies of messages handed off (HandOff).
@@ -68,6 +69,7 @@ func NewMolecule(cfg MoleculeConfig) (*Molecule, error) {
 		ackWake:    make(chan struct{}, 1),
 		inflight:   make(map[string]string),
 		poisonSeen: newIDRing(cfg.RecentIDs),
+		images:     &imageBudget{max: int64(cfg.MaxPendingImageBytes)},
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -325,7 +327,12 @@ func (m *Molecule) ingest(rows []scannedRow, disp *dispatcher) (last string) {
 					log.Warn("message text capped", zap.Int("omitted_bytes", n.msg.OmittedBytes), zap.Int("max_text_bytes", m.cfg.MaxTextBytes))
 				}
 				log.Info("message received", zap.String("kind", string(n.msg.Kind)), zap.String("peer_name", n.msg.PeerName))
-				j := job{msg: n.msg}
+				msg, dropped := m.images.admitImages(n.msg)
+				if dropped {
+					log.Warn("images not shown: too many image bytes wait for an answer",
+						zap.Int64("image_bytes", n.msg.imageBytes()), zap.Int("max_pending_image_bytes", m.cfg.MaxPendingImageBytes))
+				}
+				j := job{msg: msg}
 				if cmd, ok := parseCommand(n.msg.Text); ok && m.cfg.Controls != nil {
 					j.cmd = &cmd
 				}
@@ -387,13 +394,15 @@ func (m *Molecule) handle(ctx, drainCtx context.Context, disp *dispatcher, j job
 		return
 	}
 	if j.pending == nil && m.cfg.HandOff != nil {
-		m.handOff(ctx, drainCtx, log, j.msg)
+		m.handOff(ctx, drainCtx, log, j.msg) // releases the images once the reply is settled
 		return
 	}
 	p := j.pending
 	if p == nil {
 		var ok bool
-		if p, ok = m.answer(ctx, drainCtx, log, j.msg); !ok {
+		p, ok = m.answer(ctx, drainCtx, log, j.msg)
+		m.images.release(j.msg.imageBytes()) // the reply is stored: the images are done with
+		if !ok {
 			return
 		}
 	}

@@ -48,6 +48,7 @@ func (m *Molecule) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg m
 		log.Info("codex is busy; the message stays unacknowledged and is tried again later", zap.Error(err), zap.Duration("retry_in", wait))
 	})
 	if err != nil {
+		m.images.release(msg.imageBytes())
 		if p, ok := m.settle(ctx, drainCtx, log, msg, start, supervisor.Reply{ChatKey: msg.ChatKey}, err); ok {
 			m.deliver(drainCtx, log, *p)
 		}
@@ -65,6 +66,7 @@ func (m *Molecule) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg m
 		reply, err := ticket.Wait()
 		stopRelay()
 		relay.Wait()
+		m.images.release(msg.imageBytes())
 		m.mu.Lock()
 		delete(m.inflight, msg.ActivityID)
 		m.mu.Unlock()
@@ -144,6 +146,7 @@ func (m *Molecule) command(ctx context.Context, log *zap.Logger, disp *dispatche
 	m.deliver(ctx, log, *m.storeReply(log, j.msg, text))
 	note := replyText(supervisor.Reply{}, supervisor.ErrStopped)
 	for _, d := range dropped {
+		m.images.release(d.msg.imageBytes())
 		dlog := m.log.With(zap.String("chat_key", d.chatKey()), zap.String("activity_id", d.activityID()))
 		m.deliver(ctx, dlog, *m.storeReply(dlog, d.msg, note))
 	}

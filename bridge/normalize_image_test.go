@@ -162,3 +162,34 @@ func TestMoleculeSubmitsImages(t *testing.T) {
 		t.Errorf("text = %q", calls[0].Text)
 	}
 }
+
+// The images of messages waiting for their answer are bounded together: a message whose images
+// would pass MaxPendingImageBytes is answered with a note instead of them, and the room comes
+// back once the earlier message is answered.
+func TestPendingImagesBounded(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	g := newGate()
+	a := gatedAnswerer(g)
+	log, _ := newTestLogger(t)
+	cfg := testConfig(p, t.TempDir(), a, log)
+	one := int64(len("data:image/png;base64," + b64(pngBytes)))
+	cfg.MaxPendingImageBytes = int(one) + int(one)/2 // room for one message's image
+	start(t, cfg)
+
+	p.Enqueue(moleculetest.FileMessage("first", "a.png", "image/png", pngBytes))
+	must(t, a.waitFor(waitCtx(t), func() bool { return len(a.Calls()) == 1 }))
+	p.Enqueue(moleculetest.PeerFileMessage("peer-b", "second", "b.png", "image/png", pngBytes))
+	must(t, a.waitFor(waitCtx(t), func() bool { return len(a.Calls()) == 2 }))
+	g.open()
+	must(t, p.WaitFor(waitCtx(t), func() bool { return len(p.Notifies())+len(p.A2ASends()) == 2 }))
+	p.Enqueue(moleculetest.FileMessage("third", "c.png", "image/png", pngBytes))
+	must(t, p.WaitFor(waitCtx(t), func() bool { return len(p.Notifies())+len(p.A2ASends()) == 3 }))
+
+	calls := a.Calls()
+	if len(calls) != 3 || len(calls[0].Images) != 1 || len(calls[2].Images) != 1 {
+		t.Fatalf("calls %+v: want the first and third with their image", calls)
+	}
+	if len(calls[1].Images) != 0 || !strings.Contains(calls[1].Text, "1 image(s) not shown") {
+		t.Fatalf("second call %+v: want no image and a note", calls[1])
+	}
+}
