@@ -28,7 +28,8 @@ func newBusyAnswerer(err error) *busyAnswerer {
 	return &busyAnswerer{err: err, free: make(chan struct{})}
 }
 
-func (b *busyAnswerer) Submit(_ context.Context, key, text string) (supervisor.Reply, error) {
+func (b *busyAnswerer) SubmitInput(_ context.Context, key string, in supervisor.Input) (supervisor.Reply, error) {
+	text := in.Text
 	b.mu.Lock()
 	b.calls = append(b.calls, time.Now())
 	b.mu.Unlock()

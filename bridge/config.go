@@ -30,14 +30,23 @@ const (
 	DefaultMaxPollBytes      = 32 << 20
 	DefaultMaxRowBytes       = 16 << 20
 	DefaultMaxTextBytes      = 64 << 10
-	DefaultMaxReplyBytes     = 128 << 10
-	DefaultMaxUnacked        = 1024
-	DefaultRecentIDs         = 4096
-	DefaultDrainTimeout      = 30 * time.Second
-	DefaultRetryInitial      = time.Second
-	DefaultRetryMax          = 30 * time.Second
-	DefaultSinceSecs         = 600
-	DefaultAgentName         = "codex"
+	// DefaultMaxImageBytes caps one decoded image: the size hosted models take per image (5 MiB).
+	DefaultMaxImageBytes = 5 << 20
+	// DefaultMaxImagesBytes caps the decoded images of one message; a row is at most
+	// DefaultMaxRowBytes of base64 (12 MiB decoded) anyway.
+	DefaultMaxImagesBytes = 10 << 20
+	// DefaultMaxPendingImageBytes caps the images held by all messages not yet answered: without
+	// it the unacked window (MaxUnacked rows) could hold MaxImagesBytes each, gigabytes. 64 MiB
+	// is six messages at the per-message cap, or dozens of phone photos.
+	DefaultMaxPendingImageBytes = 64 << 20
+	DefaultMaxReplyBytes  = 128 << 10
+	DefaultMaxUnacked     = 1024
+	DefaultRecentIDs      = 4096
+	DefaultDrainTimeout   = 30 * time.Second
+	DefaultRetryInitial   = time.Second
+	DefaultRetryMax       = 30 * time.Second
+	DefaultSinceSecs      = 600
+	DefaultAgentName      = "codex"
 	// DefaultBusyRetryFor is how long a message the pool answers busy is tried again before it
 	// is answered with the busy text. The pool is busy for as long as its running turns take
 	// (seconds to a few minutes; turns are cut off at 10 minutes by default), and each try may
@@ -111,6 +120,15 @@ type MoleculeConfig struct {
 	// MaxTextBytes caps the text of one inbound message given to codex; longer text is cut and a
 	// note says how much was omitted.
 	MaxTextBytes int
+	// MaxImageBytes caps one image file part (decoded) codex is shown; MaxImagesBytes all of one
+	// message's. An image over a cap is named in the attachment note instead (default
+	// DefaultMaxImageBytes, DefaultMaxImagesBytes).
+	MaxImageBytes  int
+	MaxImagesBytes int
+	// MaxPendingImageBytes caps the image data (data URLs) held by all messages waiting for their
+	// answer; a message whose images would pass it is answered with a note instead of them.
+	// Default DefaultMaxPendingImageBytes.
+	MaxPendingImageBytes int
 	// MaxReplyBytes caps one reply sent to the platform, the same way.
 	MaxReplyBytes int
 	// MaxUnacked bounds messages received but not yet behind the durable position; polling pauses
@@ -167,6 +185,9 @@ func (cfg MoleculeConfig) withDefaults() MoleculeConfig {
 	}
 	cfg.MaxRowBytes = min(cfg.MaxRowBytes, cfg.MaxPollBytes)
 	setInt(&cfg.MaxTextBytes, DefaultMaxTextBytes)
+	setInt(&cfg.MaxImageBytes, DefaultMaxImageBytes)
+	setInt(&cfg.MaxImagesBytes, DefaultMaxImagesBytes)
+	setInt(&cfg.MaxPendingImageBytes, DefaultMaxPendingImageBytes)
 	setInt(&cfg.MaxReplyBytes, DefaultMaxReplyBytes)
 	setInt(&cfg.MaxUnacked, DefaultMaxUnacked)
 	setInt(&cfg.RecentIDs, DefaultRecentIDs)

@@ -42,6 +42,7 @@ func waitCtx(t *testing.T) context.Context {
 // submitCall is one Submit seen by the fake answerer.
 type submitCall struct {
 	Key, Text string
+	Images    []string
 }
 
 // fakeAnswerer is a deterministic Answerer. By default it answers "echo: <text>"; fn overrides
@@ -72,9 +73,10 @@ func (a *fakeAnswerer) broadcastLocked() {
 	a.changed = make(chan struct{})
 }
 
-func (a *fakeAnswerer) Submit(ctx context.Context, key, text string) (supervisor.Reply, error) {
+func (a *fakeAnswerer) SubmitInput(ctx context.Context, key string, in supervisor.Input) (supervisor.Reply, error) {
+	text := in.Text
 	a.mu.Lock()
-	a.calls = append(a.calls, submitCall{key, text})
+	a.calls = append(a.calls, submitCall{key, text, in.Images})
 	a.inflight[key]++
 	a.total++
 	a.maxTotal = max(a.maxTotal, a.total)

@@ -227,7 +227,7 @@ func (h *LocalInbox) postMessage(w http.ResponseWriter, r *http.Request) {
 	}
 
 	start := time.Now()
-	reply, err := h.cfg.Answerer.Submit(r.Context(), key, body.Text)
+	reply, err := h.cfg.Answerer.SubmitInput(r.Context(), key, supervisor.Input{Text: body.Text})
 	oc := classify(reply, err)
 	log = log.With(zap.Duration("took", time.Since(start)))
 	if r.Context().Err() != nil && oc != outcomeAnswered {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +40,7 @@ type Molecule struct {
 	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
 	poisonSeen *idRing
+	images     *imageBudget // image bytes of messages waiting for their answer
 	c          counters
 	started    atomic.Bool
 	// handed are the goroutines waiting for the replies of messages handed off (HandOff).
@@ -65,12 +64,14 @@ func NewMolecule(cfg MoleculeConfig) (*Molecule, error) {
 	red := redactor{secret: cfg.Token}
 	log := red.Logger(cfg.Logger).Named("bridge").With(zap.String("workspace_id", cfg.WorkspaceID))
 	m := &Molecule{
-		cfg:        cfg,
-		log:        log,
-		ncfg:       normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes},
+		cfg: cfg,
+		log: log,
+		ncfg: normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes,
+			maxImageBytes: cfg.MaxImageBytes, maxImagesBytes: cfg.MaxImagesBytes},
 		ackWake:    make(chan struct{}, 1),
 		inflight:   make(map[string]string),
 		poisonSeen: newIDRing(cfg.RecentIDs),
+		images:     &imageBudget{max: int64(cfg.MaxPendingImageBytes)},
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -328,7 +329,12 @@ func (m *Molecule) ingest(rows []scannedRow, disp *dispatcher) (last string) {
 					log.Warn("message text capped", zap.Int("omitted_bytes", n.msg.OmittedBytes), zap.Int("max_text_bytes", m.cfg.MaxTextBytes))
 				}
 				log.Info("message received", zap.String("kind", string(n.msg.Kind)), zap.String("peer_name", n.msg.PeerName))
-				j := job{msg: n.msg}
+				msg, dropped := m.images.admitImages(n.msg)
+				if dropped {
+					log.Warn("images not shown: too many image bytes wait for an answer",
+						zap.Int64("image_bytes", n.msg.imageBytes()), zap.Int("max_pending_image_bytes", m.cfg.MaxPendingImageBytes))
+				}
+				j := job{msg: msg}
 				if cmd, ok := parseCommand(n.msg.Text); ok && m.cfg.Controls != nil {
 					j.cmd = &cmd
 				}
@@ -390,188 +396,19 @@ func (m *Molecule) handle(ctx, drainCtx context.Context, disp *dispatcher, j job
 		return
 	}
 	if j.pending == nil && m.cfg.HandOff != nil {
-		m.handOff(ctx, drainCtx, log, j.msg)
+		m.handOff(ctx, drainCtx, log, j.msg) // releases the images once the reply is settled
 		return
 	}
 	p := j.pending
 	if p == nil {
 		var ok bool
-		if p, ok = m.answer(ctx, drainCtx, log, j.msg); !ok {
+		p, ok = m.answer(ctx, drainCtx, log, j.msg)
+		m.images.release(j.msg.imageBytes()) // the reply is stored: the images are done with
+		if !ok {
 			return
 		}
 	}
 	m.deliver(drainCtx, log, *p)
-}
-
-// answer runs the turn and stores the reply durably before it is delivered, so a crash between
-// the two does not run codex again. It reports false when shutdown cut the turn off, or came
-// while the pool was busy: the row then stays unacknowledged and the next run answers it.
-func (m *Molecule) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*pendingReply, bool) {
-	start := time.Now()
-	var relay sync.WaitGroup
-	relayCtx, stopRelay := context.WithCancel(drainCtx)
-	if m.cfg.Controls != nil {
-		relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
-	}
-	m.startProgressNotes(relayCtx, &relay, log, msg, start)
-	reply, err := m.submit(ctx, drainCtx, log, msg)
-	stopRelay()
-	relay.Wait()
-	return m.settle(ctx, drainCtx, log, msg, start, reply, err)
-}
-
-// handOff gives msg to HandOff on the chat's queue, so the chat's messages reach the supervisor
-// in order, and waits for its reply on a goroutine of its own: the chat's next message need not
-// wait for it. A chat whose queue is full is retried like a busy Submit (on the chat's queue, so
-// the order holds); a pool that has no slot later answers busy.
-func (m *Molecule) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg message) {
-	start := time.Now()
-	var ticket *supervisor.Ticket
-	var err error
-	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
-		ticket, err = m.cfg.HandOff.Enqueue(drainCtx, msg.ChatKey, msg.Text)
-		if classify(supervisor.Reply{}, err) == outcomeBusy {
-			return err
-		}
-		return nil
-	}, func(err error, wait time.Duration) {
-		m.c.busyRetries.Add(1)
-		log.Info("codex is busy; the message stays unacknowledged and is tried again later", zap.Error(err), zap.Duration("retry_in", wait))
-	})
-	if err != nil {
-		if p, ok := m.settle(ctx, drainCtx, log, msg, start, supervisor.Reply{ChatKey: msg.ChatKey}, err); ok {
-			m.deliver(drainCtx, log, *p)
-		}
-		return
-	}
-	m.mu.Lock()
-	m.inflight[msg.ActivityID] = msg.ChatKey
-	m.mu.Unlock()
-	m.handed.Go(func() {
-		var relay sync.WaitGroup
-		relayCtx, stopRelay := context.WithCancel(drainCtx)
-		if m.cfg.Controls != nil {
-			relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
-		}
-		m.startProgressNotes(relayCtx, &relay, log, msg, start)
-		reply, err := ticket.Wait()
-		stopRelay()
-		relay.Wait()
-		m.mu.Lock()
-		delete(m.inflight, msg.ActivityID)
-		m.mu.Unlock()
-		if p, ok := m.settle(ctx, drainCtx, log, msg, start, reply, err); ok {
-			m.deliver(drainCtx, log, *p)
-		}
-	})
-}
-
-// settle turns a Submit result into msg's stored reply (see answer).
-func (m *Molecule) settle(ctx, drainCtx context.Context, log *zap.Logger, msg message, start time.Time, reply supervisor.Reply, err error) (*pendingReply, bool) {
-	oc := classify(reply, err)
-	if oc == outcomeClosed || (oc != outcomeAnswered && drainCtx.Err() != nil) || (oc == outcomeBusy && ctx.Err() != nil) {
-		m.c.abandoned.Add(1)
-		log.Info("stopping before the message was answered; it will be answered after the restart", zap.Error(err))
-		return nil, false
-	}
-	m.c.answered.Add(1)
-	// A message the chat stopped is not a failure of codex.
-	failed := oc != outcomeAnswered && oc != outcomeStopped && oc != outcomeSuperseded
-	text := replyText(reply, err)
-	if reply.Steered {
-		// The message that started the turn gets the reply; posting it twice helps nobody.
-		text = textSteered
-	}
-	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
-	// and error texts can quote request headers: it must not reach a user or a peer.
-	text = truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
-	m.noteAnswer(failed, text)
-	switch {
-	case oc == outcomeStopped:
-		log.Info("stopped from the chat", zap.String("turn_id", reply.TurnID))
-	case oc == outcomeSuperseded:
-		log.Info("interrupted by a newer message", zap.String("turn_id", reply.TurnID))
-	case failed:
-		m.c.codexFailures.Add(1)
-		log.Warn("codex did not answer; replying with what went wrong",
-			zap.String("status", reply.Status), zap.String("turn_error", reply.Error), zap.Error(err))
-	default:
-		log.Info("codex answered", zap.String("thread_id", reply.ThreadID), zap.String("turn_id", reply.TurnID),
-			zap.Duration("took", time.Since(start)))
-	}
-	return m.storeReply(log, msg, text), true
-}
-
-// storeReply makes text msg's pending reply and stores it durably before it is delivered.
-func (m *Molecule) storeReply(log *zap.Logger, msg message, text string) *pendingReply {
-	p := &pendingReply{
-		ActivityID: msg.ActivityID,
-		ChatKey:    msg.ChatKey,
-		Route:      msg.Route,
-		Text:       text,
-		MessageID:  replyID(m.cfg.WorkspaceID, msg.ActivityID),
-		AnsweredAt: time.Now().UTC(),
-	}
-	m.ledger.setPending(*p)
-	if err := m.ledger.sync(); err != nil {
-		m.c.persistErrors.Add(1)
-		log.Error("could not store the reply before delivery; delivering anyway (a crash now would answer the message again)", zap.Error(err))
-	}
-	return p
-}
-
-// command carries out a chat command on the chat's command queue, beside its running turn, and
-// delivers the answer like a reply. /stop also drops the chat's messages this inbox has not
-// handed to the supervisor yet; each gets a short note, so every row is answered and
-// acknowledged.
-func (m *Molecule) command(ctx context.Context, log *zap.Logger, disp *dispatcher, j job) {
-	var dropped []job
-	if j.cmd.name == cmdStop {
-		dropped = disp.dropMessages(j.msg.ChatKey)
-	}
-	text := runCommand(ctx, m.cfg.Controls, j.msg.ChatKey, *j.cmd, len(dropped))
-	m.c.commands.Add(1)
-	log.Info("chat command", zap.String("command", j.cmd.name), zap.Int("dropped_here", len(dropped)))
-	text = truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
-	m.deliver(ctx, log, *m.storeReply(log, j.msg, text))
-	note := replyText(supervisor.Reply{}, supervisor.ErrStopped)
-	for _, d := range dropped {
-		dlog := m.log.With(zap.String("chat_key", d.chatKey()), zap.String("activity_id", d.activityID()))
-		m.deliver(ctx, dlog, *m.storeReply(dlog, d.msg, note))
-	}
-}
-
-// submit runs the message's turn. While the supervisor answers busy (outcomeBusy: no slot, too
-// many chats waiting for one, the chat's queue full, codex overloaded) the message is tried
-// again with backoff and jitter for up to BusyRetryFor; its row stays unacknowledged meanwhile,
-// durable on the platform. It returns the last result: an answer, a failure, or busy once the
-// bound is spent or ctx is done. Waits end with ctx; turns run on drainCtx.
-func (m *Molecule) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message) (supervisor.Reply, error) {
-	var (
-		reply supervisor.Reply
-		err   error
-		tries int
-	)
-	// The error retryFor returns is the last busy one or ctx's: reply and err say all of it.
-	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
-		tries++
-		m.mu.Lock()
-		m.inflight[msg.ActivityID] = msg.ChatKey
-		m.mu.Unlock()
-		reply, err = m.cfg.Answerer.Submit(drainCtx, msg.ChatKey, msg.Text)
-		m.mu.Lock()
-		delete(m.inflight, msg.ActivityID)
-		m.mu.Unlock()
-		if classify(reply, err) == outcomeBusy {
-			return err
-		}
-		return nil
-	}, func(err error, wait time.Duration) {
-		m.c.busyRetries.Add(1)
-		log.Info("codex is busy; the message stays unacknowledged and is tried again later",
-			zap.Error(err), zap.Int("attempt", tries), zap.Duration("retry_in", wait), zap.Duration("busy_retry_for", m.cfg.BusyRetryFor))
-	})
-	return reply, err
 }
 
 // deliver sends a reply until the platform accepts it, refuses it for good, or drainCtx ends
@@ -753,71 +590,6 @@ func (m *Molecule) ackLoop(ctx context.Context) {
 			}
 		default:
 			sent = seq
-		}
-	}
-}
-
-// ProgressSource tells what each chat's running turn is doing; *supervisor.Supervisor is one.
-type ProgressSource interface {
-	Activity() []supervisor.ChatActivity
-}
-
-// maxCurrentTask caps the heartbeat's current_task: the canvas shows it on one line.
-const maxCurrentTask = 256
-
-// currentTask is the heartbeat's current_task: each running turn as `chat: activity (age)`,
-// the longest-running step first, joined with "; ".
-func currentTask(acts []supervisor.ChatActivity, now time.Time) string {
-	acts = slices.Clone(acts)
-	slices.SortStableFunc(acts, func(a, b supervisor.ChatActivity) int { return a.Since.Compare(b.Since) })
-	parts := make([]string, len(acts))
-	for i, a := range acts {
-		row := supervisor.ChildStatus{Activity: a.What, ActivitySince: a.Since}
-		parts[i] = a.ChatKey + ": " + row.ActivityLine(now)
-	}
-	t := strings.ToValidUTF8(strings.Join(parts, "; "), "\uFFFD")
-	if len(t) > maxCurrentTask {
-		// One line: capText's note would start a second one.
-		t = t[:runeStart(t, maxCurrentTask-len("…"))] + "…"
-	}
-	return t
-}
-
-// startProgressNotes starts relayProgress on wg when progress notes are on and msg came from the
-// canvas.
-func (m *Molecule) startProgressNotes(ctx context.Context, wg *sync.WaitGroup, log *zap.Logger, msg message, start time.Time) {
-	if m.cfg.ProgressInterval > 0 && m.cfg.Progress != nil && msg.Route.Kind == routeNotify {
-		wg.Go(func() { m.relayProgress(ctx, log, msg, start) })
-	}
-}
-
-// relayProgress sends the chat a short note each ProgressInterval while msg's turn runs, until
-// ctx ends (its reply is in). A tick while the message still waits in the chat's queue sends
-// nothing. A note is tried once: the next one supersedes it.
-func (m *Molecule) relayProgress(ctx context.Context, log *zap.Logger, msg message, start time.Time) {
-	t := time.NewTicker(m.cfg.ProgressInterval)
-	defer t.Stop()
-	for n := 1; ; n++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := time.Now()
-		var line string
-		for _, a := range m.cfg.Progress.Activity() {
-			if a.ChatKey == msg.ChatKey {
-				line = supervisor.ChildStatus{Activity: a.What, ActivitySince: a.Since}.ActivityLine(now)
-			}
-		}
-		if line == "" {
-			continue
-		}
-		text := fmt.Sprintf("still working (%s): %s", now.Sub(start).Round(time.Second), line)
-		p := pendingReply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route,
-			Text: m.client.red.String(text), MessageID: replyID(m.cfg.WorkspaceID, fmt.Sprintf("%s/progress/%d", msg.ActivityID, n))}
-		if err := m.sendAs(ctx, log, p, p.MessageID); err != nil && ctx.Err() == nil {
-			log.Info("progress note not delivered", zap.Error(err))
 		}
 	}
 }

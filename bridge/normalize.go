@@ -3,12 +3,16 @@ package bridge
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
 // kind is who a message comes from (the Python daemon's names).
@@ -44,10 +48,17 @@ type message struct {
 	Route      route
 	// Text is what codex gets: the message text, a note naming attachments, capped.
 	Text        string
-	Attachments []string
-	CreatedAt   string
+	Attachments []attachment
+	// Images are the message's image file parts that codex is shown, as data URLs.
+	Images    []string
+	CreatedAt string
 	// OmittedBytes is how much text the cap cut off (0 when none).
 	OmittedBytes int
+}
+
+// input is what codex gets for m.
+func (m message) input() supervisor.Input {
+	return supervisor.Input{Text: m.Text, Images: m.Images}
 }
 
 // disposition says what to do with a row.
@@ -82,6 +93,9 @@ type normalized struct {
 type normalizeConfig struct {
 	workspaceID  string
 	maxTextBytes int
+	// maxImageBytes caps one decoded image, maxImagesBytes all images of one message.
+	maxImageBytes  int
+	maxImagesBytes int
 }
 
 // Bounds of the attachment note: it is a hint for codex, not a listing.
@@ -173,15 +187,18 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	body := requestBody(row["request_body"])
 	parts, found := findParts(body)
 	var texts []string
-	var files []string
+	var files []attachment
 	if found {
-		texts, files = splitParts(parts)
+		texts, files, m.Images = splitParts(parts, cfg)
 	}
 	text := strings.Join(texts, "\n")
 	if strings.TrimSpace(text) == "" {
 		text = rawString(row["summary"])
 	}
-	m.Attachments = append(files, attachmentNames(row["attachments"])...)
+	for _, name := range attachmentNames(row["attachments"]) {
+		files = append(files, attachment{name: name})
+	}
+	m.Attachments = files
 	if strings.TrimSpace(text) == "" && len(m.Attachments) == 0 {
 		return poison("message has no text")
 	}
@@ -191,7 +208,7 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 
 // composeText appends the attachment note to text and caps the whole at limit bytes. The note is
 // kept (it is small and bounded) and the text is cut instead.
-func composeText(text string, attachments []string, limit int) (string, int) {
+func composeText(text string, attachments []attachment, limit int) (string, int) {
 	text = strings.ToValidUTF8(text, "\uFFFD")
 	note := attachmentNote(attachments, limit/attachmentNoteDivisor)
 	sep := ""
@@ -202,8 +219,15 @@ func composeText(text string, attachments []string, limit int) (string, int) {
 	return capped + sep + note, omitted
 }
 
-// attachmentNote is "[attachments: a, b]" (at most limit bytes), or "" without attachments.
-func attachmentNote(names []string, limit int) string {
+// attachment is a file of a message as the note names it: its name and, for an image, what
+// became of it.
+type attachment struct {
+	name string
+	why  string // "" for a plain file
+}
+
+// attachmentNote is "[attachments: a, b (why)]" (at most limit bytes), or "" without attachments.
+func attachmentNote(names []attachment, limit int) string {
 	if len(names) == 0 {
 		return ""
 	}
@@ -213,8 +237,11 @@ func attachmentNote(names []string, limit int) string {
 	}
 	list := make([]string, len(shown))
 	for i, n := range shown {
-		list[i] = truncate(strings.Join(strings.Fields(n), " "), maxAttachmentNameLen, "name")
+		list[i] = truncate(strings.Join(strings.Fields(n.name), " "), maxAttachmentNameLen, "name")
 		list[i] = strings.ReplaceAll(list[i], "\n", " ")
+		if n.why != "" {
+			list[i] += " (" + n.why + ")"
+		}
 	}
 	note := "[attachments: " + strings.Join(list, ", ")
 	if extra := len(names) - len(shown); extra > 0 {
@@ -274,8 +301,10 @@ func findParts(body map[string]json.RawMessage) ([]json.RawMessage, bool) {
 	return rawArray(body["parts"])
 }
 
-// splitParts returns the texts of text parts (kind or type "text") and the names of file parts.
-func splitParts(parts []json.RawMessage) (texts, files []string) {
+// splitParts returns the texts of text parts (kind or type "text"), the file parts for the
+// attachment note, and the images codex is shown (see partImage).
+func splitParts(parts []json.RawMessage, cfg normalizeConfig) (texts []string, files []attachment, images []string) {
+	budget := cfg.maxImagesBytes
 	for _, raw := range parts {
 		var p map[string]json.RawMessage
 		if json.Unmarshal(raw, &p) != nil || p == nil {
@@ -300,10 +329,89 @@ func splitParts(parts []json.RawMessage) (texts, files []string) {
 			if name == "" {
 				name = "file"
 			}
-			files = append(files, name)
+			url, why := partImage(f, cfg, &budget)
+			if url != "" {
+				images = append(images, url)
+			}
+			files = append(files, attachment{name: name, why: why})
 		}
 	}
-	return texts, files
+	return texts, files, images
+}
+
+// imageTypes are the image types codex is given, as http.DetectContentType names them.
+var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// maxNoteURILen bounds a URI quoted in the attachment note.
+const maxNoteURILen = 100
+
+// partImage reads an A2A file object as an image for codex. A file whose mimeType is not image/*
+// is a plain file (url and why empty). An image with inline base64 bytes of a supported type
+// (png, jpeg, gif, webp: the declared type must be what the bytes sniff as) within maxBytes and
+// the message's remaining budget of maxImagesBytes becomes a data URL, why "image"; any other image is not shown,
+// and why says so for the note. Nothing here fails the message.
+func partImage(f map[string]json.RawMessage, cfg normalizeConfig, budget *int) (url, why string) {
+	maxBytes := cfg.maxImageBytes
+	declared := strings.ToLower(strings.TrimSpace(firstString(f, "mimeType", "mime_type", "mediaType")))
+	declared, _, _ = strings.Cut(declared, ";")
+	declared = strings.TrimSpace(declared)
+	if declared == "image/jpg" {
+		declared = "image/jpeg"
+	}
+	if !strings.HasPrefix(declared, "image/") {
+		return "", ""
+	}
+	if !imageTypes[declared] {
+		return "", fmt.Sprintf("image of type %s not shown: only png, jpeg, gif and webp are", truncate(declared, 40, "type"))
+	}
+	encoded := rawString(f["bytes"])
+	if encoded == "" {
+		if uri := firstString(f, "uri", "url"); uri != "" {
+			return "", fmt.Sprintf("image at %s not fetched", truncate(uri, maxNoteURILen, "uri"))
+		}
+		return "", "image without bytes, not shown"
+	}
+	limit := min(maxBytes, *budget)
+	// Checked before decoding, so an oversized part costs no allocation; the slack allows for
+	// line breaks in wrapped base64 (2 in 78), the exact check follows the decoding.
+	if base64.StdEncoding.DecodedLen(len(encoded)) > limit+limit/8+4 {
+		return "", overCap(base64.StdEncoding.DecodedLen(len(encoded)), cfg)
+	}
+	data, err := decodeBase64(encoded)
+	if err != nil {
+		return "", "image not shown: its bytes are not valid base64"
+	}
+	if len(data) > limit {
+		return "", overCap(len(data), cfg)
+	}
+	if sniffed := http.DetectContentType(data); sniffed != declared {
+		return "", fmt.Sprintf("image not shown: labelled %s but the bytes are %s", declared, sniffed)
+	}
+	*budget -= len(data)
+	return "data:" + declared + ";base64," + base64.StdEncoding.EncodeToString(data), "image"
+}
+
+func overCap(size int, cfg normalizeConfig) string {
+	if size > cfg.maxImageBytes {
+		return fmt.Sprintf("image not shown: %d bytes, over the %d-byte cap", size, cfg.maxImageBytes)
+	}
+	return fmt.Sprintf("image not shown: the message's images are over the %d-byte total cap", cfg.maxImagesBytes)
+}
+
+// decodeBase64 decodes standard or URL-safe base64, padded or not, ignoring line breaks and
+// spaces (MIME-style wrapping).
+func decodeBase64(s string) ([]byte, error) {
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == ' ' || r == '\t' {
+			return -1
+		}
+		return r
+	}, s)
+	s = strings.TrimRight(s, "=")
+	if strings.ContainsAny(s, "-_") {
+		return base64.RawURLEncoding.DecodeString(s)
+	}
+	return base64.RawStdEncoding.DecodeString(s)
 }
 
 // attachmentNames reads a row's attachments: strings, or objects with a name-like field.

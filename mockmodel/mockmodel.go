@@ -51,8 +51,20 @@ type Request struct {
 	// ToolOutput is the output of the last function_call_output item after the last real user
 	// message ("" when HasToolOutput is false).
 	ToolOutput string
+	// Images are the input_image parts of the real user messages in Input, oldest first.
+	Images []Image
 	// Raw is the request body as received.
 	Raw []byte
+}
+
+// Image is one input_image part of a user message.
+type Image struct {
+	// Message is the index in UserTexts of the message the image is part of.
+	Message int
+	// URL is the part's image_url: an http(s) or data: URL.
+	URL string
+	// Detail is the part's detail ("" when absent).
+	Detail string
 }
 
 // Reply is what the mock answers to one request.
@@ -528,6 +540,10 @@ func parseRequest(body []byte) (Request, error) {
 			if isCodexContext(text) {
 				continue
 			}
+			for _, img := range partImages(it.Content) {
+				img.Message = len(req.UserTexts)
+				req.Images = append(req.Images, img)
+			}
 			req.UserTexts = append(req.UserTexts, text)
 			req.HasToolOutput, req.ToolOutput = false, ""
 		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
@@ -547,6 +563,25 @@ func parseRequest(body []byte) (Request, error) {
 func isCodexContext(text string) bool {
 	t := strings.TrimSpace(text)
 	return strings.HasPrefix(t, "<") || strings.HasPrefix(t, "# AGENTS.md instructions")
+}
+
+// partImages returns the input_image parts of a content list.
+func partImages(raw json.RawMessage) []Image {
+	var parts []struct {
+		Type     string `json:"type"`
+		ImageURL string `json:"image_url"`
+		Detail   string `json:"detail"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return nil
+	}
+	var imgs []Image
+	for _, p := range parts {
+		if p.Type == "input_image" {
+			imgs = append(imgs, Image{URL: p.ImageURL, Detail: p.Detail})
+		}
+	}
+	return imgs
 }
 
 // partsText flattens a content or output value: a plain string, or a list of parts whose text

@@ -185,6 +185,7 @@ func TestParseModelRequest(t *testing.T) {
 		users    []string
 		hasTool  bool
 		toolText string
+		images   []Image
 	}{
 		{name: "empty"},
 		{name: "codex context only", input: codexPrefixItems()},
@@ -213,6 +214,15 @@ func TestParseModelRequest(t *testing.T) {
 			users: []string{"SHELL"}, hasTool: true, toolText: "ab",
 		},
 		{
+			name: "images of user messages",
+			input: []map[string]any{inputMsg("user", "a"), {"type": "message", "role": "user", "content": []any{
+				map[string]any{"type": "input_text", "text": "look"},
+				map[string]any{"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+				map[string]any{"type": "input_image", "image_url": "https://x/y.png", "detail": "high"}}}},
+			users:  []string{"a", "look"},
+			images: []Image{{Message: 1, URL: "data:image/png;base64,AAAA"}, {Message: 1, URL: "https://x/y.png", Detail: "high"}},
+		},
+		{
 			name: "tool output of an earlier turn does not count",
 			input: []map[string]any{inputMsg("user", "SHELL"), toolOutputItem("c1", "old"),
 				inputMsg("assistant", "tool said: old"), inputMsg("user", "next")},
@@ -232,6 +242,9 @@ func TestParseModelRequest(t *testing.T) {
 			if !reflect.DeepEqual(req.UserTexts, tt.users) || req.HasToolOutput != tt.hasTool || req.ToolOutput != tt.toolText {
 				t.Errorf("got users=%q tool=%v %q, want users=%q tool=%v %q",
 					req.UserTexts, req.HasToolOutput, req.ToolOutput, tt.users, tt.hasTool, tt.toolText)
+			}
+			if !reflect.DeepEqual(req.Images, tt.images) {
+				t.Errorf("images = %+v, want %+v", req.Images, tt.images)
 			}
 			wantLast := ""
 			if len(tt.users) > 0 {

@@ -204,10 +204,12 @@ type ThreadRevertParams struct {
 	BeforeTurnID string `json:"beforeTurnId"`
 }
 
-// UserInput is one element of turn/start input.
+// UserInput is one element of turn/start input: Type "text" with Text, or Type "image" with URL
+// (codex 0.169 takes an http(s) or data: URL; the daemon sends data URLs).
 type UserInput struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
+	URL  string `json:"url,omitempty"`
 }
 
 // TurnStartParams are the params of turn/start.

@@ -8,8 +8,6 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
-
-	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // What happens to a message for a chat whose turn is running (Config.Busy).
@@ -109,7 +107,7 @@ func (s *Supervisor) steer(ctx context.Context, k *keyState, lt *liveTurn, j *jo
 		return nil, false
 	}
 	log := s.log.With(zap.String("chat_key", k.key), zap.String("thread_id", lt.threadID), zap.String("turn_id", turnID))
-	if err := lt.child.SteerTurn(ctx, lt.threadID, turnID, []protocol.UserInput{{Type: "text", Text: j.text}}); err != nil {
+	if err := lt.child.SteerTurn(ctx, lt.threadID, turnID, userInput(j.text, j.images)); err != nil {
 		log.Info("could not add the message to the running turn; it waits for its own turn", zap.Error(err))
 		return nil, false
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // job is one Submit call: a message waiting in, or being run by, its key's worker.
@@ -11,6 +13,8 @@ type job struct {
 	key  *keyState // stays in Supervisor.keys while the key's worker runs
 	ctx  context.Context
 	text string
+	// images are data URLs codex gets as image inputs after the text.
+	images []string
 	// reset marks a Reset: the worker starts the chat over instead of running a turn.
 	reset bool
 	// startedChild is set by the key's worker when the job started a child or took a spare.
@@ -36,8 +40,31 @@ type outcome struct {
 // the turn produced, if anything), or a wrapped spawn/turn error. A turn that codex itself
 // reports as failed is not an error: see Reply.Status and Reply.Error.
 func (s *Supervisor) Submit(ctx context.Context, chatKey string, text string) (Reply, error) {
+	return s.SubmitInput(ctx, chatKey, Input{Text: text})
+}
+
+// Input is one message for codex: its text and the images that came with it.
+type Input struct {
+	Text string
+	// Images are data URLs (data:image/png;base64,...), given to codex as image inputs after the
+	// text, in order.
+	Images []string
+}
+
+// userInput is in as turn/start and turn/steer input.
+func userInput(text string, images []string) []protocol.UserInput {
+	input := make([]protocol.UserInput, 0, 1+len(images))
+	input = append(input, protocol.UserInput{Type: "text", Text: text})
+	for _, url := range images {
+		input = append(input, protocol.UserInput{Type: "image", URL: url})
+	}
+	return input
+}
+
+// SubmitInput is Submit for a message that may carry images.
+func (s *Supervisor) SubmitInput(ctx context.Context, chatKey string, in Input) (Reply, error) {
 	start := time.Now()
-	t, err := s.Enqueue(ctx, chatKey, text)
+	t, err := s.EnqueueInput(ctx, chatKey, in)
 	if err != nil {
 		s.observe(chatKey, start, outcome{reply: Reply{ChatKey: chatKey}, err: err})
 		return Reply{ChatKey: chatKey}, err
@@ -72,6 +99,11 @@ type Ticket struct {
 // messages in order with Enqueue keeps their order without waiting for their replies. ctx
 // governs the message as in Submit, until its Wait returns.
 func (s *Supervisor) Enqueue(ctx context.Context, chatKey string, text string) (*Ticket, error) {
+	return s.EnqueueInput(ctx, chatKey, Input{Text: text})
+}
+
+// EnqueueInput is Enqueue for a message that may carry images.
+func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input) (*Ticket, error) {
 	start := time.Now()
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
@@ -81,7 +113,7 @@ func (s *Supervisor) Enqueue(ctx context.Context, chatKey string, text string) (
 			return nil, fmt.Errorf("chat %s: %w", chatKey, err)
 		}
 	}
-	j := &job{ctx: ctx, text: text, done: make(chan outcome, 1)}
+	j := &job{ctx: ctx, text: in.Text, images: in.Images, done: make(chan outcome, 1)}
 
 	s.mu.Lock()
 	if s.closed {

@@ -20,7 +20,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	defer stopLife()
 	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, cancel)
 	first := sess.turns == 0
-	input := []protocol.UserInput{{Type: "text", Text: j.text}}
+	input := userInput(j.text, j.images)
 	live := &liveTurn{child: sess.child, threadID: sess.threadID, act: newActivity(ProgressFrom(j.ctx))}
 	s.mu.Lock()
 	k.live = live

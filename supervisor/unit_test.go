@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -1117,5 +1118,18 @@ func TestAdmitRefusesBeforeSpawn(t *testing.T) {
 	}
 	if n := w.spawnCount(); n != 1 || !slices.Equal(asked, []string{"refused", "welcome"}) {
 		t.Fatalf("spawns %d, Admit asked for %v", n, asked)
+	}
+}
+
+// A message's images follow its text as codex 0.169's image inputs ({"type":"image","url":...}),
+// the shape turn/start and turn/steer take.
+func TestUserInputImagesFollowText(t *testing.T) {
+	got, err := json.Marshal(userInput("look", []string{"data:image/png;base64,AAAA", "data:image/gif;base64,BBBB"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"type":"text","text":"look"},{"type":"image","url":"data:image/png;base64,AAAA"},{"type":"image","url":"data:image/gif;base64,BBBB"}]`
+	if string(got) != want {
+		t.Errorf("input = %s\nwant    %s", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package moleculetest
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -55,6 +56,26 @@ func MultipartMessage(peer string, texts ...string) Row {
 	r := messageRow(source, "message/send", texts...)
 	msg := r["request_body"].(map[string]any)["params"].(map[string]any)["message"].(map[string]any)
 	msg["parts"] = append(msg["parts"].([]any), map[string]any{"kind": "data", "data": map[string]any{"x": 1}})
+	return r
+}
+
+// FileMessage is a canvas message with a text part and a file part holding data inline
+// (base64 bytes), as the canvas sends an attached file: {"kind":"file","file":{"name",
+// "mimeType","bytes"}}.
+func FileMessage(text, name, mimeType string, data []byte) Row {
+	return fileMessage(nil, text, name, mimeType, data)
+}
+
+// PeerFileMessage is FileMessage from the agent of workspace peer.
+func PeerFileMessage(peer, text, name, mimeType string, data []byte) Row {
+	return fileMessage(peer, text, name, mimeType, data).WithPeerInfo(peer+"-agent", "assistant")
+}
+
+func fileMessage(source any, text, name, mimeType string, data []byte) Row {
+	r := messageRow(source, "message/send", text)
+	msg := r["request_body"].(map[string]any)["params"].(map[string]any)["message"].(map[string]any)
+	msg["parts"] = append(msg["parts"].([]any), map[string]any{"kind": "file", "file": map[string]any{
+		"name": name, "mimeType": mimeType, "bytes": base64.StdEncoding.EncodeToString(data)}})
 	return r
 }
 

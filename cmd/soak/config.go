@@ -42,6 +42,7 @@ type Config struct {
 	PollInterval time.Duration
 	DrainTimeout time.Duration
 	MaxChildren  int
+	Spares       int
 
 	// SettleTimeout bounds the wait for every message to be answered once chaos stopped;
 	// Deadline bounds the whole run.
@@ -98,6 +99,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&c.PollInterval, "poll-interval", 100*time.Millisecond, "daemon --poll-interval")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 2*time.Second, "daemon --drain-timeout")
 	fs.IntVar(&c.MaxChildren, "max-children", 0, "daemon --max-children; 0: two thirds of the chats, so eviction happens")
+	fs.IntVar(&c.Spares, "spares", 1, "daemon --spares (the daemon's default); chaos kills hit spares too")
 	fs.DurationVar(&c.SettleTimeout, "settle-timeout", 0, "bound on the wait for all replies after chaos; 0: preset")
 	fs.DurationVar(&c.Deadline, "deadline", 0, "bound on the whole run; 0: preset")
 	if err := fs.Parse(args); err != nil {
@@ -163,6 +165,8 @@ func (c Config) validate() error {
 		return errors.New("--turn-timeout, --idle-ttl, --poll-interval and --drain-timeout must be positive")
 	case c.MaxChildren < 1:
 		return fmt.Errorf("--max-children %d must be at least 1", c.MaxChildren)
+	case c.Spares < 0 || c.Spares >= c.MaxChildren:
+		return fmt.Errorf("--spares %d must be at least 0 and below --max-children %d", c.Spares, c.MaxChildren)
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ func newRig(cfg Config, out io.Writer) (*rig, error) {
 			"--state-dir", h.stateDir, "--codex-bin", cfg.CodexBin, "--cwd", h.workDir,
 			"--poll-interval", cfg.PollInterval.String(), "--turn-timeout", cfg.TurnTimeout.String(),
 			"--idle-ttl", cfg.IdleTTL.String(), "--drain-timeout", cfg.DrainTimeout.String(),
-			"--max-children", strconv.Itoa(cfg.MaxChildren), "--log-format", "json", "--log-level", "info"},
+			"--max-children", strconv.Itoa(cfg.MaxChildren), "--spares", strconv.Itoa(cfg.Spares), "--log-format", "json", "--log-level", "info"},
 		Env: append(append(harness.CleanEnv(),
 			"CODEX_HOME="+h.codexHome,
 			"CODEX_CHANNEL_MOLECULE_STATE_DIR="+h.stateDir,

@@ -106,13 +106,13 @@ func (h *rig) warmUp(ctx context.Context, o *outcome) error {
 	err := harness.PollUntil(wctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		var err error
 		doc, err = h.status.Get(ctx)
-		return err == nil && idle(doc, true), err
+		return err == nil && idle(doc, true, h.cfg.Spares), err
 	})
 	if err != nil {
 		return fmt.Errorf("daemon not idle after warm-up: %w", err)
 	}
 	o.base, o.baseOK = sample(doc), true
-	h.logf("baseline (idle, no children): goroutines %d, heap %s, rss %s",
+	h.logf("baseline (idle, no chat children, spares ready): goroutines %d, heap %s, rss %s",
 		o.base.Goroutines, mib(int64(o.base.HeapBytes)), mib(o.base.RSSBytes))
 	return nil
 }
@@ -154,7 +154,7 @@ func (h *rig) settle(ctx context.Context) error {
 			return false, nil
 		}
 		doc, err := h.status.Get(ctx)
-		return err == nil && idle(doc, false), err
+		return err == nil && idle(doc, false, h.cfg.Spares), err
 	})
 	if err != nil {
 		// Not fatal: the checks report what is missing.
@@ -180,7 +180,7 @@ func (h *rig) endSample(ctx context.Context, o *outcome) error {
 		}
 		doc, got = d, true
 		ok, _ := tol.Within(o.base, sample(d))
-		return idle(d, true) && ok, nil
+		return idle(d, true, h.cfg.Spares) && ok, nil
 	})
 	if !got {
 		return fmt.Errorf("no end sample: %w", err)
