@@ -39,14 +39,14 @@ const (
 	// it the unacked window (MaxUnacked rows) could hold MaxImagesBytes each, gigabytes. 64 MiB
 	// is six messages at the per-message cap, or dozens of phone photos.
 	DefaultMaxPendingImageBytes = 64 << 20
-	DefaultMaxReplyBytes  = 128 << 10
-	DefaultMaxUnacked     = 1024
-	DefaultRecentIDs      = 4096
-	DefaultDrainTimeout   = 30 * time.Second
-	DefaultRetryInitial   = time.Second
-	DefaultRetryMax       = 30 * time.Second
-	DefaultSinceSecs      = 600
-	DefaultAgentName      = "codex"
+	DefaultMaxReplyBytes        = 128 << 10
+	DefaultMaxUnacked           = 1024
+	DefaultRecentIDs            = 4096
+	DefaultDrainTimeout         = 30 * time.Second
+	DefaultRetryInitial         = time.Second
+	DefaultRetryMax             = 30 * time.Second
+	DefaultSinceSecs            = 600
+	DefaultAgentName            = "codex"
 	// DefaultBusyRetryFor is how long a message the pool answers busy is tried again before it
 	// is answered with the busy text. The pool is busy for as long as its running turns take
 	// (seconds to a few minutes; turns are cut off at 10 minutes by default), and each try may
