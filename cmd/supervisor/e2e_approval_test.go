@@ -14,8 +14,10 @@ import (
 
 // approvalCommand is what the mock model asks codex to run. The redirect keeps it off codex's
 // list of known-safe commands, so the "untrusted" approval policy --approval ask sets asks for it
-// (testdata/codex-wire/approval-declined.jsonl).
-const approvalCommand = "echo shell-ran > proof.txt; cat proof.txt"
+// (testdata/codex-wire/approval-declined.jsonl). It writes to /dev/null, not to a file: whether
+// codex runs an approved command inside its read-only sandbox varied between runs (a file write
+// failed once with "Read-only file system" under load), and the sandbox is not what this tests.
+const approvalCommand = "echo shell-ran > /dev/null; echo shell-ran"
 
 // approvalScript makes "run it" a tool call of approvalCommand; the rest is the default script.
 func approvalScript(req mockmodel.Request) mockmodel.Reply {
