@@ -165,9 +165,8 @@ type LocalApproval struct {
 // for an approval cannot answer yet, so the caller reads the prompt here (or with /status) and
 // answers with /approve or /deny in another POST.
 func (h *LocalInbox) getApproval(w http.ResponseWriter, r *http.Request) {
-	key := r.PathValue("chatKey")
-	if !chatKeyPattern.MatchString(key) {
-		writeJSON(w, http.StatusBadRequest, LocalError{Error: fmt.Sprintf("invalid chat key %q: it must match %s", capText(key, 64), chatKeyPattern)})
+	key, ok := chatKeyOf(w, r)
+	if !ok {
 		return
 	}
 	if h.cfg.Controls == nil {

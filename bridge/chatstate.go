@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -32,9 +31,8 @@ type LocalChat struct {
 // getChat answers GET /v1/chats/{chatKey}. A chat without a child is answered 200 with state
 // "none", not 404: any valid key is a chat, whose next message starts a session.
 func (h *LocalInbox) getChat(w http.ResponseWriter, r *http.Request) {
-	key := r.PathValue("chatKey")
-	if !chatKeyPattern.MatchString(key) {
-		writeJSON(w, http.StatusBadRequest, LocalError{Error: fmt.Sprintf("invalid chat key %q: it must match %s", capText(key, 64), chatKeyPattern)})
+	key, ok := chatKeyOf(w, r)
+	if !ok {
 		return
 	}
 	if h.cfg.Chats == nil {

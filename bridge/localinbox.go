@@ -193,9 +193,8 @@ func methodNotAllowed(allow string) http.HandlerFunc {
 }
 
 func (h *LocalInbox) postMessage(w http.ResponseWriter, r *http.Request) {
-	key := r.PathValue("chatKey")
-	if !chatKeyPattern.MatchString(key) {
-		writeJSON(w, http.StatusBadRequest, LocalError{Error: fmt.Sprintf("invalid chat key %q: it must match %s", capText(key, 64), chatKeyPattern)})
+	key, ok := chatKeyOf(w, r)
+	if !ok {
 		return
 	}
 	log := h.log.With(zap.String("chat_key", key))
@@ -316,6 +315,16 @@ func (h *LocalInbox) readMessage(w http.ResponseWriter, r *http.Request) (LocalM
 // retryAfterSeconds formats d as whole seconds, at least 1.
 func retryAfterSeconds(d time.Duration) string {
 	return strconv.Itoa(int(max(1, math.Ceil(d.Seconds()))))
+}
+
+// chatKeyOf reads the request's {chatKey}; an invalid one is answered 400 and ok is false.
+func chatKeyOf(w http.ResponseWriter, r *http.Request) (key string, ok bool) {
+	key = r.PathValue("chatKey")
+	if !chatKeyPattern.MatchString(key) {
+		writeJSON(w, http.StatusBadRequest, LocalError{Error: fmt.Sprintf("invalid chat key %q: it must match %s", capText(key, 64), chatKeyPattern)})
+		return "", false
+	}
+	return key, true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
