@@ -130,7 +130,8 @@ func (s *Supervisor) ChatStatus(chatKey string) (row ChildStatus, ok bool, lastE
 		queued = s.queue.LenLocked(chatKey)
 	}
 	s.mu.Unlock()
-	for _, c := range s.Status().Children {
+	// Only this chat's child: a chat's /status must not read /proc for the whole pool.
+	for _, c := range s.snapshot(func(sess *session) bool { return sess.key.key == chatKey }).Children {
 		if c.ChatKey == chatKey {
 			return c, true, lastErr
 		}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
+
+	"github.com/molecule-ai/codex-warm/childproc"
 )
 
 // Stop interrupts the chat's running turn (its Submit gets the interrupted reply and
@@ -142,11 +145,23 @@ func TestResetStartsANewThread(t *testing.T) {
 	})
 }
 
-// ChatStatus is the chat's own row, and names the last error.
+// ChatStatus is the chat's own row, names the last error, and reads only that chat's child's
+// memory, not the whole pool's.
 func TestChatStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
-		s := newSup(t, w, nil)
+		var mu sync.Mutex
+		reads := map[int]int{}
+		s := newSup(t, w, func(c *Config) {
+			c.MemorySampleInterval = -1
+			c.Memory = func(pid int) (childproc.Memory, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				reads[pid]++
+				return childproc.Memory{RSS: 3 << 20, PSS: 2 << 20, USS: 1 << 20}, nil
+			}
+		})
+		other := mustSubmit(t, s, "b", "one")
 		defer shutdown(t, s)
 		if _, ok, _ := s.ChatStatus("a"); ok {
 			t.Fatal("row for a chat with no child")
@@ -156,8 +171,14 @@ func TestChatStatus(t *testing.T) {
 			t.Fatal("rpc-error turn succeeded")
 		}
 		row, ok, lastErr := s.ChatStatus("a")
-		if !ok || row.PID != r.PID || row.ThreadID != r.ThreadID || row.Turns != 2 || !strings.Contains(lastErr, "internal error") {
+		if !ok || row.PID != r.PID || row.ThreadID != r.ThreadID || row.Turns != 2 || !strings.Contains(lastErr, "internal error") ||
+			row.PSSBytes != 2<<20 {
 			t.Fatalf("ChatStatus = %+v %v %q", row, ok, lastErr)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if reads[other.PID] != 0 || reads[r.PID] != 1 {
+			t.Fatalf("memory reads by pid %v: want one of a's child (%d) and none of b's (%d)", reads, r.PID, other.PID)
 		}
 	})
 }

@@ -13,6 +13,12 @@ import (
 // /proc reads and LastActivity calls happen after it is released, so taking a snapshot under
 // load does not stall Submit.
 func (s *Supervisor) Status() Snapshot {
+	return s.snapshot(func(*session) bool { return true })
+}
+
+// snapshot is Status with rows only for the sessions want accepts: only their children's memory
+// is read. The totals other than the memory sums cover the whole pool.
+func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 	type row struct {
 		cs    ChildStatus
 		child Child
@@ -37,6 +43,15 @@ func (s *Supervisor) Status() Snapshot {
 	t.MeasuredPSSBytes, t.ChargedBytes, t.ChildEstimateBytes = u.measured, u.held, u.estimate
 	t.OverloadRetries = s.overloadRetries.Load()
 	for sess := range s.sessions {
+		if sess.spare {
+			t.Spares++
+		}
+		if sess.state == StateBusy {
+			t.Busy++
+		}
+		if !want(sess) {
+			continue
+		}
 		cs := ChildStatus{
 			ChatKey:  sess.key.key,
 			ThreadID: sess.threadID,
@@ -47,12 +62,8 @@ func (s *Supervisor) Status() Snapshot {
 			Queued:   s.queue.LenLocked(sess.key.key),
 			Uptime:   now.Sub(sess.started),
 		}
-		if sess.spare {
-			t.Spares++
-		}
 		if sess.state == StateBusy {
 			cs.TurnAge = now.Sub(sess.turnStart)
-			t.Busy++
 			if lt := sess.key.live; lt != nil && lt.act != nil {
 				cs.Activity, cs.ActivitySince = lt.act.get()
 			}
