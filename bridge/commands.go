@@ -129,7 +129,7 @@ func statusText(row supervisor.ChildStatus, ok bool, lastErr string) string {
 	} else {
 		fmt.Fprintf(&b, "codex pid %d is %s", row.PID, row.State)
 		if row.State == supervisor.StateBusy {
-			fmt.Fprintf(&b, " (for %s)", row.TurnAge.Round(100_000_000))
+			fmt.Fprintf(&b, " (for %s)", row.TurnAge.Round(100*time.Millisecond))
 			if a := row.ActivityLine(time.Now()); a != "" {
 				fmt.Fprintf(&b, ", now %s", a)
 			}

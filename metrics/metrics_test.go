@@ -36,15 +36,6 @@ func scrape(t *testing.T, m *Metrics) metricstest.Families {
 	return f
 }
 
-func value(t *testing.T, f metricstest.Families, name string, labels metricstest.Labels) float64 {
-	t.Helper()
-	v, ok := f.Value(name, labels)
-	if !ok {
-		t.Fatalf("no series %s%v", name, labels)
-	}
-	return v
-}
-
 // A scrape reports what the pool's table and the inbox's counters say at that moment, every
 // child state (0 included), retirements by reason, and changes when the source does.
 func TestCollectorReadsSourceAtScrape(t *testing.T) {
@@ -77,16 +68,16 @@ func TestCollectorReadsSourceAtScrape(t *testing.T) {
 		"codex_warm_molecule_poll_errors_total": 7, "codex_warm_molecule_unacked_rows": 2,
 		"codex_warm_molecule_pending_replies": 1, "codex_warm_molecule_in_flight": 1,
 	} {
-		if got := value(t, f, name, nil); got != want {
+		if got := f.MustValue(t, name, nil); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
 	for state, want := range map[string]float64{"starting": 0, "spare": 1, "idle": 2, "busy": 1, "retiring": 0} {
-		if got := value(t, f, "codex_warm_children", metricstest.Labels{"state": state}); got != want {
+		if got := f.MustValue(t, "codex_warm_children", metricstest.Labels{"state": state}); got != want {
 			t.Errorf("children{state=%s} = %v, want %v", state, got, want)
 		}
 	}
-	if got := value(t, f, "codex_warm_child_retirements_total", metricstest.Labels{"reason": "turn_deadline"}); got != 1 {
+	if got := f.MustValue(t, "codex_warm_child_retirements_total", metricstest.Labels{"reason": "turn_deadline"}); got != 1 {
 		t.Errorf("retirements{turn_deadline} = %v", got)
 	}
 	// The Go and process collectors are registered (daemon goroutines and heap).
@@ -102,8 +93,8 @@ func TestCollectorReadsSourceAtScrape(t *testing.T) {
 	src.st.Delivered = 12
 	src.mu.Unlock()
 	f = scrape(t, m)
-	if q, d, busy := value(t, f, "codex_warm_queue_depth", nil), value(t, f, "codex_warm_molecule_delivered_total", nil),
-		value(t, f, "codex_warm_children", metricstest.Labels{"state": "busy"}); q != 0 || d != 12 || busy != 0 {
+	if q, d, busy := f.MustValue(t, "codex_warm_queue_depth", nil), f.MustValue(t, "codex_warm_molecule_delivered_total", nil),
+		f.MustValue(t, "codex_warm_children", metricstest.Labels{"state": "busy"}); q != 0 || d != 12 || busy != 0 {
 		t.Errorf("after the change: queue %v delivered %v busy %v", q, d, busy)
 	}
 }
@@ -144,11 +135,11 @@ func TestObserveTurnAndPoll(t *testing.T) {
 		kind, outcome string
 		want          float64
 	}{{"canvas", "completed", 2}, {"peer", "completed", 1}, {"local", "failed", 1}, {"local", "busy", 1}, {"local", "watchdog_post_tool_quiet", 1}} {
-		if got := value(t, f, "codex_warm_turns_total", metricstest.Labels{"kind": tc.kind, "outcome": tc.outcome}); got != tc.want {
+		if got := f.MustValue(t, "codex_warm_turns_total", metricstest.Labels{"kind": tc.kind, "outcome": tc.outcome}); got != tc.want {
 			t.Errorf("turns{%s,%s} = %v, want %v", tc.kind, tc.outcome, got, tc.want)
 		}
 	}
-	if got := value(t, f, "codex_warm_turns_total", nil); got != 6 {
+	if got := f.MustValue(t, "codex_warm_turns_total", nil); got != 6 {
 		t.Errorf("turns in all %v, want 6", got)
 	}
 	kinds := f.LabelValues("codex_warm_turns_total", "kind")
@@ -192,7 +183,7 @@ func TestOwnRegistry(t *testing.T) {
 	if _, ok := scrape(t, b).Value("codex_warm_turns_total", nil); ok {
 		t.Error("a turn observed by one registry shows in another")
 	}
-	if v := value(t, scrape(t, a), "codex_warm_turns_total", nil); v != 1 {
+	if v := scrape(t, a).MustValue(t, "codex_warm_turns_total", nil); v != 1 {
 		t.Errorf("turns %v", v)
 	}
 }

@@ -25,15 +25,6 @@ func scrapeMetrics(t *testing.T, addr, token string) metricstest.Families {
 	return f
 }
 
-func metricValue(t *testing.T, f metricstest.Families, name string, labels metricstest.Labels) float64 {
-	t.Helper()
-	v, ok := f.Value(name, labels)
-	if !ok {
-		t.Fatalf("no series %s%v in the scrape", name, labels)
-	}
-	return v
-}
-
 // Three turns on the local inbox (two chats) show in /metrics: turns by kind and outcome, a
 // duration per turn, a first-message latency per chat, the chats' idle children, and no chat
 // key anywhere in a label. The status document names the metrics address; /healthz and /readyz
@@ -54,10 +45,10 @@ func TestE2EMetricsLocalTurns(t *testing.T) {
 	c.send("beta", "hi")
 
 	f := scrapeMetrics(t, addr, "")
-	if v := metricValue(t, f, "codex_warm_turns_total", metricstest.Labels{"kind": "local", "outcome": "completed"}); v != 3 {
+	if v := f.MustValue(t, "codex_warm_turns_total", metricstest.Labels{"kind": "local", "outcome": "completed"}); v != 3 {
 		t.Errorf("turns{local,completed} = %v, want 3", v)
 	}
-	if v := metricValue(t, f, "codex_warm_turns_total", nil); v != 3 {
+	if v := f.MustValue(t, "codex_warm_turns_total", nil); v != 3 {
 		t.Errorf("turns in all = %v, want 3", v)
 	}
 	if n, _ := f.HistogramCount("codex_warm_turn_duration_seconds", metricstest.Labels{"kind": "local"}); n != 3 {
@@ -66,23 +57,23 @@ func TestE2EMetricsLocalTurns(t *testing.T) {
 	if n, _ := f.HistogramCount("codex_warm_first_message_latency_seconds", metricstest.Labels{"kind": "local"}); n != 2 {
 		t.Errorf("first-message latencies %d, want 2 (alpha's first, beta's first)", n)
 	}
-	if v := metricValue(t, f, "codex_warm_children", metricstest.Labels{"state": "idle"}); v != 2 {
+	if v := f.MustValue(t, "codex_warm_children", metricstest.Labels{"state": "idle"}); v != 2 {
 		t.Errorf("idle children %v, want 2", v)
 	}
-	if v := metricValue(t, f, "codex_warm_children", metricstest.Labels{"state": "busy"}); v != 0 {
+	if v := f.MustValue(t, "codex_warm_children", metricstest.Labels{"state": "busy"}); v != 0 {
 		t.Errorf("busy children %v, want 0", v)
 	}
-	if spare, starting := metricValue(t, f, "codex_warm_children", metricstest.Labels{"state": "spare"}),
-		metricValue(t, f, "codex_warm_children", metricstest.Labels{"state": "starting"}); spare+starting > 1 {
+	if spare, starting := f.MustValue(t, "codex_warm_children", metricstest.Labels{"state": "spare"}),
+		f.MustValue(t, "codex_warm_children", metricstest.Labels{"state": "starting"}); spare+starting > 1 {
 		t.Errorf("spare %v + starting %v children, want at most the one spare", spare, starting)
 	}
-	if v := metricValue(t, f, "codex_warm_queue_depth", nil); v != 0 {
+	if v := f.MustValue(t, "codex_warm_queue_depth", nil); v != 0 {
 		t.Errorf("queue depth %v", v)
 	}
-	if v := metricValue(t, f, "codex_warm_children_pss_bytes", nil); v <= 0 {
+	if v := f.MustValue(t, "codex_warm_children_pss_bytes", nil); v <= 0 {
 		t.Errorf("children PSS %v, want the children's memory", v)
 	}
-	if v := metricValue(t, f, "go_goroutines", nil); v <= 0 {
+	if v := f.MustValue(t, "go_goroutines", nil); v <= 0 {
 		t.Errorf("go_goroutines %v", v)
 	}
 	for name, mf := range f {
@@ -134,7 +125,7 @@ func TestE2EMetricsMolecule(t *testing.T) {
 	}
 	f := scrapeMetrics(t, addr, token)
 	for _, kind := range []string{"canvas", "peer"} {
-		if v := metricValue(t, f, "codex_warm_turns_total", metricstest.Labels{"kind": kind, "outcome": "completed"}); v != 1 {
+		if v := f.MustValue(t, "codex_warm_turns_total", metricstest.Labels{"kind": kind, "outcome": "completed"}); v != 1 {
 			t.Errorf("turns{%s,completed} = %v, want 1", kind, v)
 		}
 		if n, _ := f.HistogramCount("codex_warm_first_message_latency_seconds", metricstest.Labels{"kind": kind}); n != 1 {
@@ -149,7 +140,7 @@ func TestE2EMetricsMolecule(t *testing.T) {
 		"codex_warm_molecule_poison_rows_total":       st.Poison,
 		"codex_warm_molecule_poll_errors_total":       st.PollErrors,
 	} {
-		if v := metricValue(t, f, name, nil); v != float64(want) {
+		if v := f.MustValue(t, name, nil); v != float64(want) {
 			t.Errorf("%s = %v, want %d", name, v, want)
 		}
 	}

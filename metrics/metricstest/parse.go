@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"testing"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -91,6 +92,16 @@ func (f Families) Value(name string, labels Labels) (v float64, ok bool) {
 		}
 	}
 	return v, len(ms) > 0
+}
+
+// MustValue is Value for a series the test needs: a missing one fails the test at once.
+func (f Families) MustValue(t testing.TB, name string, labels Labels) float64 {
+	t.Helper()
+	v, ok := f.Value(name, labels)
+	if !ok {
+		t.Fatalf("no series %s%v in the scrape", name, labels)
+	}
+	return v
 }
 
 // HistogramCount sums the sample counts of histogram name's series that match labels.
