@@ -16,7 +16,7 @@ CODEX_BIN  := $(TOOLS)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(C
 
 export CODEX_BIN
 
-.PHONY: all build codex codex-bin npm systemd-analyze test test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
+.PHONY: all build codex codex-bin npm systemd-analyze check-tree test test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
 
 all: build
 
@@ -80,6 +80,10 @@ systemd-analyze:
 		echo "systemd-analyze is required to check the systemd unit; on Debian: sudo apt-get install -y systemd" >&2; exit 1; \
 	fi
 
+# check-tree refuses tracked build outputs: compiled executables and files over 256 KiB.
+check-tree:
+	./.ci/check-tree
+
 vet:
 	$(GO) vet ./...
 
@@ -91,7 +95,7 @@ lint:
 GO_TEST = CODEX_WARM_REQUIRE_CODEX=1 $(GO) test $(GOFLAGS_TEST) ./...
 
 # test is what CI runs.
-test: codex systemd-analyze vet lint
+test: check-tree codex systemd-analyze vet lint
 	$(GO_TEST)
 
 # test-stress runs the test command STRESS_RUNS times beside two busy CPU loops: the tests must
