@@ -19,6 +19,7 @@ const (
 	MethodThreadRevert  = "thread/revert"
 	MethodAccountRead   = "account/read"
 	MethodConfigRead    = "config/read"
+	MethodLoginStart    = "account/login/start"
 )
 
 // Method names of server notifications the daemon interprets.
@@ -41,6 +42,9 @@ const (
 	RequestPermissionsApproval = "item/permissions/requestApproval"
 	RequestMCPElicitation      = "mcpServer/elicitation/request"
 	RequestToolUserInput       = "item/tool/requestUserInput"
+	// RequestChatGPTTokensRefresh asks the client for new ChatGPT tokens after the model
+	// rejected the ones it gave (a 401). codex waits 10 s for the answer, then fails the turn.
+	RequestChatGPTTokensRefresh = "account/chatgptAuthTokens/refresh"
 )
 
 // Turn statuses as reported in turn.status.
@@ -77,6 +81,9 @@ type ClientInfo struct {
 
 // InitializeCapabilities is the optional capabilities block of initialize.
 type InitializeCapabilities struct {
+	// ExperimentalAPI opts in to the experimental part of app-server v2; client-owned ChatGPT
+	// tokens (account/login/start with type chatgptAuthTokens) need it.
+	ExperimentalAPI           bool     `json:"experimentalApi,omitempty"`
 	OptOutNotificationMethods []string `json:"optOutNotificationMethods,omitempty"`
 }
 
@@ -473,3 +480,27 @@ type TurnSteerResult struct {
 // {"turnKind": "review"|"compact"}}) of a turn/steer refused because the running turn takes no
 // input.
 const CodexErrorActiveTurnNotSteerable = "activeTurnNotSteerable"
+
+// LoginTypeChatGPTAuthTokens is the account/login/start type of tokens owned by the client: the
+// child neither reads auth.json nor refreshes them itself, and asks the client on a 401
+// (RequestChatGPTTokensRefresh). Sent again to a running child, it swaps the token in place.
+const LoginTypeChatGPTAuthTokens = "chatgptAuthTokens"
+
+// ChatGPTAuthTokens is a ChatGPT access token with the account it belongs to: the params of
+// account/login/start (with Type LoginTypeChatGPTAuthTokens) and, without Type, the result of
+// RequestChatGPTTokensRefresh. The access token is a JWT; codex reads its claims but does not
+// check its signature.
+type ChatGPTAuthTokens struct {
+	Type             string  `json:"type,omitempty"`
+	AccessToken      string  `json:"accessToken"`
+	ChatGPTAccountID string  `json:"chatgptAccountId"`
+	ChatGPTPlanType  *string `json:"chatgptPlanType"`
+}
+
+// ChatGPTTokensRefreshParams are the params of RequestChatGPTTokensRefresh.
+type ChatGPTTokensRefreshParams struct {
+	// Reason is "unauthorized" (the only value in codex 0.169).
+	Reason string `json:"reason"`
+	// PreviousAccountID is the account the child was using, when it had one.
+	PreviousAccountID *string `json:"previousAccountId,omitempty"`
+}

@@ -1,0 +1,522 @@
+// Package codexauth makes the daemon the only holder of a ChatGPT login shared by many codex
+// children. codex refreshes its own login per process, and the flock it takes covers only the
+// file, not the network call: N warm children meeting a 401 together spend one refresh token N
+// times, and all but one are refused (refresh_token_reused) and report the login as gone. So
+// the daemon reads CODEX_HOME/auth.json itself, starts every child with an ephemeral credential
+// store and the access token (app-server's client-owned tokens), refreshes once for all of
+// them, pushes each new token to every live child, and writes the rotated tokens back the way
+// codex does, so the operator's own codex keeps working.
+//
+// The wire facts are in docs/PROTOCOL.md ("ChatGPT login shared by many children").
+package codexauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/protocol"
+)
+
+// Defaults of zero Config fields.
+const (
+	// DefaultRequestTimeout bounds one call of the token endpoint. A child waits 10 s for the
+	// answer to its refresh request; this leaves room to answer it in time.
+	DefaultRequestTimeout = 8 * time.Second
+	// DefaultRefreshAhead is how long before the access token's exp it is refreshed: codex
+	// itself refreshes within 5 minutes of exp.
+	DefaultRefreshAhead = 5 * time.Minute
+	// DefaultFileCheck is how often auth.json is looked at for a login another process wrote
+	// (an operator's `codex login`, a second daemon).
+	DefaultFileCheck = 30 * time.Second
+	// DefaultRetryMax caps the wait between refreshes that failed without an answer.
+	DefaultRetryMax = time.Minute
+)
+
+// State is where the login stands.
+type State string
+
+// States of the login. Valid → Failing when a refresh gets no answer (the token may still be
+// good, and the refresh is retried); Valid or Failing → Gone when the endpoint refuses the
+// refresh token for good and auth.json has nothing newer; any → Valid when a refresh succeeds
+// or auth.json brings a new login.
+const (
+	StateValid   State = "valid"
+	StateFailing State = "refresh_failing"
+	StateGone    State = "login_gone"
+)
+
+// Refresh outcomes, as counted in metrics.
+const (
+	OutcomeRefreshed = "refreshed" // the endpoint rotated the tokens
+	OutcomeAdopted   = "adopted"   // auth.json held newer tokens (another process rotated them)
+	OutcomeRejected  = "rejected"  // the endpoint refused the refresh token for good
+	OutcomeFailed    = "failed"    // no usable answer; the refresh token may or may not be spent
+)
+
+// ErrLoginGone means the refresh token was refused for good and auth.json holds nothing newer:
+// an operator must run `codex login`.
+var ErrLoginGone = errors.New("the ChatGPT login is gone: an operator must run `codex login` as the daemon's user")
+
+// Config configures a Manager.
+type Config struct {
+	// CodexHome is the CODEX_HOME of the children. Required.
+	CodexHome string
+	// TokenURL is the OAuth token endpoint. Empty means TokenURLEnv from the environment the
+	// daemon was given, else DefaultTokenURL (see TokenURLFrom).
+	TokenURL string
+	// HTTPClient calls the endpoint. Nil means NoRedirectClient().
+	HTTPClient *http.Client
+	// RequestTimeout bounds one call of the endpoint. Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// RefreshAhead is how long before exp the access token is refreshed. Default
+	// DefaultRefreshAhead.
+	RefreshAhead time.Duration
+	// FileCheck is how often Run looks for a newer auth.json. Default DefaultFileCheck.
+	FileCheck time.Duration
+	// RetryMax caps the backoff between failed refreshes in Run. Default DefaultRetryMax.
+	RetryMax time.Duration
+	// OnRefresh, when set, hears each refresh's outcome (Outcome*). It must not block.
+	OnRefresh func(outcome string)
+	// Logger receives the manager's logs. Nil: none.
+	Logger *zap.Logger
+}
+
+// TokenURLFrom is the token endpoint codex would call in an environment whose variables getenv
+// reads: TokenURLEnv when set, else DefaultTokenURL.
+func TokenURLFrom(getenv func(string) string) string {
+	if u := getenv(TokenURLEnv); u != "" {
+		return u
+	}
+	return DefaultTokenURL
+}
+
+// Status is what an operator sees of the login. It never holds a token.
+type Status struct {
+	Kind        Kind      `json:"kind"`
+	State       State     `json:"state"`
+	AccountID   string    `json:"account_id,omitempty"`
+	PlanType    string    `json:"plan_type,omitempty"`
+	Expires     time.Time `json:"expires,omitzero"`
+	LastRefresh time.Time `json:"last_refresh,omitzero"`
+	LastOutcome string    `json:"last_outcome,omitempty"`
+	LastError   string    `json:"last_error,omitempty"`
+}
+
+// Manager holds a ChatGPT login for every child of the daemon; see the package doc.
+//
+// Goroutines: each refresh runs on a goroutine of its own (callers only wait for it, so a
+// caller giving up never cancels a call that may already have spent the refresh token); Close
+// waits for them. Run is the caller's.
+type Manager struct {
+	cfg Config
+	log *zap.Logger
+
+	life context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	mu          sync.Mutex
+	tok         Tokens
+	state       State
+	stamp       fileStamp // of the auth.json tok was last read from or written to
+	lastRefresh time.Time
+	lastOutcome string
+	lastErr     string
+	dead        string  // a refresh token the endpoint refused for good
+	flight      *flight // the refresh in progress, if any
+	subs        map[int]func()
+	nextSub     int
+}
+
+// flight is one refresh that every caller asking meanwhile shares.
+type flight struct {
+	stale string // the access token that was found wanting
+	done  chan struct{}
+	tok   Tokens
+	err   error
+}
+
+// fileStamp tells whether auth.json changed since it was last read.
+type fileStamp struct {
+	ino   uint64
+	size  int64
+	mtime time.Time
+}
+
+// Open reads CODEX_HOME/auth.json. For a ChatGPT login it returns a Manager holding its tokens;
+// for any other kind (no file, an API key, ...) it returns nil and the kind, and codex keeps
+// managing that login itself.
+func Open(cfg Config) (*Manager, Kind, error) {
+	if cfg.CodexHome == "" {
+		return nil, KindNone, errors.New("codexauth: Config.CodexHome is empty")
+	}
+	if cfg.TokenURL == "" {
+		cfg.TokenURL = TokenURLFrom(os.Getenv)
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = NoRedirectClient()
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.RefreshAhead <= 0 {
+		cfg.RefreshAhead = DefaultRefreshAhead
+	}
+	if cfg.FileCheck <= 0 {
+		cfg.FileCheck = DefaultFileCheck
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = DefaultRetryMax
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	af, err := readAuthFile(cfg.CodexHome)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, KindNone, nil
+	}
+	if err != nil {
+		return nil, KindNone, fmt.Errorf("read codex login: %w", err)
+	}
+	kind := af.kind()
+	if kind != KindChatGPT {
+		return nil, kind, nil
+	}
+	tok, err := af.loginTokens()
+	if err != nil {
+		return nil, kind, fmt.Errorf("read codex login %s: %w", filepath.Join(cfg.CodexHome, AuthFile), err)
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger.Named("codexauth"), tok: tok, state: StateValid,
+		stamp: stampOf(cfg.CodexHome), subs: map[int]func(){}}
+	m.life, m.stop = context.WithCancel(context.Background())
+	return m, kind, nil
+}
+
+// Close stops every refresh in progress and waits for it.
+func (m *Manager) Close() {
+	m.stop()
+	m.wg.Wait()
+}
+
+// Login is the current access token, as account/login/start sends it.
+func (m *Manager) Login() protocol.ChatGPTAuthTokens {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return loginOf(m.tok)
+}
+
+// Usable returns ErrLoginGone (wrapped with the cause) while the login is gone, after looking
+// at auth.json once more for a new login; nil otherwise.
+func (m *Manager) Usable() error {
+	m.checkFile(false)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state == StateGone {
+		return fmt.Errorf("%w (%s)", ErrLoginGone, m.lastErr)
+	}
+	return nil
+}
+
+// Status is the login as an operator sees it.
+func (m *Manager) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Status{Kind: KindChatGPT, State: m.state, AccountID: m.tok.AccountID, PlanType: m.tok.PlanType,
+		Expires: m.tok.Expires, LastRefresh: m.lastRefresh, LastOutcome: m.lastOutcome, LastError: m.lastErr}
+}
+
+// Subscribe calls kick, which must not block, each time the access token changes; the
+// subscriber reads it with Login. stop ends the subscription.
+func (m *Manager) Subscribe(kick func()) (stop func()) {
+	m.mu.Lock()
+	id := m.nextSub
+	m.nextSub++
+	m.subs[id] = kick
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		delete(m.subs, id)
+		m.mu.Unlock()
+	}
+}
+
+// Refresh answers a child whose access token stale was refused: a newer token at once when the
+// daemon has one, else the outcome of one refresh that every caller asking meanwhile shares.
+// ctx bounds only the wait: the refresh itself runs on, bounded by Config.RequestTimeout,
+// because the endpoint may already have spent the refresh token.
+func (m *Manager) Refresh(ctx context.Context, stale string) (protocol.ChatGPTAuthTokens, error) {
+	if err := m.Usable(); err != nil {
+		return protocol.ChatGPTAuthTokens{}, err
+	}
+	m.mu.Lock()
+	if m.tok.AccessToken != stale {
+		t := m.tok
+		m.mu.Unlock()
+		return loginOf(t), nil
+	}
+	f := m.startLocked(stale)
+	m.mu.Unlock()
+	select {
+	case <-f.done:
+		if f.err != nil {
+			return protocol.ChatGPTAuthTokens{}, f.err
+		}
+		return loginOf(f.tok), nil
+	case <-ctx.Done():
+		return protocol.ChatGPTAuthTokens{}, fmt.Errorf("waiting for the ChatGPT token refresh: %w", context.Cause(ctx))
+	}
+}
+
+// startLocked returns the refresh in progress, or starts one for stale. m.mu is held.
+func (m *Manager) startLocked(stale string) *flight {
+	if m.flight != nil {
+		return m.flight
+	}
+	f := &flight{stale: stale, done: make(chan struct{})}
+	m.flight = f
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(m.life, m.cfg.RequestTimeout)
+		defer cancel()
+		f.tok, f.err = m.refresh(ctx, stale)
+		m.mu.Lock()
+		m.flight = nil
+		m.mu.Unlock()
+		close(f.done)
+	}()
+	return f
+}
+
+// refresh is one flight: auth.json first, in case another process rotated the tokens (then
+// nothing is spent), then the endpoint.
+func (m *Manager) refresh(ctx context.Context, stale string) (Tokens, error) {
+	m.checkFile(true)
+	m.mu.Lock()
+	cur, dead := m.tok, m.dead
+	m.mu.Unlock()
+	if cur.AccessToken != stale && !m.due(cur, time.Now()) {
+		return cur, nil
+	}
+	if cur.RefreshToken == dead {
+		return cur, m.Usable()
+	}
+	res, err := postRefresh(ctx, m.cfg.HTTPClient, m.cfg.TokenURL, cur.RefreshToken)
+	var rej *RejectedError
+	switch {
+	case errors.As(err, &rej):
+		// Another process may have spent it first and written what it got.
+		if m.checkFile(true) {
+			m.mu.Lock()
+			t := m.tok
+			m.mu.Unlock()
+			if t.RefreshToken != cur.RefreshToken {
+				return t, nil
+			}
+		}
+		m.mu.Lock()
+		m.state, m.dead, m.lastOutcome, m.lastErr = StateGone, cur.RefreshToken, OutcomeRejected, rej.Error()
+		m.mu.Unlock()
+		m.counted(OutcomeRejected)
+		m.log.Error("the ChatGPT login is gone: the token endpoint refused the refresh token and auth.json holds no newer one; "+
+			"every message is answered with a `codex login` hint until an operator logs codex in again",
+			zap.String("codex_home", m.cfg.CodexHome), zap.Error(rej))
+		return cur, fmt.Errorf("%w (%v)", ErrLoginGone, rej)
+	case err != nil:
+		m.mu.Lock()
+		if m.state != StateGone {
+			m.state = StateFailing
+		}
+		m.lastOutcome, m.lastErr = OutcomeFailed, err.Error()
+		m.mu.Unlock()
+		m.counted(OutcomeFailed)
+		m.log.Warn("ChatGPT token refresh failed; auth.json is read again before the next try, "+
+			"in case the refresh token was spent", zap.Error(err))
+		return cur, fmt.Errorf("refresh the ChatGPT login: %w", err)
+	}
+	next := Tokens{IDToken: res.IDToken, AccessToken: res.AccessToken, RefreshToken: res.RefreshToken, AccountID: cur.AccountID}
+	if next.IDToken == "" {
+		next.IDToken = cur.IDToken
+	}
+	if next.RefreshToken == "" {
+		next.RefreshToken = cur.RefreshToken
+	}
+	if err := next.readClaims(); err != nil {
+		m.log.Warn("the refreshed access token's claims are unreadable; its expiry is unknown", zap.Error(err))
+	}
+	now := time.Now()
+	stamp, werr := m.writeBack(next, now)
+	if werr != nil {
+		// The children still get the new token; only the operator's own codex keeps the old one.
+		m.log.Error("could not write the refreshed ChatGPT login back to auth.json", zap.Error(werr))
+	}
+	m.mu.Lock()
+	m.tok, m.state, m.dead, m.lastRefresh, m.lastOutcome, m.lastErr = next, StateValid, "", now, OutcomeRefreshed, ""
+	if werr == nil {
+		m.stamp = stamp
+	}
+	m.mu.Unlock()
+	m.counted(OutcomeRefreshed)
+	m.log.Info("ChatGPT login refreshed", zap.Time("expires", next.Expires))
+	m.publish()
+	return next, nil
+}
+
+// writeBack writes t into auth.json under codex's lock, keeping every other field and the
+// file's mode, and returns the new file's stamp.
+func (m *Manager) writeBack(t Tokens, now time.Time) (fileStamp, error) {
+	unlock, err := lockAuth(m.cfg.CodexHome)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	defer unlock()
+	af, err := readAuthFile(m.cfg.CodexHome)
+	if err != nil {
+		return fileStamp{}, fmt.Errorf("re-read %s: %w", AuthFile, err)
+	}
+	af.setTokens(t, now)
+	if err := af.write(m.cfg.CodexHome); err != nil {
+		return fileStamp{}, err
+	}
+	return stampOf(m.cfg.CodexHome), nil
+}
+
+// checkFile adopts the login in auth.json when it differs from the one held: another process
+// rotated the tokens, or an operator logged in again. Unless force, a file whose stamp did not
+// change is not read. It reports whether tokens were adopted.
+func (m *Manager) checkFile(force bool) bool {
+	st := stampOf(m.cfg.CodexHome)
+	m.mu.Lock()
+	same := st == m.stamp
+	m.mu.Unlock()
+	if same && !force {
+		return false
+	}
+	af, err := readAuthFile(m.cfg.CodexHome)
+	if err != nil || af.kind() != KindChatGPT {
+		return false
+	}
+	t, err := af.loginTokens()
+	if err != nil {
+		return false
+	}
+	m.mu.Lock()
+	m.stamp = st
+	if t.RefreshToken == m.tok.RefreshToken && t.AccessToken == m.tok.AccessToken || t.RefreshToken == m.dead {
+		m.mu.Unlock()
+		return false
+	}
+	m.tok, m.state, m.lastOutcome, m.lastErr = t, StateValid, OutcomeAdopted, ""
+	m.mu.Unlock()
+	m.counted(OutcomeAdopted)
+	m.log.Info("adopted the ChatGPT login auth.json holds now (another process rotated it, or codex was logged in again)",
+		zap.Time("expires", t.Expires))
+	m.publish()
+	return true
+}
+
+// Run refreshes the access token RefreshAhead before it expires, and picks up a login another
+// process wrote to auth.json, until ctx is done. Failed refreshes are retried with a backoff.
+func (m *Manager) Run(ctx context.Context) {
+	retry := backoff.NewExponentialBackOff()
+	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = time.Second, m.cfg.RetryMax, 0
+	var retryAt time.Time
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.checkFile(false)
+		now := time.Now()
+		m.mu.Lock()
+		cur, state := m.tok, m.state
+		m.mu.Unlock()
+		if state != StateGone && m.due(cur, now) && !now.Before(retryAt) {
+			if _, err := m.Refresh(ctx, cur.AccessToken); err != nil && !errors.Is(err, ErrLoginGone) {
+				retryAt = time.Now().Add(retry.NextBackOff())
+			} else {
+				retry.Reset()
+				retryAt = time.Time{}
+			}
+		}
+		t.Reset(m.nextWake(time.Now(), retryAt))
+	}
+}
+
+// due reports whether t should be refreshed now.
+func (m *Manager) due(t Tokens, now time.Time) bool {
+	return !t.Expires.IsZero() && !now.Before(t.Expires.Add(-m.cfg.RefreshAhead))
+}
+
+// nextWake is how long Run sleeps: until the next refresh is due (or may be retried), or the
+// next look at auth.json, whichever is first.
+func (m *Manager) nextWake(now, retryAt time.Time) time.Duration {
+	wait := m.cfg.FileCheck
+	m.mu.Lock()
+	t, state := m.tok, m.state
+	m.mu.Unlock()
+	if state == StateGone || t.Expires.IsZero() {
+		return wait
+	}
+	at := t.Expires.Add(-m.cfg.RefreshAhead)
+	if retryAt.After(at) {
+		at = retryAt
+	}
+	if d := at.Sub(now); d < wait {
+		wait = max(d, 0)
+	}
+	return wait
+}
+
+func (m *Manager) publish() {
+	m.mu.Lock()
+	kicks := make([]func(), 0, len(m.subs))
+	for _, k := range m.subs {
+		kicks = append(kicks, k)
+	}
+	m.mu.Unlock()
+	for _, k := range kicks {
+		k()
+	}
+}
+
+func (m *Manager) counted(outcome string) {
+	if m.cfg.OnRefresh != nil {
+		m.cfg.OnRefresh(outcome)
+	}
+}
+
+func loginOf(t Tokens) protocol.ChatGPTAuthTokens {
+	l := protocol.ChatGPTAuthTokens{Type: protocol.LoginTypeChatGPTAuthTokens, AccessToken: t.AccessToken, ChatGPTAccountID: t.AccountID}
+	if t.PlanType != "" {
+		plan := t.PlanType
+		l.ChatGPTPlanType = &plan
+	}
+	return l
+}
+
+func stampOf(dir string) fileStamp {
+	fi, err := os.Lstat(filepath.Join(dir, AuthFile))
+	if err != nil {
+		return fileStamp{}
+	}
+	st := fileStamp{size: fi.Size(), mtime: fi.ModTime()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino = sys.Ino
+	}
+	return st
+}
