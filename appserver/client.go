@@ -82,6 +82,11 @@ type Config struct {
 	OnOverloadRetry func(method string)
 	// Policy answers the server's approval and input requests. The zero value declines.
 	Policy Policy
+	// Tokens, when set, makes the daemon the holder of the child's ChatGPT login: the child
+	// runs with an ephemeral credential store (it never reads auth.json nor calls the token
+	// endpoint), is logged in with Tokens.Login after initialize, gets every new token pushed,
+	// and its refresh requests are answered from Tokens. Nil leaves the login to codex.
+	Tokens TokenSource
 	// Logger receives the client's logs; nil means zap.NewNop().
 	Logger *zap.Logger
 }
@@ -161,6 +166,12 @@ type Client struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	tokenMu   sync.Mutex
+	token     string        // the ChatGPT access token the child was last given (Config.Tokens)
+	tokenKick chan struct{} // wakes pushTokens: a new token, or a turn ended
+	turnGate  sync.Mutex    // held by RunTurn for the whole turn, and by pushTokens for a push
+	renewed   atomic.Bool   // the running turn's child was given a new token (answerTokenRefresh)
 }
 
 // Start spawns the child as the leader of its own session and process group and completes the handshake (initialize +
@@ -186,11 +197,19 @@ func Start(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("start codex app-server %s: %w", cfg.Bin, classifyExit(err))
 	}
 	c.log.Debug("handshake done")
+	if cfg.Tokens != nil {
+		c.wg.Add(1)
+		go c.pushTokens()
+	}
 	return c, nil
 }
 
 func spawn(cfg Config) (*Client, error) {
-	args := make([]string, 0, 2*len(cfg.ConfigOverrides)+len(cfg.Args))
+	args := make([]string, 0, 2*len(cfg.ConfigOverrides)+len(cfg.Args)+2)
+	if cfg.Tokens != nil {
+		// First, so that an operator's own -c cannot hand the login back to the child.
+		args = append(args, "-c", ephemeralCredentials)
+	}
 	for _, kv := range cfg.ConfigOverrides {
 		args = append(args, "-c", kv)
 	}
@@ -258,6 +277,7 @@ func newClient(cfg Config, p child) *Client {
 		closing:   make(chan struct{}),
 		readEnd:   make(chan struct{}),
 		writeFail: make(chan struct{}),
+		tokenKick: make(chan struct{}, 1),
 	}
 	c.life, c.kill = context.WithCancelCause(context.Background())
 	c.lastActivity.Store(time.Now().UnixNano())
@@ -293,8 +313,10 @@ func (c *Client) handshake(ctx context.Context) error {
 		fmt.Errorf("%w: pid %d did not answer initialize within %s", ErrHandshakeTimeout, c.pid, c.cfg.HandshakeTimeout))
 	defer cancel()
 	params := protocol.InitializeParams{ClientInfo: c.cfg.ClientInfo}
-	if len(c.cfg.OptOutNotifications) > 0 {
-		params.Capabilities = &protocol.InitializeCapabilities{OptOutNotificationMethods: c.cfg.OptOutNotifications}
+	if len(c.cfg.OptOutNotifications) > 0 || c.cfg.Tokens != nil {
+		// Client-owned tokens are part of the experimental API.
+		params.Capabilities = &protocol.InitializeCapabilities{OptOutNotificationMethods: c.cfg.OptOutNotifications,
+			ExperimentalAPI: c.cfg.Tokens != nil}
 	}
 	var res protocol.InitializeResult
 	if err := c.call(hctx, protocol.MethodInitialize, params, &res); err != nil {
@@ -304,6 +326,9 @@ func (c *Client) handshake(ctx context.Context) error {
 		return c.brokenErr(protocol.MethodInitialized, err)
 	}
 	c.log.Debug("initialized", zap.String("user_agent", res.UserAgent), zap.String("codex_home", res.CodexHome))
+	if c.cfg.Tokens != nil {
+		return c.logIn(hctx)
+	}
 	return nil
 }
 

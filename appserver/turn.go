@@ -155,6 +155,11 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 		return nil, fmt.Errorf("run turn on thread %s: %w (codex pid %d)", threadID, ErrTurnInProgress, c.pid)
 	}
 	defer c.busy.Store(false)
+	// A token handed over while a model request is in flight makes codex fail that request
+	// ("application network permission was revoked"): new tokens wait for the turn's end.
+	defer c.kickTokens()
+	c.turnGate.Lock()
+	defer c.turnGate.Unlock()
 	if c.wedged.Load() {
 		return nil, fmt.Errorf("run turn on thread %s: %w: codex pid %d still has a turn that was not interrupted", threadID, ErrWedged, c.pid)
 	}
@@ -164,6 +169,62 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, context.Cause(ctx))
 	}
+	if c.cfg.Tokens != nil && c.cfg.Tokens.Login().AccessToken != c.heldToken() {
+		// A token the daemon got while this child was busy, not handed over yet: a turn never
+		// starts with a token the daemon already replaced.
+		if err := c.logIn(ctx); err != nil {
+			log := c.log.With(zap.String("thread", threadID))
+			log.Warn("could not hand the new ChatGPT token to codex before the turn; it asks for one on a 401", zap.Error(err))
+		}
+	}
+	c.renewed.Store(false)
+	r, err := c.runTurn(ctx, threadID, input, opts)
+	if err == nil && c.renewed.Load() && unansweredFailure(r) && ctx.Err() == nil {
+		// The model refused the token, the child got a new one from the daemon, and codex
+		// 0.169 still failed the turn before the model saw it ("application network policy is
+		// unavailable"); the child's next turn works. Nothing was answered, so the turn runs
+		// again, once, after the failed one is dropped from the thread.
+		c.log.Info("turn failed right after its ChatGPT token was renewed, before the model answered; running it again",
+			zap.String("thread", threadID), zap.String("turn", r.TurnID), zap.String("error", turnErrorText(r)))
+		if rerr := c.RevertThread(ctx, threadID, r.TurnID); rerr != nil {
+			c.log.Warn("could not drop the failed turn before running it again", zap.Error(rerr))
+		}
+		r, err = c.runTurn(ctx, threadID, input, opts)
+	}
+	return r, err
+}
+
+// unansweredFailure reports a failed turn whose only item is the user's message: the model
+// produced nothing, and no tool ran.
+func unansweredFailure(r *TurnResult) bool {
+	if r == nil || r.Status != protocol.TurnFailed {
+		return false
+	}
+	for _, n := range r.Notifications {
+		if n.Method != protocol.NotifyItemStarted && n.Method != protocol.NotifyItemCompleted {
+			continue
+		}
+		var it struct {
+			Item struct {
+				Type string `json:"type"`
+			} `json:"item"`
+		}
+		if json.Unmarshal(n.Params, &it) != nil || it.Item.Type != protocol.ItemUserMessage {
+			return false
+		}
+	}
+	return true
+}
+
+func turnErrorText(r *TurnResult) string {
+	if r.Error == nil {
+		return ""
+	}
+	return r.Error.Message
+}
+
+// runTurn is one turn of RunTurn.
+func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts TurnOptions) (*TurnResult, error) {
 	grace := opts.InterruptGrace
 	if grace <= 0 {
 		grace = DefaultInterruptGrace
@@ -309,7 +370,7 @@ var errAbandoned = errors.New("turn abandoned")
 // interrupted by us.
 func (c *Client) turnResult(t *turnState, turnID string, start time.Time, stderrMark int64, cause error) (*TurnResult, error) {
 	t.mu.Lock()
-	notifs, final, terr := t.notifs, t.final, t.err
+	notifs, final, terr, refreshErr := t.notifs, t.final, t.err, t.refreshErr
 	t.mu.Unlock()
 	r := &TurnResult{ThreadID: t.threadID, TurnID: turnID, Notifications: notifs, Duration: time.Since(start)}
 	if final != nil {
@@ -323,6 +384,8 @@ func (c *Client) turnResult(t *turnState, turnID string, start time.Time, stderr
 			err = fmt.Errorf("%w (while interrupting: %w)", err, cause)
 		}
 		return r, err
+	case r.Status == protocol.TurnFailed && refreshErr != nil:
+		return r, refreshFailure(c.pid, refreshErr)
 	case r.Status == protocol.TurnFailed:
 		if msg := authMessage(r.Error, c.proc.Tail().Since(stderrMark)); msg != "" {
 			return r, &AuthError{Msg: msg}
@@ -373,6 +436,14 @@ type turnState struct {
 	final  *protocol.TurnNotification
 	err    error
 	ended  bool
+	// refreshErr is why the daemon could not answer the turn's token refresh request.
+	refreshErr error
+}
+
+func (t *turnState) setRefreshErr(err error) {
+	t.mu.Lock()
+	t.refreshErr = err
+	t.mu.Unlock()
 }
 
 type pendingNotif struct {
@@ -541,6 +612,10 @@ func (c *Client) setTurnID(threadID, id string) {
 // dispatcher, never on jsonrpc2's reader: the reply is a write that may wait on the child.
 func (c *Client) answer(req *jsonrpc2.Request) {
 	log := c.log.With(zap.String("method", req.Method), zap.Stringer("id", req.ID))
+	if req.Method == protocol.RequestChatGPTTokensRefresh && c.cfg.Tokens != nil {
+		c.answerTokenRefresh(req, log)
+		return
+	}
 	if c.cfg.Policy.asks(req.Method) && c.ask(req, log) {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -14,9 +15,10 @@ import (
 // Texts of replies that stand in for an answer. They tell the user what happened and what to do;
 // raw RPC errors are kept short.
 const (
-	textBusy        = "codex is busy right now (too many messages waiting); please try again shortly."
-	textNotLoggedIn = "codex is not logged in on the host: an operator must run `codex login` (as the daemon's user), then send your message again."
-	textEmpty       = "(codex finished without a text reply)"
+	textBusy               = "codex is busy right now (too many messages waiting); please try again shortly."
+	textTokenRefreshFailed = "codex could not renew its ChatGPT login just now (the token service did not answer), so your message was not answered; please send it again in a minute."
+	textNotLoggedIn        = "codex is not logged in on the host: an operator must run `codex login` (as the daemon's user), then send your message again."
+	textEmpty              = "(codex finished without a text reply)"
 	// textSteered answers, on the Molecule inbox, a message added to the chat's running turn
 	// (--busy steer): the full reply goes to the message that started the turn.
 	textSteered   = "(added to the running turn; codex answered it together with the message before it)"
@@ -61,7 +63,8 @@ func classify(r supervisor.Reply, err error) outcome {
 		return outcomeStopped
 	case errors.Is(err, supervisor.ErrSuperseded):
 		return outcomeSuperseded
-	case errors.As(err, &ae):
+	case errors.As(err, &ae), errors.Is(err, codexauth.ErrLoginGone):
+		// A login the daemon holds and found gone fails the turn the same way.
 		return outcomeAuth
 	case errors.As(err, &wd):
 		return outcomeWatchdog
@@ -125,6 +128,12 @@ func replyText(r supervisor.Reply, err error) string {
 		// is for the operator's log, not for the chat.
 		if errors.Is(err, appserver.ErrChildExited) || errors.Is(err, appserver.ErrProtocol) {
 			return "the codex session for this chat ended unexpectedly and will be restarted; please send your message again."
+		}
+		var tre *appserver.TokenRefreshError
+		if errors.As(err, &tre) {
+			// Not "log in again": the login is fine as far as anyone knows; the token service
+			// did not answer (the daemon retries it on its own).
+			return textTokenRefreshFailed
 		}
 		return "codex could not answer: " + capText(err.Error(), maxErrInReply)
 	}

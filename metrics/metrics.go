@@ -72,6 +72,7 @@ type Metrics struct {
 	turnDuration *prometheus.HistogramVec
 	firstLatency *prometheus.HistogramVec
 	pollDuration prometheus.Histogram
+	refreshes    *prometheus.CounterVec
 }
 
 // New builds the registry.
@@ -92,7 +93,10 @@ func New(cfg Config) *Metrics {
 			Help: "Wait from submit to reply of messages that started a codex child for their chat or took a spare, by chat kind.", Buckets: latencyBuckets},
 			[]string{"kind"}),
 	}
-	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, &poolCollector{status: cfg.Status})
+	m.refreshes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "chatgpt_token_refreshes_total",
+		Help: "Refreshes of the ChatGPT login the daemon holds for its children, by outcome (refreshed, adopted from auth.json, rejected: the login is gone, failed: no usable answer)."},
+		[]string{"outcome"})
+	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, &poolCollector{status: cfg.Status})
 	if cfg.Bridge != nil {
 		m.pollDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "molecule_poll_duration_seconds",
 			Help: "Duration of Molecule activity polls, failed ones included.", Buckets: pollBuckets})
@@ -102,6 +106,12 @@ func New(cfg Config) *Metrics {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
+}
+
+// ObserveTokenRefresh counts one refresh of the daemon-held ChatGPT login by its outcome; it is
+// codexauth's Config.OnRefresh.
+func (m *Metrics) ObserveTokenRefresh(outcome string) {
+	m.refreshes.WithLabelValues(outcome).Inc()
 }
 
 // ObserveTurn records one Submit call; it is the supervisor's Config.OnTurn.

@@ -31,6 +31,10 @@ type Config struct {
 	// Script decides the reply to each request. Nil means DefaultScript. It is called from the
 	// request's handler goroutine, possibly for several requests at once.
 	Script func(req Request) Reply
+	// Authorize, when set, decides whether a request's bearer token (the Authorization header
+	// without "Bearer ") is good. A refused request is answered 401 with an OpenAI error body,
+	// as the real API answers an expired or revoked token, and is not recorded as a request.
+	Authorize func(bearer string) bool
 }
 
 // Request is one POST /v1/responses as the mock saw it.
@@ -55,6 +59,8 @@ type Request struct {
 	Images []Image
 	// Raw is the request body as received.
 	Raw []byte
+	// Bearer is the request's bearer token.
+	Bearer string
 }
 
 // Image is one input_image part of a user message.
@@ -152,16 +158,17 @@ type Model struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	mu        sync.Mutex
-	closed    bool           // no new handlers may register once set
-	handlers  sync.WaitGroup // running handlers; Add only under mu while !closed
-	requests  []Request
-	hung      int // streams that entered the hang state, cumulative
-	inflight  int // handlers running now
-	answering int // /v1/responses requests being answered now
-	peak      int // high-water mark of answering since New or ResetMaxInFlight
-	unhandled []string
-	changed   chan struct{} // closed and replaced whenever requests, hung or inflight change
+	mu           sync.Mutex
+	closed       bool           // no new handlers may register once set
+	handlers     sync.WaitGroup // running handlers; Add only under mu while !closed
+	requests     []Request
+	hung         int // streams that entered the hang state, cumulative
+	unauthorized int // requests refused by Config.Authorize
+	inflight     int // handlers running now
+	answering    int // /v1/responses requests being answered now
+	peak         int // high-water mark of answering since New or ResetMaxInFlight
+	unhandled    []string
+	changed      chan struct{} // closed and replaced whenever requests, hung or inflight change
 }
 
 // New starts a Model listening on Config.Addr (default: a free port of 127.0.0.1).
@@ -204,6 +211,18 @@ func (m *Model) Requests() []Request {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]Request(nil), m.requests...)
+}
+
+// Unauthorized is the number of requests refused by Config.Authorize so far.
+func (m *Model) Unauthorized() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unauthorized
+}
+
+// WaitUnauthorized blocks until at least n requests were refused by Config.Authorize.
+func (m *Model) WaitUnauthorized(ctx context.Context, n int) error {
+	return m.wait(ctx, func() bool { return m.unauthorized >= n }, fmt.Sprintf("%d refused requests", n))
 }
 
 // RequestCount is the number of /v1/responses requests received so far.
@@ -355,6 +374,17 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 	req, err := parseRequest(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req.Bearer = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if m.cfg.Authorize != nil && !m.cfg.Authorize(req.Bearer) {
+		m.mu.Lock()
+		m.unauthorized++
+		m.notifyLocked()
+		m.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"message":"Your authentication token has expired. Please try signing in again.","type":"invalid_request_error","code":"token_expired","param":null}}`)
 		return
 	}
 	m.mu.Lock()
@@ -616,10 +646,25 @@ func (m *Model) WriteCodexHome(dir string) error {
 // CodexConfig is the config.toml WriteCodexHome writes: this mock as codex's only model
 // provider, which needs no login, and codex kept offline.
 func (m *Model) CodexConfig() string {
-	return fmt.Sprintf(codexConfigTemplate, strconv.Quote(m.url))
+	return fmt.Sprintf(codexConfigTemplate, "", strconv.Quote(m.url), "")
 }
 
-// codexConfigTemplate is the CODEX_HOME config for tests. %s is the quoted base URL.
+// WriteCodexHomeChatGPT is WriteCodexHome for a provider that needs codex's OpenAI login, as
+// the built-in openai provider does: codex sends the ChatGPT access token of its login to the
+// mock as the bearer (see Config.Authorize). codex's ChatGPT backend calls go to the mock too
+// (and are answered 404), so nothing leaves the machine.
+func (m *Model) WriteCodexHomeChatGPT(dir string) error {
+	root := strings.TrimSuffix(m.url, "/v1")
+	conf := fmt.Sprintf(codexConfigTemplate, "chatgpt_base_url = "+strconv.Quote(root+"/backend-api/")+"\n",
+		strconv.Quote(m.url), "requires_openai_auth = true\n")
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(conf), 0o600); err != nil {
+		return fmt.Errorf("mock model: write codex home: %w", err)
+	}
+	return nil
+}
+
+// codexConfigTemplate is the CODEX_HOME config for tests: top-level lines, the quoted base URL,
+// and more provider lines.
 //
 // Besides the provider, it switches off what codex 0.169.0 reaches for on its own at startup
 // (observed with strace on a bare CODEX_HOME): the plugin marketplace sync (`git ls-remote
@@ -631,7 +676,7 @@ const codexConfigTemplate = `# Written by mockmodel.Model.WriteCodexHome: codex 
 model = "mock-model"
 model_provider = "mock"
 check_for_update_on_startup = false
-
+%s
 [analytics]
 enabled = false
 
@@ -645,4 +690,4 @@ base_url = %s
 wire_api = "responses"
 request_max_retries = 0
 stream_max_retries = 0
-`
+%s`

@@ -456,6 +456,7 @@ type UserInputResponse struct {
 const (
 	CodeInvalidRequest = -32600
 	CodeMethodNotFound = -32601
+	CodeInternalError  = -32603
 	CodeOverloaded     = -32001
 )
 

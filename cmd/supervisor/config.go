@@ -73,6 +73,11 @@ type runConfig struct {
 	ChildMemoryLimit int64
 	ChildMaxAge      time.Duration
 	ChildMaxTurns    int
+	// ChatGPTTokens is auto (the daemon holds a ChatGPT login found in CODEX_HOME for every
+	// child) or off (each child refreshes its own, as codex does alone).
+	ChatGPTTokens string
+	// TokenRefreshAhead is how long before the access token expires the daemon refreshes it.
+	TokenRefreshAhead time.Duration
 }
 
 // defaultStateDir is the Python daemon's state directory, so its sessions.json is picked up.
@@ -195,6 +200,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.str(&c.Approval, "approval", "CODEX_WARM_APPROVAL", "decline", "answer to codex command and file-change approval requests: decline, accept, or ask (the chat answers /approve or /deny)")
 	e.dur(&c.ApprovalTimeout, "approval-timeout", "CODEX_WARM_APPROVAL_TIMEOUT", supervisor.DefaultApprovalTimeout, "with --approval ask, decline an approval nobody answered this long")
 	e.dur(&c.ProgressInterval, "progress-interval", "CODEX_WARM_PROGRESS_INTERVAL", 0, "Molecule: send a canvas chat a short progress note each interval while its turn runs (0: off)")
+	e.str(&c.ChatGPTTokens, "chatgpt-tokens", "CODEX_WARM_CHATGPT_TOKENS", "auto", "auto: when CODEX_HOME holds a ChatGPT login, the daemon refreshes it once for every codex child and writes it back to auth.json (children sharing a login would otherwise spend each other's refresh token); off: each child refreshes its own")
+	e.dur(&c.TokenRefreshAhead, "token-refresh-ahead", "CODEX_WARM_TOKEN_REFRESH_AHEAD", 5*time.Minute, "refresh the daemon-held ChatGPT access token this long before it expires")
 	e.str(&c.LogLevel, "log-level", "CODEX_WARM_LOG_LEVEL", "info", "debug, info, warn or error")
 	e.str(&c.LogFormat, "log-format", "CODEX_WARM_LOG_FORMAT", "json", "json or console")
 	var overrides listFlag
@@ -235,6 +242,10 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	switch {
 	case c.Inbox != "local" && c.Inbox != "molecule":
 		return c, fmt.Errorf("--inbox %q: want molecule or local", c.Inbox)
+	case c.ChatGPTTokens != "auto" && c.ChatGPTTokens != "off":
+		return c, fmt.Errorf("--chatgpt-tokens %q: want auto or off", c.ChatGPTTokens)
+	case c.TokenRefreshAhead <= 0:
+		return c, fmt.Errorf("--token-refresh-ahead %s: must be > 0", c.TokenRefreshAhead)
 	case c.Approval != "decline" && c.Approval != "accept" && c.Approval != "ask":
 		return c, fmt.Errorf("--approval %q: want decline, accept or ask", c.Approval)
 	case c.Approval == "ask" && !c.ChatCommands:

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -72,6 +73,9 @@ type CodexAuth struct {
 	Checked            time.Time `json:"checked"`
 	// Detail says why the state is not CodexLoggedIn.
 	Detail string `json:"detail,omitempty"`
+	// Tokens is the ChatGPT login the daemon holds for its children (nil: codex holds its own
+	// login): its state, expiry and last refresh, never a token.
+	Tokens *codexauth.Status `json:"chatgpt_tokens,omitempty"`
 }
 
 // StatusDoc is the control socket's answer to GET /v1/status.

@@ -18,6 +18,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/sessions"
@@ -136,6 +137,9 @@ func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
 		out = append(out, home, skip("codex login", "not checked: codex cannot start"))
 	} else {
 		out = append(out, d.checkCodexLogin(ctx, home)...)
+	}
+	if homeUsable {
+		out = append(out, d.checkChatGPTTokens())
 	}
 	out = append(out, d.checkBubblewrap())
 	d.findRunningDaemon(ctx)
@@ -257,6 +261,39 @@ func (d *doctor) checkCodexLogin(ctx context.Context, home checkResult) []checkR
 		res = fail(name, "could not ask codex: "+a.Detail, "make `"+d.codex.Bin+" app-server` start with this CODEX_HOME")
 	}
 	return []checkResult{home, res}
+}
+
+// checkChatGPTTokens explains who refreshes codex's login: with a ChatGPT login in CODEX_HOME
+// (and --chatgpt-tokens auto) the daemon does, once for every child.
+func (d *doctor) checkChatGPTTokens() checkResult {
+	const name = "ChatGPT tokens"
+	home := appserver.EffectiveCodexHome(d.env)
+	m, kind, err := codexauth.Open(codexauth.Config{CodexHome: home, TokenURL: codexauth.TokenURLFrom(os.Getenv)})
+	switch {
+	case err != nil:
+		return fail(name, err.Error(), "log codex in again: "+d.codex.Given+" login")
+	case m == nil:
+		return ok(name, "not a ChatGPT login (%s): codex manages its own credentials", kind)
+	}
+	defer m.Close()
+	st := m.Status()
+	if d.cfg.ChatGPTTokens == "off" {
+		return warn(name, "--chatgpt-tokens off: each codex child refreshes the ChatGPT login on its own, and children that meet an expired token together spend one refresh token several times (all but one are then told to log in)",
+			"drop --chatgpt-tokens off (CODEX_WARM_CHATGPT_TOKENS)")
+	}
+	exp := "no expiry claim"
+	if !st.Expires.IsZero() {
+		exp = "access token expires " + st.Expires.UTC().Format(time.RFC3339)
+	}
+	return ok(name, "held by the daemon (plan %s, %s): it refreshes the login once for every codex child, %s before expiry and on a child's 401, writes it back to auth.json, and children never touch auth.json; token endpoint %s",
+		orDash(st.PlanType), exp, d.cfg.TokenRefreshAhead, codexauth.TokenURLFrom(os.Getenv))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func (d *doctor) checkBubblewrap() checkResult {

@@ -46,6 +46,8 @@ const (
 type e2eConfig struct {
 	// Script is the mock model's reply policy; nil means mockmodel.DefaultScript.
 	Script func(mockmodel.Request) mockmodel.Reply
+	// Authorize is the mock model's check of codex's bearer token; nil accepts any.
+	Authorize func(bearer string) bool
 	// Platform configures the fake Molecule platform (Molecule mode only).
 	Platform moleculetest.Config
 	// Local runs the daemon with the local HTTP inbox instead of the Molecule platform.
@@ -87,7 +89,7 @@ func newE2E(t *testing.T, cfg e2eConfig) *e2e {
 		}
 		_ = os.RemoveAll(root)
 	})
-	mock, err := mockmodel.New(mockmodel.Config{Script: cfg.Script})
+	mock, err := mockmodel.New(mockmodel.Config{Script: cfg.Script, Authorize: cfg.Authorize})
 	if err != nil {
 		t.Fatal(err)
 	}

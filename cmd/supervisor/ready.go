@@ -34,6 +34,14 @@ func (d *daemon) readiness(bin, codexHome string) *health.Readiness {
 		{Name: "state_dir", Run: func(context.Context) error { return checkWritable(d.cfg.StateDir) }},
 		{Name: "codex", Run: func(context.Context) error { return checkExecutable(bin) }},
 		{Name: "codex_login", Run: func(ctx context.Context) error {
+			if t := d.login.tokens; t != nil {
+				// The daemon holds the login: it knows better than account/read, which offline
+				// may fail ("workspace routing discovery failed") while turns work.
+				if err := t.Usable(); err != nil {
+					return fmt.Errorf("%w (CODEX_HOME=%s)", err, codexHome)
+				}
+				return nil
+			}
 			a := d.login.refresh(ctx, func(a CodexAuth) bool { return a.State != CodexLoggedIn })
 			switch a.State {
 			case CodexLoggedIn:

@@ -117,10 +117,23 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	bin := loc.Bin
 	d := &daemon{cfg: cfg, log: log}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
-	if err := d.preflight(ctx, bin, env, cred); err != nil {
+	codexHome := appserver.EffectiveCodexHome(env)
+	// The metrics are built below; refreshes before that (the start-up check's) go uncounted.
+	var refreshMetrics atomic.Pointer[metrics.Metrics]
+	tokens, err := openTokens(cfg, codexHome, getenv, func(outcome string) {
+		if m := refreshMetrics.Load(); m != nil {
+			m.ObserveTokenRefresh(outcome)
+		}
+	}, log)
+	if err != nil {
 		return err
 	}
-	codexHome := appserver.EffectiveCodexHome(env)
+	if tokens != nil {
+		defer tokens.Close()
+	}
+	if err := d.preflight(ctx, bin, env, cred, tokens); err != nil {
+		return err
+	}
 	ready := d.readiness(bin, codexHome)
 
 	d.store, err = sessions.Open(sessions.Config{Dir: cfg.StateDir, Logger: log})
@@ -159,21 +172,26 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		}
 		met = metrics.New(mc)
 		onTurn = met.ObserveTurn
+		refreshMetrics.Store(met)
+	}
+	tmpl := appserver.Config{
+		Bin:             bin,
+		Env:             env,
+		Credential:      cred,
+		ConfigOverrides: cfg.CodexConfig,
+		ClientInfo:      protocol.ClientInfo{Name: "codex-warm", Title: "codex-warm supervisor", Version: version},
+		// Deltas repeat the final text token by token; the daemon only needs completed items.
+		OptOutNotifications: []string{protocol.NotifyAgentMessageDelta},
+		Policy:              policy,
+		Logger:              log,
+	}
+	if tokens != nil {
+		tmpl.Tokens = tokens
 	}
 	// New also runs the boot sweep: children left by a daemon that was killed would otherwise
 	// hold memory and their threads forever.
 	d.sup, err = supervisor.New(supervisor.Config{
-		AppServer: appserver.Config{
-			Bin:             bin,
-			Env:             env,
-			Credential:      cred,
-			ConfigOverrides: cfg.CodexConfig,
-			ClientInfo:      protocol.ClientInfo{Name: "codex-warm", Title: "codex-warm supervisor", Version: version},
-			// Deltas repeat the final text token by token; the daemon only needs completed items.
-			OptOutNotifications: []string{protocol.NotifyAgentMessageDelta},
-			Policy:              policy,
-			Logger:              log,
-		},
+		AppServer:        tmpl,
 		Store:            d.store,
 		Thread:           thread,
 		StateDir:         cfg.StateDir,
@@ -205,6 +223,15 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	var wg sync.WaitGroup
 	// One slot per server that can fail: the inbox and the metrics listener.
 	inboxErr := make(chan error, 2)
+	if tokens != nil {
+		// Refreshes ahead of expiry and adoptions of a login written by another process; the
+		// children's own refresh requests are answered whether this runs or not (a drain too).
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tokens.Run(serveCtx)
+		}()
+	}
 	var httpSrv *http.Server
 
 	switch cfg.Inbox {

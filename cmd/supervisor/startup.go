@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/codexauth"
 )
 
 // Bounds of the start-up checks of codex.
@@ -29,7 +30,7 @@ const (
 // (an error otherwise), and whether codex can authenticate. env is the children's environment.
 // It sets d.login, which refuses messages while codex is not logged in. cred is the children's
 // user (nil: the daemon's): the login that counts is theirs.
-func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *syscall.Credential) error {
+func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *syscall.Credential, tokens *codexauth.Manager) error {
 	if err := warnStateDirMode(d.cfg.StateDir, d.log); err != nil {
 		return err
 	}
@@ -42,7 +43,12 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 	d.info.CodexVersion = v
 	tmpl := appserver.Config{Bin: bin, Env: env, Credential: cred, ConfigOverrides: d.cfg.CodexConfig,
 		HandshakeTimeout: loginCheckTimeout, Logger: d.log.With(zap.String("purpose", "login check"))}
+	if tokens != nil {
+		// A nil *Manager in the interface would not be nil.
+		tmpl.Tokens = tokens
+	}
 	d.login = newLoginGate(func(ctx context.Context) CodexAuth { return checkLogin(ctx, tmpl) }, loginRecheckEvery)
+	d.login.tokens = tokens
 	a := d.login.check(ctx)
 	codexHome := appserver.EffectiveCodexHome(env)
 	switch a.State {
@@ -66,6 +72,28 @@ func (d *daemon) addCodexStatus(doc *StatusDoc) {
 		a := d.login.current()
 		doc.Daemon.CodexAuth = &a
 	}
+}
+
+// openTokens takes the ChatGPT login in codexHome/auth.json into the daemon's hands (see
+// package codexauth), unless the operator said off. It returns nil for every other kind of login,
+// which codex keeps managing itself.
+func openTokens(cfg runConfig, codexHome string, getenv func(string) string, onRefresh func(string), log *zap.Logger) (*codexauth.Manager, error) {
+	if cfg.ChatGPTTokens == "off" {
+		return nil, nil
+	}
+	m, kind, err := codexauth.Open(codexauth.Config{CodexHome: codexHome, TokenURL: codexauth.TokenURLFrom(getenv),
+		RefreshAhead: cfg.TokenRefreshAhead, OnRefresh: onRefresh, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		log.Info("codex keeps its own login (not a ChatGPT login)", zap.String("kind", string(kind)), zap.String("codex_home", codexHome))
+		return nil, nil
+	}
+	st := m.Status()
+	log.Info("the daemon holds the ChatGPT login for every codex child: one refresher, tokens pushed to each child",
+		zap.String("codex_home", codexHome), zap.Time("expires", st.Expires), zap.String("plan", st.PlanType))
+	return m, nil
 }
 
 // checkLogin starts a codex app-server like a child and asks it for its account (account/read).
@@ -115,6 +143,9 @@ func probeCodex(ctx context.Context, tmpl appserver.Config, also func(context.Co
 type loginGate struct {
 	probe func(ctx context.Context) CodexAuth
 	every time.Duration
+	// tokens is the ChatGPT login the daemon holds, when it holds one: a login it found gone
+	// refuses messages at once, without a child meeting a 401 first.
+	tokens *codexauth.Manager
 
 	checking sync.Mutex // held by the one check in flight
 
@@ -137,12 +168,28 @@ func (g *loginGate) check(ctx context.Context) CodexAuth {
 
 func (g *loginGate) current() CodexAuth {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.state
+	a := g.state
+	g.mu.Unlock()
+	if g.tokens != nil {
+		st := g.tokens.Status()
+		a.Tokens, a.Account = &st, "chatgpt"
+		// The daemon holds the login, so its state is the login's; account/read may fail
+		// offline while turns work.
+		a.State, a.Detail = CodexLoggedIn, ""
+		if st.State == codexauth.StateGone {
+			a.State, a.Detail = CodexNotLoggedIn, st.LastError
+		}
+	}
+	return a
 }
 
 // admit is supervisor.Config.Admit: an *appserver.AuthError while codex is not logged in.
 func (g *loginGate) admit(ctx context.Context, _ string) error {
+	if g.tokens != nil {
+		if err := g.tokens.Usable(); err != nil {
+			return &appserver.AuthError{Msg: err.Error(), Err: err}
+		}
+	}
 	a := g.refresh(ctx, func(a CodexAuth) bool { return a.State == CodexNotLoggedIn })
 	if a.State == CodexNotLoggedIn {
 		return &appserver.AuthError{Msg: a.Detail}

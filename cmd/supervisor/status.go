@@ -62,6 +62,19 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 			fmt.Fprintf(w, " (%s)", a.Account)
 		}
 		fmt.Fprintf(w, ", checked %s ago\n", shortDuration(now.Sub(a.Checked)))
+		if t := a.Tokens; t != nil {
+			fmt.Fprintf(w, "chatgpt tokens held by the daemon: %s", t.State)
+			if !t.Expires.IsZero() {
+				fmt.Fprintf(w, ", expires in %s", shortDuration(t.Expires.Sub(now)))
+			}
+			if !t.LastRefresh.IsZero() {
+				fmt.Fprintf(w, ", last refresh %s ago", shortDuration(now.Sub(t.LastRefresh)))
+			}
+			if t.LastOutcome != "" {
+				fmt.Fprintf(w, " (%s)", t.LastOutcome)
+			}
+			fmt.Fprintln(w)
+		}
 		if a.State == CodexNotLoggedIn {
 			fmt.Fprintln(w, "WARNING: codex is not logged in: every message is answered with a login hint. "+
 				"Run `codex login` as the daemon's user, with its CODEX_HOME.")

@@ -1,0 +1,162 @@
+package appserver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/protocol"
+)
+
+// TokenSource hands children the ChatGPT login the daemon holds (a *codexauth.Manager), so that
+// no child refreshes it on its own: children sharing one login would spend one refresh token
+// many times.
+type TokenSource interface {
+	// Login is the access token to log a child in with.
+	Login() protocol.ChatGPTAuthTokens
+	// Refresh answers a child whose token stale the model refused: a newer token, shared by
+	// every child asking at once.
+	Refresh(ctx context.Context, stale string) (protocol.ChatGPTAuthTokens, error)
+	// Subscribe calls kick, which must not block, whenever Login changes.
+	Subscribe(kick func()) (stop func())
+}
+
+// Bounds of the token exchange with a child.
+const (
+	// tokenAnswerTimeout bounds the answer to a child's refresh request: codex gives up after
+	// 10 s and fails the turn with "auth refresh request timed out".
+	tokenAnswerTimeout = 9 * time.Second
+	// tokenPushTimeout bounds one account/login/start.
+	tokenPushTimeout = 30 * time.Second
+)
+
+// ephemeralCredentials keeps a child away from auth.json: it neither reads the file nor calls
+// the token endpoint, even when the file holds an expired login.
+const ephemeralCredentials = `cli_auth_credentials_store="ephemeral"`
+
+// TokenRefreshError is the error of a turn that failed because the daemon could not give the
+// child a new token when the model refused the old one. Err says why (codexauth.ErrLoginGone
+// when the login is gone for good).
+type TokenRefreshError struct {
+	PID int
+	Err error
+}
+
+func (e *TokenRefreshError) Error() string {
+	return fmt.Sprintf("codex pid %d: the model refused the ChatGPT token and no new one could be had: %v", e.PID, e.Err)
+}
+
+// Unwrap returns the refresh failure.
+func (e *TokenRefreshError) Unwrap() error { return e.Err }
+
+// logIn sends the current token (account/login/start) and remembers it as the child's.
+func (c *Client) logIn(ctx context.Context) error {
+	l := c.cfg.Tokens.Login()
+	var res map[string]any
+	if err := c.call(ctx, protocol.MethodLoginStart, l, &res); err != nil {
+		return fmt.Errorf("log codex pid %d in with the daemon's ChatGPT token: %w", c.pid, err)
+	}
+	c.tokenMu.Lock()
+	c.token = l.AccessToken
+	c.tokenMu.Unlock()
+	return nil
+}
+
+// heldToken is the access token the child was last given.
+func (c *Client) heldToken() string {
+	c.tokenMu.Lock()
+	defer c.tokenMu.Unlock()
+	return c.token
+}
+
+// kickTokens wakes pushTokens without blocking.
+func (c *Client) kickTokens() {
+	select {
+	case c.tokenKick <- struct{}{}:
+	default:
+	}
+}
+
+// pushTokens gives the child each new token the daemon gets (a refresh ahead of expiry, one
+// asked for by another child, one another process wrote), so that it never meets a 401 for a
+// token the daemon already replaced. It runs on a goroutine of the client until Close.
+//
+// A push waits for the running turn to end (turnGate): codex fails a model request in flight
+// when its token is swapped under it (observed on 0.169: "application network permission was
+// revoked", "application network policy is unavailable"). A turn that meets a 401 meanwhile asks
+// for the token itself (answerTokenRefresh) and gets the new one at once.
+func (c *Client) pushTokens() {
+	defer c.wg.Done()
+	stop := c.cfg.Tokens.Subscribe(c.kickTokens)
+	defer stop()
+	for {
+		select {
+		case <-c.tokenKick:
+		case <-c.life.Done():
+			return
+		}
+		if c.cfg.Tokens.Login().AccessToken == c.heldToken() || !c.turnGate.TryLock() {
+			continue // up to date, or a turn runs: its end kicks again
+		}
+		ctx, cancel := context.WithTimeout(c.life, tokenPushTimeout)
+		err := c.logIn(ctx)
+		cancel()
+		c.turnGate.Unlock()
+		if err != nil && c.life.Err() == nil {
+			c.log.Warn("could not hand the new ChatGPT token to codex; it asks for one on its next 401", zap.Error(err))
+		} else if err == nil {
+			c.log.Debug("new ChatGPT token handed to codex")
+		}
+	}
+}
+
+// answerTokenRefresh answers account/chatgptAuthTokens/refresh from the daemon's token source
+// on a goroutine of its own: the answer may wait for a call to the token endpoint, and the
+// dispatcher must go on meanwhile. A failure is answered with an error at once (codex would
+// otherwise wait out its 10 s) and recorded for the running turn, whose failure it explains.
+func (c *Client) answerTokenRefresh(req *jsonrpc2.Request, log *zap.Logger) {
+	c.mu.Lock()
+	t := c.active
+	c.mu.Unlock()
+	// The dispatcher is in wg while it runs, so Add cannot race with Close's Wait.
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.life, tokenAnswerTimeout)
+		defer cancel()
+		l, err := c.cfg.Tokens.Refresh(ctx, c.heldToken())
+		if err != nil {
+			log.Warn("no new ChatGPT token for codex", zap.Error(err))
+			if t != nil {
+				t.setRefreshErr(err)
+			}
+			rerr := &jsonrpc2.Error{Code: protocol.CodeInternalError, Message: "codex-warm: " + err.Error()}
+			if err := c.conn.ReplyWithError(context.Background(), req.ID, rerr); err != nil {
+				log.Debug("reply to server request", zap.Error(err))
+			}
+			return
+		}
+		c.tokenMu.Lock()
+		c.token = l.AccessToken
+		c.tokenMu.Unlock()
+		c.renewed.Store(true)
+		l.Type = "" // the answer has no type
+		if err := c.conn.Reply(context.Background(), req.ID, l); err != nil {
+			log.Debug("reply to server request", zap.Error(err))
+			return
+		}
+		log.Info("codex got a new ChatGPT token from the daemon")
+	}()
+}
+
+// refreshFailure turns a failed turn into a *TokenRefreshError when the daemon could not answer
+// the turn's token refresh: that, not codex's "unauthorized", is what the user should hear.
+func refreshFailure(pid int, refreshErr error) error {
+	if refreshErr == nil {
+		return nil
+	}
+	return &TokenRefreshError{PID: pid, Err: refreshErr}
+}
