@@ -3,21 +3,50 @@ package appserver
 import (
 	"go/build"
 	"slices"
+	"strings"
 	"testing"
 )
 
-// The flow runs downward: the transport hands back what codex reported, and whoever needs a
-// reply derives it (projector). An import of a package that digests turns, or of one above the
-// transport, would turn that around.
+// The flow runs downward: inboxes → supervisor → appserver → childproc. The transport hands back
+// what codex reported, and whoever needs a reply derives it (projector): an import of a package
+// that digests turns, or of one above the transport, would turn that around. Above the
+// supervisor, what both inboxes share (inbox/chat) knows neither inbox, and neither inbox knows
+// the other, in their tests too: a change to the Molecule poll never has to pass the HTTP guard.
 func TestImportsRunDownward(t *testing.T) {
-	pkg, err := build.ImportDir(".", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const mod = "github.com/molecule-ai/codex-warm/"
-	for _, up := range []string{"projector", "sessions", "supervisor", "bridge"} {
-		if slices.Contains(pkg.Imports, mod+up) {
-			t.Errorf("appserver imports %s%s", mod, up)
+	for _, rule := range []struct {
+		dir string // relative to this package
+		// forbidden are module paths the package must not import, nor any package below them.
+		forbidden []string
+		// tests also checks the imports of the package's tests.
+		tests bool
+	}{
+		{".", []string{"projector", "sessions", "supervisor", "inbox", "cmd"}, false},
+		{"../childproc", []string{"appserver", "supervisor", "inbox", "cmd"}, true},
+		{"../supervisor", []string{"inbox", "cmd"}, true},
+		{"../inbox/chat", []string{"inbox/molecule", "inbox/local", "cmd"}, true},
+		{"../inbox/chat/chattest", []string{"inbox/molecule", "inbox/local", "cmd"}, false},
+		{"../inbox/molecule", []string{"inbox/local", "cmd"}, true},
+		{"../inbox/molecule/moleculetest", []string{"inbox/local", "cmd"}, true},
+		{"../inbox/local", []string{"inbox/molecule", "cmd"}, true},
+		// The daemon's ChatGPT login sits beside the flow: appserver consumes it through an
+		// interface of its own, and it knows nothing above the wire types.
+		{"../codexauth", []string{"appserver", "childproc", "supervisor", "inbox", "cmd"}, true},
+	} {
+		pkg, err := build.ImportDir(rule.dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		imports := pkg.Imports
+		if rule.tests {
+			imports = slices.Concat(imports, pkg.TestImports, pkg.XTestImports)
+		}
+		for _, imp := range imports {
+			for _, f := range rule.forbidden {
+				if imp == mod+f || strings.HasPrefix(imp, mod+f+"/") {
+					t.Errorf("%s imports %s", strings.TrimPrefix(rule.dir, "../"), imp)
+				}
+			}
 		}
 	}
 }

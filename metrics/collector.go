@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -86,20 +86,20 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 // bridgeCounters are the Molecule inbox's monotonic counters, by metric name.
 var bridgeCounters = []struct {
 	desc *prometheus.Desc
-	get  func(bridge.Stats) int64
+	get  func(molecule.Stats) int64
 }{
-	{desc("molecule_received_total", "Platform messages accepted for answering."), func(s bridge.Stats) int64 { return s.Received }},
-	{desc("molecule_delivered_total", "Replies the platform accepted."), func(s bridge.Stats) int64 { return s.Delivered }},
-	{desc("molecule_delivery_retries_total", "Failed reply deliveries that were retried."), func(s bridge.Stats) int64 { return s.DeliveryRetries }},
-	{desc("molecule_delivery_failures_total", "Replies given up on because the platform refused them for good."), func(s bridge.Stats) int64 { return s.DeliveryFailed }},
-	{desc("molecule_poison_rows_total", "Activity rows that cannot be answered and were moved past."), func(s bridge.Stats) int64 { return s.Poison }},
-	{desc("molecule_duplicates_total", "Activity rows seen again and skipped."), func(s bridge.Stats) int64 { return s.Duplicates }},
-	{desc("molecule_busy_retries_total", "Messages the pool answered busy that were tried again later."), func(s bridge.Stats) int64 { return s.BusyRetries }},
-	{desc("molecule_commands_total", "Chat commands answered (/stop, /new, /status, /help)."), func(s bridge.Stats) int64 { return s.Commands }},
-	{desc("molecule_codex_failures_total", "Answers that report a failure instead of codex's answer."), func(s bridge.Stats) int64 { return s.CodexFailures }},
-	{desc("molecule_poll_errors_total", "Failed activity polls."), func(s bridge.Stats) int64 { return s.PollErrors }},
-	{desc("molecule_heartbeat_errors_total", "Failed heartbeats."), func(s bridge.Stats) int64 { return s.HeartbeatErrors }},
-	{desc("molecule_persist_errors_total", "Failed writes of the inbox state file."), func(s bridge.Stats) int64 { return s.PersistErrors }},
+	{desc("molecule_received_total", "Platform messages accepted for answering."), func(s molecule.Stats) int64 { return s.Received }},
+	{desc("molecule_delivered_total", "Replies the platform accepted."), func(s molecule.Stats) int64 { return s.Delivered }},
+	{desc("molecule_delivery_retries_total", "Failed reply deliveries that were retried."), func(s molecule.Stats) int64 { return s.DeliveryRetries }},
+	{desc("molecule_delivery_failures_total", "Replies given up on because the platform refused them for good."), func(s molecule.Stats) int64 { return s.DeliveryFailed }},
+	{desc("molecule_poison_rows_total", "Activity rows that cannot be answered and were moved past."), func(s molecule.Stats) int64 { return s.Poison }},
+	{desc("molecule_duplicates_total", "Activity rows seen again and skipped."), func(s molecule.Stats) int64 { return s.Duplicates }},
+	{desc("molecule_busy_retries_total", "Messages the pool answered busy that were tried again later."), func(s molecule.Stats) int64 { return s.BusyRetries }},
+	{desc("molecule_commands_total", "Chat commands answered (/stop, /new, /status, /help)."), func(s molecule.Stats) int64 { return s.Commands }},
+	{desc("molecule_codex_failures_total", "Answers that report a failure instead of codex's answer."), func(s molecule.Stats) int64 { return s.CodexFailures }},
+	{desc("molecule_poll_errors_total", "Failed activity polls."), func(s molecule.Stats) int64 { return s.PollErrors }},
+	{desc("molecule_heartbeat_errors_total", "Failed heartbeats."), func(s molecule.Stats) int64 { return s.HeartbeatErrors }},
+	{desc("molecule_persist_errors_total", "Failed writes of the inbox state file."), func(s molecule.Stats) int64 { return s.PersistErrors }},
 }
 
 var (
@@ -110,7 +110,7 @@ var (
 
 // bridgeCollector reads the Molecule inbox's counters at scrape time.
 type bridgeCollector struct {
-	stats func() bridge.Stats
+	stats func() molecule.Stats
 }
 
 func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {

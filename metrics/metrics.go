@@ -1,5 +1,5 @@
 // Package metrics exposes the daemon's Prometheus metrics. Gauges and running totals the pool and
-// the Molecule inbox already keep (supervisor.Totals, bridge.Stats) are read at scrape time by a
+// the Molecule inbox already keep (supervisor.Totals, molecule.Stats) are read at scrape time by a
 // collector, so there is one source of truth; what needs a distribution (turn duration,
 // first-message latency, poll latency) is recorded from the supervisor's and the inbox's event
 // hooks. Labels come from small fixed sets: no chat key, thread id or text is ever a label.
@@ -15,7 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -55,9 +56,9 @@ var (
 type Config struct {
 	// Status reads the pool (supervisor.Supervisor.Status); required.
 	Status func() supervisor.Snapshot
-	// Bridge reads the Molecule inbox's counters (bridge.Molecule.Stats); nil without one, and
+	// Bridge reads the Molecule inbox's counters (molecule.Inbox.Stats); nil without one, and
 	// its metrics are then left out.
-	Bridge func() bridge.Stats
+	Bridge func() molecule.Stats
 	// Logger gets scrape errors; nil means none.
 	Logger *zap.Logger
 	// NoRuntime leaves out the Go and process collectors (unit tests compare exact outputs).
@@ -117,7 +118,7 @@ func (m *Metrics) ObserveTokenRefresh(outcome string) {
 // ObserveTurn records one Submit call; it is the supervisor's Config.OnTurn.
 func (m *Metrics) ObserveTurn(e supervisor.TurnEvent) {
 	kind := ChatKind(e.ChatKey)
-	m.turns.WithLabelValues(kind, bridge.OutcomeName(e.Reply, e.Err)).Inc()
+	m.turns.WithLabelValues(kind, chat.OutcomeLabel(e.Reply, e.Err)).Inc()
 	if e.Reply.TurnID != "" {
 		m.turnDuration.WithLabelValues(kind).Observe(e.Reply.Duration.Seconds())
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/metrics/metricstest"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -19,11 +19,11 @@ import (
 type fakeSource struct {
 	mu   sync.Mutex
 	snap supervisor.Snapshot
-	st   bridge.Stats
+	st   molecule.Stats
 }
 
 func (f *fakeSource) status() supervisor.Snapshot { f.mu.Lock(); defer f.mu.Unlock(); return f.snap }
-func (f *fakeSource) stats() bridge.Stats         { f.mu.Lock(); defer f.mu.Unlock(); return f.st }
+func (f *fakeSource) stats() molecule.Stats       { f.mu.Lock(); defer f.mu.Unlock(); return f.st }
 
 func scrape(t *testing.T, m *Metrics) metricstest.Families {
 	t.Helper()
@@ -49,7 +49,7 @@ func TestCollectorReadsSourceAtScrape(t *testing.T) {
 			Restarts: 2, CrashBackoffs: 5, PSSBytes: 100 << 20, USSBytes: 40 << 20, MemoryBudgetBytes: 1 << 30,
 			ChargedBytes: 150 << 20, ChildEstimateBytes: 53 << 20, OverloadRetries: 6, StoreErrors: 7},
 	}
-	src.st = bridge.Stats{Received: 10, Delivered: 9, DeliveryRetries: 2, DeliveryFailed: 1, Poison: 3, Duplicates: 4,
+	src.st = molecule.Stats{Received: 10, Delivered: 9, DeliveryRetries: 2, DeliveryFailed: 1, Poison: 3, Duplicates: 4,
 		BusyRetries: 5, Commands: 6, PollErrors: 7, Unacked: 2, PendingReplies: 1, InFlight: 1}
 	m := New(Config{Status: src.status, Bridge: src.stats})
 	f := scrape(t, m)

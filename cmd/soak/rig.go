@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
 	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 )
 
 // sessionsFileName is the daemon's chat key → thread id map in its state directory.
@@ -17,7 +17,7 @@ const sessionsFileName = "sessions.json"
 // (a daemon killed before its first write).
 func readBridgeState(dir string) (BridgeState, error) {
 	var st BridgeState
-	b, err := os.ReadFile(filepath.Join(dir, bridge.StateFileName))
+	b, err := os.ReadFile(filepath.Join(dir, molecule.StateFileName))
 	if errors.Is(err, os.ErrNotExist) {
 		return st, nil
 	}
@@ -25,7 +25,7 @@ func readBridgeState(dir string) (BridgeState, error) {
 		return st, fmt.Errorf("read bridge state: %w", err)
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("decode %s: %w", bridge.StateFileName, err)
+		return st, fmt.Errorf("decode %s: %w", molecule.StateFileName, err)
 	}
 	return st, nil
 }

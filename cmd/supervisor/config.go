@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -171,8 +171,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	fs.StringVar(&c.MetricsToken, "metrics-token", "", "bearer token the metrics listener requires (env CODEX_WARM_METRICS_TOKEN; prefer it: a flag shows in ps)")
 	var origins listFlag
 	fs.Var(&origins, "inbox-allow-origin", "Origin the local inbox accepts (scheme://host[:port]; repeatable); requests with any other Origin header are refused")
-	e.int(&c.InboxMaxConns, "inbox-max-conns", "CODEX_WARM_INBOX_MAX_CONNS", bridge.DefaultMaxConns, "open connections to the local inbox; more are answered 503 at once")
-	e.dur(&c.InboxBodyTimeout, "inbox-body-timeout", "CODEX_WARM_INBOX_BODY_TIMEOUT", bridge.DefaultBodyTimeout, "time a local inbox client has to send its headers, and then its body")
+	e.int(&c.InboxMaxConns, "inbox-max-conns", "CODEX_WARM_INBOX_MAX_CONNS", local.DefaultMaxConns, "open connections to the local inbox; more are answered 503 at once")
+	e.dur(&c.InboxBodyTimeout, "inbox-body-timeout", "CODEX_WARM_INBOX_BODY_TIMEOUT", local.DefaultBodyTimeout, "time a local inbox client has to send its headers, and then its body")
 	e.dur(&c.SlotWait, "slot-wait", "CODEX_WARM_SLOT_WAIT", supervisor.DefaultSlotWait, "how long a new chat waits for a codex slot when all are busy before it is answered busy")
 	e.int(&c.MaxSlotWaiters, "max-slot-waiters", "CODEX_WARM_MAX_SLOT_WAITERS", supervisor.DefaultMaxSlotWaiters, "chats waiting for a codex slot at once; more are answered busy at once")
 	e.str(&c.ChildUser, "child-user", "CODEX_WARM_CHILD_USER", "", "run codex children as this user (name or uid; the daemon must run as root): the commands codex runs then cannot read the daemon's state or process")
@@ -389,10 +389,10 @@ func (c *runConfig) resolveInboxAccess(tokenFile string) error {
 	if c.Inbox != "local" {
 		return nil
 	}
-	if err := bridge.CheckListenAddress(c.Listen, c.InboxToken != ""); err != nil {
+	if err := local.CheckListenAddress(c.Listen, c.InboxToken != ""); err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	if h, _, _ := net.SplitHostPort(c.Listen); h != "" && !bridge.IsLoopbackHost(h) {
+	if h, _, _ := net.SplitHostPort(c.Listen); h != "" && !local.IsLoopbackHost(h) {
 		c.InboxAllowHosts = []string{h}
 	}
 	return nil
@@ -408,10 +408,10 @@ func (c *runConfig) resolveMetricsAccess() error {
 	if c.MetricsListen == "" {
 		return nil
 	}
-	if err := bridge.CheckListenAddress(c.MetricsListen, c.MetricsToken != ""); err != nil {
+	if err := local.CheckListenAddress(c.MetricsListen, c.MetricsToken != ""); err != nil {
 		return fmt.Errorf("--metrics-listen: %w (--metrics-token, CODEX_WARM_METRICS_TOKEN)", err)
 	}
-	if h, _, _ := net.SplitHostPort(c.MetricsListen); h != "" && !bridge.IsLoopbackHost(h) {
+	if h, _, _ := net.SplitHostPort(c.MetricsListen); h != "" && !local.IsLoopbackHost(h) {
 		c.MetricsAllowHosts = []string{h}
 	}
 	return nil

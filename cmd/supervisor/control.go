@@ -15,9 +15,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/health"
+	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -150,7 +150,7 @@ func startControl(dir string, status func() StatusDoc, ready http.Handler, log *
 	c := &controlServer{
 		ln:   ln,
 		path: path,
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: bridge.HTTPErrorLog(log.Named("control"))},
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: local.HTTPErrorLog(log.Named("control"))},
 		done: make(chan struct{}),
 	}
 	go func() {

@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -254,14 +254,14 @@ type demoMsg struct{ chat, text string }
 
 type demoResult struct {
 	msg     demoMsg
-	reply   bridge.LocalReply
+	reply   local.Reply
 	latency time.Duration
 	err     error
 }
 
 func sendDemo(ctx context.Context, client *http.Client, base string, m demoMsg) demoResult {
 	res := demoResult{msg: m}
-	body, _ := json.Marshal(bridge.LocalMessage{Text: m.text})
+	body, _ := json.Marshal(local.Message{Text: m.text})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chats/"+m.chat+"/messages", bytes.NewReader(body))
 	if err != nil {
 		res.err = err

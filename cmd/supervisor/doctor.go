@@ -16,9 +16,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/codexauth"
+	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/sessions"
@@ -122,7 +123,7 @@ type doctor struct {
 func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
 	var out []checkResult
 	// An exposed listen address has a line of its own below.
-	if cfgErr != nil && !errors.Is(cfgErr, bridge.ErrExposedWithoutToken) {
+	if cfgErr != nil && !errors.Is(cfgErr, local.ErrExposedWithoutToken) {
 		out = append(out, fail("configuration", cfgErr.Error(), "see `supervisor run -h`"))
 	}
 	bin := d.checkCodexBinary()
@@ -383,12 +384,12 @@ func (d *doctor) checkListen() checkResult {
 		return skip(name, "not used (--inbox "+d.cfg.Inbox+")")
 	}
 	addr := d.cfg.Listen
-	if err := bridge.CheckListenAddress(addr, d.cfg.InboxToken != ""); err != nil {
+	if err := local.CheckListenAddress(addr, d.cfg.InboxToken != ""); err != nil {
 		return fail(name, err.Error(), "--listen 127.0.0.1:PORT, or set CODEX_WARM_INBOX_TOKEN (or --inbox-token-file)")
 	}
 	host, port, _ := net.SplitHostPort(addr)
 	where := "loopback"
-	if !bridge.IsLoopbackHost(host) {
+	if !local.IsLoopbackHost(host) {
 		where = "beyond loopback, with a token"
 	}
 	if port == "0" {
@@ -412,15 +413,15 @@ func (d *doctor) checkMolecule(ctx context.Context) []checkResult {
 	if d.cfg.Inbox != "molecule" {
 		return []checkResult{skip("molecule env", "not used (--inbox "+d.cfg.Inbox+")"), skip("platform", "not used")}
 	}
-	mcfg, err := bridge.MoleculeConfigFromEnv(d.getenv)
+	mcfg, err := molecule.ConfigFromEnv(d.getenv)
 	if err != nil {
 		return []checkResult{fail("molecule env", err.Error(),
 			"set PLATFORM_URL, WORKSPACE_ID and MOLECULE_WORKSPACE_TOKEN (or write <CONFIGS_DIR>/.auth_token)"), skip("platform", "not checked")}
 	}
 	env := ok("molecule env", "PLATFORM_URL %s, WORKSPACE_ID %s, token set", mcfg.PlatformURL, mcfg.WorkspaceID)
 	mcfg.RequestTimeout = min(d.cfg.PlatformTimeout, doctorTimeout)
-	err = bridge.ProbePlatform(ctx, mcfg)
-	var he *bridge.HTTPError
+	err = molecule.ProbePlatform(ctx, mcfg)
+	var he *molecule.HTTPError
 	switch {
 	case err == nil:
 		return []checkResult{env, ok("platform", "answers and accepts the token and workspace (one read of the activity feed; nothing registered)")}

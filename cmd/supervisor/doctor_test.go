@@ -18,7 +18,7 @@ import (
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 

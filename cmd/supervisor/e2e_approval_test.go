@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/bridge"
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
@@ -40,14 +40,14 @@ func approvalArgs(timeout time.Duration) []string {
 }
 
 // pendingApproval reads GET /v1/chats/{key}/approval; ok is false on 404.
-func (c *localClient) pendingApproval(chatKey string) (bridge.LocalApproval, bool) {
+func (c *localClient) pendingApproval(chatKey string) (local.Approval, bool) {
 	c.t.Helper()
 	resp, err := c.hc.Get(c.base + "/v1/chats/" + chatKey + "/approval")
 	if err != nil {
 		c.t.Fatalf("GET approval: %v", err)
 	}
 	defer resp.Body.Close()
-	var a bridge.LocalApproval
+	var a local.Approval
 	if resp.StatusCode != http.StatusOK {
 		return a, false
 	}
@@ -83,7 +83,7 @@ func TestE2EApprovalLocal(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			reply := c.sendAsync("k", "run it")
-			var a bridge.LocalApproval
+			var a local.Approval
 			d.waitUntil("the approval to be asked", func() bool {
 				var ok bool
 				a, ok = c.pendingApproval("k")
@@ -101,7 +101,7 @@ func TestE2EApprovalLocal(t *testing.T) {
 				d.waitUntil("the watchdogs' time to pass", func() bool {
 					return time.Since(a.Asked) > approvalTurnTimeout+approvalPostTool
 				})
-				if r := c.send("k", tc.answer); r.Status != bridge.StatusCommand || !strings.HasPrefix(r.Text, tc.wantCmd) ||
+				if r := c.send("k", tc.answer); r.Status != local.StatusCommand || !strings.HasPrefix(r.Text, tc.wantCmd) ||
 					!strings.Contains(r.Text, approvalCommand) {
 					t.Fatalf("%s: %+v", tc.answer, r)
 				}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/bridge"
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
@@ -63,7 +63,7 @@ func TestE2EBusyInterruptRunsNewerMessage(t *testing.T) {
 	d.waitHung(1)
 	newer := c.sendAsync("k", "newer")
 	r := <-hung
-	if r.Status != bridge.StatusSuperseded || !strings.HasPrefix(r.Text, "interrupted by a newer message") || r.TurnID == "" {
+	if r.Status != local.StatusSuperseded || !strings.HasPrefix(r.Text, "interrupted by a newer message") || r.TurnID == "" {
 		t.Fatalf("hung message: %+v, want superseded", r)
 	}
 	n := <-newer

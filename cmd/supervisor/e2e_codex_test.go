@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/inbox/local"
 )
 
 // A --codex-bin that is not the codex CLI (/bin/true; a script that prints nothing) stops the
@@ -57,7 +57,7 @@ func TestE2ENotLoggedInAnsweredAtOnce(t *testing.T) {
 	}
 
 	code, body, _ := newLocalClient(t, d).post("alpha", `{"text": "hello"}`)
-	var le bridge.LocalError
+	var le local.ErrorReply
 	if code != http.StatusBadGateway || json.Unmarshal(body, &le) != nil || !strings.Contains(le.Error, "codex login") {
 		t.Errorf("POST: HTTP %d %s, want 502 with the codex login hint", code, body)
 	}

@@ -10,20 +10,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/bridge"
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // sendAsync posts text to chatKey in its own goroutine; the channel yields the reply.
-func (c *localClient) sendAsync(chatKey, text string) <-chan bridge.LocalReply {
-	out := make(chan bridge.LocalReply, 1)
+func (c *localClient) sendAsync(chatKey, text string) <-chan local.Reply {
+	out := make(chan local.Reply, 1)
 	go func() {
-		body, _ := json.Marshal(bridge.LocalMessage{Text: text})
+		body, _ := json.Marshal(local.Message{Text: text})
 		code, b, _ := c.post(chatKey, string(body))
-		var r bridge.LocalReply
+		var r local.Reply
 		if code != 200 || json.Unmarshal(b, &r) != nil {
-			r = bridge.LocalReply{Status: "HTTP error", Text: string(b)}
+			r = local.Reply{Status: "HTTP error", Text: string(b)}
 		}
 		out <- r
 	}()
@@ -50,19 +50,19 @@ func TestE2EChatStop(t *testing.T) {
 	queued := c.sendAsync("k", "behind it")
 	d.waitUntil("the second message queued", func() bool { return d.status().Snapshot.Totals.Queued == 1 })
 
-	if r := c.send("k", "/status"); r.Status != bridge.StatusCommand || !strings.Contains(r.Text, "busy") || !strings.Contains(r.Text, "1 queued") {
+	if r := c.send("k", "/status"); r.Status != local.StatusCommand || !strings.Contains(r.Text, "busy") || !strings.Contains(r.Text, "1 queued") {
 		t.Errorf("/status during the hung turn: %+v", r)
 	}
 	start := time.Now()
 	stop := c.send("k", "/STOP")
 	t.Logf("/stop answered in %s", time.Since(start))
-	if stop.Status != bridge.StatusCommand || stop.Text != "stopped 2" {
+	if stop.Status != local.StatusCommand || stop.Text != "stopped 2" {
 		t.Fatalf("/stop: %+v, want stopped 2", stop)
 	}
-	if r := <-hung; r.Status != bridge.StatusStopped || !strings.HasPrefix(r.Text, "stopped") || r.TurnID == "" {
+	if r := <-hung; r.Status != local.StatusStopped || !strings.HasPrefix(r.Text, "stopped") || r.TurnID == "" {
 		t.Errorf("hung message: %+v, want stopped", r)
 	}
-	if r := <-queued; r.Status != bridge.StatusStopped || !strings.Contains(r.Text, "dropped") {
+	if r := <-queued; r.Status != local.StatusStopped || !strings.Contains(r.Text, "dropped") {
 		t.Errorf("queued message: %+v, want dropped", r)
 	}
 	if n := len(e.requestsFor("behind it")); n != 0 {
@@ -78,7 +78,7 @@ func TestE2EChatStop(t *testing.T) {
 	if r := c.send("k", "/stop"); r.Text != "nothing to stop" {
 		t.Errorf("/stop with nothing running: %+v", r)
 	}
-	if r := c.send("k", "/help"); r.Status != bridge.StatusCommand || !strings.Contains(r.Text, "/new") {
+	if r := c.send("k", "/help"); r.Status != local.StatusCommand || !strings.Contains(r.Text, "/new") {
 		t.Errorf("/help: %+v", r)
 	}
 	if r := c.send("k", "/etc/hosts"); r.Status != "completed" {
@@ -97,7 +97,7 @@ func TestE2EChatNew(t *testing.T) {
 	old := c.send("k", "one")
 	c.send("k", "two")
 	r := c.send("k", "/new")
-	if r.Status != bridge.StatusCommand || !strings.Contains(r.Text, "started over") || !strings.Contains(r.Text, old.ThreadID) {
+	if r.Status != local.StatusCommand || !strings.Contains(r.Text, "started over") || !strings.Contains(r.Text, old.ThreadID) {
 		t.Fatalf("/new: %+v", r)
 	}
 	fresh := c.send("k", "three")

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 

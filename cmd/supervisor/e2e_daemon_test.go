@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/bridge"
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
@@ -55,14 +55,14 @@ func (c *localClient) post(chatKey, body string) (int, []byte, http.Header) {
 }
 
 // send posts a text and decodes the 200 reply.
-func (c *localClient) send(chatKey, text string) bridge.LocalReply {
+func (c *localClient) send(chatKey, text string) local.Reply {
 	c.t.Helper()
-	body, _ := json.Marshal(bridge.LocalMessage{Text: text})
+	body, _ := json.Marshal(local.Message{Text: text})
 	code, b, _ := c.post(chatKey, string(body))
 	if code != http.StatusOK {
 		c.t.Fatalf("POST %s %q: HTTP %d: %s", chatKey, text, code, b)
 	}
-	var r bridge.LocalReply
+	var r local.Reply
 	if err := json.Unmarshal(b, &r); err != nil {
 		c.t.Fatalf("reply is not JSON: %v: %s", err, b)
 	}
@@ -88,7 +88,7 @@ func TestE2ELocalInbox(t *testing.T) {
 
 	for _, body := range []string{`{not json`, `{"text": ""}`} {
 		code, b, h := c.post("alpha", body)
-		var le bridge.LocalError
+		var le local.ErrorReply
 		if code != http.StatusBadRequest || json.Unmarshal(b, &le) != nil || le.Error == "" ||
 			!strings.HasPrefix(h.Get("Content-Type"), "application/json") {
 			t.Errorf("POST %q: HTTP %d %s (%s), want a JSON 400 with an error", body, code, b, h.Get("Content-Type"))

@@ -8,7 +8,7 @@ import (
 	"image/png"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 )
 
 // An image file part of a canvas message reaches the model as an input_image of the user's

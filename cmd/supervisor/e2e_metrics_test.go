@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/bridge"
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
 	"github.com/molecule-ai/codex-warm/health"
+	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/metrics/metricstest"
 )
 
@@ -100,10 +100,10 @@ func TestE2EMetricsLocalTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var le bridge.LocalError
+	var le local.ErrorReply
 	_ = json.NewDecoder(resp.Body).Decode(&le)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusMisdirectedRequest || le.Rule != bridge.RuleHost {
+	if resp.StatusCode != http.StatusMisdirectedRequest || le.Rule != local.RuleHost {
 		t.Errorf("foreign Host: HTTP %d %+v, want 421 rule host", resp.StatusCode, le)
 	}
 	d.stop(stopTimeout)
@@ -167,7 +167,7 @@ func TestE2EMetricsExposedWithoutTokenRefused(t *testing.T) {
 	e := newE2E(t, e2eConfig{Local: true})
 	d := e.launch("--metrics-listen", "0.0.0.0:0")
 	d.waitFailed()
-	if out := d.log(); !strings.Contains(out, "--metrics-listen") || !strings.Contains(out, bridge.ErrExposedWithoutToken.Error()) {
+	if out := d.log(); !strings.Contains(out, "--metrics-listen") || !strings.Contains(out, local.ErrExposedWithoutToken.Error()) {
 		t.Errorf("output does not say why:\n%s", out)
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/bridge"
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -80,11 +80,11 @@ func TestE2EChatStateShowsActivity(t *testing.T) {
 	e := newE2E(t, e2eConfig{Local: true, Script: progressScript(release)})
 	d := e.start()
 	c := newLocalClient(t, d)
-	if st := c.chatState("k"); st.Session || st.State != bridge.StateNoSession {
+	if st := c.chatState("k"); st.Session || st.State != local.StateNoSession {
 		t.Errorf("before any message: %+v", st)
 	}
 	reply := c.sendAsync("k", "run the tests")
-	var st bridge.LocalChat
+	var st local.Chat
 	d.waitUntil("the chat state to show the command", func() bool {
 		st = c.chatState("k")
 		return strings.HasPrefix(st.Activity, runningActivity)
@@ -104,14 +104,14 @@ func TestE2EChatStateShowsActivity(t *testing.T) {
 }
 
 // chatState reads GET /v1/chats/{key}.
-func (c *localClient) chatState(chatKey string) bridge.LocalChat {
+func (c *localClient) chatState(chatKey string) local.Chat {
 	c.t.Helper()
 	resp, err := c.hc.Get(c.base + "/v1/chats/" + chatKey)
 	if err != nil {
 		c.t.Fatalf("GET chat: %v", err)
 	}
 	defer resp.Body.Close()
-	var st bridge.LocalChat
+	var st local.Chat
 	if resp.StatusCode != http.StatusOK {
 		c.t.Fatalf("GET chat: status %d", resp.StatusCode)
 	}
@@ -163,9 +163,9 @@ func TestE2EMessageEventStream(t *testing.T) {
 		case name == "delta":
 			d, _ := data["delta"].(string)
 			deltas.WriteString(d)
-		case name == bridge.EventReply:
+		case name == local.EventReply:
 			reply = data
-		case name == bridge.EventError:
+		case name == local.EventError:
 			t.Fatalf("error event %v after %v", data, seen)
 		}
 	}

@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )

@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/codexauth/codexauthtest"
 	"github.com/molecule-ai/codex-warm/health"
+	"github.com/molecule-ai/codex-warm/inbox/local"
 )
 
 // tokenE2E is an e2e environment whose codex is logged in with ChatGPT at a fake issuer.
@@ -104,7 +104,7 @@ func TestE2EChatGPTTokenRefreshedOnceForAllChats(t *testing.T) {
 	e.is.Revoke()
 
 	var wg sync.WaitGroup
-	replies := make([]bridge.LocalReply, len(chats))
+	replies := make([]local.Reply, len(chats))
 	for i, k := range chats {
 		wg.Add(1)
 		go func() {

@@ -4,7 +4,7 @@ package main
 
 // The end-to-end harness: the daemon runs as a real process (this test binary in helper-process
 // mode, see TestMain), with the real codex binary pointed at mockmodel.Model on loopback
-// and, in Molecule mode, the fake platform of bridge/moleculetest on loopback. Tests wait on what
+// and, in Molecule mode, the fake platform of inbox/molecule/moleculetest on loopback. Tests wait on what
 // the platform and the mock recorded, or on the daemon's status socket, always with a deadline;
 // nothing sleeps for synchronization.
 
@@ -25,9 +25,9 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/bridge"
-	"github.com/molecule-ai/codex-warm/bridge/moleculetest"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/sessions"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -508,10 +508,10 @@ func (d *daemonProc) status() StatusDoc {
 }
 
 // bridgeStats decodes the Molecule inbox's counters from a status document.
-func (d *daemonProc) bridgeStats() bridge.Stats {
+func (d *daemonProc) bridgeStats() molecule.Stats {
 	d.e.t.Helper()
 	doc := d.status()
-	var s bridge.Stats
+	var s molecule.Stats
 	b, err := json.Marshal(doc.Bridge)
 	if err == nil {
 		err = json.Unmarshal(b, &s)
@@ -553,7 +553,7 @@ func (p bridgeStateFile) pending(id string) bool {
 func (e *e2e) bridgeState() bridgeStateFile {
 	e.t.Helper()
 	var st bridgeStateFile
-	b, err := os.ReadFile(filepath.Join(e.stateDir, bridge.StateFileName))
+	b, err := os.ReadFile(filepath.Join(e.stateDir, molecule.StateFileName))
 	if errors.Is(err, os.ErrNotExist) {
 		return st
 	}

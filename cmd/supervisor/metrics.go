@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/health"
+	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/metrics"
 )
 
@@ -34,7 +34,7 @@ func (d *daemon) serveMetrics(met *metrics.Metrics, ready *health.Readiness, wg 
 	mux.HandleFunc("GET /healthz", health.Live)
 	mux.Handle("GET /readyz", ready)
 	srv := &http.Server{
-		Handler: bridge.Guard(bridge.GuardConfig{Token: cfg.MetricsToken, AllowedHosts: cfg.MetricsAllowHosts,
+		Handler: local.Guard(local.GuardConfig{Token: cfg.MetricsToken, AllowedHosts: cfg.MetricsAllowHosts,
 			Realm: "codex-warm metrics", Logger: log.Named("metrics")}, mux),
 		// A scrape is a few kilobytes each way; these bound what a stalled client can hold.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -42,10 +42,10 @@ func (d *daemon) serveMetrics(met *metrics.Metrics, ready *health.Readiness, wg 
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          bridge.HTTPErrorLog(log),
+		ErrorLog:          local.HTTPErrorLog(log),
 	}
 	d.info.MetricsListen = ln.Addr().String()
-	lim := bridge.LimitConns(ln, metricsMaxConns, log)
+	lim := local.LimitConns(ln, metricsMaxConns, log)
 	wg.Go(func() {
 		if err := srv.Serve(lim); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs <- fmt.Errorf("metrics: %w", err)

@@ -22,8 +22,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/bridge"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/metrics"
 	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/sessions"
@@ -59,7 +61,7 @@ type daemon struct {
 	info    DaemonInfo
 	store   *sessions.Store
 	sup     *supervisor.Supervisor
-	mol     *bridge.Molecule
+	mol     *molecule.Inbox
 	control *controlServer
 	login   *loginGate // set by preflight
 	// phase is phaseStarting, phaseServing or phaseDraining (the readiness probe's "inbox").
@@ -96,9 +98,9 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	}
 	defer lock.Close()
 
-	var mcfg bridge.MoleculeConfig
+	var mcfg molecule.Config
 	if cfg.Inbox == "molecule" {
-		if mcfg, err = bridge.MoleculeConfigFromEnv(getenv); err != nil {
+		if mcfg, err = molecule.ConfigFromEnv(getenv); err != nil {
 			return fmt.Errorf("molecule config: %w", err)
 		}
 	}
@@ -168,7 +170,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		mc := metrics.Config{Status: func() supervisor.Snapshot { return d.sup.Status() }, Logger: log}
 		if cfg.Inbox == "molecule" {
 			// d.mol is set before the metrics listener starts.
-			mc.Bridge = func() bridge.Stats { return d.mol.Stats() }
+			mc.Bridge = func() molecule.Stats { return d.mol.Stats() }
 		}
 		met = metrics.New(mc)
 		onTurn = met.ObserveTurn
@@ -236,11 +238,11 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 
 	switch cfg.Inbox {
 	case "local":
-		var controls bridge.Controls
+		var controls chat.Controls
 		if cfg.ChatCommands {
 			controls = d.sup
 		}
-		h, err := bridge.NewLocalInbox(bridge.LocalInboxConfig{Answerer: d.sup, Controls: controls, Chats: d.sup, Logger: log,
+		h, err := local.New(local.Config{Answerer: d.sup, Controls: controls, Chats: d.sup, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
 			BodyTimeout: cfg.InboxBodyTimeout, Ready: ready})
 		if err != nil {
@@ -252,7 +254,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		}
 		d.info.Listen = ln.Addr().String()
 		httpSrv = h.Server()
-		lim := bridge.LimitConns(ln, cfg.InboxMaxConns, log)
+		lim := local.LimitConns(ln, cfg.InboxMaxConns, log)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -281,7 +283,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		if met != nil {
 			mcfg.OnPoll = met.ObservePoll
 		}
-		d.mol, err = bridge.NewMolecule(mcfg)
+		d.mol, err = molecule.New(mcfg)
 		if err != nil {
 			return d.abort(err)
 		}

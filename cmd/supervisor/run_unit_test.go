@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -423,7 +423,7 @@ func TestMetricsListenConfig(t *testing.T) {
 		t.Fatalf("default: %q %v, want off", c.MetricsListen, err)
 	}
 	_, err = parseRunConfig([]string{"--metrics-listen", "0.0.0.0:9477"}, envOf(map[string]string{"CODEX_WARM_INBOX_TOKEN": "inbox"}), io.Discard)
-	if !errors.Is(err, bridge.ErrExposedWithoutToken) || !strings.Contains(err.Error(), "--metrics-listen") {
+	if !errors.Is(err, local.ErrExposedWithoutToken) || !strings.Contains(err.Error(), "--metrics-listen") {
 		t.Errorf("every interface without a metrics token: %v, want ErrExposedWithoutToken naming --metrics-listen", err)
 	}
 	c, err = parseRunConfig(nil, envOf(map[string]string{"CODEX_WARM_METRICS_LISTEN": "10.1.2.3:9477", "CODEX_WARM_METRICS_TOKEN": " t0k "}), io.Discard)

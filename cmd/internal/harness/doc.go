@@ -3,6 +3,6 @@
 // kills it, reads its status the way an operator does (`supervisor status --json`), starts a
 // mock model with a CODEX_HOME pointing at it, and wires a fake Molecule platform into the
 // daemon's environment. Each command keeps only its experiment; how the daemon is driven is
-// here once. It imports test doubles (bridge/moleculetest), so only tools link it, never the
+// here once. It imports test doubles (inbox/molecule/moleculetest), so only tools link it, never the
 // supervisor binary.
 package harness

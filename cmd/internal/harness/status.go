@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/bridge"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -27,7 +27,7 @@ type StatusDoc struct {
 		HeapBytes  uint64 `json:"heap_bytes"`
 	} `json:"daemon"`
 	Snapshot supervisor.Snapshot `json:"snapshot"`
-	Bridge   *bridge.Stats       `json:"bridge"`
+	Bridge   *molecule.Stats     `json:"bridge"`
 }
 
 // StatusClient asks a daemon for its status the way an operator does: `supervisor status --json

@@ -1,0 +1,48 @@
+package local
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/protocol"
+)
+
+// Approval is the answer of GET /v1/chats/{chatKey}/approval: what the chat's running turn
+// waits for. Text is the prompt a chat would see.
+type Approval struct {
+	ChatKey   string                      `json:"chat_key"`
+	Kind      string                      `json:"kind"`
+	Command   string                      `json:"command,omitempty"`
+	Cwd       string                      `json:"cwd,omitempty"`
+	Reason    string                      `json:"reason,omitempty"`
+	Changes   []protocol.FileUpdateChange `json:"changes,omitempty"`
+	RequestID string                      `json:"request_id"`
+	TurnID    string                      `json:"turn_id"`
+	Asked     time.Time                   `json:"asked"`
+	Expires   time.Time                   `json:"expires"`
+	Text      string                      `json:"text"`
+}
+
+// getApproval answers GET /v1/chats/{chatKey}/approval: the POST of a message whose turn waits
+// for an approval cannot answer yet, so the caller reads the prompt here (or with /status) and
+// answers with /approve or /deny in another POST.
+func (h *Inbox) getApproval(w http.ResponseWriter, r *http.Request) {
+	key, ok := chatKeyOf(w, r)
+	if !ok {
+		return
+	}
+	if h.cfg.Controls == nil {
+		writeJSON(w, http.StatusNotFound, ErrorReply{Error: "chat commands are off: nothing can be approved in the chat"})
+		return
+	}
+	a, ok := h.cfg.Controls.PendingApproval(key)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, ErrorReply{Error: "nothing is waiting for approval in this chat"})
+		return
+	}
+	writeJSON(w, http.StatusOK, Approval{
+		ChatKey: key, Kind: a.Kind, Command: a.Command, Cwd: a.Cwd, Reason: a.Reason, Changes: a.Changes,
+		RequestID: a.RequestID, TurnID: a.TurnID, Asked: a.Asked, Expires: a.Expires, Text: chat.ApprovalPrompt(a),
+	})
+}

@@ -1,0 +1,328 @@
+package molecule
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/inbox/chat"
+)
+
+// workspaceIDPattern is the Molecule runtime's rule for workspace ids. Ids end up in URL paths
+// and chat keys, so anything else is rejected rather than escaped.
+var workspaceIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,127}$`)
+
+// validWorkspaceID reports whether id is a Molecule workspace id.
+func validWorkspaceID(id string) bool { return workspaceIDPattern.MatchString(id) }
+
+// Defaults of Config. PollInterval is well under the Python daemon's 5 s: a poll is one
+// small GET and the latency of every message depends on it.
+const (
+	DefaultPollInterval      = time.Second
+	DefaultHeartbeatInterval = 20 * time.Second
+	DefaultRequestTimeout    = 30 * time.Second
+	DefaultMaxPollBytes      = 32 << 20
+	DefaultMaxRowBytes       = 16 << 20
+	// DefaultMaxImageBytes caps one decoded image: the size hosted models take per image (5 MiB).
+	DefaultMaxImageBytes = 5 << 20
+	// DefaultMaxImagesBytes caps the decoded images of one message; a row is at most
+	// DefaultMaxRowBytes of base64 (12 MiB decoded) anyway.
+	DefaultMaxImagesBytes = 10 << 20
+	// DefaultMaxPendingImageBytes caps the images held by all messages not yet answered: without
+	// it the unacked window (MaxUnacked rows) could hold MaxImagesBytes each, gigabytes. 64 MiB
+	// is six messages at the per-message cap, or dozens of phone photos.
+	DefaultMaxPendingImageBytes = 64 << 20
+	DefaultMaxReplyBytes        = 128 << 10
+	DefaultMaxUnacked           = 1024
+	DefaultRecentIDs            = 4096
+	DefaultDrainTimeout         = 30 * time.Second
+	DefaultRetryInitial         = time.Second
+	DefaultRetryMax             = 30 * time.Second
+	DefaultSinceSecs            = 600
+	DefaultAgentName            = "codex"
+	// DefaultBusyRetryFor is how long a message the pool answers busy is tried again before it
+	// is answered with the busy text. The pool is busy for as long as its running turns take
+	// (seconds to a few minutes; turns are cut off at 10 minutes by default), and each try may
+	// itself wait for a slot (--slot-wait, 30 s by default): 5 minutes is several turns and ten
+	// slot waits, yet a user still hears within minutes that nothing will come.
+	DefaultBusyRetryFor = 5 * time.Minute
+	// minTextCap keeps room for the truncation note in a capped text.
+	minTextCap = 256
+)
+
+// StateFileName is the inbox's durable inbox position inside the state directory.
+const StateFileName = "bridge-state.json"
+
+// Config configures a Molecule inbox. ConfigFromEnv fills the platform fields from
+// the same environment the Python daemon reads; the caller adds Answerer and Logger. Zero
+// durations and sizes mean the defaults above.
+type Config struct {
+	// PlatformURL is the platform's base URL (PLATFORM_URL), http or https, no user info.
+	PlatformURL string
+	// WorkspaceID is this workspace (WORKSPACE_ID).
+	WorkspaceID string
+	// Token is the workspace bearer token (MOLECULE_WORKSPACE_TOKEN or <CONFIGS_DIR>/.auth_token).
+	// It is never logged.
+	Token string
+	// OrgID is sent as X-Molecule-Org-Id when set (MOLECULE_ORG_ID).
+	OrgID string
+	// StateDir holds bridge-state.json (CODEX_CHANNEL_MOLECULE_STATE_DIR, default
+	// ~/.codex-channel-molecule/, the Python daemon's directory, so sessions.json sits beside it).
+	StateDir string
+	// AgentName is agent_card.name at register.
+	AgentName string
+
+	// Answerer runs the turns; required.
+	Answerer chat.Answerer
+	// HandOff, when set, takes a chat's messages in order without waiting for the previous
+	// reply, so that a message reaches the supervisor while the chat's turn runs (--busy steer
+	// or interrupt). Nil: each message of a chat waits until the one before it was answered and
+	// delivered (Answerer.Submit).
+	HandOff Enqueuer
+	// Controls carries out chat commands (/stop, /new, /status, /help) sent by canvas users and
+	// peers; nil turns them off, and such messages go to codex as text.
+	Controls chat.Controls
+	// Progress, when set, tells the heartbeat's current_task what each running turn is doing
+	// (`peer:alpha: running "npm test" (2m10s)`); nil: it names the chat being answered.
+	Progress ProgressSource
+	// ProgressInterval, when positive (and Progress is set), sends a canvas chat a short note
+	// each interval while its message's turn runs: "still working (4m0s): running \"npm test\"
+	// (1m10s)". Peers get none: a note would be a message to the peer agent. Default 0: off.
+	ProgressInterval time.Duration
+	// Logger; nil means no logging.
+	Logger *zap.Logger
+	// HTTPClient carries every platform call; nil means a private client whose idle
+	// connections are closed when Run returns. The inbox uses a copy that never follows a
+	// redirect (the token stays with PLATFORM_URL's origin); the caller's client is not changed.
+	HTTPClient *http.Client
+
+	PollInterval      time.Duration
+	HeartbeatInterval time.Duration
+	// RequestTimeout bounds each platform call.
+	RequestTimeout time.Duration
+	// MaxPollBytes bounds the row text one poll holds in memory, whatever the size of the
+	// activity page: the page is read as a stream and a larger one is read in pieces. With a
+	// cursor (oldest first) reading stops there and the next poll continues after the last row
+	// kept; without one (the newest-first window of the first start and after a 410) the oldest
+	// rows within the bound are kept, answered first, and the polls that follow read the rest.
+	MaxPollBytes int64
+	// MaxRowBytes caps one activity row (at most MaxPollBytes). A longer row is streamed past
+	// without being held, its top-level id read on the way, and judged poison: logged once with
+	// its id, counted, moved past.
+	MaxRowBytes int64
+	// MaxTextBytes caps the text of one inbound message given to codex; longer text is cut and a
+	// note says how much was omitted.
+	MaxTextBytes int
+	// MaxImageBytes caps one image file part (decoded) codex is shown; MaxImagesBytes all of one
+	// message's. An image over a cap is named in the attachment note instead (default
+	// DefaultMaxImageBytes, DefaultMaxImagesBytes).
+	MaxImageBytes  int
+	MaxImagesBytes int
+	// MaxPendingImageBytes caps the image data (data URLs) held by all messages waiting for their
+	// answer; a message whose images would pass it is answered with a note instead of them.
+	// Default DefaultMaxPendingImageBytes.
+	MaxPendingImageBytes int
+	// MaxReplyBytes caps one reply sent to the platform, the same way.
+	MaxReplyBytes int
+	// MaxUnacked bounds messages received but not yet behind the durable position; polling pauses
+	// at the bound (back-pressure) so memory stays bounded when one reply cannot be delivered.
+	MaxUnacked int
+	// RecentIDs is how many finished activity ids are remembered for de-duplication.
+	RecentIDs int
+	// DrainTimeout is how long Run lets in-flight turns and deliveries finish after ctx is done.
+	DrainTimeout time.Duration
+	// RetryInitial and RetryMax shape the exponential backoff (with jitter) of reply delivery,
+	// register and poll errors, and of messages the pool answered busy.
+	RetryInitial time.Duration
+	RetryMax     time.Duration
+	// BusyRetryFor bounds how long a message is tried again while the supervisor answers busy
+	// (every slot taken, too many chats waiting for one, the chat's queue full, codex
+	// overloaded), counted from its first try. Meanwhile its row stays unacknowledged (the
+	// platform keeps it; a restart answers it) and later messages of the same chat wait behind
+	// it; after the bound it is answered with the busy text. The supervisor's pool is the only
+	// limit on concurrent turns: the inbox runs every chat with work at once and lets the pool
+	// say busy.
+	BusyRetryFor time.Duration
+	// SinceSecs is the look-back window of a poll without a cursor.
+	SinceSecs int
+	// OnPoll, when set, is called after each activity poll with its duration and error (nil on
+	// success; a 410 for an unknown cursor counts as an error here). The daemon records poll
+	// latency with it. It must return promptly.
+	OnPoll func(d time.Duration, err error)
+}
+
+// withDefaults returns cfg with zero fields set to their defaults.
+func (cfg Config) withDefaults() Config {
+	setDur := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	setInt := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
+	}
+	setDur(&cfg.PollInterval, DefaultPollInterval)
+	setDur(&cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	setDur(&cfg.RequestTimeout, DefaultRequestTimeout)
+	setDur(&cfg.DrainTimeout, DefaultDrainTimeout)
+	setDur(&cfg.RetryInitial, DefaultRetryInitial)
+	setDur(&cfg.RetryMax, DefaultRetryMax)
+	setDur(&cfg.BusyRetryFor, DefaultBusyRetryFor)
+	if cfg.MaxPollBytes <= 0 {
+		cfg.MaxPollBytes = DefaultMaxPollBytes
+	}
+	if cfg.MaxRowBytes <= 0 {
+		cfg.MaxRowBytes = DefaultMaxRowBytes
+	}
+	cfg.MaxRowBytes = min(cfg.MaxRowBytes, cfg.MaxPollBytes)
+	setInt(&cfg.MaxTextBytes, chat.DefaultMaxTextBytes)
+	setInt(&cfg.MaxImageBytes, DefaultMaxImageBytes)
+	setInt(&cfg.MaxImagesBytes, DefaultMaxImagesBytes)
+	setInt(&cfg.MaxPendingImageBytes, DefaultMaxPendingImageBytes)
+	setInt(&cfg.MaxReplyBytes, DefaultMaxReplyBytes)
+	setInt(&cfg.MaxUnacked, DefaultMaxUnacked)
+	setInt(&cfg.RecentIDs, DefaultRecentIDs)
+	setInt(&cfg.SinceSecs, DefaultSinceSecs)
+	cfg.MaxTextBytes = max(cfg.MaxTextBytes, minTextCap)
+	cfg.MaxReplyBytes = max(cfg.MaxReplyBytes, minTextCap)
+	// The de-dup memory must outlive the unacked window, or an id could be forgotten while it is
+	// still ahead of the durable position.
+	cfg.RecentIDs = max(cfg.RecentIDs, 2*cfg.MaxUnacked)
+	if cfg.AgentName == "" {
+		cfg.AgentName = DefaultAgentName
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return cfg
+}
+
+// validate checks what New needs; the messages name the environment variable to fix.
+func (cfg Config) validate() error {
+	if _, err := parsePlatformURL(cfg.PlatformURL); err != nil {
+		return err
+	}
+	if !validWorkspaceID(cfg.WorkspaceID) {
+		return fmt.Errorf("workspace id %q is invalid: WORKSPACE_ID must match %s", cfg.WorkspaceID, workspaceIDPattern)
+	}
+	if cfg.Token == "" {
+		return errors.New("no workspace token: set MOLECULE_WORKSPACE_TOKEN or write <CONFIGS_DIR>/.auth_token")
+	}
+	if strings.ContainsAny(cfg.Token, "\r\n") {
+		return errors.New("workspace token contains a line break")
+	}
+	if strings.ContainsAny(cfg.OrgID, "\r\n") {
+		return errors.New("MOLECULE_ORG_ID contains a line break")
+	}
+	if cfg.StateDir == "" {
+		return errors.New("no state directory: set CODEX_CHANNEL_MOLECULE_STATE_DIR or HOME")
+	}
+	if cfg.Answerer == nil {
+		return errors.New("no answerer configured")
+	}
+	return nil
+}
+
+// parsePlatformURL accepts an absolute http(s) URL without user info (credentials in the URL
+// would end up in logs and errors) and drops a trailing slash.
+func parsePlatformURL(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, errors.New("PLATFORM_URL is not set")
+	}
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("PLATFORM_URL is not a URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("PLATFORM_URL must be http or https, got scheme %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, errors.New("PLATFORM_URL has no host")
+	}
+	if u.User != nil {
+		return nil, errors.New("PLATFORM_URL must not contain user info")
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u, nil
+}
+
+// ConfigFromEnv reads the Molecule settings from the environment the Python daemon and
+// runtime use: PLATFORM_URL, WORKSPACE_ID, MOLECULE_WORKSPACE_TOKEN (else the file
+// <CONFIGS_DIR>/.auth_token, CONFIGS_DIR defaulting to /configs), MOLECULE_ORG_ID and
+// CODEX_CHANNEL_MOLECULE_STATE_DIR (default $HOME/.codex-channel-molecule). getenv is usually
+// os.Getenv. Answerer and Logger are left for the caller.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	env := func(k string) string { return strings.TrimSpace(getenv(k)) }
+	cfg := Config{
+		PlatformURL: env("PLATFORM_URL"),
+		WorkspaceID: env("WORKSPACE_ID"),
+		OrgID:       env("MOLECULE_ORG_ID"),
+		StateDir:    env("CODEX_CHANNEL_MOLECULE_STATE_DIR"),
+	}
+	if _, err := parsePlatformURL(cfg.PlatformURL); err != nil {
+		return Config{}, err
+	}
+	if cfg.WorkspaceID == "" {
+		return Config{}, errors.New("WORKSPACE_ID is not set")
+	}
+	if !validWorkspaceID(cfg.WorkspaceID) {
+		return Config{}, fmt.Errorf("WORKSPACE_ID %q is invalid: it must match %s", cfg.WorkspaceID, workspaceIDPattern)
+	}
+	if strings.ContainsAny(cfg.OrgID, "\r\n") {
+		return Config{}, errors.New("MOLECULE_ORG_ID contains a line break")
+	}
+	token, err := tokenFromEnv(env)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.Token = token
+	if cfg.StateDir == "" {
+		home := env("HOME")
+		if home == "" {
+			return Config{}, errors.New("neither CODEX_CHANNEL_MOLECULE_STATE_DIR nor HOME is set")
+		}
+		cfg.StateDir = filepath.Join(home, ".codex-channel-molecule")
+	}
+	return cfg, nil
+}
+
+// tokenFromEnv prefers MOLECULE_WORKSPACE_TOKEN and falls back to the file the platform writes
+// into managed containers. Errors name the file but never its content.
+func tokenFromEnv(env func(string) string) (string, error) {
+	if t := env("MOLECULE_WORKSPACE_TOKEN"); t != "" {
+		if strings.ContainsAny(t, "\r\n") {
+			return "", errors.New("MOLECULE_WORKSPACE_TOKEN contains a line break")
+		}
+		return t, nil
+	}
+	dir := env("CONFIGS_DIR")
+	if dir == "" {
+		dir = "/configs"
+	}
+	path := filepath.Join(dir, ".auth_token")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("no workspace token: MOLECULE_WORKSPACE_TOKEN is not set and %s does not exist", path)
+		}
+		return "", fmt.Errorf("read workspace token file %s: %w", path, err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("no workspace token: MOLECULE_WORKSPACE_TOKEN is not set and %s is empty", path)
+	}
+	if strings.ContainsAny(t, "\r\n") {
+		return "", fmt.Errorf("workspace token file %s has more than one line", path)
+	}
+	return t, nil
+}

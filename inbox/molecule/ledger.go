@@ -1,0 +1,358 @@
+package molecule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+)
+
+// stateVersion is the format version of bridge-state.json.
+const stateVersion = 1
+
+// stateFile is bridge-state.json. Only what must survive a crash is in it; messages in flight
+// are not, because the platform sends them again (they are after Cursor).
+type stateFile struct {
+	Version     int    `json:"version"`
+	WorkspaceID string `json:"workspace_id"`
+	// Cursor is the low-water mark: the last activity id such that it and every row the inbox
+	// received before it are finished (answered and delivered, skipped, or poison). The next run
+	// polls since_id=Cursor.
+	Cursor string `json:"cursor"`
+	// AckedSeq is the highest platform mailbox seq at or before Cursor.
+	AckedSeq int64 `json:"acked_seq,omitempty"`
+	// Done lists recently finished activity ids, oldest first: those after Cursor (finished out
+	// of order) and a bounded number at or before it, so rows sent again are not answered twice.
+	Done []string `json:"done"`
+	// Pending are replies codex produced that the platform has not accepted yet. They are
+	// delivered without running codex again, also after a restart.
+	Pending []pendingReply `json:"pending"`
+	SavedAt time.Time      `json:"saved_at"`
+}
+
+// pendingReply is a reply waiting for delivery.
+type pendingReply struct {
+	ActivityID string `json:"activity_id"`
+	ChatKey    string `json:"chat_key"`
+	Route      route  `json:"route"`
+	Text       string `json:"text"`
+	// MessageID is the A2A messageId, the same on every attempt so a peer can drop duplicates:
+	// replyID of the activity. Files written by older versions hold a random UUID, which is kept.
+	MessageID  string    `json:"message_id"`
+	AnsweredAt time.Time `json:"answered_at"`
+}
+
+// admission is what the ledger says about a row the poll loop received.
+type admission int
+
+const (
+	admitNew       admission = iota // first sighting: answer it
+	admitDuplicate                  // in flight or finished already
+	admitRecovered                  // its reply is pending from an earlier run and being delivered
+)
+
+// entry is a row received in this run and not yet behind the cursor, in arrival order.
+type entry struct {
+	id   string
+	seq  int64
+	done bool
+}
+
+// ledger tracks which received rows are finished and persists the inbox position. Arrival order
+// (not id order: Molecule ids are opaque strings) decides the low-water mark.
+type ledger struct {
+	path string
+	ws   string
+	log  *zap.Logger
+
+	// writeMu serializes file writes; it is held during I/O, mu is not.
+	writeMu sync.Mutex
+
+	mu       sync.Mutex
+	cursor   string
+	ackedSeq int64
+	order    []*entry
+	byID     map[string]*entry
+	pending  map[string]pendingReply
+	recent   *idRing
+	restored []pendingReply
+	// gen counts changes to persisted state; written is the gen of the last successful write.
+	gen, written uint64
+	// room is closed (and replaced) whenever entries leave order, waking a poll loop that waits
+	// for the unacked window to shrink.
+	room chan struct{}
+}
+
+// openLedger loads dir/bridge-state.json, creating dir when needed. A file that cannot be parsed,
+// has an unknown version or belongs to another workspace is moved aside (never overwritten
+// silently) and the ledger starts empty: the next poll then falls back to since_secs.
+func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledger, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory %s: %w", dir, err)
+	}
+	l := &ledger{
+		path:    filepath.Join(dir, StateFileName),
+		ws:      workspaceID,
+		log:     log,
+		byID:    make(map[string]*entry),
+		pending: make(map[string]pendingReply),
+		recent:  newIDRing(recentIDs),
+		room:    make(chan struct{}),
+	}
+	// Never through a symbolic link: a planted state would move the inbox position, and the
+	// next write would replace the link (atomicfile refuses both).
+	b, err := atomicfile.ReadFile(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return l, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	var st stateFile
+	reason := ""
+	switch err := json.Unmarshal(b, &st); {
+	case err != nil:
+		reason = "corrupt: " + err.Error()
+	case st.Version != stateVersion:
+		reason = fmt.Sprintf("unknown version %d", st.Version)
+	case st.WorkspaceID != workspaceID:
+		reason = fmt.Sprintf("belongs to workspace %q", st.WorkspaceID)
+	}
+	if reason != "" {
+		aside := fmt.Sprintf("%s.corrupt-%s", l.path, time.Now().UTC().Format("20060102T150405.000000000Z"))
+		if err := os.Rename(l.path, aside); err != nil {
+			return nil, fmt.Errorf("state file %s is unusable (%s) and cannot be moved aside: %w", l.path, reason, err)
+		}
+		log.Error("state file unusable; moved aside, starting without an inbox position (rows of the last poll window may be answered again)",
+			zap.String("path", l.path), zap.String("moved_to", aside), zap.String("reason", reason))
+		return l, nil
+	}
+	l.cursor, l.ackedSeq = st.Cursor, st.AckedSeq
+	for _, id := range st.Done {
+		l.recent.add(id)
+	}
+	for _, p := range st.Pending {
+		if p.ActivityID == "" || l.recent.has(p.ActivityID) {
+			continue
+		}
+		if _, dup := l.pending[p.ActivityID]; dup {
+			continue
+		}
+		l.pending[p.ActivityID] = p
+		l.restored = append(l.restored, p)
+	}
+	return l, nil
+}
+
+// takeRestored returns the pending replies loaded from disk, once.
+func (l *ledger) takeRestored() []pendingReply {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.restored
+	l.restored = nil
+	return r
+}
+
+// Cursor is the durable inbox position (low-water mark).
+func (l *ledger) Cursor() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cursor
+}
+
+// AckedSeq is the highest mailbox seq behind the cursor.
+func (l *ledger) AckedSeq() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ackedSeq
+}
+
+// counts returns the rows not yet behind the cursor and the replies pending delivery.
+func (l *ledger) counts() (unacked, pending int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.order), len(l.pending)
+}
+
+// admit records a received row that is to be answered and says whether it is new.
+func (l *ledger) admit(id string, seq int64) admission {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byID[id] != nil {
+		return admitDuplicate
+	}
+	if _, ok := l.pending[id]; ok {
+		l.appendLocked(&entry{id: id, seq: seq})
+		return admitRecovered
+	}
+	if l.recent.has(id) {
+		// Finished in an earlier run (or before a cursor reset). Track it as finished so the
+		// cursor can move past it.
+		l.appendLocked(&entry{id: id, seq: seq, done: true})
+		l.advanceLocked()
+		return admitDuplicate
+	}
+	l.appendLocked(&entry{id: id, seq: seq})
+	return admitNew
+}
+
+// admitDone records a row that is finished on arrival (an echo or poison). It reports false when
+// the row was known already.
+func (l *ledger) admitDone(id string, seq int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byID[id] != nil {
+		return false
+	}
+	known := l.recent.has(id)
+	l.appendLocked(&entry{id: id, seq: seq, done: true})
+	l.advanceLocked()
+	return !known
+}
+
+// setPending stores a reply before its first delivery attempt.
+func (l *ledger) setPending(p pendingReply) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending[p.ActivityID] = p
+	l.gen++
+}
+
+// markDone finishes a row: its reply was accepted, judged undeliverable, or it needs none.
+func (l *ledger) markDone(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.pending, id)
+	l.gen++
+	if e := l.byID[id]; e != nil {
+		e.done = true
+		l.advanceLocked()
+		return
+	}
+	// A recovered reply whose row has not come again: remember it so the row is skipped if it does.
+	l.recent.add(id)
+}
+
+func (l *ledger) appendLocked(e *entry) {
+	l.order = append(l.order, e)
+	l.byID[e.id] = e
+	if e.done {
+		l.gen++
+	}
+}
+
+// advanceLocked moves the cursor over the finished prefix of the arrival order.
+func (l *ledger) advanceLocked() {
+	n := 0
+	for n < len(l.order) && l.order[n].done {
+		e := l.order[n]
+		l.recent.add(e.id)
+		delete(l.byID, e.id)
+		l.cursor = e.id
+		l.ackedSeq = max(l.ackedSeq, e.seq)
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	l.gen++
+	// Copy instead of reslicing so the backing array does not grow without bound.
+	l.order = append(l.order[:0:0], l.order[n:]...)
+	close(l.room)
+	l.room = make(chan struct{})
+}
+
+// waitRoom blocks until fewer than limit rows are unacked or ctx is done.
+func (l *ledger) waitRoom(ctx context.Context, limit int) error {
+	for {
+		l.mu.Lock()
+		if len(l.order) < limit {
+			l.mu.Unlock()
+			return nil
+		}
+		ch := l.room
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// head returns the oldest unfinished row, for logs about a stalled cursor.
+func (l *ledger) head() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.order {
+		if !e.done {
+			return e.id
+		}
+	}
+	return ""
+}
+
+// snapshotLocked builds the file content.
+func (l *ledger) snapshotLocked() stateFile {
+	st := stateFile{
+		Version:     stateVersion,
+		WorkspaceID: l.ws,
+		Cursor:      l.cursor,
+		AckedSeq:    l.ackedSeq,
+		Done:        l.recent.list(),
+		Pending:     make([]pendingReply, 0, len(l.pending)),
+		SavedAt:     time.Now().UTC(),
+	}
+	for _, e := range l.order {
+		if e.done && !l.recent.has(e.id) {
+			st.Done = append(st.Done, e.id)
+		}
+	}
+	for _, p := range l.pending {
+		st.Pending = append(st.Pending, p)
+	}
+	slices.SortFunc(st.Pending, func(a, b pendingReply) int { return a.AnsweredAt.Compare(b.AnsweredAt) })
+	return st
+}
+
+// sync makes every change made before the call durable. Concurrent callers share writes (group
+// commit): a caller that waited for the writer finds its change already written.
+func (l *ledger) sync() error {
+	l.mu.Lock()
+	target := l.gen
+	done := l.written >= target
+	l.mu.Unlock()
+	if done {
+		return nil
+	}
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.mu.Lock()
+	if l.written >= target {
+		l.mu.Unlock()
+		return nil
+	}
+	gen := l.gen
+	st := l.snapshotLocked()
+	l.mu.Unlock()
+	b, err := json.MarshalIndent(st, "", " ")
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	if err := atomicfile.WriteFile(l.path, append(b, '\n'), atomicfile.Options{}); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	l.mu.Lock()
+	l.written = max(l.written, gen)
+	l.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,256 @@
+package molecule
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/zap"
+
+	"errors"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+
+	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
+)
+
+func openTestLedger(t *testing.T, dir string) *ledger {
+	t.Helper()
+	l, err := openLedger(dir, "ws-1", 8, zap.NewNop())
+	must(t, err)
+	return l
+}
+
+// The cursor is the low-water mark over arrival order: it moves only over a finished prefix, and
+// ids finished out of order are persisted so they are not answered twice.
+func TestLedgerLowWaterMark(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLedger(t, dir)
+	for _, id := range []string{"z", "a", "m"} { // not sorted: order is arrival order
+		if got := l.admit(id, 0); got != admitNew {
+			t.Fatalf("admit %s = %d", id, got)
+		}
+	}
+	if got := l.admit("a", 0); got != admitDuplicate {
+		t.Fatalf("second admit of a = %d, want duplicate", got)
+	}
+	l.markDone("a")
+	must(t, l.sync())
+	if c := l.Cursor(); c != "" {
+		t.Fatalf("cursor %q moved past unfinished z", c)
+	}
+	st := readState(t, dir)
+	if st.Cursor != "" || !slices.Contains(st.Done, "a") {
+		t.Fatalf("state = %+v, want a remembered as done after the cursor", st)
+	}
+	l.markDone("z")
+	if c := l.Cursor(); c != "a" {
+		t.Fatalf("cursor = %q, want a", c)
+	}
+	l.markDone("m")
+	must(t, l.sync())
+	if st := readState(t, dir); st.Cursor != "m" {
+		t.Fatalf("cursor = %q, want m", st.Cursor)
+	}
+	if unacked, _ := l.counts(); unacked != 0 {
+		t.Fatalf("unacked = %d after everything finished", unacked)
+	}
+	if got := l.admit("z", 0); got != admitDuplicate {
+		t.Fatalf("finished id admitted again: %d", got)
+	}
+}
+
+// Pending replies survive a reopen; the reopened ledger recognises finished ids and recovers the
+// pending one when its row comes again.
+func TestLedgerPersistsPendingAndDone(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLedger(t, dir)
+	l.admit("r1", 5)
+	l.admit("r2", 6)
+	l.admit("r3", 7)
+	p := pendingReply{ActivityID: "r1", ChatKey: "canvas:ws-1", Route: route{routeNotify, "ws-1"}, Text: "answer", MessageID: "mid", AnsweredAt: time.Now()}
+	l.setPending(p)
+	l.markDone("r2")
+	must(t, l.sync())
+
+	l2 := openTestLedger(t, dir)
+	restored := l2.takeRestored()
+	if len(restored) != 1 || restored[0].Text != "answer" || restored[0].MessageID != "mid" || restored[0].Route != p.Route {
+		t.Fatalf("restored = %+v", restored)
+	}
+	if len(l2.takeRestored()) != 0 {
+		t.Fatalf("restored handed out twice")
+	}
+	if got := l2.admit("r1", 5); got != admitRecovered {
+		t.Fatalf("admit pending r1 = %d, want recovered", got)
+	}
+	if got := l2.admit("r2", 6); got != admitDuplicate {
+		t.Fatalf("admit done r2 = %d, want duplicate", got)
+	}
+	if got := l2.admit("r3", 7); got != admitNew {
+		t.Fatalf("admit r3 = %d, want new", got)
+	}
+	l2.markDone("r1")
+	if c := l2.Cursor(); c != "r2" || l2.AckedSeq() != 6 {
+		t.Fatalf("cursor = %q acked = %d, want r2 and 6", c, l2.AckedSeq())
+	}
+}
+
+// A pending reply delivered before its row comes again is remembered as done.
+func TestLedgerRecoveredBeforeRowSeen(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLedger(t, dir)
+	l.admit("x", 0)
+	l.setPending(pendingReply{ActivityID: "x", Route: route{routeNotify, "ws-1"}, Text: "t"})
+	must(t, l.sync())
+	l2 := openTestLedger(t, dir)
+	l2.takeRestored()
+	l2.markDone("x")
+	if got := l2.admit("x", 0); got != admitDuplicate {
+		t.Fatalf("admit = %d, want duplicate", got)
+	}
+	if c := l2.Cursor(); c != "x" {
+		t.Fatalf("cursor = %q", c)
+	}
+}
+
+// The done set is bounded: old ids behind the cursor are forgotten first.
+func TestLedgerBounded(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLedger(t, dir) // ring of 8
+	for i := range 100 {
+		id := "id-" + string(rune('A'+i%26)) + string(rune('a'+i/26))
+		l.admitDone(id, 0)
+	}
+	must(t, l.sync())
+	st := readState(t, dir)
+	if len(st.Done) != 8 {
+		t.Fatalf("done has %d ids, want 8", len(st.Done))
+	}
+	if unacked, _ := l.counts(); unacked != 0 {
+		t.Fatalf("unacked = %d", unacked)
+	}
+}
+
+// A corrupt state file (or one of another workspace) is moved aside, never silently replaced.
+func TestLedgerCorruptFileMovedAside(t *testing.T) {
+	for name, content := range map[string]string{
+		"garbage":         "{not json",
+		"wrong workspace": `{"version":1,"workspace_id":"other","cursor":"c"}`,
+		"future version":  `{"version":99,"workspace_id":"ws-1"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, StateFileName)
+			must(t, os.WriteFile(path, []byte(content), 0o600))
+			l := openTestLedger(t, dir)
+			if l.Cursor() != "" {
+				t.Fatalf("cursor %q from an unusable file", l.Cursor())
+			}
+			entries, _ := os.ReadDir(dir)
+			var aside []string
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), StateFileName+".corrupt-") {
+					aside = append(aside, e.Name())
+				}
+			}
+			if len(aside) != 1 {
+				t.Fatalf("files = %v, want one moved-aside copy", entries)
+			}
+			b, _ := os.ReadFile(filepath.Join(dir, aside[0]))
+			if string(b) != content {
+				t.Fatalf("moved-aside content changed")
+			}
+		})
+	}
+}
+
+// Back-pressure: waitRoom blocks while the window is full and wakes when it shrinks. The bubble
+// makes "blocks" observable: synctest.Wait returns once the waiter is parked on the window, so
+// the row is finished while it waits, not before it started.
+func TestLedgerWaitRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := openTestLedger(t, t.TempDir())
+		l.admit("a", 0)
+		l.admit("b", 0)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := l.waitRoom(ctx, 2); err == nil {
+			t.Fatal("waitRoom returned nil with a full window")
+		}
+		done := make(chan error, 1)
+		go func() { done <- l.waitRoom(context.Background(), 2) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("waitRoom returned %v with the window still full", err)
+		default:
+		}
+		l.markDone("a")
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Concurrent syncs share writes and leave a valid file (group commit).
+func TestLedgerConcurrentSync(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLedger(t, dir)
+	errs := make(chan error, 20)
+	for i := range 20 {
+		go func() {
+			id := string(rune('a' + i))
+			l.admit(id, 0)
+			l.markDone(id)
+			errs <- l.sync()
+		}()
+	}
+	for range 20 {
+		must(t, <-errs)
+	}
+	if st := readState(t, dir); st.Cursor == "" {
+		t.Fatalf("state = %+v", st)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("leftover files: %v", entries)
+	}
+}
+
+// A symbolic link at bridge-state.json is neither read through (a planted state would move the
+// inbox position) nor replaced: opening the ledger fails naming the path, a link planted while
+// the inbox runs makes the next write fail, and the file behind the link is untouched.
+func TestLedgerRefusesSymlink(t *testing.T) {
+	t.Run("at open", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, StateFileName)
+		v := atomicfiletest.PlantSymlink(t, path, []byte(`{"version": 1, "workspace_id": "ws-1", "cursor": "planted"}`+"\n"))
+		l, err := openLedger(dir, "ws-1", 8, zap.NewNop())
+		if !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("openLedger = %v (ledger %v), want an error naming %s as a symbolic link", err, l, path)
+		}
+		v.AssertUntouched(t)
+	})
+	t.Run("at write", func(t *testing.T) {
+		dir := t.TempDir()
+		l := openTestLedger(t, dir)
+		l.admit("a", 0)
+		l.markDone("a")
+		must(t, l.sync())
+		path := filepath.Join(dir, StateFileName)
+		must(t, os.Remove(path))
+		v := atomicfiletest.PlantSymlink(t, path, nil)
+		l.admit("b", 0)
+		l.markDone("b")
+		if err := l.sync(); !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("sync = %v, want an error naming %s as a symbolic link", err, path)
+		}
+		v.AssertUntouched(t)
+	})
+}

@@ -1,0 +1,596 @@
+package molecule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// platformIdleConns is how many idle connections to the platform the inbox's own HTTP client
+// keeps. Every call goes to PLATFORM_URL's origin, and Go's default of 2 idle connections per
+// host would close and redial (a TLS handshake each) the connections of replies delivered at
+// once, one per chat answered at the same time; 100 is http.DefaultTransport's MaxIdleConns, the
+// idle connections it keeps for all hosts together. Connections in use are not capped
+// (MaxConnsPerHost 0): calls at once are bounded by the chats with work, at most MaxUnacked.
+const platformIdleConns = 100
+
+// ErrUnauthorized is wrapped by Run's error when the platform rejects the workspace token at
+// register (HTTP 401/403). Retrying cannot help; the operator has to fix the token.
+var ErrUnauthorized = errors.New("platform rejected the workspace token")
+
+// Inbox is the Molecule platform inbox: it registers the workspace, heartbeats, polls the
+// activity feed, answers each message through the Answerer, delivers the reply and only then moves
+// the durable inbox position. Create it with New and start it with Run.
+type Inbox struct {
+	cfg     Config
+	log     *zap.Logger
+	client  *platformClient
+	ownHTTP *http.Client // the client New created, closed by Run; nil when injected
+	ledger  *ledger
+	ncfg    normalizeConfig
+	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
+	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
+	poisonSeen *idRing
+	images     *imageBudget // image bytes of messages waiting for their answer
+	c          counters
+	started    atomic.Bool
+	// handed are the goroutines waiting for the replies of messages handed off (HandOff).
+	handed sync.WaitGroup
+
+	mu        sync.Mutex
+	inflight  map[string]string // activity id → chat key, for running Submits
+	runStart  time.Time
+	winTotal  int    // answers since the last heartbeat
+	winFailed int    // failures since the last heartbeat
+	lastError string // a failure since the last heartbeat, for sample_error
+}
+
+// New checks cfg, opens (or creates) the state directory and loads the inbox position.
+// It does no network I/O.
+func New(cfg Config) (*Inbox, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("molecule inbox: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	red := redactor{secret: cfg.Token}
+	log := red.Logger(cfg.Logger).Named("bridge").With(zap.String("workspace_id", cfg.WorkspaceID))
+	m := &Inbox{
+		cfg: cfg,
+		log: log,
+		ncfg: normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes,
+			maxImageBytes: cfg.MaxImageBytes, maxImagesBytes: cfg.MaxImagesBytes},
+		ackWake:    make(chan struct{}, 1),
+		inflight:   make(map[string]string),
+		poisonSeen: newIDRing(cfg.RecentIDs),
+		images:     &imageBudget{max: int64(cfg.MaxPendingImageBytes)},
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		tr, _ := http.DefaultTransport.(*http.Transport)
+		if tr != nil {
+			tr = tr.Clone()
+			tr.MaxConnsPerHost = 0
+			tr.MaxIdleConns = max(tr.MaxIdleConns, platformIdleConns)
+			tr.MaxIdleConnsPerHost = platformIdleConns
+		}
+		hc = &http.Client{Transport: tr}
+		m.ownHTTP = hc
+	}
+	client, err := newPlatformClient(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("molecule inbox: %w", err)
+	}
+	m.client = client
+	l, err := openLedger(cfg.StateDir, cfg.WorkspaceID, cfg.RecentIDs, log)
+	if err != nil {
+		return nil, fmt.Errorf("molecule inbox: %w", err)
+	}
+	m.ledger = l
+	return m, nil
+}
+
+// Run registers the workspace, then polls and answers until ctx is done. On ctx done it stops
+// polling, lets running turns and their deliveries finish for up to DrainTimeout (turns not
+// started yet, and replies not delivered by then, are picked up again by the next run), writes
+// the state file and returns nil. It returns an error wrapping ErrUnauthorized when the platform
+// rejects the token at register, and other errors only for what retrying cannot fix. Run returns
+// only after every goroutine it started has exited. It may be called once.
+func (m *Inbox) Run(ctx context.Context) error {
+	if !m.started.CompareAndSwap(false, true) {
+		return errors.New("molecule inbox: Run called twice")
+	}
+	if m.ownHTTP != nil {
+		defer m.ownHTTP.CloseIdleConnections()
+	}
+	m.mu.Lock()
+	m.runStart = time.Now()
+	m.mu.Unlock()
+
+	if err := m.register(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	// Turns and deliveries run on drainCtx: it outlives ctx by DrainTimeout so that work in
+	// progress can finish instead of being thrown away and redone after the restart.
+	drainCtx, cancelDrain := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelDrain()
+	var disp *dispatcher
+	disp = newDispatcher(func(j job) { m.handle(ctx, drainCtx, disp, j) })
+	for _, p := range m.ledger.takeRestored() {
+		m.c.recovered.Add(1)
+		m.log.Info("reply pending from an earlier run; delivering it without running codex again",
+			zap.String("chat_key", p.ChatKey), zap.String("activity_id", p.ActivityID))
+		disp.enqueue(job{pending: &p})
+	}
+
+	var wg sync.WaitGroup
+	wg.Go(func() { runEvery(ctx, m.cfg.HeartbeatInterval, m.sendHeartbeat) })
+	wg.Go(func() { m.ackLoop(ctx) })
+	m.pollLoop(ctx, disp)
+
+	m.log.Info("stopping: polling stopped, letting running turns finish", zap.Duration("drain_timeout", m.cfg.DrainTimeout))
+	drainTimer := time.AfterFunc(m.cfg.DrainTimeout, cancelDrain)
+	disp.wait()
+	m.handed.Wait()
+	drainTimer.Stop()
+	cancelDrain()
+	wg.Wait()
+	if err := m.ledger.sync(); err != nil {
+		m.c.persistErrors.Add(1)
+		m.log.Error("could not write the state file at shutdown", zap.Error(err))
+	}
+	m.log.Info("stopped", zap.String("cursor", m.ledger.Cursor()))
+	return nil
+}
+
+// Stats returns the counters and gauges.
+func (m *Inbox) Stats() Stats {
+	unacked, pending := m.ledger.counts()
+	m.mu.Lock()
+	inflight := len(m.inflight)
+	m.mu.Unlock()
+	return Stats{
+		Received:        m.c.received.Load(),
+		Answered:        m.c.answered.Load(),
+		CodexFailures:   m.c.codexFailures.Load(),
+		Delivered:       m.c.delivered.Load(),
+		DeliveryRetries: m.c.deliveryRetries.Load(),
+		DeliveryFailed:  m.c.deliveryFailed.Load(),
+		Recovered:       m.c.recovered.Load(),
+		Poison:          m.c.poison.Load(),
+		SkippedEchoes:   m.c.skippedEchoes.Load(),
+		Duplicates:      m.c.duplicates.Load(),
+		Truncated:       m.c.truncated.Load(),
+		PollErrors:      m.c.pollErrors.Load(),
+		HeartbeatErrors: m.c.heartbeatErrors.Load(),
+		PersistErrors:   m.c.persistErrors.Load(),
+		Abandoned:       m.c.abandoned.Load(),
+		BusyRetries:     m.c.busyRetries.Load(),
+		Commands:        m.c.commands.Load(),
+		Cursor:          m.ledger.Cursor(),
+		Unacked:         unacked,
+		PendingReplies:  pending,
+		InFlight:        inflight,
+	}
+}
+
+// register comes online before the first poll. A rejected token (401/403) and other client
+// errors are fatal; network errors and 5xx are retried until ctx is done (the platform may be
+// starting).
+func (m *Inbox) register(ctx context.Context) error {
+	err := retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
+		err := m.client.register(ctx, m.cfg.AgentName)
+		if he := (*HTTPError)(nil); errors.As(err, &he) && !retryableStatus(he.Status) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, func(err error, wait time.Duration) {
+		m.log.Warn("register failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
+	})
+	if err == nil {
+		m.log.Info("registered with the platform", zap.String("platform", m.client.origin))
+		return nil
+	}
+	var he *HTTPError
+	if errors.As(err, &he) && he.Unauthorized() {
+		return fmt.Errorf("%w: workspace %s, HTTP %d at register: check MOLECULE_WORKSPACE_TOKEN (or <CONFIGS_DIR>/.auth_token) and MOLECULE_ORG_ID",
+			ErrUnauthorized, m.cfg.WorkspaceID, he.Status)
+	}
+	if errors.As(err, &he) && he.Redirect() {
+		return fmt.Errorf("register workspace %s: %w: set PLATFORM_URL to the address that answers", m.cfg.WorkspaceID, err)
+	}
+	return fmt.Errorf("register workspace %s: %w", m.cfg.WorkspaceID, err)
+}
+
+// retryableStatus says whether an HTTP status may go away by itself.
+func retryableStatus(status int) bool {
+	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
+}
+
+// pollLoop polls until ctx is done: every PollInterval, at once while a page is read in pieces,
+// with backoff after errors, and not while the unacked window is full. A poll keeps at most the
+// room left in that window and MaxPollBytes of row text.
+//
+// A 410 (cursor unknown) falls back to the recent window after a wait that grows with every 410
+// in a row and starts over once the platform accepts a cursor again: a platform that has lost
+// every cursor would otherwise be asked for the whole window twice per PollInterval.
+func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
+	cursor := m.ledger.Cursor()
+	bo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
+	goneBo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		unacked, _ := m.ledger.counts()
+		if unacked >= m.cfg.MaxUnacked {
+			m.log.Warn("too many messages not yet acknowledged; polling paused until the oldest is finished",
+				zap.Int("unacked", unacked), zap.String("oldest_activity_id", m.ledger.head()))
+			if m.ledger.waitRoom(ctx, m.cfg.MaxUnacked) != nil {
+				return
+			}
+			unacked, _ = m.ledger.counts()
+		}
+		withCursor := cursor != ""
+		pollStart := time.Now()
+		page, err := m.client.poll(ctx, cursor, m.cfg.SinceSecs, pageLimits{rows: m.cfg.MaxUnacked - unacked, bytes: m.cfg.MaxPollBytes})
+		if ctx.Err() != nil {
+			return
+		}
+		if m.cfg.OnPoll != nil {
+			m.cfg.OnPoll(time.Since(pollStart), err)
+		}
+		// With a cursor, rows read before a failure are complete and follow it: keep them.
+		last := m.ingest(page.rows, disp)
+		if last != "" {
+			cursor = last
+		}
+		switch {
+		case errors.Is(err, errCursorGone):
+			wait := goneBo.NextBackOff()
+			m.log.Warn("platform no longer knows the cursor (HTTP 410); falling back to the recent window",
+				zap.String("cursor", cursor), zap.Int("since_secs", m.cfg.SinceSecs), zap.Duration("retry_in", wait))
+			cursor = ""
+			timer.Reset(wait)
+			continue
+		case err != nil:
+			m.c.pollErrors.Add(1)
+			wait := bo.NextBackOff()
+			m.log.Warn("poll failed", zap.Error(err), zap.String("cursor", cursor), zap.Duration("retry_in", wait))
+			timer.Reset(wait)
+			continue
+		}
+		bo.Reset()
+		if withCursor {
+			goneBo.Reset()
+		}
+		// Reading on at once needs a row to read on from: a page whose kept rows have no id
+		// would only be fetched again.
+		if page.more && last != "" {
+			m.log.Debug("activity page larger than one poll keeps; reading on from the last row kept",
+				zap.Int("rows", len(page.rows)), zap.String("cursor", cursor))
+			timer.Reset(0)
+			continue
+		}
+		timer.Reset(m.cfg.PollInterval)
+	}
+}
+
+// ingest classifies a page of rows (oldest first) and queues the new messages. It returns the id
+// of the last row that has one: the next poll's since_id.
+func (m *Inbox) ingest(rows []scannedRow, disp *dispatcher) (last string) {
+	for i, row := range rows {
+		n := m.normalize(row)
+		id, seq := n.msg.ActivityID, n.msg.Seq
+		if id != "" {
+			last = id
+		}
+		log := m.log.With(zap.String("activity_id", id))
+		switch n.disp {
+		case dispEcho:
+			if m.ledger.admitDone(id, seq) {
+				m.c.skippedEchoes.Add(1)
+				log.Debug("skipping our own row", zap.String("reason", n.reason))
+			} else {
+				m.c.duplicates.Add(1)
+			}
+		case dispPoison:
+			if !m.firstPoisonSighting(id, seq, row) {
+				m.c.duplicates.Add(1)
+				continue
+			}
+			m.c.poison.Add(1)
+			log.Warn("poison row: cannot be answered, moving past it",
+				zap.String("reason", n.reason), zap.Int("row_index", i), zap.Int64("row_bytes", row.size),
+				zap.String("row_excerpt", chat.CapText(string(row.raw), 200)))
+		case dispMessage:
+			log = log.With(zap.String("chat_key", n.msg.ChatKey))
+			switch m.ledger.admit(id, seq) {
+			case admitNew:
+				m.c.received.Add(1)
+				if n.msg.OmittedBytes > 0 {
+					m.c.truncated.Add(1)
+					log.Warn("message text capped", zap.Int("omitted_bytes", n.msg.OmittedBytes), zap.Int("max_text_bytes", m.cfg.MaxTextBytes))
+				}
+				log.Info("message received", zap.String("kind", string(n.msg.Kind)), zap.String("peer_name", n.msg.PeerName))
+				msg, dropped := m.images.admitImages(n.msg)
+				if dropped {
+					log.Warn("images not shown: too many image bytes wait for an answer",
+						zap.Int64("image_bytes", n.msg.imageBytes()), zap.Int("max_pending_image_bytes", m.cfg.MaxPendingImageBytes))
+				}
+				j := job{msg: msg}
+				if cmd, ok := chat.ParseCommand(n.msg.Text); ok && m.cfg.Controls != nil {
+					j.cmd = &cmd
+				}
+				disp.enqueue(j)
+			case admitRecovered:
+				m.c.duplicates.Add(1)
+				log.Info("row came again; its reply from an earlier run is being delivered")
+			default:
+				m.c.duplicates.Add(1)
+				log.Debug("duplicate row skipped")
+			}
+		}
+	}
+	// Also after an empty page: a state write that failed earlier is retried every poll.
+	m.persist(m.log)
+	m.wakeAck()
+	return last
+}
+
+// firstPoisonSighting records a poison row and reports whether it is new, so it is warned about
+// and counted once. A row with an id is finished in the ledger. A row without one cannot be
+// moved past with since_id until a row with an id follows it, so every poll fetches it again:
+// its content names it instead.
+func (m *Inbox) firstPoisonSighting(id string, seq int64, row scannedRow) bool {
+	if id != "" {
+		return m.ledger.admitDone(id, seq)
+	}
+	fp := row.fingerprint()
+	if m.poisonSeen.has(fp) {
+		return false
+	}
+	m.poisonSeen.add(fp)
+	return true
+}
+
+// normalize judges a row read from the page. A row over the row cap was not kept: it is poison,
+// known by the id read on the way past it. A row that is not valid JSON gets that id too.
+func (m *Inbox) normalize(row scannedRow) normalized {
+	if row.oversized() {
+		return normalized{disp: dispPoison, msg: message{ActivityID: row.id},
+			reason: fmt.Sprintf("row is %d bytes, over the %d-byte row cap (MaxRowBytes); skipped without reading it", row.size, m.cfg.MaxRowBytes)}
+	}
+	n := normalize(row.raw, m.ncfg)
+	if n.disp == dispPoison && n.msg.ActivityID == "" {
+		n.msg.ActivityID = row.id
+	}
+	return n
+}
+
+// handle answers and delivers one job. It runs on the job's chat key worker.
+func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
+	if ctx.Err() != nil {
+		// Shutting down: work not started stays behind the cursor and comes again after restart.
+		return
+	}
+	log := m.log.With(zap.String("chat_key", j.chatKey()), zap.String("activity_id", j.activityID()))
+	if j.cmd != nil {
+		m.command(drainCtx, log, disp, j)
+		return
+	}
+	if j.pending == nil && m.cfg.HandOff != nil {
+		m.handOff(ctx, drainCtx, log, j.msg) // releases the images once the reply is settled
+		return
+	}
+	p := j.pending
+	if p == nil {
+		var ok bool
+		p, ok = m.answer(ctx, drainCtx, log, j.msg)
+		m.images.release(j.msg.imageBytes()) // the reply is stored: the images are done with
+		if !ok {
+			return
+		}
+	}
+	m.deliver(drainCtx, log, *p)
+}
+
+// deliver sends a reply until the platform accepts it, refuses it for good, or drainCtx ends
+// (then it stays pending in the state file for the next run). Retries never run codex again.
+func (m *Inbox) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
+	log = log.With(zap.String("route", p.Route.Kind), zap.String("target_workspace", p.Route.Workspace))
+	attempts := 0
+	err := retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
+		attempts++
+		err := m.send(ctx, log, p)
+		if err != nil && permanentDeliveryError(err) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, func(err error, wait time.Duration) {
+		m.c.deliveryRetries.Add(1)
+		log.Warn("reply delivery failed; retrying without running codex again",
+			zap.Error(err), zap.Int("attempt", attempts), zap.Duration("retry_in", wait))
+	})
+	switch {
+	case err == nil:
+		m.c.delivered.Add(1)
+		log.Info("reply delivered", zap.Int("attempts", attempts))
+	case ctx.Err() != nil:
+		log.Warn("stopping before the reply was delivered; it stays pending and is delivered by the next run", zap.Int("attempts", attempts))
+		return
+	default:
+		// Retrying a refusal like 403 talk_to_user_disabled or 404 would block this chat forever;
+		// the reply is logged and counted as undeliverable and the message counts as finished.
+		m.c.deliveryFailed.Add(1)
+		m.noteAnswer(true, err.Error())
+		log.Error("platform refused the reply for good; giving up on it", zap.Error(err), zap.Int("attempts", attempts))
+	}
+	m.ledger.markDone(p.ActivityID)
+	m.persist(log)
+	m.wakeAck()
+}
+
+// send makes one delivery attempt. Every attempt of one reply, in any run, carries the same
+// Idempotency-Key (the reply id of its activity). A reply stored by an older version keeps the
+// random messageId it was stored with: a peer may have seen it already.
+func (m *Inbox) send(ctx context.Context, log *zap.Logger, p pendingReply) error {
+	if !validWorkspaceID(p.Route.Workspace) {
+		return backoff.Permanent(fmt.Errorf("reply for activity %s has an invalid target workspace %q", p.ActivityID, p.Route.Workspace))
+	}
+	return m.sendAs(ctx, log, p, replyID(m.cfg.WorkspaceID, p.ActivityID))
+}
+
+// sendAs makes one delivery attempt of p with key as its Idempotency-Key.
+func (m *Inbox) sendAs(ctx context.Context, log *zap.Logger, p pendingReply, key string) error {
+	switch p.Route.Kind {
+	case routeNotify:
+		return m.client.notify(ctx, p.Route.Workspace, key, p.Text)
+	case routeA2A:
+		messageID := p.MessageID
+		if messageID == "" {
+			messageID = key
+		}
+		rpcErr, err := m.client.a2aSend(ctx, p.Route.Workspace, messageID, key, p.Text)
+		if rpcErr != "" {
+			log.Warn("the platform accepted the reply but the peer answered with an error; not retrying", zap.String("rpc_error", rpcErr))
+		}
+		return err
+	default:
+		return backoff.Permanent(fmt.Errorf("reply for activity %s has an unknown route %q", p.ActivityID, p.Route.Kind))
+	}
+}
+
+// permanentDeliveryError says whether a delivery failure cannot go away by retrying: client
+// errors (403 talk_to_user_disabled, 404 workspace not found, 400, 413, ...). 401 is retried: the
+// reply is kept until an operator fixes the token (a restart delivers it from the state file).
+// A redirect (3xx) is retried like a 5xx: the reply did not reach the platform, and a platform
+// being moved is an outage, not a refusal.
+func permanentDeliveryError(err error) bool {
+	var pe *backoff.PermanentError
+	if errors.As(err, &pe) {
+		return true
+	}
+	var he *HTTPError
+	if !errors.As(err, &he) {
+		return false
+	}
+	return he.Status != http.StatusUnauthorized && !retryableStatus(he.Status) && he.Status >= 400
+}
+
+// persist writes the state file if something changed, logging a failure (the next write retries).
+func (m *Inbox) persist(log *zap.Logger) {
+	if err := m.ledger.sync(); err != nil {
+		m.c.persistErrors.Add(1)
+		log.Error("could not write the state file", zap.Error(err))
+	}
+}
+
+// noteAnswer feeds the heartbeat's error_rate and sample_error.
+func (m *Inbox) noteAnswer(failed bool, errText string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.winTotal++
+	if failed {
+		m.winFailed++
+		m.lastError = chat.CapText(errText, 256)
+	}
+}
+
+// sendHeartbeat keeps the workspace online; a failure is logged and the next tick tries again.
+func (m *Inbox) sendHeartbeat(ctx context.Context) {
+	if err := m.client.heartbeat(ctx, m.heartbeatBody()); err != nil && ctx.Err() == nil {
+		m.c.heartbeatErrors.Add(1)
+		m.log.Warn("heartbeat failed", zap.Error(err))
+	}
+}
+
+// heartbeatBody reports the running turns and the failure rate since the previous heartbeat.
+func (m *Inbox) heartbeatBody() heartbeatBody {
+	// Asked before taking m.mu: the supervisor takes its own lock.
+	var acts []supervisor.ChatActivity
+	if m.cfg.Progress != nil {
+		acts = m.cfg.Progress.Activity()
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	hb := heartbeatBody{
+		ActiveTasks:   max(len(m.inflight), len(acts)),
+		UptimeSeconds: int64(time.Since(m.runStart) / time.Second),
+	}
+	if len(acts) > 0 {
+		hb.CurrentTask = currentTask(acts, now)
+	} else {
+		for _, key := range m.inflight {
+			if hb.CurrentTask == "" || key < hb.CurrentTask {
+				hb.CurrentTask = key
+			}
+		}
+		if hb.CurrentTask != "" {
+			hb.CurrentTask = "answering " + hb.CurrentTask
+		}
+	}
+	if m.winTotal > 0 {
+		hb.ErrorRate = float64(m.winFailed) / float64(m.winTotal)
+	}
+	if m.winFailed > 0 {
+		hb.SampleError = m.lastError
+	}
+	m.winTotal, m.winFailed, m.lastError = 0, 0, ""
+	return hb
+}
+
+func (m *Inbox) wakeAck() {
+	select {
+	case m.ackWake <- struct{}{}:
+	default:
+	}
+}
+
+// ackLoop tells the platform's mailbox how far the cursor got, when rows carry a seq. A 404 means
+// the platform has no mailbox: acking stops. Other failures are retried at the next wake-up.
+func (m *Inbox) ackLoop(ctx context.Context) {
+	var sent int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.ackWake:
+		}
+		seq := m.ledger.AckedSeq()
+		if seq <= sent {
+			continue
+		}
+		err := m.client.ack(ctx, seq)
+		var he *HTTPError
+		switch {
+		case errors.As(err, &he) && he.Status == http.StatusNotFound:
+			m.log.Info("platform has no activity mailbox (ack returned 404); not acking")
+			return
+		case err != nil:
+			if ctx.Err() == nil {
+				m.log.Debug("ack failed; trying again when the cursor moves", zap.Error(err))
+			}
+		default:
+			sent = seq
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package molecule
+
+// The answering half of the Molecule inbox: a message's turn (with busy retries, or handed off
+// under a busy policy), its stored reply, and the chat commands that run beside it.
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// Enqueuer hands a message over without waiting for its reply (*supervisor.Supervisor): the
+// ticket's Wait returns it. Messages of a chat enqueued one after another keep their order.
+type Enqueuer interface {
+	EnqueueInput(ctx context.Context, chatKey string, in supervisor.Input) (*supervisor.Ticket, error)
+}
+
+// textSteered answers a message added to the chat's running turn (--busy steer): the full reply
+// goes to the message that started the turn.
+const textSteered = "(added to the running turn; codex answered it together with the message before it)"
+
+// answer runs the turn and stores the reply durably before it is delivered, so a crash between
+// the two does not run codex again. It reports false when shutdown cut the turn off, or came
+// while the pool was busy: the row then stays unacknowledged and the next run answers it.
+func (m *Inbox) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*pendingReply, bool) {
+	start := time.Now()
+	var relay sync.WaitGroup
+	relayCtx, stopRelay := context.WithCancel(drainCtx)
+	if m.cfg.Controls != nil {
+		relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
+	}
+	m.startProgressNotes(relayCtx, &relay, log, msg, start)
+	reply, err := m.submit(ctx, drainCtx, log, msg)
+	stopRelay()
+	relay.Wait()
+	return m.settle(ctx, drainCtx, log, msg, start, reply, err)
+}
+
+// handOff gives msg to HandOff on the chat's queue, so the chat's messages reach the supervisor
+// in order, and waits for its reply on a goroutine of its own: the chat's next message need not
+// wait for it. A chat whose queue is full is retried like a busy Submit (on the chat's queue, so
+// the order holds); a pool that has no slot later answers busy.
+func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg message) {
+	start := time.Now()
+	var ticket *supervisor.Ticket
+	var err error
+	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
+		ticket, err = m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, msg.input())
+		if chat.Classify(supervisor.Reply{}, err) == chat.OutcomeBusy {
+			return err
+		}
+		return nil
+	}, func(err error, wait time.Duration) {
+		m.c.busyRetries.Add(1)
+		log.Info("codex is busy; the message stays unacknowledged and is tried again later", zap.Error(err), zap.Duration("retry_in", wait))
+	})
+	if err != nil {
+		m.images.release(msg.imageBytes())
+		if p, ok := m.settle(ctx, drainCtx, log, msg, start, supervisor.Reply{ChatKey: msg.ChatKey}, err); ok {
+			m.deliver(drainCtx, log, *p)
+		}
+		return
+	}
+	m.mu.Lock()
+	m.inflight[msg.ActivityID] = msg.ChatKey
+	m.mu.Unlock()
+	m.handed.Go(func() {
+		var relay sync.WaitGroup
+		relayCtx, stopRelay := context.WithCancel(drainCtx)
+		if m.cfg.Controls != nil {
+			relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
+		}
+		m.startProgressNotes(relayCtx, &relay, log, msg, start)
+		reply, err := ticket.Wait()
+		stopRelay()
+		relay.Wait()
+		m.images.release(msg.imageBytes())
+		m.mu.Lock()
+		delete(m.inflight, msg.ActivityID)
+		m.mu.Unlock()
+		if p, ok := m.settle(ctx, drainCtx, log, msg, start, reply, err); ok {
+			m.deliver(drainCtx, log, *p)
+		}
+	})
+}
+
+// settle turns a Submit result into msg's stored reply (see answer).
+func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg message, start time.Time, reply supervisor.Reply, err error) (*pendingReply, bool) {
+	oc := chat.Classify(reply, err)
+	if oc == chat.OutcomeClosed || (oc != chat.OutcomeAnswered && drainCtx.Err() != nil) || (oc == chat.OutcomeBusy && ctx.Err() != nil) {
+		m.c.abandoned.Add(1)
+		log.Info("stopping before the message was answered; it will be answered after the restart", zap.Error(err))
+		return nil, false
+	}
+	m.c.answered.Add(1)
+	// A message the chat stopped is not a failure of codex.
+	failed := oc != chat.OutcomeAnswered && oc != chat.OutcomeStopped && oc != chat.OutcomeSuperseded
+	text := chat.ReplyText(reply, err)
+	if reply.Steered {
+		// The message that started the turn gets the reply; posting it twice helps nobody.
+		text = textSteered
+	}
+	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
+	// and error texts can quote request headers: it must not reach a user or a peer.
+	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
+	m.noteAnswer(failed, text)
+	switch {
+	case oc == chat.OutcomeStopped:
+		log.Info("stopped from the chat", zap.String("turn_id", reply.TurnID))
+	case oc == chat.OutcomeSuperseded:
+		log.Info("interrupted by a newer message", zap.String("turn_id", reply.TurnID))
+	case failed:
+		m.c.codexFailures.Add(1)
+		log.Warn("codex did not answer; replying with what went wrong",
+			zap.String("status", reply.Status), zap.String("turn_error", reply.Error), zap.Error(err))
+	default:
+		log.Info("codex answered", zap.String("thread_id", reply.ThreadID), zap.String("turn_id", reply.TurnID),
+			zap.Duration("took", time.Since(start)))
+	}
+	return m.storeReply(log, msg, text), true
+}
+
+// storeReply makes text msg's pending reply and stores it durably before it is delivered.
+func (m *Inbox) storeReply(log *zap.Logger, msg message, text string) *pendingReply {
+	p := &pendingReply{
+		ActivityID: msg.ActivityID,
+		ChatKey:    msg.ChatKey,
+		Route:      msg.Route,
+		Text:       text,
+		MessageID:  replyID(m.cfg.WorkspaceID, msg.ActivityID),
+		AnsweredAt: time.Now().UTC(),
+	}
+	m.ledger.setPending(*p)
+	if err := m.ledger.sync(); err != nil {
+		m.c.persistErrors.Add(1)
+		log.Error("could not store the reply before delivery; delivering anyway (a crash now would answer the message again)", zap.Error(err))
+	}
+	return p
+}
+
+// command carries out a chat command on the chat's command queue, beside its running turn, and
+// delivers the answer like a reply. /stop also drops the chat's messages this inbox has not
+// handed to the supervisor yet; each gets a short note, so every row is answered and
+// acknowledged.
+func (m *Inbox) command(ctx context.Context, log *zap.Logger, disp *dispatcher, j job) {
+	var dropped []job
+	if j.cmd.Name == chat.CmdStop {
+		dropped = disp.dropMessages(j.msg.ChatKey)
+	}
+	text := chat.RunCommand(ctx, m.cfg.Controls, j.msg.ChatKey, *j.cmd, len(dropped))
+	m.c.commands.Add(1)
+	log.Info("chat command", zap.String("command", j.cmd.Name), zap.Int("dropped_here", len(dropped)))
+	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
+	m.deliver(ctx, log, *m.storeReply(log, j.msg, text))
+	note := chat.ReplyText(supervisor.Reply{}, supervisor.ErrStopped)
+	for _, d := range dropped {
+		m.images.release(d.msg.imageBytes())
+		dlog := m.log.With(zap.String("chat_key", d.chatKey()), zap.String("activity_id", d.activityID()))
+		m.deliver(ctx, dlog, *m.storeReply(dlog, d.msg, note))
+	}
+}
+
+// submit runs the message's turn. While the supervisor answers busy (chat.OutcomeBusy: no slot, too
+// many chats waiting for one, the chat's queue full, codex overloaded) the message is tried
+// again with backoff and jitter for up to BusyRetryFor; its row stays unacknowledged meanwhile,
+// durable on the platform. It returns the last result: an answer, a failure, or busy once the
+// bound is spent or ctx is done. Waits end with ctx; turns run on drainCtx.
+func (m *Inbox) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message) (supervisor.Reply, error) {
+	var (
+		reply supervisor.Reply
+		err   error
+		tries int
+	)
+	// The error retryFor returns is the last busy one or ctx's: reply and err say all of it.
+	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
+		tries++
+		m.mu.Lock()
+		m.inflight[msg.ActivityID] = msg.ChatKey
+		m.mu.Unlock()
+		reply, err = m.cfg.Answerer.SubmitInput(drainCtx, msg.ChatKey, msg.input())
+		m.mu.Lock()
+		delete(m.inflight, msg.ActivityID)
+		m.mu.Unlock()
+		if chat.Classify(reply, err) == chat.OutcomeBusy {
+			return err
+		}
+		return nil
+	}, func(err error, wait time.Duration) {
+		m.c.busyRetries.Add(1)
+		log.Info("codex is busy; the message stays unacknowledged and is tried again later",
+			zap.Error(err), zap.Int("attempt", tries), zap.Duration("retry_in", wait), zap.Duration("busy_retry_for", m.cfg.BusyRetryFor))
+	})
+	return reply, err
+}

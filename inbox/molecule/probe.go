@@ -1,0 +1,32 @@
+package molecule
+
+import (
+	"context"
+	"net/http"
+)
+
+// ProbePlatform proves that the platform in cfg answers and accepts its token and workspace,
+// changing nothing there: one authenticated read of the last second of the workspace's activity
+// feed, the call the inbox polls with. Register would prove the same but is not read-only: it
+// announces the workspace, its agent card and its delivery mode again, which would disturb a
+// daemon already running for it. cfg needs PlatformURL, WorkspaceID and Token (as
+// ConfigFromEnv fills them); RequestTimeout bounds the call and HTTPClient carries it
+// (nil: a private client), as for New. A refusal is an *HTTPError (Unauthorized for a
+// rejected token, 404 for an unknown workspace).
+func ProbePlatform(ctx context.Context, cfg Config) error {
+	cfg = cfg.withDefaults()
+	hc := cfg.HTTPClient
+	if hc == nil {
+		own := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		defer own.CloseIdleConnections()
+		hc = own
+	}
+	c, err := newPlatformClient(cfg, hc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	defer cancel()
+	_, err = c.poll(ctx, "", 1, pageLimits{rows: 1, bytes: cfg.MaxPollBytes})
+	return err
+}

@@ -1,0 +1,45 @@
+package molecule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+)
+
+// ProbePlatform reads the activity feed once and changes nothing on the platform: no register,
+// no heartbeat, no ack. A rejected token comes back as an Unauthorized *HTTPError, a platform
+// that is not there as an error.
+func TestProbePlatform(t *testing.T) {
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	cfg := Config{PlatformURL: p.URL(), WorkspaceID: p.WorkspaceID(), Token: p.Token()}
+	if err := ProbePlatform(context.Background(), cfg); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	calls := p.Calls()
+	if len(calls) != 1 || calls[0].Route != moleculetest.RouteActivity || calls[0].Method != http.MethodGet {
+		t.Fatalf("calls %+v, want one GET of the activity feed", calls)
+	}
+
+	cfg.Token = "wrong"
+	var he *HTTPError
+	if err := ProbePlatform(context.Background(), cfg); !errors.As(err, &he) || !he.Unauthorized() {
+		t.Errorf("wrong token: %v, want an Unauthorized HTTPError", err)
+	}
+	if strings.Contains(fmt.Sprint(ProbePlatform(context.Background(), cfg)), "wrong") {
+		t.Error("the error quotes the token")
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	dead := "http://" + ln.Addr().String()
+	must(t, ln.Close())
+	if err := ProbePlatform(context.Background(), Config{PlatformURL: dead, WorkspaceID: "ws", Token: "t"}); err == nil {
+		t.Error("closed port: no error")
+	}
+}

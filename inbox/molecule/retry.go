@@ -1,0 +1,49 @@
+package molecule
+
+import (
+	"context"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// newBackoff is an exponential backoff (with jitter) between initial and maxInterval that never
+// gives up by itself: callers stop it with a context.
+func newBackoff(initial, maxInterval time.Duration) *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = initial
+	b.MaxInterval = maxInterval
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}
+
+// retryForever calls op until it returns nil, returns an error wrapped by backoff.Permanent (that
+// error is returned unwrapped), or ctx is done (ctx's error is returned). onRetry sees every
+// failure that will be retried and the wait before the next attempt.
+func retryForever(ctx context.Context, initial, maxInterval time.Duration, op func() error, onRetry func(err error, wait time.Duration)) error {
+	return retryFor(ctx, initial, maxInterval, 0, op, onRetry)
+}
+
+// retryFor is retryForever that also gives up once the next attempt would start more than total
+// after the first (0: never), returning op's last error.
+func retryFor(ctx context.Context, initial, maxInterval, total time.Duration, op func() error, onRetry func(err error, wait time.Duration)) error {
+	b := newBackoff(initial, maxInterval)
+	b.MaxElapsedTime = total
+	return backoff.RetryNotify(op, backoff.WithContext(b, ctx), onRetry)
+}
+
+// runEvery calls fn every interval until ctx is done. The first call is one interval after the
+// start. A slow fn delays the next call instead of queueing calls.
+func runEvery(ctx context.Context, interval time.Duration, fn func(ctx context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn(ctx)
+		}
+	}
+}

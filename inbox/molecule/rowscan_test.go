@@ -1,0 +1,242 @@
+package molecule
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+)
+
+// scanAll reads every element of in; it returns the rows read before an error, and the error.
+func scanAll(in io.Reader, maxRow int) ([]scannedRow, error) {
+	sc := newRowScanner(in, maxRow)
+	var rows []scannedRow
+	for {
+		row, ok, err := sc.next()
+		if err != nil || !ok {
+			return rows, err
+		}
+		rows = append(rows, row)
+	}
+}
+
+// oneByte reads one byte at a time, so every state of the scanner meets a buffer boundary.
+type oneByte struct{ r io.Reader }
+
+func (o oneByte) Read(p []byte) (int, error) { return o.r.Read(p[:min(1, len(p))]) }
+
+func TestRowScanner(t *testing.T) {
+	type want struct {
+		raw  string // "" with over: oversized
+		id   string
+		over bool
+	}
+	long := strings.Repeat("y", 100)
+	tests := []struct {
+		name    string
+		in      string
+		maxRow  int
+		rows    []want
+		wantErr error // nil, errNotArray, or errAny
+	}{
+		{name: "empty", in: ` [ ] `},
+		{name: "objects and scalars", in: `[{"a":1}, 2 ,"x",null]`, rows: []want{{raw: `{"a":1}`}, {raw: `2`}, {raw: `"x"`}, {raw: `null`}}},
+		{name: "brackets and escaped quotes inside strings", in: `[{"t":"]},[{\"\\"},{"u":"\\"}]`,
+			rows: []want{{raw: `{"t":"]},[{\"\\"}`}, {raw: `{"u":"\\"}`}}},
+		{name: "nested arrays", in: `[[1,[2]],{"a":[{}]}]`, rows: []want{{raw: `[1,[2]]`}, {raw: `{"a":[{}]}`}}},
+		{name: "empty elements are skipped", in: `[,{"id":"a"}, ,]`, rows: []want{{raw: `{"id":"a"}`, id: "a"}}},
+		{name: "ids", in: `[{"id":"a"},{"x":{"id":"inner"},"id":7},{"\u0069d":"esc"},{"id":"first","id":"second"},{"id":""},{"id":{"a":1}},{"x":"y"}, {"id" : "spaced" }]`,
+			rows: []want{{raw: `{"id":"a"}`, id: "a"}, {raw: `{"x":{"id":"inner"},"id":7}`, id: "7"}, {raw: `{"\u0069d":"esc"}`, id: "esc"},
+				{raw: `{"id":"first","id":"second"}`, id: "second"}, {raw: `{"id":""}`}, {raw: `{"id":{"a":1}}`}, {raw: `{"x":"y"}`},
+				{raw: `{"id" : "spaced" }`, id: "spaced"}}},
+		{name: "invalid JSON row keeps its id", in: `[{"id":"bad", x},{"id":"ok"}]`, rows: []want{{raw: `{"id":"bad", x}`, id: "bad"}, {raw: `{"id":"ok"}`, id: "ok"}}},
+		{name: "oversized row, id last", in: `[{"id":"s"},{"summary":"` + long + `","id":"big"},{"id":"t"}]`, maxRow: 40,
+			rows: []want{{raw: `{"id":"s"}`, id: "s"}, {over: true, id: "big"}, {raw: `{"id":"t"}`, id: "t"}}},
+		{name: "oversized row, id first, escapes in the large value", in: `[{"id":"big","summary":"` + strings.Repeat(`\"\\`, 40) + `"}]`, maxRow: 40,
+			rows: []want{{over: true, id: "big"}}},
+		{name: "id too long to be kept", in: `[{"id":"` + strings.Repeat("i", maxScanID) + `"}]`, maxRow: 1 << 20,
+			rows: []want{{raw: `{"id":"` + strings.Repeat("i", maxScanID) + `"}`}}},
+		{name: "deep nesting costs only its row", in: `[` + deepRow("deep", 100_000) + `,{"id":"next"}]`, maxRow: 1 << 20,
+			rows: []want{{raw: deepRow("deep", 100_000), id: "deep"}, {raw: `{"id":"next"}`, id: "next"}}},
+		{name: "cut inside the second row", in: `[{"id":"a"},{"id":"b`, rows: []want{{raw: `{"id":"a"}`, id: "a"}}, wantErr: errNotArray},
+		{name: "a row the input ends in is not complete", in: `[{"id":"a"},{"id":"b"}`, rows: []want{{raw: `{"id":"a"}`, id: "a"}}, wantErr: errNotArray},
+		{name: "not an array", in: `{"rows":[]}`, wantErr: errNotArray},
+		{name: "nothing", in: ``, wantErr: errNotArray},
+	}
+	for _, tc := range tests {
+		for _, split := range []bool{false, true} {
+			name := tc.name
+			if split {
+				name += " (one byte per read)"
+			}
+			t.Run(name, func(t *testing.T) {
+				maxRow := tc.maxRow
+				if maxRow == 0 {
+					maxRow = 1 << 10
+				}
+				var in io.Reader = strings.NewReader(tc.in)
+				if split {
+					in = oneByte{in}
+				}
+				rows, err := scanAll(in, maxRow)
+				if (err == nil) != (tc.wantErr == nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				if len(rows) != len(tc.rows) {
+					t.Fatalf("%d rows, want %d", len(rows), len(tc.rows))
+				}
+				for i, w := range tc.rows {
+					r := rows[i]
+					if r.oversized() != w.over || (!w.over && string(r.raw) != w.raw) || r.id != w.id {
+						t.Errorf("row %d = %.80q id %q oversized %v, want %.80q id %q oversized %v", i, r.raw, r.id, r.oversized(), w.raw, w.id, w.over)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A 100 MB row whose id comes last is streamed past with memory bounded by the row cap: it comes
+// back oversized, with its id and size, and the row after it is read.
+func TestRowScannerHugeRowBoundedMemory(t *testing.T) {
+	const huge = 100 << 20
+	in := io.MultiReader(strings.NewReader("["), moleculetest.LargeRow("huge", huge, true)(), strings.NewReader(`,{"id":"after"}]`))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rows, err := scanAll(in, 1<<20)
+	runtime.ReadMemStats(&after)
+	must(t, err)
+	if len(rows) != 2 || !rows[0].oversized() || rows[0].id != "huge" || rows[0].size < huge || rows[1].id != "after" {
+		t.Fatalf("rows = %d, first oversized %v id %q size %d", len(rows), len(rows) > 0 && rows[0].oversized(), rows[0].id, rows[0].size)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Errorf("reading a 100 MB row allocated %d MB; want it bounded by the 1 MB row cap", alloc>>20)
+	}
+}
+
+// rowsOf is the ids of rows.
+func rowsOf(rows []scannedRow) string {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.id
+	}
+	return strings.Join(ids, ",")
+}
+
+// page builds an activity page of rows with the given ids, each row padded to 20 bytes.
+func page(ids ...string) string {
+	rows := make([]string, len(ids))
+	for i, id := range ids {
+		r := `{"id":"` + id + `","p":"`
+		rows[i] = r + strings.Repeat("p", 20-len(r)-2) + `"}`
+	}
+	return "[" + strings.Join(rows, ",") + "]"
+}
+
+// keepCase is one page-keeping case: the rows kept (ids, in answer order) from in under lim.
+type keepCase struct {
+	name string
+	in   string
+	lim  pageLimits
+	want string
+	more bool
+	err  bool
+}
+
+func runKeepCases(t *testing.T, keep func(*rowScanner, pageLimits) (pollPage, error), tests []keepCase) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pg, err := keep(newRowScanner(strings.NewReader(tc.in), 1<<10), tc.lim)
+			if got := rowsOf(pg.rows); got != tc.want || pg.more != tc.more || (err != nil) != tc.err {
+				t.Fatalf("kept %s more %v err %v, want %s more %v error %v", got, pg.more, err, tc.want, tc.more, tc.err)
+			}
+		})
+	}
+}
+
+func TestKeepOldestFirst(t *testing.T) {
+	runKeepCases(t, keepOldestFirst, []keepCase{
+		{name: "all fit", in: page("a", "b", "c"), lim: pageLimits{rows: 10, bytes: 100}, want: "a,b,c"},
+		{name: "row limit", in: page("a", "b", "c"), lim: pageLimits{rows: 2, bytes: 100}, want: "a,b", more: true},
+		{name: "byte limit", in: page("a", "b", "c", "d"), lim: pageLimits{rows: 10, bytes: 50}, want: "a,b,c", more: true},
+		{name: "a row over the byte limit is kept alone", in: page("a", "b"), lim: pageLimits{rows: 10, bytes: 5}, want: "a", more: true},
+		{name: "failure keeps the rows before it", in: page("a", "b")[:30], lim: pageLimits{rows: 10, bytes: 100}, want: "a", err: true},
+	})
+}
+
+func TestKeepOldestOfWindow(t *testing.T) {
+	newestFirst := page("e", "d", "c", "b", "a") // a is the oldest
+	runKeepCases(t, keepOldestOfWindow, []keepCase{
+		{name: "all fit, oldest first", in: newestFirst, lim: pageLimits{rows: 10, bytes: 1000}, want: "a,b,c,d,e"},
+		{name: "row limit keeps the oldest", in: newestFirst, lim: pageLimits{rows: 2, bytes: 1000}, want: "a,b", more: true},
+		{name: "byte limit keeps the oldest", in: newestFirst, lim: pageLimits{rows: 10, bytes: 60}, want: "a,b,c", more: true},
+		{name: "the oldest row is kept even over the byte limit", in: newestFirst, lim: pageLimits{rows: 10, bytes: 5}, want: "a", more: true},
+		{name: "failure keeps nothing", in: newestFirst[:50], lim: pageLimits{rows: 10, bytes: 1000}, err: true},
+	})
+}
+
+// FuzzRowScanner: no panic on any input, no row held over the cap, and on every array encoding/json
+// accepts, the same elements and, for objects, the same id normalize would read.
+func FuzzRowScanner(f *testing.F) {
+	for _, s := range []string{
+		`[]`, `[{"id":"a","x":[1,{"y":"]"}]},2,"s",null]`, `[{"\u0069d":5}]`, `[{"id":"a","id":"b"}]`,
+		`[{"id":"a"`, `{"id":"a"}`, `[{"t":"\\\"}"}]`, `[ {"id" : 1e3 } , {"id":-0.5}]`, `[[[[]]]]`,
+	} {
+		f.Add([]byte(s), 64)
+	}
+	f.Fuzz(func(t *testing.T, in []byte, maxRow int) {
+		maxRow = 1 + abs(maxRow)%(1<<12)
+		rows, err := scanAll(strings.NewReader(string(in)), maxRow)
+		for _, r := range rows {
+			if len(r.raw) > maxRow {
+				t.Fatalf("row of %d bytes held with a cap of %d", len(r.raw), maxRow)
+			}
+		}
+		var elems []json.RawMessage
+		if json.Unmarshal(in, &elems) != nil || len(in) > maxRow {
+			return
+		}
+		if err != nil || len(rows) != len(elems) {
+			t.Fatalf("scanner: %d rows, %v; encoding/json: %d elements", len(rows), err, len(elems))
+		}
+		for i, e := range elems {
+			if string(rows[i].raw) != string(e) {
+				t.Fatalf("row %d = %q, encoding/json %q", i, rows[i].raw, e)
+			}
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(e, &obj) != nil || obj == nil {
+				continue
+			}
+			want, _ := rawID(obj["id"])
+			if rows[i].id != want {
+				t.Fatalf("row %d id = %q, encoding/json reads %q", i, rows[i].id, want)
+			}
+		}
+	})
+}
+
+// A row's fingerprint is the hash of its text, whether the row was kept or streamed past.
+func TestRowFingerprint(t *testing.T) {
+	x, y := `{"summary":"`+strings.Repeat("x", 200)+`"}`, `{"summary":"`+strings.Repeat("y", 200)+`"}`
+	in := "[" + x + "," + x + "," + y + "]"
+	kept, err := scanAll(strings.NewReader(in), 1<<10)
+	must(t, err)
+	skipped, err := scanAll(strings.NewReader(in), 50)
+	must(t, err)
+	if kept[0].oversized() || !skipped[0].oversized() {
+		t.Fatal("test rows not kept and skipped as intended")
+	}
+	for i := range kept {
+		if kept[i].fingerprint() != skipped[i].fingerprint() {
+			t.Errorf("row %d: fingerprint %s kept, %s streamed past", i, kept[i].fingerprint(), skipped[i].fingerprint())
+		}
+	}
+	if kept[0].fingerprint() != kept[1].fingerprint() || kept[0].fingerprint() == kept[2].fingerprint() {
+		t.Error("equal rows differ or different rows match")
+	}
+}

@@ -1,0 +1,59 @@
+package molecule
+
+import "sync/atomic"
+
+// Stats are the Molecule inbox's counters since New, and a few gauges.
+type Stats struct {
+	// Received counts rows accepted for answering (new, not duplicates, echoes or poison).
+	Received int64 `json:"received"`
+	// Answered counts Submit results turned into a reply (including failure replies).
+	Answered int64 `json:"answered"`
+	// CodexFailures counts answers that report a failure instead of codex's answer.
+	CodexFailures int64 `json:"codex_failures"`
+	// Delivered counts replies the platform accepted.
+	Delivered int64 `json:"delivered"`
+	// DeliveryRetries counts failed delivery attempts that were retried.
+	DeliveryRetries int64 `json:"delivery_retries"`
+	// DeliveryFailed counts replies given up on because the platform refused them for good
+	// (403 talk_to_user_disabled, 404, other 4xx): poison replies.
+	DeliveryFailed int64 `json:"delivery_failed"`
+	// Recovered counts pending replies loaded from the state file at start.
+	Recovered int64 `json:"recovered"`
+	// Poison counts rows that cannot be answered (logged with their id and moved past).
+	Poison int64 `json:"poison"`
+	// SkippedEchoes counts our own replies (and our own rows) seen in the activity feed.
+	SkippedEchoes int64 `json:"skipped_echoes"`
+	// Duplicates counts rows seen again while in flight or after they were finished.
+	Duplicates int64 `json:"duplicates"`
+	// Truncated counts inbound messages cut to MaxTextBytes.
+	Truncated int64 `json:"truncated"`
+	// PollErrors, HeartbeatErrors and PersistErrors count failed polls, heartbeats and state
+	// file writes.
+	PollErrors      int64 `json:"poll_errors"`
+	HeartbeatErrors int64 `json:"heartbeat_errors"`
+	PersistErrors   int64 `json:"persist_errors"`
+	// Abandoned counts turns cut off by shutdown, and messages that waited for another try while
+	// the pool was busy when shutdown came; their rows are answered after the restart.
+	Abandoned int64 `json:"abandoned"`
+	// BusyRetries counts Submit results the pool answered busy whose message was tried again
+	// later instead of being answered busy.
+	BusyRetries int64 `json:"busy_retries"`
+	// Commands counts chat commands answered (/stop, /new, /status, /help).
+	Commands int64 `json:"commands"`
+
+	// Cursor is the durable inbox position.
+	Cursor string `json:"cursor"`
+	// Unacked is the number of received rows not yet behind the cursor.
+	Unacked int `json:"unacked"`
+	// PendingReplies is the number of replies waiting for delivery.
+	PendingReplies int `json:"pending_replies"`
+	// InFlight is the number of Submit calls running.
+	InFlight int `json:"in_flight"`
+}
+
+// counters are the atomic fields behind Stats.
+type counters struct {
+	received, answered, codexFailures, delivered, deliveryRetries, deliveryFailed, recovered,
+	poison, skippedEchoes, duplicates, truncated, pollErrors, heartbeatErrors, persistErrors,
+	abandoned, busyRetries, commands atomic.Int64
+}
