@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
@@ -17,6 +19,8 @@ type job struct {
 	images []string
 	// reset marks a Reset: the worker starts the chat over instead of running a turn.
 	reset bool
+	// cancel ends ctx (see takeLocked); nil while the job waits.
+	cancel context.CancelCauseFunc
 	// startedChild is set by the key's worker when the job started a child or took a spare.
 	startedChild bool
 	done         chan outcome // buffered: the worker never blocks on a caller that left
@@ -49,6 +53,10 @@ type Input struct {
 	// Images are data URLs (data:image/png;base64,...), given to codex as image inputs after the
 	// text, in order.
 	Images []string
+	// Received is when the inbox received the message, zero when it does not say. A Stop of
+	// the chat after Received drops the message even when it reaches the supervisor only after
+	// the Stop: the inbox was still handing it over when the chat asked to stop.
+	Received time.Time
 }
 
 // userInput is in as turn/start and turn/steer input.
@@ -120,6 +128,11 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if s.stops.stoppedSinceLocked(chatKey, in.Received) {
+		s.mu.Unlock()
+		s.log.Info("message dropped: the chat asked to stop after it was received", zap.String("chat_key", chatKey))
+		return nil, fmt.Errorf("chat %s: dropped: %w", chatKey, ErrStopped)
+	}
 	k := s.keyLocked(chatKey)
 	if n := s.queue.LenLocked(chatKey); n >= s.cfg.MaxQueuePerKey {
 		s.mu.Unlock()
@@ -190,16 +203,20 @@ func (t *Ticket) wait() outcome {
 	return outcome{reply: Reply{ChatKey: t.k.key}, err: fmt.Errorf("chat %s: %w", t.k.key, context.Cause(t.ctx))}
 }
 
+// takeLocked runs as the key's worker takes j out of the queue (keyfifo's Take), with s.mu
+// held: j becomes the key's running job, under a context Stop and BusyInterrupt can cancel,
+// at the moment it stops being queued. Were that left to work, a Stop in between would find j
+// neither queued nor running, and j would run unstopped.
+func (s *Supervisor) takeLocked(_ string, j *job) {
+	j.ctx, j.cancel = context.WithCancelCause(j.ctx)
+	j.key.running, j.key.stopRun = j, j.cancel
+}
+
 // work runs one job on its key's worker (see Supervisor.queue) and answers its caller. The job
-// runs under a context Stop can cancel.
+// runs under the context takeLocked gave it.
 func (s *Supervisor) work(_ string, j *job) {
 	k := j.key
-	ctx, cancel := context.WithCancelCause(j.ctx)
-	defer cancel(nil)
-	j.ctx = ctx
-	s.mu.Lock()
-	k.running, k.stopRun = j, cancel
-	s.mu.Unlock()
+	defer j.cancel(nil)
 	var r Reply
 	var err error
 	if j.reset {
