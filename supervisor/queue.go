@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,6 +18,8 @@ type job struct {
 	text string
 	// images are data URLs codex gets as image inputs after the text.
 	images []string
+	// notices say which images of the message codex is not shown, and why (Reply.Notices).
+	notices []string
 	// reset marks a Reset: the worker starts the chat over instead of running a turn.
 	reset bool
 	// cancel ends ctx (see takeLocked); nil while the job waits.
@@ -122,6 +125,14 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 		}
 	}
 	j := &job{ctx: ctx, text: in.Text, images: in.Images, done: make(chan outcome, 1)}
+	if s.cfg.MaxImagePixels > 0 && len(in.Images) > 0 {
+		// Every image reaches codex through here: a bomb is refused before any child decodes it.
+		j.images, j.notices = screenImages(in.Images, s.cfg.MaxImagePixels)
+		for _, n := range j.notices {
+			j.text += "\n\n[" + n + "]"
+			s.log.Warn("image refused", zap.String("chat_key", chatKey), zap.String("why", n))
+		}
+	}
 
 	s.mu.Lock()
 	if s.closed {
@@ -172,6 +183,10 @@ func (s *Supervisor) keyLocked(chatKey string) *keyState {
 // Wait returns the message's reply, as Submit does. Call it once.
 func (t *Ticket) Wait() (Reply, error) {
 	o := t.wait()
+	if len(t.j.notices) > 0 {
+		// Per message, also when the reply is a turn other messages share (steered).
+		o.reply.Notices = append(slices.Clip(o.reply.Notices), t.j.notices...)
+	}
 	t.s.observe(t.k.key, t.start, o)
 	return o.reply, o.err
 }
