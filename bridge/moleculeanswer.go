@@ -94,6 +94,7 @@ func (m *Molecule) settle(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		// The message that started the turn gets the reply; posting it twice helps nobody.
 		text = textSteered
 	}
+	text = reply.WithNotices(text) // images codex was not shown
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
 	// and error texts can quote request headers: it must not reach a user or a peer.
 	text = truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
