@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/sourcegraph/jsonrpc2"
+
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
@@ -170,4 +172,19 @@ func classifyExit(err error) error {
 		}
 	}
 	return err
+}
+
+// noActiveTurnMessage is codex's whole answer to a turn/interrupt that finds no active turn on
+// the thread: {"code":-32600,"message":"no active turn to interrupt"} (codex-cli 0.169.0,
+// verified with the real binary; docs/PROTOCOL-notes.md "Interrupting a turn"). codex answers
+// turn/start before it registers the turn as active, so an interrupt sent right after the
+// answer gets it too, not only one sent after the turn ended. -32600 is every invalid request
+// (a wrong turn id, an unknown thread), and codex attaches no error kind, so the message is all
+// that tells this refusal apart; this is the one place that reads it.
+const noActiveTurnMessage = "no active turn to interrupt"
+
+// isNoActiveTurn reports codex's refusal of a turn/interrupt for want of an active turn.
+func isNoActiveTurn(err error) bool {
+	var re *jsonrpc2.Error
+	return errors.As(err, &re) && re.Code == protocol.CodeInvalidRequest && re.Message == noActiveTurnMessage
 }

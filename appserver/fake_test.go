@@ -715,3 +715,27 @@ func TestFakeEnvAndOverrides(t *testing.T) {
 		t.Errorf("pgid %d (%v), want %d", pgid, err, c.PID())
 	}
 }
+
+// TestFakeInterruptBeforeCodexRegisteredTheTurn: codex answers turn/start before it registers
+// the turn, and refuses a turn/interrupt in between with -32600 "no active turn to interrupt"
+// (FakeLateStart refuses the first one every time). The interrupt is sent again once the turn
+// has started, and the turn ends interrupted well within the grace; the child takes more turns.
+func TestFakeInterruptBeforeCodexRegisteredTheTurn(t *testing.T) {
+	noLeaks(t)
+	c, ctx, thread := startFakeThread(t, appservertest.FakeLateStart, nil)
+	for i := range 3 {
+		tctx, cancel := context.WithCancel(ctx)
+		res, err := c.RunTurn(tctx, thread, text("stop me"), appserver.TurnOptions{
+			OnStarted: func(string) { cancel() },
+			// Only a lost interrupt waits this out.
+			InterruptGrace: promptly,
+		})
+		cancel()
+		if !errors.Is(err, context.Canceled) || errors.Is(err, appserver.ErrWedged) {
+			t.Fatalf("turn %d: error %v, want context.Canceled and not wedged", i, err)
+		}
+		if res == nil || res.Status != protocol.TurnInterrupted {
+			t.Fatalf("turn %d: result %+v, want interrupted", i, res)
+		}
+	}
+}

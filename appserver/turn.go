@@ -231,7 +231,8 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	}
 	log := c.log.With(zap.String("thread", threadID))
 
-	t := &turnState{threadID: threadID, onNotif: opts.OnNotification, approve: opts.Approve, done: make(chan struct{})}
+	t := &turnState{threadID: threadID, onNotif: opts.OnNotification, approve: opts.Approve,
+		done: make(chan struct{}), startedCh: make(chan struct{})}
 	// An approval waiting for a person ends with the turn: with RunTurn's ctx (a watchdog, a
 	// stop), when RunTurn returns, or when the child fails.
 	askCtx, endAsk := context.WithCancelCause(ctx)
@@ -315,7 +316,7 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	}
 	cause := context.Cause(ctx)
 	log.Info("interrupting turn", zap.NamedError("cause", cause))
-	stopInterrupt := c.interrupt(log, threadID, turnID, deadline)
+	stopInterrupt := c.interrupt(log, t, turnID, deadline)
 	defer stopInterrupt()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -334,27 +335,48 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	return c.turnResult(t, turnID, start, stderrMark, cause)
 }
 
-// interrupt sends turn/interrupt for the turn from a goroutine, which retries it while codex
+// interrupt sends turn/interrupt for turn t from a goroutine, which retries it while codex
 // refuses it as overloaded, until deadline; RunTurn meanwhile waits for the turn to end. stop
 // ends the goroutine and waits for it.
-func (c *Client) interrupt(log *zap.Logger, threadID, turnID string, deadline time.Time) (stop func()) {
+//
+// codex answers turn/start before it registers the turn as active, and refuses an interrupt in
+// between with "no active turn to interrupt" (isNoActiveTurn). Such a refusal of a turn whose
+// turn/started had not arrived when the interrupt was sent means the turn has yet to start, not
+// that it ended: the interrupt is sent again as soon as turn/started arrives. One sent after
+// turn/started is not repeated: that turn is ending, and its turn/completed is on the way.
+func (c *Client) interrupt(log *zap.Logger, t *turnState, turnID string, deadline time.Time) (stop func()) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	done := make(chan struct{})
-	params := protocol.TurnInterruptParams{ThreadID: threadID, TurnID: turnID}
+	params := protocol.TurnInterruptParams{ThreadID: t.threadID, TurnID: turnID}
 	go func() {
 		defer close(done)
-		err := c.retryOverloaded(ctx, protocol.MethodTurnInterrupt, func() error {
-			w, err := c.conn.DispatchCall(ctx, protocol.MethodTurnInterrupt, params)
-			if err != nil {
-				// The stream broke: the client is failing, which ends the turn too.
-				return err
+		for {
+			startedBefore := t.hasStarted()
+			err := c.retryOverloaded(ctx, protocol.MethodTurnInterrupt, func() error {
+				w, err := c.conn.DispatchCall(ctx, protocol.MethodTurnInterrupt, params)
+				if err != nil {
+					// The stream broke: the client is failing, which ends the turn too.
+					return err
+				}
+				var ack json.RawMessage
+				return c.wait(ctx, protocol.MethodTurnInterrupt, w, &ack)
+			})
+			if err == nil || ctx.Err() != nil {
+				return
 			}
-			var ack json.RawMessage
-			return c.wait(ctx, protocol.MethodTurnInterrupt, w, &ack)
-		})
-		if err != nil && ctx.Err() == nil {
-			// Nothing more to do: the grace decides.
-			log.Info("turn/interrupt failed", zap.Error(err))
+			if !isNoActiveTurn(err) || startedBefore {
+				// Nothing more to do: the grace decides.
+				log.Info("turn/interrupt failed", zap.Error(err))
+				return
+			}
+			log.Info("codex has not registered the turn yet; interrupting again once it starts", zap.Error(err))
+			select {
+			case <-t.startedCh:
+			case <-t.done:
+				return
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 	return func() {
@@ -425,6 +447,9 @@ type turnState struct {
 	approve  Approver
 	askCtx   context.Context // the Approver's: ends with the turn
 	done     chan struct{}   // closed by finish
+	// startedCh is closed when the turn's turn/started arrived: codex has registered the turn
+	// and takes turn/interrupt for it (see Client.interrupt).
+	startedCh chan struct{}
 
 	// Owned by the dispatcher goroutine.
 	id      string                                 // empty until the turn/start response was routed
@@ -449,6 +474,16 @@ func (t *turnState) setRefreshErr(err error) {
 type pendingNotif struct {
 	n      protocol.Notification
 	turnID string
+}
+
+// hasStarted reports whether the turn's turn/started arrived.
+func (t *turnState) hasStarted() bool {
+	select {
+	case <-t.startedCh:
+		return true
+	default:
+		return false
+	}
 }
 
 // add records n and hands it to the caller's callback, unless the turn already ended.
@@ -551,6 +586,9 @@ func (c *Client) deliver(t *turnState, n protocol.Notification, turnID string) {
 	}
 	t.noteFileChange(n)
 	t.add(n)
+	if n.Method == protocol.NotifyTurnStarted && turnID == t.id && !t.hasStarted() {
+		close(t.startedCh) // only the dispatcher closes it
+	}
 	if n.Method == protocol.NotifyTurnCompleted && turnID == t.id {
 		// Fields of unexpected types are skipped and logged: only a missing status makes the
 		// turn's outcome unknown, which is an error rather than a result without status.

@@ -165,6 +165,10 @@ type Config struct {
 	// Busy says what happens to a message for a chat key whose turn is running: BusyQueue
 	// (default), BusySteer or BusyInterrupt.
 	Busy BusyPolicy
+	// MaxImagePixels is the largest inline image, in pixels, codex is given; a larger one, or one
+	// whose size cannot be read from its header, is left out of the message and the chat is told
+	// (Reply.Notices). Default DefaultMaxImagePixels; negative: no limit.
+	MaxImagePixels int64
 	// MaxQueuePerKey bounds the messages of one chat key waiting behind its running turn; past
 	// it Submit returns ErrQueueFull at once. Default DefaultMaxQueuePerKey (16).
 	MaxQueuePerKey int
@@ -258,6 +262,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MaxQueuePerKey == 0 {
 		cfg.MaxQueuePerKey = DefaultMaxQueuePerKey
+	}
+	if cfg.MaxImagePixels == 0 {
+		cfg.MaxImagePixels = DefaultMaxImagePixels
 	}
 	if cfg.MaxSlotWaiters <= 0 {
 		cfg.MaxSlotWaiters = DefaultMaxSlotWaiters

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -27,12 +28,14 @@ type StopResult struct {
 	Dropped int
 }
 
-// Stop ends chatKey's running message and drops the ones queued behind it. The running turn is
+// Stop ends chatKey's running message and drops the ones queued behind it, and those the inbox
+// received before the Stop but hands over only after it (see Input.Received). The running turn is
 // interrupted (turn/interrupt): its Submit returns the interrupted Reply and an error wrapping
 // ErrStopped; each dropped message's Submit returns an error wrapping ErrStopped at once. Stop
 // returns without waiting for the interrupt to settle.
 func (s *Supervisor) Stop(chatKey string) StopResult {
 	s.mu.Lock()
+	s.stops.markLocked(chatKey, time.Now())
 	k := s.keys[chatKey]
 	if k == nil {
 		s.mu.Unlock()
@@ -137,4 +140,35 @@ func (s *Supervisor) ChatStatus(chatKey string) (row ChildStatus, ok bool, lastE
 		}
 	}
 	return ChildStatus{ChatKey: chatKey, Queued: queued}, false, lastErr
+}
+
+// stopMarkTTL is how long a chat's Stop is remembered for messages received before it that
+// reach the supervisor after it. The Molecule inbox hands a message over within moments, or
+// retries a busy one for up to its BusyRetryFor (5 minutes by default); a mark older than this
+// can only concern messages received before it, and no message takes that long to arrive.
+const stopMarkTTL = 15 * time.Minute
+
+// stopMarks remembers when each chat last asked to stop, for stopMarkTTL. It holds one entry
+// per chat that stopped within the TTL, whether or not the chat has a key state, since the
+// messages it drops may reach the supervisor before their chat has one.
+type stopMarks map[string]time.Time
+
+// markLocked records a Stop of chatKey at now and forgets marks past the TTL.
+func (m *stopMarks) markLocked(chatKey string, now time.Time) {
+	if *m == nil {
+		*m = make(stopMarks)
+	}
+	for k, at := range *m {
+		if now.Sub(at) > stopMarkTTL {
+			delete(*m, k)
+		}
+	}
+	(*m)[chatKey] = now
+}
+
+// stoppedSinceLocked reports whether chatKey asked to stop at or after received (a zero
+// received: never).
+func (m stopMarks) stoppedSinceLocked(chatKey string, received time.Time) bool {
+	at, ok := m[chatKey]
+	return ok && !received.IsZero() && !at.Before(received)
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/molecule-ai/codex-warm/childproc"
 )
@@ -179,6 +180,56 @@ func TestChatStatus(t *testing.T) {
 		defer mu.Unlock()
 		if reads[other.PID] != 0 || reads[r.PID] != 1 {
 			t.Fatalf("memory reads by pid %v: want one of a's child (%d) and none of b's (%d)", reads, r.PID, other.PID)
+		}
+	})
+}
+
+// A Stop right after a message was queued ends it, whatever its worker was doing at that moment:
+// still queued, just taken out of the queue and not yet running, starting its child, or running
+// its turn. Before the worker marked a job running as it took it from the queue, a Stop in
+// between found the job neither queued nor running, and the message ran unstopped.
+func TestStopRightAfterEnqueueAlwaysStops(t *testing.T) {
+	w := newFakeWorld()
+	s := newSup(t, w, nil)
+	defer shutdown(t, s)
+	for i := range 200 {
+		tk, err := s.Enqueue(context.Background(), "a", "hang")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := s.Stop("a")
+		if res == (StopResult{}) {
+			t.Fatalf("round %d: Stop found nothing to stop", i)
+		}
+		if _, err := tk.Wait(); !errors.Is(err, ErrStopped) {
+			t.Fatalf("round %d: %v, want ErrStopped", i, err)
+		}
+	}
+}
+
+// A message the inbox received before the chat's Stop but hands over after it is dropped; one
+// received after the Stop runs.
+func TestStopDropsMessagesReceivedBeforeIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		s := newSup(t, w, nil)
+		defer shutdown(t, s)
+		before := time.Now()
+		time.Sleep(time.Millisecond) // synctest's clock: the Stop comes strictly later
+		if got := s.Stop("a"); got != (StopResult{}) {
+			t.Fatalf("Stop with nothing handed over = %+v", got)
+		}
+		_, err := s.SubmitInput(context.Background(), "a", Input{Text: "late", Received: before})
+		if !errors.Is(err, ErrStopped) {
+			t.Fatalf("message received before the Stop: %v, want ErrStopped", err)
+		}
+		time.Sleep(time.Millisecond)
+		r, err := s.SubmitInput(context.Background(), "a", Input{Text: "after", Received: time.Now()})
+		if err != nil || r.Text != "reply #1: after" {
+			t.Fatalf("message received after the Stop: %+v, %v", r, err)
+		}
+		if slices.Contains(w.turns(), "a:late") {
+			t.Fatalf("the dropped message ran: %v", w.turns())
 		}
 	})
 }

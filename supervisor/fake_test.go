@@ -32,6 +32,7 @@ type fakeWorld struct {
 	children    []*fakeChild
 	resumes     []string // thread ids given to ResumeThread, in call order
 	turnLog     []string // "key:text" at each turn start, in order
+	imageLog    []string // the image inputs of every turn, in order
 	steerLog    []string // "key:text" of each text steered into a running turn
 	inFlight    map[string]int
 	maxInKey    map[string]int
@@ -307,6 +308,9 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 	}
 	w.mu.Lock()
 	w.turnLog = append(w.turnLog, c.key+":"+text)
+	for _, in := range input[1:] {
+		w.imageLog = append(w.imageLog, in.URL)
+	}
 	w.threads[threadID] = append(w.threads[threadID], text)
 	n := len(w.threads[threadID])
 	w.inFlight[c.key]++

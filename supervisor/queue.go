@@ -3,7 +3,10 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/protocol"
 )
@@ -15,8 +18,12 @@ type job struct {
 	text string
 	// images are data URLs codex gets as image inputs after the text.
 	images []string
+	// notices say which images of the message codex is not shown, and why (Reply.Notices).
+	notices []string
 	// reset marks a Reset: the worker starts the chat over instead of running a turn.
 	reset bool
+	// cancel ends ctx (see takeLocked); nil while the job waits.
+	cancel context.CancelCauseFunc
 	// startedChild is set by the key's worker when the job started a child or took a spare.
 	startedChild bool
 	done         chan outcome // buffered: the worker never blocks on a caller that left
@@ -49,6 +56,10 @@ type Input struct {
 	// Images are data URLs (data:image/png;base64,...), given to codex as image inputs after the
 	// text, in order.
 	Images []string
+	// Received is when the inbox received the message, zero when it does not say. A Stop of
+	// the chat after Received drops the message even when it reaches the supervisor only after
+	// the Stop: the inbox was still handing it over when the chat asked to stop.
+	Received time.Time
 }
 
 // userInput is in as turn/start and turn/steer input.
@@ -114,11 +125,24 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 		}
 	}
 	j := &job{ctx: ctx, text: in.Text, images: in.Images, done: make(chan outcome, 1)}
+	if s.cfg.MaxImagePixels > 0 && len(in.Images) > 0 {
+		// Every image reaches codex through here: a bomb is refused before any child decodes it.
+		j.images, j.notices = screenImages(in.Images, s.cfg.MaxImagePixels)
+		for _, n := range j.notices {
+			j.text += "\n\n[" + n + "]"
+			s.log.Warn("image refused", zap.String("chat_key", chatKey), zap.String("why", n))
+		}
+	}
 
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, ErrClosed
+	}
+	if s.stops.stoppedSinceLocked(chatKey, in.Received) {
+		s.mu.Unlock()
+		s.log.Info("message dropped: the chat asked to stop after it was received", zap.String("chat_key", chatKey))
+		return nil, fmt.Errorf("chat %s: dropped: %w", chatKey, ErrStopped)
 	}
 	k := s.keyLocked(chatKey)
 	if n := s.queue.LenLocked(chatKey); n >= s.cfg.MaxQueuePerKey {
@@ -159,6 +183,10 @@ func (s *Supervisor) keyLocked(chatKey string) *keyState {
 // Wait returns the message's reply, as Submit does. Call it once.
 func (t *Ticket) Wait() (Reply, error) {
 	o := t.wait()
+	if len(t.j.notices) > 0 {
+		// Per message, also when the reply is a turn other messages share (steered).
+		o.reply.Notices = append(slices.Clip(o.reply.Notices), t.j.notices...)
+	}
 	t.s.observe(t.k.key, t.start, o)
 	return o.reply, o.err
 }
@@ -190,16 +218,20 @@ func (t *Ticket) wait() outcome {
 	return outcome{reply: Reply{ChatKey: t.k.key}, err: fmt.Errorf("chat %s: %w", t.k.key, context.Cause(t.ctx))}
 }
 
+// takeLocked runs as the key's worker takes j out of the queue (keyfifo's Take), with s.mu
+// held: j becomes the key's running job, under a context Stop and BusyInterrupt can cancel,
+// at the moment it stops being queued. Were that left to work, a Stop in between would find j
+// neither queued nor running, and j would run unstopped.
+func (s *Supervisor) takeLocked(_ string, j *job) {
+	j.ctx, j.cancel = context.WithCancelCause(j.ctx)
+	j.key.running, j.key.stopRun = j, j.cancel
+}
+
 // work runs one job on its key's worker (see Supervisor.queue) and answers its caller. The job
-// runs under a context Stop can cancel.
+// runs under the context takeLocked gave it.
 func (s *Supervisor) work(_ string, j *job) {
 	k := j.key
-	ctx, cancel := context.WithCancelCause(j.ctx)
-	defer cancel(nil)
-	j.ctx = ctx
-	s.mu.Lock()
-	k.running, k.stopRun = j, cancel
-	s.mu.Unlock()
+	defer j.cancel(nil)
 	var r Reply
 	var err error
 	if j.reset {

@@ -78,6 +78,8 @@ type Supervisor struct {
 	shutdownDone  chan struct{}
 
 	approvals *approvalBoard // approvals waiting for the chat's answer (approval.go)
+
+	stops stopMarks // when each chat last asked to stop (control.go); guarded by mu
 }
 
 // New builds a Supervisor. When cfg.StateDir is set it first sweeps children left by a daemon
@@ -110,7 +112,7 @@ func New(cfg Config) (*Supervisor, error) {
 		s.cfg.Spawn = appServerSpawn(cfg.AppServer, cfg.HandshakeTimeout, cfg.Logger,
 			func(string) { s.overloadRetries.Add(1) })
 	}
-	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Idle: s.keyIdleLocked, Lock: &s.mu})
+	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Take: s.takeLocked, Idle: s.keyIdleLocked, Lock: &s.mu})
 	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
 	s.life, s.stopLife = context.WithCancelCause(context.Background())
 	if cfg.StateDir != "" {

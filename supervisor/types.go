@@ -33,6 +33,10 @@ type Reply struct {
 	// Steered is true when this message was added to the running turn of an earlier message
 	// of the chat (BusySteer): the rest of the Reply is that turn's, which answered both.
 	Steered bool
+	// Notices say what of the message codex was not shown, e.g. "image 1 not shown: 40000×40000
+	// pixels, over the 40-megapixel limit for images". The chat should hear them with the reply
+	// (WithNotices); codex was told too.
+	Notices []string
 }
 
 // TurnEvent describes one Submit call as it returns; see Config.OnTurn.

@@ -78,6 +78,11 @@ const (
 	// the fake forgets the turn just before it writes the last line, so that the next turn/start
 	// starts a new turn.
 	FakeScript = "script"
+	// FakeLateStart answers turn/start at once but makes the turn active only when a
+	// turn/interrupt for it has been refused with codex's -32600 "no active turn to interrupt":
+	// real codex answers turn/start before it registers the turn, and refuses an interrupt
+	// that arrives in between. The turn then starts (turn/started) and runs until interrupted.
+	FakeLateStart = "late-start"
 )
 
 // FakeScriptEnv names the script file of FakeScript.
@@ -176,7 +181,7 @@ func parseFakeModes(mode string) (fakeModes, error) {
 		switch name {
 		case FakeOK, FakeExitHandshake, FakeExitMidTurn, FakeNoComplete, FakeHangFirst, FakeIgnoreInterrupt,
 			FakeQuietAfterTool, FakeGarbage, FakeHugeLine, FakeApproval, FakeUnknownThread,
-			FakeStubborn, FakeFail, FakeAuthFail, FakeRetryError, FakeEarlyNotify, FakeScript:
+			FakeStubborn, FakeFail, FakeAuthFail, FakeRetryError, FakeEarlyNotify, FakeScript, FakeLateStart:
 		case FakeDieAfter:
 			n, err := strconv.Atoi(val)
 			if err != nil || n < 1 {

@@ -46,6 +46,8 @@ type fakeThread struct {
 	id           string
 	userMessages int
 	active       *fakeTurn
+	// late starts a turn answered but not yet active (FakeLateStart).
+	late func()
 }
 
 type fakeTurn struct {
@@ -241,13 +243,20 @@ func (f *fakeServer) handleRequest(m fakeMsg) {
 		_ = json.Unmarshal(m.Params, &p)
 		f.mu.Lock()
 		var active *fakeTurn
+		var late func()
 		if th := f.threads[p.ThreadID]; th != nil {
 			active = th.active
+			if active == nil {
+				late, th.late = th.late, nil
+			}
 		}
 		f.mu.Unlock()
 		switch {
 		case active == nil:
 			f.replyError(m.ID, -32600, "no active turn to interrupt")
+			if late != nil {
+				late()
+			}
 		case active.id != p.TurnID:
 			f.replyError(m.ID, -32600, fmt.Sprintf("expected active turn id %s but found %s", active.id, p.TurnID))
 		default:
@@ -340,6 +349,19 @@ func (f *fakeServer) startTurn(m fakeMsg) {
 		f.notify("turn/completed", map[string]any{"threadId": other, "turn": fakeTurnObj(newUUID(), "completed", nil, nil)})
 		f.reply(m.ID, map[string]any{"turn": fakeTurnObj(t.id, "inProgress", nil, nil)})
 		go f.runTurn(t, userText, n, true)
+		return
+	}
+	if f.modes.set[FakeLateStart] {
+		f.mu.Lock()
+		th.active = nil
+		th.late = func() {
+			f.mu.Lock()
+			th.active = t
+			f.mu.Unlock()
+			go f.runTurn(t, userText, n, false)
+		}
+		f.mu.Unlock()
+		f.reply(m.ID, map[string]any{"turn": fakeTurnObj(t.id, "inProgress", nil, nil)})
 		return
 	}
 	if d := f.modes.slowTurnStart; d > 0 {
@@ -440,7 +462,7 @@ func (f *fakeServer) runTurn(t *fakeTurn, text string, n int, startedSent bool) 
 		f.itemCompleted(t, cmd)
 		waitInterrupt()
 		return
-	case f.modes.set[FakeNoComplete], f.modes.set[FakeIgnoreInterrupt]:
+	case f.modes.set[FakeNoComplete], f.modes.set[FakeIgnoreInterrupt], f.modes.set[FakeLateStart]:
 		waitInterrupt() // ignore-interrupt: never signalled
 		return
 	case f.modes.set[FakeFail], f.modes.set[FakeAuthFail]:

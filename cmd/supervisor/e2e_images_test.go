@@ -6,6 +6,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"strings"
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
@@ -35,6 +36,29 @@ func TestE2EImagePartReachesCodexAsImageInput(t *testing.T) {
 	}
 	if imgs := reqs[0].Images; len(imgs) != 1 || imgs[0].URL != want || imgs[0].Message != 0 {
 		t.Fatalf("model saw images %+v, want one in the first user message with URL %.50q…", imgs, want)
+	}
+	d.stop(stopTimeout)
+}
+
+// A PNG of a few bytes declaring 40000×40000 pixels (a decompression bomb: codex would decode
+// it into gigabytes) never reaches codex: the message's text runs with a note in place of the
+// image, and the chat's reply says the image was not shown and why.
+func TestE2EImageBombNeverReachesCodex(t *testing.T) {
+	bomb := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x9c\x40\x00\x00\x9c\x40\x08\x06\x00\x00\x00\x00\x00\x00\x00")
+	e := newE2E(t, e2eConfig{})
+	d := e.start()
+	e.plat.Enqueue(moleculetest.FileMessage("what is in this picture?", "bomb.png", "image/png", bomb))
+	d.waitPlatform("the reply", func() bool { return len(e.plat.Notifies()) == 1 })
+	notice := "image 1 not shown: 40000×40000 pixels, over the 40-megapixel limit for images"
+	reqs := e.mock.Requests()
+	if len(reqs) != 1 || len(reqs[0].Images) != 0 {
+		t.Fatalf("model requests %d, the first with %d images; want one without any", len(reqs), len(reqs[0].Images))
+	}
+	if got := reqs[0].LastUserText; !strings.HasSuffix(got, "["+notice+"]") {
+		t.Errorf("codex got %q, want the note in place of the image", got)
+	}
+	if got := e.notifyTexts()[0]; !strings.HasSuffix(got, "\n\n["+notice+"]") || !strings.HasPrefix(got, "reply #1") {
+		t.Errorf("reply %q, want codex's answer and the notice", got)
 	}
 	d.stop(stopTimeout)
 }

@@ -331,6 +331,7 @@ func (m *Inbox) ingest(rows []scannedRow, disp *dispatcher) (last string) {
 				}
 				log.Info("message received", zap.String("kind", string(n.msg.Kind)), zap.String("peer_name", n.msg.PeerName))
 				msg, dropped := m.images.admitImages(n.msg)
+				msg.ReceivedAt = time.Now()
 				if dropped {
 					log.Warn("images not shown: too many image bytes wait for an answer",
 						zap.Int64("image_bytes", n.msg.imageBytes()), zap.Int("max_pending_image_bytes", m.cfg.MaxPendingImageBytes))

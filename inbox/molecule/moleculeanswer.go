@@ -105,6 +105,7 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 		// The message that started the turn gets the reply; posting it twice helps nobody.
 		text = textSteered
 	}
+	text = reply.WithNotices(text) // images codex was not shown
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
 	// and error texts can quote request headers: it must not reach a user or a peer.
 	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -55,11 +56,13 @@ type message struct {
 	CreatedAt string
 	// OmittedBytes is how much text the cap cut off (0 when none).
 	OmittedBytes int
+	// ReceivedAt is when this run of the daemon read the row: a /stop read after it stops it.
+	ReceivedAt time.Time
 }
 
 // input is what codex gets for m.
 func (m message) input() supervisor.Input {
-	return supervisor.Input{Text: m.Text, Images: m.Images}
+	return supervisor.Input{Text: m.Text, Images: m.Images, Received: m.ReceivedAt}
 }
 
 // disposition says what to do with a row.

@@ -9,6 +9,11 @@ import "sync"
 type Config[T any] struct {
 	// Run handles one item of key. It runs on the key's worker goroutine, without the lock.
 	Run func(key string, item T)
+	// Take, when set, is called with the lock held as an item leaves its queue to be run, before
+	// Run. Owners use it to make the item visible in their own state at the moment it stops being
+	// visible in the queue: otherwise, between the two, the item is in neither, and whoever
+	// looks for it (to cancel it, say) misses it.
+	Take func(key string, item T)
 	// Idle, when set, is called with the lock held as a key's worker exits: the key has no
 	// queued item and no worker. Owners use it to forget their own per-key state.
 	Idle func(key string)
@@ -23,6 +28,7 @@ type Config[T any] struct {
 // it held; Push and Wait take no lock held by the caller.
 type FIFO[T any] struct {
 	run    func(string, T)
+	take   func(string, T)
 	idle   func(string)
 	mu     sync.Locker
 	queues map[string]*queue[T] // a key is present while its worker runs
@@ -39,7 +45,7 @@ func New[T any](cfg Config[T]) *FIFO[T] {
 	if mu == nil {
 		mu = new(sync.Mutex)
 	}
-	return &FIFO[T]{run: cfg.Run, idle: cfg.Idle, mu: mu, queues: make(map[string]*queue[T])}
+	return &FIFO[T]{run: cfg.Run, take: cfg.Take, idle: cfg.Idle, mu: mu, queues: make(map[string]*queue[T])}
 }
 
 // Push appends item to key's queue, starting the key's worker when it has none.
@@ -146,6 +152,9 @@ func (f *FIFO[T]) work(key string) {
 		var zero T
 		q.waiting[0] = zero
 		q.waiting = q.waiting[1:]
+		if f.take != nil {
+			f.take(key, it)
+		}
 		f.mu.Unlock()
 
 		f.run(key, it)

@@ -179,3 +179,37 @@ func TestRemoveLenDrain(t *testing.T) {
 		t.Fatalf("ran %v, want only a1", r.done)
 	}
 }
+
+// Take sees every item as it leaves its queue, with the lock held and before Run: an owner
+// looking under the lock finds each item either waiting or taken, never in between.
+func TestTakeRunsUnderTheLockBeforeRun(t *testing.T) {
+	var mu sync.Mutex
+	taken := map[string]bool{}
+	ran := make(chan string, 2)
+	var f *FIFO[string]
+	f = New(Config[string]{
+		Lock: &mu,
+		Take: func(key, item string) {
+			// The lock is held: TryLock must fail.
+			if mu.TryLock() {
+				mu.Unlock()
+				t.Errorf("Take(%s) without the lock", item)
+			}
+			taken[item] = true
+		},
+		Run: func(key, item string) {
+			mu.Lock()
+			ok := taken[item] && f.LenLocked(key) <= 1
+			mu.Unlock()
+			if !ok {
+				t.Errorf("Run(%s) before Take", item)
+			}
+			ran <- item
+		},
+	})
+	f.Push("k", "a")
+	f.Push("k", "b")
+	<-ran
+	<-ran
+	f.Wait()
+}
