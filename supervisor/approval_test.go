@@ -180,7 +180,7 @@ func TestPostToolCountsEveryNotification(t *testing.T) {
 		t.Run(n.Method, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tripped := make(chan error, 1)
-				w := newTurnWatch(0, 90*time.Second, func(err error) {
+				w := newTurnWatch(0, 90*time.Second, -1, func(err error) {
 					tripped <- err
 				})
 				defer w.stop()

@@ -71,7 +71,11 @@ const (
 	// trip it; the turn deadline bounds that. So the watch only catches a codex that went
 	// silent right after a tool, and 90 s, four orders of magnitude over the gap, is kept: a
 	// shorter one gains nothing a loaded machine cannot cost.
-	DefaultPostToolQuiet       = 90 * time.Second
+	DefaultPostToolQuiet = 90 * time.Second
+	// DefaultModelUnreachable: codex retries an unreachable model forever (about 0, 7, 17, 37 s
+	// after the first failure, and on), so without a bound every chat waited out the turn
+	// deadline. Long enough for a blip (a proxy restart), short enough that a user hears.
+	DefaultModelUnreachable    = 30 * time.Second
 	DefaultCrashWindow         = 10 * time.Second
 	DefaultCrashBackoffInitial = time.Second
 	DefaultCrashBackoffMax     = 5 * time.Minute
@@ -193,6 +197,13 @@ type Config struct {
 	// Default 90 s; negative: none. Every notification of the thread counts as activity, and
 	// the watch is paused while the thread waits on a person (see turnWatch).
 	PostToolQuiet time.Duration
+	// ModelUnreachable ends a turn whose model could not be reached for this long
+	// (WatchdogModelUnreachable): codex said so (appserver.ModelUnreachable) and nothing came from
+	// the model since. The child stays. While the model is known unreachable, a turn ends at
+	// codex's first such report, so each message costs a connection attempt, not the wait; a
+	// model that answers ends the outage. A model that answers slowly is never cut by it.
+	// Default DefaultModelUnreachable; negative: off.
+	ModelUnreachable time.Duration
 	// ApprovalTimeout is how long an approval asked in the chat (appserver.DecisionAsk) waits
 	// for /approve or /deny before it is declined. Default DefaultApprovalTimeout.
 	ApprovalTimeout time.Duration
@@ -279,6 +290,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	setDur(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
 	setDur(&cfg.TurnDeadline, DefaultTurnDeadline)
 	setDur(&cfg.PostToolQuiet, DefaultPostToolQuiet)
+	setDur(&cfg.ModelUnreachable, DefaultModelUnreachable)
 	if cfg.ApprovalTimeout <= 0 {
 		cfg.ApprovalTimeout = DefaultApprovalTimeout
 	}

@@ -99,5 +99,5 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 		}
 		return a.PID - b.PID
 	})
-	return Snapshot{Taken: now, Children: out, Totals: t}
+	return Snapshot{Taken: now, Children: out, Totals: t, Model: s.model.status()}
 }

@@ -51,6 +51,8 @@ type Supervisor struct {
 
 	wg sync.WaitGroup // the child watchers and the memory sampler
 
+	model *modelState // whether the model could be reached, across every chat
+
 	spareKick    chan struct{} // wakes keepSpares (spares.go)
 	spareChanged chan struct{} // closed and replaced when a spare becomes ready or ends; guarded by mu
 	sparesDone   chan struct{} // closed when keepSpares returned, or at once with no spares
@@ -103,6 +105,7 @@ func New(cfg Config) (*Supervisor, error) {
 		retired:      make(map[string]int),
 		shutdownDone: make(chan struct{}),
 		approvals:    newApprovalBoard(),
+		model:        newModelState(),
 		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters, budget: cfg.MemoryBudget},
 		spareKick:    make(chan struct{}, 1),
 		spareChanged: make(chan struct{}),

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,7 +19,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	defer cancel(nil)
 	stopLife := context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })
 	defer stopLife()
-	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, cancel)
+	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, s.model.watchFor(s.cfg.ModelUnreachable), cancel)
 	first := sess.turns == 0
 	input := userInput(j.text, j.images)
 	live := &liveTurn{child: sess.child, threadID: sess.threadID, act: newActivity(ProgressFrom(j.ctx))}
@@ -51,6 +52,15 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	}
 
 	watchdog, retire := classifyTurn(err, cause, sess.child)
+	var trip *tripError
+	unreachable := ""
+	switch {
+	case watchdog == WatchdogModelUnreachable && errors.As(cause, &trip):
+		unreachable = trip.cause
+		s.model.unreachable(trip.cause, s.log)
+	case settled && r.Status == protocol.TurnCompleted:
+		s.model.reached(s.log)
+	}
 	if settled && !sess.recorded {
 		s.recordThread(k.key, sess)
 	}
@@ -95,7 +105,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	switch {
 	case watchdog != "":
 		sess.log.Warn("turn ended by watchdog", zap.String("watchdog", watchdog), zap.Error(err))
-		return r, &WatchdogError{ChatKey: k.key, Watchdog: watchdog, PID: sess.pid, Err: err}
+		return r, &WatchdogError{ChatKey: k.key, Watchdog: watchdog, PID: sess.pid, Cause: unreachable, Err: err}
 	case err != nil:
 		return r, fmt.Errorf("chat %s: codex pid %d: turn: %w", k.key, sess.pid, err)
 	}

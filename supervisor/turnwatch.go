@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
@@ -34,16 +35,21 @@ type turnWatch struct {
 	quiet     time.Duration
 	armed     bool
 	quietTime *time.Timer
+	// unreach is how long the model may stay unreachable; unreachTimer runs from codex's first
+	// report of it until anything else arrives.
+	unreach      time.Duration
+	unreachTimer *time.Timer
 	// flagged: codex says the thread waits on a person; asking: approvals waiting for the chat.
 	flagged bool
 	asking  int
 	stopped bool
 }
 
-// newTurnWatch starts the watchdogs of a turn; a zero or negative duration disables one. cancel
-// ends the turn with a *tripError.
-func newTurnWatch(deadline, quiet time.Duration, cancel context.CancelCauseFunc) *turnWatch {
-	w := &turnWatch{cancel: cancel, deadline: deadline, left: deadline, quiet: quiet}
+// newTurnWatch starts the watchdogs of a turn; a zero or negative duration disables one (but a
+// zero unreach trips at codex's first report that the model is unreachable). cancel ends the
+// turn with a *tripError.
+func newTurnWatch(deadline, quiet, unreach time.Duration, cancel context.CancelCauseFunc) *turnWatch {
+	w := &turnWatch{cancel: cancel, deadline: deadline, left: deadline, quiet: quiet, unreach: unreach}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.resumeLocked()
@@ -89,10 +95,22 @@ func (w *turnWatch) stopQuietLocked() {
 // observe takes each notification of the turn (TurnOptions.OnNotification).
 func (w *turnWatch) observe(n protocol.Notification) {
 	tool := n.Method == protocol.NotifyItemCompleted && isToolItem(n.Params)
+	cause, unreachable := appserver.ModelUnreachable(n)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
 		return
+	}
+	switch {
+	case unreachable && w.unreachTimer == nil && w.unreach >= 0:
+		u := w.unreach
+		w.unreachTimer = time.AfterFunc(u, func() {
+			w.cancel(&tripError{watchdog: WatchdogModelUnreachable, after: u, cause: cause})
+		})
+	case !unreachable && n.Method != protocol.NotifyError && w.unreachTimer != nil:
+		// Something came from the model (or codex moved on): it is reachable.
+		w.unreachTimer.Stop()
+		w.unreachTimer = nil
 	}
 	// Any notification is activity: the quiet watch waits for the next tool.
 	w.stopQuietLocked()
@@ -127,6 +145,10 @@ func (w *turnWatch) stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.pauseLocked()
+	if w.unreachTimer != nil {
+		w.unreachTimer.Stop()
+		w.unreachTimer = nil
+	}
 	w.stopped = true
 }
 

@@ -71,6 +71,8 @@ const (
 	WatchdogPostTool  = "post_tool_quiet"
 	WatchdogDead      = "child_died"
 	WatchdogWedged    = "interrupt_ignored"
+	// WatchdogModelUnreachable ends a turn whose model could not be reached; the child stays.
+	WatchdogModelUnreachable = "model_unreachable"
 )
 
 // WatchdogError reports a turn ended by a watchdog. For WatchdogTurn the child is kept when it
@@ -81,7 +83,9 @@ type WatchdogError struct {
 	ChatKey  string
 	Watchdog string
 	PID      int
-	Err      error
+	// Cause is what codex said of a WatchdogModelUnreachable ("Connection failed: …"); else "".
+	Cause string
+	Err   error
 }
 
 func (e *WatchdogError) Error() string {
@@ -194,4 +198,5 @@ type Snapshot struct {
 	Taken    time.Time     `json:"taken"`
 	Children []ChildStatus `json:"children"`
 	Totals   Totals        `json:"totals"`
+	Model    ModelStatus   `json:"model"`
 }

@@ -14,9 +14,13 @@ import (
 type tripError struct {
 	watchdog string
 	after    time.Duration
+	cause    string // codex's account, for WatchdogModelUnreachable
 }
 
 func (e *tripError) Error() string {
+	if e.cause != "" {
+		return fmt.Sprintf("watchdog %s tripped after %s: %s", e.watchdog, e.after, e.cause)
+	}
 	return fmt.Sprintf("watchdog %s tripped after %s", e.watchdog, e.after)
 }
 

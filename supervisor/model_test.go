@@ -1,0 +1,98 @@
+package supervisor
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/protocol"
+)
+
+// unreachableNote is codex's report of a model it cannot reach (recorded on codex 0.169).
+var unreachableNote = protocol.Notification{Method: protocol.NotifyError, Params: []byte(`{"error":{"additionalDetails":"Connection failed: error sending request","codexErrorInfo":{"responseStreamDisconnected":{"httpStatusCode":null}},"message":"Reconnecting... waiting for network"},"willRetry":true,"threadId":"t","turnId":"u"}`)}
+
+// The unreachable watch trips after exactly its bound from codex's first report, with codex's
+// cause; codex's repeated reports do not restart it; anything from the model in between stops
+// it; a slow model that sends nothing never trips it.
+func TestModelUnreachableWatch(t *testing.T) {
+	answer := protocol.Notification{Method: "item/agentMessage/delta", Params: []byte(`{"threadId":"t","turnId":"u","delta":"hi"}`)}
+	for _, tc := range []struct {
+		name  string
+		steps func(w *turnWatch)
+		trip  bool
+	}{
+		{"reports only", func(w *turnWatch) {
+			w.observe(unreachableNote)
+			time.Sleep(7 * time.Second)
+			w.observe(unreachableNote)
+			time.Sleep(10 * time.Second)
+			w.observe(unreachableNote)
+		}, true},
+		{"the model answers in between", func(w *turnWatch) {
+			w.observe(unreachableNote)
+			time.Sleep(20 * time.Second)
+			w.observe(answer)
+		}, false},
+		{"a slow model that sends nothing", func(w *turnWatch) {}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tripped := make(chan error, 1)
+				start := time.Now()
+				var at time.Time
+				w := newTurnWatch(0, 0, 30*time.Second, func(err error) {
+					at = time.Now()
+					tripped <- err
+				})
+				defer w.stop()
+				tc.steps(w)
+				time.Sleep(10 * time.Minute)
+				synctest.Wait()
+				select {
+				case err := <-tripped:
+					var trip *tripError
+					if !tc.trip || !errors.As(err, &trip) || trip.watchdog != WatchdogModelUnreachable ||
+						trip.cause != "Connection failed: error sending request" {
+						t.Fatalf("tripped: %v", err)
+					}
+					if d := at.Sub(start); d != 30*time.Second {
+						t.Errorf("tripped after %s, want 30s from the first report", d)
+					}
+				default:
+					if tc.trip {
+						t.Fatal("no trip")
+					}
+				}
+			})
+		})
+	}
+}
+
+// Once the model is known unreachable, turns trip at codex's first report; a completed turn
+// ends the outage, which is counted once.
+func TestModelStateTransitions(t *testing.T) {
+	m := newModelState()
+	log := zap.NewNop()
+	if got := m.watchFor(30 * time.Second); got != 30*time.Second {
+		t.Fatalf("reachable: watchFor = %s", got)
+	}
+	m.unreachable("Connection failed: dns error", log)
+	m.unreachable("Connection failed: dns error", log)
+	st := m.status()
+	if st.Reachable || st.Outages != 1 || st.Cause != "Connection failed: dns error" || st.Since.IsZero() {
+		t.Fatalf("after two unreachable turns: %+v", st)
+	}
+	if got := m.watchFor(30 * time.Second); got != 0 {
+		t.Errorf("unreachable: watchFor = %s, want 0", got)
+	}
+	if got := m.watchFor(-1); got != -1 {
+		t.Errorf("off stays off: watchFor = %s", got)
+	}
+	m.reached(log)
+	if st := m.status(); !st.Reachable || st.Cause != "" || st.Outages != 1 {
+		t.Errorf("after a completed turn: %+v", st)
+	}
+}
