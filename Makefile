@@ -16,7 +16,7 @@ CODEX_BIN  := $(TOOLS)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(C
 
 export CODEX_BIN
 
-.PHONY: all build codex codex-bin npm systemd-analyze check-tree test test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
+.PHONY: all build codex codex-bin npm systemd-analyze check-tree test test-report test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
 
 all: build
 
@@ -97,6 +97,17 @@ GO_TEST = CODEX_WARM_REQUIRE_CODEX=1 $(GO) test $(GOFLAGS_TEST) ./...
 # test is what CI runs.
 test: check-tree codex systemd-analyze vet lint
 	$(GO_TEST)
+
+# test-report runs the test command with -json into TEST_JSON and prints where the time went:
+# the run's wall time, each package's time and the slowest tests (cmd/testreport; the figures in
+# docs/test-times.md come from it). It fails when the tests fail, after the report.
+TEST_JSON ?= bin/test.json
+
+test-report: codex systemd-analyze
+	@mkdir -p $(dir $(TEST_JSON))
+	@start=$$(date +%s); $(GO_TEST) -json > $(TEST_JSON); rc=$$?; \
+	echo "test-report: go test exited $$rc after $$(($$(date +%s) - start)) s (wall, build included)"; \
+	$(GO) run ./cmd/testreport $(TEST_JSON) && exit $$rc
 
 # test-stress runs the test command STRESS_RUNS times beside two busy CPU loops: the tests must
 # wait on events, never on the machine being fast. The loops are stopped by pid however the
