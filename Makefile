@@ -6,7 +6,12 @@ CODEX_VERSION ?= 0.169.0
 TOOLS         := $(CURDIR)/.tools
 CODEX_STAMP   := $(TOOLS)/codex-$(CODEX_VERSION).stamp
 GO            ?= go
-GOFLAGS_TEST  ?= -race -count=1 -timeout 30m
+# TEST_PAR is how many test packages (-p), and tests of one package (-parallel), run at once: the
+# number of CPUs, but at least 4. Most end-to-end tests wait on codex children, on a mock model or
+# on a deadline they test rather than on the CPU, so on a 2-core machine twice the default
+# overlap (docs/test-times.md has the figures).
+TEST_PAR      ?= $(shell n=$$(nproc 2>/dev/null || echo 4); [ "$$n" -ge 4 ] || n=4; echo $$n)
+GOFLAGS_TEST  ?= -race -count=1 -timeout 30m -p $(TEST_PAR) -parallel $(TEST_PAR)
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # The native binary's folder depends on the CPU; npm installs the matching optional package.
