@@ -1164,3 +1164,32 @@ func TestUserInputImagesFollowText(t *testing.T) {
 		t.Errorf("input = %s\nwant    %s", got, want)
 	}
 }
+
+// A child that failed to start or to open its thread is reported by why it was retired: shutdown
+// first, then a watchdog's reason, else the error naming the chat and the child.
+func TestStartError(t *testing.T) {
+	t.Parallel()
+	hs := fmt.Errorf("spawn: %w", appserver.ErrHandshakeTimeout)
+	boom := errors.New("boom")
+	if r := startFailureReason(hs); r != WatchdogHandshake {
+		t.Errorf("reason of a handshake timeout = %q", r)
+	}
+	if r := startFailureReason(boom); r != ReasonStartFailed {
+		t.Errorf("reason of another failure = %q", r)
+	}
+	if err := startError("k", 7, true, WatchdogHandshake, hs); err != ErrClosed {
+		t.Errorf("closing: %v, want ErrClosed", err)
+	}
+	for _, reason := range []string{WatchdogHandshake, WatchdogDead} {
+		var we *WatchdogError
+		if err := startError("k", 7, false, reason, boom); !errors.As(err, &we) || we.Watchdog != reason || we.PID != 7 || we.ChatKey != "k" || !errors.Is(err, boom) {
+			t.Errorf("%s: %v, want a WatchdogError of pid 7", reason, err)
+		}
+	}
+	if err := startError("k", 0, false, ReasonStartFailed, boom); err.Error() != "chat k: start codex: boom" || !errors.Is(err, boom) {
+		t.Errorf("spawn failure: %v", err)
+	}
+	if err := startError("k", 7, false, ReasonStartFailed, boom); err.Error() != "chat k: codex pid 7: boom" || !errors.Is(err, boom) {
+		t.Errorf("thread failure: %v", err)
+	}
+}
