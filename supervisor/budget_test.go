@@ -371,6 +371,48 @@ func TestStatusMemoryFromReader(t *testing.T) {
 	})
 }
 
+// TestStatusMemoryFromSampler: once the sampler has read a child, Status shows that reading and
+// reads no /proc file for it (a metrics scrape costs no smaps_rollup per child); the next sample
+// brings the new figures.
+func TestStatusMemoryFromSampler(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w, fm := newFakeWorld(), newFakeMem()
+		var mu sync.Mutex
+		reads := 0
+		s := newBudgetSup(t, w, fm, func(c *Config) {
+			c.Memory = func(pid int) (childproc.Memory, error) {
+				mu.Lock()
+				reads++
+				mu.Unlock()
+				return fm.read(pid)
+			}
+		})
+		defer shutdown(t, s)
+		r := mustSubmit(t, s, "a", "one")
+		fm.set(r.PID, 60*mib, 25*mib)
+		sampled()
+		fm.set(r.PID, 80*mib, 30*mib)
+		mu.Lock()
+		before := reads
+		mu.Unlock()
+		for range 3 {
+			if c := s.Status().Children[0]; c.PSSBytes != 60*mib || c.USSBytes != 25*mib || c.RSSBytes != 150*mib {
+				t.Fatalf("row %+v, want the sampled reading", c)
+			}
+		}
+		mu.Lock()
+		if reads != before {
+			t.Errorf("Status read the memory of a sampled child %d times", reads-before)
+		}
+		mu.Unlock()
+		sampled()
+		if st := s.Status(); st.Children[0].PSSBytes != 80*mib || st.Totals.PSSBytes != 80*mib {
+			t.Fatalf("after the next sample: row %+v totals %+v", st.Children[0], st.Totals)
+		}
+	})
+}
+
 func TestMemoryConfig(t *testing.T) {
 	t.Parallel()
 	s, err := New(Config{Spawn: newFakeWorld().spawn})
