@@ -6,7 +6,12 @@ CODEX_VERSION ?= 0.169.0
 TOOLS         := $(CURDIR)/.tools
 CODEX_STAMP   := $(TOOLS)/codex-$(CODEX_VERSION).stamp
 GO            ?= go
-GOFLAGS_TEST  ?= -race -count=1 -timeout 30m
+# TEST_PAR is how many test packages (-p), and tests of one package (-parallel), run at once: the
+# number of CPUs, but at least 4. Most end-to-end tests wait on codex children, on a mock model or
+# on a deadline they test rather than on the CPU, so on a 2-core machine twice the default
+# overlap (docs/test-times.md has the figures).
+TEST_PAR      ?= $(shell n=$$(nproc 2>/dev/null || echo 4); [ "$$n" -ge 4 ] || n=4; echo $$n)
+GOFLAGS_TEST  ?= -race -count=1 -timeout 30m -p $(TEST_PAR) -parallel $(TEST_PAR)
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # The native binary's folder depends on the CPU; npm installs the matching optional package.
@@ -16,7 +21,7 @@ CODEX_BIN  := $(TOOLS)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(C
 
 export CODEX_BIN
 
-.PHONY: all build codex codex-bin npm systemd-analyze check-tree test test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
+.PHONY: all build codex codex-bin npm systemd-analyze check-tree test test-report test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
 
 all: build
 
@@ -97,6 +102,17 @@ GO_TEST = CODEX_WARM_REQUIRE_CODEX=1 $(GO) test $(GOFLAGS_TEST) ./...
 # test is what CI runs.
 test: check-tree codex systemd-analyze vet lint
 	$(GO_TEST)
+
+# test-report runs the test command with -json into TEST_JSON and prints where the time went:
+# the run's wall time, each package's time and the slowest tests (cmd/testreport; the figures in
+# docs/test-times.md come from it). It fails when the tests fail, after the report.
+TEST_JSON ?= bin/test.json
+
+test-report: codex systemd-analyze
+	@mkdir -p $(dir $(TEST_JSON))
+	@start=$$(date +%s); $(GO_TEST) -json > $(TEST_JSON); rc=$$?; \
+	echo "test-report: go test exited $$rc after $$(($$(date +%s) - start)) s (wall, build included)"; \
+	$(GO) run ./cmd/testreport $(TEST_JSON) && exit $$rc
 
 # test-stress runs the test command STRESS_RUNS times beside two busy CPU loops: the tests must
 # wait on events, never on the machine being fast. The loops are stopped by pid however the

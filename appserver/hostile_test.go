@@ -617,10 +617,14 @@ var hostileCases = []hostileCase{
 	},
 }
 
+// TestHostileInput runs every hostile case. The cases run in parallel: each has a fake child of
+// its own, and the 10 MiB lines cost seconds of CPU under -race, which the short cases fill. The
+// leak check covers them all at once: it runs after every case and its cleanups ended.
 func TestHostileInput(t *testing.T) {
+	noLeaks(t)
 	for _, tc := range hostileCases {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeaks(t)
+			t.Parallel()
 			runHostileCase(t, tc)
 		})
 	}

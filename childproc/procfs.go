@@ -1,9 +1,11 @@
 package childproc
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/prometheus/procfs"
 )
@@ -215,6 +217,45 @@ func (p ProcFS) CmdLine(pid int) ([]string, error) {
 		return nil, fmt.Errorf("read cmdline of pid %d: %w", pid, err)
 	}
 	return args, nil
+}
+
+// atClkTck is the auxiliary vector key of the kernel's clock tick rate (USER_HZ).
+const atClkTck = 17
+
+// fallbackClockTick is 100 Hz, USER_HZ on every mainstream Linux build.
+const fallbackClockTick = 10 * time.Millisecond
+
+// ClockTick returns the length of one clock tick of the CPU and start-time fields of stat
+// (USER_HZ). The kernel passes USER_HZ to every process in its auxiliary vector (self/auxv),
+// which saves calling sysconf through cgo; 100 Hz is the fallback when it cannot be read.
+func (p ProcFS) ClockTick() time.Duration {
+	m := p.Mount
+	if m == "" {
+		m = DefaultMount
+	}
+	b, err := os.ReadFile(m + "/self/auxv")
+	if err != nil {
+		return fallbackClockTick
+	}
+	if hz := parseAuxvClkTck(b); hz > 0 {
+		return time.Second / time.Duration(hz)
+	}
+	return fallbackClockTick
+}
+
+// parseAuxvClkTck finds AT_CLKTCK in a 64-bit auxiliary vector (native byte order); 0 when absent.
+func parseAuxvClkTck(b []byte) uint64 {
+	for i := 0; i+16 <= len(b); i += 16 {
+		key := binary.NativeEndian.Uint64(b[i:])
+		val := binary.NativeEndian.Uint64(b[i+8:])
+		if key == 0 {
+			return 0
+		}
+		if key == atClkTck {
+			return val
+		}
+	}
+	return 0
 }
 
 // BootID returns the kernel's id of this boot, "" when unknown. Start times count clock ticks

@@ -1,11 +1,13 @@
 package childproc
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -176,5 +178,48 @@ func TestMemAvailable(t *testing.T) {
 	}
 	if got, err := (ProcFS{}).MemAvailable(); err != nil || got <= 0 {
 		t.Fatalf("MemAvailable of this machine = %d, %v", got, err)
+	}
+}
+
+func TestParseAuxvClkTck(t *testing.T) {
+	aux := func(pairs ...uint64) []byte {
+		b := make([]byte, 8*len(pairs))
+		for i, v := range pairs {
+			binary.NativeEndian.PutUint64(b[8*i:], v)
+		}
+		return b
+	}
+	if got := parseAuxvClkTck(aux(6, 4096, 17, 250, 0, 0)); got != 250 {
+		t.Errorf("AT_CLKTCK = %d, want 250", got)
+	}
+	// An AT_NULL ends the vector; anything after it is not read.
+	if got := parseAuxvClkTck(aux(6, 4096, 0, 0, 17, 250)); got != 0 {
+		t.Errorf("AT_CLKTCK after AT_NULL = %d, want 0", got)
+	}
+	if got := parseAuxvClkTck([]byte{1, 2, 3}); got != 0 {
+		t.Errorf("short auxv = %d", got)
+	}
+}
+
+// ClockTick reads USER_HZ from self/auxv under the mount, and falls back to 100 Hz without it.
+func TestClockTick(t *testing.T) {
+	if tick := (ProcFS{}).ClockTick(); tick <= 0 || tick > time.Second {
+		t.Errorf("ClockTick = %s", tick)
+	}
+	root := t.TempDir()
+	if got := (ProcFS{Mount: root}).ClockTick(); got != fallbackClockTick {
+		t.Errorf("ClockTick without auxv = %s, want %s", got, fallbackClockTick)
+	}
+	b := make([]byte, 32)
+	binary.NativeEndian.PutUint64(b[0:], atClkTck)
+	binary.NativeEndian.PutUint64(b[8:], 250)
+	if err := os.MkdirAll(filepath.Join(root, "self"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "self", "auxv"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := (ProcFS{Mount: root}).ClockTick(); got != 4*time.Millisecond {
+		t.Errorf("ClockTick with USER_HZ 250 = %s, want 4ms", got)
 	}
 }

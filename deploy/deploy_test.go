@@ -68,6 +68,7 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 // PREFIX/libexec/codex-warm, links PREFIX/bin/supervisor to it, and the installed supervisor
 // finds that codex by itself (doctor says so). `make uninstall` takes it all away again.
 func TestMakeInstall(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "make", "test")
 	dest := t.TempDir()
 	run(t, repoRoot, nil, "make", "-s", "install", "DESTDIR="+dest)
@@ -114,6 +115,7 @@ func TestMakeInstall(t *testing.T) {
 // exposure 5.0 or lower. Both run offline against a root holding the unit, systemd's own units
 // and an executable where ExecStart points.
 func TestSystemdUnit(t *testing.T) {
+	t.Parallel()
 	sa := requireTool(t, "systemd-analyze", "systemd-analyze")
 	root := t.TempDir()
 	unit, err := os.ReadFile("systemd/supervisor.service")
@@ -262,6 +264,7 @@ func words(n *parser.Node) []string {
 // Makefile's codex version, and its run time has bubblewrap, a non-root user, the /state volume,
 // SIGTERM as stop signal and a health check on the daemon's /healthz.
 func TestDockerfile(t *testing.T) {
+	t.Parallel()
 	global, stages := dockerfile(t)
 	if len(stages) != 3 || stages[0].name != "build" || stages[1].name != "codex" || stages[2].name != "" {
 		t.Fatalf("stages %+v, want build, codex and the run time", stages)
@@ -317,6 +320,7 @@ func TestDockerfile(t *testing.T) {
 // native codex. npm is told to prefer its cache (filled by `make codex`), which leaves the
 // command as it is and spares a download of the package on every run.
 func TestDockerfileStagesRunHere(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "go", "test")
 	requireTool(t, "npm", "npm")
 	global, stages := dockerfile(t)

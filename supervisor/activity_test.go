@@ -17,6 +17,7 @@ import (
 // since when: thinking from the start, then the running command from the moment it started;
 // once the turn is over the row has no activity.
 func TestStatusShowsActivity(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -62,6 +63,7 @@ func TestStatusShowsActivity(t *testing.T) {
 }
 
 func TestDescribeItem(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		item map[string]any
 		want string
@@ -95,6 +97,7 @@ func TestDescribeItem(t *testing.T) {
 
 // TestActivityWaitingOnApproval: codex's waitingOnApproval flag shows as waiting for approval.
 func TestActivityWaitingOnApproval(t *testing.T) {
+	t.Parallel()
 	a := newActivity(nil)
 	b, _ := json.Marshal(map[string]any{"threadId": "t", "status": map[string]any{"type": "active", "activeFlags": []string{protocol.FlagWaitingOnApproval}}})
 	a.observe(protocol.Notification{Method: protocol.NotifyThreadStatus, Params: b})
@@ -106,6 +109,7 @@ func TestActivityWaitingOnApproval(t *testing.T) {
 // TestWithProgress: a message submitted with WithProgress sees its turn's steps in order, each
 // with a one-line summary, and nothing after Submit returned.
 func TestWithProgress(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -147,6 +151,7 @@ func TestWithProgress(t *testing.T) {
 }
 
 func TestProgressOfNotification(t *testing.T) {
+	t.Parallel()
 	d, _ := json.Marshal(map[string]any{"threadId": "t", "turnId": "u", "itemId": "i", "delta": "Hel"})
 	if p, ok := progressOfNotification(protocol.Notification{Method: protocol.NotifyAgentMessageDelta, Params: d}); !ok ||
 		p != (TurnProgress{Kind: ProgressDelta, TurnID: "u", ItemID: "i", Delta: "Hel"}) {

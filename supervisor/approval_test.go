@@ -20,6 +20,7 @@ func watchdogCfg(c *Config) {
 // and a 2 min turn deadline, trips neither; the answer reaches codex and the turn completes on
 // the same child.
 func TestApprovalPausesWatchdogs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		decision string
 	}{{protocol.DecisionAccept}, {protocol.DecisionAcceptForSession}, {protocol.DecisionDecline}} {
@@ -75,6 +76,7 @@ func TestApprovalPausesWatchdogs(t *testing.T) {
 // TestApprovalTimeoutDeclines: nobody answering within ApprovalTimeout declines the request,
 // and the turn goes on to complete without a watchdog.
 func TestApprovalTimeoutDeclines(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) {
@@ -100,6 +102,7 @@ func TestApprovalTimeoutDeclines(t *testing.T) {
 // approval counts, the 5 minutes of waiting do not, so a turn that then hangs trips the 2 min
 // deadline 1 minute after the answer.
 func TestApprovalPauseKeepsDeadline(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, watchdogCfg)
@@ -125,6 +128,7 @@ func TestApprovalPauseKeepsDeadline(t *testing.T) {
 // TestWaitingOnUserInputPausesWatchdogs: codex's own waitingOnUserInput flag pauses the
 // watchdogs too, without any approval of ours.
 func TestWaitingOnUserInputPausesWatchdogs(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, watchdogCfg)
@@ -145,6 +149,7 @@ func TestWaitingOnUserInputPausesWatchdogs(t *testing.T) {
 
 // TestApprovalStopEndsWait: /stop while an approval waits ends the wait and the turn.
 func TestApprovalStopEndsWait(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, watchdogCfg)
@@ -168,6 +173,7 @@ func TestApprovalStopEndsWait(t *testing.T) {
 // TestPostToolCountsEveryNotification: after a tool completed, any notification of the thread
 // is activity, not only items; with none the watch trips after exactly quiet.
 func TestPostToolCountsEveryNotification(t *testing.T) {
+	t.Parallel()
 	tool := protocol.Notification{Method: protocol.NotifyItemCompleted,
 		Params: []byte(`{"threadId":"t","turnId":"u","item":{"type":"commandExecution","id":"c","status":"completed"}}`)}
 	for _, n := range []protocol.Notification{

@@ -63,6 +63,7 @@ func newBudgetSup(t *testing.T, w *fakeWorld, fm *fakeMem, mut func(*Config)) *S
 // used idle child although MaxChildren is far from reached, and the evicted chat comes back on a
 // new child that resumes its thread.
 func TestBudgetEvictsBelowMaxChildren(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w, fm := newFakeWorld(), newFakeMem()
 		s := newBudgetSup(t, w, fm, func(c *Config) { c.MaxChildren = 8; c.MemoryBudget = 250 * mib })
@@ -108,6 +109,7 @@ func TestBudgetEvictsBelowMaxChildren(t *testing.T) {
 // new chat waits for SlotWait and is refused with ErrNoSlot, and one that waits while a turn ends
 // gets the room of the child that went idle.
 func TestBudgetWaitsThenNoSlot(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w, fm := newFakeWorld(), newFakeMem()
 		s := newBudgetSup(t, w, fm, func(c *Config) {
@@ -163,6 +165,7 @@ func TestBudgetWaitsThenNoSlot(t *testing.T) {
 // any child ran a turn); the measured PSS replaces it at the next sample, and the estimate becomes
 // the mean PSS of the measured children that ran a turn.
 func TestBudgetEstimateLearned(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w, fm := newFakeWorld(), newFakeMem()
 		budget := int64(3*DefaultChildEstimate + 10*mib)
@@ -221,6 +224,7 @@ func TestBudgetEstimateLearned(t *testing.T) {
 // retired at the next sample with reason memory; the chat's next message resumes its thread in a
 // new child, and the recycle is not counted as a restart.
 func TestRecycleIdleOnMemory(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w, fm := newFakeWorld(), newFakeMem()
 		s := newBudgetSup(t, w, fm, func(c *Config) { c.ChildMemoryLimit = 500 * mib })
@@ -255,6 +259,7 @@ func TestRecycleIdleOnMemory(t *testing.T) {
 // TestRecycleBusyAfterTurn: a busy child past the limit finishes its turn, whose reply is good,
 // and is retired then; the next message resumes the thread in a new child.
 func TestRecycleBusyAfterTurn(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w, fm := newFakeWorld(), newFakeMem()
 		s := newBudgetSup(t, w, fm, func(c *Config) { c.ChildMemoryLimit = 500 * mib })
@@ -284,6 +289,7 @@ func TestRecycleBusyAfterTurn(t *testing.T) {
 
 // TestRecycleMaxTurns: a child that ran ChildMaxTurns turns is retired as its last turn ends.
 func TestRecycleMaxTurns(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w, fm := newFakeWorld(), newFakeMem()
 		s := newBudgetSup(t, w, fm, func(c *Config) { c.ChildMaxTurns = 2 })
@@ -307,6 +313,7 @@ func TestRecycleMaxTurns(t *testing.T) {
 // TestRecycleMaxAge: an idle child older than ChildMaxAge is retired at a sample; a busy one
 // when its turn ends.
 func TestRecycleMaxAge(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w, fm := newFakeWorld(), newFakeMem()
 		s := newBudgetSup(t, w, fm, func(c *Config) { c.ChildMaxAge = time.Hour; c.IdleTTL = -1; c.TurnDeadline = -1 })
@@ -347,6 +354,7 @@ func TestRecycleMaxAge(t *testing.T) {
 
 // TestStatusMemoryFromReader: the status rows and totals read memory through Config.Memory.
 func TestStatusMemoryFromReader(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w, fm := newFakeWorld(), newFakeMem()
 		s := newBudgetSup(t, w, fm, func(c *Config) { c.MemoryBudget = 4 << 30 })
@@ -363,7 +371,50 @@ func TestStatusMemoryFromReader(t *testing.T) {
 	})
 }
 
+// TestStatusMemoryFromSampler: once the sampler has read a child, Status shows that reading and
+// reads no /proc file for it (a metrics scrape costs no smaps_rollup per child); the next sample
+// brings the new figures.
+func TestStatusMemoryFromSampler(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w, fm := newFakeWorld(), newFakeMem()
+		var mu sync.Mutex
+		reads := 0
+		s := newBudgetSup(t, w, fm, func(c *Config) {
+			c.Memory = func(pid int) (childproc.Memory, error) {
+				mu.Lock()
+				reads++
+				mu.Unlock()
+				return fm.read(pid)
+			}
+		})
+		defer shutdown(t, s)
+		r := mustSubmit(t, s, "a", "one")
+		fm.set(r.PID, 60*mib, 25*mib)
+		sampled()
+		fm.set(r.PID, 80*mib, 30*mib)
+		mu.Lock()
+		before := reads
+		mu.Unlock()
+		for range 3 {
+			if c := s.Status().Children[0]; c.PSSBytes != 60*mib || c.USSBytes != 25*mib || c.RSSBytes != 150*mib {
+				t.Fatalf("row %+v, want the sampled reading", c)
+			}
+		}
+		mu.Lock()
+		if reads != before {
+			t.Errorf("Status read the memory of a sampled child %d times", reads-before)
+		}
+		mu.Unlock()
+		sampled()
+		if st := s.Status(); st.Children[0].PSSBytes != 80*mib || st.Totals.PSSBytes != 80*mib {
+			t.Fatalf("after the next sample: row %+v totals %+v", st.Children[0], st.Totals)
+		}
+	})
+}
+
 func TestMemoryConfig(t *testing.T) {
+	t.Parallel()
 	s, err := New(Config{Spawn: newFakeWorld().spawn})
 	if err != nil {
 		t.Fatal(err)

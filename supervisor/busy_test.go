@@ -18,6 +18,7 @@ func (w *fakeWorld) steers() []string {
 // one turn's reply (the steered one marked Steered), no second turn runs, and the chat's next
 // message is the thread's next turn.
 func TestBusySteerMergesIntoRunningTurn(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.Busy = BusySteer })
@@ -56,6 +57,7 @@ func TestBusySteerMergesIntoRunningTurn(t *testing.T) {
 // BusySteer falls back to queueing when codex refuses the steer (activeTurnNotSteerable), and
 // when a message of the chat already waits (a steered message must not jump ahead of it).
 func TestBusySteerRefusedQueues(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.Busy = BusySteer })
@@ -85,6 +87,7 @@ func TestBusySteerRefusedQueues(t *testing.T) {
 // message runs next on the same thread. Messages queued before it keep their order: only the
 // running one is interrupted.
 func TestBusyInterruptSupersedesRunningTurn(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		gate := make(chan struct{})
@@ -135,6 +138,7 @@ func TestBusyInterruptSupersedesRunningTurn(t *testing.T) {
 // BusyQueue, the default: a message for a busy chat waits and runs as its own turn; nothing is
 // steered or interrupted.
 func TestBusyQueueUnchanged(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -159,6 +163,7 @@ func TestBusyQueueUnchanged(t *testing.T) {
 }
 
 func TestParseBusyPolicy(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]BusyPolicy{"": BusyQueue, "queue": BusyQueue, "steer": BusySteer, "interrupt": BusyInterrupt} {
 		if got, err := ParseBusyPolicy(in); err != nil || got != want {
 			t.Errorf("ParseBusyPolicy(%q) = %q, %v; want %q", in, got, err, want)

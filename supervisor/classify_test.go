@@ -13,6 +13,7 @@ import (
 // TestClassifyTurn: each way a turn can end maps to the watchdog reported and the retirement
 // of its child.
 func TestClassifyTurn(t *testing.T) {
+	t.Parallel()
 	alive := &fakeChild{done: make(chan struct{})}
 	dead := &fakeChild{done: make(chan struct{})}
 	close(dead.done)
@@ -46,6 +47,7 @@ func TestClassifyTurn(t *testing.T) {
 // TestIsCrash: start failures always count; a death counts only before the child was ready or
 // within the crash window without a completed turn; planned retirements never do.
 func TestIsCrash(t *testing.T) {
+	t.Parallel()
 	const window = 10 * time.Second
 	cases := []struct {
 		reason    string
@@ -73,6 +75,7 @@ func TestIsCrash(t *testing.T) {
 
 // TestCrashBackoff: crashes grow the wait up to the cap; reset clears it.
 func TestCrashBackoff(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	var c crashBackoff
 	if w := c.wait(now); w != 0 {

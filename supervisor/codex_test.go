@@ -61,6 +61,7 @@ func codexSup(t *testing.T, script func(mockmodel.Request) mockmodel.Reply, mut 
 func keyOf(text string) string { k, _, _ := strings.Cut(text, "-"); return k }
 
 func TestCodexKeysKeepOwnHistoryAndOverlap(t *testing.T) {
+	t.Parallel()
 	keys := []string{"alpha", "bravo", "charlie"}
 	// The first model request of each key waits until the first requests of all three keys are
 	// at the mock at once: that only happens if the keys' turns overlap in time.
@@ -154,6 +155,7 @@ func TestCodexKeysKeepOwnHistoryAndOverlap(t *testing.T) {
 }
 
 func TestCodexKilledChildResumes(t *testing.T) {
+	t.Parallel()
 	s, m := codexSup(t, nil, nil)
 	ctx := testCtx(t)
 	mustSubmit(t, s, "a", "one")
@@ -183,6 +185,7 @@ func TestCodexKilledChildResumes(t *testing.T) {
 }
 
 func TestCodexEvictedKeyKeepsHistory(t *testing.T) {
+	t.Parallel()
 	s, _ := codexSup(t, nil, func(c *Config) { c.MaxChildren = 2 })
 	ra := mustSubmit(t, s, "a", "a1")
 	mustSubmit(t, s, "b", "b1")
@@ -221,6 +224,7 @@ type memorySum struct{ rss, pss, uss int64 }
 // interrupt, so the child stays warm and answers the next message with the history intact. The
 // deadline bounds the other turns too, so it is one they never come near on a loaded machine.
 func TestCodexTurnDeadline(t *testing.T) {
+	t.Parallel()
 	s, _ := codexSup(t, nil, func(c *Config) { c.TurnDeadline = 10 * time.Second })
 	ctx := testCtx(t)
 	r1 := mustSubmit(t, s, "a", "one")
@@ -241,6 +245,7 @@ func TestCodexTurnDeadline(t *testing.T) {
 // TestCodexDaemonRestartKeepsContext: a second supervisor on the same sessions store (a daemon
 // restart) resumes the key's thread in a new child.
 func TestCodexDaemonRestartKeepsContext(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	first, _ := codexSup(t, nil, func(c *Config) { c.Store = openStore(t, state); c.StateDir = state })
 	r1 := mustSubmit(t, first, "canvas:ws", "remember me")
@@ -256,6 +261,7 @@ func TestCodexDaemonRestartKeepsContext(t *testing.T) {
 // killed turn's user message is already in the thread's history (codex shows that turn as
 // interrupted): the model must still see the message once, and the turns after it as usual.
 func TestCodexRerunAfterKilledTurnSeenOnce(t *testing.T) {
+	t.Parallel()
 	var hung atomic.Bool
 	script := func(req mockmodel.Request) mockmodel.Reply {
 		if req.LastUserText == "crash-me" && !req.HasToolOutput && hung.CompareAndSwap(false, true) {
@@ -343,6 +349,9 @@ func countOf(texts []string, s string) int {
 // over its /proc/PID/smaps computed here by hand (PSS: the Pss lines; private: Private_Clean +
 // Private_Dirty), and the memory sampler feeds the same kind of reading to the budget. Memory
 // moves between the reads, and smaps rounds each mapping to a kB, so small drift is allowed.
+//
+// Not parallel: the package's other codex children map the same binary, and their starts and
+// exits would move this child's PSS between the reads it compares.
 func TestCodexMemoryReadings(t *testing.T) {
 	s, _ := codexSup(t, nil, func(c *Config) { c.MemorySampleInterval = 20 * time.Millisecond })
 	r := mustSubmit(t, s, "a", "one")
@@ -426,6 +435,7 @@ func smapsSums(t *testing.T, pid int) (pss, private int64) {
 // child: the limit is 1 MiB) is retired with reason memory once idle, and the chat's next message
 // resumes its thread in a new child, with the whole history sent to the model.
 func TestCodexMemoryRecycle(t *testing.T) {
+	t.Parallel()
 	s, m := codexSup(t, nil, func(c *Config) {
 		c.MemorySampleInterval = 20 * time.Millisecond
 		c.ChildMemoryLimit = 1 << 20

@@ -17,6 +17,7 @@ import (
 // ErrStopped), drops the messages queued behind it (ErrStopped, never run), does not wait behind
 // them, leaves other chats alone, and the chat's next message runs on the same thread.
 func TestStopInterruptsAndDropsQueue(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -69,6 +70,7 @@ func TestStopInterruptsAndDropsQueue(t *testing.T) {
 
 // Stop also ends a message whose child is still starting: no turn runs for it.
 func TestStopWhileStarting(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		gate := make(chan struct{})
@@ -100,6 +102,7 @@ func TestStopWhileStarting(t *testing.T) {
 // With a turn running, Reset is deferred: the running and queued messages finish on the old
 // thread first.
 func TestResetStartsANewThread(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		store := newTestStore()
@@ -149,6 +152,7 @@ func TestResetStartsANewThread(t *testing.T) {
 // ChatStatus is the chat's own row, names the last error, and reads only that chat's child's
 // memory, not the whole pool's.
 func TestChatStatus(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		var mu sync.Mutex

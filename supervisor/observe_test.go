@@ -28,6 +28,7 @@ func (l *eventLog) all() []TurnEvent {
 // whether the message started a child for its chat (its first message, and the first after the
 // child died), but not a message that found the chat's child warm.
 func TestOnTurnEvents(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		var log eventLog
@@ -105,6 +106,7 @@ func TestOnTurnEvents(t *testing.T) {
 // Totals.CrashBackoffs counts every crash that started a restart backoff, of chats and of
 // spares; Totals.Restarts counts the children started after one.
 func TestTotalsCrashBackoffs(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		w.spawnHook = func(_ context.Context, _ string, n int) (bool, error) {

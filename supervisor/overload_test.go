@@ -16,6 +16,7 @@ import (
 // because codex refused it as overloaded, and status shows the count; a callback the AppServer
 // template set still runs.
 func TestProcessOverloadRetriesCounted(t *testing.T) {
+	t.Parallel()
 	mode := strings.Join([]string{appservertest.FakeOK,
 		appservertest.FakeOverload + "=" + protocol.MethodThreadStart + ":1",
 		appservertest.FakeOverload + "=" + protocol.MethodTurnStart + ":2"}, ",")
@@ -56,6 +57,7 @@ func TestProcessOverloadRetriesCounted(t *testing.T) {
 // the message with ErrOverloaded (the bridge answers busy), but the child stays warm: the next
 // message runs on it as the thread's first turn.
 func TestProcessOverloadPastTheBound(t *testing.T) {
+	t.Parallel()
 	bin, env := appservertest.FakeCommand(appservertest.FakeOK + "," + appservertest.FakeOverload + "=" + protocol.MethodTurnStart + ":3")
 	log := testLogger(t)
 	s, err := New(Config{

@@ -105,6 +105,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestProcessWatchdogs(t *testing.T) {
+	t.Parallel()
 	const stored = "0199aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee"
 	tests := []struct {
 		mode     string
@@ -169,6 +170,7 @@ func TestProcessWatchdogs(t *testing.T) {
 }
 
 func TestProcessHandshakeTimeout(t *testing.T) {
+	t.Parallel()
 	// slow-start answers initialize after a minute. The one timeout also bounds the healthy
 	// child that follows, so it is a bound that child's start never comes near on a loaded
 	// machine, not the shortest that usually works.
@@ -192,6 +194,7 @@ func TestProcessHandshakeTimeout(t *testing.T) {
 }
 
 func TestProcessChildrenRecorded(t *testing.T) {
+	t.Parallel()
 	cfg := processCfg(t, mode(appservertest.FakeOK, appservertest.FakeOK))
 	cfg.StateDir = t.TempDir()
 	s, err := New(cfg)
@@ -278,6 +281,7 @@ func startOrphan(t *testing.T, fakeMode string) (*exec.Cmd, childproc.Record) {
 }
 
 func TestProcessBootSweep(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	polite, politeRec := startOrphan(t, appservertest.FakeOK)
 	stubborn, stubbornRec := startOrphan(t, appservertest.FakeStubborn)
@@ -320,6 +324,7 @@ func TestProcessBootSweep(t *testing.T) {
 }
 
 func TestSweepActions(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, rec := startOrphan(t, appservertest.FakeStubborn)
 	b, _ := json.Marshal(childproc.RecordFile{Children: []childproc.Record{rec, {PID: 1 << 30, StartTime: 1}}})
@@ -388,6 +393,7 @@ func TestProcessShutdownWithTurnsInFlight(t *testing.T) {
 // Each key sends its messages in bursts, so turns queue per key, keys wait for slots, and idle
 // children are evicted between bursts.
 func TestProcessLoad(t *testing.T) {
+	t.Parallel()
 	keys, bursts, burst, limit := 50, 4, 5, 8 // 50 keys × 20 messages
 	if testing.Short() {
 		keys, bursts = 12, 2

@@ -152,16 +152,35 @@ func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
 	s.mu.Unlock()
 
 	if err := s.spawnInto(sess); err != nil {
-		switch {
-		case s.accepting.Err() != nil:
-			return nil, ErrClosed
-		case errors.Is(err, appserver.ErrHandshakeTimeout):
-			return nil, &WatchdogError{ChatKey: k.key, Watchdog: WatchdogHandshake, Err: err}
-		default:
-			return nil, fmt.Errorf("chat %s: start codex: %w", k.key, err)
-		}
+		return nil, startError(k.key, 0, s.accepting.Err() != nil, startFailureReason(err), err)
 	}
 	return s.openSession(k, sess, j)
+}
+
+// startFailureReason is why a child that failed to start, or to open its thread, is retired: the
+// handshake watchdog when err wraps appserver.ErrHandshakeTimeout, else ReasonStartFailed.
+func startFailureReason(err error) string {
+	if errors.Is(err, appserver.ErrHandshakeTimeout) {
+		return WatchdogHandshake
+	}
+	return ReasonStartFailed
+}
+
+// startError is what a job gets when its chat's child failed to start (pid 0) or to open the
+// thread (the child's pid), retired for reason: ErrClosed when the supervisor was closing, a
+// *WatchdogError when a watchdog ended the child (its handshake timed out, or it died), else err
+// naming the chat and the child.
+func startError(chatKey string, pid int, closing bool, reason string, err error) error {
+	switch {
+	case closing:
+		return ErrClosed
+	case reason == WatchdogHandshake || reason == WatchdogDead:
+		return &WatchdogError{ChatKey: chatKey, Watchdog: reason, PID: pid, Err: err}
+	case pid == 0:
+		return fmt.Errorf("chat %s: start codex: %w", chatKey, err)
+	default:
+		return fmt.Errorf("chat %s: codex pid %d: %w", chatKey, pid, err)
+	}
 }
 
 // newSessionLocked registers a session in StateStarting that holds a slot already taken.
@@ -195,13 +214,10 @@ func (s *Supervisor) spawnInto(sess *session) error {
 		err = errors.New("spawn returned no child")
 	}
 	if err != nil {
-		reason := ReasonStartFailed
-		if errors.Is(err, appserver.ErrHandshakeTimeout) || errors.Is(cause, appserver.ErrHandshakeTimeout) {
-			reason = WatchdogHandshake
-			if !errors.Is(err, appserver.ErrHandshakeTimeout) {
-				err = fmt.Errorf("%w: %w", cause, err)
-			}
+		if !errors.Is(err, appserver.ErrHandshakeTimeout) && errors.Is(cause, appserver.ErrHandshakeTimeout) {
+			err = fmt.Errorf("%w: %w", cause, err)
 		}
+		reason := startFailureReason(err)
 		sess.log.Warn("codex child failed to start", zap.String("reason", reason), zap.Error(err))
 		s.mu.Lock()
 		s.finishLocked(sess, reason, err)
@@ -230,24 +246,12 @@ func (s *Supervisor) openSession(k *keyState, sess *session, j *job) (*session, 
 	threadID, err := s.openThread(k.key, sess, j.text)
 	if err != nil {
 		closing := s.accepting.Err() != nil
-		handshake := errors.Is(err, appserver.ErrHandshakeTimeout)
-		reason := ReasonStartFailed
-		if handshake {
-			reason = WatchdogHandshake
-		}
 		s.mu.Lock()
-		s.retireLocked(sess, reason, err)
-		reason = sess.reason // the watcher may have seen the child die first
+		s.retireLocked(sess, startFailureReason(err), err)
+		reason := sess.reason // the watcher may have seen the child die first
 		s.mu.Unlock()
 		<-sess.reaped
-		switch {
-		case closing:
-			return nil, ErrClosed
-		case reason == WatchdogHandshake || reason == WatchdogDead:
-			return nil, &WatchdogError{ChatKey: k.key, Watchdog: reason, PID: pid, Err: err}
-		default:
-			return nil, fmt.Errorf("chat %s: codex pid %d: %w", k.key, pid, err)
-		}
+		return nil, startError(k.key, pid, closing, reason, err)
 	}
 
 	s.mu.Lock()

@@ -17,6 +17,7 @@ func isReady(w *slotWaiter) bool {
 // TestSlotsCapAndFIFO: slots are handed out up to the cap, then waiters queue and get released
 // slots in arrival order, each released slot going to the head waiter so the cap holds.
 func TestSlotsCapAndFIFO(t *testing.T) {
+	t.Parallel()
 	p := &slots{max: 2, maxWaiters: 5}
 	for i := range 2 {
 		if !p.take(memUse{}) {
@@ -55,6 +56,7 @@ func TestSlotsCapAndFIFO(t *testing.T) {
 
 // TestSlotsTakeQueuesBehindWaiters: a free slot is not taken past keys already waiting.
 func TestSlotsTakeQueuesBehindWaiters(t *testing.T) {
+	t.Parallel()
 	p := &slots{max: 1, maxWaiters: 5, used: 0}
 	p.waiters = append(p.waiters, &slotWaiter{ready: make(chan struct{})})
 	if p.take(memUse{}) {
@@ -64,6 +66,7 @@ func TestSlotsTakeQueuesBehindWaiters(t *testing.T) {
 
 // TestSlotsMaxWaiters: with maxWaiters keys waiting, join refuses at once with ErrNoSlot.
 func TestSlotsMaxWaiters(t *testing.T) {
+	t.Parallel()
 	p := &slots{max: 1, maxWaiters: 2, used: 1}
 	for range 2 {
 		if _, err := p.join(); err != nil {
@@ -81,6 +84,7 @@ func TestSlotsMaxWaiters(t *testing.T) {
 // TestSlotsLeaveAndFail: a waiter that gives up leaves the queue without a slot; fail wakes every
 // waiter with the error.
 func TestSlotsLeaveAndFail(t *testing.T) {
+	t.Parallel()
 	p := &slots{max: 1, maxWaiters: 5, used: 1}
 	a, _ := p.join()
 	b, _ := p.join()
@@ -105,6 +109,7 @@ func TestSlotsLeaveAndFail(t *testing.T) {
 
 // TestSlotsShort: each retiring child covers one waiter.
 func TestSlotsShort(t *testing.T) {
+	t.Parallel()
 	p := &slots{max: 1, maxWaiters: 5, used: 1}
 	p.join()
 	p.join()
@@ -125,6 +130,7 @@ func TestSlotsShort(t *testing.T) {
 // budget; the first child always fits; grants stop at the budget; a retiring child's memory
 // counts as given back for the waiters.
 func TestSlotsBudget(t *testing.T) {
+	t.Parallel()
 	p := &slots{max: 8, maxWaiters: 5, budget: 250}
 	if !p.take(memUse{held: 0, estimate: 400}) {
 		t.Fatal("the first child did not fit a budget smaller than it")
@@ -160,6 +166,7 @@ func TestSlotsBudget(t *testing.T) {
 
 // TestLRUIdle: the victim is the idle child used longest ago whose key has nothing queued.
 func TestLRUIdle(t *testing.T) {
+	t.Parallel()
 	queued := map[string]int{}
 	mk := func(key string, state State, useSeq uint64, n int) *session {
 		queued[key] = n

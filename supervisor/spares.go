@@ -16,12 +16,21 @@ import (
 //
 // One goroutine, keepSpares, starts spares one at a time whenever a slot is free that nobody
 // waits for; Shutdown waits for it before closing the children. A spare that fails to start, or
-// dies young, backs the keeper off like a chat's crashing child (spareCrash).
+// dies young, backs the keeper off like a chat's crashing child (spares.crash).
+
+// spareState is the spares' machinery beside the pool's: the keeper's wake-up, the signal for
+// chats that wait for a spare, and the spares' own restart backoff.
+type spareState struct {
+	kick    chan struct{} // wakes keepSpares
+	changed chan struct{} // closed and replaced when a spare becomes ready or ends; guarded by Supervisor.mu
+	done    chan struct{} // closed when keepSpares returned, or at once with no spares
+	crash   crashBackoff  // the spares' own restart backoff; guarded by Supervisor.mu
+}
 
 // notifySparesLocked wakes chats waiting for a starting spare: one became ready or ended.
 func (s *Supervisor) notifySparesLocked() {
-	close(s.spareChanged)
-	s.spareChanged = make(chan struct{})
+	close(s.spares.changed)
+	s.spares.changed = make(chan struct{})
 }
 
 // startingSpare returns a channel closed when the next spare becomes ready or ends, or nil when a
@@ -36,7 +45,7 @@ func (s *Supervisor) startingSpare() <-chan struct{} {
 	}
 	for sess := range s.sessions {
 		if sess.spare && sess.state == StateStarting {
-			return s.spareChanged
+			return s.spares.changed
 		}
 	}
 	return nil
@@ -45,19 +54,19 @@ func (s *Supervisor) startingSpare() <-chan struct{} {
 // kickSpares wakes the spare keeper: a spare was taken or a slot freed.
 func (s *Supervisor) kickSpares() {
 	select {
-	case s.spareKick <- struct{}{}:
+	case s.spares.kick <- struct{}{}:
 	default:
 	}
 }
 
 // keepSpares is the spare keeper's loop. It returns when the supervisor stops accepting work.
 func (s *Supervisor) keepSpares() {
-	defer close(s.sparesDone)
+	defer close(s.spares.done)
 	for {
 		select {
 		case <-s.accepting.Done():
 			return
-		case <-s.spareKick:
+		case <-s.spares.kick:
 		}
 		for {
 			sess, wait := s.reserveSpare()
@@ -84,7 +93,7 @@ func (s *Supervisor) reserveSpare() (*session, time.Duration) {
 	if s.closed || s.sparesLocked() >= s.cfg.Spares {
 		return nil, 0
 	}
-	if wait := s.spareCrash.wait(time.Now()); wait > 0 {
+	if wait := s.spares.crash.wait(time.Now()); wait > 0 {
 		return nil, wait
 	}
 	if !s.slots.take(s.memUseLocked()) {

@@ -24,6 +24,7 @@ func spareRows(s *Supervisor) []ChildStatus {
 // the spare's child and its pre-started thread, with no spawn and no thread/start of its own),
 // replaced in the background, and never handed to a second chat.
 func TestSpareHandedOutOnceAndReplaced(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.MaxChildren = 4; c.Spares = 1 })
@@ -64,6 +65,7 @@ func TestSpareHandedOutOnceAndReplaced(t *testing.T) {
 
 // A chat with a stored thread resumes it on the spare; the spare's own thread is not used.
 func TestSpareResumesStoredThread(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		w.threads["thread-old"] = []string{"earlier"}
@@ -84,6 +86,7 @@ func TestSpareResumesStoredThread(t *testing.T) {
 // Shutdown reaps the spares with the other children and waits for the spare keeper, even one
 // that is starting a spare at that moment.
 func TestSpareReapedAtShutdown(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		release := make(chan struct{})
@@ -121,6 +124,7 @@ func TestSpareReapedAtShutdown(t *testing.T) {
 // Spares count against MaxChildren: at the cap no spare is started, and a chat that needs a
 // slot gets the spare's before any chat's idle child is evicted.
 func TestSpareCountsAgainstCapAndGoesFirst(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.MaxChildren = 2; c.Spares = 1 })
@@ -153,6 +157,7 @@ func TestSpareCountsAgainstCapAndGoesFirst(t *testing.T) {
 // A spare that fails to start backs the keeper off like a crashing chat child; a healthy one
 // follows after the backoff. Chats meanwhile start their own children.
 func TestSpareStartFailureBacksOff(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		w.spawnHook = func(ctx context.Context, key string, n int) (bool, error) {
@@ -178,6 +183,7 @@ func TestSpareStartFailureBacksOff(t *testing.T) {
 
 // A spare whose child dies is replaced; its death is not a chat's restart.
 func TestSpareDeathReplaced(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.Spares = 1 })
@@ -201,6 +207,7 @@ func TestSpareDeathReplaced(t *testing.T) {
 // At the cap, a chat that finds a spare still starting waits for it and takes it, instead of
 // evicting another chat's warm child.
 func TestChatWaitsForStartingSpareAtCap(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		gate := make(chan struct{})

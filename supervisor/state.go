@@ -108,9 +108,9 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 	case sess.spare:
 		s.notifySparesLocked()
 		if crash {
-			d := s.spareCrash.record(s.cfg.CrashBackoffInitial, s.cfg.CrashBackoffMax, cause, time.Now())
+			d := s.spares.crash.record(s.cfg.CrashBackoffInitial, s.cfg.CrashBackoffMax, cause, time.Now())
 			s.crashBackoffs++
-			s.log.Warn("spare codex child crashed; backing off", zap.Int("failures", s.spareCrash.failures),
+			s.log.Warn("spare codex child crashed; backing off", zap.Int("failures", s.spares.crash.failures),
 				zap.Duration("retry_in", d), zap.Error(cause))
 		}
 	case reason == ReasonIdle, reason == ReasonEvicted, reason == ReasonShutdown, reason == ReasonReset,

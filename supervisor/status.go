@@ -9,19 +9,25 @@ import (
 	"github.com/molecule-ai/codex-warm/childproc"
 )
 
-// Status returns the live process table. Rows are copied under the pool lock; the per-child
-// /proc reads and LastActivity calls happen after it is released, so taking a snapshot under
-// load does not stall Submit.
+// Status returns the live process table. A child's memory is the memory sampler's latest reading
+// (every MemorySampleInterval), so a scrape of the status or the metrics reads no /proc file of
+// a sampled child; a child the sampler has not read yet (started since the last sample, or
+// sampling off) is read once here, so that no row shows a live child holding no memory. Rows are
+// copied under the pool lock; those reads and the LastActivity calls happen after it is
+// released, so taking a snapshot under load does not stall Submit.
 func (s *Supervisor) Status() Snapshot {
 	return s.snapshot(func(*session) bool { return true })
 }
 
 // snapshot is Status with rows only for the sessions want accepts: only their children's memory
-// is read. The totals other than the memory sums cover the whole pool.
+// is read, when it has to be. The totals other than the memory sums cover the whole pool.
 func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 	type row struct {
 		cs    ChildStatus
 		child Child
+		// mem is the sampler's latest reading of the child, when measured.
+		mem      childproc.Memory
+		measured bool
 	}
 	now := time.Now()
 	s.mu.Lock()
@@ -68,7 +74,7 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 				cs.Activity, cs.ActivitySince = lt.act.get()
 			}
 		}
-		rows = append(rows, row{cs: cs, child: sess.child})
+		rows = append(rows, row{cs: cs, child: sess.child, mem: sess.mem, measured: sess.measured})
 	}
 	for _, k := range s.keys {
 		t.Queued += s.queue.LenLocked(k.key)
@@ -81,9 +87,14 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 		if r.child != nil {
 			r.cs.LastActivity = r.child.LastActivity()
 		}
-		// One smaps_rollup read per child (Config.Memory): it gives all three figures; a process
-		// that just went away reads as zero.
-		if m, err := s.cfg.Memory(r.cs.PID); err == nil {
+		m, ok := r.mem, r.measured
+		if !ok {
+			// Not sampled yet: one smaps_rollup read (Config.Memory) gives all three figures; a
+			// process that just went away reads as zero.
+			fresh, err := s.cfg.Memory(r.cs.PID)
+			m, ok = fresh, err == nil
+		}
+		if ok {
 			r.cs.RSSBytes, r.cs.PSSBytes, r.cs.USSBytes = m.RSS, m.PSS, m.USS
 		} else {
 			r.cs.RSSBytes = procfs.RSS(r.cs.PID)

@@ -51,18 +51,13 @@ type Supervisor struct {
 
 	wg sync.WaitGroup // the child watchers and the memory sampler
 
-	model *modelState // whether the model could be reached, across every chat
+	spares spareState // the spares' keeper and backoff (spares.go)
 
-	spareKick    chan struct{} // wakes keepSpares (spares.go)
-	spareChanged chan struct{} // closed and replaced when a spare becomes ready or ends; guarded by mu
-	sparesDone   chan struct{} // closed when keepSpares returned, or at once with no spares
-	spareCrash   crashBackoff  // the spares' own restart backoff; guarded by mu
+	model *modelState // whether the model could be reached, across every chat
 
 	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
 
-	recMu    sync.Mutex         // serializes children.json writes so the last write is the newest
-	leftover []childproc.Record // orphans the boot sweep could not kill; kept for the next sweep
-	bootID   string             // this boot's id, written to children.json beside the start times
+	records childRecords // what children.json holds besides the live children (sweep.go)
 
 	mu            sync.Mutex
 	closed        bool
@@ -107,9 +102,7 @@ func New(cfg Config) (*Supervisor, error) {
 		approvals:    newApprovalBoard(),
 		model:        newModelState(),
 		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters, budget: cfg.MemoryBudget},
-		spareKick:    make(chan struct{}, 1),
-		spareChanged: make(chan struct{}),
-		sparesDone:   make(chan struct{}),
+		spares:       spareState{kick: make(chan struct{}, 1), changed: make(chan struct{}), done: make(chan struct{})},
 	}
 	if s.cfg.Spawn == nil {
 		s.cfg.Spawn = appServerSpawn(cfg.AppServer, cfg.HandshakeTimeout, cfg.Logger,
@@ -122,7 +115,7 @@ func New(cfg Config) (*Supervisor, error) {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("supervisor: state dir: %w", err)
 		}
-		s.bootID = childproc.ProcFS{}.BootID()
+		s.records.bootID = childproc.ProcFS{}.BootID()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*cfg.SweepGrace+time.Second)
 		swept, err := SweepOrphans(ctx, cfg.StateDir, cfg.SweepGrace, s.log)
 		cancel()
@@ -133,7 +126,7 @@ func New(cfg Config) (*Supervisor, error) {
 		}
 		for _, sc := range swept {
 			if sc.Action == childproc.SweepSurvived {
-				s.leftover = append(s.leftover, sc.Record)
+				s.records.leftover = append(s.records.leftover, sc.Record)
 			}
 		}
 		if err := s.writeRecords(); err != nil {
@@ -145,10 +138,10 @@ func New(cfg Config) (*Supervisor, error) {
 		go s.sampleMemory()
 	}
 	if cfg.Spares > 0 {
-		go s.keepSpares() // Shutdown waits for sparesDone
+		go s.keepSpares() // Shutdown waits for spares.done
 		s.kickSpares()
 	} else {
-		close(s.sparesDone)
+		close(s.spares.done)
 	}
 	if budgetErr != nil {
 		s.log.Warn("no memory budget: live children are bounded by max_children alone",
@@ -204,7 +197,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		<-drained
 	}
 
-	<-s.sparesDone // no spare starts after this
+	<-s.spares.done // no spare starts after this
 	s.mu.Lock()
 	var reaped []chan struct{}
 	for sess := range s.sessions {

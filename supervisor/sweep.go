@@ -5,12 +5,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/childproc"
 )
+
+// childRecords is what ChildrenFile is written from besides the live children.
+type childRecords struct {
+	mu       sync.Mutex         // serializes the writes so the last write is the newest
+	leftover []childproc.Record // orphans the boot sweep could not kill; kept for the next sweep
+	bootID   string             // this boot's id, written beside the start times
+}
 
 // persistRecords writes ChildrenFile, logging a failure: a missing record costs at most an
 // orphan after a crash, which is no reason to fail a turn.
@@ -21,16 +29,16 @@ func (s *Supervisor) persistRecords() {
 }
 
 // writeRecords atomically replaces ChildrenFile with the children alive now plus leftover
-// orphans. recMu makes the writes follow each other, each one reading the pool when it starts,
+// orphans. records.mu makes the writes follow each other, each one reading the pool when it starts,
 // so the file ends with the newest state.
 func (s *Supervisor) writeRecords() error {
 	if s.cfg.StateDir == "" {
 		return nil
 	}
-	s.recMu.Lock()
-	defer s.recMu.Unlock()
-	f := childproc.RecordFile{DaemonPID: os.Getpid(), BootID: s.bootID, Written: time.Now().UTC()}
-	f.Children = append(f.Children, s.leftover...)
+	s.records.mu.Lock()
+	defer s.records.mu.Unlock()
+	f := childproc.RecordFile{DaemonPID: os.Getpid(), BootID: s.records.bootID, Written: time.Now().UTC()}
+	f.Children = append(f.Children, s.records.leftover...)
 	s.mu.Lock()
 	for sess := range s.sessions {
 		if sess.proc.StartTime != 0 {

@@ -73,7 +73,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		sess.completed++
 		k.crash.reset()
 		if sess.fromSpare {
-			s.spareCrash.reset() // spares make healthy children
+			s.spares.crash.reset() // spares make healthy children
 		}
 	}
 	switch {

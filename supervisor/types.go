@@ -142,9 +142,10 @@ type ChildStatus struct {
 	Activity      string    `json:"activity,omitempty"`
 	ActivitySince time.Time `json:"activity_since,omitzero"`
 	// RSSBytes, PSSBytes and USSBytes are the child's resident, proportional and private memory
-	// (/proc/<pid>/smaps_rollup). Warm children share the codex binary's pages, so RSS counts
-	// them once per child; PSS divides them among the children (summed, they count once) and USS
-	// is what retiring the child gives back. Zero when unreadable.
+	// (/proc/<pid>/smaps_rollup), as the memory sampler last read them (read at the snapshot for
+	// a child not sampled yet). Warm children share the codex binary's pages, so RSS counts them
+	// once per child; PSS divides them among the children (summed, they count once) and USS is
+	// what retiring the child gives back. Zero when unreadable.
 	RSSBytes int64 `json:"rss_bytes"`
 	PSSBytes int64 `json:"pss_bytes"`
 	USSBytes int64 `json:"uss_bytes"`

@@ -105,6 +105,7 @@ func row(t *testing.T, s *Supervisor, key string) ChildStatus {
 }
 
 func TestTransitionTable(t *testing.T) {
+	t.Parallel()
 	all := []State{StateStarting, StateSpare, StateIdle, StateBusy, StateRetiring, StateDead}
 	valid := map[[2]State]bool{
 		{StateStarting, StateIdle}:     true,
@@ -131,6 +132,7 @@ func TestTransitionTable(t *testing.T) {
 
 // TestInvalidTransitionIsLoggedNotApplied drives the supervisor's own setter with a bad move.
 func TestInvalidTransitionIsLoggedNotApplied(t *testing.T) {
+	t.Parallel()
 	core, logs := observer.New(zapcore.DebugLevel)
 	s, err := New(Config{Spawn: newFakeWorld().spawn, MaxChildren: 1, Logger: zap.New(core)})
 	if err != nil {
@@ -150,6 +152,7 @@ func TestInvalidTransitionIsLoggedNotApplied(t *testing.T) {
 }
 
 func TestFIFOPerKey(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -192,6 +195,7 @@ func TestFIFOPerKey(t *testing.T) {
 // TestKeysRunInParallel proves overlap without timing: each fake turn waits until all three are
 // in flight, which can only happen if the keys run at the same time.
 func TestKeysRunInParallel(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		w.barrierN = 3
@@ -213,6 +217,7 @@ func TestKeysRunInParallel(t *testing.T) {
 }
 
 func TestQueueBound(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.MaxQueuePerKey = 2 })
@@ -243,6 +248,7 @@ func TestQueueBound(t *testing.T) {
 }
 
 func TestCancelledWaiterLeavesQueue(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -275,6 +281,7 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 // TestCancelRunningTurnInterrupts: cancelling the caller's ctx during its turn interrupts it and
 // keeps the child.
 func TestCancelRunningTurnInterrupts(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -294,6 +301,7 @@ func TestCancelRunningTurnInterrupts(t *testing.T) {
 }
 
 func TestCapLRUEviction(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.MaxChildren = 2 })
@@ -329,6 +337,7 @@ func TestCapLRUEviction(t *testing.T) {
 }
 
 func TestWaitForSlot(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.MaxChildren = 1; c.SlotWait = 2 * time.Minute })
@@ -358,6 +367,7 @@ func TestWaitForSlot(t *testing.T) {
 // The number of chat keys waiting for a slot is bounded: past MaxSlotWaiters a new key is
 // refused at once instead of joining a queue that could grow with every caller.
 func TestSlotWaitersBounded(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.MaxChildren = 1; c.MaxSlotWaiters = 2; c.SlotWait = time.Hour })
@@ -391,6 +401,7 @@ func TestSlotWaitersBounded(t *testing.T) {
 }
 
 func TestNoSlot(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.MaxChildren = 1; c.SlotWait = 30 * time.Second })
@@ -423,6 +434,7 @@ func TestNoSlot(t *testing.T) {
 }
 
 func TestIdleTTL(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.IdleTTL = time.Minute })
@@ -458,6 +470,7 @@ func TestIdleTTL(t *testing.T) {
 // TestWatchdogs trips each turn watchdog after a healthy first turn and checks the key recovers
 // on its next message.
 func TestWatchdogs(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		cfg      func(*Config)
@@ -527,6 +540,7 @@ func TestWatchdogs(t *testing.T) {
 }
 
 func TestDeadChildBetweenTurns(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -549,6 +563,7 @@ func TestDeadChildBetweenTurns(t *testing.T) {
 }
 
 func TestHandshakeWatchdog(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		w.threads["thread-stored"] = []string{"old"}
@@ -588,6 +603,7 @@ func TestHandshakeWatchdog(t *testing.T) {
 }
 
 func TestCrashLoopBackoff(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		hook func(ctx context.Context, key string, n int) (bool, error)
@@ -673,6 +689,7 @@ func TestCrashLoopBackoff(t *testing.T) {
 }
 
 func TestStatusFields(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.MaxChildren = 3 })
@@ -713,6 +730,7 @@ func TestStatusFields(t *testing.T) {
 }
 
 func TestShutdownDrains(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -758,6 +776,7 @@ func TestShutdownDrains(t *testing.T) {
 }
 
 func TestShutdownInterruptsAfterDrainTimeout(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -790,6 +809,7 @@ func TestShutdownInterruptsAfterDrainTimeout(t *testing.T) {
 }
 
 func TestThreadRecordedAfterSettledTurn(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		store := newTestStore()
@@ -830,6 +850,7 @@ func TestThreadRecordedAfterSettledTurn(t *testing.T) {
 }
 
 func TestStoreErrorNotFatal(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		store := newTestStore()
@@ -848,6 +869,7 @@ func TestStoreErrorNotFatal(t *testing.T) {
 }
 
 func TestResumeThreadNotFound(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		store := newTestStore("a", "thread-lost")
@@ -876,6 +898,7 @@ func TestResumeThreadNotFound(t *testing.T) {
 // daemon died mid-turn and the message came again). Anything else is kept, and a failed check
 // or revert still runs the message.
 func TestRerunOfUnfinishedTurn(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		status     string // of the stored thread's last turn
@@ -933,6 +956,7 @@ func TestRerunOfUnfinishedTurn(t *testing.T) {
 // TestWarmChildNeverReverts: a message run again on the child that ran its interrupted turn is
 // the user's own repetition, and a new thread has nothing to look at: neither checks the history.
 func TestWarmChildNeverReverts(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -956,6 +980,7 @@ func TestWarmChildNeverReverts(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	if _, err := New(Config{}); err == nil {
 		t.Fatal("New without Spawn or AppServer.Bin succeeded")
 	}
@@ -967,6 +992,7 @@ func TestConfigValidation(t *testing.T) {
 // TestBacklogIsNotEvicted: a child between two queued turns of its key is not an eviction
 // victim; the slot waiter gets it once the backlog is done.
 func TestBacklogIsNotEvicted(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, func(c *Config) { c.MaxChildren = 1 })
@@ -997,6 +1023,7 @@ func TestBacklogIsNotEvicted(t *testing.T) {
 // retired: codex may still run that turn and would merge the next turn/start into it. The next
 // message resumes the thread on a new child.
 func TestProtocolErrorRetiresChild(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
@@ -1024,6 +1051,7 @@ func TestProtocolErrorRetiresChild(t *testing.T) {
 // A message waiting out a restart backoff (fewer than CrashLoopAfter crashes) leaves when its
 // context ends, and gets ErrClosed when shutdown starts; neither spawns.
 func TestCrashBackoffWaitHonoursCtxAndShutdown(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		w.spawnHook = func(context.Context, string, int) (bool, error) { return false, errors.New("exec: no such file") }
@@ -1053,6 +1081,7 @@ func TestCrashBackoffWaitHonoursCtxAndShutdown(t *testing.T) {
 // processes the sweep signals) nor replaced: New fails naming the path, a link planted while
 // the supervisor runs makes the next record write fail, and the file behind it is untouched.
 func TestChildrenFileRefusesSymlink(t *testing.T) {
+	t.Parallel()
 	t.Run("at start", func(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, ChildrenFile)
@@ -1091,6 +1120,7 @@ func TestChildrenFileRefusesSymlink(t *testing.T) {
 // Admit refuses a message before it is queued: Submit returns its error at once, wrapped with
 // the chat key, and no child is started. Admitted messages run as usual.
 func TestAdmitRefusesBeforeSpawn(t *testing.T) {
+	t.Parallel()
 	w := newFakeWorld()
 	refuse := &appserver.AuthError{Msg: "no login"}
 	var asked []string
@@ -1124,6 +1154,7 @@ func TestAdmitRefusesBeforeSpawn(t *testing.T) {
 // A message's images follow its text as codex 0.169's image inputs ({"type":"image","url":...}),
 // the shape turn/start and turn/steer take.
 func TestUserInputImagesFollowText(t *testing.T) {
+	t.Parallel()
 	got, err := json.Marshal(userInput("look", []string{"data:image/png;base64,AAAA", "data:image/gif;base64,BBBB"}))
 	if err != nil {
 		t.Fatal(err)
@@ -1131,5 +1162,34 @@ func TestUserInputImagesFollowText(t *testing.T) {
 	want := `[{"type":"text","text":"look"},{"type":"image","url":"data:image/png;base64,AAAA"},{"type":"image","url":"data:image/gif;base64,BBBB"}]`
 	if string(got) != want {
 		t.Errorf("input = %s\nwant    %s", got, want)
+	}
+}
+
+// A child that failed to start or to open its thread is reported by why it was retired: shutdown
+// first, then a watchdog's reason, else the error naming the chat and the child.
+func TestStartError(t *testing.T) {
+	t.Parallel()
+	hs := fmt.Errorf("spawn: %w", appserver.ErrHandshakeTimeout)
+	boom := errors.New("boom")
+	if r := startFailureReason(hs); r != WatchdogHandshake {
+		t.Errorf("reason of a handshake timeout = %q", r)
+	}
+	if r := startFailureReason(boom); r != ReasonStartFailed {
+		t.Errorf("reason of another failure = %q", r)
+	}
+	if err := startError("k", 7, true, WatchdogHandshake, hs); err != ErrClosed {
+		t.Errorf("closing: %v, want ErrClosed", err)
+	}
+	for _, reason := range []string{WatchdogHandshake, WatchdogDead} {
+		var we *WatchdogError
+		if err := startError("k", 7, false, reason, boom); !errors.As(err, &we) || we.Watchdog != reason || we.PID != 7 || we.ChatKey != "k" || !errors.Is(err, boom) {
+			t.Errorf("%s: %v, want a WatchdogError of pid 7", reason, err)
+		}
+	}
+	if err := startError("k", 0, false, ReasonStartFailed, boom); err.Error() != "chat k: start codex: boom" || !errors.Is(err, boom) {
+		t.Errorf("spawn failure: %v", err)
+	}
+	if err := startError("k", 7, false, ReasonStartFailed, boom); err.Error() != "chat k: codex pid 7: boom" || !errors.Is(err, boom) {
+		t.Errorf("thread failure: %v", err)
 	}
 }

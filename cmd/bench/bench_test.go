@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"io"
 	"math"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/childproc"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -129,35 +130,13 @@ func TestReadProcStatSelf(t *testing.T) {
 	if err != nil || rss <= 0 {
 		t.Errorf("readRSS(self) = %d, %v", rss, err)
 	}
-	if tick := clockTick(); tick <= 0 || tick > time.Second {
-		t.Errorf("clockTick = %s", tick)
-	}
-	cpu, err := treeCPU(os.Getpid(), clockTick())
+	tick := childproc.ProcFS{}.ClockTick()
+	cpu, err := treeCPU(os.Getpid(), tick)
 	if err != nil || cpu < 0 {
 		t.Errorf("treeCPU(self) = %s, %v", cpu, err)
 	}
-	if _, err := treeCPU(-5, clockTick()); err == nil {
+	if _, err := treeCPU(-5, tick); err == nil {
 		t.Error("treeCPU of a missing pid succeeded")
-	}
-}
-
-func TestParseAuxvClkTck(t *testing.T) {
-	aux := func(pairs ...uint64) []byte {
-		b := make([]byte, 8*len(pairs))
-		for i, v := range pairs {
-			binary.NativeEndian.PutUint64(b[8*i:], v)
-		}
-		return b
-	}
-	if got := parseAuxvClkTck(aux(6, 4096, 17, 250, 0, 0)); got != 250 {
-		t.Errorf("AT_CLKTCK = %d, want 250", got)
-	}
-	// An AT_NULL ends the vector; anything after it is not read.
-	if got := parseAuxvClkTck(aux(6, 4096, 0, 0, 17, 250)); got != 0 {
-		t.Errorf("AT_CLKTCK after AT_NULL = %d, want 0", got)
-	}
-	if got := parseAuxvClkTck([]byte{1, 2, 3}); got != 0 {
-		t.Errorf("short auxv = %d", got)
 	}
 }
 

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/childproc"
 )
 
 func main() {
@@ -83,7 +85,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
 	}
-	b := &bench{cfg: cfg, ws: ws, tick: clockTick(), log: stderr, sum: newSummary(summaryKeys()...)}
+	b := &bench{cfg: cfg, ws: ws, tick: childproc.ProcFS{}.ClockTick(), log: stderr, sum: newSummary(summaryKeys()...)}
 	b.sum.set("daemon_overhead_ok", false)
 	b.sum.set("codex_version", "unknown")
 	if cfg.needsCodex() {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/binary"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -95,38 +93,6 @@ func treeRSS(root int) (total int64, n int, err error) {
 		n++
 	}
 	return total, n, nil
-}
-
-// atClkTck is the auxiliary vector key of the kernel's clock tick rate (USER_HZ).
-const atClkTck = 17
-
-// clockTick returns the length of one /proc clock tick. The kernel passes USER_HZ to every
-// process in its auxiliary vector, which saves calling sysconf through cgo; 100 Hz, the value on
-// every mainstream Linux build, is the fallback.
-func clockTick() time.Duration {
-	b, err := os.ReadFile("/proc/self/auxv")
-	if err != nil {
-		return 10 * time.Millisecond
-	}
-	if hz := parseAuxvClkTck(b); hz > 0 {
-		return time.Second / time.Duration(hz)
-	}
-	return 10 * time.Millisecond
-}
-
-// parseAuxvClkTck finds AT_CLKTCK in a 64-bit auxiliary vector (native byte order); 0 when absent.
-func parseAuxvClkTck(b []byte) uint64 {
-	for i := 0; i+16 <= len(b); i += 16 {
-		key := binary.NativeEndian.Uint64(b[i:])
-		val := binary.NativeEndian.Uint64(b[i+8:])
-		if key == 0 {
-			return 0
-		}
-		if key == atClkTck {
-			return val
-		}
-	}
-	return 0
 }
 
 // procEnvHas reports whether pid's environment holds a variable whose "NAME=value" text starts

@@ -8,6 +8,7 @@ import (
 
 // The version doctor calls tested is the one the Makefile installs and the tests run.
 func TestTestedCodexVersionIsTheMakefiles(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../Makefile")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -56,9 +57,11 @@ type runConfig struct {
 	HandshakeTimeout time.Duration
 	DrainTimeout     time.Duration
 	PollInterval     time.Duration
-	PlatformTimeout  time.Duration
-	Approval         string
-	ApprovalTimeout  time.Duration
+	// HeartbeatInterval is the Molecule heartbeat's period (its current_task shows what runs).
+	HeartbeatInterval time.Duration
+	PlatformTimeout   time.Duration
+	Approval          string
+	ApprovalTimeout   time.Duration
 	// ProgressInterval: a canvas chat whose turn runs this long gets a short progress note each
 	// interval; 0 turns the notes off.
 	ProgressInterval time.Duration
@@ -196,6 +199,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.dur(&c.HandshakeTimeout, "handshake-timeout", "CODEX_WARM_HANDSHAKE_TIMEOUT", 30*time.Second, "retire a child that does not finish initialize in time")
 	e.dur(&c.DrainTimeout, "drain-timeout", "CODEX_WARM_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, let running turns finish this long before interrupting them")
 	e.dur(&c.PollInterval, "poll-interval", "CODEX_WARM_POLL_INTERVAL", time.Second, "Molecule activity poll interval")
+	e.dur(&c.HeartbeatInterval, "heartbeat-interval", "CODEX_WARM_HEARTBEAT_INTERVAL", molecule.DefaultHeartbeatInterval, "Molecule heartbeat interval (the heartbeat's current_task shows what each running turn does)")
 	e.dur(&c.PlatformTimeout, "platform-timeout", "CODEX_WARM_PLATFORM_TIMEOUT", 30*time.Second, "bound on one Molecule platform call (poll, reply, heartbeat)")
 	e.str(&c.Approval, "approval", "CODEX_WARM_APPROVAL", "decline", "answer to codex command and file-change approval requests: decline, accept, or ask (the chat answers /approve or /deny)")
 	e.dur(&c.ApprovalTimeout, "approval-timeout", "CODEX_WARM_APPROVAL_TIMEOUT", supervisor.DefaultApprovalTimeout, "with --approval ask, decline an approval nobody answered this long")
@@ -272,7 +276,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"idle-ttl", c.IdleTTL}, {"turn-timeout", c.TurnTimeout}, {"post-tool-timeout", c.PostToolTimeout}, {"handshake-timeout", c.HandshakeTimeout}, {"poll-interval", c.PollInterval}, {"platform-timeout", c.PlatformTimeout},
+	}{{"idle-ttl", c.IdleTTL}, {"turn-timeout", c.TurnTimeout}, {"post-tool-timeout", c.PostToolTimeout}, {"handshake-timeout", c.HandshakeTimeout}, {"poll-interval", c.PollInterval}, {"heartbeat-interval", c.HeartbeatInterval}, {"platform-timeout", c.PlatformTimeout},
 		{"inbox-body-timeout", c.InboxBodyTimeout}, {"slot-wait", c.SlotWait}} {
 		if d.v <= 0 {
 			return c, fmt.Errorf("--%s %s: must be positive", d.name, d.v)

@@ -34,6 +34,7 @@ func demoEnv() []string {
 // Ctrl-C during `supervisor demo` (here: SIGINT once its three chats are mid-turn) stops its
 // daemon and every codex child, removes its temporary directory, and exits non-zero.
 func TestDemoInterruptLeavesNothing(t *testing.T) {
+	t.Parallel()
 	bin := appservertest.CodexBin(t)
 	// The mock model holds every answer far longer than the test runs: the turns are still
 	// running when the signal comes.

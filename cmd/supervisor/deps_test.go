@@ -12,6 +12,7 @@ import (
 // testing package, which such helpers drag in along with its flags. `supervisor demo` runs on
 // package mockmodel, which is meant for production use.
 func TestBinaryLinksNoTestCode(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".").Output()
 	if err != nil {
 		var stderr []byte

@@ -159,6 +159,7 @@ func (r doctorRun) expect(t *testing.T, code int, name, mark string, want ...str
 // Everything in place: every check passes or does not apply, exit 0, and the lines say what
 // was found (the binary, the tested version, the mock provider's own credentials).
 func TestDoctorPasses(t *testing.T) {
+	t.Parallel()
 	e := newDoctorEnv(t)
 	r := e.run()
 	r.expect(t, 0, "codex login", "✓", `no login needed: model provider "mock"`)
@@ -182,6 +183,7 @@ func TestDoctorPasses(t *testing.T) {
 // Molecule mode against the fake platform: the platform answers and accepts the token, and
 // doctor changed nothing there (one GET of the activity feed, no register).
 func TestDoctorPassesMolecule(t *testing.T) {
+	t.Parallel()
 	e := newDoctorEnv(t)
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	e.env = append(e.env, "PLATFORM_URL="+p.URL(), "WORKSPACE_ID="+p.WorkspaceID(), "MOLECULE_WORKSPACE_TOKEN="+p.Token())
@@ -201,6 +203,7 @@ func TestDoctorPassesMolecule(t *testing.T) {
 
 // Each check failing on its own: exit 1 (warnings: 0), the check's line marked, with the fix.
 func TestDoctorFailures(t *testing.T) {
+	t.Parallel()
 	t.Run("no codex", func(t *testing.T) {
 		e := newDoctorEnv(t)
 		r := e.run("--codex-bin=")

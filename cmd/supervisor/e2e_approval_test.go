@@ -59,24 +59,40 @@ func (c *localClient) pendingApproval(chatKey string) (local.Approval, bool) {
 
 // Approvals in chat on the local inbox, real codex: the approval is shown by GET and /status
 // while the POST waits; /approve runs the command and /deny declines it, each answered after the
-// turn deadline and the post-tool watch would have tripped; unanswered, it is declined at
-// --approval-timeout. The turn completes every time on the same child.
+// turn deadline and the post-tool watch would have tripped. The turn completes every time on the
+// same child.
 func TestE2EApprovalLocal(t *testing.T) {
+	t.Parallel()
+	runApprovalCases(t, time.Minute, []approvalCase{
+		{"/approve", "Process exited with code 0", "approved: "},
+		{"/deny", "rejected", "denied: "},
+	})
+}
+
+// Unanswered, an approval on the local inbox is declined at --approval-timeout and the turn
+// completes on the same child. It has a daemon of its own, so that its wait for the timeout runs
+// beside TestE2EApprovalLocal's waits for the watchdogs' time instead of after them.
+func TestE2EApprovalLocalTimeout(t *testing.T) {
+	t.Parallel()
+	runApprovalCases(t, 15*time.Second, []approvalCase{{"", "rejected", ""}})
+}
+
+// approvalCase is a message whose turn asks for an approval, and how the chat answers it.
+type approvalCase struct {
+	answer    string // "" lets the approval time out
+	wantReply string
+	wantCmd   string
+}
+
+// runApprovalCases starts a local inbox daemon with --approval ask and the given approval timeout
+// and runs the cases one after another in one chat, after a first message that opens its thread.
+func runApprovalCases(t *testing.T, timeout time.Duration, cases []approvalCase) {
 	e := newE2E(t, e2eConfig{Local: true, Script: approvalScript})
-	const timeout = 15 * time.Second
 	d := e.start(approvalArgs(timeout)...)
 	c := newLocalClient(t, d)
 	first := c.send("k", "hello")
 
-	for _, tc := range []struct {
-		answer    string // "" lets the approval time out
-		wantReply string
-		wantCmd   string
-	}{
-		{"/approve", "Process exited with code 0", "approved: "},
-		{"/deny", "rejected", "denied: "},
-		{"", "rejected", ""},
-	} {
+	for _, tc := range cases {
 		name := tc.answer
 		if name == "" {
 			name = "timeout"
@@ -137,6 +153,7 @@ func TestE2EApprovalLocal(t *testing.T) {
 // The Molecule inbox, real codex: the approval prompt reaches the canvas as a notify, the
 // canvas's /approve is answered and acknowledged, and the message's reply shows the command ran.
 func TestE2EApprovalMolecule(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Script: approvalScript})
 	d := e.start(approvalArgs(time.Minute)...)
 	e.plat.Enqueue(moleculetest.CanvasMessage("run it"))

@@ -15,6 +15,7 @@ import (
 // id; the second caller gets the same reply, marked steered), and the chat's next message is a
 // turn of its own with both in its history.
 func TestE2EBusySteerMergesIntoOneReply(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	e := newE2E(t, e2eConfig{Local: true, Script: func(req mockmodel.Request) mockmodel.Reply {
 		r := mockmodel.Reply{Text: "saw: " + strings.Join(req.UserTexts, " | ")}
@@ -54,6 +55,7 @@ func TestE2EBusySteerMergesIntoOneReply(t *testing.T) {
 // hung message is answered "interrupted by a newer message" (status superseded), the new one
 // runs next on the same thread and its model request carries the chat's history.
 func TestE2EBusyInterruptRunsNewerMessage(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	d := e.start("--busy", "interrupt")
 	c := newLocalClient(t, d)
@@ -80,6 +82,7 @@ func TestE2EBusyInterruptRunsNewerMessage(t *testing.T) {
 // hands rows over without waiting for the previous reply). Both rows are answered once: the
 // first with the reply to both texts, the second with a short note; the cursor passes both.
 func TestE2EMoleculeBusySteer(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	e := newE2E(t, e2eConfig{Script: func(req mockmodel.Request) mockmodel.Reply {
 		r := mockmodel.Reply{Text: "saw: " + strings.Join(req.UserTexts, " | ")}
@@ -113,6 +116,7 @@ func TestE2EMoleculeBusySteer(t *testing.T) {
 // --busy interrupt on the Molecule inbox: the chat's second row interrupts the hung turn; the
 // first row is answered "interrupted by a newer message", the second normally.
 func TestE2EMoleculeBusyInterrupt(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	d := e.start("--busy", "interrupt")
 	e.plat.Enqueue(moleculetest.CanvasMessage("HANG here"))

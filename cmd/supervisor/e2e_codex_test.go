@@ -22,6 +22,7 @@ import (
 // A --codex-bin that is not the codex CLI (/bin/true; a script that prints nothing) stops the
 // daemon at start-up with an error that names the binary, before it serves anything.
 func TestE2ENotCodexBinaryFailsAtStart(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	script := filepath.Join(e.root, "silent-codex")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
@@ -46,6 +47,7 @@ func TestE2ENotCodexBinaryFailsAtStart(t *testing.T) {
 // answers a message at once with the `codex login` hint (502) instead of running a turn that
 // cannot succeed.
 func TestE2ENotLoggedInAnsweredAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	if err := os.Remove(filepath.Join(e.codexHome, "config.toml")); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ func (c *localClient) sendAsync(chatKey, text string) <-chan local.Reply {
 // queued behind it "dropped", and the chat's next message runs on the same thread with the
 // earlier history. /status and /help answer without a turn.
 func TestE2EChatStop(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true, Script: func(req mockmodel.Request) mockmodel.Reply {
 		if req.LastUserText == "hang here" {
 			return mockmodel.Reply{Hang: true}
@@ -91,6 +92,7 @@ func TestE2EChatStop(t *testing.T) {
 // thread id is kept in the state dir's archive, and the new thread survives a daemon restart.
 // With --chat-commands=false, /new is text for codex.
 func TestE2EChatNew(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	d := e.start()
 	c := newLocalClient(t, d)
@@ -148,6 +150,7 @@ func TestE2EChatNew(t *testing.T) {
 // answered "dropped", so every row is answered once and the cursor passes them all; the chat's
 // next message keeps its history. A peer's /status is answered over A2A without a turn.
 func TestE2EMoleculeChatStop(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Script: func(req mockmodel.Request) mockmodel.Reply {
 		if req.LastUserText == "hang here" {
 			return mockmodel.Reply{Hang: true}

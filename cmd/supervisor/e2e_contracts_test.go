@@ -20,6 +20,7 @@ import (
 // workspace it arrived in, carrying codex's final answer, with the platform headers; nothing
 // goes out as A2A.
 func TestE2ECanvasMessageRepliesWithNotify(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	d := e.start()
 	e.plat.Enqueue(moleculetest.CanvasMessage("hello from the canvas"))
@@ -50,6 +51,7 @@ func TestE2ECanvasMessageRepliesWithNotify(t *testing.T) {
 // Contract 2: a peer agent's message is answered with an A2A message/send to that peer
 // (POST /workspaces/{peer}/a2a) made as this workspace (X-Workspace-ID: self); no notify.
 func TestE2EPeerMessageRepliesWithA2ASend(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	d := e.start()
 	e.plat.Enqueue(moleculetest.PeerMessage("peer-alpha", "hi from a peer"))
@@ -78,6 +80,7 @@ func TestE2EPeerMessageRepliesWithA2ASend(t *testing.T) {
 // first message as history ("reply #2"), one warm child served both turns, and sessions.json
 // maps the chat key to that thread.
 func TestE2ESecondMessageContinuesThread(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	d := e.start()
 	e.plat.Enqueue(moleculetest.CanvasMessage("first"))
@@ -108,6 +111,7 @@ func TestE2ESecondMessageContinuesThread(t *testing.T) {
 // directory resumes the thread sessions.json names ("reply #3" after two turns before the
 // restart), and does not answer the earlier messages again.
 func TestE2EThreadSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	d1 := e.start()
 	e.plat.Enqueue(moleculetest.CanvasMessage("one"))
@@ -144,6 +148,7 @@ func TestE2EThreadSurvivesRestart(t *testing.T) {
 // request and nothing was sent. Spares are off here: a spare is a codex started on purpose before
 // any message (--spares), which an operator who wants this contract turns off.
 func TestE2EEmptyPollStartsNoCodex(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	e.plat.FailNext(moleculetest.RouteActivity, 1, http.StatusGatewayTimeout)
 	d := e.start("--spares", "0")
@@ -221,6 +226,7 @@ func TestE2EFailedReplyNotAckedThenDelivered(t *testing.T) {
 // Contract 7: a codex failure (the model answers HTTP 500, the turn fails) becomes a visible
 // reply that says so with its status, and the chat keeps working afterwards.
 func TestE2ECodexFailureBecomesVisibleReply(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	d := e.start()
 	e.plat.Enqueue(moleculetest.CanvasMessage("please FAIL now"))
@@ -248,6 +254,7 @@ func TestE2ECodexFailureBecomesVisibleReply(t *testing.T) {
 // Contract 8: the text parts of a multipart message are joined with newlines (non-text parts
 // ignored) and codex gets that text as one user message.
 func TestE2EMultipartTextJoinedWithNewlines(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	d := e.start()
 	e.plat.Enqueue(moleculetest.MultipartMessage("", "line one", "line two"))

@@ -73,6 +73,7 @@ func (c *localClient) send(chatKey, text string) local.Reply {
 // carries codex's answer; the chat's second message continues its thread; a body that is not
 // JSON (or has no text) gets a JSON 400 and never reaches codex.
 func TestE2ELocalInbox(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	d := e.start()
 	c := newLocalClient(t, d)
@@ -104,6 +105,7 @@ func TestE2ELocalInbox(t *testing.T) {
 // and STATE columns and one row per chat showing its live codex pid; `status --json` is the
 // status document; with no daemon on the state dir, status exits non-zero and says so.
 func TestE2EStatusCommand(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	d := e.start()
 	c := newLocalClient(t, d)
@@ -210,6 +212,7 @@ func TestE2EStatusCommand(t *testing.T) {
 // interrupted message is not acknowledged (no reply, the cursor does not pass it, nothing
 // pending), so the next daemon answers it, once.
 func TestE2ESigtermMidTurnExitsWithinDrainAndDoesNotAck(t *testing.T) {
+	t.Parallel()
 	first := firstTime()
 	script := func(req mockmodel.Request) mockmodel.Reply {
 		if !req.HasToolOutput && req.LastUserText == "hang on" && first("hang on") {
@@ -261,6 +264,7 @@ func TestE2ESigtermMidTurnExitsWithinDrainAndDoesNotAck(t *testing.T) {
 // SIGTERM while a turn is running and finishes within the drain time: the daemon lets it finish,
 // delivers its reply and moves the cursor past the row before it exits 0.
 func TestE2ESigtermLetsRunningTurnFinish(t *testing.T) {
+	t.Parallel()
 	g := newGate(0)
 	script := func(req mockmodel.Request) mockmodel.Reply {
 		if !req.HasToolOutput && req.LastUserText == "finish me" {
@@ -307,6 +311,7 @@ func runeIndex(s []rune, sub string) int {
 // daemon interrupts the turn at once and exits 0 long before the drain would end, leaves no codex
 // child, and does not acknowledge the interrupted message (the next daemon answers it).
 func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
 	first := firstTime()
 	script := func(req mockmodel.Request) mockmodel.Reply {
 		if !req.HasToolOutput && req.LastUserText == "hang on" && first("hang on") {
@@ -350,6 +355,7 @@ func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
 // inbox position and the control socket) is warned about at start-up, naming its mode; the
 // daemon still starts.
 func TestE2EStateDirModeWarned(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
 		t.Fatal(err)

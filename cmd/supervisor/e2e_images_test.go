@@ -15,6 +15,7 @@ import (
 // An image file part of a canvas message reaches the model as an input_image of the user's
 // message, as the data URL of its bytes, beside the text and the note naming it.
 func TestE2EImagePartReachesCodexAsImageInput(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	img := image.NewRGBA(image.Rect(0, 0, 2, 2))
 	img.Set(1, 1, color.RGBA{B: 255, A: 255})

@@ -31,6 +31,7 @@ func setNoFileLimit(t *testing.T, pid int, n uint64) {
 // after the body timeout, and a real caller gets through. Before the connection limit and the
 // body deadline, the stalled clients used up every descriptor and the control socket with them.
 func TestE2ELocalInboxSurvivesStalledClients(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true, Env: []string{"CODEX_WARM_INBOX_BODY_TIMEOUT=2s"}})
 	d := e.start()
 	setNoFileLimit(t, d.pid, 256)
@@ -96,6 +97,7 @@ func TestE2ELocalInboxSurvivesStalledClients(t *testing.T) {
 // A caller that gives up while its message waits behind the chat's running turn is not run
 // later: the model never sees its text.
 func TestE2ELocalInboxGoneCallerIsNotRun(t *testing.T) {
+	t.Parallel()
 	g := newGate(0)
 	e := newE2E(t, e2eConfig{Local: true, Script: func(req mockmodel.Request) mockmodel.Reply {
 		if req.LastUserText == "slow" && !g.hold(waitTimeout) {

@@ -30,6 +30,7 @@ func scrapeMetrics(t *testing.T, addr, token string) metricstest.Families {
 // key anywhere in a label. The status document names the metrics address; /healthz and /readyz
 // answer on it; a foreign Host gets 421.
 func TestE2EMetricsLocalTurns(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	d := e.start("--metrics-listen", "127.0.0.1:0")
 	addr := d.ready.Daemon.MetricsListen
@@ -112,6 +113,7 @@ func TestE2EMetricsLocalTurns(t *testing.T) {
 // Molecule turns show by chat kind (canvas and peer), with the inbox's delivery counters and
 // poll latency; the metrics token (CODEX_WARM_METRICS_TOKEN) is required when set.
 func TestE2EMetricsMolecule(t *testing.T) {
+	t.Parallel()
 	const token = "metrics-secret"
 	e := newE2E(t, e2eConfig{Env: []string{"CODEX_WARM_METRICS_TOKEN=" + token}})
 	d := e.start("--metrics-listen", "127.0.0.1:0")
@@ -164,6 +166,7 @@ func TestE2EMetricsMolecule(t *testing.T) {
 
 // A --metrics-listen beyond loopback without a metrics token stops the daemon at start.
 func TestE2EMetricsExposedWithoutTokenRefused(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	d := e.launch("--metrics-listen", "0.0.0.0:0")
 	d.waitFailed()

@@ -25,6 +25,7 @@ import (
 // not a JSON line and then the same text again on stderr. The error for a missing codex names
 // every way to give the daemon one.
 func TestE2EFatalErrorPrintedOnce(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	d := e.launch("--codex-bin", "/nonexistent/codex")
 	d.waitFailed()
@@ -42,6 +43,7 @@ func TestE2EFatalErrorPrintedOnce(t *testing.T) {
 // With no --codex-bin, no CODEX_BIN, nothing beside the executable and no codex in PATH, the
 // error says how to give the daemon a codex: --codex-bin, CODEX_BIN, make -s codex-bin.
 func TestE2ENoCodexNamesEveryWayToGiveOne(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true, Env: []string{"PATH=" + t.TempDir()}})
 	d := e.launch("--codex-bin=")
 	d.waitFailed()
@@ -60,6 +62,7 @@ func TestE2ENoCodexNamesEveryWayToGiveOne(t *testing.T) {
 // codex_home in the start-up log is the directory codex uses: $HOME/.codex when CODEX_HOME is
 // unset or empty, not an empty string.
 func TestE2ECodexHomeLoggedAsEffective(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	e := newE2E(t, e2eConfig{Local: true, Env: []string{"HOME=" + home, "CODEX_HOME="}})
 	if err := os.Mkdir(filepath.Join(home, ".codex"), 0o700); err != nil {
@@ -116,6 +119,7 @@ func runStatus(t *testing.T, args ...string) (int, string) {
 // four checks passed, and `status --health` / `status --ready` (over the control socket, no
 // token or address needed) exit 0. Once SIGTERM starts the drain it is live but not ready.
 func TestE2EReadyWhenServing(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	d := e.start("--drain-timeout", "30s")
 	base := "http://" + d.ready.Daemon.Listen
@@ -186,6 +190,7 @@ func TestE2EReadyWhenServing(t *testing.T) {
 // A daemon whose codex is not logged in is live but not ready: /readyz answers 503 naming the
 // login and the CODEX_HOME to log in with, and `status --ready` exits 1 with the same reason.
 func TestE2ENotReadyWhenNotLoggedIn(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	if err := os.Remove(filepath.Join(e.codexHome, "config.toml")); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 // capped below nine never gets there, so no reply comes and the wait fails at its deadline,
 // naming the most calls that were open at once.
 func TestE2EMoleculeRunsAsManyTurnsAsThePool(t *testing.T) {
+	t.Parallel()
 	const chats = 9
 	var arrived atomic.Int32
 	barrier := make(chan struct{})
@@ -81,6 +82,7 @@ func TestE2EMoleculeRunsAsManyTurnsAsThePool(t *testing.T) {
 // again until the slot frees (the first chat's idle child is evicted for it), and both chats get
 // codex's answer.
 func TestE2EMoleculeBusyPoolRetriesInsteadOfAnsweringBusy(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	script := func(req mockmodel.Request) mockmodel.Reply {
 		r := mockmodel.DefaultScript(req)

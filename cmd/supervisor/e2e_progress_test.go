@@ -38,9 +38,12 @@ const runningActivity = `running "until [ -e `
 // heartbeat's current_task names the chat and the command, and no chat message is sent until
 // the reply.
 func TestE2EHeartbeatShowsRunningCommand(t *testing.T) {
+	t.Parallel()
 	release := filepath.Join(t.TempDir(), "release")
 	e := newE2E(t, e2eConfig{Script: progressScript(release)})
-	d := e.start()
+	// A heartbeat each second instead of every 20 s: the test waits for the first one that shows
+	// the command, which the default interval would make a 20 s wait.
+	d := e.start("--heartbeat-interval", "1s")
 	e.plat.Enqueue(moleculetest.CanvasMessage("run the tests"))
 	var task string
 	defer func() {
@@ -48,7 +51,7 @@ func TestE2EHeartbeatShowsRunningCommand(t *testing.T) {
 			t.Logf("heartbeats: %v", e.plat.Heartbeats())
 		}
 	}()
-	// The command stays open for 30 s; the first heartbeat comes 20 s after the start.
+	// The command's item stays open (up to codex's 30 s cap) until the test releases it.
 	d.waitPlatform("a heartbeat showing the command", func() bool {
 		for _, hb := range e.plat.Heartbeats() {
 			if s, _ := hb["current_task"].(string); strings.Contains(s, ": "+runningActivity) {
@@ -76,6 +79,7 @@ func TestE2EHeartbeatShowsRunningCommand(t *testing.T) {
 // GET /v1/chats/{key} on the local inbox, real codex: while the message's POST waits, the chat
 // is busy running the command; after the reply it is idle with no activity.
 func TestE2EChatStateShowsActivity(t *testing.T) {
+	t.Parallel()
 	release := filepath.Join(t.TempDir(), "release")
 	e := newE2E(t, e2eConfig{Local: true, Script: progressScript(release)})
 	d := e.start()
@@ -125,6 +129,7 @@ func (c *localClient) chatState(chatKey string) local.Chat {
 // command still runs (the test releases it only then), followed by its item_completed with the
 // exit code, the agent message's item_completed, and the reply event last.
 func TestE2EMessageEventStream(t *testing.T) {
+	t.Parallel()
 	release := filepath.Join(t.TempDir(), "release")
 	e := newE2E(t, e2eConfig{Local: true, Script: progressScript(release)})
 	d := e.start()

@@ -35,6 +35,7 @@ import (
 // could never reach (it would hit the gate's safety timeout and the test fails). Order: every
 // chat's replies carry the history count, "reply #1..#3", in its message order.
 func TestE2EParallelChatsAnsweredInOrder(t *testing.T) {
+	t.Parallel()
 	const chats, perChat = 5, 3
 	g := newGate(chats)
 	script := func(req mockmodel.Request) mockmodel.Reply {
@@ -110,6 +111,7 @@ func TestE2EParallelChatsAnsweredInOrder(t *testing.T) {
 // gone, since the kernel kills a child whose daemon dies: Pdeathsig), and `supervisor status`
 // between the two daemons says no daemon runs although the dead one left its socket file.
 func TestE2EKillMidTurnAnswersEveryMessageOnce(t *testing.T) {
+	t.Parallel()
 	first := firstTime()
 	script := func(req mockmodel.Request) mockmodel.Reply {
 		if !req.HasToolOutput && req.LastUserText == "crash-me" && first("crash-me") {
@@ -188,6 +190,7 @@ func TestE2EKillMidTurnAnswersEveryMessageOnce(t *testing.T) {
 // a thread made by `codex exec` is continued: the daemon's first reply in that chat is
 // "reply #2", the model sees the exec turn as history, and the file keeps the same thread.
 func TestE2EContinuesThreadOfOldDaemon(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -239,6 +242,7 @@ func childThread(doc StatusDoc, chatKey string) string {
 // the 410 and the fallback window holds an old row and two new ones), then for a 410 while it
 // runs.
 func TestE2ECursorGoneFallsBackWithoutDuplicates(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	d1 := e.start()
 	id1 := e.plat.Enqueue(moleculetest.CanvasMessage("m1"))[0]
@@ -279,6 +283,7 @@ func TestE2ECursorGoneFallsBackWithoutDuplicates(t *testing.T) {
 // one) and counted, the cursor moves past them, codex never sees them, and the good row after
 // them is answered.
 func TestE2EPoisonRowsLoggedAndSkipped(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	d := e.start()
 	e.plat.Enqueue(moleculetest.CanvasMessage("good one"))
@@ -390,6 +395,7 @@ func TestE2ETokenAbsentFromLogs(t *testing.T) {
 // without running codex again, then moves the cursor past the row. The Python daemon re-ran
 // codex for a failed reply.
 func TestE2EPendingReplySurvivesCrash(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	e.plat.FailNext(moleculetest.RouteNotify, 1<<30, http.StatusBadGateway)
 	d1 := e.start()
@@ -427,6 +433,7 @@ func TestE2EPendingReplySurvivesCrash(t *testing.T) {
 // next daemon's boot sweep before that daemon serves, while a process whose pid is listed with
 // another start time (the pid was reused by a stranger) is left alone. The daemon then works.
 func TestE2EBootSweepEndsOrphanOfDeadDaemon(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	orphan := startHeld(t, e.codexBin, []string{"app-server"}, "CODEX_HOME="+e.codexHome)
 	stranger := startHeld(t, "/bin/sh", []string{"-c", "exec cat"})
@@ -540,6 +547,7 @@ func startHeld(t *testing.T, bin string, args []string, env ...string) *heldProc
 // own. The next daemon's boot sweep finds it by the dead child's session and kills it, before
 // that daemon serves.
 func TestE2EBootSweepKillsWhatAKilledChildLeft(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	pidFile := filepath.Join(e.root, "mcp.pids")
 	// The "MCP server" is a shell that records its pid and becomes a sleep: it never answers,

@@ -13,6 +13,7 @@ import (
 // under that uid, and so the commands it runs for the model cannot read the daemon's state
 // directory (0700, the daemon's user) nor its process.
 func TestE2EChildUser(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("starting children as another user needs root; CI runs as root")
 	}

@@ -22,6 +22,7 @@ func spares(doc StatusDoc) []supervisor.ChildStatus {
 // thread/start of its own), a replacement spare follows, a second chat gets that one, and every
 // child, spares included, is gone after the daemon stops.
 func TestE2ESpareServesNewChats(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	d := e.start("--spares", "1")
 	c := newLocalClient(t, d)

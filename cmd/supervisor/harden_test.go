@@ -33,6 +33,7 @@ func hardenHelper(mode string) int {
 // environment whatever the process unsets); without it, it can. Both processes run as one
 // unprivileged user: root could read any process's files anyway.
 func TestHardenProcessHidesTheStartEnvironment(t *testing.T) {
+	t.Parallel()
 	const token = "tok-3f9a1c"
 	cred := sameUnprivilegedUser(t)
 	bin := copyTestBinary(t)

@@ -10,6 +10,7 @@ import (
 // `supervisor <command> -h` is a request for help, not a usage error: it exits 0 and says what
 // the command does before listing its flags.
 func TestCommandHelpExitsZero(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cmd, says, flag string
 	}{

@@ -21,6 +21,7 @@ import (
 // into --codex-home: real codex with that CODEX_HOME runs a turn against it, no login needed.
 // SIGTERM stops it with exit status 0.
 func TestMockModelCommand(t *testing.T) {
+	t.Parallel()
 	bin := appservertest.CodexBin(t)
 	dir := t.TempDir()
 	home := filepath.Join(dir, "codex-home")

@@ -278,6 +278,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		mcfg.ProgressInterval = cfg.ProgressInterval
 		mcfg.Logger = log
 		mcfg.PollInterval = cfg.PollInterval
+		mcfg.HeartbeatInterval = cfg.HeartbeatInterval
 		mcfg.RequestTimeout = cfg.PlatformTimeout
 		mcfg.DrainTimeout = cfg.DrainTimeout
 		if met != nil {

@@ -24,6 +24,7 @@ import (
 // codex runs model-written commands: nothing that leads to a secret reaches it, neither the
 // tokens nor CONFIGS_DIR (the directory holding the workspace token file).
 func TestChildEnvDropsPlatformToken(t *testing.T) {
+	t.Parallel()
 	in := []string{"HOME=/home/u", "MOLECULE_WORKSPACE_TOKEN=s3cret", "CODEX_HOME=/c", "CONFIGS_DIR=/configs",
 		"CODEX_WARM_INBOX_TOKEN=t0k", "PATH=/bin", "MOLECULE_WORKSPACE_TOKEN_FILE=x"}
 	got := childEnv(in)
@@ -36,6 +37,7 @@ func TestChildEnvDropsPlatformToken(t *testing.T) {
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestParseRunConfig(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		args    []string
@@ -195,6 +197,7 @@ func TestParseRunConfig(t *testing.T) {
 }
 
 func TestInboxTokenFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "token")
 	if err := os.WriteFile(path, []byte("  t0k-from-file\n"), 0o600); err != nil {
@@ -213,6 +216,7 @@ func TestInboxTokenFile(t *testing.T) {
 }
 
 func TestParseBytes(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]int64{
 		"1073741824": 1 << 30, "2GiB": 2 << 30, "2gib": 2 << 30, "2Gi": 2 << 30, "2G": 2 << 30, "2GB": 2e9,
 		"500MB": 500e6, "500 MiB": 500 << 20, "512m": 512 << 20, "1.5GiB": 3 << 29, "64KiB": 64 << 10, "1TB": 1e12, "0": 0,
@@ -229,6 +233,7 @@ func TestParseBytes(t *testing.T) {
 }
 
 func TestParseRunConfigBadFlagIsUsageError(t *testing.T) {
+	t.Parallel()
 	_, err := parseRunConfig([]string{"--no-such-flag"}, envOf(nil), io.Discard)
 	var ec exitCode
 	if !errors.As(err, &ec) || ec != 2 {
@@ -237,6 +242,7 @@ func TestParseRunConfigBadFlagIsUsageError(t *testing.T) {
 }
 
 func TestRenderStatusTable(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	doc := StatusDoc{
 		Daemon: DaemonInfo{PID: 42, Version: "v1", Started: now.Add(-90 * time.Second), Inbox: "local", Listen: "127.0.0.1:1", StateDir: "/s",
@@ -311,6 +317,7 @@ func TestRenderStatusTable(t *testing.T) {
 // A second daemon on the same state dir is refused while the first holds the lock, and the lock
 // is free again once the first lets go (the kernel also drops it when a process dies).
 func TestStateDirLockIsExclusive(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first, err := lockStateDir(dir)
 	if err != nil {
@@ -335,6 +342,7 @@ func TestStateDirLockIsExclusive(t *testing.T) {
 // A symbolic link at the lock file's path is refused with an error naming it; the file it points
 // at is not truncated (the lock file gets the daemon's pid written into it).
 func TestStateDirLockRefusesSymlink(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, lockFileName)
 	v := atomicfiletest.PlantSymlink(t, path, nil)
@@ -351,6 +359,7 @@ func TestStateDirLockRefusesSymlink(t *testing.T) {
 // The status header shows codex's version and login state, and a warning line while codex is
 // not logged in; nothing about codex when the daemon did not report it.
 func TestRenderStatusCodexLogin(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		auth      *CodexAuth
@@ -383,6 +392,7 @@ func TestRenderStatusCodexLogin(t *testing.T) {
 // While codex is not logged in the gate refuses with an *appserver.AuthError and asks codex again
 // only once the answer is older than the recheck interval; after a login it admits.
 func TestLoginGateRechecks(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var probes int
 		loggedIn := false
@@ -418,6 +428,7 @@ func TestLoginGateRechecks(t *testing.T) {
 // it needs CODEX_WARM_METRICS_TOKEN (the inbox token does not do), and its host is then accepted
 // in Host headers. Off by default; the token is kept out of codex children.
 func TestMetricsListenConfig(t *testing.T) {
+	t.Parallel()
 	c, err := parseRunConfig(nil, envOf(nil), io.Discard)
 	if err != nil || c.MetricsListen != "" {
 		t.Fatalf("default: %q %v, want off", c.MetricsListen, err)

@@ -25,6 +25,7 @@ func getChatState(t *testing.T, base, key string) (int, map[string]any) {
 // TestGetChatState: GET /v1/chats/{key} answers the chat's row of the process table with what
 // its turn is doing, its queue and its last error; a chat without a child is "none", not 404.
 func TestGetChatState(t *testing.T) {
+	t.Parallel()
 	since := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	chats := &chattest.Controls{RowOK: true, LastErr: "turn failed", Row: supervisor.ChildStatus{ChatKey: "canvas:ws-1", PID: 42,
 		State: supervisor.StateBusy, ThreadID: "t1", Turns: 3, Queued: 2, TurnAge: 5 * time.Second,

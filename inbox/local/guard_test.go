@@ -11,6 +11,7 @@ import (
 // token is looked at, a missing or wrong token 401 with WWW-Authenticate, a right one reaches the
 // handler, and so does the configured listen host.
 func TestGuardHandler(t *testing.T) {
+	t.Parallel()
 	var reached int
 	h := Guard(GuardConfig{Token: "s3cret", AllowedHosts: []string{"10.0.0.5:9100"}, Realm: "codex-warm metrics"},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached++ }))

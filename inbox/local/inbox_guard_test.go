@@ -82,6 +82,7 @@ func runGuardCases(t *testing.T, h http.Handler, a *chattest.Answerer, cases []g
 // loopback port, and DNS rebinding lets it read the answer under its own host name. The inbox
 // refuses what a browser attack needs: a foreign Host, an Origin, a non-JSON content type.
 func TestLocalInboxRefusesBrowserRequests(t *testing.T) {
+	t.Parallel()
 	a := chattest.NewAnswerer(nil)
 	h, err := New(Config{Answerer: a})
 	must(t, err)
@@ -111,6 +112,7 @@ func TestLocalInboxRefusesBrowserRequests(t *testing.T) {
 // Bodies are parsed strictly: what encoding/json would silently accept is an error the caller
 // can see.
 func TestLocalInboxStrictBody(t *testing.T) {
+	t.Parallel()
 	a := chattest.NewAnswerer(nil)
 	h, err := New(Config{Answerer: a})
 	must(t, err)
@@ -127,6 +129,7 @@ func TestLocalInboxStrictBody(t *testing.T) {
 
 // With a token set every request needs it, healthz included.
 func TestLocalInboxToken(t *testing.T) {
+	t.Parallel()
 	a := chattest.NewAnswerer(nil)
 	h, err := New(Config{Answerer: a, Token: "s3cret-token"})
 	must(t, err)
@@ -152,6 +155,7 @@ func TestLocalInboxToken(t *testing.T) {
 
 // Configured hosts and origins are accepted; everything else still is not.
 func TestLocalInboxAllowedHostsAndOrigins(t *testing.T) {
+	t.Parallel()
 	a := chattest.NewAnswerer(nil)
 	h, err := New(Config{Answerer: a, Token: "t",
 		AllowedHosts: []string{"inbox.internal"}, AllowedOrigins: []string{"https://console.example"}})
@@ -176,6 +180,7 @@ func TestLocalInboxAllowedHostsAndOrigins(t *testing.T) {
 // A connection that sent its headers and then trickles (or never sends) its body is cut after
 // BodyTimeout, and the message never reaches codex.
 func TestLocalInboxSlowBodyIsCut(t *testing.T) {
+	t.Parallel()
 	a := chattest.NewAnswerer(nil)
 	h, err := New(Config{Answerer: a, BodyTimeout: 200 * time.Millisecond})
 	must(t, err)
@@ -212,6 +217,7 @@ func TestLocalInboxSlowBodyIsCut(t *testing.T) {
 // Past MaxConns a connection is answered 503 at once and closed, so stalled clients cannot use
 // up the process's file descriptors; once the stalled ones are cut, callers get through again.
 func TestLocalInboxConnectionLimit(t *testing.T) {
+	t.Parallel()
 	a := chattest.NewAnswerer(nil)
 	h, err := New(Config{Answerer: a, BodyTimeout: 300 * time.Millisecond})
 	must(t, err)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestLocalInbox(t *testing.T) {
+	t.Parallel()
 	a := chattest.NewAnswerer(func(_ context.Context, key, text string) (supervisor.Reply, error) {
 		switch text {
 		case "fail":
@@ -108,6 +109,7 @@ func TestLocalInbox(t *testing.T) {
 // The local inbox runs different chats in parallel (it calls Submit directly; the supervisor
 // orders turns within a chat).
 func TestLocalInboxParallelChats(t *testing.T) {
+	t.Parallel()
 	var a *chattest.Answerer
 	a = chattest.NewAnswerer(func(ctx context.Context, key, text string) (supervisor.Reply, error) {
 		if err := a.WaitFor(ctx, func() bool { _, most, _, _ := a.Snapshot(); return most >= 3 }); err != nil {

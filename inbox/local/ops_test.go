@@ -44,6 +44,7 @@ func (l *flakyListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 
 // Go's HTTP server reports accept errors (out of file descriptors) through its ErrorLog: they
 // reach the daemon's zap logger as a warning, not a bare line on stderr that breaks JSON logs.
 func TestLocalServerAcceptErrorsGoThroughZap(t *testing.T) {
+	t.Parallel()
 	log, logs := newTestLogger(t)
 	h, err := New(Config{Answerer: chattest.NewAnswerer(nil), Logger: log})
 	must(t, err)
@@ -68,6 +69,7 @@ func TestLocalServerAcceptErrorsGoThroughZap(t *testing.T) {
 // A turn that ran and failed is answered 200 with codex's error, and logged at warn with that
 // error: an operator filtering for warnings sees failing turns.
 func TestLocalInboxFailedTurnLoggedAtWarn(t *testing.T) {
+	t.Parallel()
 	log, logs := newTestLogger(t)
 	a := chattest.NewAnswerer(func(_ context.Context, key, _ string) (supervisor.Reply, error) {
 		return supervisor.Reply{ChatKey: key, ThreadID: "th", TurnID: "tu", Status: "failed", Error: "model 500", Duration: time.Second}, nil
@@ -92,6 +94,7 @@ func TestLocalInboxFailedTurnLoggedAtWarn(t *testing.T) {
 // unversioned names, /readyz answering what the configured Readiness says (503 with the reason
 // when a check fails). The probes pass the same request guard as every other request.
 func TestLocalInboxProbes(t *testing.T) {
+	t.Parallel()
 	var loginErr error
 	ready := health.NewReadiness(health.Config{Checks: []health.Check{
 		{Name: "codex_login", Run: func(context.Context) error { return loginErr }},

@@ -58,6 +58,7 @@ func postStream(t *testing.T, url, text string) *http.Response {
 // events while the turn runs, and its answer comes last as a reply event; a refusal comes as an
 // error event with the plain answer's status; without the header the answer is plain JSON.
 func TestMessageEventStream(t *testing.T) {
+	t.Parallel()
 	g := chattest.NewGate()
 	a := chattest.NewAnswerer(func(ctx context.Context, key, text string) (supervisor.Reply, error) {
 		if text == "busy" {

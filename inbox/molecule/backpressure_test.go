@@ -16,6 +16,7 @@ import (
 // With the unacked window full, polling pauses: a row enqueued meanwhile is not even received
 // until the oldest message is finished.
 func TestUnackedWindowPausesPolling(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	g := chattest.NewGate()
 	a := chattest.NewAnswerer(func(ctx context.Context, key, text string) (supervisor.Reply, error) {
@@ -60,6 +61,7 @@ func TestUnackedWindowPausesPolling(t *testing.T) {
 // A page larger than MaxPollBytes is read in pieces: complete rows are used, the rest comes with
 // the next poll.
 func TestOversizedPageReadInPieces(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)

@@ -83,6 +83,7 @@ func runBubble(t *testing.T, p *moleculetest.Platform, a chat.Answerer) (m *Inbo
 // and Submit is tried again with growing waits, and once a slot frees the message gets its real
 // answer, once.
 func TestBusyMessageRetriedUntilSlotFrees(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	synctest.Test(t, func(t *testing.T) {
 		a := newBusyAnswerer(supervisor.ErrNoSlot)
@@ -125,6 +126,7 @@ func TestBusyMessageRetriedUntilSlotFrees(t *testing.T) {
 // after that the message is answered with the busy text as before, and its row is acknowledged:
 // the user hears about it and nothing is lost or left behind.
 func TestBusyMessageAnsweredBusyAfterBound(t *testing.T) {
+	t.Parallel()
 	for name, err := range map[string]error{
 		"no slot":    fmt.Errorf("waited 30s for one of 4 codex slots: %w", supervisor.ErrNoSlot),
 		"queue full": supervisor.ErrQueueFull,
@@ -166,6 +168,7 @@ func TestBusyMessageAnsweredBusyAfterBound(t *testing.T) {
 // Shutdown while a busy message waits for its next try: it is neither answered busy nor
 // acknowledged, so the next run answers it.
 func TestBusyMessageLeftForNextRunAtShutdown(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	synctest.Test(t, func(t *testing.T) {
 		a := newBusyAnswerer(supervisor.ErrNoSlot)

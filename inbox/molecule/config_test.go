@@ -10,6 +10,7 @@ import (
 )
 
 func TestMoleculeConfigFromEnv(t *testing.T) {
+	t.Parallel()
 	configs := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(configs, ".auth_token"), []byte("file-token\n"), 0o600))
 	emptyConfigs := t.TempDir()
@@ -94,6 +95,7 @@ func TestMoleculeConfigFromEnv(t *testing.T) {
 }
 
 func TestNewMoleculeValidates(t *testing.T) {
+	t.Parallel()
 	good := Config{PlatformURL: "http://127.0.0.1:1", WorkspaceID: "ws-1", Token: "tok-123456", StateDir: t.TempDir(), Answerer: chattest.NewAnswerer(nil)}
 	if _, err := New(good); err != nil {
 		t.Fatalf("good config: %v", err)

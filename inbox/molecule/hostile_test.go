@@ -34,6 +34,7 @@ func deepRow(id string, n int) string {
 //	the same id twice in one page         answered once
 //	unknown activity type                 poison
 func TestHostileRows(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, logs := newTestLogger(t)
@@ -96,6 +97,7 @@ func TestHostileRows(t *testing.T) {
 // with a cursor: it is skipped without being held, judged poison by its id, and the rows after it
 // are answered. Without that, polling would fetch the same cut page forever.
 func TestRowLargerThanPollCap(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, logs := newTestLogger(t)
@@ -134,6 +136,7 @@ func poisonLogged(logs *observer.ObservedLogs) map[string]int {
 // holds more bytes than a poll keeps (here 22 rows, 20 of them large, against a 64 KiB budget)
 // loses nothing: every row is answered once, oldest first.
 func TestNewestFirstWindowLosesNothing(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	var rows []moleculetest.Row
 	var want []string
@@ -179,6 +182,7 @@ func TestNewestFirstWindowLosesNothing(t *testing.T) {
 // streamed past without being held, judged poison once by its id, and the two rows beside it are
 // answered oldest first.
 func TestHugeRowIDLastInWindow(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	p.Enqueue(moleculetest.CanvasMessage("before"))
 	p.EnqueueStream("h-huge", moleculetest.LargeRow("h-huge", 100<<20, true))
@@ -209,6 +213,7 @@ func TestHugeRowIDLastInWindow(t *testing.T) {
 // A poison row without an id cannot be moved past with since_id until a later row comes: every
 // poll fetches it again. It is warned about and counted once, not on every poll.
 func TestPoisonWithoutIDWarnedOnce(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, logs := newTestLogger(t)
@@ -235,6 +240,7 @@ func TestPoisonWithoutIDWarnedOnce(t *testing.T) {
 // nothing: messages are still answered and delivered, the position is kept in memory, and the
 // first write that succeeds again records everything.
 func TestStateWriteFailureLosesNothing(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, logs := newTestLogger(t)

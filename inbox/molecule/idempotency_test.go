@@ -52,6 +52,7 @@ func sameIDs(t *testing.T, what string, attempts []deliveryIDs, wantAttempts int
 // messageId), so the platform can drop a copy it already stored; replies to different activities
 // carry different ones.
 func TestIdempotencyKeyStableAcrossRetries(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -84,6 +85,7 @@ func TestIdempotencyKeyStableAcrossRetries(t *testing.T) {
 // next run: the copy carries the same Idempotency-Key and messageId, so the platform and the peer
 // can tell it is the same reply.
 func TestReplyIDsStableAcrossRestart(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	log, _ := newTestLogger(t)
 	dir := t.TempDir()

@@ -29,6 +29,7 @@ func openTestLedger(t *testing.T, dir string) *ledger {
 // The cursor is the low-water mark over arrival order: it moves only over a finished prefix, and
 // ids finished out of order are persisted so they are not answered twice.
 func TestLedgerLowWaterMark(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openTestLedger(t, dir)
 	for _, id := range []string{"z", "a", "m"} { // not sorted: order is arrival order
@@ -68,6 +69,7 @@ func TestLedgerLowWaterMark(t *testing.T) {
 // Pending replies survive a reopen; the reopened ledger recognises finished ids and recovers the
 // pending one when its row comes again.
 func TestLedgerPersistsPendingAndDone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openTestLedger(t, dir)
 	l.admit("r1", 5)
@@ -103,6 +105,7 @@ func TestLedgerPersistsPendingAndDone(t *testing.T) {
 
 // A pending reply delivered before its row comes again is remembered as done.
 func TestLedgerRecoveredBeforeRowSeen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openTestLedger(t, dir)
 	l.admit("x", 0)
@@ -121,6 +124,7 @@ func TestLedgerRecoveredBeforeRowSeen(t *testing.T) {
 
 // The done set is bounded: old ids behind the cursor are forgotten first.
 func TestLedgerBounded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openTestLedger(t, dir) // ring of 8
 	for i := range 100 {
@@ -139,6 +143,7 @@ func TestLedgerBounded(t *testing.T) {
 
 // A corrupt state file (or one of another workspace) is moved aside, never silently replaced.
 func TestLedgerCorruptFileMovedAside(t *testing.T) {
+	t.Parallel()
 	for name, content := range map[string]string{
 		"garbage":         "{not json",
 		"wrong workspace": `{"version":1,"workspace_id":"other","cursor":"c"}`,
@@ -174,6 +179,7 @@ func TestLedgerCorruptFileMovedAside(t *testing.T) {
 // makes "blocks" observable: synctest.Wait returns once the waiter is parked on the window, so
 // the row is finished while it waits, not before it started.
 func TestLedgerWaitRoom(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		l := openTestLedger(t, t.TempDir())
 		l.admit("a", 0)
@@ -200,6 +206,7 @@ func TestLedgerWaitRoom(t *testing.T) {
 
 // Concurrent syncs share writes and leave a valid file (group commit).
 func TestLedgerConcurrentSync(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openTestLedger(t, dir)
 	errs := make(chan error, 20)
@@ -227,6 +234,7 @@ func TestLedgerConcurrentSync(t *testing.T) {
 // inbox position) nor replaced: opening the ledger fails naming the path, a link planted while
 // the inbox runs makes the next write fail, and the file behind the link is untouched.
 func TestLedgerRefusesSymlink(t *testing.T) {
+	t.Parallel()
 	t.Run("at open", func(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, StateFileName)

@@ -24,6 +24,7 @@ var (
 // Python contract: a canvas message is answered with /notify to the workspace it arrived at, with
 // the platform headers, after register.
 func TestCanvasMessageRepliesWithNotify(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -73,6 +74,7 @@ func TestCanvasMessageRepliesWithNotify(t *testing.T) {
 // Python contract: a peer message is answered with an A2A message/send to the peer, sent as this
 // workspace (X-Workspace-ID), with uuid ids.
 func TestPeerMessageRepliesWithA2ASend(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -107,6 +109,7 @@ func TestPeerMessageRepliesWithA2ASend(t *testing.T) {
 
 // Python contract: a chat's second message uses the same chat key (so the same codex thread).
 func TestSecondMessageSameChatKey(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -131,6 +134,7 @@ func TestSecondMessageSameChatKey(t *testing.T) {
 
 // Python contract: an empty poll never starts codex.
 func TestEmptyPollDoesNotSubmit(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -150,6 +154,7 @@ func TestEmptyPollDoesNotSubmit(t *testing.T) {
 // the reply is kept); beyond Python: once the platform recovers it is delivered WITHOUT running
 // codex again.
 func TestFailedReplyNotAckedThenDeliveredWithoutResubmit(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -184,6 +189,7 @@ func TestFailedReplyNotAckedThenDeliveredWithoutResubmit(t *testing.T) {
 
 // Python contract: a codex failure becomes a visible reply that includes its status.
 func TestCodexFailureBecomesVisibleReply(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(func(_ context.Context, key, text string) (supervisor.Reply, error) {
 		switch text {
@@ -218,6 +224,7 @@ func TestCodexFailureBecomesVisibleReply(t *testing.T) {
 
 // Python contract: multipart text is joined with newlines (non-text parts ignored).
 func TestMultipartTextJoinedWithNewlines(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -233,6 +240,7 @@ func TestMultipartTextJoinedWithNewlines(t *testing.T) {
 // Five chats run in parallel: the answerer holds every turn until all five are in flight, which
 // only happens if the inbox does not serialize across chat keys. Within one chat, order holds.
 func TestChatsRunInParallelAndInOrder(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	const chats = 5
 	var a *chattest.Answerer
@@ -280,6 +288,7 @@ func TestChatsRunInParallelAndInOrder(t *testing.T) {
 // A row seen again while its turn is in flight is answered once: in the same page, and again
 // after a cursor reset (410) while the turn still runs.
 func TestDuplicateRowWhileInFlightProcessedOnce(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	g := chattest.NewGate()
 	a := chattest.GatedAnswerer(g)
@@ -308,6 +317,7 @@ func TestDuplicateRowWhileInFlightProcessedOnce(t *testing.T) {
 // 410 Gone drops the cursor: the next poll uses since_secs=600, its newest-first page is read
 // oldest first, and rows already answered are not answered again.
 func TestCursorGoneFallsBackToRecentWindow(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -353,6 +363,7 @@ func TestCursorGoneFallsBackToRecentWindow(t *testing.T) {
 // Poison rows are logged with their id, counted and moved past; echoes of our own replies are
 // skipped; the next good row is answered and the cursor moves past everything.
 func TestPoisonAndEchoRowsMovedPast(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{EchoNotifies: true})
 	a := chattest.NewAnswerer(nil)
 	log, logs := newTestLogger(t)
@@ -392,6 +403,7 @@ func TestPoisonAndEchoRowsMovedPast(t *testing.T) {
 
 // Oversized text is capped with a note, not a crash.
 func TestOversizedTextCapped(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -412,6 +424,7 @@ func TestOversizedTextCapped(t *testing.T) {
 
 // Rows that carry a mailbox seq are acknowledged with the highest seq behind the cursor.
 func TestAckSeqAfterDelivery(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{AckEnabled: true})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -423,6 +436,7 @@ func TestAckSeqAfterDelivery(t *testing.T) {
 
 // A platform without mailbox answers ack with 404: the inbox stops acking and carries on.
 func TestAck404Ignored(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{AckEnabled: false})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -441,6 +455,7 @@ func TestAck404Ignored(t *testing.T) {
 // 403 talk_to_user_disabled is permanent: logged, counted, the message is finished (no retry
 // loop) and later messages go on.
 func TestPermanentDeliveryFailureIsPoisonReply(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, logs := newTestLogger(t)
@@ -464,6 +479,7 @@ func TestPermanentDeliveryFailureIsPoisonReply(t *testing.T) {
 
 // The platform rejecting the token at register is fatal with a clear error; nothing is polled.
 func TestRegisterUnauthorizedIsFatal(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{401, 403} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			p := moleculetest.NewPlatform(t, moleculetest.Config{})
@@ -484,6 +500,7 @@ func TestRegisterUnauthorizedIsFatal(t *testing.T) {
 
 // A wrong token: the fake platform answers 401 to register.
 func TestWrongTokenRejected(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	log, _ := newTestLogger(t)
 	cfg := testConfig(p, t.TempDir(), chattest.NewAnswerer(nil), log)
@@ -497,6 +514,7 @@ func TestWrongTokenRejected(t *testing.T) {
 
 // Register retries transient failures (the platform may be starting).
 func TestRegisterRetriesTransientFailures(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	p.FailNext(moleculetest.RouteRegister, 2, 503)
 	a := chattest.NewAnswerer(nil)
@@ -511,6 +529,7 @@ func TestRegisterRetriesTransientFailures(t *testing.T) {
 
 // Heartbeats carry the fields the platform expects, with the running turn.
 func TestHeartbeatReportsActiveTask(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	g := chattest.NewGate()
 	a := chattest.GatedAnswerer(g)
@@ -545,6 +564,7 @@ func (f fakeProgress) Activity() []supervisor.ChatActivity { return f }
 // With a progress source, the heartbeat's current_task says what the running turn is doing and
 // for how long, instead of only naming the chat.
 func TestHeartbeatReportsActivity(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	g := chattest.NewGate()
 	a := chattest.GatedAnswerer(g)
@@ -573,6 +593,7 @@ func TestHeartbeatReportsActivity(t *testing.T) {
 }
 
 func TestCurrentTask(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	got := currentTask([]supervisor.ChatActivity{
 		{ChatKey: "canvas:a", What: "thinking", Since: now.Add(-5 * time.Second)},
@@ -592,6 +613,7 @@ func TestCurrentTask(t *testing.T) {
 
 // Poll errors (502s, hung requests) are retried and do not lose messages.
 func TestPollFailuresRecover(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{Seed: 7})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -642,6 +664,7 @@ func TestPollFailuresRecover(t *testing.T) {
 
 // OnPoll hears of every activity poll: a failed one with its error, the others with nil.
 func TestOnPollReportsEveryPoll(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{Seed: 8})
 	log, _ := newTestLogger(t)
 	cfg := testConfig(p, t.TempDir(), chattest.NewAnswerer(nil), log)
@@ -675,6 +698,7 @@ func TestOnPollReportsEveryPoll(t *testing.T) {
 // the turn does, and then its reply; a peer's chat gets no notes (a note would be a message to
 // the peer agent).
 func TestProgressNotes(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	g := chattest.NewGate()
 	a := chattest.GatedAnswerer(g)

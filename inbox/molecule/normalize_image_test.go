@@ -48,6 +48,7 @@ func fileRow(t *testing.T, text string, files ...map[string]string) []byte {
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 func TestNormalizeImages(t *testing.T) {
+	t.Parallel()
 	pngURL := "data:image/png;base64," + b64(pngBytes)
 	big := append(append([]byte{}, pngBytes...), bytes.Repeat([]byte{0}, 1100)...)
 	half := append(append([]byte{}, pngBytes...), bytes.Repeat([]byte{0}, 900)...)
@@ -138,6 +139,7 @@ func TestNormalizeImages(t *testing.T) {
 
 // An image alone is a message: codex gets the note as text and the image.
 func TestNormalizeImageWithoutText(t *testing.T) {
+	t.Parallel()
 	n := normalize(fileRow(t, "", map[string]string{"mimeType": "image/png", "bytes": b64(pngBytes)}), imgCfg())
 	if n.disp != dispMessage || len(n.msg.Images) != 1 || n.msg.Text != "[attachments: file (image)]" {
 		t.Fatalf("got disp %v, %d images, text %q", n.disp, len(n.msg.Images), n.msg.Text)
@@ -147,6 +149,7 @@ func TestNormalizeImageWithoutText(t *testing.T) {
 // The Molecule inbox hands an image part to the Answerer with the message text, and with the
 // default caps (the config leaves them unset).
 func TestMoleculeSubmitsImages(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	a := chattest.NewAnswerer(nil)
 	log, _ := newTestLogger(t)
@@ -168,6 +171,7 @@ func TestMoleculeSubmitsImages(t *testing.T) {
 // would pass MaxPendingImageBytes is answered with a note instead of them, and the room comes
 // back once the earlier message is answered.
 func TestPendingImagesBounded(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	g := chattest.NewGate()
 	a := chattest.GatedAnswerer(g)

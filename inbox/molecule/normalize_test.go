@@ -12,6 +12,7 @@ const testWS = "ws-self"
 func normCfg() normalizeConfig { return normalizeConfig{workspaceID: testWS, maxTextBytes: 1024} }
 
 func TestNormalize(t *testing.T) {
+	t.Parallel()
 	msgParts := func(parts string) string {
 		return `{"params":{"message":{"role":"user","parts":` + parts + `}}}`
 	}
@@ -134,6 +135,7 @@ func TestNormalize(t *testing.T) {
 }
 
 func TestNormalizeCapsText(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("ab€", 1000) // 5000 bytes, multi-byte runes
 	row, _ := json.Marshal(map[string]any{"id": "big", "summary": long, "attachments": []string{"x.log"}})
 	n := normalize(row, normalizeConfig{workspaceID: testWS, maxTextBytes: 512})
@@ -153,6 +155,7 @@ func TestNormalizeCapsText(t *testing.T) {
 }
 
 func TestOneoffKeyOfUnsafeID(t *testing.T) {
+	t.Parallel()
 	k := oneoffKey("weird id/with spaces")
 	if !strings.HasPrefix(k, "oneoff:") || strings.ContainsAny(k, " /") || k != oneoffKey("weird id/with spaces") {
 		t.Fatalf("oneoff key %q", k)
@@ -212,6 +215,7 @@ func abs(n int) int {
 // Reply ids are version 5 UUIDs of workspace and activity: stable, and different for any other
 // workspace or activity.
 func TestReplyID(t *testing.T) {
+	t.Parallel()
 	a := replyID("ws-1", "act-1")
 	if !uuidV5.MatchString(a) || a != replyID("ws-1", "act-1") {
 		t.Fatalf("replyID = %q, want a stable v5 uuid", a)

@@ -53,6 +53,7 @@ func (t pacedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // keeps coming is read to its end however long it takes, one that stalls is cut off, and with a
 // cursor the rows read before the stall are kept.
 func TestPollTimeoutIsPerRead(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		chunks := []string{`[{"id":"a"}`, `,{"id":"b"}`, `,{"id":"c"}`, `]`}
 		client := func(pauses ...time.Duration) *platformClient {

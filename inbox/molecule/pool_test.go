@@ -15,6 +15,7 @@ import (
 // of 8) are all in Submit at once; the answerer holds each until all are in. Only the
 // supervisor's pool bounds turns.
 func TestInboxAddsNoTurnLimit(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	const chats = 16
 	var a *chattest.Answerer
@@ -43,6 +44,7 @@ func TestInboxAddsNoTurnLimit(t *testing.T) {
 // reply's delivery would wait for another's) and keeps enough idle connections for concurrent
 // deliveries to reuse them instead of dialing again.
 func TestOwnHTTPClientDoesNotCapCalls(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	m, err := New(testConfig(p, t.TempDir(), chattest.NewAnswerer(nil), nil))
 	must(t, err)

@@ -16,6 +16,7 @@ import (
 // no heartbeat, no ack. A rejected token comes back as an Unauthorized *HTTPError, a platform
 // that is not there as an error.
 func TestProbePlatform(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	cfg := Config{PlatformURL: p.URL(), WorkspaceID: p.WorkspaceID(), Token: p.Token()}
 	if err := ProbePlatform(context.Background(), cfg); err != nil {

@@ -20,6 +20,7 @@ import (
 // a careless proxy would), plus a hung request (a transport error naming the URL), a codex error
 // that quotes the token, and a fatal 401 at register.
 func TestTokenNeverLogged(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{LeakAuthInErrors: true, AckEnabled: false})
 	token := p.Token()
 	a := chattest.NewAnswerer(func(_ context.Context, key, text string) (supervisor.Reply, error) {
@@ -88,6 +89,7 @@ func entryText(e observer.LoggedEntry) string {
 }
 
 func TestRedactorShortSecretIgnored(t *testing.T) {
+	t.Parallel()
 	if got := (redactor{secret: "ab"}).String("abc"); got != "abc" {
 		t.Fatalf("short secret redacted: %q", got)
 	}

@@ -48,6 +48,7 @@ func (s *spy) seen() (requests, withAuth int) {
 // the caller brings its own http.Client, which follows redirects by default: the inbox uses a
 // copy with its own policy and leaves the caller's client alone.
 func TestRedirectNeverFollowed(t *testing.T) {
+	t.Parallel()
 	for _, injected := range []bool{false, true} {
 		name := "own client"
 		if injected {
@@ -99,6 +100,7 @@ func TestRedirectNeverFollowed(t *testing.T) {
 // token travel in clear text. A redirect at register is a configuration error: Run fails and
 // names the target.
 func TestRedirectToPlainHTTPNeverCarriesToken(t *testing.T) {
+	t.Parallel()
 	s := newSpy(t)
 	front := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, s.srv.URL+r.URL.Path, http.StatusMovedPermanently)
@@ -124,6 +126,7 @@ func TestRedirectToPlainHTTPNeverCarriesToken(t *testing.T) {
 // somewhere else that counts as delivered. The reply stays pending, is retried without running
 // codex again, and is delivered once the platform stops redirecting.
 func TestReplyRedirectIsNotDelivery(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	s := newSpy(t)
 	a := chattest.NewAnswerer(nil)

@@ -17,6 +17,7 @@ import (
 // codex, a row already answered is not answered again, and a row whose turn was cut off by the
 // shutdown is answered.
 func TestRestartDeliversPendingWithoutSubmit(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	dir := t.TempDir()
 	log, _ := newTestLogger(t)
@@ -85,6 +86,7 @@ func TestRestartDeliversPendingWithoutSubmit(t *testing.T) {
 // A reply stored before delivery survives a crash: a run whose delivery never got through
 // leaves it pending with a stable A2A messageId; the next run delivers it with that id.
 func TestPendingPeerReplyKeepsMessageID(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	dir := t.TempDir()
 	log, _ := newTestLogger(t)
@@ -120,6 +122,7 @@ func TestPendingPeerReplyKeepsMessageID(t *testing.T) {
 // On shutdown, a turn in flight finishes within the drain period and its reply is delivered
 // before Run returns.
 func TestShutdownDrainsInFlightTurn(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	g := chattest.NewGate()
 	a := chattest.GatedAnswerer(g)
@@ -148,6 +151,7 @@ func TestShutdownDrainsInFlightTurn(t *testing.T) {
 // it is read as before, and the reply goes out with that messageId (a peer may have seen it) and
 // the activity's Idempotency-Key.
 func TestOldStateFileRandomMessageIDKept(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	dir := t.TempDir()
 	const oldID = "3f8a1c52-7d4e-4b6a-9c0d-2e5f7a8b9c1d"

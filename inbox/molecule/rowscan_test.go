@@ -30,6 +30,7 @@ type oneByte struct{ r io.Reader }
 func (o oneByte) Read(p []byte) (int, error) { return o.r.Read(p[:min(1, len(p))]) }
 
 func TestRowScanner(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		raw  string // "" with over: oversized
 		id   string
@@ -103,6 +104,7 @@ func TestRowScanner(t *testing.T) {
 // A 100 MB row whose id comes last is streamed past with memory bounded by the row cap: it comes
 // back oversized, with its id and size, and the row after it is read.
 func TestRowScannerHugeRowBoundedMemory(t *testing.T) {
+	// Not parallel: the allocation it bounds is read from the process-wide MemStats.
 	const huge = 100 << 20
 	in := io.MultiReader(strings.NewReader("["), moleculetest.LargeRow("huge", huge, true)(), strings.NewReader(`,{"id":"after"}]`))
 	var before, after runtime.MemStats
@@ -160,6 +162,7 @@ func runKeepCases(t *testing.T, keep func(*rowScanner, pageLimits) (pollPage, er
 }
 
 func TestKeepOldestFirst(t *testing.T) {
+	t.Parallel()
 	runKeepCases(t, keepOldestFirst, []keepCase{
 		{name: "all fit", in: page("a", "b", "c"), lim: pageLimits{rows: 10, bytes: 100}, want: "a,b,c"},
 		{name: "row limit", in: page("a", "b", "c"), lim: pageLimits{rows: 2, bytes: 100}, want: "a,b", more: true},
@@ -170,6 +173,7 @@ func TestKeepOldestFirst(t *testing.T) {
 }
 
 func TestKeepOldestOfWindow(t *testing.T) {
+	t.Parallel()
 	newestFirst := page("e", "d", "c", "b", "a") // a is the oldest
 	runKeepCases(t, keepOldestOfWindow, []keepCase{
 		{name: "all fit, oldest first", in: newestFirst, lim: pageLimits{rows: 10, bytes: 1000}, want: "a,b,c,d,e"},
@@ -222,6 +226,7 @@ func FuzzRowScanner(f *testing.F) {
 
 // A row's fingerprint is the hash of its text, whether the row was kept or streamed past.
 func TestRowFingerprint(t *testing.T) {
+	t.Parallel()
 	x, y := `{"summary":"`+strings.Repeat("x", 200)+`"}`, `{"summary":"`+strings.Repeat("y", 200)+`"}`
 	in := "[" + x + "," + x + "," + y + "]"
 	kept, err := scanAll(strings.NewReader(in), 1<<10)

@@ -16,6 +16,7 @@ import (
 
 // The heartbeat loop ticks every interval (first one interval after the start) until canceled.
 func TestRunEveryInterval(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		start := time.Now()
@@ -42,6 +43,7 @@ func TestRunEveryInterval(t *testing.T) {
 
 // Delivery retries back off exponentially up to the cap and go on until success.
 func TestRetryForeverBacksOffUntilSuccess(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		var waits []time.Duration
@@ -74,6 +76,7 @@ func TestRetryForeverBacksOffUntilSuccess(t *testing.T) {
 
 // A permanent error stops retrying at once; a canceled context stops a retry in its wait.
 func TestRetryForeverStops(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		attempts := 0
 		perm := &HTTPError{Op: "notify", Status: http.StatusForbidden}
@@ -99,6 +102,7 @@ func TestRetryForeverStops(t *testing.T) {
 }
 
 func TestPermanentDeliveryError(t *testing.T) {
+	t.Parallel()
 	for status, want := range map[int]bool{400: true, 401: false, 403: true, 404: true, 408: false, 413: true, 429: false, 500: false, 502: false, 503: false} {
 		if got := permanentDeliveryError(&HTTPError{Status: status}); got != want {
 			t.Errorf("status %d permanent = %v, want %v", status, got, want)
@@ -112,6 +116,7 @@ func TestPermanentDeliveryError(t *testing.T) {
 // The heartbeat body reports in-flight turns and the failure rate since the previous beat,
 // then resets the window.
 func TestHeartbeatBody(t *testing.T) {
+	t.Parallel()
 	m := &Inbox{inflight: map[string]string{"a1": "peer:b", "a2": "canvas:ws"}, runStart: time.Now().Add(-90 * time.Second)}
 	m.noteAnswer(false, "")
 	m.noteAnswer(true, "codex failed (status failed): x")
@@ -129,6 +134,7 @@ func TestHeartbeatBody(t *testing.T) {
 // again and again. The fallbacks back off exponentially (instead of two full-window fetches a
 // second) and the backoff starts over once a cursor is accepted again.
 func TestCursorGoneBacksOff(t *testing.T) {
+	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	synctest.Test(t, func(t *testing.T) {
 		log, _ := newTestLogger(t)

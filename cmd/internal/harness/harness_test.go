@@ -74,6 +74,7 @@ func startFake(t *testing.T, args ...string) (*Daemon, StatusClient) {
 }
 
 func TestDaemonAwaitReadyAndTerminate(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	d, status := startFake(t)
 	doc, err := d.AwaitReady(ctx, status, 10*time.Millisecond, func(doc StatusDoc) bool { return doc.Daemon.Listen != "" })
@@ -92,6 +93,7 @@ func TestDaemonAwaitReadyAndTerminate(t *testing.T) {
 }
 
 func TestDaemonAwaitReadyStopsWhenTheDaemonExits(t *testing.T) {
+	t.Parallel()
 	d, status := startFake(t, "fail")
 	_, err := d.AwaitReady(testCtx(t), status, 10*time.Millisecond, nil)
 	if err == nil || d.Alive() {
@@ -104,6 +106,7 @@ func TestDaemonAwaitReadyStopsWhenTheDaemonExits(t *testing.T) {
 }
 
 func TestDaemonWaitGivesUpWithErrNotExited(t *testing.T) {
+	t.Parallel()
 	d, _ := startFake(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -113,6 +116,7 @@ func TestDaemonWaitGivesUpWithErrNotExited(t *testing.T) {
 }
 
 func TestDaemonKillReachesTheGroup(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	d, status := startFake(t)
 	if _, err := d.AwaitReady(ctx, status, 10*time.Millisecond, nil); err != nil {
@@ -137,6 +141,7 @@ func TestDaemonKillReachesTheGroup(t *testing.T) {
 }
 
 func TestPollUntilReportsTheLastError(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	errLast := errors.New("still starting")
@@ -147,6 +152,7 @@ func TestPollUntilReportsTheLastError(t *testing.T) {
 }
 
 func TestStartModelWritesCodexHome(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "codex-home")
 	m, err := StartModel(mockmodel.Config{}, home)
 	if err != nil {
