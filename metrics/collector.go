@@ -35,6 +35,8 @@ var (
 	descEstimate      = desc("child_estimate_bytes", "What one more codex child is expected to cost.")
 	descOverload      = desc("overload_retries_total", "Requests to codex children that codex refused as overloaded and that were sent again.")
 	descStoreErrors   = desc("thread_store_errors_total", "Failed writes of thread ids to sessions.json.")
+	descModelUp       = desc("model_reachable", "1 while the model service can be reached as the turns find it; 0 from a turn that could not reach it until one gets through.")
+	descModelOutages  = desc("model_outages_total", "Times the model service became unreachable.")
 )
 
 // poolCollector reads the pool's table at scrape time.
@@ -44,7 +46,7 @@ type poolCollector struct {
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueue, descSlotWaiters, descChildren, descChildrenMax, descRetirements,
-		descRestarts, descCrashBackoffs, descPSS, descUSS, descBudget, descCharged, descEstimate, descOverload, descStoreErrors} {
+		descRestarts, descCrashBackoffs, descPSS, descUSS, descBudget, descCharged, descEstimate, descOverload, descStoreErrors, descModelUp, descModelOutages} {
 		ch <- d
 	}
 }
@@ -81,6 +83,12 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descEstimate, float64(t.ChildEstimateBytes))
 	counter(descOverload, float64(t.OverloadRetries))
 	counter(descStoreErrors, float64(t.StoreErrors))
+	up := 0.0
+	if snap.Model.Reachable {
+		up = 1
+	}
+	gauge(descModelUp, up)
+	counter(descModelOutages, float64(snap.Model.Outages))
 }
 
 // bridgeCounters are the Molecule inbox's monotonic counters, by metric name.
@@ -95,6 +103,7 @@ var bridgeCounters = []struct {
 	{desc("molecule_poison_rows_total", "Activity rows that cannot be answered and were moved past."), func(s molecule.Stats) int64 { return s.Poison }},
 	{desc("molecule_duplicates_total", "Activity rows seen again and skipped."), func(s molecule.Stats) int64 { return s.Duplicates }},
 	{desc("molecule_busy_retries_total", "Messages the pool answered busy that were tried again later."), func(s molecule.Stats) int64 { return s.BusyRetries }},
+	{desc("molecule_unreachable_retries_total", "Tries of messages put off because the model service could not be reached."), func(s molecule.Stats) int64 { return s.UnreachableRetries }},
 	{desc("molecule_commands_total", "Chat commands answered (/stop, /new, /status, /help)."), func(s molecule.Stats) int64 { return s.Commands }},
 	{desc("molecule_codex_failures_total", "Answers that report a failure instead of codex's answer."), func(s molecule.Stats) int64 { return s.CodexFailures }},
 	{desc("molecule_poll_errors_total", "Failed activity polls."), func(s molecule.Stats) int64 { return s.PollErrors }},

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -77,3 +78,15 @@ func (m *modelState) reached(log *zap.Logger) {
 // Model is whether the model could be reached, as the turns found it; cheap (no /proc reads),
 // for readiness probes.
 func (s *Supervisor) Model() ModelStatus { return s.model.status() }
+
+// dropUnanswered reverts a turn the model never saw from the thread (it holds only the user's
+// message): the message is answered later by a turn of its own, and each try of an outage would
+// otherwise leave the same message in the history once more. A failure is logged; the history
+// then shows the message twice, which is all it costs.
+func (s *Supervisor) dropUnanswered(sess *session, turnID string) {
+	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
+	defer cancel()
+	if err := sess.child.RevertThread(ctx, sess.threadID, turnID); err != nil {
+		sess.log.Warn("could not drop the unanswered turn from the thread", zap.String("turn_id", turnID), zap.Error(err))
+	}
+}

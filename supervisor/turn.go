@@ -58,6 +58,9 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	case watchdog == WatchdogModelUnreachable && errors.As(cause, &trip):
 		unreachable = trip.cause
 		s.model.unreachable(trip.cause, s.log)
+		if settled && r.TurnID != "" {
+			s.dropUnanswered(sess, r.TurnID)
+		}
 	case settled && r.Status == protocol.TurnCompleted:
 		s.model.reached(s.log)
 	}

@@ -44,19 +44,21 @@ type runConfig struct {
 	SlotWait          time.Duration
 	MaxSlotWaiters    int
 	// ChildUser runs the codex children as this user (name or uid).
-	ChildUser        string
-	Cwd              string
-	MaxChildren      int
-	Spares           int
-	ChatCommands     bool
-	Busy             supervisor.BusyPolicy
-	MaxQueue         int
-	IdleTTL          time.Duration
-	TurnTimeout      time.Duration
-	PostToolTimeout  time.Duration
-	HandshakeTimeout time.Duration
-	DrainTimeout     time.Duration
-	PollInterval     time.Duration
+	ChildUser       string
+	Cwd             string
+	MaxChildren     int
+	Spares          int
+	ChatCommands    bool
+	Busy            supervisor.BusyPolicy
+	MaxQueue        int
+	IdleTTL         time.Duration
+	TurnTimeout     time.Duration
+	PostToolTimeout time.Duration
+	// ModelUnreachableTimeout ends a turn whose model could not be reached this long.
+	ModelUnreachableTimeout time.Duration
+	HandshakeTimeout        time.Duration
+	DrainTimeout            time.Duration
+	PollInterval            time.Duration
 	// HeartbeatInterval is the Molecule heartbeat's period (its current_task shows what runs).
 	HeartbeatInterval time.Duration
 	PlatformTimeout   time.Duration
@@ -196,6 +198,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.dur(&c.IdleTTL, "idle-ttl", "CODEX_WARM_IDLE_TTL", 15*time.Minute, "close a child idle for this long")
 	e.dur(&c.TurnTimeout, "turn-timeout", "CODEX_WARM_TURN_TIMEOUT", 600*time.Second, "interrupt a turn running this long")
 	e.dur(&c.PostToolTimeout, "post-tool-timeout", "CODEX_WARM_POST_TOOL_TIMEOUT", 90*time.Second, "retire a child silent this long after a tool finished")
+	e.dur(&c.ModelUnreachableTimeout, "model-unreachable-timeout", "CODEX_WARM_MODEL_UNREACHABLE_TIMEOUT", supervisor.DefaultModelUnreachable, "end a turn whose model service could not be reached this long (codex retries forever); the chat is told, Molecule messages are answered when it is back; later turns of the outage end at once")
 	e.dur(&c.HandshakeTimeout, "handshake-timeout", "CODEX_WARM_HANDSHAKE_TIMEOUT", 30*time.Second, "retire a child that does not finish initialize in time")
 	e.dur(&c.DrainTimeout, "drain-timeout", "CODEX_WARM_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, let running turns finish this long before interrupting them")
 	e.dur(&c.PollInterval, "poll-interval", "CODEX_WARM_POLL_INTERVAL", time.Second, "Molecule activity poll interval")
@@ -266,6 +269,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 		return c, fmt.Errorf("--child-max-turns %d: must be >= 0", c.ChildMaxTurns)
 	case c.ChildMaxAge < 0:
 		return c, fmt.Errorf("--child-max-age %s: must be >= 0", c.ChildMaxAge)
+	case c.ModelUnreachableTimeout <= 0:
+		return c, fmt.Errorf("--model-unreachable-timeout %s: must be > 0", c.ModelUnreachableTimeout)
 	case c.MaxQueue < 1:
 		return c, fmt.Errorf("--max-queue %d: must be >= 1", c.MaxQueue)
 	case c.InboxMaxConns < 1:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/molecule-ai/codex-warm/health"
 )
@@ -33,6 +34,14 @@ func (d *daemon) readiness(bin, codexHome string) *health.Readiness {
 		}},
 		{Name: "state_dir", Run: func(context.Context) error { return checkWritable(d.cfg.StateDir) }},
 		{Name: "codex", Run: func(context.Context) error { return checkExecutable(bin) }},
+		{Name: "model", Run: func(context.Context) error {
+			// Known from the turns: not ready from a turn that could not reach the model until
+			// one gets through (the Molecule inbox tries its waiting messages again by itself).
+			if m := d.sup.Model(); !m.Reachable {
+				return fmt.Errorf("the model service could not be reached since %s: %s", m.Since.UTC().Format(time.RFC3339), m.Cause)
+			}
+			return nil
+		}},
 		{Name: "codex_login", Run: func(ctx context.Context) error {
 			if t := d.login.tokens; t != nil {
 				// The daemon holds the login: it knows better than account/read, which offline

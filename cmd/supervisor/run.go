@@ -211,6 +211,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		TurnDeadline:     cfg.TurnTimeout,
 		PostToolQuiet:    cfg.PostToolTimeout,
+		ModelUnreachable: cfg.ModelUnreachableTimeout,
 		ApprovalTimeout:  cfg.ApprovalTimeout,
 		Admit:            d.login.admit,
 		OnTurn:           onTurn,

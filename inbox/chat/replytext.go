@@ -38,6 +38,9 @@ const (
 	OutcomeError                     // anything else
 	OutcomeStopped                   // the chat's /stop ended or dropped the message
 	OutcomeSuperseded                // a newer message of the chat interrupted it (--busy interrupt)
+	// OutcomeModelUnreachable: codex could not reach the model service; nothing was answered,
+	// the child is fine, and the same message can run once the service is back.
+	OutcomeModelUnreachable
 )
 
 // Classify maps a Submit result to an Outcome. It reads types and protocol constants only:
@@ -65,6 +68,8 @@ func Classify(r supervisor.Reply, err error) Outcome {
 	case errors.As(err, &ae), errors.Is(err, codexauth.ErrLoginGone):
 		// A login the daemon holds and found gone fails the turn the same way.
 		return OutcomeAuth
+	case errors.As(err, &wd) && wd.Watchdog == supervisor.WatchdogModelUnreachable:
+		return OutcomeModelUnreachable
 	case errors.As(err, &wd):
 		return OutcomeWatchdog
 	case errors.As(err, &cl):
@@ -91,6 +96,9 @@ func ReplyText(r supervisor.Reply, err error) string {
 		return textBusy
 	case OutcomeAuth:
 		return textNotLoggedIn
+	case OutcomeModelUnreachable:
+		errors.As(err, &wd)
+		return ModelUnreachableText(wd.Cause)
 	case OutcomeWatchdog:
 		errors.As(err, &wd)
 		if wd.Watchdog == supervisor.WatchdogTurn {
@@ -179,6 +187,8 @@ const (
 	LabelNotLoggedIn = "not_logged_in"
 	LabelClosed      = "shutting_down"
 	LabelError       = "error"
+	// LabelModelUnreachable: the model service could not be reached (not the user's doing).
+	LabelModelUnreachable = "model_unreachable"
 	// LabelWatchdogPrefix precedes the watchdog's name (supervisor.Watchdog*):
 	// "watchdog_turn_deadline". A name the supervisor does not define reads "watchdog_other".
 	LabelWatchdogPrefix = "watchdog_"
@@ -206,6 +216,8 @@ func OutcomeLabel(r supervisor.Reply, err error) string {
 		return LabelNotLoggedIn
 	case OutcomeClosed:
 		return LabelClosed
+	case OutcomeModelUnreachable:
+		return LabelModelUnreachable
 	case OutcomeWatchdog:
 		var wd *supervisor.WatchdogError
 		errors.As(err, &wd)
@@ -217,4 +229,13 @@ func OutcomeLabel(r supervisor.Reply, err error) string {
 		return LabelWatchdogPrefix + "other"
 	}
 	return LabelError
+}
+
+// ModelUnreachableText tells a chat that codex could not reach the model service, with codex's
+// account of why. It blames nobody in the chat: the message was fine, the service was not there.
+func ModelUnreachableText(cause string) string {
+	if cause = strings.TrimSpace(cause); cause == "" {
+		cause = "no connection"
+	}
+	return fmt.Sprintf("the model service could not be reached (%s), so codex could not answer your message yet.", CapText(cause, maxErrInReply))
 }

@@ -258,6 +258,12 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 	case chat.OutcomeSuperseded:
 		log.Info("interrupted by a newer message", zap.String("turn_id", reply.TurnID))
 		writeJSON(w, http.StatusOK, Reply{Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID, Status: StatusSuperseded})
+	case chat.OutcomeModelUnreachable:
+		// Not the caller's fault and not a failed turn: the service is away. The caller holds
+		// the message; it is told when to send it again.
+		log.Warn("the model service could not be reached", zap.Error(err))
+		w.Header().Set("Retry-After", retryAfterSeconds(h.cfg.RetryAfter))
+		writeJSON(w, http.StatusServiceUnavailable, ErrorReply{Error: text + " Please send it again in a minute.", Watchdog: supervisor.WatchdogModelUnreachable})
 	case chat.OutcomeBusy, chat.OutcomeClosed:
 		log.Warn("busy", zap.Error(err))
 		w.Header().Set("Retry-After", retryAfterSeconds(h.cfg.RetryAfter))

@@ -5,6 +5,7 @@ package molecule
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -92,7 +93,8 @@ func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 // settle turns a Submit result into msg's stored reply (see answer).
 func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg message, start time.Time, reply supervisor.Reply, err error) (*pendingReply, bool) {
 	oc := chat.Classify(reply, err)
-	if oc == chat.OutcomeClosed || (oc != chat.OutcomeAnswered && drainCtx.Err() != nil) || (oc == chat.OutcomeBusy && ctx.Err() != nil) {
+	if oc == chat.OutcomeClosed || (oc != chat.OutcomeAnswered && drainCtx.Err() != nil) ||
+		((oc == chat.OutcomeBusy || oc == chat.OutcomeModelUnreachable) && ctx.Err() != nil) {
 		m.c.abandoned.Add(1)
 		log.Info("stopping before the message was answered; it will be answered after the restart", zap.Error(err))
 		return nil, false
@@ -166,12 +168,57 @@ func (m *Inbox) command(ctx context.Context, log *zap.Logger, disp *dispatcher, 
 	}
 }
 
-// submit runs the message's turn. While the supervisor answers busy (chat.OutcomeBusy: no slot, too
-// many chats waiting for one, the chat's queue full, codex overloaded) the message is tried
-// again with backoff and jitter for up to BusyRetryFor; its row stays unacknowledged meanwhile,
-// durable on the platform. It returns the last result: an answer, a failure, or busy once the
-// bound is spent or ctx is done. Waits end with ctx; turns run on drainCtx.
+// submit runs the message's turn. While the model service cannot be reached the message is
+// tried again with backoff for as long as it takes (until ctx ends): its row stays
+// unacknowledged, the chat is told once that it will be answered when the service is back, and
+// each try costs a connection attempt (the supervisor ends a turn at codex's first report of an
+// outage it already knows). Busy answers are retried as submitBusy says.
 func (m *Inbox) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message) (supervisor.Reply, error) {
+	var (
+		reply supervisor.Reply
+		err   error
+		told  bool
+	)
+	_ = retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
+		reply, err = m.submitBusy(ctx, drainCtx, log, msg)
+		if chat.Classify(reply, err) != chat.OutcomeModelUnreachable {
+			return nil
+		}
+		if !told {
+			told = true
+			m.tellUnreachable(drainCtx, log, msg, err)
+		}
+		return err
+	}, func(err error, wait time.Duration) {
+		m.c.unreachableRetries.Add(1)
+		log.Info("the model service cannot be reached; the message stays unacknowledged and is tried again",
+			zap.Error(err), zap.Duration("retry_in", wait))
+	})
+	return reply, err
+}
+
+// tellUnreachable tells msg's chat, once, that the model service is away and the message will be
+// answered when it is back. It is tried once, like a progress note: the answer itself follows.
+func (m *Inbox) tellUnreachable(ctx context.Context, log *zap.Logger, msg message, err error) {
+	var wd *supervisor.WatchdogError
+	cause := ""
+	if errors.As(err, &wd) {
+		cause = wd.Cause
+	}
+	text := chat.ModelUnreachableText(cause) + " It will be answered when the service is back."
+	p := pendingReply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route,
+		Text: m.client.red.String(text), MessageID: replyID(m.cfg.WorkspaceID, msg.ActivityID+"/model-unreachable")}
+	if err := m.sendAs(ctx, log, p, p.MessageID); err != nil && ctx.Err() == nil {
+		log.Info("model-unreachable notice not delivered", zap.Error(err))
+	}
+}
+
+// submitBusy runs the message's turn. While the supervisor answers busy (chat.OutcomeBusy: no
+// slot, too many chats waiting for one, the chat's queue full, codex overloaded) the message is
+// tried again with backoff and jitter for up to BusyRetryFor; its row stays unacknowledged
+// meanwhile, durable on the platform. It returns the last result: an answer, a failure, or busy
+// once the bound is spent or ctx is done. Waits end with ctx; turns run on drainCtx.
+func (m *Inbox) submitBusy(ctx, drainCtx context.Context, log *zap.Logger, msg message) (supervisor.Reply, error) {
 	var (
 		reply supervisor.Reply
 		err   error

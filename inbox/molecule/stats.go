@@ -38,6 +38,9 @@ type Stats struct {
 	// BusyRetries counts Submit results the pool answered busy whose message was tried again
 	// later instead of being answered busy.
 	BusyRetries int64 `json:"busy_retries"`
+	// UnreachableRetries counts tries of a message put off because the model service could
+	// not be reached.
+	UnreachableRetries int64 `json:"unreachable_retries"`
 	// Commands counts chat commands answered (/stop, /new, /status, /help).
 	Commands int64 `json:"commands"`
 
@@ -55,5 +58,5 @@ type Stats struct {
 type counters struct {
 	received, answered, codexFailures, delivered, deliveryRetries, deliveryFailed, recovered,
 	poison, skippedEchoes, duplicates, truncated, pollErrors, heartbeatErrors, persistErrors,
-	abandoned, busyRetries, commands atomic.Int64
+	abandoned, busyRetries, unreachableRetries, commands atomic.Int64
 }
