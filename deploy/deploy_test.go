@@ -64,6 +64,26 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 	return string(out)
 }
 
+// stdoutOf is run for a command whose answer is its stdout: codex warns on stderr, for one when
+// its CODEX_HOME lies under /tmp ("Refusing to create helper binaries under temporary dir"), and
+// a warning is not part of `codex --version`. HOME is a fresh directory under the temp dir, so
+// that warning is always there: the checks hold wherever the caller's HOME lies.
+func stdoutOf(t *testing.T, dir string, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "CODEX_HOME=")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
+}
+
 // `make install DESTDIR=…` stages supervisor and the pinned codex side by side in
 // PREFIX/libexec/codex-warm, links PREFIX/bin/supervisor to it, and the installed supervisor
 // finds that codex by itself (doctor says so). `make uninstall` takes it all away again.
@@ -83,7 +103,7 @@ func TestMakeInstall(t *testing.T) {
 	if target, err := os.Readlink(link); err != nil || target != "../libexec/codex-warm/supervisor" {
 		t.Fatalf("bin/supervisor: link to %q (%v), want ../libexec/codex-warm/supervisor", target, err)
 	}
-	version := run(t, dest, nil, filepath.Join(libexec, "codex"), "--version")
+	version := stdoutOf(t, dest, filepath.Join(libexec, "codex"), "--version")
 	if want := "codex-cli " + makeVar(t, "CODEX_VERSION"); strings.TrimSpace(version) != want {
 		t.Errorf("installed codex says %q, want %q", version, want)
 	}
@@ -358,7 +378,7 @@ func TestDockerfileStagesRunHere(t *testing.T) {
 	if strings.TrimSpace(v) != "supervisor dockerfile-test" {
 		t.Errorf("built supervisor says %q", v)
 	}
-	c := run(t, out, nil, filepath.Join(out, "codex", "codex"), "--version")
+	c := stdoutOf(t, out, filepath.Join(out, "codex", "codex"), "--version")
 	if strings.TrimSpace(c) != "codex-cli "+global["CODEX_VERSION"] {
 		t.Errorf("codex stage's binary says %q", c)
 	}

@@ -84,7 +84,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descOverload, float64(t.OverloadRetries))
 	counter(descStoreErrors, float64(t.StoreErrors))
 	up := 0.0
-	if snap.Model.Reachable {
+	if !snap.Model.Unreachable {
 		up = 1
 	}
 	gauge(descModelUp, up)

@@ -10,8 +10,9 @@ import (
 
 // ModelStatus is whether the model could be reached, as the turns found it.
 type ModelStatus struct {
-	// Reachable is false from a turn ended by WatchdogModelUnreachable until a turn completes.
-	Reachable bool `json:"reachable"`
+	// Unreachable is true from a turn ended by WatchdogModelUnreachable until a turn completes.
+	// (The zero value, reachable, is what the daemon assumes until a turn finds otherwise.)
+	Unreachable bool `json:"unreachable"`
 	// Since is when the current state began (zero: reachable since the start).
 	Since time.Time `json:"since,omitzero"`
 	// Cause is codex's account of the outage ("Connection failed: …"), while unreachable.
@@ -28,7 +29,7 @@ type modelState struct {
 	st ModelStatus
 }
 
-func newModelState() *modelState { return &modelState{st: ModelStatus{Reachable: true}} }
+func newModelState() *modelState { return &modelState{} }
 
 func (m *modelState) status() ModelStatus {
 	m.mu.Lock()
@@ -42,7 +43,7 @@ func (m *modelState) status() ModelStatus {
 func (m *modelState) watchFor(configured time.Duration) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if configured >= 0 && !m.st.Reachable {
+	if configured >= 0 && m.st.Unreachable {
 		return 0
 	}
 	return configured
@@ -54,10 +55,10 @@ func (m *modelState) unreachable(cause string, log *zap.Logger) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.st.Cause = cause
-	if !m.st.Reachable {
+	if m.st.Unreachable {
 		return
 	}
-	m.st.Reachable, m.st.Since = false, time.Now()
+	m.st.Unreachable, m.st.Since = true, time.Now()
 	m.st.Outages++
 	log.Warn("the model cannot be reached: turns end at codex's first report of it and chats are told so, until a turn gets through",
 		zap.String("cause", cause))
@@ -67,12 +68,12 @@ func (m *modelState) unreachable(cause string, log *zap.Logger) {
 func (m *modelState) reached(log *zap.Logger) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.st.Reachable {
+	if !m.st.Unreachable {
 		return
 	}
 	log.Info("the model can be reached again", zap.Duration("outage", time.Since(m.st.Since).Round(time.Second)),
 		zap.String("last_cause", m.st.Cause))
-	m.st.Reachable, m.st.Since, m.st.Cause = true, time.Now(), ""
+	m.st.Unreachable, m.st.Since, m.st.Cause = false, time.Now(), ""
 }
 
 // Model is whether the model could be reached, as the turns found it; cheap (no /proc reads),

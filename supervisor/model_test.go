@@ -82,7 +82,7 @@ func TestModelStateTransitions(t *testing.T) {
 	m.unreachable("Connection failed: dns error", log)
 	m.unreachable("Connection failed: dns error", log)
 	st := m.status()
-	if st.Reachable || st.Outages != 1 || st.Cause != "Connection failed: dns error" || st.Since.IsZero() {
+	if !st.Unreachable || st.Outages != 1 || st.Cause != "Connection failed: dns error" || st.Since.IsZero() {
 		t.Fatalf("after two unreachable turns: %+v", st)
 	}
 	if got := m.watchFor(30 * time.Second); got != 0 {
@@ -92,7 +92,7 @@ func TestModelStateTransitions(t *testing.T) {
 		t.Errorf("off stays off: watchFor = %s", got)
 	}
 	m.reached(log)
-	if st := m.status(); !st.Reachable || st.Cause != "" || st.Outages != 1 {
+	if st := m.status(); st.Unreachable || st.Cause != "" || st.Outages != 1 {
 		t.Errorf("after a completed turn: %+v", st)
 	}
 }

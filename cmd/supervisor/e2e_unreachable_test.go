@@ -56,7 +56,7 @@ func TestE2EModelUnreachableAtStartAndBack(t *testing.T) {
 		t.Errorf("the reply blames the message: %s", body)
 	}
 	m := d.status().Snapshot.Model
-	if m.Reachable || m.Outages != 1 || !strings.Contains(m.Cause, "Connection failed") {
+	if !m.Unreachable || m.Outages != 1 || !strings.Contains(m.Cause, "Connection failed") {
 		t.Errorf("status model = %+v, want unreachable with the cause", m)
 	}
 	if code, reason := getReady(t, d); code == http.StatusOK || !strings.Contains(reason, "model") {
@@ -91,7 +91,7 @@ func TestE2EModelUnreachableAtStartAndBack(t *testing.T) {
 	if back.RequestCount() == 0 {
 		t.Error("the answer did not come from the model that came back")
 	}
-	if m := d.status().Snapshot.Model; !m.Reachable || m.Outages != 1 {
+	if m := d.status().Snapshot.Model; m.Unreachable || m.Outages != 1 {
 		t.Errorf("status model after recovery = %+v", m)
 	}
 	if code, reason := getReady(t, d); code != http.StatusOK {
@@ -147,7 +147,7 @@ func TestE2EModelUnreachableMidConversationMolecule(t *testing.T) {
 	if len(reqs) != 1 || !slices.Equal(reqs[0].UserTexts, []string{"first", "second"}) {
 		t.Errorf("the model that came back saw %d requests (user texts %q), want one with the whole conversation", len(reqs), reqs[len(reqs)-1].UserTexts)
 	}
-	if m := d.status().Snapshot.Model; !m.Reachable {
+	if m := d.status().Snapshot.Model; m.Unreachable {
 		t.Errorf("status model = %+v", m)
 	}
 	d.stop(stopTimeout)
@@ -170,7 +170,7 @@ func TestE2ESlowModelIsNotUnreachable(t *testing.T) {
 	if l := d.logsWith("turn ended by watchdog"); len(l) != 0 {
 		t.Errorf("a watchdog ended the slow turn: %v", l)
 	}
-	if m := d.status().Snapshot.Model; !m.Reachable || m.Outages != 0 {
+	if m := d.status().Snapshot.Model; m.Unreachable || m.Outages != 0 {
 		t.Errorf("status model = %+v", m)
 	}
 	d.stop(stopTimeout)

@@ -37,7 +37,7 @@ func (d *daemon) readiness(bin, codexHome string) *health.Readiness {
 		{Name: "model", Run: func(context.Context) error {
 			// Known from the turns: not ready from a turn that could not reach the model until
 			// one gets through (the Molecule inbox tries its waiting messages again by itself).
-			if m := d.sup.Model(); !m.Reachable {
+			if m := d.sup.Model(); m.Unreachable {
 				return fmt.Errorf("the model service could not be reached since %s: %s", m.Since.UTC().Format(time.RFC3339), m.Cause)
 			}
 			return nil

@@ -80,7 +80,7 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 				"Run `codex login` as the daemon's user, with its CODEX_HOME.")
 		}
 	}
-	if m := doc.Snapshot.Model; !m.Reachable {
+	if m := doc.Snapshot.Model; m.Unreachable {
 		fmt.Fprintf(w, "WARNING: the model service cannot be reached (since %s ago): %s. Turns end at once; Molecule messages wait and are answered when it is back.\n",
 			shortDuration(now.Sub(m.Since)), m.Cause)
 	}
