@@ -283,6 +283,8 @@ type CheckReport struct {
 	Entries int
 	// Dropped counts unusable entries: Open copies the file aside and drops them.
 	Dropped int
+	// Threads are the usable entries: chat key → thread id.
+	Threads map[string]string
 }
 
 // Check reads dir/DefaultFileName as Open would and reports what Open would find, changing
@@ -299,7 +301,7 @@ func Check(dir string) (CheckReport, error) {
 	case bad != nil:
 		return rep, fmt.Errorf("sessions: %s: %w: %w", rep.Path, ErrCorrupt, bad)
 	}
-	rep.Exists, rep.Entries, rep.Dropped = data != nil, len(m), len(dropped)
+	rep.Exists, rep.Entries, rep.Dropped, rep.Threads = data != nil, len(m), len(dropped), m
 	return rep, nil
 }
 
@@ -603,8 +605,8 @@ func truncate(s string, n int) string {
 }
 
 // ArchiveFileName is the file in the store's folder that keeps the thread ids chats left with
-// Archive (the chat command /new): one JSON object a line, {"chat_key", "thread_id",
-// "archived_at"}, oldest first. sessions.json keeps the Python daemon's flat shape, so archived
+// Archive (the chat command /new, a stored thread codex could not resume): one JSON object a
+// line, {"chat_key", "thread_id", "archived_at", "reason"}, oldest first. sessions.json keeps the Python daemon's flat shape, so archived
 // ids live beside it rather than in it; an operator can still find, read or resume the old thread.
 const ArchiveFileName = "threads-archive.jsonl"
 
@@ -613,17 +615,19 @@ type archived struct {
 	ChatKey    string    `json:"chat_key"`
 	ThreadID   string    `json:"thread_id"`
 	ArchivedAt time.Time `json:"archived_at"`
+	// Reason says why the chat left the thread ("/new"; "not resumable: …").
+	Reason string `json:"reason,omitempty"`
 }
 
-// Archive makes key's next message start a new thread: it appends key's thread id to
-// ArchiveFileName (fsynced) and then forgets it, as Delete. It returns the archived id, or ""
+// Archive makes key's next message start a new thread: it appends key's thread id and reason
+// to ArchiveFileName (fsynced) and then forgets it, as Delete. It returns the archived id, or ""
 // when key had none (then nothing is written). When the append fails the key keeps its thread.
-func (s *Store) Archive(key string) (string, error) {
+func (s *Store) Archive(key, reason string) (string, error) {
 	id, ok := s.Get(key)
 	if !ok {
 		return "", nil
 	}
-	line, err := json.Marshal(archived{ChatKey: key, ThreadID: id, ArchivedAt: s.seams.now().UTC()})
+	line, err := json.Marshal(archived{ChatKey: key, ThreadID: id, ArchivedAt: s.seams.now().UTC(), Reason: reason})
 	if err != nil {
 		return "", fmt.Errorf("sessions: archive %q: %w", key, err)
 	}

@@ -882,14 +882,14 @@ func TestArchive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if id, err := s.Archive("canvas:w"); err != nil || id != "t1" {
+	if id, err := s.Archive("canvas:w", "/new"); err != nil || id != "t1" {
 		t.Fatalf("Archive = %q, %v", id, err)
 	}
-	if id, err := s.Archive("nobody"); err != nil || id != "" {
+	if id, err := s.Archive("nobody", "/new"); err != nil || id != "" {
 		t.Fatalf("Archive of a chat with no thread = %q, %v", id, err)
 	}
 	s.Set("canvas:w", "t3")
-	if _, err := s.Archive("canvas:w"); err != nil {
+	if _, err := s.Archive("canvas:w", "/new"); err != nil {
 		t.Fatal(err)
 	}
 	s2, _ := openT(t, dir, defaultSeams())
@@ -922,7 +922,7 @@ func TestArchive(t *testing.T) {
 	}
 	s3, _ := openT(t, link, defaultSeams())
 	s3.Set("k", "t9")
-	if _, err := s3.Archive("k"); err == nil {
+	if _, err := s3.Archive("k", "/new"); err == nil {
 		t.Fatal("archived through a symbolic link")
 	}
 	if id, ok := s3.Get("k"); !ok || id != "t9" {

@@ -50,9 +50,9 @@ type ThreadStore interface {
 	Get(key string) (string, bool)
 	Set(key, threadID string) error
 	Delete(key string) error
-	// Archive forgets key's thread id, keeping it where an operator can find it, and returns it
-	// ("" when key had none).
-	Archive(key string) (string, error)
+	// Archive forgets key's thread id, keeping it with reason where an operator can find it, and
+	// returns it ("" when key had none).
+	Archive(key, reason string) (string, error)
 }
 
 // Defaults of Config fields left zero.
@@ -383,7 +383,7 @@ func (s *memStore) Set(key, threadID string) error {
 	return nil
 }
 
-func (s *memStore) Archive(key string) (string, error) {
+func (s *memStore) Archive(key, _ string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := s.m[key]

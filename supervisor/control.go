@@ -112,7 +112,7 @@ func (s *Supervisor) reset(k *keyState) (Reply, error) {
 	if sess != nil {
 		<-sess.reaped
 	}
-	old, err := s.cfg.Store.Archive(k.key)
+	old, err := s.cfg.Store.Archive(k.key, "/new")
 	if err != nil {
 		s.log.Error("chat could not start over; its next message resumes the old thread",
 			zap.String("chat_key", k.key), zap.Error(err))

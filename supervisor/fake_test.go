@@ -493,7 +493,7 @@ func (s *testStore) Delete(key string) error {
 	return nil
 }
 
-func (s *testStore) Archive(key string) (string, error) {
+func (s *testStore) Archive(key, _ string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id, ok := s.m[key]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,7 +32,8 @@ type session struct {
 
 	newThread    bool
 	resumeFailed bool
-	recorded     bool // the thread id is in the store
+	lostThread   string // the stored thread id that could not be resumed
+	recorded     bool   // the thread id is in the store
 
 	// spare is true while the session is a spare or being started as one: its key is a
 	// placeholder that is in no map. fromSpare stays true once a chat took it. spareThread is the
@@ -304,9 +306,15 @@ func (s *Supervisor) openThread(key string, sess *session, text string) (string,
 		if !errors.Is(err, appserver.ErrThreadNotFound) {
 			return "", wrap(err)
 		}
-		sess.log.Warn("stored thread cannot be resumed; starting a new thread, earlier context is lost",
-			zap.String("thread_id", id), zap.Error(err))
-		sess.resumeFailed = true
+		// Kept, with the reason, where an operator (a rollback, a CODEX_HOME put right) finds it.
+		reason := fmt.Sprintf("not resumable: thread %s not found in CODEX_HOME %s", id, s.codexHome())
+		if _, aerr := s.cfg.Store.Archive(key, reason); aerr != nil {
+			sess.log.Error("could not archive the unresumable thread id; it is overwritten by the new thread's",
+				zap.String("thread_id", id), zap.Error(aerr))
+		}
+		sess.log.Warn("stored thread cannot be resumed; starting a new thread, earlier context is lost (the id is in threads-archive.jsonl)",
+			zap.String("thread_id", id), zap.String("codex_home", s.codexHome()), zap.Error(err))
+		sess.resumeFailed, sess.lostThread = true, id
 	}
 	sess.newThread = true
 	if sess.spareThread != "" {
@@ -349,4 +357,16 @@ func (s *Supervisor) dropUnfinishedRun(ctx context.Context, sess *session, threa
 	}
 	sess.log.Info("dropped the unfinished earlier run of this message from the thread's history",
 		zap.String("thread_id", threadID), zap.String("turn_id", last.ID), zap.String("status", last.Status))
+}
+
+// codexHome is the CODEX_HOME the children use, for messages that name it.
+func (s *Supervisor) codexHome() string {
+	if h := s.cfg.AppServer.CodexHome; h != "" {
+		return h
+	}
+	env := s.cfg.AppServer.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	return appserver.EffectiveCodexHome(env)
 }

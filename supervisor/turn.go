@@ -39,6 +39,11 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	r := Reply{ChatKey: k.key, ThreadID: sess.threadID, PID: sess.pid}
 	if first {
 		r.NewThread, r.ResumeFailed = sess.newThread, sess.resumeFailed
+		if sess.lostThread != "" {
+			// Told once: only the first turn of the child that found the thread gone says so.
+			r.Notices = append(r.Notices, fmt.Sprintf("the earlier conversation could not be restored: thread %s was not found in CODEX_HOME %s; this is a new conversation (the old id is kept in threads-archive.jsonl)",
+				sess.lostThread, s.codexHome()))
+		}
 	}
 	// Reaching turn/completed, whatever the status, means the thread has a rollout to resume.
 	settled := res != nil && res.Status != "" && res.Status != protocol.TurnInProgress

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -375,7 +378,46 @@ func (d *doctor) checkSessions() checkResult {
 		return warn(name, fmt.Sprintf("%d conversations, %d unusable entries: run copies the file aside and drops them", rep.Entries, rep.Dropped),
 			"nothing, unless those chats matter: see "+rep.Path)
 	}
-	return ok(name, "%d conversations", rep.Entries)
+	if missing := missingThreads(appserver.EffectiveCodexHome(d.env), rep.Threads); len(missing) > 0 {
+		home := appserver.EffectiveCodexHome(d.env)
+		return warn(name, fmt.Sprintf("%d of %d conversations not found in CODEX_HOME %s (e.g. chat %s, thread %s): they would start over, their ids kept in threads-archive.jsonl",
+			len(missing), rep.Entries, home, missing[0], rep.Threads[missing[0]]),
+			"point CODEX_HOME at the codex home the old daemon used (codex-channel-molecule ran codex with the user's default, $HOME/.codex), or copy its sessions/ folder into "+home)
+	}
+	return ok(name, "%d conversations, each found in CODEX_HOME", rep.Entries)
+}
+
+// missingThreads returns the chat keys (sorted) whose thread has no rollout file under
+// codexHome: codex 0.169 keeps each thread in sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl
+// (archived_sessions/ for archived ones), and cannot resume a thread without it.
+func missingThreads(codexHome string, threads map[string]string) []string {
+	if len(threads) == 0 {
+		return nil
+	}
+	found := make(map[string]bool)
+	const maxFiles = 1 << 20 // a bound on the walk, far beyond any real codex home
+	n := 0
+	for _, sub := range []string{"sessions", "archived_sessions"} {
+		_ = filepath.WalkDir(filepath.Join(codexHome, sub), func(path string, e fs.DirEntry, err error) error {
+			if err != nil || n >= maxFiles {
+				return filepath.SkipDir
+			}
+			n++
+			name := e.Name()
+			if !e.IsDir() && strings.HasPrefix(name, "rollout-") && strings.HasSuffix(name, ".jsonl") && len(name) > len(".jsonl")+36 {
+				found[strings.TrimSuffix(name, ".jsonl")[len(name)-len(".jsonl")-36:]] = true
+			}
+			return nil
+		})
+	}
+	var missing []string
+	for key, id := range threads {
+		if !found[id] {
+			missing = append(missing, key)
+		}
+	}
+	slices.Sort(missing)
+	return missing
 }
 
 func (d *doctor) checkListen() checkResult {

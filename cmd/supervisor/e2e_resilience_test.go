@@ -627,3 +627,48 @@ func TestE2EBootSweepKillsWhatAKilledChildLeft(t *testing.T) {
 	}
 	d2.stop(stopTimeout)
 }
+
+// A stored thread this CODEX_HOME does not have (a migrator whose CODEX_HOME is not the one the
+// old daemon used) is not replaced silently: the old id goes to threads-archive.jsonl with the
+// reason, the chat is told once that its earlier conversation could not be restored and why,
+// and doctor names the likely cause before anything runs.
+func TestE2EUnresumableThreadIsKeptAndTold(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{})
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const lost = "01a00000-0000-7000-8000-000000000001"
+	old := fmt.Sprintf("{\"canvas:%s\": %q}\n", e.plat.WorkspaceID(), lost)
+	if err := os.WriteFile(filepath.Join(e.stateDir, "sessions.json"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	doctor := exec.Command(os.Args[0], "doctor", "--codex-bin", e.codexBin, "--state-dir", e.stateDir, "--inbox", "local")
+	doctor.Env, doctor.Dir = e.env(), e.workDir
+	out, _ := doctor.CombinedOutput() // its exit code depends on checks this test does not set up
+	if !strings.Contains(string(out), "not found in CODEX_HOME "+e.codexHome) || !strings.Contains(string(out), "1 of 1") {
+		t.Errorf("doctor does not name the missing conversation and the CODEX_HOME:\n%s", out)
+	}
+
+	d := e.start()
+	e.plat.Enqueue(moleculetest.CanvasMessage("hello again"))
+	d.waitPlatform("the reply", func() bool { return len(e.plat.Notifies()) == 1 })
+	got := e.plat.Notifies()[0].Message
+	if !strings.Contains(got, "reply #1: hello again") || !strings.Contains(got, "could not be restored: thread "+lost+" was not found in CODEX_HOME "+e.codexHome) {
+		t.Errorf("first reply = %q, want the answer and the notice", got)
+	}
+	archive, err := os.ReadFile(filepath.Join(e.stateDir, "threads-archive.jsonl"))
+	if err != nil || !strings.Contains(string(archive), lost) || !strings.Contains(string(archive), "not resumable") {
+		t.Errorf("threads-archive.jsonl = %q (%v), want the lost id with its reason", archive, err)
+	}
+	if s := e.sessionsFile(); s[e.canvasKey()] == lost || s[e.canvasKey()] == "" {
+		t.Errorf("sessions.json = %v, want the new thread", s)
+	}
+	e.plat.Enqueue(moleculetest.CanvasMessage("and again"))
+	d.waitPlatform("the second reply", func() bool { return len(e.plat.Notifies()) == 2 })
+	if got := e.plat.Notifies()[1].Message; got != "reply #2: and again" {
+		t.Errorf("second reply = %q, want the answer alone (told once)", got)
+	}
+	d.stop(stopTimeout)
+}

@@ -235,7 +235,7 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, ErrorReply{Error: "request canceled"})
 		return
 	}
-	text := chat.ReplyText(reply, err)
+	text := reply.WithNotices(chat.ReplyText(reply, err)) // with what codex was not shown or could not restore
 	switch oc {
 	case chat.OutcomeAnswered, chat.OutcomeTurnFailed:
 		dur := reply.Duration
