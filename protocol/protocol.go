@@ -137,6 +137,14 @@ type ConfigReadResult struct {
 type EffectiveConfig struct {
 	Model         *string `json:"model"`
 	ModelProvider *string `json:"model_provider"`
+	// ModelProviders are the providers config.toml defines (the built-in ones are not listed).
+	ModelProviders map[string]ModelProviderConfig `json:"model_providers"`
+}
+
+// ModelProviderConfig is the part of a configured model provider the daemon reads.
+type ModelProviderConfig struct {
+	BaseURL            *string `json:"base_url"`
+	RequiresOpenAIAuth bool    `json:"requires_openai_auth"`
 }
 
 // ThreadStartParams are the params of thread/start. Every field is optional.

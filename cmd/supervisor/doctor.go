@@ -264,7 +264,54 @@ func (d *doctor) checkCodexLogin(ctx context.Context, home checkResult) []checkR
 	default:
 		res = fail(name, "could not ask codex: "+a.Detail, "make `"+d.codex.Bin+" app-server` start with this CODEX_HOME")
 	}
-	return []checkResult{home, res}
+	switch {
+	case confErr != nil:
+		return []checkResult{home, res, skip("model endpoint", "not checked: config/read failed")}
+	case res.Status == checkFail:
+		return []checkResult{home, res, skip("model endpoint", "not checked: codex cannot log in")}
+	}
+	return []checkResult{home, res, d.checkModelEndpoint(ctx, conf, a.Account)}
+}
+
+// Endpoints of codex's built-in openai provider (codex 0.169): the ChatGPT backend with a
+// ChatGPT login, the API with a key.
+const (
+	chatGPTModelURL = "https://chatgpt.com/backend-api/codex"
+	openAIModelURL  = "https://api.openai.com/v1"
+)
+
+// checkModelEndpoint asks the model provider's endpoint for anything: an HTTP answer of any status
+// means codex can reach it; no answer (DNS, refused, TLS, proxy) means every turn would wait for a
+// model that never answers. It sends no credentials and spends nothing.
+func (d *doctor) checkModelEndpoint(ctx context.Context, conf protocol.EffectiveConfig, account string) checkResult {
+	const name = "model endpoint"
+	provider := "openai"
+	if conf.ModelProvider != nil {
+		provider = *conf.ModelProvider
+	}
+	url := openAIModelURL
+	switch p, ok := conf.ModelProviders[provider]; {
+	case ok && p.BaseURL != nil:
+		url = *p.BaseURL
+	case ok || provider != "openai":
+		return skip(name, fmt.Sprintf("model provider %q has no base_url to check", provider))
+	case account == "chatgpt":
+		url = chatGPTModelURL
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fail(name, fmt.Sprintf("model provider %q: base_url %q: %v", provider, url, err), "fix base_url in "+filepath.Join(appserver.EffectiveCodexHome(d.env), "config.toml"))
+	}
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fail(name, fmt.Sprintf("model provider %q at %s cannot be reached: %v: every turn would wait for it (the daemon ends such turns after --model-unreachable-timeout)", provider, url, err),
+			"check the provider's base_url, DNS, the proxy (HTTPS_PROXY) and the trust store (SSL_CERT_FILE) of the daemon's user")
+	}
+	resp.Body.Close()
+	return ok(name, "model provider %q at %s answers (HTTP %d)", provider, url, resp.StatusCode)
 }
 
 // checkChatGPTTokens explains who refreshes codex's login: with a ChatGPT login in CODEX_HOME

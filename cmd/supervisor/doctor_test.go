@@ -257,6 +257,27 @@ func TestDoctorFailures(t *testing.T) {
 		r := e.run()
 		r.expect(t, 1, "codex login", "✗", "not logged in", "fix: as the daemon's user, run `CODEX_HOME="+empty+" "+e.codexBin+" login`")
 	})
+	t.Run("model endpoint unreachable", func(t *testing.T) {
+		e := newDoctorEnv(t)
+		home := filepath.Join(e.root, "refused-codex-home")
+		if err := os.Mkdir(home, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		// A provider whose base_url refuses connections, as a wrong base_url or an outage does.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		conf := "model = \"m\"\nmodel_provider = \"gone\"\n[model_providers.gone]\nname = \"gone\"\nbase_url = \"http://" + addr + "/v1\"\nwire_api = \"responses\"\n"
+		if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e.env = append(e.env, "CODEX_HOME="+home)
+		r := e.run()
+		r.expect(t, 1, "model endpoint", "✗", `model provider "gone" at http://`+addr+"/v1 cannot be reached", "connection refused", "fix: check the provider's base_url")
+	})
 	t.Run("CODEX_HOME missing", func(t *testing.T) {
 		e := newDoctorEnv(t)
 		gone := filepath.Join(e.root, "no-such-home")
