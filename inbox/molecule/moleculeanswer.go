@@ -24,6 +24,24 @@ type Enqueuer interface {
 // goes to the message that started the turn.
 const textSteered = "(added to the running turn; codex answered it together with the message before it)"
 
+// textSteeredStopped answers a message added to the chat's running turn when /stop ended that
+// turn: codex did not answer it, and the partial text went to the message that started the turn.
+const textSteeredStopped = "stopped: this message had joined the running turn, which /stop ended; what codex had written so far went to the message before it."
+
+// steeredText is what a message added to another message's turn is answered, by that turn's
+// outcome. Only a turn that completed answered it; a turn that failed failed it too, and the
+// failure's own text says what to do.
+func steeredText(oc chat.Outcome, reply supervisor.Reply, err error) string {
+	switch oc {
+	case chat.OutcomeAnswered:
+		// The message that started the turn gets the reply; posting it twice helps nobody.
+		return textSteered
+	case chat.OutcomeStopped:
+		return textSteeredStopped
+	}
+	return chat.ReplyText(reply, err)
+}
+
 // answer runs the turn and stores the reply durably before it is delivered, so a crash between
 // the two does not run codex again. It reports false when shutdown cut the turn off, or came
 // while the pool was busy: the row then stays unacknowledged and the next run answers it.
@@ -102,8 +120,7 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 	failed := oc != chat.OutcomeAnswered && oc != chat.OutcomeStopped && oc != chat.OutcomeSuperseded
 	text := chat.ReplyText(reply, err)
 	if reply.Steered {
-		// The message that started the turn gets the reply; posting it twice helps nobody.
-		text = textSteered
+		text = steeredText(oc, reply, err)
 	}
 	text = reply.WithNotices(text) // images codex was not shown
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
