@@ -145,6 +145,14 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 
 // storeReply makes text msg's pending reply and stores it durably before it is delivered.
 func (m *Inbox) storeReply(log *zap.Logger, msg message, text string) *pendingReply {
+	p := m.pendingReply(msg, text)
+	m.syncReplies(log)
+	return p
+}
+
+// pendingReply makes text msg's pending reply in the ledger, not yet written to disk
+// (syncReplies writes it).
+func (m *Inbox) pendingReply(msg message, text string) *pendingReply {
 	p := &pendingReply{
 		ActivityID: msg.ActivityID,
 		ChatKey:    msg.ChatKey,
@@ -154,17 +162,25 @@ func (m *Inbox) storeReply(log *zap.Logger, msg message, text string) *pendingRe
 		AnsweredAt: time.Now().UTC(),
 	}
 	m.ledger.setPending(*p)
+	return p
+}
+
+// syncReplies writes the ledger with the replies made so far, before they are delivered.
+func (m *Inbox) syncReplies(log *zap.Logger) {
 	if err := m.ledger.sync(); err != nil {
 		m.c.persistErrors.Add(1)
 		log.Error("could not store the reply before delivery; delivering anyway (a crash now would answer the message again)", zap.Error(err))
 	}
-	return p
 }
 
 // command carries out a chat command on the chat's command queue, beside its running turn, and
 // delivers the answer like a reply. /stop also drops the chat's messages this inbox has not
 // handed to the supervisor yet; each gets a short note, so every row is answered and
 // acknowledged.
+//
+// The answer and every note are stored in one ledger write before the first is sent: the
+// decision to drop a message must outlive a crash while the platform refuses the answer, or the
+// next run would find the dropped rows unanswered and run them.
 func (m *Inbox) command(ctx context.Context, log *zap.Logger, disp *dispatcher, j job) {
 	var dropped []job
 	if j.cmd.Name == chat.CmdStop {
@@ -174,12 +190,17 @@ func (m *Inbox) command(ctx context.Context, log *zap.Logger, disp *dispatcher, 
 	m.c.commands.Add(1)
 	log.Info("chat command", zap.String("command", j.cmd.Name), zap.Int("dropped_here", len(dropped)))
 	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
-	m.deliver(ctx, log, *m.storeReply(log, j.msg, text))
+	answer := m.pendingReply(j.msg, text)
 	note := chat.ReplyText(supervisor.Reply{}, supervisor.ErrStopped)
+	notes := make([]*pendingReply, 0, len(dropped))
 	for _, d := range dropped {
 		m.images.release(d.msg.imageBytes())
-		dlog := m.log.With(zap.String("chat_key", d.chatKey()), zap.String("activity_id", d.activityID()))
-		m.deliver(ctx, dlog, *m.storeReply(dlog, d.msg, note))
+		notes = append(notes, m.pendingReply(d.msg, note))
+	}
+	m.syncReplies(log)
+	m.deliver(ctx, log, *answer)
+	for _, p := range notes {
+		m.deliver(ctx, m.log.With(zap.String("chat_key", p.ChatKey), zap.String("activity_id", p.ActivityID)), *p)
 	}
 }
 
