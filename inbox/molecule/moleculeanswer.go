@@ -186,7 +186,11 @@ func (m *Inbox) command(ctx context.Context, log *zap.Logger, disp *dispatcher, 
 	if j.cmd.Name == chat.CmdStop {
 		dropped = disp.dropMessages(j.msg.ChatKey)
 	}
-	text := chat.RunCommand(ctx, m.cfg.Controls, j.msg.ChatKey, *j.cmd, len(dropped))
+	ctl := m.cfg.Controls
+	if j.resetQueued {
+		ctl = queuedResetControls{ctl}
+	}
+	text := chat.RunCommand(ctx, ctl, j.msg.ChatKey, *j.cmd, len(dropped))
 	m.c.commands.Add(1)
 	log.Info("chat command", zap.String("command", j.cmd.Name), zap.Int("dropped_here", len(dropped)))
 	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
