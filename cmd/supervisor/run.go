@@ -244,7 +244,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		}
 		h, err := local.New(local.Config{Answerer: d.sup, Controls: controls, Chats: d.sup, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
-			BodyTimeout: cfg.InboxBodyTimeout, Ready: ready})
+			BodyTimeout: cfg.InboxBodyTimeout, WriteTimeout: cfg.InboxWriteTimeout, Ready: ready})
 		if err != nil {
 			return d.abort(err)
 		}
