@@ -41,6 +41,7 @@ type runConfig struct {
 	MetricsAllowHosts []string
 	InboxMaxConns     int
 	InboxBodyTimeout  time.Duration
+	InboxWriteTimeout time.Duration
 	SlotWait          time.Duration
 	MaxSlotWaiters    int
 	// ChildUser runs the codex children as this user (name or uid).
@@ -178,6 +179,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	fs.Var(&origins, "inbox-allow-origin", "Origin the local inbox accepts (scheme://host[:port]; repeatable); requests with any other Origin header are refused")
 	e.int(&c.InboxMaxConns, "inbox-max-conns", "CODEX_WARM_INBOX_MAX_CONNS", local.DefaultMaxConns, "open connections to the local inbox; more are answered 503 at once")
 	e.dur(&c.InboxBodyTimeout, "inbox-body-timeout", "CODEX_WARM_INBOX_BODY_TIMEOUT", local.DefaultBodyTimeout, "time a local inbox client has to send its headers, and then its body")
+	e.dur(&c.InboxWriteTimeout, "inbox-write-timeout", "CODEX_WARM_INBOX_WRITE_TIMEOUT", local.DefaultWriteTimeout, "time a local inbox client has to take each write of its answer (the answer, or one event of a stream); one that stops reading is disconnected")
 	e.dur(&c.SlotWait, "slot-wait", "CODEX_WARM_SLOT_WAIT", supervisor.DefaultSlotWait, "how long a new chat waits for a codex slot when all are busy before it is answered busy")
 	e.int(&c.MaxSlotWaiters, "max-slot-waiters", "CODEX_WARM_MAX_SLOT_WAITERS", supervisor.DefaultMaxSlotWaiters, "chats waiting for a codex slot at once; more are answered busy at once")
 	e.str(&c.ChildUser, "child-user", "CODEX_WARM_CHILD_USER", "", "run codex children as this user (name or uid; the daemon must run as root): the commands codex runs then cannot read the daemon's state or process")
@@ -282,7 +284,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 		name string
 		v    time.Duration
 	}{{"idle-ttl", c.IdleTTL}, {"turn-timeout", c.TurnTimeout}, {"post-tool-timeout", c.PostToolTimeout}, {"handshake-timeout", c.HandshakeTimeout}, {"poll-interval", c.PollInterval}, {"heartbeat-interval", c.HeartbeatInterval}, {"platform-timeout", c.PlatformTimeout},
-		{"inbox-body-timeout", c.InboxBodyTimeout}, {"slot-wait", c.SlotWait}} {
+		{"inbox-body-timeout", c.InboxBodyTimeout}, {"inbox-write-timeout", c.InboxWriteTimeout}, {"slot-wait", c.SlotWait}} {
 		if d.v <= 0 {
 			return c, fmt.Errorf("--%s %s: must be positive", d.name, d.v)
 		}

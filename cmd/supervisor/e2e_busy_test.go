@@ -130,3 +130,33 @@ func TestE2EMoleculeBusyInterrupt(t *testing.T) {
 	}
 	d.stop(stopTimeout)
 }
+
+// --busy steer, then /stop, on the Molecule inbox: the row steered into the hung turn is told
+// that it was stopped, not that codex answered it (issue 17, item 9).
+func TestE2EMoleculeBusySteerThenStop(t *testing.T) {
+	e := newE2E(t, e2eConfig{Script: func(req mockmodel.Request) mockmodel.Reply {
+		// codex asks the model again once a text joins the turn: that request hangs too.
+		if slices.Contains(req.UserTexts, "hang here") {
+			return mockmodel.Reply{Hang: true}
+		}
+		return mockmodel.DefaultScript(req)
+	}})
+	d := e.start("--busy", "steer")
+	e.plat.Enqueue(moleculetest.CanvasMessage("hang here"))
+	d.waitHung(1)
+	e.plat.Enqueue(moleculetest.CanvasMessage("and this"))
+	d.waitUntil("the second row steered into the turn", func() bool {
+		return len(d.logsWith("message added to the running turn")) == 1
+	})
+	ids := e.plat.Enqueue(moleculetest.CanvasMessage("/stop"))
+	d.waitPlatform("three replies", func() bool { return len(e.plat.Notifies()) == 3 })
+	got := e.notifyTexts()
+	slices.Sort(got)
+	want := []string{"stopped: this message had joined the running turn, which /stop ended; what codex had written so far went to the message before it.", "stopped 1", "stopped."}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("replies %q, want %q", got, want)
+	}
+	d.waitUntil("the cursor past every row", func() bool { return d.bridgeStats().Cursor == ids[0] })
+	d.stop(stopTimeout)
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -180,8 +181,8 @@ func TestE2EMessageEventStream(t *testing.T) {
 		t.Errorf("events:\n%s", all)
 	}
 	text, _ := reply["text"].(string)
-	// The mock model sends its text whole, so codex emits no deltas here; any it did must be the
-	// reply's.
+	// The daemon opts its children out of item/agentMessage/delta, so there are none; any there
+	// were would have to be the reply's.
 	if reply["status"] != "completed" || !strings.Contains(text, "released") || !strings.HasPrefix(text, deltas.String()) ||
 		!strings.Contains(all, "item_completed wrote: tool said") {
 		t.Errorf("reply %v; deltas %q", reply, deltas.String())
@@ -189,6 +190,51 @@ func TestE2EMessageEventStream(t *testing.T) {
 	if _, _, err := readSSE(r); err != io.EOF {
 		t.Errorf("stream goes on after the reply: %v", err)
 	}
+	// The README's list of events holds: each it names for a turn that ends with a reply was
+	// sent (issue 17, item 13: it named "delta", which the daemon never sends).
+	for _, name := range readmeStreamEvents(t) {
+		if name != local.EventError && !slices.ContainsFunc(seen, func(s string) bool { return strings.HasPrefix(s, name+" ") }) {
+			t.Errorf("README lists the event %q, but the stream sent only:\n%s", name, all)
+		}
+	}
+}
+
+// readmeStreamEvents returns the event names README's "Local inbox streaming" paragraph lists:
+// the backquoted words after "server-sent events:" up to the first full stop, leaving out what
+// is in parentheses (field names, examples).
+func readmeStreamEvents(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "answers with server-sent events:")
+	if !ok {
+		t.Fatal("README: the event stream paragraph is gone")
+	}
+	var top strings.Builder
+	depth := 0
+	for _, r := range after {
+		switch {
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+		case depth == 0:
+			top.WriteRune(r)
+		}
+	}
+	list, _, _ := strings.Cut(top.String(), ". ")
+	var names []string
+	for i, part := range strings.Split(list, "`") {
+		if i%2 == 1 && !strings.ContainsAny(part, " .(") {
+			names = append(names, part)
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("README: no event names in the event stream paragraph")
+	}
+	return names
 }
 
 // readSSE reads the next server-sent event; io.EOF at the end of the stream.

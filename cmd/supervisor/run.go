@@ -183,6 +183,8 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		ConfigOverrides: cfg.CodexConfig,
 		ClientInfo:      protocol.ClientInfo{Name: "codex-warm", Title: "codex-warm supervisor", Version: version},
 		// Deltas repeat the final text token by token; the daemon only needs completed items.
+		// So the local inbox's event stream has no delta events (README says so, and
+		// TestE2EMessageEventStream holds the two together).
 		OptOutNotifications: []string{protocol.NotifyAgentMessageDelta},
 		Policy:              policy,
 		Logger:              log,
@@ -245,7 +247,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		}
 		h, err := local.New(local.Config{Answerer: d.sup, Controls: controls, Chats: d.sup, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
-			BodyTimeout: cfg.InboxBodyTimeout, Ready: ready})
+			BodyTimeout: cfg.InboxBodyTimeout, WriteTimeout: cfg.InboxWriteTimeout, Ready: ready})
 		if err != nil {
 			return d.abort(err)
 		}

@@ -27,9 +27,12 @@ type Controls interface {
 // before it runs the command.
 const CmdStop = "stop"
 
+// CmdNew is the name of /new (alias /reset): an inbox that still holds messages of the chat sent
+// before it must hand them to the supervisor before the Reset, so they finish on the old thread.
+const CmdNew = "new"
+
 // Chat command names, after aliases are resolved.
 const (
-	cmdNew    = "new"
 	cmdStatus = "status"
 	cmdHelp   = "help"
 	// cmdApprove and cmdDeny answer an approval asked in the chat (approvals.go).
@@ -40,7 +43,7 @@ const (
 // commandNames maps what a user may type (lowercased, without the slash) to a command.
 var commandNames = map[string]string{
 	"stop": CmdStop, "cancel": CmdStop,
-	"new": cmdNew, "reset": cmdNew,
+	"new": CmdNew, "reset": CmdNew,
 	"status":  cmdStatus,
 	"help":    cmdHelp,
 	"approve": cmdApprove,
@@ -98,7 +101,7 @@ func RunCommand(ctx context.Context, c Controls, chatKey string, cmd Command, dr
 			return "nothing to stop"
 		}
 		return fmt.Sprintf("stopped %d", n)
-	case cmdNew:
+	case CmdNew:
 		res, err := c.Reset(ctx, chatKey)
 		switch {
 		case err != nil:

@@ -21,8 +21,8 @@ func TestParseCommand(t *testing.T) {
 		{"/stop", Command{Name: CmdStop}, true},
 		{"  /STOP  ", Command{Name: CmdStop}, true},
 		{"/Cancel", Command{Name: CmdStop}, true},
-		{"/new", Command{Name: cmdNew}, true},
-		{"/reset please", Command{Name: cmdNew, Args: "please"}, true},
+		{"/new", Command{Name: CmdNew}, true},
+		{"/reset please", Command{Name: CmdNew, Args: "please"}, true},
 		{"/status", Command{Name: cmdStatus}, true},
 		{"/help\tme", Command{Name: cmdHelp, Args: "me"}, true},
 		{"/etc/hosts", Command{}, false},   // a pasted path
@@ -50,13 +50,13 @@ func TestRunCommand(t *testing.T) {
 	if got := run(&chattest.Controls{StopResult: supervisor.StopResult{Interrupted: true, Dropped: 2}}, CmdStop, 1); got != "stopped 4" {
 		t.Errorf("stop: %q", got)
 	}
-	if got := run(&chattest.Controls{ResetResult: supervisor.ResetResult{OldThreadID: "t-old"}}, cmdNew, 0); !strings.Contains(got, "started over") || !strings.Contains(got, "t-old") {
+	if got := run(&chattest.Controls{ResetResult: supervisor.ResetResult{OldThreadID: "t-old"}}, CmdNew, 0); !strings.Contains(got, "started over") || !strings.Contains(got, "t-old") {
 		t.Errorf("new: %q", got)
 	}
-	if got := run(&chattest.Controls{ResetResult: supervisor.ResetResult{Deferred: true}}, cmdNew, 0); !strings.Contains(got, "/stop") {
+	if got := run(&chattest.Controls{ResetResult: supervisor.ResetResult{Deferred: true}}, CmdNew, 0); !strings.Contains(got, "/stop") {
 		t.Errorf("new while busy: %q", got)
 	}
-	if got := run(&chattest.Controls{ResetErr: errors.New("disk full")}, cmdNew, 0); !strings.Contains(got, "disk full") {
+	if got := run(&chattest.Controls{ResetErr: errors.New("disk full")}, CmdNew, 0); !strings.Contains(got, "disk full") {
 		t.Errorf("new failing: %q", got)
 	}
 	busy := &chattest.Controls{RowOK: true, LastErr: "turn failed", Row: supervisor.ChildStatus{PID: 42, State: supervisor.StateBusy,

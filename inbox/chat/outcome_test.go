@@ -24,6 +24,8 @@ func TestOutcomeName(t *testing.T) {
 		{supervisor.Reply{}, fmt.Errorf("chat a: %w", supervisor.ErrNoSlot), LabelBusy},
 		{supervisor.Reply{}, fmt.Errorf("x: %w", appserver.ErrOverloaded), LabelBusy},
 		{supervisor.Reply{}, fmt.Errorf("chat a: dropped: %w", supervisor.ErrStopped), LabelStopped},
+		// A message superseded under --busy interrupt is not a failure (issue 17, item 10).
+		{supervisor.Reply{TurnID: "t"}, fmt.Errorf("chat a: %w", supervisor.ErrSuperseded), LabelSuperseded},
 		{supervisor.Reply{}, supervisor.ErrClosed, LabelClosed},
 		{supervisor.Reply{}, &supervisor.CrashLoopError{ChatKey: "a", Err: errors.New("boom")}, LabelCrashLoop},
 		{supervisor.Reply{}, &supervisor.WatchdogError{ChatKey: "a", Watchdog: supervisor.WatchdogTurn, Err: errors.New("late")}, "watchdog_turn_deadline"},

@@ -182,6 +182,9 @@ const (
 	LabelFailed      = "failed"
 	LabelInterrupted = "interrupted"
 	LabelStopped     = "stopped"
+	// LabelSuperseded: a newer message of the chat interrupted it (--busy interrupt), as the
+	// chat's policy asks; not a failure.
+	LabelSuperseded  = "superseded"
 	LabelBusy        = "busy"
 	LabelCrashLoop   = "crash_loop"
 	LabelNotLoggedIn = "not_logged_in"
@@ -210,6 +213,8 @@ func OutcomeLabel(r supervisor.Reply, err error) string {
 		return LabelBusy
 	case OutcomeStopped:
 		return LabelStopped
+	case OutcomeSuperseded:
+		return LabelSuperseded
 	case OutcomeCrashLoop:
 		return LabelCrashLoop
 	case OutcomeAuth:

@@ -32,6 +32,11 @@ const DefaultRetryAfter = 5 * time.Second
 // DefaultBodyTimeout bounds reading one local inbox request body.
 const DefaultBodyTimeout = 15 * time.Second
 
+// DefaultWriteTimeout bounds one write of an answer to a client (a plain answer, or one event of
+// a stream): 30 s is ample for a client that reads at all (an 8 MiB answer at 300 KB/s) and
+// short beside the turns the connection otherwise waits for.
+const DefaultWriteTimeout = 30 * time.Second
+
 // Config configures the local HTTP inbox.
 type Config struct {
 	// Answerer runs the turns; required.
@@ -64,6 +69,11 @@ type Config struct {
 	// BodyTimeout bounds reading one request body, from the end of its headers; a slower body
 	// gets 408 and the connection is closed. Default DefaultBodyTimeout.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds each write of an answer: a plain answer, or one event of a stream,
+	// must reach the client's socket within it from the write's start, or the connection is
+	// closed. It bounds how long a client that stops reading holds a connection, and the answer's
+	// memory, once its turn ended. Default DefaultWriteTimeout.
+	WriteTimeout time.Duration
 	// Ready answers the readiness probe (GET /v1/readyz and /readyz): the daemon's
 	// health.Readiness. Nil means ready whenever the inbox answers.
 	Ready http.Handler
@@ -150,6 +160,9 @@ func New(cfg Config) (*Inbox, error) {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -180,9 +193,10 @@ func New(cfg Config) (*Inbox, error) {
 }
 
 // ServeHTTP implements http.Handler. Every request passes the guard (Host, token, Origin,
-// content type) before any handler sees it.
+// content type) before any handler sees it, and every write of its answer has a deadline
+// (Config.WriteTimeout).
 func (h *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.guarded.ServeHTTP(w, r)
+	h.guarded.ServeHTTP(newDeadlineWriter(w, h.cfg.WriteTimeout), r)
 }
 
 // methodNotAllowed answers 405 in JSON (ServeMux's own 405 is plain text).

@@ -20,8 +20,10 @@ const DefaultMaxConns = 128
 
 // Server returns the HTTP server for the inbox. Its timeouts bound what a client that stops
 // sending can hold: headers within BodyTimeout, the body within BodyTimeout after them (set per
-// request, see readMessage), an idle keep-alive connection for a minute. There is no
-// ReadTimeout or WriteTimeout: both would cut a caller waiting for a long turn.
+// request, see readMessage), an idle keep-alive connection for a minute; and what one that stops
+// reading can hold: each write of its answer within WriteTimeout (set per write, see
+// deadlineWriter). There is no server-wide ReadTimeout or WriteTimeout: both would cut a caller
+// waiting for a long turn.
 func (h *Inbox) Server() *http.Server {
 	return &http.Server{
 		Handler:           h,

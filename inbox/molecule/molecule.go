@@ -341,7 +341,11 @@ func (m *Inbox) ingest(rows []scannedRow, disp *dispatcher) (last string) {
 				if cmd, ok := chat.ParseCommand(n.msg.Text); ok && m.cfg.Controls != nil {
 					j.cmd = &cmd
 				}
-				disp.enqueue(j)
+				if j.cmd != nil && j.cmd.Name == chat.CmdNew {
+					disp.enqueueNew(j)
+				} else {
+					disp.enqueue(j)
+				}
 			case admitRecovered:
 				m.c.duplicates.Add(1)
 				log.Info("row came again; its reply from an earlier run is being delivered")
@@ -394,6 +398,10 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 		return
 	}
 	log := m.log.With(zap.String("chat_key", j.chatKey()), zap.String("activity_id", j.activityID()))
+	if j.reset {
+		m.queuedReset(drainCtx, log, j.chatKey())
+		return
+	}
 	if j.cmd != nil {
 		m.command(drainCtx, log, disp, j)
 		return

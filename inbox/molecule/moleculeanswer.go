@@ -25,6 +25,24 @@ type Enqueuer interface {
 // goes to the message that started the turn.
 const textSteered = "(added to the running turn; codex answered it together with the message before it)"
 
+// textSteeredStopped answers a message added to the chat's running turn when /stop ended that
+// turn: codex did not answer it, and the partial text went to the message that started the turn.
+const textSteeredStopped = "stopped: this message had joined the running turn, which /stop ended; what codex had written so far went to the message before it."
+
+// steeredText is what a message added to another message's turn is answered, by that turn's
+// outcome. Only a turn that completed answered it; a turn that failed failed it too, and the
+// failure's own text says what to do.
+func steeredText(oc chat.Outcome, reply supervisor.Reply, err error) string {
+	switch oc {
+	case chat.OutcomeAnswered:
+		// The message that started the turn gets the reply; posting it twice helps nobody.
+		return textSteered
+	case chat.OutcomeStopped:
+		return textSteeredStopped
+	}
+	return chat.ReplyText(reply, err)
+}
+
 // answer runs the turn and stores the reply durably before it is delivered, so a crash between
 // the two does not run codex again. It reports false when shutdown cut the turn off, or came
 // while the pool was busy: the row then stays unacknowledged and the next run answers it.
@@ -104,8 +122,7 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 	failed := oc != chat.OutcomeAnswered && oc != chat.OutcomeStopped && oc != chat.OutcomeSuperseded
 	text := chat.ReplyText(reply, err)
 	if reply.Steered {
-		// The message that started the turn gets the reply; posting it twice helps nobody.
-		text = textSteered
+		text = steeredText(oc, reply, err)
 	}
 	text = reply.WithNotices(text) // images codex was not shown
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
@@ -130,6 +147,14 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 
 // storeReply makes text msg's pending reply and stores it durably before it is delivered.
 func (m *Inbox) storeReply(log *zap.Logger, msg message, text string) *pendingReply {
+	p := m.pendingReply(msg, text)
+	m.syncReplies(log)
+	return p
+}
+
+// pendingReply makes text msg's pending reply in the ledger, not yet written to disk
+// (syncReplies writes it).
+func (m *Inbox) pendingReply(msg message, text string) *pendingReply {
 	p := &pendingReply{
 		ActivityID: msg.ActivityID,
 		ChatKey:    msg.ChatKey,
@@ -139,32 +164,49 @@ func (m *Inbox) storeReply(log *zap.Logger, msg message, text string) *pendingRe
 		AnsweredAt: time.Now().UTC(),
 	}
 	m.ledger.setPending(*p)
+	return p
+}
+
+// syncReplies writes the ledger with the replies made so far, before they are delivered.
+func (m *Inbox) syncReplies(log *zap.Logger) {
 	if err := m.ledger.sync(); err != nil {
 		m.c.persistErrors.Add(1)
 		log.Error("could not store the reply before delivery; delivering anyway (a crash now would answer the message again)", zap.Error(err))
 	}
-	return p
 }
 
 // command carries out a chat command on the chat's command queue, beside its running turn, and
 // delivers the answer like a reply. /stop also drops the chat's messages this inbox has not
 // handed to the supervisor yet; each gets a short note, so every row is answered and
 // acknowledged.
+//
+// The answer and every note are stored in one ledger write before the first is sent: the
+// decision to drop a message must outlive a crash while the platform refuses the answer, or the
+// next run would find the dropped rows unanswered and run them.
 func (m *Inbox) command(ctx context.Context, log *zap.Logger, disp *dispatcher, j job) {
 	var dropped []job
 	if j.cmd.Name == chat.CmdStop {
 		dropped = disp.dropMessages(j.msg.ChatKey)
 	}
-	text := chat.RunCommand(ctx, m.cfg.Controls, j.msg.ChatKey, *j.cmd, len(dropped))
+	ctl := m.cfg.Controls
+	if j.resetQueued {
+		ctl = queuedResetControls{ctl}
+	}
+	text := chat.RunCommand(ctx, ctl, j.msg.ChatKey, *j.cmd, len(dropped))
 	m.c.commands.Add(1)
 	log.Info("chat command", zap.String("command", j.cmd.Name), zap.Int("dropped_here", len(dropped)))
 	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
-	m.deliver(ctx, log, *m.storeReply(log, j.msg, text))
+	answer := m.pendingReply(j.msg, text)
 	note := chat.ReplyText(supervisor.Reply{}, supervisor.ErrStopped)
+	notes := make([]*pendingReply, 0, len(dropped))
 	for _, d := range dropped {
 		m.images.release(d.msg.imageBytes())
-		dlog := m.log.With(zap.String("chat_key", d.chatKey()), zap.String("activity_id", d.activityID()))
-		m.deliver(ctx, dlog, *m.storeReply(dlog, d.msg, note))
+		notes = append(notes, m.pendingReply(d.msg, note))
+	}
+	m.syncReplies(log)
+	m.deliver(ctx, log, *answer)
+	for _, p := range notes {
+		m.deliver(ctx, m.log.With(zap.String("chat_key", p.ChatKey), zap.String("activity_id", p.ActivityID)), *p)
 	}
 }
 
