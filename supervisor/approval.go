@@ -78,6 +78,14 @@ func (b *approvalBoard) remove(p *pendingApproval) {
 	b.pending[p.ChatKey] = list
 }
 
+// AsksApprovals reports whether approvals are asked in the chat: the children's policy leaves
+// commands or file changes to a person (appserver.DecisionAsk). Otherwise /approve and /deny have
+// nothing to answer, and the chat is not offered them.
+func (s *Supervisor) AsksApprovals() bool {
+	p := s.cfg.AppServer.Policy
+	return p.Command == appserver.DecisionAsk || p.FileChange == appserver.DecisionAsk
+}
+
 // PendingApproval returns chatKey's oldest approval waiting for an answer.
 func (s *Supervisor) PendingApproval(chatKey string) (Approval, bool) {
 	b := s.approvals

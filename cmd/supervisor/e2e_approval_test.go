@@ -67,6 +67,9 @@ func TestE2EApprovalLocal(t *testing.T) {
 	d := e.start(approvalArgs(timeout)...)
 	c := newLocalClient(t, d)
 	first := c.send("k", "hello")
+	if r := c.send("k", "/help"); !strings.Contains(r.Text, "/approve") || !strings.Contains(r.Text, "/deny") {
+		t.Errorf("/help with --approval ask does not list /approve and /deny: %q", r.Text)
+	}
 
 	for _, tc := range []struct {
 		answer    string // "" lets the approval time out

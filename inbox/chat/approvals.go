@@ -14,6 +14,12 @@ import (
 // Approvals asked in the chat (--approval ask): the turn's approval request is shown to the chat
 // and the chat's /approve, /approve session or /deny answers it, beside the chat's queue.
 
+// helpApprovals is /help's line for the approval commands (--approval ask only).
+const helpApprovals = "/approve, /approve session, /deny: answer what codex asks to run or change (session: allow it for the rest of the conversation)"
+
+// textApprovalsOff answers /approve and /deny where approvals are not asked in the chat.
+const textApprovalsOff = "approvals are not asked in this chat: the daemon answers codex's requests itself (its --approval setting is not ask), so there is nothing to approve or deny"
+
 // maxPromptCommandBytes bounds the command (and each diff line count) shown in a prompt.
 const maxPromptCommandBytes = 2000
 

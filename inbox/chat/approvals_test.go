@@ -29,17 +29,17 @@ func TestApprovalCommands(t *testing.T) {
 		if !ok {
 			t.Fatalf("%q is not a command", tc.text)
 		}
-		f := &chattest.Controls{Approval: a, ApprovalOK: true}
+		f := &chattest.Controls{Approval: a, ApprovalOK: true, Asks: true}
 		if got := RunCommand(context.Background(), f, "k", cmd, 0); got != tc.want || len(f.Log) != 1 || f.Log[0] != tc.call {
 			t.Errorf("%s: %q, calls %v; want %q, %s", tc.text, got, f.Log, tc.want, tc.call)
 		}
 	}
 	cmd, _ := ParseCommand("/approve")
-	if got := RunCommand(context.Background(), &chattest.Controls{}, "k", cmd, 0); got != "nothing is waiting for your approval" {
+	if got := RunCommand(context.Background(), &chattest.Controls{Asks: true}, "k", cmd, 0); got != "nothing is waiting for your approval" {
 		t.Errorf("nothing pending: %q", got)
 	}
 	cmd, _ = ParseCommand("/approve forever")
-	if f := (&chattest.Controls{Approval: a, ApprovalOK: true}); RunCommand(context.Background(), f, "k", cmd, 0) != "use /approve, /approve session or /deny" || len(f.Log) != 0 {
+	if f := (&chattest.Controls{Approval: a, ApprovalOK: true, Asks: true}); RunCommand(context.Background(), f, "k", cmd, 0) != "use /approve, /approve session or /deny" || len(f.Log) != 0 {
 		t.Errorf("/approve forever answered something: %v", f.Log)
 	}
 	cmd, _ = ParseCommand("/status")

@@ -15,6 +15,8 @@ type Controls interface {
 	Stop(chatKey string) supervisor.StopResult
 	Reset(ctx context.Context, chatKey string) (supervisor.ResetResult, error)
 	ChatStatus(chatKey string) (row supervisor.ChildStatus, ok bool, lastErr string)
+	// AsksApprovals reports whether approvals are asked in the chat (--approval ask).
+	AsksApprovals() bool
 	// Answer decides the chat's oldest approval waiting for an answer (ok false: none).
 	Answer(chatKey, decision string) (a supervisor.Approval, ok bool)
 	// PendingApproval returns the chat's oldest approval waiting for an answer.
@@ -74,14 +76,22 @@ func ParseCommand(text string) (Command, bool) {
 	return Command{Name: name, Args: strings.TrimSpace(args)}, true
 }
 
-// helpText lists the commands.
-const helpText = `Commands (send the command alone as a message):
+// helpText lists the commands the chat can use: /approve and /deny only when approvals are
+// asked in the chat, since elsewhere they could never apply.
+func helpText(asksApprovals bool) string {
+	var b strings.Builder
+	b.WriteString(`Commands (send the command alone as a message):
 /stop (or /cancel): stop what codex is doing for this chat and drop the messages waiting behind it
 /new (or /reset): start over; your next message opens a new conversation
 /status: what this chat's codex session is doing
-/approve, /approve session, /deny: answer what codex asks to run or change (session: allow it for the rest of the conversation)
-/help: this list
-Anything else, including other /words, goes to codex as you typed it.`
+`)
+	if asksApprovals {
+		b.WriteString(helpApprovals + "\n")
+	}
+	b.WriteString(`/help: this list
+Anything else, including other /words, goes to codex as you typed it.`)
+	return b.String()
+}
 
 // RunCommand carries out cmd for chatKey and returns the answer to send to the chat. dropped is
 // how many of the chat's messages the inbox itself dropped for a /stop (messages it had not yet
@@ -117,9 +127,12 @@ func RunCommand(ctx context.Context, c Controls, chatKey string, cmd Command, dr
 		}
 		return text
 	case cmdApprove, cmdDeny:
+		if !c.AsksApprovals() {
+			return textApprovalsOff
+		}
 		return answerApproval(c, chatKey, cmd)
 	default:
-		return helpText
+		return helpText(c.AsksApprovals())
 	}
 }
 

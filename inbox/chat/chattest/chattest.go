@@ -154,7 +154,12 @@ type Controls struct {
 
 	Approval   supervisor.Approval
 	ApprovalOK bool
+	// Asks is what AsksApprovals returns: approvals are asked in the chat.
+	Asks bool
 }
+
+// AsksApprovals returns Asks.
+func (f *Controls) AsksApprovals() bool { return f.Asks }
 
 // Stop records the call and returns StopResult.
 func (f *Controls) Stop(key string) supervisor.StopResult {
