@@ -25,7 +25,11 @@ const DefaultApprovalTimeout = 10 * time.Minute
 // Approval is an approval request of a chat's running turn, waiting for the chat's answer.
 type Approval struct {
 	appserver.ApprovalRequest
+	// ChatKey is the chat whose turn asks.
 	ChatKey string
+	// AskedOf is the chat shown the prompt: only its /approve and /deny answer it (see
+	// Input.AskApprovalsOf). It is ChatKey unless the inbox chose another party.
+	AskedOf string
 	// Seq orders the approvals of all chats: a later one has a larger Seq. WaitApproval uses it.
 	Seq uint64
 	// Asked is when it was published; Expires is when it is declined unanswered.
@@ -39,29 +43,30 @@ type pendingApproval struct {
 	answer chan string // buffered 1: Answer never blocks
 }
 
-// approvalBoard holds the pending approvals, oldest first per chat key. It has its own lock so
-// that the chat's commands never wait on the supervisor's.
+// approvalBoard holds the pending approvals of every chat, oldest first. They are few (one per
+// running turn, rarely more), so lookups scan. It has its own lock so that the chat's commands
+// never wait on the supervisor's.
 type approvalBoard struct {
 	mu      sync.Mutex
 	seq     uint64
-	pending map[string][]*pendingApproval
+	pending []*pendingApproval
 	changed chan struct{} // closed and replaced whenever an approval is published
 }
 
 func newApprovalBoard() *approvalBoard {
-	return &approvalBoard{pending: make(map[string][]*pendingApproval), changed: make(chan struct{})}
+	return &approvalBoard{changed: make(chan struct{})}
 }
 
-func (b *approvalBoard) publish(chatKey string, req appserver.ApprovalRequest, timeout time.Duration) *pendingApproval {
+func (b *approvalBoard) publish(chatKey, askedOf string, req appserver.ApprovalRequest, timeout time.Duration) *pendingApproval {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
 	now := time.Now()
 	p := &pendingApproval{
-		Approval: Approval{ApprovalRequest: req, ChatKey: chatKey, Seq: b.seq, Asked: now, Expires: now.Add(timeout)},
+		Approval: Approval{ApprovalRequest: req, ChatKey: chatKey, AskedOf: askedOf, Seq: b.seq, Asked: now, Expires: now.Add(timeout)},
 		answer:   make(chan string, 1),
 	}
-	b.pending[chatKey] = append(b.pending[chatKey], p)
+	b.pending = append(b.pending, p)
 	close(b.changed)
 	b.changed = make(chan struct{})
 	return p
@@ -70,12 +75,18 @@ func (b *approvalBoard) publish(chatKey string, req appserver.ApprovalRequest, t
 func (b *approvalBoard) remove(p *pendingApproval) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	list := slices.DeleteFunc(b.pending[p.ChatKey], func(q *pendingApproval) bool { return q == p })
-	if len(list) == 0 {
-		delete(b.pending, p.ChatKey)
-		return
+	b.pending = slices.DeleteFunc(b.pending, func(q *pendingApproval) bool { return q == p })
+}
+
+// askedOfLocked returns the approvals whose prompt went to chat by, oldest first.
+func (b *approvalBoard) askedOfLocked(by string) []*pendingApproval {
+	var out []*pendingApproval
+	for _, p := range b.pending {
+		if p.AskedOf == by {
+			out = append(out, p)
+		}
 	}
-	b.pending[p.ChatKey] = list
+	return out
 }
 
 // AsksApprovals reports whether approvals are asked in the chat: the children's policy leaves
@@ -86,26 +97,27 @@ func (s *Supervisor) AsksApprovals() bool {
 	return p.Command == appserver.DecisionAsk || p.FileChange == appserver.DecisionAsk
 }
 
-// PendingApproval returns chatKey's oldest approval waiting for an answer.
-func (s *Supervisor) PendingApproval(chatKey string) (Approval, bool) {
+// PendingApproval returns the oldest approval waiting for chat by's answer: one whose prompt
+// went to by, whichever chat's turn asks.
+func (s *Supervisor) PendingApproval(by string) (Approval, bool) {
 	b := s.approvals
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if list := b.pending[chatKey]; len(list) > 0 {
+	if list := b.askedOfLocked(by); len(list) > 0 {
 		return list[0].Approval, true
 	}
 	return Approval{}, false
 }
 
-// WaitApproval returns chatKey's first pending approval with a Seq above after, waiting for one
-// to be published until ctx is done. An inbox calls it beside Submit to show the chat what its
-// turn asks.
+// WaitApproval returns the first pending approval of chatKey's turns (Approval.ChatKey) with a
+// Seq above after, waiting for one to be published until ctx is done. An inbox calls it beside
+// Submit to show the party asked what the chat's turn asks.
 func (s *Supervisor) WaitApproval(ctx context.Context, chatKey string, after uint64) (Approval, error) {
 	b := s.approvals
 	for {
 		b.mu.Lock()
-		for _, p := range b.pending[chatKey] {
-			if p.Seq > after {
+		for _, p := range b.pending {
+			if p.ChatKey == chatKey && p.Seq > after {
 				b.mu.Unlock()
 				return p.Approval, nil
 			}
@@ -120,38 +132,41 @@ func (s *Supervisor) WaitApproval(ctx context.Context, chatKey string, after uin
 	}
 }
 
-// Answer decides chatKey's oldest pending approval: protocol.DecisionAccept,
-// DecisionAcceptForSession or DecisionDecline. It returns the approval answered; ok is false when
-// none was waiting. It does not wait behind the chat's queue.
-func (s *Supervisor) Answer(chatKey, decision string) (Approval, bool) {
+// Answer decides the oldest approval waiting for chat by's answer (see PendingApproval):
+// protocol.DecisionAccept, DecisionAcceptForSession or DecisionDecline. It returns the approval
+// answered; ok is false when none was asked of by. An approval asked of another chat is never
+// answered from by, also when by is the chat whose turn asks. It does not wait behind the chat's
+// queue.
+func (s *Supervisor) Answer(by, decision string) (Approval, bool) {
 	b := s.approvals
 	b.mu.Lock()
-	list := b.pending[chatKey]
+	list := b.askedOfLocked(by)
 	if len(list) == 0 {
 		b.mu.Unlock()
 		return Approval{}, false
 	}
 	p := list[0]
 	// Taken off the board at once, so that a second /approve answers the next one.
-	b.pending[chatKey] = list[1:]
-	if len(list) == 1 {
-		delete(b.pending, chatKey)
-	}
+	b.pending = slices.DeleteFunc(b.pending, func(q *pendingApproval) bool { return q == p })
 	b.mu.Unlock()
 	p.answer <- decision
-	s.log.Info("chat answered an approval", zap.String("chat_key", chatKey), zap.String("decision", decision),
-		zap.String("request_id", p.RequestID), zap.String("kind", p.Kind))
+	s.log.Info("chat answered an approval", zap.String("chat_key", p.ChatKey), zap.String("answered_by", by),
+		zap.String("decision", decision), zap.String("request_id", p.RequestID), zap.String("kind", p.Kind))
 	return p.Approval, true
 }
 
-// approver is the appserver.Approver of a turn of chatKey: it publishes each request, pauses the
-// turn's watchdogs and waits for the chat's Answer, the approval timeout or the turn's end.
-func (s *Supervisor) approver(chatKey string, sess *session, watch *turnWatch) appserver.Approver {
+// approver is the appserver.Approver of a turn of chatKey whose prompts go to chat askedOf: it
+// publishes each request, pauses the turn's watchdogs and waits for askedOf's Answer, the
+// approval timeout or the turn's end.
+func (s *Supervisor) approver(chatKey, askedOf string, sess *session, watch *turnWatch) appserver.Approver {
+	if askedOf == "" {
+		askedOf = chatKey
+	}
 	return func(ctx context.Context, req appserver.ApprovalRequest) (string, error) {
 		resume := watch.waitOnPerson()
 		defer resume()
 		timeout := s.cfg.ApprovalTimeout
-		p := s.approvals.publish(chatKey, req, timeout)
+		p := s.approvals.publish(chatKey, askedOf, req, timeout)
 		defer s.approvals.remove(p)
 		log := sess.log.With(zap.String("request_id", req.RequestID), zap.String("kind", req.Kind))
 		log.Info("approval asked in the chat", zap.String("command", req.Command), zap.Duration("timeout", timeout))

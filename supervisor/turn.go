@@ -30,7 +30,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		OnNotification: func(n protocol.Notification) { watch.observe(n); live.act.observe(n) },
 		InterruptGrace: s.cfg.InterruptGrace,
 		OnStarted:      live.started,
-		Approve:        s.approver(k.key, sess, watch),
+		Approve:        s.approver(k.key, j.askApprovalsOf, sess, watch),
 	})
 	watch.stop()
 	cause := context.Cause(ctx)

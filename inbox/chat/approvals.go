@@ -29,6 +29,10 @@ const maxPromptFiles = 20
 // ApprovalPrompt is the message that shows the chat what codex asks and how to answer.
 func ApprovalPrompt(a supervisor.Approval) string {
 	var b strings.Builder
+	if a.AskedOf != "" && a.AskedOf != a.ChatKey {
+		// Asked of another chat (a peer's turn asks the canvas): say whose turn it is.
+		fmt.Fprintf(&b, "In chat %s, ", a.ChatKey)
+	}
 	switch a.Kind {
 	case appserver.ApprovalFileChange:
 		b.WriteString("codex asks to change files")
