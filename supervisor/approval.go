@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -100,13 +101,22 @@ func (s *Supervisor) AsksApprovals() bool {
 // PendingApproval returns the oldest approval waiting for chat by's answer: one whose prompt
 // went to by, whichever chat's turn asks.
 func (s *Supervisor) PendingApproval(by string) (Approval, bool) {
+	if list := s.PendingApprovals(by); len(list) > 0 {
+		return list[0], true
+	}
+	return Approval{}, false
+}
+
+// PendingApprovals returns the approvals waiting for chat by's answer, oldest first.
+func (s *Supervisor) PendingApprovals(by string) []Approval {
 	b := s.approvals
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if list := b.askedOfLocked(by); len(list) > 0 {
-		return list[0].Approval, true
+	var out []Approval
+	for _, p := range b.askedOfLocked(by) {
+		out = append(out, p.Approval)
 	}
-	return Approval{}, false
+	return out
 }
 
 // WaitApproval returns the first pending approval of chatKey's turns (Approval.ChatKey) with a
@@ -132,27 +142,49 @@ func (s *Supervisor) WaitApproval(ctx context.Context, chatKey string, after uin
 	}
 }
 
-// Answer decides the oldest approval waiting for chat by's answer (see PendingApproval):
-// protocol.DecisionAccept, DecisionAcceptForSession or DecisionDecline. It returns the approval
-// answered; ok is false when none was asked of by. An approval asked of another chat is never
-// answered from by, also when by is the chat whose turn asks. It does not wait behind the chat's
-// queue.
-func (s *Supervisor) Answer(by, decision string) (Approval, bool) {
+// ErrNoApproval: no approval with the number given, or none at all, waits for the chat's answer.
+var ErrNoApproval = errors.New("no such approval is waiting for this chat's answer")
+
+// ErrWhichApproval: several approvals wait for the chat's answer and the answer named none.
+var ErrWhichApproval = errors.New("several approvals are waiting for this chat's answer: say which")
+
+// Answer decides an approval waiting for chat by's answer (see PendingApprovals):
+// protocol.DecisionAccept, DecisionAcceptForSession or DecisionDecline. n is the approval's
+// number (its Seq, which its prompt shows); 0 answers the only one waiting, and fails with
+// ErrWhichApproval when several are, so that an answer meant for one prompt never lands on
+// another. An approval asked of another chat is never answered from by, also when by is the chat
+// whose turn asks (ErrNoApproval). It returns the approval answered and does not wait behind the
+// chat's queue.
+func (s *Supervisor) Answer(by string, n uint64, decision string) (Approval, error) {
 	b := s.approvals
 	b.mu.Lock()
 	list := b.askedOfLocked(by)
-	if len(list) == 0 {
+	var p *pendingApproval
+	switch {
+	case n != 0:
+		for _, q := range list {
+			if q.Seq == n {
+				p = q
+			}
+		}
+	case len(list) == 1:
+		p = list[0]
+	case len(list) > 1:
 		b.mu.Unlock()
-		return Approval{}, false
+		return Approval{}, fmt.Errorf("chat %s: %d approvals: %w", by, len(list), ErrWhichApproval)
 	}
-	p := list[0]
-	// Taken off the board at once, so that a second /approve answers the next one.
+	if p == nil {
+		b.mu.Unlock()
+		return Approval{}, fmt.Errorf("chat %s: approval %d: %w", by, n, ErrNoApproval)
+	}
+	// Taken off the board at once, so that a second answer cannot decide it again.
 	b.pending = slices.DeleteFunc(b.pending, func(q *pendingApproval) bool { return q == p })
 	b.mu.Unlock()
 	p.answer <- decision
 	s.log.Info("chat answered an approval", zap.String("chat_key", p.ChatKey), zap.String("answered_by", by),
-		zap.String("decision", decision), zap.String("request_id", p.RequestID), zap.String("kind", p.Kind))
-	return p.Approval, true
+		zap.Uint64("approval", p.Seq), zap.String("decision", decision), zap.String("request_id", p.RequestID),
+		zap.String("kind", p.Kind))
+	return p.Approval, nil
 }
 
 // approver is the appserver.Approver of a turn of chatKey whose prompts go to chat askedOf: it

@@ -76,8 +76,8 @@ func TestE2EApprovalLocal(t *testing.T) {
 		wantReply string
 		wantCmd   string
 	}{
-		{"/approve", "Process exited with code 0", "approved: "},
-		{"/deny", "rejected", "denied: "},
+		{"/approve", "Process exited with code 0", "approved "},
+		{"/deny", "rejected", "denied "},
 		{"", "rejected", ""},
 	} {
 		name := tc.answer
@@ -150,7 +150,7 @@ func TestE2EApprovalMolecule(t *testing.T) {
 	e.plat.Enqueue(moleculetest.CanvasMessage("/approve"))
 	d.waitPlatform("the answer and the reply", func() bool { return len(e.plat.Notifies()) == 3 })
 	all := strings.Join(e.notifyTexts(), "\n---\n")
-	if !strings.Contains(all, "approved: ") || !strings.Contains(all, "Process exited with code 0") {
+	if !strings.Contains(all, "approved ") || !strings.Contains(all, "Process exited with code 0") {
 		t.Fatalf("notifies:\n%s", all)
 	}
 	d.waitUntil("both rows acknowledged", func() bool { return d.bridgeStats().Unacked == 0 })

@@ -17,10 +17,11 @@ type Controls interface {
 	ChatStatus(chatKey string) (row supervisor.ChildStatus, ok bool, lastErr string)
 	// AsksApprovals reports whether approvals are asked in the chat (--approval ask).
 	AsksApprovals() bool
-	// Answer decides the chat's oldest approval waiting for an answer (ok false: none).
-	Answer(chatKey, decision string) (a supervisor.Approval, ok bool)
-	// PendingApproval returns the chat's oldest approval waiting for an answer.
-	PendingApproval(chatKey string) (a supervisor.Approval, ok bool)
+	// Answer decides the approval numbered n waiting for the chat's answer, or with n 0 the only
+	// one (supervisor.ErrWhichApproval when several wait, ErrNoApproval when none matches).
+	Answer(chatKey string, n uint64, decision string) (supervisor.Approval, error)
+	// PendingApprovals returns the approvals waiting for the chat's answer, oldest first.
+	PendingApprovals(chatKey string) []supervisor.Approval
 	// WaitApproval waits for an approval of the chat with a Seq above after.
 	WaitApproval(ctx context.Context, chatKey string, after uint64) (supervisor.Approval, error)
 }
@@ -122,7 +123,7 @@ func RunCommand(ctx context.Context, c Controls, chatKey string, cmd Command, dr
 		}
 	case cmdStatus:
 		text := statusText(c.ChatStatus(chatKey))
-		if a, ok := c.PendingApproval(chatKey); ok {
+		for _, a := range c.PendingApprovals(chatKey) {
 			text += "\n" + ApprovalPrompt(a)
 		}
 		return text
