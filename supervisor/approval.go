@@ -187,14 +187,63 @@ func (s *Supervisor) Answer(by string, n uint64, decision string) (Approval, err
 	return p.Approval, nil
 }
 
+// MaxApprovalCommandBytes is the longest command (and working directory) a person is asked to
+// approve: the prompt shows it whole, and a longer one is declined without asking (unshowable).
+// It fits a chat message and a person's reading; a script longer than this belongs in a file the
+// person can read, which codex can be asked to write first.
+const MaxApprovalCommandBytes = 2000
+
+// unshowable says why req cannot be shown whole in a prompt, or "" when it can. Collapsing white
+// space or showing head and tail would change or hide what runs (a newline is a command
+// separator; the middle of a long command can hold anything), so what cannot be shown whole is
+// not offered at all.
+func unshowable(req appserver.ApprovalRequest) string {
+	switch {
+	case len(req.Command) > MaxApprovalCommandBytes:
+		return fmt.Sprintf("codex asked to run a command of %d bytes, too long to show whole in an approval prompt (at most %d); it did not run. Ask codex to write it to a file you can read first, or to run shorter commands",
+			len(req.Command), MaxApprovalCommandBytes)
+	case len(req.Cwd) > MaxApprovalCommandBytes:
+		return fmt.Sprintf("codex asked to run a command in a directory whose name is %d bytes, too long to show whole in an approval prompt (at most %d); it did not run",
+			len(req.Cwd), MaxApprovalCommandBytes)
+	}
+	return ""
+}
+
+// turnNotes collects the notices of one turn (Reply.Notices) from its approver, which runs on
+// codex's request goroutines.
+type turnNotes struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (n *turnNotes) add(note string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.list = append(n.list, note)
+}
+
+func (n *turnNotes) take() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.list)
+}
+
 // approver is the appserver.Approver of a turn of chatKey whose prompts go to chat askedOf: it
 // publishes each request, pauses the turn's watchdogs and waits for askedOf's Answer, the
 // approval timeout or the turn's end.
-func (s *Supervisor) approver(chatKey, askedOf string, sess *session, watch *turnWatch) appserver.Approver {
+func (s *Supervisor) approver(chatKey, askedOf string, sess *session, watch *turnWatch, notes *turnNotes) appserver.Approver {
 	if askedOf == "" {
 		askedOf = chatKey
 	}
 	return func(ctx context.Context, req appserver.ApprovalRequest) (string, error) {
+		if why := unshowable(req); why != "" {
+			// Declined without asking: a prompt that cut it would let a person approve what
+			// they were not shown. The chat learns why from its reply, codex from the decline.
+			sess.log.Warn("approval declined without asking: it cannot be shown whole",
+				zap.String("request_id", req.RequestID), zap.Int("command_bytes", len(req.Command)), zap.Int("cwd_bytes", len(req.Cwd)))
+			notes.add("declined without asking you: " + why)
+			return protocol.DecisionDecline, nil
+		}
 		resume := watch.waitOnPerson()
 		defer resume()
 		timeout := s.cfg.ApprovalTimeout

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/protocol"
@@ -63,14 +64,31 @@ func ApprovalPrompt(a supervisor.Approval) string {
 		if a.Reason != "" {
 			fmt.Fprintf(&b, " (%s)", CapText(a.Reason, maxPromptCommandBytes))
 		}
-		fmt.Fprintf(&b, ":\n  %s\n", CapText(a.Command, maxPromptCommandBytes))
+		// Whole: the supervisor declines, without asking, a command too long to show
+		// (supervisor.MaxApprovalCommandBytes).
+		fmt.Fprintf(&b, ":\n  %s\n", visible(a.Command))
 		if a.Cwd != "" {
-			fmt.Fprintf(&b, "in %s\n", CapText(a.Cwd, 300))
+			fmt.Fprintf(&b, "in %s\n", visible(a.Cwd))
 		}
 		fmt.Fprintf(&b, "Answer /approve %d to run it, /approve %d session to allow it for the rest of this conversation, or /deny %d.", n, n, n)
 	}
 	if d := time.Until(a.Expires); d > 0 {
 		fmt.Fprintf(&b, " Without an answer it is declined in %s.", d.Round(time.Second))
+	}
+	return b.String()
+}
+
+// visible makes every character of s show: control and format characters (a carriage return,
+// an escape sequence, a bidirectional override, a zero-width space) are written as \u escapes,
+// so a prompt cannot look like something other than what runs. Newlines and tabs stay.
+func visible(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if r != '\n' && r != '\t' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r)) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
 	}
 	return b.String()
 }

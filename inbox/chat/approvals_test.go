@@ -72,3 +72,14 @@ func TestApprovalPrompt(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalPromptShowsCommandWhole: the command is shown whole, never cut, with control and
+// format characters (carriage return, escape, bidi override) written as escapes.
+func TestApprovalPromptShowsCommandWhole(t *testing.T) {
+	long := "echo a" + strings.Repeat(" ", supervisor.MaxApprovalCommandBytes-20) + "; echo tail"
+	got := ApprovalPrompt(supervisor.Approval{ApprovalRequest: appserver.ApprovalRequest{
+		Kind: appserver.ApprovalCommand, Command: long + "\r\x1b[2K\u202e"}})
+	if !strings.Contains(got, long+`\u000d\u001b[2K\u202e`) {
+		t.Errorf("prompt does not show the command whole and visible: %q", got[max(0, len(got)-300):])
+	}
+}

@@ -235,7 +235,8 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, ErrorReply{Error: "request canceled"})
 		return
 	}
-	text := chat.ReplyText(reply, err)
+	// What codex was not shown or was declined without asking the chat (Reply.Notices).
+	text := reply.WithNotices(chat.ReplyText(reply, err))
 	switch oc {
 	case chat.OutcomeAnswered, chat.OutcomeTurnFailed:
 		dur := reply.Duration
