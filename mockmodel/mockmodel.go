@@ -84,6 +84,9 @@ type Reply struct {
 	Hang bool
 	// ToolCall makes the reply a function_call output item instead of a message.
 	ToolCall *ToolCall
+	// ToolCalls, when ToolCall is nil, makes the reply several function_call output items in one
+	// response: parallel tool calls. Empty CallIDs are "call_<n>_<i>".
+	ToolCalls []ToolCall
 	// Latency is added before the response, on top of Config.Latency.
 	Latency time.Duration
 	// Hold, when not nil, delays the response (after Latency) until Hold is closed. The client
@@ -453,39 +456,52 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var item map[string]any
+	var items []map[string]any
 	outputTokens := 1
-	if tc := reply.ToolCall; tc != nil {
-		callID, name := tc.CallID, tc.Name
+	calls := reply.ToolCalls
+	if reply.ToolCall != nil {
+		calls = []ToolCall{*reply.ToolCall}
+	}
+	for i, tc := range calls {
+		callID, name, id := tc.CallID, tc.Name, "fc_"+strconv.Itoa(req.N)
+		if i > 0 {
+			id += "_" + strconv.Itoa(i)
+		}
 		if callID == "" {
 			callID = "call_" + strconv.Itoa(req.N)
+			if len(calls) > 1 {
+				callID += "_" + strconv.Itoa(i)
+			}
 		}
 		if name == "" {
 			name = "exec_command"
 		}
-		item = map[string]any{
+		items = append(items, map[string]any{
 			"type":      "function_call",
-			"id":        "fc_" + strconv.Itoa(req.N),
+			"id":        id,
 			"call_id":   callID,
 			"name":      name,
 			"arguments": tc.Arguments,
-		}
-	} else {
-		item = map[string]any{
+		})
+	}
+	if len(calls) == 0 {
+		items = append(items, map[string]any{
 			"type": "message",
 			"role": "assistant",
 			"id":   "msg_" + strconv.Itoa(req.N),
 			"content": []any{
 				map[string]any{"type": "output_text", "text": reply.Text},
 			},
-		}
+		})
 		outputTokens = max(1, len(strings.Fields(reply.Text)))
 	}
-	if !send("response.output_item.done", map[string]any{
-		"type": "response.output_item.done",
-		"item": item,
-	}) {
-		return
+	for _, item := range items {
+		if !send("response.output_item.done", map[string]any{
+			"type": "response.output_item.done",
+			"item": item,
+		}) {
+			return
+		}
 	}
 	// Token counts are small and deterministic so tests can assert on them: one input token
 	// per input item, one output token per word.

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -25,7 +26,11 @@ const DefaultApprovalTimeout = 10 * time.Minute
 // Approval is an approval request of a chat's running turn, waiting for the chat's answer.
 type Approval struct {
 	appserver.ApprovalRequest
+	// ChatKey is the chat whose turn asks.
 	ChatKey string
+	// AskedOf is the chat shown the prompt: only its /approve and /deny answer it (see
+	// Input.AskApprovalsOf). It is ChatKey unless the inbox chose another party.
+	AskedOf string
 	// Seq orders the approvals of all chats: a later one has a larger Seq. WaitApproval uses it.
 	Seq uint64
 	// Asked is when it was published; Expires is when it is declined unanswered.
@@ -39,29 +44,30 @@ type pendingApproval struct {
 	answer chan string // buffered 1: Answer never blocks
 }
 
-// approvalBoard holds the pending approvals, oldest first per chat key. It has its own lock so
-// that the chat's commands never wait on the supervisor's.
+// approvalBoard holds the pending approvals of every chat, oldest first. They are few (one per
+// running turn, rarely more), so lookups scan. It has its own lock so that the chat's commands
+// never wait on the supervisor's.
 type approvalBoard struct {
 	mu      sync.Mutex
 	seq     uint64
-	pending map[string][]*pendingApproval
+	pending []*pendingApproval
 	changed chan struct{} // closed and replaced whenever an approval is published
 }
 
 func newApprovalBoard() *approvalBoard {
-	return &approvalBoard{pending: make(map[string][]*pendingApproval), changed: make(chan struct{})}
+	return &approvalBoard{changed: make(chan struct{})}
 }
 
-func (b *approvalBoard) publish(chatKey string, req appserver.ApprovalRequest, timeout time.Duration) *pendingApproval {
+func (b *approvalBoard) publish(chatKey, askedOf string, req appserver.ApprovalRequest, timeout time.Duration) *pendingApproval {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
 	now := time.Now()
 	p := &pendingApproval{
-		Approval: Approval{ApprovalRequest: req, ChatKey: chatKey, Seq: b.seq, Asked: now, Expires: now.Add(timeout)},
+		Approval: Approval{ApprovalRequest: req, ChatKey: chatKey, AskedOf: askedOf, Seq: b.seq, Asked: now, Expires: now.Add(timeout)},
 		answer:   make(chan string, 1),
 	}
-	b.pending[chatKey] = append(b.pending[chatKey], p)
+	b.pending = append(b.pending, p)
 	close(b.changed)
 	b.changed = make(chan struct{})
 	return p
@@ -70,34 +76,58 @@ func (b *approvalBoard) publish(chatKey string, req appserver.ApprovalRequest, t
 func (b *approvalBoard) remove(p *pendingApproval) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	list := slices.DeleteFunc(b.pending[p.ChatKey], func(q *pendingApproval) bool { return q == p })
-	if len(list) == 0 {
-		delete(b.pending, p.ChatKey)
-		return
-	}
-	b.pending[p.ChatKey] = list
+	b.pending = slices.DeleteFunc(b.pending, func(q *pendingApproval) bool { return q == p })
 }
 
-// PendingApproval returns chatKey's oldest approval waiting for an answer.
-func (s *Supervisor) PendingApproval(chatKey string) (Approval, bool) {
-	b := s.approvals
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if list := b.pending[chatKey]; len(list) > 0 {
-		return list[0].Approval, true
+// askedOfLocked returns the approvals whose prompt went to chat by, oldest first.
+func (b *approvalBoard) askedOfLocked(by string) []*pendingApproval {
+	var out []*pendingApproval
+	for _, p := range b.pending {
+		if p.AskedOf == by {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// AsksApprovals reports whether approvals are asked in the chat: the children's policy leaves
+// commands or file changes to a person (appserver.DecisionAsk). Otherwise /approve and /deny have
+// nothing to answer, and the chat is not offered them.
+func (s *Supervisor) AsksApprovals() bool {
+	p := s.cfg.AppServer.Policy
+	return p.Command == appserver.DecisionAsk || p.FileChange == appserver.DecisionAsk
+}
+
+// PendingApproval returns the oldest approval waiting for chat by's answer: one whose prompt
+// went to by, whichever chat's turn asks.
+func (s *Supervisor) PendingApproval(by string) (Approval, bool) {
+	if list := s.PendingApprovals(by); len(list) > 0 {
+		return list[0], true
 	}
 	return Approval{}, false
 }
 
-// WaitApproval returns chatKey's first pending approval with a Seq above after, waiting for one
-// to be published until ctx is done. An inbox calls it beside Submit to show the chat what its
-// turn asks.
+// PendingApprovals returns the approvals waiting for chat by's answer, oldest first.
+func (s *Supervisor) PendingApprovals(by string) []Approval {
+	b := s.approvals
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Approval
+	for _, p := range b.askedOfLocked(by) {
+		out = append(out, p.Approval)
+	}
+	return out
+}
+
+// WaitApproval returns the first pending approval of chatKey's turns (Approval.ChatKey) with a
+// Seq above after, waiting for one to be published until ctx is done. An inbox calls it beside
+// Submit to show the party asked what the chat's turn asks.
 func (s *Supervisor) WaitApproval(ctx context.Context, chatKey string, after uint64) (Approval, error) {
 	b := s.approvals
 	for {
 		b.mu.Lock()
-		for _, p := range b.pending[chatKey] {
-			if p.Seq > after {
+		for _, p := range b.pending {
+			if p.ChatKey == chatKey && p.Seq > after {
 				b.mu.Unlock()
 				return p.Approval, nil
 			}
@@ -112,38 +142,112 @@ func (s *Supervisor) WaitApproval(ctx context.Context, chatKey string, after uin
 	}
 }
 
-// Answer decides chatKey's oldest pending approval: protocol.DecisionAccept,
-// DecisionAcceptForSession or DecisionDecline. It returns the approval answered; ok is false when
-// none was waiting. It does not wait behind the chat's queue.
-func (s *Supervisor) Answer(chatKey, decision string) (Approval, bool) {
+// ErrNoApproval: no approval with the number given, or none at all, waits for the chat's answer.
+var ErrNoApproval = errors.New("no such approval is waiting for this chat's answer")
+
+// ErrWhichApproval: several approvals wait for the chat's answer and the answer named none.
+var ErrWhichApproval = errors.New("several approvals are waiting for this chat's answer: say which")
+
+// Answer decides an approval waiting for chat by's answer (see PendingApprovals):
+// protocol.DecisionAccept, DecisionAcceptForSession or DecisionDecline. n is the approval's
+// number (its Seq, which its prompt shows); 0 answers the only one waiting, and fails with
+// ErrWhichApproval when several are, so that an answer meant for one prompt never lands on
+// another. An approval asked of another chat is never answered from by, also when by is the chat
+// whose turn asks (ErrNoApproval). It returns the approval answered and does not wait behind the
+// chat's queue.
+func (s *Supervisor) Answer(by string, n uint64, decision string) (Approval, error) {
 	b := s.approvals
 	b.mu.Lock()
-	list := b.pending[chatKey]
-	if len(list) == 0 {
+	list := b.askedOfLocked(by)
+	var p *pendingApproval
+	switch {
+	case n != 0:
+		for _, q := range list {
+			if q.Seq == n {
+				p = q
+			}
+		}
+	case len(list) == 1:
+		p = list[0]
+	case len(list) > 1:
 		b.mu.Unlock()
-		return Approval{}, false
+		return Approval{}, fmt.Errorf("chat %s: %d approvals: %w", by, len(list), ErrWhichApproval)
 	}
-	p := list[0]
-	// Taken off the board at once, so that a second /approve answers the next one.
-	b.pending[chatKey] = list[1:]
-	if len(list) == 1 {
-		delete(b.pending, chatKey)
+	if p == nil {
+		b.mu.Unlock()
+		return Approval{}, fmt.Errorf("chat %s: approval %d: %w", by, n, ErrNoApproval)
 	}
+	// Taken off the board at once, so that a second answer cannot decide it again.
+	b.pending = slices.DeleteFunc(b.pending, func(q *pendingApproval) bool { return q == p })
 	b.mu.Unlock()
 	p.answer <- decision
-	s.log.Info("chat answered an approval", zap.String("chat_key", chatKey), zap.String("decision", decision),
-		zap.String("request_id", p.RequestID), zap.String("kind", p.Kind))
-	return p.Approval, true
+	s.log.Info("chat answered an approval", zap.String("chat_key", p.ChatKey), zap.String("answered_by", by),
+		zap.Uint64("approval", p.Seq), zap.String("decision", decision), zap.String("request_id", p.RequestID),
+		zap.String("kind", p.Kind))
+	return p.Approval, nil
 }
 
-// approver is the appserver.Approver of a turn of chatKey: it publishes each request, pauses the
-// turn's watchdogs and waits for the chat's Answer, the approval timeout or the turn's end.
-func (s *Supervisor) approver(chatKey string, sess *session, watch *turnWatch) appserver.Approver {
+// MaxApprovalCommandBytes is the longest command (and working directory) a person is asked to
+// approve: the prompt shows it whole, and a longer one is declined without asking (unshowable).
+// It fits a chat message and a person's reading; a script longer than this belongs in a file the
+// person can read, which codex can be asked to write first.
+const MaxApprovalCommandBytes = 2000
+
+// unshowable says why req cannot be shown whole in a prompt, or "" when it can. Collapsing white
+// space or showing head and tail would change or hide what runs (a newline is a command
+// separator; the middle of a long command can hold anything), so what cannot be shown whole is
+// not offered at all.
+func unshowable(req appserver.ApprovalRequest) string {
+	switch {
+	case len(req.Command) > MaxApprovalCommandBytes:
+		return fmt.Sprintf("codex asked to run a command of %d bytes, too long to show whole in an approval prompt (at most %d); it did not run. Ask codex to write it to a file you can read first, or to run shorter commands",
+			len(req.Command), MaxApprovalCommandBytes)
+	case len(req.Cwd) > MaxApprovalCommandBytes:
+		return fmt.Sprintf("codex asked to run a command in a directory whose name is %d bytes, too long to show whole in an approval prompt (at most %d); it did not run",
+			len(req.Cwd), MaxApprovalCommandBytes)
+	}
+	return ""
+}
+
+// turnNotes collects the notices of one turn (Reply.Notices) from its approver, which runs on
+// codex's request goroutines.
+type turnNotes struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (n *turnNotes) add(note string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.list = append(n.list, note)
+}
+
+func (n *turnNotes) take() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.list)
+}
+
+// approver is the appserver.Approver of a turn of chatKey whose prompts go to chat askedOf: it
+// publishes each request, pauses the turn's watchdogs and waits for askedOf's Answer, the
+// approval timeout or the turn's end.
+func (s *Supervisor) approver(chatKey, askedOf string, sess *session, watch *turnWatch, notes *turnNotes) appserver.Approver {
+	if askedOf == "" {
+		askedOf = chatKey
+	}
 	return func(ctx context.Context, req appserver.ApprovalRequest) (string, error) {
+		if why := unshowable(req); why != "" {
+			// Declined without asking: a prompt that cut it would let a person approve what
+			// they were not shown. The chat learns why from its reply, codex from the decline.
+			sess.log.Warn("approval declined without asking: it cannot be shown whole",
+				zap.String("request_id", req.RequestID), zap.Int("command_bytes", len(req.Command)), zap.Int("cwd_bytes", len(req.Cwd)))
+			notes.add("declined without asking you: " + why)
+			return protocol.DecisionDecline, nil
+		}
 		resume := watch.waitOnPerson()
 		defer resume()
 		timeout := s.cfg.ApprovalTimeout
-		p := s.approvals.publish(chatKey, req, timeout)
+		p := s.approvals.publish(chatKey, askedOf, req, timeout)
 		defer s.approvals.remove(p)
 		log := sess.log.With(zap.String("request_id", req.RequestID), zap.String("kind", req.Kind))
 		log.Info("approval asked in the chat", zap.String("command", req.Command), zap.Duration("timeout", timeout))

@@ -49,7 +49,7 @@ func TestApprovalPausesWatchdogs(t *testing.T) {
 					r, err := p.wait()
 					t.Fatalf("turn ended while the person was deciding: %+v, %v", r, err)
 				}
-				if _, ok := s.Answer("a", tc.decision); !ok {
+				if _, err := s.Answer("a", 0, tc.decision); err != nil {
 					t.Fatal("Answer found nothing to answer")
 				}
 				r, err := p.wait()
@@ -62,7 +62,7 @@ func TestApprovalPausesWatchdogs(t *testing.T) {
 				if _, ok := s.PendingApproval("a"); ok {
 					t.Error("approval still pending after the answer")
 				}
-				if _, ok := s.Answer("a", tc.decision); ok {
+				if _, err := s.Answer("a", 0, tc.decision); err == nil {
 					t.Error("a second answer found an approval")
 				}
 				if st := s.Status(); st.Totals.Live != 1 || len(st.Totals.Retired) != 0 {
@@ -113,7 +113,9 @@ func TestApprovalPauseKeepsDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Minute)
-		s.Answer("a", protocol.DecisionAccept)
+		if _, err := s.Answer("a", 0, protocol.DecisionAccept); err != nil {
+			t.Fatal(err)
+		}
 		_, err := p.wait()
 		var we *WatchdogError
 		if !errors.As(err, &we) || we.Watchdog != WatchdogTurn {

@@ -18,6 +18,8 @@ type job struct {
 	text string
 	// images are data URLs codex gets as image inputs after the text.
 	images []string
+	// askApprovalsOf is Input.AskApprovalsOf.
+	askApprovalsOf string
 	// notices say which images of the message codex is not shown, and why (Reply.Notices).
 	notices []string
 	// reset marks a Reset: the worker starts the chat over instead of running a turn.
@@ -60,6 +62,11 @@ type Input struct {
 	// the chat after Received drops the message even when it reaches the supervisor only after
 	// the Stop: the inbox was still handing it over when the chat asked to stop.
 	Received time.Time
+	// AskApprovalsOf is the chat shown the approval prompts of this message's turn, the only one
+	// whose /approve and /deny answer them (Approval.AskedOf); empty: the message's own chat. The
+	// turn's first message decides it; one steered into a running turn (BusySteer) joins that
+	// turn's party.
+	AskApprovalsOf string
 }
 
 // userInput is in as turn/start and turn/steer input.
@@ -124,7 +131,7 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 			return nil, fmt.Errorf("chat %s: %w", chatKey, err)
 		}
 	}
-	j := &job{ctx: ctx, text: in.Text, images: in.Images, done: make(chan outcome, 1)}
+	j := &job{ctx: ctx, text: in.Text, images: in.Images, askApprovalsOf: in.AskApprovalsOf, done: make(chan outcome, 1)}
 	if s.cfg.MaxImagePixels > 0 && len(in.Images) > 0 {
 		// Every image reaches codex through here: a bomb is refused before any child decodes it.
 		j.images, j.notices = screenImages(in.Images, s.cfg.MaxImagePixels)

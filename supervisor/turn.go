@@ -22,6 +22,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, s.model.watchFor(s.cfg.ModelUnreachable), cancel)
 	first := sess.turns == 0
 	input := userInput(j.text, j.images)
+	var notes turnNotes
 	live := &liveTurn{child: sess.child, threadID: sess.threadID, act: newActivity(ProgressFrom(j.ctx))}
 	s.mu.Lock()
 	k.live = live
@@ -31,12 +32,12 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		OnNotification: func(n protocol.Notification) { watch.observe(n); live.act.observe(n) },
 		InterruptGrace: s.cfg.InterruptGrace,
 		OnStarted:      live.started,
-		Approve:        s.approver(k.key, sess, watch),
+		Approve:        s.approver(k.key, j.askApprovalsOf, sess, watch, &notes),
 	})
 	watch.stop()
 	cause := context.Cause(ctx)
 
-	r := Reply{ChatKey: k.key, ThreadID: sess.threadID, PID: sess.pid}
+	r := Reply{ChatKey: k.key, ThreadID: sess.threadID, PID: sess.pid, Notices: notes.take()}
 	if first {
 		r.NewThread, r.ResumeFailed = sess.newThread, sess.resumeFailed
 		if sess.lostThread != "" {

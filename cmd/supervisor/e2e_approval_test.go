@@ -64,8 +64,8 @@ func (c *localClient) pendingApproval(chatKey string) (local.Approval, bool) {
 func TestE2EApprovalLocal(t *testing.T) {
 	t.Parallel()
 	runApprovalCases(t, time.Minute, []approvalCase{
-		{"/approve", "Process exited with code 0", "approved: "},
-		{"/deny", "rejected", "denied: "},
+		{"/approve", "Process exited with code 0", "approved "},
+		{"/deny", "rejected", "denied "},
 	})
 }
 
@@ -91,6 +91,9 @@ func runApprovalCases(t *testing.T, timeout time.Duration, cases []approvalCase)
 	d := e.start(approvalArgs(timeout)...)
 	c := newLocalClient(t, d)
 	first := c.send("k", "hello")
+	if r := c.send("k", "/help"); !strings.Contains(r.Text, "/approve") || !strings.Contains(r.Text, "/deny") {
+		t.Errorf("/help with --approval ask does not list /approve and /deny: %q", r.Text)
+	}
 
 	for _, tc := range cases {
 		name := tc.answer
@@ -164,7 +167,7 @@ func TestE2EApprovalMolecule(t *testing.T) {
 	e.plat.Enqueue(moleculetest.CanvasMessage("/approve"))
 	d.waitPlatform("the answer and the reply", func() bool { return len(e.plat.Notifies()) == 3 })
 	all := strings.Join(e.notifyTexts(), "\n---\n")
-	if !strings.Contains(all, "approved: ") || !strings.Contains(all, "Process exited with code 0") {
+	if !strings.Contains(all, "approved ") || !strings.Contains(all, "Process exited with code 0") {
 		t.Fatalf("notifies:\n%s", all)
 	}
 	d.waitUntil("both rows acknowledged", func() bool { return d.bridgeStats().Unacked == 0 })

@@ -79,8 +79,8 @@ func TestE2EChatStop(t *testing.T) {
 	if r := c.send("k", "/stop"); r.Text != "nothing to stop" {
 		t.Errorf("/stop with nothing running: %+v", r)
 	}
-	if r := c.send("k", "/help"); r.Status != local.StatusCommand || !strings.Contains(r.Text, "/new") {
-		t.Errorf("/help: %+v", r)
+	if r := c.send("k", "/help"); r.Status != local.StatusCommand || !strings.Contains(r.Text, "/new") || strings.Contains(r.Text, "/approve") {
+		t.Errorf("/help (approvals not asked, so no /approve): %+v", r)
 	}
 	if r := c.send("k", "/etc/hosts"); r.Status != "completed" {
 		t.Errorf("a pasted path went to codex? %+v", r)

@@ -15,10 +15,13 @@ type Controls interface {
 	Stop(chatKey string) supervisor.StopResult
 	Reset(ctx context.Context, chatKey string) (supervisor.ResetResult, error)
 	ChatStatus(chatKey string) (row supervisor.ChildStatus, ok bool, lastErr string)
-	// Answer decides the chat's oldest approval waiting for an answer (ok false: none).
-	Answer(chatKey, decision string) (a supervisor.Approval, ok bool)
-	// PendingApproval returns the chat's oldest approval waiting for an answer.
-	PendingApproval(chatKey string) (a supervisor.Approval, ok bool)
+	// AsksApprovals reports whether approvals are asked in the chat (--approval ask).
+	AsksApprovals() bool
+	// Answer decides the approval numbered n waiting for the chat's answer, or with n 0 the only
+	// one (supervisor.ErrWhichApproval when several wait, ErrNoApproval when none matches).
+	Answer(chatKey string, n uint64, decision string) (supervisor.Approval, error)
+	// PendingApprovals returns the approvals waiting for the chat's answer, oldest first.
+	PendingApprovals(chatKey string) []supervisor.Approval
 	// WaitApproval waits for an approval of the chat with a Seq above after.
 	WaitApproval(ctx context.Context, chatKey string, after uint64) (supervisor.Approval, error)
 }
@@ -77,14 +80,22 @@ func ParseCommand(text string) (Command, bool) {
 	return Command{Name: name, Args: strings.TrimSpace(args)}, true
 }
 
-// helpText lists the commands.
-const helpText = `Commands (send the command alone as a message):
+// helpText lists the commands the chat can use: /approve and /deny only when approvals are
+// asked in the chat, since elsewhere they could never apply.
+func helpText(asksApprovals bool) string {
+	var b strings.Builder
+	b.WriteString(`Commands (send the command alone as a message):
 /stop (or /cancel): stop what codex is doing for this chat and drop the messages waiting behind it
 /new (or /reset): start over; your next message opens a new conversation
 /status: what this chat's codex session is doing
-/approve, /approve session, /deny: answer what codex asks to run or change (session: allow it for the rest of the conversation)
-/help: this list
-Anything else, including other /words, goes to codex as you typed it.`
+`)
+	if asksApprovals {
+		b.WriteString(helpApprovals + "\n")
+	}
+	b.WriteString(`/help: this list
+Anything else, including other /words, goes to codex as you typed it.`)
+	return b.String()
+}
 
 // RunCommand carries out cmd for chatKey and returns the answer to send to the chat. dropped is
 // how many of the chat's messages the inbox itself dropped for a /stop (messages it had not yet
@@ -115,14 +126,17 @@ func RunCommand(ctx context.Context, c Controls, chatKey string, cmd Command, dr
 		}
 	case cmdStatus:
 		text := statusText(c.ChatStatus(chatKey))
-		if a, ok := c.PendingApproval(chatKey); ok {
+		for _, a := range c.PendingApprovals(chatKey) {
 			text += "\n" + ApprovalPrompt(a)
 		}
 		return text
 	case cmdApprove, cmdDeny:
+		if !c.AsksApprovals() {
+			return textApprovalsOff
+		}
 		return answerApproval(c, chatKey, cmd)
 	default:
-		return helpText
+		return helpText(c.AsksApprovals())
 	}
 }
 

@@ -22,6 +22,10 @@ type Approval struct {
 	Asked     time.Time                   `json:"asked"`
 	Expires   time.Time                   `json:"expires"`
 	Text      string                      `json:"text"`
+	// Number is what /approve N and /deny N name; Pending counts the approvals waiting for
+	// this chat's answer (this one is the oldest).
+	Number  uint64 `json:"number"`
+	Pending int    `json:"pending"`
 }
 
 // getApproval answers GET /v1/chats/{chatKey}/approval: the POST of a message whose turn waits
@@ -36,12 +40,13 @@ func (h *Inbox) getApproval(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, ErrorReply{Error: "chat commands are off: nothing can be approved in the chat"})
 		return
 	}
-	a, ok := h.cfg.Controls.PendingApproval(key)
-	if !ok {
+	list := h.cfg.Controls.PendingApprovals(key)
+	if len(list) == 0 {
 		writeJSON(w, http.StatusNotFound, ErrorReply{Error: "nothing is waiting for approval in this chat"})
 		return
 	}
-	writeJSON(w, http.StatusOK, Approval{
+	a := list[0]
+	writeJSON(w, http.StatusOK, Approval{Number: a.Seq, Pending: len(list),
 		ChatKey: key, Kind: a.Kind, Command: a.Command, Cwd: a.Cwd, Reason: a.Reason, Changes: a.Changes,
 		RequestID: a.RequestID, TurnID: a.TurnID, Asked: a.Asked, Expires: a.Expires, Text: chat.ApprovalPrompt(a),
 	})

@@ -249,7 +249,9 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, ErrorReply{Error: "request canceled"})
 		return
 	}
-	text := reply.WithNotices(chat.ReplyText(reply, err)) // with what codex was not shown or could not restore
+	// What codex was not shown, could not restore, or was declined without asking the chat
+	// (Reply.Notices).
+	text := reply.WithNotices(chat.ReplyText(reply, err))
 	switch oc {
 	case chat.OutcomeAnswered, chat.OutcomeTurnFailed:
 		dur := reply.Duration

@@ -10,7 +10,28 @@ import (
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 )
 
-// relayApprovals sends the chat each approval its running message's turn asks for, until ctx
+// party is who is shown an approval prompt and answers it: a chat key and where its messages go.
+type party struct {
+	ChatKey string
+	Route   route
+}
+
+// approvalParty is who answers every approval on Molecule: the workspace's canvas user, for a
+// canvas message, a peer's message and a delegation result alike. The canvas user is the person
+// who owns this workspace and the machine codex runs commands on. A peer is an agent: a prompt
+// sent to it would start a turn there, its model's /approve would be no person's decision, and
+// anyone who can message this workspace could run commands with it. A delegation result is
+// answered to the canvas, so its prompt goes there as well. The supervisor takes an answer only
+// from the chat the prompt went to (supervisor.Input.AskApprovalsOf), so the party shown a prompt
+// is the party whose answer counts.
+func (m *Inbox) approvalParty() party {
+	return party{
+		ChatKey: "canvas:" + m.cfg.WorkspaceID,
+		Route:   route{Kind: routeNotify, Workspace: m.cfg.WorkspaceID},
+	}
+}
+
+// relayApprovals sends the party asked (approvalParty) each approval msg's turn asks for, until ctx
 // ends (Submit returned). A prompt goes out like a reply, retried until the platform takes it,
 // with a message id made from the activity, the turn and the request id: a retry, or the same
 // prompt from another attempt, is the same message to the platform and the peer. It is not kept
@@ -25,10 +46,11 @@ func (m *Inbox) relayApprovals(ctx context.Context, log *zap.Logger, msg message
 		}
 		after = a.Seq
 		text := chat.Truncate(m.client.red.String(chat.ApprovalPrompt(a)), m.cfg.MaxReplyBytes, "approval prompt")
+		to := m.approvalParty()
 		p := pendingReply{
 			ActivityID: msg.ActivityID,
-			ChatKey:    msg.ChatKey,
-			Route:      msg.Route,
+			ChatKey:    to.ChatKey,
+			Route:      to.Route,
 			Text:       text,
 			MessageID:  replyID(m.cfg.WorkspaceID, msg.ActivityID+"/approval/"+a.TurnID+"/"+a.RequestID),
 		}

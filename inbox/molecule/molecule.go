@@ -547,7 +547,7 @@ func (m *Inbox) heartbeatBody() heartbeatBody {
 		UptimeSeconds: int64(time.Since(m.runStart) / time.Second),
 	}
 	if len(acts) > 0 {
-		hb.CurrentTask = currentTask(acts, now)
+		hb.CurrentTask = currentTask(m.client.red, acts, now)
 	} else {
 		for _, key := range m.inflight {
 			if hb.CurrentTask == "" || key < hb.CurrentTask {

@@ -595,7 +595,7 @@ func TestHeartbeatReportsActivity(t *testing.T) {
 func TestCurrentTask(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	got := currentTask([]supervisor.ChatActivity{
+	got := currentTask(redactor{}, []supervisor.ChatActivity{
 		{ChatKey: "canvas:a", What: "thinking", Since: now.Add(-5 * time.Second)},
 		{ChatKey: "peer:alpha", What: `running "npm test"`, Since: now.Add(-130 * time.Second)},
 	}, now)
@@ -606,7 +606,7 @@ func TestCurrentTask(t *testing.T) {
 	for i := range many {
 		many[i] = supervisor.ChatActivity{ChatKey: fmt.Sprint("peer:p", i), What: "writing", Since: now}
 	}
-	if got := currentTask(many, now); len(got) > maxCurrentTask || strings.Contains(got, "\n") || !strings.HasSuffix(got, "…") {
+	if got := currentTask(redactor{}, many, now); len(got) > maxCurrentTask || strings.Contains(got, "\n") || !strings.HasSuffix(got, "…") {
 		t.Errorf("long current_task not capped to one line of %d bytes: %q", maxCurrentTask, got)
 	}
 }

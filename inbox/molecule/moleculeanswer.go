@@ -69,7 +69,7 @@ func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 	var ticket *supervisor.Ticket
 	var err error
 	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
-		ticket, err = m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, msg.input())
+		ticket, err = m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, m.input(msg))
 		if chat.Classify(supervisor.Reply{}, err) == chat.OutcomeBusy {
 			return err
 		}
@@ -106,6 +106,14 @@ func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 			m.deliver(drainCtx, log, *p)
 		}
 	})
+}
+
+// input is what codex gets for msg, with the party its approvals are asked of: the workspace's
+// canvas user, whatever row msg is (see approvalParty).
+func (m *Inbox) input(msg message) supervisor.Input {
+	in := msg.input()
+	in.AskApprovalsOf = m.approvalParty().ChatKey
+	return in
 }
 
 // settle turns a Submit result into msg's stored reply (see answer).
@@ -272,7 +280,7 @@ func (m *Inbox) submitBusy(ctx, drainCtx context.Context, log *zap.Logger, msg m
 		m.mu.Lock()
 		m.inflight[msg.ActivityID] = msg.ChatKey
 		m.mu.Unlock()
-		reply, err = m.cfg.Answerer.SubmitInput(drainCtx, msg.ChatKey, msg.input())
+		reply, err = m.cfg.Answerer.SubmitInput(drainCtx, msg.ChatKey, m.input(msg))
 		m.mu.Lock()
 		delete(m.inflight, msg.ActivityID)
 		m.mu.Unlock()

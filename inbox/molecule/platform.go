@@ -221,6 +221,7 @@ type heartbeatBody struct {
 
 func (c *platformClient) heartbeat(ctx context.Context, hb heartbeatBody) error {
 	hb.WorkspaceID = c.ws
+	hb.CurrentTask, hb.SampleError = c.red.String(hb.CurrentTask), c.red.String(hb.SampleError)
 	_, err := c.do(ctx, request{op: "heartbeat", method: http.MethodPost, path: "/registry/heartbeat", body: hb})
 	return err
 }
@@ -361,12 +362,18 @@ func keepOldestOfWindow(sc *rowScanner, lim pageLimits) (pollPage, error) {
 	return pollPage{rows: kept, more: more}, nil
 }
 
+// Every text the daemon sends the platform (replies, prompts, notes, the heartbeat's
+// current_task and sample_error) passes the redactor here, at the one door out, whatever its
+// caller did: codex may have read the token, and a text built in a new place must not be the one
+// that carries it. Callers that cut a text redact it before the cut too (see currentTask), since
+// a cut can leave a token's head that no longer matches.
+
 // notify posts a reply to the canvas user of workspace ws. key is the reply's Idempotency-Key.
 func (c *platformClient) notify(ctx context.Context, ws, key, text string) error {
 	_, err := c.do(ctx, request{
 		op: "notify", method: http.MethodPost,
 		path:           "/workspaces/" + ws + "/notify",
-		body:           map[string]string{"message": text},
+		body:           map[string]string{"message": c.red.String(text)},
 		idempotencyKey: key,
 	})
 	return err
@@ -386,7 +393,7 @@ func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, key, text
 			"message": map[string]any{
 				"role":      "user",
 				"messageId": messageID,
-				"parts":     []any{map[string]string{"kind": "text", "text": text}},
+				"parts":     []any{map[string]string{"kind": "text", "text": c.red.String(text)}},
 			},
 		},
 	}

@@ -23,8 +23,9 @@ type ProgressSource interface {
 const maxCurrentTask = 256
 
 // currentTask is the heartbeat's current_task: each running turn as `chat: activity (age)`,
-// the longest-running step first, joined with "; ".
-func currentTask(acts []supervisor.ChatActivity, now time.Time) string {
+// the longest-running step first, joined with "; ". It is redacted before it is cut: a token
+// cut in two would no longer match the redactor.
+func currentTask(red redactor, acts []supervisor.ChatActivity, now time.Time) string {
 	acts = slices.Clone(acts)
 	slices.SortStableFunc(acts, func(a, b supervisor.ChatActivity) int { return a.Since.Compare(b.Since) })
 	parts := make([]string, len(acts))
@@ -32,7 +33,7 @@ func currentTask(acts []supervisor.ChatActivity, now time.Time) string {
 		row := supervisor.ChildStatus{Activity: a.What, ActivitySince: a.Since}
 		parts[i] = a.ChatKey + ": " + row.ActivityLine(now)
 	}
-	t := strings.ToValidUTF8(strings.Join(parts, "; "), "\uFFFD")
+	t := red.String(strings.ToValidUTF8(strings.Join(parts, "; "), "\uFFFD"))
 	if len(t) > maxCurrentTask {
 		// One line: capText's note would start a second one.
 		t = t[:chat.RuneStart(t, maxCurrentTask-len("…"))] + "…"

@@ -154,7 +154,12 @@ type Controls struct {
 
 	Approval   supervisor.Approval
 	ApprovalOK bool
+	// Asks is what AsksApprovals returns: approvals are asked in the chat.
+	Asks bool
 }
+
+// AsksApprovals returns Asks.
+func (f *Controls) AsksApprovals() bool { return f.Asks }
 
 // Stop records the call and returns StopResult.
 func (f *Controls) Stop(key string) supervisor.StopResult {
@@ -174,15 +179,22 @@ func (f *Controls) ChatStatus(key string) (supervisor.ChildStatus, bool, string)
 	return f.Row, f.RowOK, f.LastErr
 }
 
-// Answer records the call and returns Approval and ApprovalOK.
-func (f *Controls) Answer(key, decision string) (supervisor.Approval, bool) {
-	f.Log = append(f.Log, "answer "+key+" "+decision)
-	return f.Approval, f.ApprovalOK
+// Answer records the call ("answer <key> <n> <decision>") and returns Approval, or
+// supervisor.ErrNoApproval when ApprovalOK is false.
+func (f *Controls) Answer(key string, n uint64, decision string) (supervisor.Approval, error) {
+	f.Log = append(f.Log, fmt.Sprintf("answer %s %d %s", key, n, decision))
+	if !f.ApprovalOK {
+		return supervisor.Approval{}, supervisor.ErrNoApproval
+	}
+	return f.Approval, nil
 }
 
-// PendingApproval returns Approval and ApprovalOK.
-func (f *Controls) PendingApproval(string) (supervisor.Approval, bool) {
-	return f.Approval, f.ApprovalOK
+// PendingApprovals returns Approval when ApprovalOK.
+func (f *Controls) PendingApprovals(string) []supervisor.Approval {
+	if !f.ApprovalOK {
+		return nil
+	}
+	return []supervisor.Approval{f.Approval}
 }
 
 // WaitApproval waits for ctx: no approval ever comes.
