@@ -29,10 +29,14 @@ func TestE2EMoleculeNewKeepsEarlierMessageOnOldThread(t *testing.T) {
 		t.Errorf("replies %q, want the /new answered as deferred behind \"two\"", e.notifyTexts())
 	}
 
+	// The chat's worker ends its job after the reply's delivery and the row's acknowledgement;
+	// a /new read before that is put behind it (and says so), which is as correct: what holds
+	// either way is that the next message opens a new conversation.
+	d.waitUntil("every row acknowledged", func() bool { return d.bridgeStats().Unacked == 0 })
 	e.plat.Enqueue(moleculetest.CanvasMessage("/new"))
 	d.waitPlatform("the second /new answered", func() bool { return len(e.plat.Notifies()) == 5 })
-	if got := e.notifyTexts()[4]; !strings.HasPrefix(got, "started over") {
-		t.Errorf("/new with nothing queued: %q, want started over at once", got)
+	if got := e.notifyTexts()[4]; !strings.HasPrefix(got, "started over") && !strings.HasPrefix(got, "starting over once") {
+		t.Errorf("/new with nothing queued: %q, want started over", got)
 	}
 	e.plat.Enqueue(moleculetest.CanvasMessage("four"))
 	d.waitPlatform("the reply after the second /new", func() bool { return len(e.plat.Notifies()) == 6 })
