@@ -42,6 +42,8 @@ type Inbox struct {
 	// reach turns the outcomes of polls and heartbeats into one log line per outage and one
 	// when it ends.
 	reach reachability
+	// writes turns failed state writes into one log line when they start and one when they end.
+	writes stateWrites
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
 	poisonSeen *idRing
 	images     *imageBudget // image bytes of messages waiting for their answer
@@ -151,10 +153,7 @@ func (m *Inbox) Run(ctx context.Context) error {
 	drainTimer.Stop()
 	cancelDrain()
 	wg.Wait()
-	if err := m.ledger.sync(); err != nil {
-		m.c.persistErrors.Add(1)
-		m.log.Error("could not write the state file at shutdown", zap.Error(err))
-	}
+	m.syncState(m.log, "stopping")
 	m.log.Info("stopped", zap.String("cursor", m.ledger.Cursor()))
 	return nil
 }
@@ -503,13 +502,9 @@ func permanentDeliveryError(err error) bool {
 	return he.Status != http.StatusUnauthorized && !retryableStatus(he.Status) && he.Status >= 400
 }
 
-// persist writes the state file if something changed, logging a failure (the next write retries).
-func (m *Inbox) persist(log *zap.Logger) {
-	if err := m.ledger.sync(); err != nil {
-		m.c.persistErrors.Add(1)
-		log.Error("could not write the state file", zap.Error(err))
-	}
-}
+// persist writes the state file if something changed (syncState: a failure is counted, and
+// logged once until a write succeeds; the next write retries).
+func (m *Inbox) persist(log *zap.Logger) { m.syncState(log, "recording the inbox position") }
 
 // noteAnswer feeds the heartbeat's error_rate and sample_error.
 func (m *Inbox) noteAnswer(failed bool, errText string) {

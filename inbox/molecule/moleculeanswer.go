@@ -139,10 +139,9 @@ func (m *Inbox) storeReply(log *zap.Logger, msg message, text string) *pendingRe
 		AnsweredAt: time.Now().UTC(),
 	}
 	m.ledger.setPending(*p)
-	if err := m.ledger.sync(); err != nil {
-		m.c.persistErrors.Add(1)
-		log.Error("could not store the reply before delivery; delivering anyway (a crash now would answer the message again)", zap.Error(err))
-	}
+	// Delivered anyway when the write fails: a crash before delivery would answer the message
+	// again, which is better than not answering it.
+	m.syncState(log, "storing the reply before delivery (delivering anyway; a crash now would answer the message again)")
 	return p
 }
 

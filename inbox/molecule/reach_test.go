@@ -2,6 +2,8 @@ package molecule
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,4 +73,43 @@ func dumpLogs(logs *observer.ObservedLogs) string {
 		b.WriteString(e.Level.String() + " " + entryText(e) + "\n")
 	}
 	return b.String()
+}
+
+// A state file that cannot be written is an error line when writes start failing and an info
+// line when one succeeds again, not a line per poll for as long as the disk is full; every
+// failed write is still counted.
+func TestStateWriteFailureLoggedOncePerChange(t *testing.T) {
+	t.Parallel()
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	log, logs := newTestLogger(t)
+	dir := t.TempDir()
+	r := start(t, testConfig(p, dir, chattest.NewAnswerer(nil), log))
+	path := filepath.Join(dir, StateFileName)
+	must(t, os.RemoveAll(path))
+	// A directory where the file goes: tests run as root, so permissions would not stop a write.
+	must(t, os.MkdirAll(filepath.Join(path, "blocker"), 0o700))
+
+	first := p.Enqueue(moleculetest.CanvasMessage("while the disk is full"))[0]
+	// Every poll tries the failed write again: wait for several of them.
+	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool {
+		return s.Delivered == 1 && s.Cursor == first && s.PersistErrors >= 5
+	})))
+	must(t, os.RemoveAll(path))
+	second := p.Enqueue(moleculetest.CanvasMessage("after space came back"))[0]
+	recovered := func() bool { return logs.FilterMessageSnippet("state file written again").Len() > 0 }
+	must(t, p.WaitFor(waitCtx(t), func() bool {
+		s := r.m.Stats()
+		return s.Delivered == 2 && s.Cursor == second && recovered()
+	}))
+	must(t, r.stop())
+
+	if n := logs.FilterLevelExact(zapcore.ErrorLevel).Len(); n != 1 {
+		t.Errorf("%d error lines for one stretch of failed state writes, want 1:\n%s", n, dumpLogs(logs))
+	}
+	if n := logs.FilterLevelExact(zapcore.InfoLevel).FilterMessageSnippet("state file written again").Len(); n != 1 {
+		t.Errorf("%d info lines for the recovery, want 1:\n%s", n, dumpLogs(logs))
+	}
+	if s := r.m.Stats(); s.PersistErrors < 5 {
+		t.Errorf("persist errors %d: every failed write must still be counted", s.PersistErrors)
+	}
 }
