@@ -18,6 +18,7 @@ import (
 	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -82,7 +83,9 @@ type CodexAuth struct {
 type StatusDoc struct {
 	Daemon   DaemonInfo          `json:"daemon"`
 	Snapshot supervisor.Snapshot `json:"snapshot"`
-	Bridge   any                 `json:"bridge,omitempty"`
+	// Bridge is the Molecule inbox's counters; nil on the local inbox. Typed, not decoded into
+	// a map, so that the text status can show them too.
+	Bridge *molecule.Stats `json:"bridge,omitempty"`
 }
 
 // stateLock holds an exclusive flock on the state directory so that two daemons never share

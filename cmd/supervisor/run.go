@@ -80,7 +80,8 @@ func (d *daemon) status() StatusDoc {
 	runtime.ReadMemStats(&ms)
 	doc.Daemon.HeapBytes = ms.HeapAlloc
 	if d.mol != nil {
-		doc.Bridge = d.mol.Stats()
+		st := d.mol.Stats()
+		doc.Bridge = &st
 	}
 	d.addCodexStatus(&doc)
 	return doc

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/health"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -43,6 +44,21 @@ func cmdStatus(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	renderStatus(stdout, doc, time.Now())
 	return nil
+}
+
+// renderMolecule prints the Molecule inbox's counters below the totals: what was received and
+// delivered, what waits (replies not delivered, rows not acknowledged), and what went wrong.
+func renderMolecule(w io.Writer, s *molecule.Stats) {
+	fmt.Fprintf(w, "molecule: received %d  answered %d  delivered %d  delivery retries %d  delivery failures %d  pending replies %d  unacked %d  in flight %d\n",
+		s.Received, s.Answered, s.Delivered, s.DeliveryRetries, s.DeliveryFailed, s.PendingReplies, s.Unacked, s.InFlight)
+	fmt.Fprintf(w, "  codex failures %d  poison %d  duplicates %d  busy retries %d  unreachable retries %d  commands %d  recovered %d\n",
+		s.CodexFailures, s.Poison, s.Duplicates, s.BusyRetries, s.UnreachableRetries, s.Commands, s.Recovered)
+	cursor := s.Cursor
+	if cursor == "" {
+		cursor = "-"
+	}
+	fmt.Fprintf(w, "  poll errors %d  heartbeat errors %d  state write errors %d  cursor %s\n",
+		s.PollErrors, s.HeartbeatErrors, s.PersistErrors, cursor)
 }
 
 // renderStatus prints the process table like ps: one aligned row per live child, then totals.
@@ -80,7 +96,9 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 				"Run `codex login` as the daemon's user, with its CODEX_HOME.")
 		}
 	}
-	if m := doc.Snapshot.Model; !m.Reachable {
+	// An outage always has its start; a document without one (a daemon from before the model
+	// check, or a hand-made one) says nothing about the model.
+	if m := doc.Snapshot.Model; !m.Reachable && !m.Since.IsZero() {
 		fmt.Fprintf(w, "WARNING: the model service cannot be reached (since %s ago): %s. Turns end at once; Molecule messages wait and are answered when it is back.\n",
 			shortDuration(now.Sub(m.Since)), m.Cause)
 	}
@@ -135,6 +153,9 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 			humanBytes(t.MemoryBudgetBytes), humanBytes(t.ChargedBytes), humanBytes(t.MeasuredPSSBytes), humanBytes(t.ChildEstimateBytes))
 	} else {
 		fmt.Fprintln(w, "; no memory budget")
+	}
+	if doc.Bridge != nil {
+		renderMolecule(w, doc.Bridge)
 	}
 }
 
