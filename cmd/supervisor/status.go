@@ -1,12 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -31,11 +32,7 @@ func cmdStatus(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	doc, err := fetchStatus(ctx, *stateDir)
 	if err != nil {
-		if errors.Is(err, errNoDaemon) {
-			fmt.Fprintf(stderr, "supervisor status: %v\n", err)
-			return exitCode(3)
-		}
-		return err
+		return newStatusFailure(*stateDir, err).report(stdout, stderr, *asJSON)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -199,7 +196,8 @@ func humanBytes(n int64) string {
 }
 
 // probeDaemon asks the daemon's control socket for its liveness (or, with ready, readiness)
-// probe and prints the answer: exit 0 when live / ready, 1 when not ready, 3 when no daemon runs.
+// probe and prints the answer: exit 0 when live / ready, 1 when not, 3 when no daemon runs, 4
+// when what answered is not the daemon's probe (statusExit*).
 // It needs neither the inbox's address nor its token, which makes it the container's
 // HEALTHCHECK.
 func probeDaemon(ctx context.Context, stateDir string, ready bool, stdout, stderr io.Writer) error {
@@ -208,28 +206,26 @@ func probeDaemon(ctx context.Context, stateDir string, ready bool, stdout, stder
 		path = "/v1/readyz"
 	}
 	code, body, err := controlGet(ctx, stateDir, path, health.DefaultTimeout+5*time.Second)
-	if errors.Is(err, errNoDaemon) {
-		fmt.Fprintf(stderr, "supervisor status: %v\n", err)
-		return exitCode(3)
-	}
 	if err != nil {
-		return err
+		return newStatusFailure(stateDir, err).report(stdout, stderr, false)
 	}
 	if !ready {
 		if code != http.StatusOK {
-			return fmt.Errorf("liveness probe answered HTTP %d: %s", code, capBytes(body, 4096))
+			fmt.Fprintf(stderr, "supervisor status: the daemon's liveness probe answered HTTP %d: %s\n", code, bytes.TrimSpace(capBytes(body, 4096)))
+			return exitCode(statusExitNotReady)
 		}
 		fmt.Fprintln(stdout, "ok")
 		return nil
 	}
 	var rep health.Report
 	if err := json.Unmarshal(body, &rep); err != nil {
-		return fmt.Errorf("readiness probe answered HTTP %d: %s", code, capBytes(body, 4096))
+		err = fmt.Errorf("the readiness probe at %s answered HTTP %d: %s", filepath.Join(stateDir, controlSocketName), code, bytes.TrimSpace(capBytes(body, 4096)))
+		return newStatusFailure(stateDir, err).report(stdout, stderr, false)
 	}
 	if rep.Ready() {
 		fmt.Fprintln(stdout, health.StatusReady)
 		return nil
 	}
 	fmt.Fprintf(stdout, "%s: %s\n", health.StatusNotReady, rep.Reason)
-	return exitCode(1)
+	return exitCode(statusExitNotReady)
 }
