@@ -36,7 +36,7 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err := fs.Parse(args); err != nil {
 		return flagsError(err)
 	}
-	loc, err := findCodex(*codexBin)
+	loc, err := findCodex(*codexBin, codexBinSource(fs, *codexBin))
 	if err != nil {
 		return fmt.Errorf("find codex: %w", err)
 	}

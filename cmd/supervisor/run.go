@@ -113,7 +113,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		return err
 	}
 
-	loc, err := findCodex(cfg.CodexBin)
+	loc, err := findCodex(cfg.CodexBin, cfg.CodexBinFrom)
 	if err != nil {
 		return fmt.Errorf("find codex: %w", err)
 	}
