@@ -263,9 +263,9 @@ func (p *Process) signalGroup(sig syscall.Signal) {
 func (p *Process) waiter() {
 	defer p.wg.Done()
 	if err := AwaitExitNoReap(p.pid); err == nil {
-		// The leader is a zombie, so its group id is still reserved: anything left in the group
-		// (shells, tools codex started) is an orphan now. SIGKILL it before reaping.
-		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		// The leader is a zombie, so its group and session ids are still reserved: anything
+		// left in them (shells, tools, MCP servers codex started) is an orphan now.
+		p.killRemains()
 	}
 	p.waitErr = p.cmd.Wait()
 	close(p.exited)
