@@ -135,8 +135,10 @@ func (cfg Config) withDefaults() Config {
 //   - monitor turns "child exited / stream ended / write failed / Close" into the client's
 //     failure, once.
 type Client struct {
-	cfg    Config
-	log    *zap.Logger
+	cfg Config
+	// logp is the logger of every line: replaced by SetLogger when a chat takes a spare, while
+	// the client's goroutines log.
+	logp   atomic.Pointer[zap.Logger]
 	proc   child
 	pid    int
 	stream *lineStream
@@ -196,7 +198,7 @@ func Start(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		return nil, fmt.Errorf("start codex app-server %s: %w", cfg.Bin, classifyExit(err))
 	}
-	c.log.Debug("handshake done")
+	c.logger().Debug("handshake done")
 	if cfg.Tokens != nil {
 		c.wg.Add(1)
 		go c.pushTokens()
@@ -240,7 +242,7 @@ func spawn(cfg Config) (*Client, error) {
 	c.wg.Add(2)
 	go c.monitor()
 	go c.dispatcher()
-	c.log.Info("codex app-server started", zap.String("bin", cfg.Bin), zap.Strings("args", args),
+	c.logger().Info("codex app-server started", zap.String("bin", cfg.Bin), zap.Strings("args", args),
 		zap.String("dir", cfg.Dir), zap.String("codex_home", EffectiveCodexHome(env)))
 	return c, nil
 }
@@ -271,7 +273,6 @@ func newClient(cfg Config, p child) *Client {
 	pid := p.PID()
 	c := &Client{
 		cfg:       cfg,
-		log:       cfg.Logger.Named("appserver").With(zap.Int("pid", pid)),
 		proc:      p,
 		pid:       pid,
 		closing:   make(chan struct{}),
@@ -279,10 +280,11 @@ func newClient(cfg Config, p child) *Client {
 		writeFail: make(chan struct{}),
 		tokenKick: make(chan struct{}, 1),
 	}
+	c.logp.Store(clientLogger(cfg.Logger, pid))
 	c.life, c.kill = context.WithCancelCause(context.Background())
 	c.lastActivity.Store(time.Now().UnixNano())
 	c.queue = newInboundQueue(func(n int, bytes int64) {
-		c.log.Warn("inbound queue is growing: notifications are consumed slower than codex sends them",
+		c.logger().Warn("inbound queue is growing: notifications are consumed slower than codex sends them",
 			zap.Int("messages", n), zap.Int64("bytes", bytes))
 	})
 	c.connect(p.Stdout(), p.Stdin())
@@ -305,7 +307,7 @@ func (c *Client) connect(out, in *os.File) {
 		})
 	}
 	c.conn = jsonrpc2.NewConn(context.Background(), c.stream, handler{c},
-		jsonrpc2.SetLogger(rpcLogger{c.log}), jsonrpc2.OnRecv(c.onResponse))
+		jsonrpc2.SetLogger(rpcLogger{c}), jsonrpc2.OnRecv(c.onResponse))
 }
 
 func (c *Client) handshake(ctx context.Context) error {
@@ -325,7 +327,7 @@ func (c *Client) handshake(ctx context.Context) error {
 	if err := c.conn.Notify(hctx, protocol.MethodInitialized, nil); err != nil {
 		return c.brokenErr(protocol.MethodInitialized, err)
 	}
-	c.log.Debug("initialized", zap.String("user_agent", res.UserAgent), zap.String("codex_home", res.CodexHome))
+	c.logger().Debug("initialized", zap.String("user_agent", res.UserAgent), zap.String("codex_home", res.CodexHome))
 	if c.cfg.Tokens != nil {
 		return c.logIn(hctx)
 	}
@@ -378,11 +380,11 @@ func (c *Client) shutdown() error {
 	// large line finishes that line first. Close returns only after jsonrpc2's reader goroutine
 	// is done (readEnd closes as its last read fails; jsonrpc2's DisconnectNotify closes earlier).
 	if !await(c.readEnd, grace) {
-		c.log.Warn("jsonrpc2 reader still busy after the stream was closed; waiting for it")
+		c.logger().Warn("jsonrpc2 reader still busy after the stream was closed; waiting for it")
 		<-c.readEnd
 	}
 	c.wg.Wait()
-	c.log.Info("codex app-server closed", zap.Stringer("how", how), zap.String("status", c.statusString()))
+	c.logger().Info("codex app-server closed", zap.Stringer("how", how), zap.String("status", c.statusString()))
 	return err
 }
 
@@ -439,9 +441,9 @@ func (c *Client) monitor() {
 func (c *Client) fail(err error) {
 	if c.life.Err() == nil {
 		if errors.Is(err, ErrClosed) {
-			c.log.Debug("client closed")
+			c.logger().Debug("client closed")
 		} else {
-			c.log.Warn("codex app-server failed", zap.Error(err))
+			c.logger().Warn("codex app-server failed", zap.Error(err))
 		}
 	}
 	c.kill(err)
@@ -528,7 +530,7 @@ func (c *Client) retryOverloaded(ctx context.Context, method string, attempt fun
 	bctx, cancel := c.bind(ctx)
 	defer cancel()
 	return c.cfg.Overload.do(bctx, func(n int, wait time.Duration) {
-		c.log.Info("codex app-server is overloaded; retrying the request",
+		c.logger().Info("codex app-server is overloaded; retrying the request",
 			zap.String("method", method), zap.Int("retry", n), zap.Duration("wait", wait))
 		if c.cfg.OnOverloadRetry != nil {
 			c.cfg.OnOverloadRetry(method)
@@ -579,7 +581,7 @@ func (c *Client) responseErr(ctx context.Context, method string, err error) erro
 		// The response arrived, but some of its fields have unexpected types. They are skipped
 		// and the rest is decoded; callers check the fields they need (a thread or turn id).
 		// This is not a broken connection.
-		c.log.Warn("response with fields of unexpected types", zap.String("method", method), zap.Error(err))
+		c.logger().Warn("response with fields of unexpected types", zap.String("method", method), zap.Error(err))
 		return nil
 	}
 	var re *jsonrpc2.Error
@@ -620,15 +622,15 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 	}
 	it.size += len(req.Method)
 	if !h.c.queue.push(it) && !req.Notif {
-		h.c.log.Debug("server request dropped: client is shutting down", zap.String("method", req.Method))
+		h.c.logger().Debug("server request dropped: client is shutting down", zap.String("method", req.Method))
 	}
 }
 
 // rpcLogger routes jsonrpc2's own messages (protocol errors on close, stray responses) to zap.
-type rpcLogger struct{ log *zap.Logger }
+type rpcLogger struct{ c *Client }
 
 func (l rpcLogger) Printf(format string, v ...any) {
-	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
+	l.c.logger().Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
 
 func setEnv(env []string, key, value string) []string {

@@ -82,7 +82,7 @@ func (c *Client) RevertThread(ctx context.Context, threadID, beforeTurnID string
 	if err != nil {
 		return fmt.Errorf("revert thread %s before turn %s: %w", threadID, beforeTurnID, err)
 	}
-	c.log.Debug("thread reverted", zap.String("thread", threadID), zap.String("before_turn", beforeTurnID),
+	c.logger().Debug("thread reverted", zap.String("thread", threadID), zap.String("before_turn", beforeTurnID),
 		zap.String("rollout", res.Thread.Path))
 	return nil
 }

@@ -40,7 +40,7 @@ func (c *Client) SteerTurn(ctx context.Context, threadID, expectedTurnID string,
 		return fmt.Errorf("steer turn %s on thread %s (codex pid %d): %w: codex answered turn %s",
 			expectedTurnID, threadID, c.pid, ErrProtocol, res.TurnID)
 	}
-	c.log.Debug("input added to the running turn", zap.String("thread", threadID), zap.String("turn", expectedTurnID))
+	c.logger().Debug("input added to the running turn", zap.String("thread", threadID), zap.String("turn", expectedTurnID))
 	return nil
 }
 

@@ -106,9 +106,9 @@ func (c *Client) pushTokens() {
 		cancel()
 		c.turnGate.Unlock()
 		if err != nil && c.life.Err() == nil {
-			c.log.Warn("could not hand the new ChatGPT token to codex; it asks for one on its next 401", zap.Error(err))
+			c.logger().Warn("could not hand the new ChatGPT token to codex; it asks for one on its next 401", zap.Error(err))
 		} else if err == nil {
-			c.log.Debug("new ChatGPT token handed to codex")
+			c.logger().Debug("new ChatGPT token handed to codex")
 		}
 	}
 }

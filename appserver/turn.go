@@ -64,7 +64,7 @@ func (c *Client) StartThread(ctx context.Context, opts ThreadOptions) (threadID 
 	if res.Thread.ID == "" {
 		return "", fmt.Errorf("start thread on codex pid %d: %w: result has no thread id", c.pid, ErrProtocol)
 	}
-	c.log.Debug("thread started", zap.String("thread", res.Thread.ID))
+	c.logger().Debug("thread started", zap.String("thread", res.Thread.ID))
 	return res.Thread.ID, nil
 }
 
@@ -93,7 +93,7 @@ func (c *Client) ResumeThread(ctx context.Context, threadID string, opts ThreadO
 	if err != nil {
 		return fmt.Errorf("resume thread %s: %w", threadID, err)
 	}
-	c.log.Debug("thread resumed", zap.String("thread", threadID))
+	c.logger().Debug("thread resumed", zap.String("thread", threadID))
 	return nil
 }
 
@@ -173,7 +173,7 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 		// A token the daemon got while this child was busy, not handed over yet: a turn never
 		// starts with a token the daemon already replaced.
 		if err := c.logIn(ctx); err != nil {
-			log := c.log.With(zap.String("thread", threadID))
+			log := c.logger().With(zap.String("thread", threadID))
 			log.Warn("could not hand the new ChatGPT token to codex before the turn; it asks for one on a 401", zap.Error(err))
 		}
 	}
@@ -184,10 +184,10 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 		// 0.169 still failed the turn before the model saw it ("application network policy is
 		// unavailable"); the child's next turn works. Nothing was answered, so the turn runs
 		// again, once, after the failed one is dropped from the thread.
-		c.log.Info("turn failed right after its ChatGPT token was renewed, before the model answered; running it again",
+		c.logger().Info("turn failed right after its ChatGPT token was renewed, before the model answered; running it again",
 			zap.String("thread", threadID), zap.String("turn", r.TurnID), zap.String("error", turnErrorText(r)))
 		if rerr := c.RevertThread(ctx, threadID, r.TurnID); rerr != nil {
-			c.log.Warn("could not drop the failed turn before running it again", zap.Error(rerr))
+			c.logger().Warn("could not drop the failed turn before running it again", zap.Error(rerr))
 		}
 		r, err = c.runTurn(ctx, threadID, input, opts)
 	}
@@ -229,7 +229,7 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	if grace <= 0 {
 		grace = DefaultInterruptGrace
 	}
-	log := c.log.With(zap.String("thread", threadID))
+	log := c.logger().With(zap.String("thread", threadID))
 
 	t := &turnState{threadID: threadID, onNotif: opts.OnNotification, approve: opts.Approve,
 		done: make(chan struct{}), startedCh: make(chan struct{})}
@@ -595,7 +595,7 @@ func (c *Client) deliver(t *turnState, n protocol.Notification, turnID string) {
 		var tn protocol.TurnNotification
 		var terr error
 		if err := json.Unmarshal(n.Params, &tn); err != nil {
-			c.log.Warn("undecodable turn/completed", zap.Error(err))
+			c.logger().Warn("undecodable turn/completed", zap.Error(err))
 		}
 		if tn.Turn.Status == "" {
 			terr = fmt.Errorf("%w: codex pid %d sent turn/completed without a status (status must be a string): %s",
@@ -649,7 +649,7 @@ func (c *Client) setTurnID(threadID, id string) {
 // answer replies to a server-initiated request according to the policy. It runs on the
 // dispatcher, never on jsonrpc2's reader: the reply is a write that may wait on the child.
 func (c *Client) answer(req *jsonrpc2.Request) {
-	log := c.log.With(zap.String("method", req.Method), zap.Stringer("id", req.ID))
+	log := c.logger().With(zap.String("method", req.Method), zap.Stringer("id", req.ID))
 	if req.Method == protocol.RequestChatGPTTokensRefresh && c.cfg.Tokens != nil {
 		c.answerTokenRefresh(req, log)
 		return

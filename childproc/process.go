@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -77,8 +78,9 @@ func (h StopHow) String() string {
 //
 // A started Process must be stopped.
 type Process struct {
-	cfg    ProcessConfig
-	log    *zap.Logger
+	cfg ProcessConfig
+	// log is replaced by SetLogger while the process's goroutines may log.
+	log    atomic.Pointer[zap.Logger]
 	cmd    *exec.Cmd
 	pid    int
 	stdin  *os.File // write end of the child's stdin
@@ -156,7 +158,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		exited:     make(chan struct{}),
 		stderrDone: make(chan struct{}),
 	}
-	p.log = cfg.Logger.With(zap.Int("pid", p.pid))
+	p.SetLogger(cfg.Logger)
 	p.wg.Add(2)
 	go p.waiter()
 	go p.drainStderr()
@@ -240,10 +242,20 @@ func (p *Process) stop(ctx context.Context) (StopHow, error) {
 	return how, errors.Join(errs...)
 }
 
+// SetLogger makes base (with the child's pid added) the logger of the process's later lines:
+// a child started before its chat was known names the chat that takes it. Safe to call while the
+// process runs.
+func (p *Process) SetLogger(base *zap.Logger) {
+	if base == nil {
+		base = zap.NewNop()
+	}
+	p.log.Store(base.With(zap.Int("pid", p.pid)))
+}
+
 // signalGroup signals the child's process group. ESRCH (already gone) is fine.
 func (p *Process) signalGroup(sig syscall.Signal) {
 	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		p.log.Warn("signal process group", zap.Stringer("signal", sig), zap.Error(err))
+		p.log.Load().Warn("signal process group", zap.Stringer("signal", sig), zap.Error(err))
 	}
 }
 
@@ -251,9 +263,9 @@ func (p *Process) signalGroup(sig syscall.Signal) {
 func (p *Process) waiter() {
 	defer p.wg.Done()
 	if err := AwaitExitNoReap(p.pid); err == nil {
-		// The leader is a zombie, so its group id is still reserved: anything left in the group
-		// (shells, tools codex started) is an orphan now. SIGKILL it before reaping.
-		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		// The leader is a zombie, so its group and session ids are still reserved: anything
+		// left in them (shells, tools, MCP servers codex started) is an orphan now.
+		p.killRemains()
 	}
 	p.waitErr = p.cmd.Wait()
 	close(p.exited)

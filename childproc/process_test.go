@@ -103,3 +103,38 @@ func TestProcessExitKillsGroupRemains(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling for a state, with an overall bound
 	}
 }
+
+// A child that crashes while the daemon runs takes its whole session with it, not only its
+// process group: an MCP server or a tool job that a shell put in a process group of its own
+// (set -m) is killed before the leader is reaped, so nothing of it waits for the next boot
+// sweep. By the time Exited is closed the remains are dead (a zombie at most, waiting for its
+// new parent).
+func TestProcessCrashKillsSessionRemains(t *testing.T) {
+	p, err := StartProcess(ProcessConfig{Bin: "/bin/bash", Args: []string{"-c",
+		"set -m; sleep 1000 >/dev/null 2>&1 </dev/null & echo $!; cat >/dev/null"}, CloseGrace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = p.Stop(context.Background()) })
+	line, err := bufio.NewReader(p.Stdout()).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(job, syscall.SIGKILL) })
+	st, err := (ProcFS{}).Stat(job)
+	if err != nil || st.PGRP == p.PID() || st.Session != p.PID() {
+		t.Fatalf("job %d: %+v, %v; want it in the child's session, in a group of its own", job, st, err)
+	}
+
+	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil { // the crash
+		t.Fatal(err)
+	}
+	<-p.Exited()
+	if st, err := (ProcFS{}).Stat(job); err == nil && !st.Zombie() {
+		t.Errorf("job %d of the crashed child's session still runs after the child was reaped", job)
+	}
+}

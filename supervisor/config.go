@@ -120,7 +120,9 @@ const (
 // disables that timer where noted.
 type Config struct {
 	// Spawn starts a child for a chat key. Nil means appserver.Start with AppServer (its logger
-	// gains a chat_key field and its HandshakeTimeout defaults to HandshakeTimeout).
+	// gains a chat_key field and its HandshakeTimeout defaults to HandshakeTimeout). A spare is
+	// spawned for chat key ""; when a chat takes it, a child with a SetLogger(*zap.Logger)
+	// method is given AppServer.Logger (else Logger) with that chat's chat_key.
 	Spawn SpawnFunc
 	// AppServer is the template for the default Spawn. AppServer.Bin is required when Spawn is nil.
 	AppServer appserver.Config
@@ -332,11 +334,7 @@ func appServerSpawn(tmpl appserver.Config, handshake time.Duration, log *zap.Log
 		if c.HandshakeTimeout == 0 {
 			c.HandshakeTimeout = handshake
 		}
-		base := c.Logger
-		if base == nil {
-			base = log
-		}
-		c.Logger = base.With(zap.String("chat_key", chatKey))
+		c.Logger = childLogger(tmpl.Logger, log, chatKey)
 		cl, err := appserver.Start(ctx, c)
 		if err != nil {
 			// A nil *Client in a Child interface would not compare equal to nil.
@@ -345,6 +343,26 @@ func appServerSpawn(tmpl appserver.Config, handshake time.Duration, log *zap.Log
 		return cl, nil
 	}
 }
+
+// childLogger is the logger a child of chatKey logs with: the AppServer template's, else the
+// supervisor's, with the chat key; a spare (chatKey "") has none until a chat takes it.
+func childLogger(tmpl, log *zap.Logger, chatKey string) *zap.Logger {
+	base := tmpl
+	if base == nil {
+		base = log
+	}
+	if chatKey == "" {
+		return base
+	}
+	return base.With(zap.String("chat_key", chatKey))
+}
+
+// logRelabeler is a Child whose log lines can change logger (*appserver.Client): a spare,
+// started for no chat, names the chat that takes it from then on.
+type logRelabeler interface{ SetLogger(*zap.Logger) }
+
+// The appserver client is the production logRelabeler.
+var _ logRelabeler = (*appserver.Client)(nil)
 
 // DefaultMemoryBudget is DefaultMemoryBudgetFraction of MemAvailable.
 func DefaultMemoryBudget() (int64, error) {

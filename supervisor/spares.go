@@ -165,7 +165,12 @@ func (s *Supervisor) takeSpare(k *keyState) *session {
 	sess.restarts = k.restarts
 	sess.started = time.Now() // the crash window counts from the hand-out
 	sess.log = s.log.With(zap.String("chat_key", k.key), zap.Int("pid", sess.pid))
+	child := sess.child
 	s.mu.Unlock()
+	// The child's own lines (its codex client, its process) name the chat from now on, too.
+	if r, ok := child.(logRelabeler); ok {
+		r.SetLogger(childLogger(s.cfg.AppServer.Logger, s.cfg.Logger, k.key))
+	}
 	s.kickSpares()
 	s.persistRecords() // the record now names the chat
 	return sess

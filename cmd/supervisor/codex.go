@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 
@@ -24,15 +25,32 @@ type codexLocation struct {
 	// Given is what pointed at it: the --codex-bin / CODEX_BIN value, the file beside the
 	// supervisor executable, or the PATH entry. It differs from Bin for the npm node wrapper.
 	Given string
-	// From says where Given came from: "--codex-bin", "beside supervisor" or "PATH".
+	// From says where Given came from: "--codex-bin", "CODEX_BIN", "beside supervisor" or
+	// "PATH".
 	From string
 }
 
-// findCodex resolves the codex binary: hint (--codex-bin / CODEX_BIN) when set, else a codex
-// beside the supervisor executable, else the first in PATH. Beside comes before PATH so that
-// `make install`'s pinned codex wins over whatever codex a user installed for themselves.
-func findCodex(hint string) (codexLocation, error) {
-	loc := codexLocation{Given: hint, From: "--codex-bin"}
+// codexBinSource names where a --codex-bin value came from, for findCodex: the flag when it was
+// given on the command line (it wins over the variable), else the CODEX_BIN variable it
+// defaults to, else "" (nothing given).
+func codexBinSource(fs *flag.FlagSet, value string) string {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "codex-bin" })
+	switch {
+	case given:
+		return "--codex-bin"
+	case value != "":
+		return "CODEX_BIN"
+	default:
+		return ""
+	}
+}
+
+// findCodex resolves the codex binary: hint, given by hintFrom (codexBinSource), when set, else
+// a codex beside the supervisor executable, else the first in PATH. Beside comes before PATH so
+// that `make install`'s pinned codex wins over whatever codex a user installed for themselves.
+func findCodex(hint, hintFrom string) (codexLocation, error) {
+	loc := codexLocation{Given: hint, From: hintFrom}
 	if hint == "" {
 		if p, ok := codexBesideSelf(); ok {
 			loc.Given, loc.From = p, "beside supervisor"

@@ -21,11 +21,14 @@ import (
 // runConfig is everything `supervisor run` is configured with. Every flag has an environment
 // fallback so the daemon drops into the Python daemon's deployment unchanged.
 type runConfig struct {
-	CodexBin    string
-	CodexConfig []string
-	StateDir    string
-	Inbox       string
-	Listen      string
+	CodexBin string
+	// CodexBinFrom names where CodexBin came from: "--codex-bin", "CODEX_BIN", or "" when
+	// neither was given (doctor says so).
+	CodexBinFrom string
+	CodexConfig  []string
+	StateDir     string
+	Inbox        string
+	Listen       string
 	// InboxToken protects the local inbox (from --inbox-token or the file --inbox-token-file).
 	InboxToken string
 	// InboxAllowHosts are Host names the local inbox accepts besides loopback: the listen host
@@ -224,6 +227,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	c.CodexBinFrom = codexBinSource(fs, c.CodexBin)
 	var err error
 	if c.MemoryBudget, c.MemoryBudgetFraction, err = parseMemoryBudget(budget); err != nil {
 		return c, fmt.Errorf("--memory-budget %q: %w", budget, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -82,7 +84,9 @@ type CodexAuth struct {
 type StatusDoc struct {
 	Daemon   DaemonInfo          `json:"daemon"`
 	Snapshot supervisor.Snapshot `json:"snapshot"`
-	Bridge   any                 `json:"bridge,omitempty"`
+	// Bridge is the Molecule inbox's counters; nil on the local inbox. Typed, not decoded into
+	// a map, so that the text status can show them too.
+	Bridge *molecule.Stats `json:"bridge,omitempty"`
 }
 
 // stateLock holds an exclusive flock on the state directory so that two daemons never share
@@ -173,6 +177,9 @@ func (c *controlServer) Close() error {
 // errNoDaemon means no daemon answers on the state directory's control socket.
 var errNoDaemon = errors.New("no supervisor daemon is running")
 
+// maxSocketPath is the longest path a unix socket can have on Linux.
+const maxSocketPath = 107
+
 // fetchStatus asks the daemon owning dir for its status.
 func fetchStatus(ctx context.Context, dir string) (StatusDoc, error) {
 	code, body, err := controlGet(ctx, dir, "/v1/status", 5*time.Second)
@@ -181,7 +188,7 @@ func fetchStatus(ctx context.Context, dir string) (StatusDoc, error) {
 	}
 	path := filepath.Join(dir, controlSocketName)
 	if code != http.StatusOK {
-		return StatusDoc{}, fmt.Errorf("daemon at %s answered HTTP %d: %s", path, code, capBytes(body, 4096))
+		return StatusDoc{}, fmt.Errorf("what answers at %s is not the daemon's status: HTTP %d: %s", path, code, bytes.TrimSpace(capBytes(body, 4096)))
 	}
 	var doc StatusDoc
 	if err := json.Unmarshal(body, &doc); err != nil {
@@ -195,6 +202,12 @@ func fetchStatus(ctx context.Context, dir string) (StatusDoc, error) {
 // listens there.
 func controlGet(ctx context.Context, dir, urlPath string, timeout time.Duration) (int, []byte, error) {
 	path := filepath.Join(dir, controlSocketName)
+	// The daemon could not listen on a longer path either (sockaddr_un holds 108 bytes with the
+	// terminating NUL); dialing it fails with a bare EINVAL.
+	if len(path) > maxSocketPath {
+		return 0, nil, fmt.Errorf("%w (state dir %s: its socket path %s is %d bytes, too long for a unix socket: at most %d)",
+			errNoDaemon, dir, path, len(path), maxSocketPath)
+	}
 	client := &http.Client{
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -211,10 +224,15 @@ func controlGet(ctx context.Context, dir, urlPath string, timeout time.Duration)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+		switch {
+		case errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT):
 			return 0, nil, fmt.Errorf("%w (state dir %s, no socket at %s)", errNoDaemon, dir, path)
+		case errors.Is(err, syscall.ECONNREFUSED):
+			return 0, nil, fmt.Errorf("%w (state dir %s: nobody listens on %s, left by a daemon that died)", errNoDaemon, dir, path)
+		case errors.Is(err, syscall.ENOTDIR):
+			return 0, nil, fmt.Errorf("%w (state dir %s, or a directory above it, is not a directory)", errNoDaemon, dir)
 		}
-		return 0, nil, fmt.Errorf("query daemon at %s: %w", path, err)
+		return 0, nil, fmt.Errorf("cannot ask the daemon at %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

@@ -36,7 +36,7 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err := fs.Parse(args); err != nil {
 		return flagsError(err)
 	}
-	loc, err := findCodex(*codexBin)
+	loc, err := findCodex(*codexBin, codexBinSource(fs, *codexBin))
 	if err != nil {
 		return fmt.Errorf("find codex: %w", err)
 	}
@@ -125,7 +125,12 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 		"--state-dir", stateDir, "--codex-bin", bin, "--cwd", workspace, "--log-level", "info")
 	cmd.Env = append(os.Environ(), "CODEX_HOME="+codexHome)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so a Ctrl-C at the terminal reaches only the demo, which stops the
+	// daemon itself. A parent-death signal for when the demo cannot (SIGKILL, a crash): the
+	// daemon dies with it, and its codex children with the daemon (theirs). As for codex
+	// children, the signal is tied to the thread that starts the daemon, and the runtime only
+	// retires a thread whose goroutine exits locked to it, which this program never does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start daemon: %w", err)
 	}

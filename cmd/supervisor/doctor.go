@@ -162,7 +162,7 @@ func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
 
 func (d *doctor) checkCodexBinary() checkResult {
 	const name = "codex binary"
-	loc, err := findCodex(d.cfg.CodexBin)
+	loc, err := findCodex(d.cfg.CodexBin, d.cfg.CodexBinFrom)
 	var nc *noCodexError
 	switch {
 	case errors.As(err, &nc):

@@ -403,3 +403,77 @@ func (e *doctorEnv) asNobody() {
 	e.codexBin = bin
 	e.args[1] = bin
 }
+
+// doctor names where the codex it checked came from: the --codex-bin flag (which wins over the
+// variable), the CODEX_BIN variable, the codex beside the supervisor executable, or PATH.
+func TestDoctorNamesWhereCodexCameFrom(t *testing.T) {
+	t.Parallel()
+	withoutFlag := func(e *doctorEnv) {
+		args := e.args[:0:0]
+		for i := 0; i < len(e.args); i++ {
+			if e.args[i] == "--codex-bin" {
+				i++
+				continue
+			}
+			args = append(args, e.args[i])
+		}
+		e.args = args
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, e *doctorEnv)
+		want  string
+	}{
+		{"flag", func(*testing.T, *doctorEnv) {}, "from --codex-bin"},
+		{"flag over the variable", func(_ *testing.T, e *doctorEnv) {
+			e.env = append(e.env, "CODEX_BIN=/nonexistent/codex")
+		}, "from --codex-bin"},
+		{"variable", func(_ *testing.T, e *doctorEnv) {
+			withoutFlag(e)
+			e.env = append(e.env, "CODEX_BIN="+e.codexBin)
+		}, "from CODEX_BIN"},
+		{"PATH", func(t *testing.T, e *doctorEnv) {
+			withoutFlag(e)
+			if err := os.Symlink(e.codexBin, filepath.Join(e.binDir, "codex")); err != nil {
+				t.Fatal(err)
+			}
+		}, "from PATH"},
+		{"beside supervisor", func(t *testing.T, e *doctorEnv) {
+			withoutFlag(e)
+			// os.Executable resolves links, so the supervisor here is a hard link (or a copy) of
+			// the test binary, with a codex beside it.
+			dir := filepath.Join(e.root, "libexec")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			self := filepath.Join(dir, "supervisor")
+			if err := os.Link(e.self, self); err != nil {
+				copyFile(t, e.self, self)
+			}
+			e.self = self
+			if err := os.Symlink(e.codexBin, filepath.Join(dir, "codex")); err != nil {
+				t.Fatal(err)
+			}
+		}, "from beside supervisor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDoctorEnv(t)
+			tc.setup(t, e)
+			r := e.run()
+			r.expect(t, 0, "codex binary", "✓", tc.want)
+		})
+	}
+}
+
+// copyFile copies an executable file.
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}

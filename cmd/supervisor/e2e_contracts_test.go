@@ -7,6 +7,7 @@ package main
 // (docs/PROTOCOL.md section 2).
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -219,6 +220,11 @@ func TestE2EFailedReplyNotAckedThenDelivered(t *testing.T) {
 	s := d.bridgeStats()
 	if s.Delivered != 1 || s.DeliveryRetries != failures || s.Answered != 1 {
 		t.Errorf("bridge stats = %+v", s)
+	}
+	// The text status shows them too, not only --json and the metrics.
+	want := fmt.Sprintf("molecule: received 1  answered 1  delivered 1  delivery retries %d  delivery failures 0  pending replies 0  unacked 0", failures)
+	if code, out := runStatus(t, "--state-dir", e.stateDir); code != 0 || !strings.Contains(out, want) {
+		t.Errorf("status exit %d, output lacks %q:\n%s", code, want, out)
 	}
 	d.stop(stopTimeout)
 }

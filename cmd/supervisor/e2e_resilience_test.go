@@ -672,3 +672,69 @@ func TestE2EUnresumableThreadIsKeptAndTold(t *testing.T) {
 	}
 	d.stop(stopTimeout)
 }
+
+// A codex child that crashes while the daemon runs leaves nothing behind until the next boot:
+// its MCP server, and the job that server put in a process group of its own within codex's
+// session, are killed when the daemon reaps the child. The chat goes on in a new child.
+func TestE2ECrashedChildRemainsGoWhenReaped(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Local: true})
+	pidFile := filepath.Join(e.root, "mcp.pids")
+	// As in TestE2EBootSweepKillsWhatAKilledChildLeft: a server that never answers, with a job
+	// in a process group of its own.
+	mcp := fmt.Sprintf("\n[mcp_servers.sleeper]\ncommand = \"/bin/bash\"\nargs = [\"-c\", %s]\n",
+		strconv.Quote("set -m; sleep 777 & echo $! >> "+pidFile+"; echo $$ >> "+pidFile+"; exec sleep 777"))
+	f, err := os.OpenFile(filepath.Join(e.codexHome, "config.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(mcp); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	d := e.start("--spares", "0")
+	c := newLocalClient(t, d)
+	if r := c.send("alpha", "hi"); r.Text != "reply #1: hi" {
+		t.Fatalf("reply = %+v", r)
+	}
+	child := procOf(t, childPID(d.status(), "alpha"))
+	var servers []proc
+	d.waitUntil("the MCP server and its job", func() bool {
+		b, _ := os.ReadFile(pidFile)
+		servers = servers[:0]
+		for _, s := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(s)
+			if err != nil {
+				return false
+			}
+			// Only those of the chat's child, in its session: the start-up login check runs an
+			// app-server too, whose server ends with it.
+			if start, state, sid, err := procStatSession(pid); err == nil && state != 'Z' && sid == child.pid {
+				servers = append(servers, proc{pid: pid, start: start})
+			}
+		}
+		return len(servers) == 2
+	})
+	t.Cleanup(func() {
+		for _, s := range servers {
+			if !s.gone() {
+				_ = syscall.Kill(s.pid, syscall.SIGKILL)
+			}
+		}
+	})
+
+	if err := syscall.Kill(child.pid, syscall.SIGKILL); err != nil { // the crash
+		t.Fatal(err)
+	}
+	d.waitUntil("the crashed child out of the table", func() bool { return childPID(d.status(), "alpha") != child.pid })
+	// Bounded only as a hang guard: the remains are killed before the child is reaped.
+	waitGone(t, waitTimeout, servers...)
+	if d.hasExited() {
+		t.Fatal("the daemon exited")
+	}
+	if r := c.send("alpha", "again"); !strings.HasPrefix(r.Text, "reply #2: again") {
+		t.Errorf("reply after the crash = %+v", r)
+	}
+	d.stop(stopTimeout)
+}

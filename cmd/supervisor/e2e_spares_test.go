@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -67,4 +69,49 @@ func TestE2ESpareServesNewChats(t *testing.T) {
 
 	d.stop(stopTimeout)
 	waitGone(t, stopTimeout, spare, replacement, third)
+}
+
+// A spare is started for no chat, so its codex client logs without a chat key; once a chat
+// takes it, every later line of that child names the chat (once: not an empty chat_key and the
+// chat's), down to the line saying it closed.
+func TestE2ESpareLogsCarryTheChatKeyOnceTaken(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Local: true})
+	d := e.start("--spares", "1")
+	c := newLocalClient(t, d)
+	var spare supervisor.ChildStatus
+	d.waitUntil("a spare", func() bool {
+		sp := spares(d.status())
+		if len(sp) == 1 {
+			spare = sp[0]
+		}
+		return len(sp) == 1
+	})
+	if r := c.send("alpha", "hello"); r.ThreadID != spare.ThreadID {
+		t.Fatalf("alpha's reply %+v, want it on the spare's thread %s", r, spare.ThreadID)
+	}
+	var key string
+	for _, row := range d.status().Snapshot.Children {
+		if row.PID == spare.PID {
+			key = row.ChatKey
+		}
+	}
+	if key == "" {
+		t.Fatalf("no chat on the spare's pid %d", spare.PID)
+	}
+	d.stop(stopTimeout)
+
+	pid := fmt.Sprintf(`"pid":%d`, spare.PID)
+	var closed []string
+	for _, l := range strings.Split(d.log(), "\n") {
+		if strings.Contains(l, pid) && strings.Contains(l, `"codex app-server closed"`) {
+			closed = append(closed, l)
+		}
+	}
+	if len(closed) != 1 {
+		t.Fatalf("%d 'codex app-server closed' lines for pid %d, want 1:\n%s", len(closed), spare.PID, d.logTail(40))
+	}
+	if l := closed[0]; strings.Count(l, `"chat_key"`) != 1 || !strings.Contains(l, `"chat_key":"`+key+`"`) {
+		t.Errorf("the taken spare's last line does not name its chat %s once:\n%s", key, l)
+	}
 }

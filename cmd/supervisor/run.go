@@ -80,7 +80,8 @@ func (d *daemon) status() StatusDoc {
 	runtime.ReadMemStats(&ms)
 	doc.Daemon.HeapBytes = ms.HeapAlloc
 	if d.mol != nil {
-		doc.Bridge = d.mol.Stats()
+		st := d.mol.Stats()
+		doc.Bridge = &st
 	}
 	d.addCodexStatus(&doc)
 	return doc
@@ -112,7 +113,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		return err
 	}
 
-	loc, err := findCodex(cfg.CodexBin)
+	loc, err := findCodex(cfg.CodexBin, cfg.CodexBinFrom)
 	if err != nil {
 		return fmt.Errorf("find codex: %w", err)
 	}

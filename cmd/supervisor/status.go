@@ -1,18 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/health"
+	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -30,11 +32,7 @@ func cmdStatus(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	doc, err := fetchStatus(ctx, *stateDir)
 	if err != nil {
-		if errors.Is(err, errNoDaemon) {
-			fmt.Fprintf(stderr, "supervisor status: %v\n", err)
-			return exitCode(3)
-		}
-		return err
+		return newStatusFailure(*stateDir, err).report(stdout, stderr, *asJSON)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -43,6 +41,21 @@ func cmdStatus(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	renderStatus(stdout, doc, time.Now())
 	return nil
+}
+
+// renderMolecule prints the Molecule inbox's counters below the totals: what was received and
+// delivered, what waits (replies not delivered, rows not acknowledged), and what went wrong.
+func renderMolecule(w io.Writer, s *molecule.Stats) {
+	fmt.Fprintf(w, "molecule: received %d  answered %d  delivered %d  delivery retries %d  delivery failures %d  pending replies %d  unacked %d  in flight %d\n",
+		s.Received, s.Answered, s.Delivered, s.DeliveryRetries, s.DeliveryFailed, s.PendingReplies, s.Unacked, s.InFlight)
+	fmt.Fprintf(w, "  codex failures %d  poison %d  duplicates %d  busy retries %d  unreachable retries %d  commands %d  recovered %d\n",
+		s.CodexFailures, s.Poison, s.Duplicates, s.BusyRetries, s.UnreachableRetries, s.Commands, s.Recovered)
+	cursor := s.Cursor
+	if cursor == "" {
+		cursor = "-"
+	}
+	fmt.Fprintf(w, "  poll errors %d  heartbeat errors %d  state write errors %d  cursor %s\n",
+		s.PollErrors, s.HeartbeatErrors, s.PersistErrors, cursor)
 }
 
 // renderStatus prints the process table like ps: one aligned row per live child, then totals.
@@ -80,7 +93,9 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 				"Run `codex login` as the daemon's user, with its CODEX_HOME.")
 		}
 	}
-	if m := doc.Snapshot.Model; m.Unreachable {
+	// An outage always has its start; a document without one (a daemon from before the model
+	// check, or a hand-made one) says nothing about the model.
+	if m := doc.Snapshot.Model; m.Unreachable && !m.Since.IsZero() {
 		fmt.Fprintf(w, "WARNING: the model service cannot be reached (since %s ago): %s. Turns end at once; Molecule messages wait and are answered when it is back.\n",
 			shortDuration(now.Sub(m.Since)), m.Cause)
 	}
@@ -136,6 +151,9 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 	} else {
 		fmt.Fprintln(w, "; no memory budget")
 	}
+	if doc.Bridge != nil {
+		renderMolecule(w, doc.Bridge)
+	}
 }
 
 // shortID keeps thread ids readable in a table; --json has them whole.
@@ -178,7 +196,8 @@ func humanBytes(n int64) string {
 }
 
 // probeDaemon asks the daemon's control socket for its liveness (or, with ready, readiness)
-// probe and prints the answer: exit 0 when live / ready, 1 when not ready, 3 when no daemon runs.
+// probe and prints the answer: exit 0 when live / ready, 1 when not, 3 when no daemon runs, 4
+// when what answered is not the daemon's probe (statusExit*).
 // It needs neither the inbox's address nor its token, which makes it the container's
 // HEALTHCHECK.
 func probeDaemon(ctx context.Context, stateDir string, ready bool, stdout, stderr io.Writer) error {
@@ -187,28 +206,26 @@ func probeDaemon(ctx context.Context, stateDir string, ready bool, stdout, stder
 		path = "/v1/readyz"
 	}
 	code, body, err := controlGet(ctx, stateDir, path, health.DefaultTimeout+5*time.Second)
-	if errors.Is(err, errNoDaemon) {
-		fmt.Fprintf(stderr, "supervisor status: %v\n", err)
-		return exitCode(3)
-	}
 	if err != nil {
-		return err
+		return newStatusFailure(stateDir, err).report(stdout, stderr, false)
 	}
 	if !ready {
 		if code != http.StatusOK {
-			return fmt.Errorf("liveness probe answered HTTP %d: %s", code, capBytes(body, 4096))
+			fmt.Fprintf(stderr, "supervisor status: the daemon's liveness probe answered HTTP %d: %s\n", code, bytes.TrimSpace(capBytes(body, 4096)))
+			return exitCode(statusExitNotReady)
 		}
 		fmt.Fprintln(stdout, "ok")
 		return nil
 	}
 	var rep health.Report
 	if err := json.Unmarshal(body, &rep); err != nil {
-		return fmt.Errorf("readiness probe answered HTTP %d: %s", code, capBytes(body, 4096))
+		err = fmt.Errorf("the readiness probe at %s answered HTTP %d: %s", filepath.Join(stateDir, controlSocketName), code, bytes.TrimSpace(capBytes(body, 4096)))
+		return newStatusFailure(stateDir, err).report(stdout, stderr, false)
 	}
 	if rep.Ready() {
 		fmt.Fprintln(stdout, health.StatusReady)
 		return nil
 	}
 	fmt.Fprintf(stdout, "%s: %s\n", health.StatusNotReady, rep.Reason)
-	return exitCode(1)
+	return exitCode(statusExitNotReady)
 }

@@ -251,11 +251,9 @@ func TestStateWriteFailureLosesNothing(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(path, "blocker"), 0o700))
 
 	first := p.Enqueue(moleculetest.CanvasMessage("while the disk is full"))[0]
-	// The first failed write (storing the reply before delivery) is counted before the reply is
-	// delivered, but logged under a message of its own; "could not write the state file" comes
-	// from the writes after it: the poll loop's and the one after delivery. So wait for that
-	// line, with the message finished and its position in memory, rather than look for it as
-	// soon as the counters move.
+	// The first failed write is counted before it is logged, so wait for the line, with the
+	// message finished and its position in memory, rather than look for it as soon as the
+	// counters move.
 	stateWriteLogged := func() bool { return logs.FilterMessageSnippet("could not write the state file").Len() > 0 }
 	if err := p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool {
 		return s.Delivered == 1 && s.Cursor == first && s.PersistErrors > 0 && stateWriteLogged()

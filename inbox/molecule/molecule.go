@@ -39,6 +39,11 @@ type Inbox struct {
 	ledger  *ledger
 	ncfg    normalizeConfig
 	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
+	// reach turns the outcomes of polls and heartbeats into one log line per outage and one
+	// when it ends.
+	reach reachability
+	// writes turns failed state writes into one log line when they start and one when they end.
+	writes stateWrites
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
 	poisonSeen *idRing
 	images     *imageBudget // image bytes of messages waiting for their answer
@@ -148,10 +153,7 @@ func (m *Inbox) Run(ctx context.Context) error {
 	drainTimer.Stop()
 	cancelDrain()
 	wg.Wait()
-	if err := m.ledger.sync(); err != nil {
-		m.c.persistErrors.Add(1)
-		m.log.Error("could not write the state file at shutdown", zap.Error(err))
-	}
+	m.syncState(m.log, "stopping")
 	m.log.Info("stopped", zap.String("cursor", m.ledger.Cursor()))
 	return nil
 }
@@ -274,10 +276,13 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 		case err != nil:
 			m.c.pollErrors.Add(1)
 			wait := bo.NextBackOff()
-			m.log.Warn("poll failed", zap.Error(err), zap.String("cursor", cursor), zap.Duration("retry_in", wait))
+			m.platformCallFailed(callPoll, err, zap.String("cursor", cursor), zap.Duration("retry_in", wait))
 			timer.Reset(wait)
 			continue
 		}
+		m.log.Debug("polled", zap.Int("rows", len(page.rows)), zap.Bool("more", page.more),
+			zap.String("cursor", cursor), zap.Duration("took", time.Since(pollStart)))
+		m.platformCallOK(callPoll)
 		bo.Reset()
 		if withCursor {
 			goneBo.Reset()
@@ -505,13 +510,9 @@ func permanentDeliveryError(err error) bool {
 	return he.Status != http.StatusUnauthorized && !retryableStatus(he.Status) && he.Status >= 400
 }
 
-// persist writes the state file if something changed, logging a failure (the next write retries).
-func (m *Inbox) persist(log *zap.Logger) {
-	if err := m.ledger.sync(); err != nil {
-		m.c.persistErrors.Add(1)
-		log.Error("could not write the state file", zap.Error(err))
-	}
-}
+// persist writes the state file if something changed (syncState: a failure is counted, and
+// logged once until a write succeeds; the next write retries).
+func (m *Inbox) persist(log *zap.Logger) { m.syncState(log, "recording the inbox position") }
 
 // noteAnswer feeds the heartbeat's error_rate and sample_error.
 func (m *Inbox) noteAnswer(failed bool, errText string) {
@@ -524,11 +525,18 @@ func (m *Inbox) noteAnswer(failed bool, errText string) {
 	}
 }
 
-// sendHeartbeat keeps the workspace online; a failure is logged and the next tick tries again.
+// sendHeartbeat keeps the workspace online; a failure is counted and the next tick tries again.
 func (m *Inbox) sendHeartbeat(ctx context.Context) {
-	if err := m.client.heartbeat(ctx, m.heartbeatBody()); err != nil && ctx.Err() == nil {
+	hb := m.heartbeatBody()
+	err := m.client.heartbeat(ctx, hb)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
 		m.c.heartbeatErrors.Add(1)
-		m.log.Warn("heartbeat failed", zap.Error(err))
+		m.platformCallFailed(callHeartbeat, err)
+	default:
+		m.log.Debug("heartbeat sent", zap.Int("active_tasks", hb.ActiveTasks))
+		m.platformCallOK(callHeartbeat)
 	}
 }
 

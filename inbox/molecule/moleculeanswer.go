@@ -176,11 +176,10 @@ func (m *Inbox) pendingReply(msg message, text string) *pendingReply {
 }
 
 // syncReplies writes the ledger with the replies made so far, before they are delivered.
+// They are delivered anyway when the write fails: a crash before delivery would answer the
+// message again, which is better than not answering it.
 func (m *Inbox) syncReplies(log *zap.Logger) {
-	if err := m.ledger.sync(); err != nil {
-		m.c.persistErrors.Add(1)
-		log.Error("could not store the reply before delivery; delivering anyway (a crash now would answer the message again)", zap.Error(err))
-	}
+	m.syncState(log, "storing the reply before delivery (delivering anyway; a crash now would answer the message again)")
 }
 
 // command carries out a chat command on the chat's command queue, beside its running turn, and
