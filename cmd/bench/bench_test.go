@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/exectest"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -374,7 +375,7 @@ func TestCodexJS(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, nil, 0o755); err != nil {
+		if err := exectest.WriteExecutable(p, nil, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

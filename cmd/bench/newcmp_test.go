@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/exectest"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -146,7 +147,7 @@ func TestUsageFlags(t *testing.T) {
 func TestRunFlags(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "supervisor")
 	script := "#!/bin/sh\n[ \"$1 $2\" = 'run -h' ] || exit 9\nprintf 'Usage of run:\\n  -spares int\\n    \\tspares\\n' >&2\nexit 2\n"
-	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+	if err := exectest.WriteExecutable(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	flags, err := runFlags(t.Context(), bin)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/exectest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
@@ -71,7 +72,7 @@ func newDoctorEnv(t *testing.T) *doctorEnv {
 func (e *doctorEnv) script(name, body string) string {
 	e.t.Helper()
 	p := filepath.Join(e.binDir, name)
-	if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+	if err := exectest.WriteExecutable(p, []byte(body), 0o755); err != nil {
 		e.t.Fatal(err)
 	}
 	return p
@@ -227,10 +228,10 @@ func TestDoctorFailures(t *testing.T) {
 			}
 		}
 		wrapper := filepath.Join(pkg, "bin", "codex.js")
-		if err := os.WriteFile(wrapper, []byte("#!/usr/bin/env node\n"), 0o755); err != nil {
+		if err := exectest.WriteExecutable(wrapper, []byte("#!/usr/bin/env node\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(native, []byte("#!/bin/sh\necho codex-cli 0.1.0\n"), 0o755); err != nil {
+		if err := exectest.WriteExecutable(native, []byte("#!/bin/sh\necho codex-cli 0.1.0\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		r := e.run("--codex-bin", wrapper)
@@ -397,7 +398,7 @@ func (e *doctorEnv) asNobody() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
+	if err := exectest.WriteExecutable(bin, data, 0o755); err != nil {
 		e.t.Fatal(err)
 	}
 	e.codexBin = bin
@@ -473,7 +474,7 @@ func copyFile(t *testing.T, from, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(to, b, 0o755); err != nil {
+	if err := exectest.WriteExecutable(to, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/internal/exectest"
 )
 
 // A --codex-bin that is not the codex CLI (/bin/true; a script that prints nothing) stops the
@@ -25,7 +26,7 @@ func TestE2ENotCodexBinaryFailsAtStart(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
 	script := filepath.Join(e.root, "silent-codex")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+	if err := exectest.WriteExecutable(script, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, bin := range []string{"/bin/true", script} {

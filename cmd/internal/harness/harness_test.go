@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/internal/exectest"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
@@ -39,7 +40,7 @@ func writeFakeSupervisor(t *testing.T) (bin, stateDir string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin = filepath.Join(dir, "supervisor")
-	if err := os.WriteFile(bin, []byte(fakeSupervisor), 0o700); err != nil {
+	if err := exectest.WriteExecutable(bin, []byte(fakeSupervisor), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	stateDir = filepath.Join(dir, "state")
