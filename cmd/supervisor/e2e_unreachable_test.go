@@ -108,8 +108,19 @@ func TestE2EModelUnreachableAtStartAndBack(t *testing.T) {
 // back, and it is answered, exactly once, when it is; the chat's thread goes on.
 func TestE2EModelUnreachableMidConversationMolecule(t *testing.T) {
 	t.Parallel()
+	// queue: the inbox submits and waits; steer hands the message over to the supervisor's queue
+	// (the handOff path), which must park it the same way.
+	for _, busy := range []string{"queue", "steer"} {
+		t.Run(busy, func(t *testing.T) {
+			t.Parallel()
+			modelUnreachableMidConversation(t, busy)
+		})
+	}
+}
+
+func modelUnreachableMidConversation(t *testing.T, busy string) {
 	e := newE2E(t, e2eConfig{Platform: moleculetest.Config{AckEnabled: true}})
-	d := e.start("--model-unreachable-timeout", "2s")
+	d := e.start("--model-unreachable-timeout", "2s", "--busy", busy)
 	e.plat.Enqueue(moleculetest.CanvasMessage("first").WithSeq(1))
 	d.waitPlatform("the first answer", func() bool { return len(e.plat.Notifies()) == 1 })
 	addr := e.modelAddr()

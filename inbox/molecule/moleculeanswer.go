@@ -95,7 +95,20 @@ func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 			relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
 		}
 		m.startProgressNotes(relayCtx, &relay, log, msg, start)
-		reply, err := ticket.Wait()
+		// The first try is the ticket at hand; while the model service cannot be reached the
+		// message is handed over again, as submit does for --busy queue.
+		first := true
+		reply, err := m.untilReachable(ctx, drainCtx, log, msg, func() (supervisor.Reply, error) {
+			if first {
+				first = false
+				return ticket.Wait()
+			}
+			t, err := m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, m.input(msg))
+			if err != nil {
+				return supervisor.Reply{ChatKey: msg.ChatKey}, err
+			}
+			return t.Wait()
+		})
 		stopRelay()
 		relay.Wait()
 		m.images.release(msg.imageBytes())
@@ -223,13 +236,23 @@ func (m *Inbox) command(ctx context.Context, log *zap.Logger, disp *dispatcher, 
 // each try costs a connection attempt (the supervisor ends a turn at codex's first report of an
 // outage it already knows). Busy answers are retried as submitBusy says.
 func (m *Inbox) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message) (supervisor.Reply, error) {
+	return m.untilReachable(ctx, drainCtx, log, msg, func() (supervisor.Reply, error) {
+		return m.submitBusy(ctx, drainCtx, log, msg)
+	})
+}
+
+// untilReachable runs try, and again with backoff for as long as its result is that the model
+// service could not be reached (until ctx ends): the message's row stays unacknowledged, and the
+// chat is told once that it will be answered when the service is back. It returns try's last
+// result.
+func (m *Inbox) untilReachable(ctx, drainCtx context.Context, log *zap.Logger, msg message, try func() (supervisor.Reply, error)) (supervisor.Reply, error) {
 	var (
 		reply supervisor.Reply
 		err   error
 		told  bool
 	)
 	_ = retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
-		reply, err = m.submitBusy(ctx, drainCtx, log, msg)
+		reply, err = try()
 		if chat.Classify(reply, err) != chat.OutcomeModelUnreachable {
 			return nil
 		}
