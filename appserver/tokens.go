@@ -151,12 +151,3 @@ func (c *Client) answerTokenRefresh(req *jsonrpc2.Request, log *zap.Logger) {
 		log.Info("codex got a new ChatGPT token from the daemon")
 	}()
 }
-
-// refreshFailure turns a failed turn into a *TokenRefreshError when the daemon could not answer
-// the turn's token refresh: that, not codex's "unauthorized", is what the user should hear.
-func refreshFailure(pid int, refreshErr error) error {
-	if refreshErr == nil {
-		return nil
-	}
-	return &TokenRefreshError{PID: pid, Err: refreshErr}
-}

@@ -407,7 +407,9 @@ func (c *Client) turnResult(t *turnState, turnID string, start time.Time, stderr
 		}
 		return r, err
 	case r.Status == protocol.TurnFailed && refreshErr != nil:
-		return r, refreshFailure(c.pid, refreshErr)
+		// The daemon could not give the child a new token: that, not codex's "unauthorized",
+		// is what the user should hear.
+		return r, &TokenRefreshError{PID: c.pid, Err: refreshErr}
 	case r.Status == protocol.TurnFailed:
 		if msg := authMessage(r.Error, c.proc.Tail().Since(stderrMark)); msg != "" {
 			return r, &AuthError{Msg: msg}

@@ -549,53 +549,14 @@ func startHeld(t *testing.T, bin string, args []string, env ...string) *heldProc
 func TestE2EBootSweepKillsWhatAKilledChildLeft(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
-	pidFile := filepath.Join(e.root, "mcp.pids")
-	// The "MCP server" is a shell that records its pid and becomes a sleep: it never answers,
-	// which codex tolerates (the thread starts; the server's start-up is reported as pending).
-	// It first starts a job of its own in a process group of its own (set -m), within codex's
-	// session: when the daemon dies, codex sees its stdin close a moment before the parent-death
-	// signal ends it, and may stop the server itself in that moment; the job it does not know of
-	// is always left for the sweep.
-	mcp := fmt.Sprintf("\n[mcp_servers.sleeper]\ncommand = \"/bin/bash\"\nargs = [\"-c\", %s]\n",
-		strconv.Quote("set -m; sleep 777 & echo $! >> "+pidFile+"; echo $$ >> "+pidFile+"; exec sleep 777"))
-	f, err := os.OpenFile(filepath.Join(e.codexHome, "config.toml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(mcp); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	pidFile := e.addSleeperMCP()
 
 	d1 := e.start()
 	if r := newLocalClient(t, d1).send("alpha", "hi"); r.Text != "reply #1: hi" {
 		t.Fatalf("reply = %+v", r)
 	}
 	child := procOf(t, childPID(d1.status(), "alpha"))
-	var servers []proc
-	d1.waitUntil("the MCP server to start", func() bool {
-		b, _ := os.ReadFile(pidFile)
-		servers = servers[:0]
-		for _, s := range strings.Fields(string(b)) {
-			pid, err := strconv.Atoi(s)
-			if err != nil {
-				return false
-			}
-			// Only the servers of the chat's child, in its session: the daemon's start-up login
-			// check runs an app-server too, whose server ends with it, maybe only now.
-			if start, state, sid, err := procStatSession(pid); err == nil && state != 'Z' && sid == child.pid {
-				servers = append(servers, proc{pid: pid, start: start})
-			}
-		}
-		return len(servers) == 2
-	})
-	t.Cleanup(func() {
-		for _, s := range servers {
-			if !s.gone() {
-				_ = syscall.Kill(s.pid, syscall.SIGKILL)
-			}
-		}
-	})
+	servers := d1.waitSleeperMCP(pidFile, child.pid)
 
 	d1.kill()
 	waitGone(t, 10*time.Second, child)
@@ -679,19 +640,7 @@ func TestE2EUnresumableThreadIsKeptAndTold(t *testing.T) {
 func TestE2ECrashedChildRemainsGoWhenReaped(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
-	pidFile := filepath.Join(e.root, "mcp.pids")
-	// As in TestE2EBootSweepKillsWhatAKilledChildLeft: a server that never answers, with a job
-	// in a process group of its own.
-	mcp := fmt.Sprintf("\n[mcp_servers.sleeper]\ncommand = \"/bin/bash\"\nargs = [\"-c\", %s]\n",
-		strconv.Quote("set -m; sleep 777 & echo $! >> "+pidFile+"; echo $$ >> "+pidFile+"; exec sleep 777"))
-	f, err := os.OpenFile(filepath.Join(e.codexHome, "config.toml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(mcp); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	pidFile := e.addSleeperMCP()
 
 	d := e.start("--spares", "0")
 	c := newLocalClient(t, d)
@@ -699,30 +648,7 @@ func TestE2ECrashedChildRemainsGoWhenReaped(t *testing.T) {
 		t.Fatalf("reply = %+v", r)
 	}
 	child := procOf(t, childPID(d.status(), "alpha"))
-	var servers []proc
-	d.waitUntil("the MCP server and its job", func() bool {
-		b, _ := os.ReadFile(pidFile)
-		servers = servers[:0]
-		for _, s := range strings.Fields(string(b)) {
-			pid, err := strconv.Atoi(s)
-			if err != nil {
-				return false
-			}
-			// Only those of the chat's child, in its session: the start-up login check runs an
-			// app-server too, whose server ends with it.
-			if start, state, sid, err := procStatSession(pid); err == nil && state != 'Z' && sid == child.pid {
-				servers = append(servers, proc{pid: pid, start: start})
-			}
-		}
-		return len(servers) == 2
-	})
-	t.Cleanup(func() {
-		for _, s := range servers {
-			if !s.gone() {
-				_ = syscall.Kill(s.pid, syscall.SIGKILL)
-			}
-		}
-	})
+	servers := d.waitSleeperMCP(pidFile, child.pid)
 
 	if err := syscall.Kill(child.pid, syscall.SIGKILL); err != nil { // the crash
 		t.Fatal(err)
@@ -737,4 +663,57 @@ func TestE2ECrashedChildRemainsGoWhenReaped(t *testing.T) {
 		t.Errorf("reply after the crash = %+v", r)
 	}
 	d.stop(stopTimeout)
+}
+
+// addSleeperMCP gives codex an MCP server that never answers (codex tolerates it: the thread
+// starts, the server's start-up is reported as pending) and returns the file where it writes its
+// pid and the pid of a job it starts in a process group of its own (set -m) within codex's
+// session: remains that only a kill of the session reaches. When codex's stdin closes a moment
+// before its parent-death signal it may stop the server itself; the job it does not know of is
+// always left.
+func (e *e2e) addSleeperMCP() (pidFile string) {
+	e.t.Helper()
+	pidFile = filepath.Join(e.root, "mcp.pids")
+	mcp := fmt.Sprintf("\n[mcp_servers.sleeper]\ncommand = \"/bin/bash\"\nargs = [\"-c\", %s]\n",
+		strconv.Quote("set -m; sleep 777 & echo $! >> "+pidFile+"; echo $$ >> "+pidFile+"; exec sleep 777"))
+	f, err := os.OpenFile(filepath.Join(e.codexHome, "config.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(mcp); err != nil {
+		e.t.Fatal(err)
+	}
+	return pidFile
+}
+
+// waitSleeperMCP waits until the server of addSleeperMCP and its job run in the session of the
+// child sid (the daemon's start-up login check runs an app-server too, whose server ends with
+// it), and returns them; they are killed at cleanup if a test left them.
+func (d *daemonProc) waitSleeperMCP(pidFile string, sid int) []proc {
+	t := d.e.t
+	t.Helper()
+	var servers []proc
+	d.waitUntil("the MCP server and its job", func() bool {
+		b, _ := os.ReadFile(pidFile)
+		servers = servers[:0]
+		for _, s := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(s)
+			if err != nil {
+				return false
+			}
+			if start, state, ssid, err := procStatSession(pid); err == nil && state != 'Z' && ssid == sid {
+				servers = append(servers, proc{pid: pid, start: start})
+			}
+		}
+		return len(servers) == 2
+	})
+	t.Cleanup(func() {
+		for _, s := range servers {
+			if !s.gone() {
+				_ = syscall.Kill(s.pid, syscall.SIGKILL)
+			}
+		}
+	})
+	return servers
 }
