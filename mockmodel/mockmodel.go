@@ -92,6 +92,12 @@ type Reply struct {
 	// requests in flight until an event of the test's choosing, e.g. a barrier that opens once
 	// enough requests have arrived.
 	Hold <-chan struct{}
+	// UsageLimit answers HTTP 429 usage_limit_reached instead (see limits.go).
+	UsageLimit *UsageLimit
+	// RateLimits are the x-codex-* headers of the answer (of a usage limit too).
+	RateLimits *RateLimits
+	// Usage, when set, is the token usage response.completed reports.
+	Usage *Usage
 }
 
 // ToolCall is a function_call output item. Empty CallID and Name are filled in by the mock
@@ -411,6 +417,10 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 	if !m.pause(r.Context(), m.cfg.Latency+reply.Latency) || !m.hold(r.Context(), reply.Hold) {
 		return
 	}
+	if reply.UsageLimit != nil {
+		writeUsageLimit(w, reply)
+		return
+	}
 	if reply.Status != 0 && reply.Status != http.StatusOK {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(reply.Status)
@@ -421,6 +431,7 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
+	setRateLimitHeaders(w.Header(), reply.RateLimits)
 	w.WriteHeader(http.StatusOK)
 	respID := "resp_" + strconv.Itoa(req.N)
 	send := func(event string, data any) bool {
@@ -501,20 +512,11 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// Token counts are small and deterministic so tests can assert on them: one input token
-	// per input item, one output token per word.
-	inputTokens := len(req.Input)
 	send("response.completed", map[string]any{
 		"type": "response.completed",
 		"response": map[string]any{
-			"id": respID,
-			"usage": map[string]any{
-				"input_tokens":          inputTokens,
-				"input_tokens_details":  nil,
-				"output_tokens":         outputTokens,
-				"output_tokens_details": nil,
-				"total_tokens":          inputTokens + outputTokens,
-			},
+			"id":    respID,
+			"usage": usageJSON(req, reply, outputTokens),
 		},
 	})
 }
