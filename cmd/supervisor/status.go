@@ -99,6 +99,7 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 		fmt.Fprintf(w, "WARNING: the model service cannot be reached (since %s ago): %s. Turns end at once; Molecule messages wait and are answered when it is back.\n",
 			shortDuration(now.Sub(m.Since)), m.Cause)
 	}
+	renderLimits(w, doc.Snapshot.Limits, now)
 	fmt.Fprintln(w)
 
 	rows := append([]supervisor.ChildStatus(nil), doc.Snapshot.Children...)
@@ -154,6 +155,7 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 	if doc.Bridge != nil {
 		renderMolecule(w, doc.Bridge)
 	}
+	renderUsage(w, doc.Snapshot.Usage)
 }
 
 // shortID keeps thread ids readable in a table; --json has them whole.
