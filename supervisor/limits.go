@@ -31,6 +31,9 @@ const (
 	unknownResetRetry = 5 * time.Minute
 	// warnUsedPercent is the window usage logged at warn, once per window.
 	warnUsedPercent = 90
+	// releaseBound is how long the release of a parked message waits for the one released
+	// before it to reach its turn (a child start, a thread resume) before it goes anyway.
+	releaseBound = 30 * time.Second
 )
 
 // DefaultResumeSpacing is Config.ResumeSpacing's default.
@@ -86,9 +89,10 @@ type LimitStatus struct {
 }
 
 // limitState follows the account's usage limits and parks work until the reset. Waiters are
-// released oldest first, one every spacing, so that the reset is not met by every parked
-// message at once; a released turn that meets the limit again moves the reset, and the rest
-// keep waiting for the new one.
+// released oldest first, one every spacing and each only once the one before it reached its
+// turn (or releaseBound passed), so that the reset is not met by every parked message at once
+// and the turns start in the order the messages came; a released turn that meets the limit
+// again moves the reset, and the rest keep waiting for the new one.
 type limitState struct {
 	path    string // "" keeps nothing on disk
 	spacing time.Duration
@@ -101,9 +105,14 @@ type limitState struct {
 	timer   *time.Timer
 	// nextRelease is the earliest a waiter may be released after the previous one.
 	nextRelease time.Time
+	// released is the chat key of the last waiter released until its turn begins (reached);
+	// releasedAt is when it was released.
+	released   string
+	releasedAt time.Time
 }
 
 type limitWaiter struct {
+	key   string
 	since time.Time
 	seq   uint64
 	ready chan struct{}
@@ -227,6 +236,9 @@ func (l *limitState) hit(chatKey string, resetsAt time.Time) *UsageLimitError {
 		l.log.Warn("the account's usage limit is reached: work is parked until the reset",
 			zap.String("chat_key", chatKey), zap.Time("resets_at", l.st.ResetsAt), zap.Bool("reset_unknown", unknown))
 	}
+	if l.released == chatKey {
+		l.released = "" // it reached its turn, and met the limit again
+	}
 	l.saveLocked()
 	l.armLocked()
 	return &UsageLimitError{ChatKey: chatKey, ResetsAt: l.st.ResetsAt, UnknownReset: l.st.UnknownReset}
@@ -248,16 +260,15 @@ func (l *limitState) cleared() {
 // await blocks until the limit is past and the caller's turn comes: callers are released in the
 // order of since (then of arrival), one every spacing. It returns at once when nothing is
 // parked and the limit is past.
-func (l *limitState) await(ctx context.Context, since time.Time) error {
+func (l *limitState) await(ctx context.Context, chatKey string, since time.Time) error {
 	l.mu.Lock()
-	limited := l.st.Limited && time.Now().Before(l.st.ResetsAt)
-	if !limited && len(l.waiters) == 0 && !time.Now().Before(l.nextRelease) {
-		l.nextRelease = time.Now().Add(l.spacing)
+	if l.releasableLocked(time.Now()) && len(l.waiters) == 0 {
+		l.markReleasedLocked(chatKey, time.Now())
 		l.mu.Unlock()
 		return nil
 	}
 	l.seq++
-	w := &limitWaiter{since: since, seq: l.seq, ready: make(chan struct{})}
+	w := &limitWaiter{key: chatKey, since: since, seq: l.seq, ready: make(chan struct{})}
 	i, _ := slices.BinarySearchFunc(l.waiters, w, func(a, b *limitWaiter) int {
 		if c := a.since.Compare(b.since); c != 0 {
 			return c
@@ -283,8 +294,32 @@ func (l *limitState) await(ctx context.Context, since time.Time) error {
 	}
 }
 
+// releasableLocked reports whether a waiter may go at now: the limit is past, spacing passed
+// since the last release, and that one reached its turn (or releaseBound passed).
+func (l *limitState) releasableLocked(now time.Time) bool {
+	return !(l.st.Limited && now.Before(l.st.ResetsAt)) && !now.Before(l.nextRelease) &&
+		(l.released == "" || now.Sub(l.releasedAt) >= releaseBound)
+}
+
+func (l *limitState) markReleasedLocked(chatKey string, now time.Time) {
+	l.nextRelease = now.Add(l.spacing)
+	l.released, l.releasedAt = chatKey, now
+}
+
+// reached records that chatKey's message reached its turn (or was refused again): the next
+// waiter may go.
+func (l *limitState) reached(chatKey string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released == "" || l.released != chatKey {
+		return
+	}
+	l.released = ""
+	l.armLocked()
+}
+
 // armLocked sets the release timer for the next waiter: at the reset while the limit lasts,
-// else at nextRelease.
+// else at nextRelease, or when the last release's bound passes.
 func (l *limitState) armLocked() {
 	if l.timer != nil {
 		l.timer.Stop()
@@ -297,18 +332,22 @@ func (l *limitState) armLocked() {
 	if l.st.Limited && l.st.ResetsAt.After(at) {
 		at = l.st.ResetsAt
 	}
+	if l.released != "" && l.releasedAt.Add(releaseBound).After(at) {
+		at = l.releasedAt.Add(releaseBound) // reached re-arms it sooner
+	}
 	l.timer = time.AfterFunc(time.Until(at), l.release)
 }
 
-// release lets the oldest waiter go, if the limit is past, and arms the timer for the next.
+// release lets the oldest waiter go, if it may, and arms the timer for the next.
 func (l *limitState) release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	if len(l.waiters) > 0 && !(l.st.Limited && now.Before(l.st.ResetsAt)) && !now.Before(l.nextRelease) {
-		close(l.waiters[0].ready)
+	if len(l.waiters) > 0 && l.releasableLocked(now) {
+		w := l.waiters[0]
+		close(w.ready)
 		l.waiters = slices.Delete(l.waiters, 0, 1)
-		l.nextRelease = now.Add(l.spacing)
+		l.markReleasedLocked(w.key, now)
 	}
 	l.armLocked()
 }
@@ -348,8 +387,9 @@ func (s *Supervisor) Limits() LimitStatus { return s.limits.status() }
 
 // AwaitUsable blocks until the account's usage limit is past and it is the caller's turn:
 // parked callers go oldest first (by since, the message's arrival), one every
-// Config.ResumeSpacing, so the reset is not met by all of them at once. It returns at once when
+// Config.ResumeSpacing and each once the one before it reached its turn on chatKey's queue, so
+// the reset is not met by all of them at once. It returns at once when
 // nothing is parked. It returns ctx's cause when ctx ends first.
-func (s *Supervisor) AwaitUsable(ctx context.Context, since time.Time) error {
-	return s.limits.await(ctx, since)
+func (s *Supervisor) AwaitUsable(ctx context.Context, chatKey string, since time.Time) error {
+	return s.limits.await(ctx, chatKey, since)
 }

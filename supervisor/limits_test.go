@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,9 +45,10 @@ func TestLimitParkOrderAndPacing(t *testing.T) {
 			since time.Duration
 		}{{"c", 3}, {"a", 1}, {"b", 2}} {
 			wg.Go(func() {
-				if err := l.await(context.Background(), start.Add(c.since*time.Second)); err != nil {
+				if err := l.await(context.Background(), c.name, start.Add(c.since*time.Second)); err != nil {
 					t.Errorf("%s: %v", c.name, err)
 				}
+				l.reached(c.name)
 				mu.Lock()
 				order = append(order, c.name)
 				released = append(released, time.Since(start))
@@ -86,7 +88,7 @@ func TestLimitHitAgainMovesReset(t *testing.T) {
 		done := make(chan time.Duration, 2)
 		for i := range 2 {
 			go func() {
-				_ = l.await(context.Background(), start.Add(time.Duration(i)))
+				_ = l.await(context.Background(), fmt.Sprint(i), start.Add(time.Duration(i)))
 				done <- time.Since(start)
 			}()
 			synctest.Wait()
@@ -95,7 +97,7 @@ func TestLimitHitAgainMovesReset(t *testing.T) {
 		if first != time.Minute {
 			t.Fatalf("first released at %v", first)
 		}
-		l.hit("canvas:a", start.Add(time.Hour)) // the first one's turn met it again
+		l.hit("0", start.Add(time.Hour)) // the first one's turn met it again
 		if second := <-done; second != time.Hour {
 			t.Errorf("second released at %v, want at the new reset", second)
 		}
@@ -116,7 +118,7 @@ func TestLimitCancelUnknownAndCleared(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
-		go func() { errc <- l.await(ctx, time.Now()) }()
+		go func() { errc <- l.await(ctx, "k", time.Now()) }()
 		synctest.Wait()
 		cancel()
 		if err := <-errc; err == nil {
@@ -125,7 +127,7 @@ func TestLimitCancelUnknownAndCleared(t *testing.T) {
 		if st := l.status(); st.Parked != 0 {
 			t.Errorf("parked %d after cancel", st.Parked)
 		}
-		go func() { errc <- l.await(context.Background(), time.Now()) }()
+		go func() { errc <- l.await(context.Background(), "k", time.Now()) }()
 		synctest.Wait()
 		l.cleared()
 		if err := <-errc; err != nil {
@@ -197,4 +199,28 @@ func TestLimitAndUsagePersist(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, UsageFile+".corrupt")); err != nil {
 		t.Errorf("corrupt file not moved aside: %v", err)
 	}
+}
+
+// A released message that does not reach its turn holds the next one back until releaseBound,
+// not forever.
+func TestLimitReleaseWaitsForTheTurnOrTheBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimitState("", time.Second, zap.NewNop())
+		start := time.Now()
+		l.hit("canvas:a", start.Add(time.Minute))
+		done := make(chan time.Duration, 2)
+		for i := range 2 {
+			go func() {
+				_ = l.await(context.Background(), fmt.Sprint(i), start.Add(time.Duration(i)))
+				done <- time.Since(start)
+			}()
+			synctest.Wait()
+		}
+		if first := <-done; first != time.Minute {
+			t.Fatalf("first released at %v", first)
+		}
+		if second := <-done; second != time.Minute+releaseBound {
+			t.Errorf("second released at %v, want after the bound", second)
+		}
+	})
 }

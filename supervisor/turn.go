@@ -27,6 +27,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	s.mu.Lock()
 	k.live = live
 	s.mu.Unlock()
+	s.limits.reached(k.key) // a parked message released at a reset got here: the next may go
 
 	res, err := sess.child.RunTurn(ctx, sess.threadID, input, appserver.TurnOptions{
 		OnNotification: func(n protocol.Notification) {

@@ -23,6 +23,7 @@ const UsageFile = "usage.json"
 // ChatUsage is a chat's token usage summed over its turns.
 type ChatUsage struct {
 	projector.Usage
+	// Turns counts the turns that reported token usage.
 	Turns int64 `json:"turns"`
 }
 
@@ -84,17 +85,19 @@ func newUsageTotals(stateDir string, log *zap.Logger) *usageTotals {
 	return u
 }
 
-// add counts one turn of chatKey and writes the totals when it used tokens.
+// add counts one turn of chatKey that used tokens and writes the totals. A turn that reported
+// none (one the usage limit refused, one that never reached the model) is not counted.
 func (u *usageTotals) add(chatKey string, usage projector.Usage) {
+	if usage == (projector.Usage{}) {
+		return
+	}
 	u.mu.Lock()
 	c := u.chats[chatKey]
 	c.add(usage)
 	u.chats[chatKey] = c
 	u.gen++
 	u.mu.Unlock()
-	if usage != (projector.Usage{}) {
-		u.save()
-	}
+	u.save()
 }
 
 // chat is chatKey's totals.

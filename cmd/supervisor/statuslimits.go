@@ -30,7 +30,7 @@ func renderLimits(w io.Writer, l supervisor.LimitStatus, now time.Time) {
 		}
 		fmt.Fprintf(w, "  %s %.0f%%", win.name, win.w.UsedPercent)
 		if win.w.WindowMinutes > 0 {
-			fmt.Fprintf(w, " of %s", shortDuration(time.Duration(win.w.WindowMinutes)*time.Minute))
+			fmt.Fprintf(w, " of %s", windowText(win.w.WindowMinutes))
 		}
 		if !win.w.ResetsAt.IsZero() {
 			fmt.Fprintf(w, ", resets %s", chat.ResetText(win.w.ResetsAt, now))
@@ -60,4 +60,15 @@ func renderUsage(w io.Writer, usage map[string]supervisor.ChatUsage) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", k, u.Turns, u.InputTokens, u.CachedInputTokens, u.OutputTokens, u.ReasoningOutputTokens)
 	}
 	tw.Flush()
+}
+
+// windowText is a usage window's length: "5h", "7d", "90m".
+func windowText(minutes int64) string {
+	switch {
+	case minutes%(24*60) == 0:
+		return fmt.Sprintf("%dd", minutes/(24*60))
+	case minutes%60 == 0:
+		return fmt.Sprintf("%dh", minutes/60)
+	}
+	return fmt.Sprintf("%dm", minutes)
 }

@@ -21,7 +21,7 @@ const DefaultParkLimit = 24 * time.Hour
 type Parker interface {
 	// AwaitUsable blocks until the limit is past and it is the caller's turn (oldest since
 	// first); it returns ctx's cause when ctx ends first.
-	AwaitUsable(ctx context.Context, since time.Time) error
+	AwaitUsable(ctx context.Context, chatKey string, since time.Time) error
 }
 
 // untilServed runs try (through untilReachable) and, while its result is the account's usage
@@ -46,20 +46,25 @@ func (m *Inbox) untilServed(ctx, drainCtx context.Context, log *zap.Logger, msg 
 		if !told {
 			told = true
 			m.c.parked.Add(1)
-			m.tellParked(drainCtx, log, msg, ul)
+			if m.ledger.markParked(msg.ActivityID) {
+				// Durable before it is sent: a restart must not tell the chat again.
+				m.syncState(log, "recording the usage-limit notice")
+				m.tellParked(drainCtx, log, msg, ul)
+			}
 		}
 		log.Info("the account's usage limit is reached; the message stays unacknowledged and runs after the reset",
 			zap.Time("resets_at", ul.ResetsAt))
-		if werr := m.cfg.Limits.AwaitUsable(ctx, since); werr != nil {
+		if werr := m.cfg.Limits.AwaitUsable(ctx, msg.ChatKey, since); werr != nil {
 			return reply, err // ctx ended: settle leaves the row for the next run
 		}
 	}
 }
 
-// arrived is when the message came: the row's created_at, else when this run read it. Parked
-// messages resume in this order, and ParkLimit counts from it.
+// arrived is when the message came: the row's created_at, else (or when it claims a time after
+// this run read the row) when this run read it. Parked messages resume in this order, and
+// ParkLimit counts from it.
 func (msg message) arrived() time.Time {
-	if t, err := time.Parse(time.RFC3339Nano, msg.CreatedAt); err == nil {
+	if t, err := time.Parse(time.RFC3339Nano, msg.CreatedAt); err == nil && !t.After(msg.ReceivedAt) {
 		return t
 	}
 	return msg.ReceivedAt
