@@ -40,10 +40,14 @@ func (m *Model) WriteCodexHomeChatGPT(dir string) error {
 	return nil
 }
 
+// ServesWebsocket reports whether the mock serves the Responses websocket and points codex at it
+// (false with Config.HTTPOnly).
+func (m *Model) ServesWebsocket() bool { return !m.cfg.HTTPOnly }
+
 // transportLines are the provider lines that choose codex's transport: the websocket, as the
 // built-in openai provider uses, unless Config.HTTPOnly.
 func (m *Model) transportLines() string {
-	if m.cfg.HTTPOnly {
+	if !m.ServesWebsocket() {
 		return ""
 	}
 	return "supports_websockets = true\n"
