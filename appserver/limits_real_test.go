@@ -10,12 +10,24 @@ import (
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
-// A 429 usage_limit_reached makes real codex fail the turn with usageLimitExceeded after an
+// A usage limit makes real codex fail the turn with usageLimitExceeded after an
 // account/rateLimits/updated that carries the reset (routed to the turn although it names no
-// thread); rate-limit headers on a normal answer and the token details reach the turn too.
+// thread); rate limits on a normal answer and the token details reach the turn too. Over HTTP
+// the limit is a 429 with x-codex-* headers and rate limits are headers; over the Responses
+// websocket it is an error event with status 429 and the same headers, and rate limits come as
+// a codex.rate_limits event.
 func TestRealUsageLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		httpOnly bool
+	}{{"websocket", false}, {"http", true}} {
+		t.Run(tc.name, func(t *testing.T) { realUsageLimit(t, tc.httpOnly) })
+	}
+}
+
+func realUsageLimit(t *testing.T, httpOnly bool) {
 	reset := time.Now().Add(2*time.Hour + 13*time.Minute).Truncate(time.Second)
-	e := newRealEnv(t, mockmodel.Config{Script: func(req mockmodel.Request) mockmodel.Reply {
+	e := newRealEnv(t, mockmodel.Config{HTTPOnly: httpOnly, Script: func(req mockmodel.Request) mockmodel.Reply {
 		if req.LastUserText == "limit" {
 			return mockmodel.Reply{UsageLimit: &mockmodel.UsageLimit{ResetsAt: reset}}
 		}
@@ -41,8 +53,8 @@ func TestRealUsageLimit(t *testing.T) {
 	if !ok || !at.Equal(reset) {
 		t.Errorf("UsageLimit = %v, %v; want %v, true", at, ok, reset)
 	}
-	if n := e.mock.RequestCount(); n != 1 {
-		t.Errorf("codex sent %d requests, want 1: a usage limit is not retried", n)
+	if reqs := e.mock.Requests(); len(reqs) != 1 || reqs[0].Websocket == httpOnly {
+		t.Errorf("codex sent %d requests (websocket %v), want 1 on the transport under test: a usage limit is not retried", len(reqs), len(reqs) > 0 && reqs[0].Websocket)
 	}
 
 	res = mustTurn(t, c, ctx, thread, "hello")

@@ -114,12 +114,58 @@ func setRateLimitHeaders(h http.Header, rl *RateLimits) {
 	}
 }
 
-// writeUsageLimit answers 429 usage_limit_reached with the limit's rate-limit headers.
-func writeUsageLimit(w http.ResponseWriter, reply Reply) {
-	setRateLimitHeaders(w.Header(), limitRateLimits(*reply.UsageLimit, reply.RateLimits))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write(UsageLimitBody(*reply.UsageLimit))
+// usageLimit answers 429 usage_limit_reached with the limit's rate-limit headers.
+func (s *sseEmitter) usageLimit(reply Reply) {
+	setRateLimitHeaders(s.w.Header(), limitRateLimits(*reply.UsageLimit, reply.RateLimits))
+	s.w.Header().Set("Content-Type", "application/json")
+	s.w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = s.w.Write(UsageLimitBody(*reply.UsageLimit))
+}
+
+// rateLimits sets the answer's rate-limit headers (before its first event writes the header).
+func (s *sseEmitter) rateLimits(rl *RateLimits) { setRateLimitHeaders(s.w.Header(), rl) }
+
+// usageLimit sends the error event codex maps to the same 429 with headers.
+func (e *wsEmitter) usageLimit(reply Reply) {
+	var ev map[string]any
+	_ = json.Unmarshal(UsageLimitEvent(reply), &ev)
+	e.event(ev)
+}
+
+// rateLimits sends a codex.rate_limits event: a websocket answer has no headers of its own.
+func (e *wsEmitter) rateLimits(rl *RateLimits) {
+	if rl == nil {
+		return
+	}
+	e.event(rateLimitsEvent(rl))
+}
+
+// rateLimitsEvent is the websocket form of the rate-limit headers ({"type":"codex.rate_limits",
+// "rate_limits":{"primary":{"used_percent","window_minutes","reset_at"},…},"credits":…}).
+func rateLimitsEvent(rl *RateLimits) map[string]any {
+	window := func(w *RateWindow) any {
+		if w == nil {
+			return nil
+		}
+		out := map[string]any{"used_percent": w.UsedPercent, "window_minutes": w.WindowMinutes}
+		if !w.ResetsAt.IsZero() {
+			out["reset_at"] = w.ResetsAt.Unix()
+		}
+		return out
+	}
+	ev := map[string]any{"type": "codex.rate_limits",
+		"rate_limits": map[string]any{"primary": window(rl.Primary), "secondary": window(rl.Secondary)}}
+	if c := rl.Credits; c != nil {
+		credits := map[string]any{"has_credits": c.HasCredits, "unlimited": c.Unlimited}
+		if c.Balance != "" {
+			credits["balance"] = c.Balance
+		}
+		ev["credits"] = credits
+	}
+	if rl.ActiveLimit != "" {
+		ev["metered_limit_name"] = rl.ActiveLimit
+	}
+	return ev
 }
 
 // UsageLimitEvent is the websocket form of a usage-limit answer: the error event codex maps to
@@ -136,20 +182,19 @@ func UsageLimitEvent(reply Reply) []byte {
 	return b
 }
 
-// usageJSON is the usage object of response.completed: the reply's Usage, else one input token
-// per input item and the given output tokens (small and deterministic, for tests to assert on).
-func usageJSON(req Request, reply Reply, outputTokens int) map[string]any {
-	u := Usage{Input: int64(len(req.Input)), Output: int64(outputTokens)}
-	if reply.Usage != nil {
-		u = *reply.Usage
+// withUsage sets the usage of a response.completed event to u (nil: the mock's own counts).
+func withUsage(ev map[string]any, u *Usage) map[string]any {
+	if u == nil {
+		return ev
 	}
-	return map[string]any{
+	ev["response"].(map[string]any)["usage"] = map[string]any{
 		"input_tokens":          u.Input,
 		"input_tokens_details":  map[string]any{"cached_tokens": u.CachedInput},
 		"output_tokens":         u.Output,
 		"output_tokens_details": map[string]any{"reasoning_tokens": u.Reasoning},
 		"total_tokens":          u.Input + u.Output,
 	}
+	return ev
 }
 
 // String describes a usage limit for logs.
