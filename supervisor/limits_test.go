@@ -113,7 +113,7 @@ func TestLimitCancelUnknownAndCleared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimitState("", time.Second, zap.NewNop())
 		e := l.hit("peer:x", time.Time{})
-		if !e.UnknownReset || e.ResetsAt.Sub(time.Now()) != unknownResetRetry {
+		if !e.UnknownReset || time.Until(e.ResetsAt) != unknownResetRetry {
 			t.Fatalf("unknown reset: %+v", e)
 		}
 		ctx, cancel := context.WithCancel(context.Background())

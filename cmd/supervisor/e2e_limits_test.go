@@ -84,9 +84,20 @@ const parkedNotice = "usage limit reached; your message will be answered after "
 // run oldest first, each is answered exactly once, and each thread holds its message once.
 func TestE2EUsageLimitParksMoleculeAcrossRestart(t *testing.T) {
 	t.Parallel()
+	// queue: the inbox submits and waits; steer hands the message over to the supervisor's queue
+	// (the handOff path), which must park it the same way.
+	for _, busy := range []string{"queue", "steer"} {
+		t.Run(busy, func(t *testing.T) {
+			t.Parallel()
+			usageLimitParksMolecule(t, busy)
+		})
+	}
+}
+
+func usageLimitParksMolecule(t *testing.T, busy string) {
 	lim := &limitSwitch{resetIn: 3 * time.Second, on: true}
 	e := newE2E(t, e2eConfig{Script: lim.script, Platform: moleculetest.Config{AckEnabled: true}})
-	flags := []string{"--resume-spacing", "200ms"}
+	flags := []string{"--resume-spacing", "200ms", "--busy", busy}
 	d := e.start(flags...)
 	ids := e.plat.Enqueue(moleculetest.CanvasMessage("canvas-one").WithSeq(1),
 		moleculetest.PeerMessage("peer-a", "peer-a-one").WithSeq(2),
