@@ -4,6 +4,7 @@ package supervisor
 // it parks every chat until the reset (DESIGN: parking is decided once for all chats).
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -177,7 +178,9 @@ func (l *limitState) refusing() (resetsAt time.Time, unknown, ok bool) {
 }
 
 // update merges a rate-limit report of codex (sparse: what is missing is kept) and logs a window
-// that passed warnUsedPercent, once per window.
+// that passed warnUsedPercent, once per window. It writes nothing: every answer of the model
+// brings a report, and the next one after a restart says the same; LimitsFile is written when
+// the limit is met or ends.
 func (l *limitState) update(rl protocol.RateLimitSnapshot) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -191,7 +194,6 @@ func (l *limitState) update(rl protocol.RateLimitSnapshot) {
 		l.st.Credits = lc
 	}
 	l.st.UpdatedAt = time.Now()
-	l.saveLocked()
 }
 
 // mergeWindow is old updated by w (nil: no news of the window).
@@ -258,8 +260,8 @@ func (l *limitState) cleared() {
 }
 
 // await blocks until the limit is past and the caller's turn comes: callers are released in the
-// order of since (then of arrival), one every spacing. It returns at once when nothing is
-// parked and the limit is past.
+// order of since (then of arrival), one every spacing, each once the one before reached its
+// turn (see limitState). It returns at once when nothing is parked and a release is due.
 func (l *limitState) await(ctx context.Context, chatKey string, since time.Time) error {
 	l.mu.Lock()
 	if l.releasableLocked(time.Now()) && len(l.waiters) == 0 {
@@ -273,7 +275,7 @@ func (l *limitState) await(ctx context.Context, chatKey string, since time.Time)
 		if c := a.since.Compare(b.since); c != 0 {
 			return c
 		}
-		return int(a.seq) - int(b.seq)
+		return cmp.Compare(a.seq, b.seq)
 	})
 	l.waiters = slices.Insert(l.waiters, i, w)
 	l.armLocked()
@@ -287,10 +289,12 @@ func (l *limitState) await(ctx context.Context, chatKey string, since time.Time)
 		defer l.mu.Unlock()
 		if j := slices.Index(l.waiters, w); j >= 0 {
 			l.waiters = slices.Delete(l.waiters, j, j+1)
-			return context.Cause(ctx)
+		} else if l.released == w.key {
+			// Released as ctx ended: its turn will not come, so the next need not wait for it.
+			l.released = ""
+			l.armLocked()
 		}
-		// Released as ctx ended: the release was spent on it, so it goes ahead.
-		return nil
+		return context.Cause(ctx)
 	}
 }
 
