@@ -267,6 +267,7 @@ func (l *limitState) await(ctx context.Context, chatKey string, since time.Time)
 	if l.releasableLocked(time.Now()) && len(l.waiters) == 0 {
 		l.markReleasedLocked(chatKey, time.Now())
 		l.mu.Unlock()
+		l.log.Info("a parked message goes ahead", zap.String("chat_key", chatKey), zap.Time("arrived", since), zap.Int("still_parked", 0))
 		return nil
 	}
 	l.seq++
@@ -352,6 +353,8 @@ func (l *limitState) release() {
 		close(w.ready)
 		l.waiters = slices.Delete(l.waiters, 0, 1)
 		l.markReleasedLocked(w.key, now)
+		l.log.Info("a parked message goes ahead", zap.String("chat_key", w.key), zap.Time("arrived", w.since),
+			zap.Int("still_parked", len(l.waiters)))
 	}
 	l.armLocked()
 }

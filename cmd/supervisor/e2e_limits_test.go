@@ -145,19 +145,22 @@ func usageLimitParksMolecule(t *testing.T, busy string) {
 	if n := countContaining(e.replyTexts(), parkedNotice); n != 3 {
 		t.Errorf("%d usage-limit notices in all, want one per message across the restart", n)
 	}
-	// The successful requests, in the order codex sent them: oldest first, each message once in
-	// its thread (the turns that met the limit were taken out again).
-	var order []string
+	// Each thread holds its message once: the turns that met the limit were taken out again.
 	for _, r := range e.mock.Requests() {
 		if r.LastUserText != "" && !slices.Equal(r.UserTexts, []string{r.LastUserText}) {
 			t.Errorf("request for %q carried user texts %q: a parked message stayed in its thread", r.LastUserText, r.UserTexts)
 		}
 	}
-	for _, r := range e.mock.Requests()[len(e.mock.Requests())-3:] {
-		order = append(order, r.LastUserText)
+	// The daemon let the parked messages go oldest first: the last release of each chat, in
+	// order. (Their turns then run in parallel, each on its chat's child.)
+	var released []string
+	for _, l := range d2.logsWith("a parked message goes ahead") {
+		key := l.str("chat_key")
+		released = slices.DeleteFunc(released, func(k string) bool { return k == key })
+		released = append(released, key)
 	}
-	if !slices.Equal(order, []string{"canvas-one", "peer-a-one", "peer-b-one"}) {
-		t.Errorf("turns after the reset ran in the order %q, want oldest first", order)
+	if want := []string{e.canvasKey(), "peer:peer-a", "peer:peer-b"}; !slices.Equal(released, want) {
+		t.Errorf("parked messages went ahead in the order %q, want %q", released, want)
 	}
 	for _, r := range e.mock.Requests() {
 		if !r.Websocket {
@@ -167,6 +170,12 @@ func usageLimitParksMolecule(t *testing.T, busy string) {
 	}
 	if lim.limitHits() < 3 {
 		t.Errorf("the mock answered %d usage limits, want at least one per message", lim.limitHits())
+	}
+	for _, key := range []string{e.canvasKey(), "peer:peer-a", "peer:peer-b"} {
+		if u := d2.status().Snapshot.Usage[key]; u.InputTokens != limitUsage.Input || u.CachedInputTokens != limitUsage.CachedInput ||
+			u.OutputTokens != limitUsage.Output || u.ReasoningOutputTokens != limitUsage.Reasoning || u.Turns != 1 {
+			t.Errorf("%s's token totals %+v, want the one answered turn's", key, u)
+		}
 	}
 	if lt := d2.status().Snapshot.Limits; lt.Limited || lt.Parked != 0 || lt.Primary == nil || lt.Primary.UsedPercent != 12 {
 		t.Errorf("status limits after the reset: %+v", lt)
