@@ -89,7 +89,7 @@ func New(cfg Config) *Metrics {
 		reg: prometheus.NewRegistry(),
 		log: cfg.Logger.Named("metrics"),
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "turns_total",
-			Help: "Messages submitted to the pool, by chat kind and outcome (completed, failed, interrupted, stopped, superseded, busy, crash_loop, not_logged_in, shutting_down, watchdog_<name>, error)."},
+			Help: "Messages submitted to the pool, by chat kind and outcome (completed, failed, interrupted, stopped, superseded, busy, crash_loop, not_logged_in, shutting_down, model_unreachable, usage_limit, watchdog_<name>, error)."},
 			[]string{"kind", "outcome"}),
 		turnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "turn_duration_seconds",
 			Help: "Duration of codex turns that ran (turn/start to turn/completed), by chat kind.", Buckets: turnBuckets},
