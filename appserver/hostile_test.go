@@ -195,6 +195,30 @@ const (
 // hostileCases is the issue's list ("Bad input, tried and listed"), each with its outcome.
 var hostileCases = []hostileCase{
 	{
+		name:    "rate limits with missing, null and mistyped fields",
+		outcome: ignored,
+		script: []string{
+			`{"method":"account/rateLimits/updated","params":{"rateLimits":{"primary":{"usedPercent":100}}}}`,
+			`{"method":"account/rateLimits/updated","params":{}}`,
+			`{"method":"account/rateLimits/updated","params":{"rateLimits":{"primary":"x","secondary":[1],"credits":7}}}`,
+			`{"method":"account/rateLimits/updated","params":{"rateLimits":null}}`,
+			`{"method":"account/rateLimits/updated"}`,
+			complete,
+		},
+		check: func(t *testing.T, r *hostileRun) {
+			// All reach the turn (they name no thread); none is a usage limit, none breaks it.
+			n := 0
+			for _, nt := range r.res.Notifications {
+				if nt.Method == protocol.NotifyRateLimitsUpdated {
+					n++
+				}
+			}
+			if _, limited := appserver.UsageLimit(r.res.Notifications); n != 5 || limited {
+				t.Errorf("%d rate-limit notifications reached the turn (want 5), usage limit %v", n, limited)
+			}
+		},
+	},
+	{
 		name:    "responses to ids never sent",
 		outcome: ignored,
 		script: []string{

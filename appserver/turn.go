@@ -572,6 +572,11 @@ func (c *Client) route(n protocol.Notification) {
 		return
 	}
 	threadID, turnID := routeOf(n.Params)
+	if threadID == "" && n.Method == protocol.NotifyRateLimitsUpdated {
+		// Process-wide, but sent for the model answer of the running turn (the client runs
+		// one turn at a time): the turn's usage-limit failure is read from it.
+		threadID = t.threadID
+	}
 	if threadID != t.threadID {
 		return
 	}

@@ -104,6 +104,8 @@ var bridgeCounters = []struct {
 	{desc("molecule_duplicates_total", "Activity rows seen again and skipped."), func(s molecule.Stats) int64 { return s.Duplicates }},
 	{desc("molecule_busy_retries_total", "Messages the pool answered busy that were tried again later."), func(s molecule.Stats) int64 { return s.BusyRetries }},
 	{desc("molecule_unreachable_retries_total", "Tries of messages put off because the model service could not be reached."), func(s molecule.Stats) int64 { return s.UnreachableRetries }},
+	{desc("molecule_parked_total", "Messages parked until the account's usage limit resets (each chat told once)."), func(s molecule.Stats) int64 { return s.Parked }},
+	{desc("molecule_parked_too_long_total", "Messages answered with the usage limit because its reset was past --park-limit."), func(s molecule.Stats) int64 { return s.ParkedTooLong }},
 	{desc("molecule_commands_total", "Chat commands answered (/stop, /new, /status, /help)."), func(s molecule.Stats) int64 { return s.Commands }},
 	{desc("molecule_codex_failures_total", "Answers that report a failure instead of codex's answer."), func(s molecule.Stats) int64 { return s.CodexFailures }},
 	{desc("molecule_poll_errors_total", "Failed activity polls."), func(s molecule.Stats) int64 { return s.PollErrors }},

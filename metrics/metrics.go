@@ -59,6 +59,9 @@ type Config struct {
 	// Bridge reads the Molecule inbox's counters (molecule.Inbox.Stats); nil without one, and
 	// its metrics are then left out.
 	Bridge func() molecule.Stats
+	// Limits reads the account's usage limits (supervisor.Supervisor.Limits); nil leaves their
+	// metrics out.
+	Limits func() supervisor.LimitStatus
 	// Logger gets scrape errors; nil means none.
 	Logger *zap.Logger
 	// NoRuntime leaves out the Go and process collectors (unit tests compare exact outputs).
@@ -74,6 +77,7 @@ type Metrics struct {
 	firstLatency *prometheus.HistogramVec
 	pollDuration prometheus.Histogram
 	refreshes    *prometheus.CounterVec
+	tokens       *prometheus.CounterVec
 }
 
 // New builds the registry.
@@ -85,7 +89,7 @@ func New(cfg Config) *Metrics {
 		reg: prometheus.NewRegistry(),
 		log: cfg.Logger.Named("metrics"),
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "turns_total",
-			Help: "Messages submitted to the pool, by chat kind and outcome (completed, failed, interrupted, stopped, superseded, busy, crash_loop, not_logged_in, shutting_down, watchdog_<name>, error)."},
+			Help: "Messages submitted to the pool, by chat kind and outcome (completed, failed, interrupted, stopped, superseded, busy, crash_loop, not_logged_in, shutting_down, model_unreachable, usage_limit, watchdog_<name>, error)."},
 			[]string{"kind", "outcome"}),
 		turnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "turn_duration_seconds",
 			Help: "Duration of codex turns that ran (turn/start to turn/completed), by chat kind.", Buckets: turnBuckets},
@@ -97,7 +101,11 @@ func New(cfg Config) *Metrics {
 	m.refreshes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "chatgpt_token_refreshes_total",
 		Help: "Refreshes of the ChatGPT login the daemon holds for its children, by outcome (refreshed, adopted from auth.json, rejected: the login is gone, failed: no usable answer)."},
 		[]string{"outcome"})
-	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, &poolCollector{status: cfg.Status})
+	m.tokens = newTokens()
+	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, m.tokens, &poolCollector{status: cfg.Status})
+	if cfg.Limits != nil {
+		m.reg.MustRegister(&limitsCollector{limits: cfg.Limits})
+	}
 	if cfg.Bridge != nil {
 		m.pollDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "molecule_poll_duration_seconds",
 			Help: "Duration of Molecule activity polls, failed ones included.", Buckets: pollBuckets})
@@ -122,6 +130,7 @@ func (m *Metrics) ObserveTurn(e supervisor.TurnEvent) {
 	if e.Reply.TurnID != "" {
 		m.turnDuration.WithLabelValues(kind).Observe(e.Reply.Duration.Seconds())
 	}
+	m.observeTokens(kind, e.Reply)
 	if e.StartedChild {
 		m.firstLatency.WithLabelValues(kind).Observe(e.Latency.Seconds())
 	}

@@ -9,7 +9,10 @@ import (
 )
 
 // WriteCodexHome writes dir/config.toml so that codex run with CODEX_HOME=dir uses this mock as
-// its only model provider and stays offline. dir must exist.
+// its only model provider and stays offline. dir must exist. codex talks to the mock on its
+// Responses websocket (supports_websockets = true, as with the built-in openai provider) unless
+// Config.HTTPOnly. With Config.TLS, codex must also run with SSL_CERT_FILE naming the CA that
+// WriteCA writes.
 func (m *Model) WriteCodexHome(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(m.CodexConfig()), 0o600); err != nil {
 		return fmt.Errorf("mock model: write codex home: %w", err)
@@ -20,7 +23,7 @@ func (m *Model) WriteCodexHome(dir string) error {
 // CodexConfig is the config.toml WriteCodexHome writes: this mock as codex's only model
 // provider, which needs no login, and codex kept offline.
 func (m *Model) CodexConfig() string {
-	return fmt.Sprintf(codexConfigTemplate, "", strconv.Quote(m.url), "")
+	return fmt.Sprintf(codexConfigTemplate, "", strconv.Quote(m.url), m.transportLines())
 }
 
 // WriteCodexHomeChatGPT is WriteCodexHome for a provider that needs codex's OpenAI login, as
@@ -30,11 +33,24 @@ func (m *Model) CodexConfig() string {
 func (m *Model) WriteCodexHomeChatGPT(dir string) error {
 	root := strings.TrimSuffix(m.url, "/v1")
 	conf := fmt.Sprintf(codexConfigTemplate, "chatgpt_base_url = "+strconv.Quote(root+"/backend-api/")+"\n",
-		strconv.Quote(m.url), "requires_openai_auth = true\n")
+		strconv.Quote(m.url), m.transportLines()+"requires_openai_auth = true\n")
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(conf), 0o600); err != nil {
 		return fmt.Errorf("mock model: write codex home: %w", err)
 	}
 	return nil
+}
+
+// ServesWebsocket reports whether the mock serves the Responses websocket and points codex at it
+// (false with Config.HTTPOnly).
+func (m *Model) ServesWebsocket() bool { return !m.cfg.HTTPOnly }
+
+// transportLines are the provider lines that choose codex's transport: the websocket, as the
+// built-in openai provider uses, unless Config.HTTPOnly.
+func (m *Model) transportLines() string {
+	if !m.ServesWebsocket() {
+		return ""
+	}
+	return "supports_websockets = true\n"
 }
 
 // codexConfigTemplate is the CODEX_HOME config for tests: top-level lines, the quoted base URL,

@@ -1,12 +1,15 @@
 // Package mockmodel is a mock OpenAI Responses API for demos and tests: a server on loopback
 // only (127.0.0.1) that the real codex binary can use as its model provider, answering each
-// request by a script and recording what it received. WriteCodexHome points a CODEX_HOME at it
+// request by a script and recording what it received. It speaks both transports codex has:
+// HTTP + SSE (POST /v1/responses) and the Responses websocket (GET /v1/responses upgraded, one
+// response.create message per request, previous_response_id chaining), optionally over TLS. WriteCodexHome points a CODEX_HOME at it
 // and keeps codex offline. It is not a test double of this project's code, so production
 // commands (`supervisor demo`) may link it; test-only doubles live in appserver/appservertest.
 package mockmodel
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +36,16 @@ type Config struct {
 	// without "Bearer ") is good. A refused request is answered 401 with an OpenAI error body,
 	// as the real API answers an expired or revoked token, and is not recorded as a request.
 	Authorize func(bearer string) bool
+	// HTTPOnly serves the Responses API over HTTP + SSE only: websocket upgrades are refused and
+	// WriteCodexHome leaves codex on HTTP. By default the mock serves both and codex is told to
+	// use the websocket, as it does with the built-in openai provider.
+	HTTPOnly bool
+	// TLS serves HTTPS (and wss) with a certificate from a CA the mock generates; codex must
+	// trust it (SSL_CERT_FILE pointing at the file WriteCA writes).
+	TLS bool
+	// MaxConnAge, when positive, closes each websocket once it is this old and no response is
+	// being answered on it, as the real API closes long-lived connections.
+	MaxConnAge time.Duration
 }
 
 // Request is one POST /v1/responses as the mock saw it.
@@ -55,10 +68,20 @@ type Request struct {
 	ToolOutput string
 	// Images are the input_image parts of the real user messages in Input, oldest first.
 	Images []Image
-	// Raw is the request body as received.
+	// Raw is the request as received: the HTTP body, or the websocket message. Over the
+	// websocket it holds only the input items sent since PreviousResponseID, while Input is the
+	// whole conversation.
 	Raw []byte
-	// Bearer is the request's bearer token.
+	// Bearer is the request's bearer token (over the websocket: the upgrade request's).
 	Bearer string
+	// Websocket reports a request that came as a response.create message on a websocket.
+	Websocket bool
+	// PreviousResponseID is the response the request continues ("" when it carried the whole
+	// conversation). The mock rebuilt Input from that response's input and output.
+	PreviousResponseID string
+	// Sent is the number of input items the request itself carried; the first
+	// len(Input)-Sent came from PreviousResponseID.
+	Sent int
 }
 
 // Image is one input_image part of a user message.
@@ -92,6 +115,12 @@ type Reply struct {
 	// requests in flight until an event of the test's choosing, e.g. a barrier that opens once
 	// enough requests have arrived.
 	Hold <-chan struct{}
+	// UsageLimit answers 429 usage_limit_reached instead (see limits.go).
+	UsageLimit *UsageLimit
+	// RateLimits are the x-codex-* rate limits of the answer (of a usage limit too).
+	RateLimits *RateLimits
+	// Usage, when set, is the token usage response.completed reports.
+	Usage *Usage
 }
 
 // ToolCall is a function_call output item. Empty CallID and Name are filled in by the mock
@@ -158,6 +187,7 @@ type Model struct {
 	serveDone chan struct{} // closed when the Serve goroutine returned
 	closeOnce sync.Once
 	closeErr  error
+	caPEM     []byte // the generating CA's certificate with Config.TLS
 
 	mu           sync.Mutex
 	closed       bool           // no new handlers may register once set
@@ -169,7 +199,10 @@ type Model struct {
 	answering    int // /v1/responses requests being answered now
 	peak         int // high-water mark of answering since New or ResetMaxInFlight
 	unhandled    []string
-	changed      chan struct{} // closed and replaced whenever requests, hung or inflight change
+	warmups      []Request            // response.create messages with generate:false
+	sockets      int                  // websockets accepted, cumulative
+	conns        map[*wsConn]struct{} // open websockets
+	changed      chan struct{}        // closed and replaced whenever requests, hung or inflight change
 }
 
 // New starts a Model listening on Config.Addr (default: a free port of 127.0.0.1).
@@ -195,6 +228,16 @@ func New(cfg Config) (*Model, error) {
 		closing:   make(chan struct{}),
 		serveDone: make(chan struct{}),
 		changed:   make(chan struct{}),
+		conns:     make(map[*wsConn]struct{}),
+	}
+	if cfg.TLS {
+		ca, tlsConf, err := newTLS(host)
+		if err != nil {
+			return nil, errors.Join(err, ln.Close())
+		}
+		m.caPEM = ca
+		m.url = "https://" + ln.Addr().String() + "/v1"
+		ln = tls.NewListener(ln, tlsConf)
 	}
 	m.srv = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -204,7 +247,7 @@ func New(cfg Config) (*Model, error) {
 	return m, nil
 }
 
-// URL is the provider base URL for codex: http://127.0.0.1:PORT/v1.
+// URL is the provider base URL for codex: http://127.0.0.1:PORT/v1 (https with Config.TLS).
 func (m *Model) URL() string { return m.url }
 
 // Requests returns a copy of the /v1/responses requests received so far, in arrival order.
@@ -323,6 +366,7 @@ func (m *Model) Close() error {
 		m.closed = true
 		m.mu.Unlock()
 		close(m.closing)
+		// Shutdown does not track hijacked connections: each websocket's loop ends on closing.
 		// Handlers return promptly once closing is closed, so a graceful shutdown normally
 		// finishes at once; the deadline only guards against a client that never reads.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -346,6 +390,14 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.handlers.Add(1)
+	if isUpgrade(r) && !m.cfg.HTTPOnly && strings.HasSuffix(r.URL.Path, "/responses") {
+		// A websocket lives as long as codex keeps it; only the responses answered on it count
+		// as in flight.
+		m.mu.Unlock()
+		defer m.handlers.Done()
+		m.serveWebsocket(w, r)
+		return
+	}
 	m.inflight++
 	m.mu.Unlock()
 	defer func() {
@@ -377,17 +429,57 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	req.Bearer = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if m.cfg.Authorize != nil && !m.cfg.Authorize(req.Bearer) {
-		m.mu.Lock()
-		m.unauthorized++
-		m.notifyLocked()
-		m.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = io.WriteString(w, `{"error":{"message":"Your authentication token has expired. Please try signing in again.","type":"invalid_request_error","code":"token_expired","param":null}}`)
+	req.Bearer = bearerOf(r)
+	if !m.authorized(req.Bearer) {
+		writeUnauthorized(w)
 		return
 	}
+	_, _, _ = m.answer(r.Context(), req, &sseEmitter{w: w})
+}
+
+// bearerOf is a request's bearer token: its Authorization header without "Bearer ".
+func bearerOf(r *http.Request) string {
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+}
+
+// authorized applies Config.Authorize and counts a refusal.
+func (m *Model) authorized(bearer string) bool {
+	if m.cfg.Authorize == nil || m.cfg.Authorize(bearer) {
+		return true
+	}
+	m.mu.Lock()
+	m.unauthorized++
+	m.notifyLocked()
+	m.mu.Unlock()
+	return false
+}
+
+// writeUnauthorized answers 401 with the body the real API sends for an expired token.
+func writeUnauthorized(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = io.WriteString(w, unauthorizedBody)
+}
+
+const unauthorizedBody = `{"error":{"message":"Your authentication token has expired. Please try signing in again.","type":"invalid_request_error","code":"token_expired","param":null}}`
+
+// emitter writes one response's events on a transport: SSE events over HTTP, or text messages
+// over a websocket.
+type emitter interface {
+	// event sends one event (its "type" field names it) and reports false when the client is
+	// gone.
+	event(data map[string]any) bool
+	// status answers with an HTTP error status instead of a stream.
+	status(code int)
+	// usageLimit answers the account's usage limit instead of a stream; rateLimits reports
+	// rate limits before the first event (limits.go).
+	usageLimit(reply Reply)
+	rateLimits(rl *RateLimits)
+}
+
+// answer records req, runs the script, and emits the reply. It returns the response's id, the
+// output items sent, and whether the response completed.
+func (m *Model) answer(ctx context.Context, req Request, e emitter) (string, []map[string]any, bool) {
 	m.mu.Lock()
 	req.N = len(m.requests) + 1
 	m.requests = append(m.requests, req)
@@ -408,39 +500,24 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	reply := script(req)
 
-	if !m.pause(r.Context(), m.cfg.Latency+reply.Latency) || !m.hold(r.Context(), reply.Hold) {
-		return
+	if !m.pause(ctx, m.cfg.Latency+reply.Latency) || !m.hold(ctx, reply.Hold) {
+		return "", nil, false
+	}
+	if reply.UsageLimit != nil {
+		e.usageLimit(reply)
+		return "", nil, false
 	}
 	if reply.Status != 0 && reply.Status != http.StatusOK {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(reply.Status)
-		_, _ = fmt.Fprintf(w, `{"error":{"message":"mock model: scripted status %d","type":"server_error"}}`, reply.Status)
-		return
+		e.status(reply.Status)
+		return "", nil, false
 	}
-
-	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	e.rateLimits(reply.RateLimits)
 	respID := "resp_" + strconv.Itoa(req.N)
-	send := func(event string, data any) bool {
-		b, err := json.Marshal(data)
-		if err != nil {
-			panic(err) // only our own maps are marshalled here
-		}
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return true
-	}
-	if !send("response.created", map[string]any{
+	if !e.event(map[string]any{
 		"type":     "response.created",
 		"response": map[string]any{"id": respID},
 	}) {
-		return
+		return "", nil, false
 	}
 	if reply.Hang {
 		m.mu.Lock()
@@ -448,12 +525,47 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 		m.notifyLocked()
 		m.mu.Unlock()
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 		case <-m.closing:
 		}
-		return
+		return "", nil, false
 	}
 
+	items, outputTokens := outputItems(req, reply)
+	for _, item := range items {
+		if !e.event(map[string]any{
+			"type": "response.output_item.done",
+			"item": item,
+		}) {
+			return "", nil, false
+		}
+	}
+	// Token counts are small and deterministic so tests can assert on them: one input token
+	// per input item, one output token per word.
+	inputTokens := len(req.Input)
+	ok := e.event(withUsage(completedEvent(respID, inputTokens, outputTokens), reply.Usage))
+	return respID, items, ok
+}
+
+// completedEvent is the response.completed event of response id with this usage.
+func completedEvent(id string, inputTokens, outputTokens int) map[string]any {
+	return map[string]any{
+		"type": "response.completed",
+		"response": map[string]any{
+			"id": id,
+			"usage": map[string]any{
+				"input_tokens":          inputTokens,
+				"input_tokens_details":  nil,
+				"output_tokens":         outputTokens,
+				"output_tokens_details": nil,
+				"total_tokens":          inputTokens + outputTokens,
+			},
+		},
+	}
+}
+
+// outputItems are the output items of a reply to req, and its output token count.
+func outputItems(req Request, reply Reply) ([]map[string]any, int) {
 	var items []map[string]any
 	outputTokens := 1
 	calls := reply.ToolCalls
@@ -493,30 +605,39 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 		})
 		outputTokens = max(1, len(strings.Fields(reply.Text)))
 	}
-	for _, item := range items {
-		if !send("response.output_item.done", map[string]any{
-			"type": "response.output_item.done",
-			"item": item,
-		}) {
-			return
-		}
+	return items, outputTokens
+}
+
+// sseEmitter writes a response as HTTP server-sent events.
+type sseEmitter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (s *sseEmitter) event(data map[string]any) bool {
+	if !s.started {
+		s.started = true
+		s.w.Header().Set("Content-Type", "text/event-stream")
+		s.w.Header().Set("Cache-Control", "no-cache")
+		s.w.WriteHeader(http.StatusOK)
 	}
-	// Token counts are small and deterministic so tests can assert on them: one input token
-	// per input item, one output token per word.
-	inputTokens := len(req.Input)
-	send("response.completed", map[string]any{
-		"type": "response.completed",
-		"response": map[string]any{
-			"id": respID,
-			"usage": map[string]any{
-				"input_tokens":          inputTokens,
-				"input_tokens_details":  nil,
-				"output_tokens":         outputTokens,
-				"output_tokens_details": nil,
-				"total_tokens":          inputTokens + outputTokens,
-			},
-		},
-	})
+	b, err := json.Marshal(data)
+	if err != nil {
+		panic(err) // only our own maps are marshalled here
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", data["type"], b); err != nil {
+		return false
+	}
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return true
+}
+
+func (s *sseEmitter) status(code int) {
+	s.w.Header().Set("Content-Type", "application/json")
+	s.w.WriteHeader(code)
+	_, _ = fmt.Fprintf(s.w, `{"error":{"message":"mock model: scripted status %d","type":"server_error"}}`, code)
 }
 
 // pause waits d, and reports false when the client went away or the mock closed first.
@@ -572,8 +693,15 @@ func parseRequest(body []byte) (Request, error) {
 	if err := json.Unmarshal(body, &b); err != nil {
 		return Request{}, fmt.Errorf("mock model: decode request body: %w", err)
 	}
-	req := Request{Input: b.Input, Raw: body}
-	for _, raw := range b.Input {
+	req := parseInput(b.Input)
+	req.Raw = body
+	return req, nil
+}
+
+// parseInput extracts what scripts need from a whole conversation.
+func parseInput(input []json.RawMessage) Request {
+	req := Request{Input: input}
+	for _, raw := range input {
 		var it inputItem
 		if json.Unmarshal(raw, &it) != nil {
 			continue
@@ -597,7 +725,7 @@ func parseRequest(body []byte) (Request, error) {
 	if n := len(req.UserTexts); n > 0 {
 		req.LastUserText = req.UserTexts[n-1]
 	}
-	return req, nil
+	return req
 }
 
 // isCodexContext reports a user-role message that codex composed itself rather than the user:

@@ -109,6 +109,21 @@ func postResponses(ctx context.Context, t *testing.T, m *Model, input ...map[str
 	return client.Do(req)
 }
 
+// postResponsesWith is postResponses through client.
+func postResponsesWith(ctx context.Context, t *testing.T, client *http.Client, m *Model, input ...map[string]any) (*http.Response, error) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"model": "mock-model", "stream": true, "input": input})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.URL()+"/responses", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return client.Do(req)
+}
+
 // codexPrefixItems is what codex 0.169.0 puts in front of the user's first message (see the
 // comment on isCodexContext): developer instructions, AGENTS.md, environment context.
 func codexPrefixItems() []map[string]any {

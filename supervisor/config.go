@@ -209,6 +209,9 @@ type Config struct {
 	// ApprovalTimeout is how long an approval asked in the chat (appserver.DecisionAsk) waits
 	// for /approve or /deny before it is declined. Default DefaultApprovalTimeout.
 	ApprovalTimeout time.Duration
+	// ResumeSpacing paces the work parked by a usage limit (AwaitUsable) at its reset: one
+	// message every ResumeSpacing, oldest first. Default DefaultResumeSpacing.
+	ResumeSpacing time.Duration
 	// InterruptGrace is passed to appserver.TurnOptions. Zero: appserver's default (5 s).
 	InterruptGrace time.Duration
 
@@ -293,6 +296,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	setDur(&cfg.TurnDeadline, DefaultTurnDeadline)
 	setDur(&cfg.PostToolQuiet, DefaultPostToolQuiet)
 	setDur(&cfg.ModelUnreachable, DefaultModelUnreachable)
+	setDur(&cfg.ResumeSpacing, DefaultResumeSpacing)
 	if cfg.ApprovalTimeout <= 0 {
 		cfg.ApprovalTimeout = DefaultApprovalTimeout
 	}

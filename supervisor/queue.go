@@ -273,6 +273,11 @@ func (s *Supervisor) run(k *keyState, j *job) (Reply, error) {
 	if j.ctx.Err() != nil {
 		return Reply{}, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
 	}
+	if at, unknown, ok := s.limits.refusing(); ok {
+		// The account's limit, met by any chat: no child is started or used before the reset.
+		s.limits.reached(k.key)
+		return Reply{}, &UsageLimitError{ChatKey: k.key, ResetsAt: at, UnknownReset: unknown}
+	}
 	sess, err := s.acquire(k, j)
 	if err != nil {
 		return Reply{}, err

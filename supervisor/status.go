@@ -110,5 +110,5 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 		}
 		return a.PID - b.PID
 	})
-	return Snapshot{Taken: now, Children: out, Totals: t, Model: s.model.status()}
+	return Snapshot{Taken: now, Children: out, Totals: t, Model: s.model.status(), Limits: s.limits.status(), Usage: s.usage.all()}
 }

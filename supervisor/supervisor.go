@@ -53,7 +53,9 @@ type Supervisor struct {
 
 	spares spareState // the spares' keeper and backoff (spares.go)
 
-	model *modelState // whether the model could be reached, across every chat
+	model  *modelState  // whether the model could be reached, across every chat
+	limits *limitState  // the account's usage limits, and the work parked until their reset
+	usage  *usageTotals // each chat's token usage
 
 	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
 
@@ -101,6 +103,8 @@ func New(cfg Config) (*Supervisor, error) {
 		shutdownDone: make(chan struct{}),
 		approvals:    newApprovalBoard(),
 		model:        newModelState(),
+		limits:       newLimitState(cfg.StateDir, cfg.ResumeSpacing, cfg.Logger.Named("supervisor")),
+		usage:        newUsageTotals(cfg.StateDir, cfg.Logger.Named("supervisor")),
 		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters, budget: cfg.MemoryBudget},
 		spares:       spareState{kick: make(chan struct{}, 1), changed: make(chan struct{}), done: make(chan struct{})},
 	}
@@ -172,6 +176,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		}
 	}
 	s.closed = true
+	s.limits.stop()
 	queued := s.queue.DrainLocked()
 	s.slots.fail(ErrClosed)
 	running := len(s.sessions)

@@ -27,9 +27,16 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	s.mu.Lock()
 	k.live = live
 	s.mu.Unlock()
+	s.limits.reached(k.key) // a parked message released at a reset got here: the next may go
 
 	res, err := sess.child.RunTurn(ctx, sess.threadID, input, appserver.TurnOptions{
-		OnNotification: func(n protocol.Notification) { watch.observe(n); live.act.observe(n) },
+		OnNotification: func(n protocol.Notification) {
+			watch.observe(n)
+			live.act.observe(n)
+			if rl, ok := appserver.RateLimits(n); ok {
+				s.limits.update(rl)
+			}
+		},
 		InterruptGrace: s.cfg.InterruptGrace,
 		OnStarted:      live.started,
 		Approve:        s.approver(k.key, j.askApprovalsOf, sess, watch, &notes),
@@ -55,12 +62,25 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		if res.Error != nil {
 			r.Error = res.Error.Message
 		}
+		s.usage.add(k.key, r.Usage)
 	}
 
 	watchdog, retire := classifyTurn(err, cause, sess.child)
 	var trip *tripError
+	var limited *UsageLimitError
 	unreachable := ""
+	resetsAt, limitHit := time.Time{}, false
+	if res != nil && err == nil {
+		resetsAt, limitHit = appserver.UsageLimit(res.Notifications)
+	}
 	switch {
+	case limitHit:
+		// Not the chat's failure: the message runs again after the reset, so the turn that
+		// holds only it leaves the thread (as for an unreachable model).
+		limited = s.limits.hit(k.key, resetsAt)
+		if settled && r.TurnID != "" {
+			s.dropUnanswered(sess, r.TurnID)
+		}
 	case watchdog == WatchdogModelUnreachable && errors.As(cause, &trip):
 		unreachable = trip.cause
 		s.model.unreachable(trip.cause, s.log)
@@ -69,6 +89,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		}
 	case settled && r.Status == protocol.TurnCompleted:
 		s.model.reached(s.log)
+		s.limits.cleared()
 	}
 	if settled && !sess.recorded {
 		s.recordThread(k.key, sess)
@@ -112,6 +133,9 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	}
 
 	switch {
+	case limited != nil:
+		sess.log.Info("the account's usage limit kept the message from codex", zap.Time("resets_at", limited.ResetsAt))
+		return r, limited
 	case watchdog != "":
 		sess.log.Warn("turn ended by watchdog", zap.String("watchdog", watchdog), zap.Error(err))
 		return r, &WatchdogError{ChatKey: k.key, Watchdog: watchdog, PID: sess.pid, Cause: unreachable, Err: err}

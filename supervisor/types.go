@@ -200,4 +200,7 @@ type Snapshot struct {
 	Children []ChildStatus `json:"children"`
 	Totals   Totals        `json:"totals"`
 	Model    ModelStatus   `json:"model"`
+	Limits   LimitStatus   `json:"limits"`
+	// Usage is each chat's token usage, summed over its turns (also of chats without a child).
+	Usage map[string]ChatUsage `json:"usage,omitempty"`
 }

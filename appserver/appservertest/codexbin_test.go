@@ -328,8 +328,11 @@ func TestExecTurnModelFailure(t *testing.T) {
 	if !strings.Contains(err.Error(), r.Error) {
 		t.Errorf("error %q does not carry the turn error %q", err, r.Error)
 	}
-	if e.mock.RequestCount() != 1 {
-		t.Errorf("model requests = %d: request_max_retries=0 should stop retries", e.mock.RequestCount())
+	// An error on the websocket makes codex try the same request once over HTTP (and stay on
+	// HTTP); request_max_retries=0 stops any retry beyond that.
+	reqs := e.mock.Requests()
+	if len(reqs) != 2 || !reqs[0].Websocket || reqs[1].Websocket {
+		t.Errorf("model requests = %+v: want one on the websocket and its one HTTP fallback", reqs)
 	}
 }
 

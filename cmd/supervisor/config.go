@@ -71,8 +71,12 @@ type runConfig struct {
 	// ProgressInterval: a canvas chat whose turn runs this long gets a short progress note each
 	// interval; 0 turns the notes off.
 	ProgressInterval time.Duration
-	LogLevel         string
-	LogFormat        string
+	// ParkLimit bounds how long a Molecule message waits for a usage limit's reset.
+	ParkLimit time.Duration
+	// ResumeSpacing paces parked messages at a usage limit's reset.
+	ResumeSpacing time.Duration
+	LogLevel      string
+	LogFormat     string
 
 	// MemoryBudget bounds the children's summed PSS in bytes: 0 for supervisor's default, -1 for
 	// none. MemoryBudgetFraction, when set instead, is the share of MemAvailable at start.
@@ -204,6 +208,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.dur(&c.TurnTimeout, "turn-timeout", "CODEX_WARM_TURN_TIMEOUT", 600*time.Second, "interrupt a turn running this long")
 	e.dur(&c.PostToolTimeout, "post-tool-timeout", "CODEX_WARM_POST_TOOL_TIMEOUT", 90*time.Second, "retire a child silent this long after a tool finished")
 	e.dur(&c.ModelUnreachableTimeout, "model-unreachable-timeout", "CODEX_WARM_MODEL_UNREACHABLE_TIMEOUT", supervisor.DefaultModelUnreachable, "end a turn whose model service could not be reached this long (codex retries forever); the chat is told, Molecule messages are answered when it is back; later turns of the outage end at once")
+	e.dur(&c.ParkLimit, "park-limit", "CODEX_WARM_PARK_LIMIT", molecule.DefaultParkLimit, "Molecule: a message the account's usage limit holds waits for the reset this long at most (from its arrival); a later reset is answered with the limit and the reset time")
+	e.dur(&c.ResumeSpacing, "resume-spacing", "CODEX_WARM_RESUME_SPACING", supervisor.DefaultResumeSpacing, "at a usage limit's reset, run the parked messages one every this long, oldest first")
 	e.dur(&c.HandshakeTimeout, "handshake-timeout", "CODEX_WARM_HANDSHAKE_TIMEOUT", 30*time.Second, "retire a child that does not finish initialize in time")
 	e.dur(&c.DrainTimeout, "drain-timeout", "CODEX_WARM_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, let running turns finish this long before interrupting them")
 	e.dur(&c.PollInterval, "poll-interval", "CODEX_WARM_POLL_INTERVAL", time.Second, "Molecule activity poll interval")
@@ -275,6 +281,10 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 		return c, fmt.Errorf("--child-max-turns %d: must be >= 0", c.ChildMaxTurns)
 	case c.ChildMaxAge < 0:
 		return c, fmt.Errorf("--child-max-age %s: must be >= 0", c.ChildMaxAge)
+	case c.ParkLimit <= 0:
+		return c, fmt.Errorf("--park-limit %s: must be > 0", c.ParkLimit)
+	case c.ResumeSpacing <= 0:
+		return c, fmt.Errorf("--resume-spacing %s: must be > 0", c.ResumeSpacing)
 	case c.ModelUnreachableTimeout <= 0:
 		return c, fmt.Errorf("--model-unreachable-timeout %s: must be > 0", c.ModelUnreachableTimeout)
 	case c.MaxQueue < 1:

@@ -91,6 +91,11 @@ func TestE2EModelUnreachableAtStartAndBack(t *testing.T) {
 	if back.RequestCount() == 0 {
 		t.Error("the answer did not come from the model that came back")
 	}
+	// codex reaches the model on its websocket (the transport production uses) and comes back on
+	// it: an outage does not leave the child on HTTP.
+	if reqs := back.Requests(); back.Websockets() == 0 || !reqs[len(reqs)-1].Websocket {
+		t.Errorf("the answer after the outage came over HTTP (%d websockets), want the websocket", back.Websockets())
+	}
 	if m := d.status().Snapshot.Model; m.Unreachable || m.Outages != 1 {
 		t.Errorf("status model after recovery = %+v", m)
 	}
@@ -155,6 +160,9 @@ func modelUnreachableMidConversation(t *testing.T, busy string) {
 		t.Fatalf("notifies = %v, want the answer to the second message last", notes)
 	}
 	reqs := back.Requests()
+	if back.Websockets() == 0 || len(reqs) == 0 || !reqs[0].Websocket {
+		t.Errorf("the answer after the outage came over HTTP (%d websockets), want the websocket", back.Websockets())
+	}
 	if len(reqs) != 1 || !slices.Equal(reqs[0].UserTexts, []string{"first", "second"}) {
 		t.Errorf("the model that came back saw %d requests (user texts %q), want one with the whole conversation", len(reqs), reqs[len(reqs)-1].UserTexts)
 	}

@@ -54,6 +54,9 @@ type e2eConfig struct {
 	Local bool
 	// Env is added to every daemon's environment (after the harness's own variables).
 	Env []string
+	// TLS serves the mock model over TLS (https, wss) with a CA it generates; the daemons get
+	// SSL_CERT_FILE naming it, so codex children trust it, as production reaches the model.
+	TLS bool
 }
 
 // e2e is one environment: a mock model, a CODEX_HOME pointing at it, a state directory, and in
@@ -89,7 +92,7 @@ func newE2E(t *testing.T, cfg e2eConfig) *e2e {
 		}
 		_ = os.RemoveAll(root)
 	})
-	mock, err := mockmodel.New(mockmodel.Config{Script: cfg.Script, Authorize: cfg.Authorize})
+	mock, err := mockmodel.New(mockmodel.Config{Script: cfg.Script, Authorize: cfg.Authorize, TLS: cfg.TLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +119,13 @@ func newE2E(t *testing.T, cfg e2eConfig) *e2e {
 	}
 	if err := mock.WriteCodexHome(e.codexHome); err != nil {
 		t.Fatal(err)
+	}
+	if cfg.TLS {
+		ca := filepath.Join(root, "mock-ca.pem")
+		if err := mock.WriteCA(ca); err != nil {
+			t.Fatal(err)
+		}
+		e.extraEnv = append(e.extraEnv[:len(e.extraEnv):len(e.extraEnv)], "SSL_CERT_FILE="+ca)
 	}
 	if !cfg.Local {
 		e.plat = moleculetest.NewPlatform(t, cfg.Platform)

@@ -20,13 +20,14 @@ func cmdMockModel(ctx context.Context, args []string, getenv func(string) string
 	listen := fs.String("listen", "127.0.0.1:8378", "loopback address to listen on (127.0.0.1:0 picks a free port)")
 	codexHome := fs.String("codex-home", "", "also write config.toml into this directory (created 0700): a CODEX_HOME for the daemon")
 	latency := fs.Duration("latency", 0, "delay every answer by this much (to watch busy children in `supervisor status`)")
+	httpOnly := fs.Bool("http", false, "serve HTTP + SSE only and leave codex on it (default: codex uses the Responses websocket, as with OpenAI)")
 	if err := fs.Parse(args); err != nil {
 		return flagsError(err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	m, err := mockmodel.New(mockmodel.Config{Addr: *listen, Latency: *latency})
+	m, err := mockmodel.New(mockmodel.Config{Addr: *listen, Latency: *latency, HTTPOnly: *httpOnly})
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,11 @@ func cmdMockModel(ctx context.Context, args []string, getenv func(string) string
 
 // printMockUsage tells a newcomer what to do with the running mock.
 func printMockUsage(w io.Writer, m *mockmodel.Model, home string) {
-	fmt.Fprintf(w, "mock model listening on %s (Ctrl-C stops it)\n", m.URL())
+	transport := "the Responses websocket, and HTTP + SSE"
+	if !m.ServesWebsocket() {
+		transport = "HTTP + SSE only"
+	}
+	fmt.Fprintf(w, "mock model listening on %s, %s (Ctrl-C stops it)\n", m.URL(), transport)
 	fmt.Fprintln(w, `it answers every message with "reply #N: <your text>", N counting the chat's messages`)
 	fmt.Fprintln(w)
 	shownHome := home

@@ -58,7 +58,8 @@ func TestMockModelCommand(t *testing.T) {
 			t.Errorf("printed config lacks %q:\n%s", l, out)
 		}
 	}
-	for _, want := range []string{"mock model listening on http://127.0.0.1:", "export CODEX_HOME=" + home, "supervisor run --inbox local"} {
+	for _, want := range []string{"mock model listening on http://127.0.0.1:", "the Responses websocket", "supports_websockets = true",
+		"export CODEX_HOME=" + home, "supervisor run --inbox local"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -168,7 +168,8 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	var met *metrics.Metrics
 	var onTurn func(supervisor.TurnEvent)
 	if cfg.MetricsListen != "" {
-		mc := metrics.Config{Status: func() supervisor.Snapshot { return d.sup.Status() }, Logger: log}
+		mc := metrics.Config{Status: func() supervisor.Snapshot { return d.sup.Status() },
+			Limits: func() supervisor.LimitStatus { return d.sup.Limits() }, Logger: log}
 		if cfg.Inbox == "molecule" {
 			// d.mol is set before the metrics listener starts.
 			mc.Bridge = func() molecule.Stats { return d.mol.Stats() }
@@ -215,6 +216,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		TurnDeadline:     cfg.TurnTimeout,
 		PostToolQuiet:    cfg.PostToolTimeout,
 		ModelUnreachable: cfg.ModelUnreachableTimeout,
+		ResumeSpacing:    cfg.ResumeSpacing,
 		ApprovalTimeout:  cfg.ApprovalTimeout,
 		Admit:            d.login.admit,
 		OnTurn:           onTurn,
@@ -280,6 +282,8 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		}
 		mcfg.Progress = d.sup
 		mcfg.ProgressInterval = cfg.ProgressInterval
+		mcfg.Limits = d.sup
+		mcfg.ParkLimit = cfg.ParkLimit
 		mcfg.Logger = log
 		mcfg.PollInterval = cfg.PollInterval
 		mcfg.HeartbeatInterval = cfg.HeartbeatInterval

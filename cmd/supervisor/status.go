@@ -48,8 +48,8 @@ func cmdStatus(ctx context.Context, args []string, getenv func(string) string, s
 func renderMolecule(w io.Writer, s *molecule.Stats) {
 	fmt.Fprintf(w, "molecule: received %d  answered %d  delivered %d  delivery retries %d  delivery failures %d  pending replies %d  unacked %d  in flight %d\n",
 		s.Received, s.Answered, s.Delivered, s.DeliveryRetries, s.DeliveryFailed, s.PendingReplies, s.Unacked, s.InFlight)
-	fmt.Fprintf(w, "  codex failures %d  poison %d  duplicates %d  busy retries %d  unreachable retries %d  commands %d  recovered %d\n",
-		s.CodexFailures, s.Poison, s.Duplicates, s.BusyRetries, s.UnreachableRetries, s.Commands, s.Recovered)
+	fmt.Fprintf(w, "  codex failures %d  poison %d  duplicates %d  busy retries %d  unreachable retries %d  parked %d (too long %d)  commands %d  recovered %d\n",
+		s.CodexFailures, s.Poison, s.Duplicates, s.BusyRetries, s.UnreachableRetries, s.Parked, s.ParkedTooLong, s.Commands, s.Recovered)
 	cursor := s.Cursor
 	if cursor == "" {
 		cursor = "-"
@@ -99,6 +99,7 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 		fmt.Fprintf(w, "WARNING: the model service cannot be reached (since %s ago): %s. Turns end at once; Molecule messages wait and are answered when it is back.\n",
 			shortDuration(now.Sub(m.Since)), m.Cause)
 	}
+	renderLimits(w, doc.Snapshot.Limits, now)
 	fmt.Fprintln(w)
 
 	rows := append([]supervisor.ChildStatus(nil), doc.Snapshot.Children...)
@@ -154,6 +155,7 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 	if doc.Bridge != nil {
 		renderMolecule(w, doc.Bridge)
 	}
+	renderUsage(w, doc.Snapshot.Usage)
 }
 
 // shortID keeps thread ids readable in a table; --json has them whole.

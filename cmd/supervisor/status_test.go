@@ -43,7 +43,7 @@ func TestRenderStatusMoleculeCounters(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"molecule: received 12  answered 11  delivered 9  delivery retries 4  delivery failures 2  pending replies 18  unacked 17  in flight 19",
-		"codex failures 1  poison 3  duplicates 5  busy retries 6  unreachable retries 7  commands 8  recovered 16",
+		"codex failures 1  poison 3  duplicates 5  busy retries 6  unreachable retries 7  parked 0 (too long 0)  commands 8  recovered 16",
 		"poll errors 13  heartbeat errors 14  state write errors 15  cursor act-99",
 	} {
 		if !strings.Contains(out, want) {

@@ -126,6 +126,9 @@ func RunCommand(ctx context.Context, c Controls, chatKey string, cmd Command, dr
 		}
 	case cmdStatus:
 		text := statusText(c.ChatStatus(chatKey))
+		if u, ok := c.(UsageSource); ok {
+			text += "\n" + usageStatusText(u, chatKey, time.Now())
+		}
 		for _, a := range c.PendingApprovals(chatKey) {
 			text += "\n" + ApprovalPrompt(a)
 		}

@@ -41,6 +41,9 @@ const (
 	// OutcomeModelUnreachable: codex could not reach the model service; nothing was answered,
 	// the child is fine, and the same message can run once the service is back.
 	OutcomeModelUnreachable
+	// OutcomeUsageLimit: the account's usage limit is reached (*supervisor.UsageLimitError);
+	// nothing was answered, and the same message can run after the reset.
+	OutcomeUsageLimit
 )
 
 // Classify maps a Submit result to an Outcome. It reads types and protocol constants only:
@@ -50,6 +53,7 @@ func Classify(r supervisor.Reply, err error) Outcome {
 	var wd *supervisor.WatchdogError
 	var cl *supervisor.CrashLoopError
 	var ae *appserver.AuthError
+	var ul *supervisor.UsageLimitError
 	switch {
 	case err == nil && r.Status == protocol.TurnCompleted:
 		return OutcomeAnswered
@@ -70,6 +74,8 @@ func Classify(r supervisor.Reply, err error) Outcome {
 		return OutcomeAuth
 	case errors.As(err, &wd) && wd.Watchdog == supervisor.WatchdogModelUnreachable:
 		return OutcomeModelUnreachable
+	case errors.As(err, &ul):
+		return OutcomeUsageLimit
 	case errors.As(err, &wd):
 		return OutcomeWatchdog
 	case errors.As(err, &cl):
@@ -99,6 +105,10 @@ func ReplyText(r supervisor.Reply, err error) string {
 	case OutcomeModelUnreachable:
 		errors.As(err, &wd)
 		return ModelUnreachableText(wd.Cause)
+	case OutcomeUsageLimit:
+		var ul *supervisor.UsageLimitError
+		errors.As(err, &ul)
+		return UsageLimitText(ul, time.Now())
 	case OutcomeWatchdog:
 		errors.As(err, &wd)
 		if wd.Watchdog == supervisor.WatchdogTurn {
@@ -223,6 +233,8 @@ func OutcomeLabel(r supervisor.Reply, err error) string {
 		return LabelClosed
 	case OutcomeModelUnreachable:
 		return LabelModelUnreachable
+	case OutcomeUsageLimit:
+		return LabelUsageLimit
 	case OutcomeWatchdog:
 		var wd *supervisor.WatchdogError
 		errors.As(err, &wd)

@@ -119,6 +119,8 @@ type ErrorReply struct {
 	// Rule names the request check that refused the request: "host", "token", "origin",
 	// "content-type", "body", "body-timeout" or "connections". Empty for answers about the turn itself.
 	Rule string `json:"rule,omitempty"`
+	// ResetsAt is when the account's usage limit resets (429 only): send the message again then.
+	ResetsAt time.Time `json:"resets_at,omitzero"`
 }
 
 // Inbox is an http.Handler for a loopback listener:
@@ -280,6 +282,13 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		log.Warn("the model service could not be reached", zap.Error(err))
 		w.Header().Set("Retry-After", retryAfterSeconds(h.cfg.RetryAfter))
 		writeJSON(w, http.StatusServiceUnavailable, ErrorReply{Error: text + " Please send it again in a minute.", Watchdog: supervisor.WatchdogModelUnreachable})
+	case chat.OutcomeUsageLimit:
+		// The caller holds the message (this inbox parks nothing): it is told when to send it.
+		var ul *supervisor.UsageLimitError
+		errors.As(err, &ul)
+		log.Info("the account's usage limit is reached; told to send again after the reset", zap.Time("resets_at", ul.ResetsAt))
+		w.Header().Set("Retry-After", retryAfterSeconds(time.Until(ul.ResetsAt)))
+		writeJSON(w, http.StatusTooManyRequests, ErrorReply{Error: text, ResetsAt: ul.ResetsAt})
 	case chat.OutcomeBusy, chat.OutcomeClosed:
 		log.Warn("busy", zap.Error(err))
 		w.Header().Set("Retry-After", retryAfterSeconds(h.cfg.RetryAfter))

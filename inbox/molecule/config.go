@@ -87,6 +87,13 @@ type Config struct {
 	// or interrupt). Nil: each message of a chat waits until the one before it was answered and
 	// delivered (Answerer.Submit).
 	HandOff Enqueuer
+	// Limits, when set, parks messages the account's usage limit keeps from codex until the
+	// reset (rows unacknowledged, the chat told once); nil answers them with the limit.
+	Limits Parker
+	// ParkLimit bounds how long a message may wait for a usage limit's reset, counted from its
+	// arrival: a reset later than that is answered with the limit and the reset time. Default
+	// DefaultParkLimit.
+	ParkLimit time.Duration
 	// Controls carries out chat commands (/stop, /new, /status, /help) sent by canvas users and
 	// peers; nil turns them off, and such messages go to codex as text.
 	Controls chat.Controls
@@ -178,6 +185,7 @@ func (cfg Config) withDefaults() Config {
 	setDur(&cfg.RetryInitial, DefaultRetryInitial)
 	setDur(&cfg.RetryMax, DefaultRetryMax)
 	setDur(&cfg.BusyRetryFor, DefaultBusyRetryFor)
+	setDur(&cfg.ParkLimit, DefaultParkLimit)
 	if cfg.MaxPollBytes <= 0 {
 		cfg.MaxPollBytes = DefaultMaxPollBytes
 	}

@@ -36,7 +36,10 @@ type stateFile struct {
 	// Pending are replies codex produced that the platform has not accepted yet. They are
 	// delivered without running codex again, also after a restart.
 	Pending []pendingReply `json:"pending"`
-	SavedAt time.Time      `json:"saved_at"`
+	// Parked lists unanswered activity ids whose chat was told that the account's usage limit
+	// holds them, so that a restart does not tell it again.
+	Parked  []string  `json:"parked,omitempty"`
+	SavedAt time.Time `json:"saved_at"`
 }
 
 // pendingReply is a reply waiting for delivery.
@@ -83,6 +86,7 @@ type ledger struct {
 	order    []*entry
 	byID     map[string]*entry
 	pending  map[string]pendingReply
+	parked   map[string]bool // see stateFile.Parked
 	recent   *idRing
 	restored []pendingReply
 	// gen counts changes to persisted state; written is the gen of the last successful write.
@@ -105,6 +109,7 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 		log:     log,
 		byID:    make(map[string]*entry),
 		pending: make(map[string]pendingReply),
+		parked:  make(map[string]bool),
 		recent:  newIDRing(recentIDs),
 		room:    make(chan struct{}),
 	}
@@ -139,6 +144,11 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 	l.cursor, l.ackedSeq = st.Cursor, st.AckedSeq
 	for _, id := range st.Done {
 		l.recent.add(id)
+	}
+	for _, id := range st.Parked {
+		if !l.recent.has(id) {
+			l.parked[id] = true
+		}
 	}
 	for _, p := range st.Pending {
 		if p.ActivityID == "" || l.recent.has(p.ActivityID) {
@@ -227,11 +237,25 @@ func (l *ledger) setPending(p pendingReply) {
 	l.gen++
 }
 
+// markParked records that id's chat was told the usage limit holds it; it reports false when
+// it was told already (in this run or before a restart).
+func (l *ledger) markParked(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.parked[id] {
+		return false
+	}
+	l.parked[id] = true
+	l.gen++
+	return true
+}
+
 // markDone finishes a row: its reply was accepted, judged undeliverable, or it needs none.
 func (l *ledger) markDone(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.pending, id)
+	delete(l.parked, id)
 	l.gen++
 	if e := l.byID[id]; e != nil {
 		e.done = true
@@ -321,6 +345,10 @@ func (l *ledger) snapshotLocked() stateFile {
 		st.Pending = append(st.Pending, p)
 	}
 	slices.SortFunc(st.Pending, func(a, b pendingReply) int { return a.AnsweredAt.Compare(b.AnsweredAt) })
+	for id := range l.parked {
+		st.Parked = append(st.Parked, id)
+	}
+	slices.Sort(st.Parked)
 	return st
 }
 

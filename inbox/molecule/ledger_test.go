@@ -262,3 +262,43 @@ func TestLedgerRefusesSymlink(t *testing.T) {
 		v.AssertUntouched(t)
 	})
 }
+
+// A chat told that the usage limit holds its message is not told again after a restart; once
+// the row is finished the mark is gone.
+func TestLedgerParkedSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	l, err := openLedger(dir, "ws-1", 8, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.admit("a1", 0)
+	l.admit("a2", 0)
+	if !l.markParked("a1") || l.markParked("a1") || !l.markParked("a2") {
+		t.Fatal("markParked: the first mark must report true, a second false")
+	}
+	if err := l.sync(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := openLedger(dir, "ws-1", 8, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.markParked("a1") || l2.markParked("a2") {
+		t.Error("a restart forgot that the chats were told")
+	}
+	l2.admit("a1", 0)
+	l2.markDone("a1")
+	if err := l2.sync(); err != nil {
+		t.Fatal(err)
+	}
+	l3, err := openLedger(dir, "ws-1", 8, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l3.markParked("a2") {
+		t.Error("a2's mark was lost")
+	}
+	if !l3.markParked("a1") {
+		t.Error("a finished row kept its mark")
+	}
+}

@@ -182,6 +182,8 @@ func (m *Inbox) Stats() Stats {
 		Abandoned:          m.c.abandoned.Load(),
 		BusyRetries:        m.c.busyRetries.Load(),
 		UnreachableRetries: m.c.unreachableRetries.Load(),
+		Parked:             m.c.parked.Load(),
+		ParkedTooLong:      m.c.parkedTooLong.Load(),
 		Commands:           m.c.commands.Load(),
 		Cursor:             m.ledger.Cursor(),
 		Unacked:            unacked,

@@ -98,7 +98,7 @@ func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 		// The first try is the ticket at hand; while the model service cannot be reached the
 		// message is handed over again, as submit does for --busy queue.
 		first := true
-		reply, err := m.untilReachable(ctx, drainCtx, log, msg, func() (supervisor.Reply, error) {
+		reply, err := m.untilServed(ctx, drainCtx, log, msg, func() (supervisor.Reply, error) {
 			if first {
 				first = false
 				return ticket.Wait()
@@ -133,7 +133,7 @@ func (m *Inbox) input(msg message) supervisor.Input {
 func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg message, start time.Time, reply supervisor.Reply, err error) (*pendingReply, bool) {
 	oc := chat.Classify(reply, err)
 	if oc == chat.OutcomeClosed || (oc != chat.OutcomeAnswered && drainCtx.Err() != nil) ||
-		((oc == chat.OutcomeBusy || oc == chat.OutcomeModelUnreachable) && ctx.Err() != nil) {
+		((oc == chat.OutcomeBusy || oc == chat.OutcomeModelUnreachable || oc == chat.OutcomeUsageLimit) && ctx.Err() != nil) {
 		m.c.abandoned.Add(1)
 		log.Info("stopping before the message was answered; it will be answered after the restart", zap.Error(err))
 		return nil, false
@@ -236,7 +236,7 @@ func (m *Inbox) command(ctx context.Context, log *zap.Logger, disp *dispatcher, 
 // each try costs a connection attempt (the supervisor ends a turn at codex's first report of an
 // outage it already knows). Busy answers are retried as submitBusy says.
 func (m *Inbox) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message) (supervisor.Reply, error) {
-	return m.untilReachable(ctx, drainCtx, log, msg, func() (supervisor.Reply, error) {
+	return m.untilServed(ctx, drainCtx, log, msg, func() (supervisor.Reply, error) {
 		return m.submitBusy(ctx, drainCtx, log, msg)
 	})
 }

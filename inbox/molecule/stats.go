@@ -41,6 +41,10 @@ type Stats struct {
 	// UnreachableRetries counts tries of a message put off because the model service could
 	// not be reached.
 	UnreachableRetries int64 `json:"unreachable_retries"`
+	// Parked counts messages parked until the account's usage limit resets (each told once);
+	// ParkedTooLong counts those answered with the limit because the reset was past ParkLimit.
+	Parked        int64 `json:"parked"`
+	ParkedTooLong int64 `json:"parked_too_long"`
 	// Commands counts chat commands answered (/stop, /new, /status, /help).
 	Commands int64 `json:"commands"`
 
@@ -58,5 +62,5 @@ type Stats struct {
 type counters struct {
 	received, answered, codexFailures, delivered, deliveryRetries, deliveryFailed, recovered,
 	poison, skippedEchoes, duplicates, truncated, pollErrors, heartbeatErrors, persistErrors,
-	abandoned, busyRetries, unreachableRetries, commands atomic.Int64
+	abandoned, busyRetries, unreachableRetries, commands, parked, parkedTooLong atomic.Int64
 }
