@@ -74,6 +74,7 @@ type Metrics struct {
 	firstLatency *prometheus.HistogramVec
 	pollDuration prometheus.Histogram
 	refreshes    *prometheus.CounterVec
+	reloads      *prometheus.CounterVec
 }
 
 // New builds the registry.
@@ -97,7 +98,10 @@ func New(cfg Config) *Metrics {
 	m.refreshes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "chatgpt_token_refreshes_total",
 		Help: "Refreshes of the ChatGPT login the daemon holds for its children, by outcome (refreshed, adopted from auth.json, rejected: the login is gone, failed: no usable answer)."},
 		[]string{"outcome"})
-	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, &poolCollector{status: cfg.Status})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "reloads_total",
+		Help: "Reloads of the daemon in place (SIGHUP, supervisor reload), by outcome (ok: counted by the new image; refused: the new binary failed its preflight or the daemon could not quiesce; failed: the exec failed and the old image serves on). Counts since the image started, plus ok for the reload that started it."},
+		[]string{"outcome"})
+	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, m.reloads, &poolCollector{status: cfg.Status})
 	if cfg.Bridge != nil {
 		m.pollDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "molecule_poll_duration_seconds",
 			Help: "Duration of Molecule activity polls, failed ones included.", Buckets: pollBuckets})
@@ -113,6 +117,11 @@ func New(cfg Config) *Metrics {
 // codexauth's Config.OnRefresh.
 func (m *Metrics) ObserveTokenRefresh(outcome string) {
 	m.refreshes.WithLabelValues(outcome).Inc()
+}
+
+// ObserveReload counts one reload by its outcome.
+func (m *Metrics) ObserveReload(outcome string) {
+	m.reloads.WithLabelValues(outcome).Inc()
 }
 
 // ObserveTurn records one Submit call; it is the supervisor's Config.OnTurn.
