@@ -54,6 +54,9 @@ type e2eConfig struct {
 	Local bool
 	// Env is added to every daemon's environment (after the harness's own variables).
 	Env []string
+	// Bin is the daemon's executable; empty means this test binary. A reload test copies the
+	// test binary there so that it can replace the file on disk.
+	Bin string
 }
 
 // e2e is one environment: a mock model, a CODEX_HOME pointing at it, a state directory, and in
@@ -66,6 +69,7 @@ type e2e struct {
 	plat      *moleculetest.Platform // nil in local mode
 	local     bool
 	extraEnv  []string
+	bin       string
 	root      string
 	codexHome string
 	workDir   string
@@ -104,6 +108,7 @@ func newE2E(t *testing.T, cfg e2eConfig) *e2e {
 		mock:      mock,
 		local:     cfg.Local,
 		extraEnv:  cfg.Env,
+		bin:       cfg.Bin,
 		root:      root,
 		codexHome: filepath.Join(root, "codex-home"),
 		workDir:   filepath.Join(root, "work"),
@@ -201,7 +206,11 @@ func (e *e2e) launch(extra ...string) *daemonProc {
 		args = append(args, "--inbox", "molecule")
 	}
 	args = append(args, extra...)
-	cmd := exec.Command(os.Args[0], args...)
+	bin := os.Args[0]
+	if e.bin != "" {
+		bin = e.bin
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = e.env()
 	cmd.Dir = e.workDir
 	cmd.Stdout, cmd.Stderr = f, f

@@ -1,0 +1,194 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/molecule-ai/codex-warm/internal/exectest"
+)
+
+// installBin copies this test binary (the daemon's code) to path the way an installer does: a
+// new file renamed over the old one, so that the running daemon's file is another inode. It
+// returns the new file's inode.
+func installBin(t *testing.T, path string) uint64 {
+	t.Helper()
+	src, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return installData(t, path, src)
+}
+
+// installData installs data at path as installBin does.
+func installData(t *testing.T, path string, data []byte) uint64 {
+	t.Helper()
+	tmp := path + ".new"
+	if err := exectest.WriteExecutable(tmp, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	return inodeOf(t, path)
+}
+
+func inodeOf(t *testing.T, path string) uint64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+// reloadCmd runs `supervisor reload` against the environment's daemon and returns its exit
+// code and output.
+func (e *e2e) reloadCmd() (int, string) {
+	var out bytes.Buffer
+	code := runMain(context.Background(), []string{"reload", "--state-dir", e.stateDir}, noEnv, &out, &out)
+	return code, out.String()
+}
+
+// countLogs counts the daemon's log lines with message msg about chatKey (the log file is the
+// daemon's stderr, which every image of it writes).
+func countLogs(d *daemonProc, msg, chatKey string) int {
+	n := 0
+	for _, l := range d.logsWith(msg) {
+		if l.str("chat_key") == chatKey {
+			n++
+		}
+	}
+	return n
+}
+
+// A reload replaces the daemon's image with the binary now on disk: same pid, the new file,
+// the chat's warm child kept (same pid, its next turn has no spawn and no resume), twice in a
+// row: the children are forked by the main thread, which every exec keeps, so the
+// parent-death signal never reaches them.
+func TestE2EReloadKeepsWarmChildren(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Local: true})
+	e.bin = filepath.Join(e.root, "supervisor")
+	installBin(t, e.bin)
+	d := e.start()
+	c := newLocalClient(t, d)
+	if r := c.send("warm", "first message"); r.Status != "completed" {
+		t.Fatalf("first reply: %+v", r)
+	}
+	doc := d.status()
+	kids := chatChildren(doc)
+	if len(kids) != 1 {
+		t.Fatalf("want one chat child, got %+v", kids)
+	}
+	key, pid := kids[0].ChatKey, kids[0].PID
+	child := procOf(t, pid)
+	spawned := countLogs(d, "codex app-server started", key)
+
+	for round := 1; round <= 2; round++ {
+		ino := installBin(t, e.bin)
+		code, out := e.reloadCmd()
+		if code != 0 {
+			t.Fatalf("reload %d: exit %d: %s\n%s", round, code, out, d.logTail(40))
+		}
+		doc := d.status()
+		if doc.Daemon.PID != d.pid {
+			t.Fatalf("reload %d: daemon pid %d, want %d", round, doc.Daemon.PID, d.pid)
+		}
+		if doc.Daemon.Reloads != round || doc.Daemon.LastReload == nil || doc.Daemon.LastReload.Outcome != reloadOK ||
+			doc.Daemon.LastReload.Children != 1 {
+			t.Fatalf("reload %d: status says reloads %d, last %+v", round, doc.Daemon.Reloads, doc.Daemon.LastReload)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat("/proc/"+itoa(d.pid)+"/exe", &st); err != nil || st.Ino != ino {
+			t.Fatalf("reload %d: the daemon runs inode %d (err %v), want the new file's %d", round, st.Ino, err, ino)
+		}
+		if got := childPID(doc, key); got != pid || procOf(t, pid) != child {
+			t.Fatalf("reload %d: chat child is pid %d, want the same process %d", round, got, pid)
+		}
+		if r := c.send("warm", "after reload "+itoa(round)); r.Status != "completed" || r.Text == "" {
+			t.Fatalf("reload %d: reply %+v", round, r)
+		}
+	}
+	if n := countLogs(d, "codex app-server started", key); n != spawned {
+		t.Fatalf("the warm chat spawned %d children after the reloads (%d before)", n-spawned, spawned)
+	}
+	if n := countLogs(d, "codex child ready", key); n != 1 {
+		t.Fatalf("the chat's thread was opened %d times, want once (no resume after a reload)", n)
+	}
+	if n := countLogs(d, "codex app-server adopted from the previous image of the daemon", key); n != 2 {
+		t.Fatalf("adopted %d times, want 2", n)
+	}
+	d.stop(stopTimeout)
+	d.checkLog()
+}
+
+// A new binary that cannot take over is refused before anything stops: a script that exits 1,
+// a file that is not a program, a program that prints something else, one that reads no
+// handoff version this daemon writes. The old image serves on with its warm child, says why,
+// and a good binary then reloads.
+func TestE2EReloadRefusesBrokenBinary(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Local: true})
+	e.bin = filepath.Join(e.root, "supervisor")
+	installBin(t, e.bin)
+	d := e.start()
+	c := newLocalClient(t, d)
+	if r := c.send("warm", "first message"); r.Status != "completed" {
+		t.Fatalf("first reply: %+v", r)
+	}
+	key := chatChildren(d.status())[0].ChatKey
+	pid := childPID(d.status(), key)
+	for _, tc := range []struct {
+		name, data, says string
+	}{
+		{"exits 1", "#!/bin/sh\necho broken >&2\nexit 1\n", "exit status 1"},
+		{"not a program", "this is not a program\n", "exec format error"},
+		{"says other things", "#!/bin/sh\necho hello\n", "not JSON"},
+		{"crashes", "#!/bin/sh\nkill -SEGV $$\n", "signal"},
+		{"reads another version", "#!/bin/sh\necho '{\"program\":\"codex-warm\",\"version\":\"v9\",\"handoff_readable\":[7]}'\n", "handoff version 1"},
+	} {
+		installData(t, e.bin, []byte(tc.data))
+		code, out := e.reloadCmd()
+		if code == 0 || !strings.Contains(out, "refused") || !strings.Contains(out, tc.says) {
+			t.Fatalf("%s: reload exit %d, want a refusal saying %q:\n%s", tc.name, code, tc.says, out)
+		}
+		doc := d.status()
+		if doc.Daemon.Reloads != 0 || doc.Daemon.LastReload.Outcome != reloadRefused || childPID(doc, key) != pid {
+			t.Fatalf("%s: after the refusal: reloads %d, last %+v, child %d (want %d)", tc.name, doc.Daemon.Reloads,
+				doc.Daemon.LastReload, childPID(doc, key), pid)
+		}
+		if r := c.send("warm", "still here after "+tc.name); r.Status != "completed" {
+			t.Fatalf("%s: reply %+v", tc.name, r)
+		}
+	}
+	installBin(t, e.bin)
+	if code, out := e.reloadCmd(); code != 0 {
+		t.Fatalf("good binary: reload exit %d: %s", code, out)
+	}
+	if got := childPID(d.status(), key); got != pid {
+		t.Fatalf("child %d after the good reload, want %d", got, pid)
+	}
+	d.stop(stopTimeout)
+	d.checkLog()
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
