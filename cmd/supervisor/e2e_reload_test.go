@@ -8,6 +8,8 @@ import (
 
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,6 +93,7 @@ func TestE2EReloadKeepsWarmChildren(t *testing.T) {
 	key, pid := kids[0].ChatKey, kids[0].PID
 	child := procOf(t, pid)
 	spawned := countLogs(d, "codex app-server started", key)
+	inheritedAtStart := inheritableFDs(t, d.pid)
 
 	for round := 1; round <= 2; round++ {
 		ino := installBin(t, e.bin)
@@ -112,6 +115,10 @@ func TestE2EReloadKeepsWarmChildren(t *testing.T) {
 		}
 		if got := childPID(doc, key); got != pid || procOf(t, pid) != child {
 			t.Fatalf("reload %d: chat child is pid %d, want the same process %d", round, got, pid)
+		}
+		if open := inheritableFDs(t, d.pid); !slices.Equal(open, inheritedAtStart) {
+			t.Fatalf("reload %d: descriptors without close-on-exec: %v; at start (from the test's environment): %v",
+				round, open, inheritedAtStart)
 		}
 		if r := c.send("warm", "after reload "+itoa(round)); r.Status != "completed" || r.Text == "" {
 			t.Fatalf("reload %d: reply %+v", round, r)
@@ -178,6 +185,38 @@ func TestE2EReloadRefusesBrokenBinary(t *testing.T) {
 	}
 	d.stop(stopTimeout)
 	d.checkLog()
+}
+
+// inheritableFDs lists pid's descriptors above stderr that lack close-on-exec: after a reload
+// the new image must have set it again on everything it took over, or the codex children it
+// starts would inherit the daemon's sockets and pipes.
+func inheritableFDs(t *testing.T, pid int) []string {
+	t.Helper()
+	dir := "/proc/" + itoa(pid) + "/fdinfo"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err != nil || n <= 2 {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+				if err == nil && flags&syscall.O_CLOEXEC == 0 {
+					target, _ := os.Readlink("/proc/" + itoa(pid) + "/fd/" + e.Name())
+					out = append(out, e.Name()+" ("+target+")")
+				}
+			}
+		}
+	}
+	return out
 }
 
 func itoa(n int) string {
