@@ -5,6 +5,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"regexp"
 
 	"os"
 	"path/filepath"
@@ -146,12 +149,13 @@ func TestE2EReloadRefusesBrokenBinary(t *testing.T) {
 	e := newE2E(t, e2eConfig{Local: true})
 	e.bin = filepath.Join(e.root, "supervisor")
 	installBin(t, e.bin)
-	d := e.start()
+	d := e.start("--metrics-listen", "127.0.0.1:0")
 	c := newLocalClient(t, d)
 	if r := c.send("warm", "first message"); r.Status != "completed" {
 		t.Fatalf("first reply: %+v", r)
 	}
 	key := chatChildren(d.status())[0].ChatKey
+	metricsAddr := d.status().Daemon.MetricsListen
 	pid := childPID(d.status(), key)
 	for _, tc := range []struct {
 		name, data, says string
@@ -176,12 +180,22 @@ func TestE2EReloadRefusesBrokenBinary(t *testing.T) {
 			t.Fatalf("%s: reply %+v", tc.name, r)
 		}
 	}
+	if m := scrapeReloads(t, metricsAddr); m[reloadRefused] != 5 || m[reloadOK] != 0 {
+		t.Fatalf("reloads by outcome after the refusals: %v", m)
+	}
 	installBin(t, e.bin)
 	if code, out := e.reloadCmd(); code != 0 {
 		t.Fatalf("good binary: reload exit %d: %s", code, out)
 	}
 	if got := childPID(d.status(), key); got != pid {
 		t.Fatalf("child %d after the good reload, want %d", got, pid)
+	}
+	// The metrics listener was handed over (same address), and the new image counts its reload.
+	if got := d.status().Daemon.MetricsListen; got != metricsAddr {
+		t.Fatalf("metrics listen on %s after the reload, want %s", got, metricsAddr)
+	}
+	if m := scrapeReloads(t, metricsAddr); m[reloadOK] != 1 {
+		t.Fatalf("reloads by outcome after the reload: %v", m)
 	}
 	d.stop(stopTimeout)
 	d.checkLog()
@@ -215,6 +229,27 @@ func inheritableFDs(t *testing.T, pid int) []string {
 				}
 			}
 		}
+	}
+	return out
+}
+
+// scrapeReloads reads codex_warm_reloads_total by outcome from the metrics listener.
+func scrapeReloads(t *testing.T, addr string) map[string]int {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	re := regexp.MustCompile(`(?m)^codex_warm_reloads_total\{outcome="(\w+)"\} (\d+)$`)
+	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+		n, _ := strconv.Atoi(m[2])
+		out[m[1]] = n
 	}
 	return out
 }

@@ -73,6 +73,9 @@ func TestE2EReloadWaitsForRunningTurns(t *testing.T) {
 	d.waitUntil("the reload to wait for the turns", func() bool {
 		return len(d.logsWith("reload: new binary answers; quiescing")) == 1
 	})
+	if _, err := d.requestReloadOver(); err == nil || !strings.Contains(err.Error(), errReloadBusy.Error()) {
+		t.Fatalf("a reload during the reload: %v, want refused", err)
+	}
 	var burst []<-chan local.Reply
 	for i := range 5 {
 		burst = append(burst, c.sendAsync(fmt.Sprintf("burst-%d", i), fmt.Sprintf("burst %d", i)))

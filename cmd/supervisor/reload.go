@@ -83,6 +83,9 @@ func (d *daemon) requestReload(trigger string) (int, error) {
 	if d.mt == nil {
 		return 0, errors.New("this daemon cannot reload in place (it does not own its main thread)")
 	}
+	if d.phase.Load() != phaseServing {
+		return 0, errors.New("the daemon is not serving (starting or stopping)")
+	}
 	if !d.reloading.CompareAndSwap(false, true) {
 		return 0, errReloadBusy
 	}
