@@ -214,3 +214,44 @@ func (d *daemonProc) requestReloadOver() (int, error) {
 	}
 	return ans.Attempt, nil
 }
+
+// An approval waiting for its answer holds its turn, so a reload cannot quiesce: at
+// --drain-timeout it is refused, and the approval is then answered as if nothing had happened.
+// Once the turn is done, the reload goes through and keeps the child.
+func TestE2EReloadWithPendingApproval(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Local: true, Script: approvalScript})
+	e.bin = filepath.Join(e.root, "supervisor")
+	installBin(t, e.bin)
+	d := e.start(append(approvalArgs(time.Minute), "--drain-timeout", "2s")...)
+	c := newLocalClient(t, d)
+	first := c.send("k", "hello")
+	reply := c.sendAsync("k", "run it")
+	d.waitUntil("the approval to be asked", func() bool {
+		_, ok := c.pendingApproval("k")
+		return ok
+	})
+	pid := childPID(d.status(), "k")
+	installBin(t, e.bin)
+	code, out := e.reloadCmd()
+	if code == 0 || !strings.Contains(out, "refused") || !strings.Contains(out, "in flight") {
+		t.Fatalf("reload with an approval pending: exit %d:\n%s", code, out)
+	}
+	if r := c.send("k", "/approve"); r.Status != local.StatusCommand || !strings.HasPrefix(r.Text, "approved ") {
+		t.Fatalf("/approve after the refused reload: %+v", r)
+	}
+	if r := <-reply; r.Status != "completed" || !strings.Contains(r.Text, "Process exited with code 0") || r.ThreadID != first.ThreadID {
+		t.Fatalf("reply %+v", r)
+	}
+	if code, out := e.reloadCmd(); code != 0 {
+		t.Fatalf("reload once the turn is done: exit %d:\n%s", code, out)
+	}
+	if got := childPID(d.status(), "k"); got != pid {
+		t.Fatalf("child %d after the reload, want %d", got, pid)
+	}
+	if r := c.send("k", "after"); r.Status != "completed" || r.ThreadID != first.ThreadID {
+		t.Fatalf("after the reload: %+v", r)
+	}
+	d.stop(stopTimeout)
+	d.checkLog()
+}
