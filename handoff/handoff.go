@@ -32,6 +32,16 @@ var Readable = []int{1}
 // EnvFD is the environment variable that names the handoff's file descriptor in the next image.
 const EnvFD = "CODEX_WARM_HANDOFF_FD"
 
+// EnvFallbackFD names, in the next image, a descriptor open on the previous image's executable.
+// A next image that cannot take over (its handoff unreadable, its configuration refused)
+// re-executes that file with the same handoff, so that the previous binary takes everything
+// back instead of the daemon dying with its children.
+const EnvFallbackFD = "CODEX_WARM_RELOAD_FALLBACK_FD"
+
+// EnvGivenBack is set, to the reason, by a next image that gave the handoff back to the
+// previous binary.
+const EnvGivenBack = "CODEX_WARM_RELOAD_GIVEN_BACK"
+
 // maxDoc bounds the document read: pending bytes are at most a partial line per child.
 const maxDoc = 1 << 30
 
@@ -51,6 +61,8 @@ type Doc struct {
 	Trigger  string `json:"trigger"`
 	// Executable is the path the daemon re-executes, read once when it first started.
 	Executable string `json:"executable"`
+	// Args is the previous image's argv, which a give-back runs it with again.
+	Args []string `json:"args,omitempty"`
 	// LockFD holds the state directory's flock (it belongs to the open file, which the exec
 	// keeps).
 	LockFD    int        `json:"lock_fd"`

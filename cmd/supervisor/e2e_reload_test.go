@@ -266,3 +266,44 @@ func itoa(n int) string {
 		}
 	}
 }
+
+// A new binary that passes its preflight but cannot take over (here: it refuses the
+// configuration the daemon runs with) gives everything back: it re-executes the previous
+// image's executable, kept open across the exec, with the same handoff. The daemon goes on
+// with the old binary, the same pid and the same warm child, and says why.
+func TestE2EReloadGivenBackByNewBinary(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Local: true})
+	e.bin = filepath.Join(e.root, "supervisor")
+	oldIno := installBin(t, e.bin)
+	d := e.start()
+	c := newLocalClient(t, d)
+	if r := c.send("warm", "first message"); r.Status != "completed" {
+		t.Fatalf("first reply: %+v", r)
+	}
+	pid := childPID(d.status(), "warm")
+	real := filepath.Join(e.root, "real-supervisor")
+	installBin(t, real)
+	installData(t, e.bin, []byte("#!/bin/sh\nif [ \"$1\" = run ]; then exec "+real+" \"$@\" --no-such-flag; fi\nexec "+real+" \"$@\"\n"))
+	code, out := e.reloadCmd()
+	if code == 0 || !strings.Contains(out, "gave everything back") || !strings.Contains(out, "no-such-flag") {
+		t.Fatalf("reload into a binary that refuses the configuration: exit %d:\n%s", code, out)
+	}
+	doc := d.status()
+	if doc.Daemon.PID != d.pid || doc.Daemon.Reloads != 0 || childPID(doc, "warm") != pid {
+		t.Fatalf("after the give-back: pid %d reloads %d child %d (want %d, 0, %d)", doc.Daemon.PID, doc.Daemon.Reloads,
+			childPID(doc, "warm"), d.pid, pid)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/"+itoa(d.pid)+"/exe", &st); err != nil || st.Ino != oldIno {
+		t.Fatalf("the daemon runs inode %d (%v), want the previous binary's %d", st.Ino, err, oldIno)
+	}
+	if r := c.send("warm", "still warm"); r.Status != "completed" {
+		t.Fatalf("after the give-back: %+v", r)
+	}
+	if n := countLogs(d, "codex child ready", "warm"); n != 1 {
+		t.Fatalf("the chat's thread was opened %d times, want once", n)
+	}
+	d.stop(stopTimeout)
+	d.checkLog()
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -216,7 +217,7 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild) (handoff.Doc, err
 	d.reloadMu.Unlock()
 	doc := handoff.Doc{
 		WrittenBy: version, Written: time.Now().UTC(), Started: d.info.Started, Reloads: d.info.Reloads + 1,
-		Attempts: attempt, Trigger: trigger, Executable: d.exe, Env: d.secrets,
+		Attempts: attempt, Trigger: trigger, Executable: d.exe, Args: os.Args, Env: d.secrets,
 	}
 	fd, err := d.lock.fd()
 	if err != nil {
@@ -269,6 +270,16 @@ func (d *daemon) execInto(doc handoff.Doc) error {
 		return err
 	}
 	env := append(os.Environ(), fmt.Sprintf("%s=%d", handoff.EnvFD, f.Fd()))
+	if d.self != nil {
+		// The next image gives everything back to this file if it cannot take over.
+		self := rawFD(d.self)
+		fds = append(fds, self)
+		if err := handoff.Inherit(self); err != nil {
+			handoff.Reclaim(fds...)
+			return err
+		}
+		env = append(env, fmt.Sprintf("%s=%d", handoff.EnvFallbackFD, self))
+	}
 	d.log.Info("reload: handing over and re-executing", zap.String("executable", d.exe),
 		zap.Int("children", len(doc.Children)), zap.Int("listeners", len(doc.Listeners)))
 	_ = d.log.Sync()
@@ -309,25 +320,85 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 	return out
 }
 
-// readHandoff reads the handoff the previous image left (nil when the daemon was started, not
-// reloaded), and sets the secret variables it carries.
-func readHandoff(getenv func(string) string) (*handoff.Doc, error) {
+// incoming is what a reloaded image received from the previous one.
+type incoming struct {
+	doc  *handoff.Doc // nil when it could not be read
+	file *os.File     // the handoff, kept for a give-back until the image takes over
+	// fallback is the previous image's executable (nil: none); givenBack is the reason a next
+	// image gave the handoff back, when this image is the previous binary again.
+	fallback  *os.File
+	givenBack string
+}
+
+// readHandoff reads the handoff the previous image left (nil, nil when the daemon was started,
+// not reloaded), and sets the secret variables it carries. With an error, the incoming it
+// returns may still give the handoff back (giveBack).
+func readHandoff(getenv func(string) string) (*incoming, error) {
 	f, ok, err := handoff.FromEnv(getenv)
 	if !ok {
 		return nil, nil
 	}
-	_ = os.Unsetenv(handoff.EnvFD)
-	if err != nil {
-		return nil, err
+	in := &incoming{file: f, givenBack: getenv(handoff.EnvGivenBack)}
+	if v := getenv(handoff.EnvFallbackFD); v != "" {
+		if fd, err := strconv.Atoi(v); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+			in.fallback = os.NewFile(uintptr(fd), "previous-executable")
+		}
 	}
-	defer f.Close()
+	for _, k := range []string{handoff.EnvFD, handoff.EnvFallbackFD, handoff.EnvGivenBack} {
+		_ = os.Unsetenv(k)
+	}
+	if err != nil {
+		return in, err
+	}
 	doc, err := handoff.Read(f)
 	if err != nil {
-		return nil, err
+		return in, err
 	}
 	for k, v := range doc.Env {
 		_ = os.Setenv(k, v)
 	}
-	handoff.Reclaim(doc.LockFD)
-	return &doc, nil
+	in.doc = &doc
+	return in, nil
+}
+
+// giveBack re-executes the previous image's executable with the handoff it wrote, because this
+// image cannot take over (why). It returns only when that is impossible or failed; the caller
+// then exits, and the children die with the process.
+func (in *incoming) giveBack(mt *mainThread, why error) error {
+	if in == nil || in.fallback == nil || mt == nil {
+		return errors.New("no previous executable to give the handoff back to")
+	}
+	if in.doc != nil {
+		for k := range in.doc.Env {
+			_ = os.Unsetenv(k) // the previous binary reads them from the handoff again
+		}
+	}
+	if _, err := in.file.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	fd := rawFD(in.file)
+	if err := handoff.Inherit(fd); err != nil {
+		return err
+	}
+	env := append(os.Environ(), fmt.Sprintf("%s=%d", handoff.EnvFD, fd), handoff.EnvGivenBack+"="+why.Error())
+	path := fmt.Sprintf("/proc/self/fd/%d", rawFD(in.fallback))
+	args := os.Args
+	if in.doc != nil && len(in.doc.Args) > 0 {
+		args = in.doc.Args // what the previous binary ran with, which this one may have refused
+	}
+	var err error
+	mt.do(func() { err = syscall.Exec(path, args, env) })
+	return fmt.Errorf("exec the previous executable %s: %w", path, err)
+}
+
+// taken closes what a give-back would have needed: the image took over.
+func (in *incoming) taken() {
+	if in == nil {
+		return
+	}
+	_ = in.file.Close()
+	if in.fallback != nil {
+		_ = in.fallback.Close()
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,8 +36,23 @@ import (
 
 func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	// First: a reloaded daemon's handoff carries the secret variables its configuration reads.
-	doc, herr := readHandoff(getenv)
-	cfg, err := parseRunConfig(args, getenv, stderr)
+	in, herr := readHandoff(getenv)
+	flagOut := stderr
+	var flagBuf bytes.Buffer
+	if in != nil {
+		flagOut = &flagBuf // its first line says why, for the give-back
+	}
+	cfg, err := parseRunConfig(args, getenv, flagOut)
+	if err != nil && in != nil {
+		// This binary refuses the configuration the previous one ran with; the previous binary
+		// logs why (the usage text is not for its JSON log).
+		why, _, _ := strings.Cut(strings.TrimSpace(flagBuf.String()), "\n")
+		gerr := in.giveBack(mt, fmt.Errorf("its configuration was refused: %s (%w)", why, err))
+		_, _ = stderr.Write(flagBuf.Bytes())
+		fmt.Fprintf(stderr, "supervisor run: reload: cannot give the daemon back to the previous binary: %v\n", gerr)
+		return err
+	}
+	_, _ = stderr.Write(flagBuf.Bytes())
 	if err != nil {
 		return err
 	}
@@ -46,10 +62,17 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 	}
 	defer func() { _ = log.Sync() }()
 	if herr != nil {
-		// The children and listeners it names cannot be told apart: exiting ends the children
-		// (parent-death signal), and the next start's boot sweep clears what they left.
-		log.Error("reload: cannot read the previous image's handoff; exiting", zap.Error(herr))
+		log.Error("reload: cannot read the previous image's handoff; giving it back to the previous binary", zap.Error(herr))
+		_ = log.Sync()
+		gerr := in.giveBack(mt, herr)
+		// Still here: the children and listeners it names cannot be told apart. Exiting ends the
+		// children (parent-death signal), and the next start's boot sweep clears what they left.
+		log.Error("reload: cannot give the handoff back; exiting", zap.Error(gerr))
 		return exitCode(1)
+	}
+	var doc *handoff.Doc
+	if in != nil {
+		doc = in.doc
 	}
 
 	sigs := make(chan os.Signal, 2)
@@ -59,7 +82,7 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 	hups := make(chan os.Signal, 1)
 	signal.Notify(hups, syscall.SIGHUP)
 	defer signal.Stop(hups)
-	if err := runDaemon(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc}); err != nil {
+	if err := runDaemon(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc, in: in}); err != nil {
 		// The log line is the one report: runMain must not print the error again.
 		log.Error("daemon stopped with an error", zap.Error(err))
 		return exitCode(1)
@@ -83,6 +106,7 @@ type daemon struct {
 	// What a reload needs (reload.go).
 	mt         *mainThread
 	exe        string            // the executable a reload runs: the path this daemon first started from
+	self       *os.File          // this image's own executable, for a next image that gives everything back
 	secrets    map[string]string // the secret variables hardenProcess removed
 	lock       *stateLock
 	met        *metrics.Metrics
@@ -110,6 +134,7 @@ type daemonRun struct {
 	sigs, hups <-chan os.Signal
 	mt         *mainThread
 	handoff    *handoff.Doc // the previous image's, when reloaded
+	in         *incoming
 }
 
 func (d *daemon) status() StatusDoc {
@@ -139,9 +164,12 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("create state dir %s: %w", cfg.StateDir, err)
 	}
+	// Past here nothing can be given back: descriptors are taken.
+	r.in.taken()
 	var lock *stateLock
 	var err error
 	if hdoc != nil {
+		handoff.Reclaim(hdoc.LockFD)
 		// The flock belongs to the open file, which the exec kept.
 		lock = &stateLock{f: os.NewFile(uintptr(hdoc.LockFD), filepath.Join(cfg.StateDir, lockFileName))}
 	} else if lock, err = lockStateDir(cfg.StateDir); err != nil {
@@ -182,11 +210,24 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		d.info.Started, d.info.Reloads, d.attempts = hdoc.Started, hdoc.Reloads, hdoc.Attempts
 		d.lastReload = &ReloadInfo{Attempt: hdoc.Attempts, Trigger: hdoc.Trigger, At: hdoc.Written, Outcome: reloadOK,
 			From: hdoc.WrittenBy, To: version, Children: len(hdoc.Children)}
+		if why := r.in.givenBack; why != "" {
+			// The next binary could not take over and re-executed this one: same daemon, same
+			// children, one reload fewer.
+			d.info.Reloads--
+			d.lastReload.Outcome, d.lastReload.To = reloadFailed, ""
+			d.lastReload.Error = "the new binary could not take over and gave everything back: " + why
+			log.Error("reload failed: the new binary gave everything back to this one", zap.String("reason", why))
+		}
 	} else if d.exe, err = os.Executable(); err != nil {
 		log.Warn("cannot tell this daemon's executable; it cannot reload in place", zap.Error(err))
 		d.mt = nil
 	}
 	d.info.Executable = d.exe
+	if d.self, err = os.Open("/proc/self/exe"); err != nil {
+		log.Warn("cannot open this daemon's own executable: a new binary that fails to take over cannot give it back", zap.Error(err))
+	} else {
+		defer d.self.Close()
+	}
 	codexHome := appserver.EffectiveCodexHome(env)
 	// The metrics are built below; refreshes before that (the start-up check's) go uncounted.
 	var refreshMetrics atomic.Pointer[metrics.Metrics]
@@ -244,8 +285,8 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		onTurn = met.ObserveTurn
 		refreshMetrics.Store(met)
 		d.met = met
-		if hdoc != nil {
-			met.ObserveReload(reloadOK)
+		if d.lastReload != nil {
+			met.ObserveReload(d.lastReload.Outcome)
 		}
 	}
 	tmpl := appserver.Config{
