@@ -307,3 +307,43 @@ func TestE2EReloadGivenBackByNewBinary(t *testing.T) {
 	d.stop(stopTimeout)
 	d.checkLog()
 }
+
+// The exec itself fails (the file vanished between its preflight and the exec): everything
+// resumes, the daemon says why, and its descriptors are close-on-exec again.
+func TestE2EReloadExecFailureResumes(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Local: true})
+	e.bin = filepath.Join(e.root, "supervisor")
+	installBin(t, e.bin)
+	d := e.start()
+	c := newLocalClient(t, d)
+	if r := c.send("warm", "first message"); r.Status != "completed" {
+		t.Fatalf("first reply: %+v", r)
+	}
+	pid := childPID(d.status(), "warm")
+	inheritedAtStart := inheritableFDs(t, d.pid)
+	installData(t, e.bin, []byte("#!/bin/sh\nrm -f \"$0\"\necho '{\"program\":\"codex-warm\",\"version\":\"gone\",\"handoff_readable\":[1]}'\n"))
+	code, out := e.reloadCmd()
+	if code == 0 || !strings.Contains(out, "reload failed") || !strings.Contains(out, "no such file") {
+		t.Fatalf("reload whose exec fails: exit %d:\n%s", code, out)
+	}
+	doc := d.status()
+	if doc.Daemon.LastReload.Outcome != reloadFailed || childPID(doc, "warm") != pid || doc.Daemon.Reloads != 0 {
+		t.Fatalf("after the failed exec: %+v, child %d (want %d)", doc.Daemon.LastReload, childPID(doc, "warm"), pid)
+	}
+	if open := inheritableFDs(t, d.pid); !slices.Equal(open, inheritedAtStart) {
+		t.Fatalf("descriptors without close-on-exec after the failed exec: %v (at start %v)", open, inheritedAtStart)
+	}
+	if r := c.send("warm", "still here"); r.Status != "completed" {
+		t.Fatalf("after the failed exec: %+v", r)
+	}
+	installBin(t, e.bin)
+	if code, out := e.reloadCmd(); code != 0 {
+		t.Fatalf("reload with the binary back: exit %d: %s", code, out)
+	}
+	if got := childPID(d.status(), "warm"); got != pid {
+		t.Fatalf("child %d after the reload, want %d", got, pid)
+	}
+	d.stop(stopTimeout)
+	d.checkLog()
+}
