@@ -35,6 +35,11 @@ import (
 )
 
 func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	// SIGHUP reloads (systemd's ExecReload=); Go's default for it would end the daemon, so it is
+	// taken first: a reloaded image may be sent the next one at once.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
 	// First: a reloaded daemon's handoff carries the secret variables its configuration reads.
 	in, herr := readHandoff(getenv)
 	flagOut := stderr
@@ -78,10 +83,6 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	// SIGHUP reloads (systemd's ExecReload=); Go's default for it would end the daemon.
-	hups := make(chan os.Signal, 1)
-	signal.Notify(hups, syscall.SIGHUP)
-	defer signal.Stop(hups)
 	if err := runDaemon(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc, in: in}); err != nil {
 		// The log line is the one report: runMain must not print the error again.
 		log.Error("daemon stopped with an error", zap.Error(err))
