@@ -43,7 +43,7 @@ type streamHold struct {
 }
 
 // Pause stops the client at a message boundary and returns its child's handover. The client
-// must be idle: no turn runs (ErrNotIdle otherwise). Until Resume, nothing is read from or
+// must be idle: no turn runs (ErrNotIdle once ctx is done otherwise). Until Resume, nothing is read from or
 // written to the child, and Close waits. ctx bounds the wait for the reader to reach the
 // boundary; on failure the client runs on as before.
 func (c *Client) Pause(ctx context.Context) (Handover, error) {
@@ -51,8 +51,16 @@ func (c *Client) Pause(ctx context.Context) (Handover, error) {
 	if !ok {
 		return Handover{}, fmt.Errorf("codex pid %d: %w", c.pid, ErrNoHandover)
 	}
-	if !c.turnGate.TryLock() {
-		return Handover{}, fmt.Errorf("codex pid %d: %w", c.pid, ErrNotIdle)
+	// The gate is held for a whole turn, and briefly for a token push: a pause waits out the
+	// push (the caller pauses only children its pool has idle).
+	for !c.turnGate.TryLock() {
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Handover{}, fmt.Errorf("codex pid %d: %w: %w", c.pid, ErrNotIdle, context.Cause(ctx))
+		case <-t.C:
+		}
 	}
 	if err := c.Err(); err != nil {
 		c.turnGate.Unlock()
