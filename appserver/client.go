@@ -7,6 +7,8 @@
 package appserver
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,6 +91,8 @@ type Config struct {
 	Tokens TokenSource
 	// Logger receives the client's logs; nil means zap.NewNop().
 	Logger *zap.Logger
+	// Fork, when set, runs the fork of the child (see childproc.ProcessConfig.Fork).
+	Fork func(start func() error) error
 }
 
 func (cfg Config) withDefaults() Config {
@@ -174,6 +178,9 @@ type Client struct {
 	tokenKick chan struct{} // wakes pushTokens: a new token, or a turn ended
 	turnGate  sync.Mutex    // held by RunTurn for the whole turn, and by pushTokens for a push
 	renewed   atomic.Bool   // the running turn's child was given a new token (answerTokenRefresh)
+
+	pauseMu sync.Mutex
+	thawed  chan struct{} // non-nil while paused (Pause); closed by Resume
 }
 
 // Start spawns the child as the leader of its own session and process group and completes the handshake (initialize +
@@ -234,6 +241,7 @@ func spawn(cfg Config) (*Client, error) {
 		StderrTailBytes: cfg.StderrTailBytes,
 		CloseGrace:      cfg.CloseGrace,
 		Logger:          cfg.Logger.Named("appserver"),
+		Fork:            cfg.Fork,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start codex app-server %s: %w", cfg.Bin, err)
@@ -269,7 +277,10 @@ type child interface {
 // newClient returns the client of the child p, connected to its stdio (jsonrpc2 starts reading
 // at once), without the client's own goroutines. spawn starts them after a real process; the
 // fuzz test builds a client over plain pipes with it.
-func newClient(cfg Config, p child) *Client {
+func newClient(cfg Config, p child) *Client { return newClientPending(cfg, p, nil) }
+
+// newClientPending is newClient, whose reader first takes pending (see Handover.Pending).
+func newClientPending(cfg Config, p child, pending []byte) *Client {
 	pid := p.PID()
 	c := &Client{
 		cfg:       cfg,
@@ -287,14 +298,18 @@ func newClient(cfg Config, p child) *Client {
 		c.logger().Warn("inbound queue is growing: notifications are consumed slower than codex sends them",
 			zap.Int("messages", n), zap.Int64("bytes", bytes))
 	})
-	c.connect(p.Stdout(), p.Stdin())
+	c.connect(p.Stdout(), p.Stdin(), pending)
 	return c
 }
 
 // connect builds the JSON-RPC connection over the child's stdout (out, read) and stdin (in,
-// written); jsonrpc2 starts reading at once.
-func (c *Client) connect(out, in *os.File) {
+// written); jsonrpc2 starts reading at once, first the pending bytes (read from out by an
+// earlier image of the daemon, not yet parsed).
+func (c *Client) connect(out, in *os.File, pending []byte) {
 	c.stream = newLineStream(out, in, c.cfg.MaxLineBytes, c.cfg.WriteTimeout)
+	if len(pending) > 0 {
+		c.stream.r = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(pending), out), 64<<10)
+	}
 	c.stream.onLine = func() { c.lastActivity.Store(time.Now().UnixNano()) }
 	c.stream.onReadEnd = func(err error) {
 		c.readErr = err
@@ -369,6 +384,14 @@ func (c *Client) Close() error {
 }
 
 func (c *Client) shutdown() error {
+	// A paused child is being handed to the next image of the daemon: nothing may touch it
+	// unless the handover is called off (Resume).
+	c.pauseMu.Lock()
+	thawed := c.thawed
+	c.pauseMu.Unlock()
+	if thawed != nil {
+		<-thawed
+	}
 	close(c.closing)
 	grace := c.cfg.CloseGrace
 	how, err := c.proc.Stop(context.Background())

@@ -32,6 +32,9 @@ func TestImportsRunDownward(t *testing.T) {
 		// The daemon's ChatGPT login sits beside the flow: appserver consumes it through an
 		// interface of its own, and it knows nothing above the wire types.
 		{"../codexauth", []string{"appserver", "childproc", "supervisor", "inbox", "cmd"}, true},
+		// The reload's handoff document is a format and nothing else: cmd/supervisor wires it to
+		// the pool and the transport.
+		{"../handoff", []string{"appserver", "childproc", "supervisor", "inbox", "sessions", "cmd"}, true},
 	} {
 		pkg, err := build.ImportDir(rule.dir, 0)
 		if err != nil {

@@ -32,6 +32,10 @@ type lineStream struct {
 	wmu  sync.Mutex
 	wbuf []byte
 
+	// hold is the pause at a message boundary (Pause); guarded by holdMu.
+	holdMu sync.Mutex
+	hold   *streamHold
+
 	readEndOnce sync.Once
 	closeOnce   sync.Once
 	closeErr    error
@@ -97,6 +101,9 @@ func (s *lineStream) readLine() ([]byte, error) {
 		case err == nil:
 			return line[:len(line)-1], nil
 		case errors.Is(err, bufio.ErrBufferFull):
+			frag, err = s.r.ReadSlice('\n')
+		case errors.Is(err, os.ErrDeadlineExceeded) && s.holdHere(line):
+			// Resumed: go on with the line begun before the pause.
 			frag, err = s.r.ReadSlice('\n')
 		case errors.Is(err, io.EOF) && len(line) > 0:
 			// A last line without newline still counts; the next call reports EOF.

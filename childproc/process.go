@@ -40,6 +40,11 @@ type ProcessConfig struct {
 	// Logger receives the few things worth a log (a signal that could not be sent); nil means
 	// zap.NewNop().
 	Logger *zap.Logger
+	// Fork, when set, runs start (the fork and exec of the child) and returns its error. The
+	// daemon runs it on the one OS thread that outlives every re-exec of the daemon: the kernel
+	// sends the parent-death signal (SysProcAttr) when the thread that forked the child exits,
+	// and an execve ends every thread but the calling one. Nil runs start on the caller's thread.
+	Fork func(start func() error) error
 }
 
 // StopHow says which step of the Stop ladder ended the process.
@@ -81,14 +86,15 @@ type Process struct {
 	cfg ProcessConfig
 	// log is replaced by SetLogger while the process's goroutines may log.
 	log    atomic.Pointer[zap.Logger]
-	cmd    *exec.Cmd
+	proc   *os.Process
 	pid    int
 	stdin  *os.File // write end of the child's stdin
 	stdout *os.File // read end of the child's stdout
 	errR   *os.File // read end of the child's stderr
 	tail   *Tail
 
-	exited     chan struct{} // closed when cmd.Wait returned; waitErr is set before
+	exited     chan struct{} // closed when the child was reaped; state and waitErr are set before
+	state      *os.ProcessState
 	waitErr    error
 	stderrDone chan struct{} // closed when the stderr drain hit EOF or was cut off
 	wg         sync.WaitGroup
@@ -138,7 +144,11 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	cmd.Dir = cfg.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.SysProcAttr = SysProcAttr(cfg.Credential)
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if cfg.Fork != nil {
+		start = func() error { return cfg.Fork(cmd.Start) }
+	}
+	if err := start(); err != nil {
 		closeAll()
 		return nil, err
 	}
@@ -147,13 +157,19 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	_ = outW.Close()
 	_ = errW.Close()
 
+	return newProcess(cfg, cmd.Process, inW, outR, errR), nil
+}
+
+// newProcess returns the Process of the started child proc with our ends of its pipes, and
+// starts its goroutines.
+func newProcess(cfg ProcessConfig, proc *os.Process, stdin, stdout, stderr *os.File) *Process {
 	p := &Process{
 		cfg:        cfg,
-		cmd:        cmd,
-		pid:        cmd.Process.Pid,
-		stdin:      inW,
-		stdout:     outR,
-		errR:       errR,
+		proc:       proc,
+		pid:        proc.Pid,
+		stdin:      stdin,
+		stdout:     stdout,
+		errR:       stderr,
 		tail:       NewTail(cfg.StderrTailBytes),
 		exited:     make(chan struct{}),
 		stderrDone: make(chan struct{}),
@@ -162,7 +178,42 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	p.wg.Add(2)
 	go p.waiter()
 	go p.drainStderr()
-	return p, nil
+	return p
+}
+
+// AdoptProcess returns the Process of pid, a child this process already has (an earlier image
+// of the daemon started it before re-executing itself), over our ends of its pipes. Only cfg's
+// StderrTailBytes, CloseGrace and Logger apply. The stderr tail starts empty.
+func AdoptProcess(cfg ProcessConfig, pid int, stdin, stdout, stderr *os.File) (*Process, error) {
+	if cfg.StderrTailBytes <= 0 {
+		cfg.StderrTailBytes = DefaultStderrTailBytes
+	}
+	if cfg.CloseGrace <= 0 {
+		cfg.CloseGrace = DefaultCloseGrace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if ppid, err := parentOf(pid); err != nil || ppid != os.Getpid() {
+		return nil, fmt.Errorf("adopt pid %d: not a child of this process (parent %d): %w", pid, ppid, errors.Join(err, ErrNotChild))
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return nil, fmt.Errorf("adopt pid %d: %w", pid, err)
+	}
+	return newProcess(cfg, proc, stdin, stdout, stderr), nil
+}
+
+// ErrNotChild means a process to adopt is not a child of this process.
+var ErrNotChild = errors.New("not a child of this process")
+
+// parentOf is pid's parent process id, from /proc.
+func parentOf(pid int) (int, error) {
+	st, err := ProcFS{}.Stat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return st.PPID, nil
 }
 
 // PID is the child's process id (and process group id).
@@ -174,6 +225,10 @@ func (p *Process) Stdin() *os.File { return p.stdin }
 // Stdout is the read end of the child's stdout; the caller reads it and closes it.
 func (p *Process) Stdout() *os.File { return p.stdout }
 
+// Stderr is the read end of the child's stderr, which the Process drains into Tail. It is
+// exposed only to hand the child over to a re-executed daemon (AdoptProcess).
+func (p *Process) Stderr() *os.File { return p.errR }
+
 // Exited is closed once the child has exited and been reaped.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 
@@ -184,13 +239,13 @@ func (p *Process) StderrDone() <-chan struct{} { return p.stderrDone }
 func (p *Process) ProcessState() *os.ProcessState {
 	select {
 	case <-p.exited:
-		return p.cmd.ProcessState
+		return p.state
 	default:
 		return nil
 	}
 }
 
-// ExitErr is what cmd.Wait returned once the child has been reaped, else nil.
+// ExitErr is what the wait returned once the child has been reaped, else nil.
 func (p *Process) ExitErr() error {
 	select {
 	case <-p.exited:
@@ -259,7 +314,8 @@ func (p *Process) signalGroup(sig syscall.Signal) {
 	}
 }
 
-// waiter is the only caller of cmd.Wait.
+// waiter is the only one to reap the child. A non-zero exit is an *exec.ExitError, as from
+// exec.Cmd.Wait.
 func (p *Process) waiter() {
 	defer p.wg.Done()
 	if err := AwaitExitNoReap(p.pid); err == nil {
@@ -267,7 +323,10 @@ func (p *Process) waiter() {
 		// left in them (shells, tools, MCP servers codex started) is an orphan now.
 		p.killRemains()
 	}
-	p.waitErr = p.cmd.Wait()
+	p.state, p.waitErr = p.proc.Wait()
+	if p.waitErr == nil && !p.state.Success() {
+		p.waitErr = &exec.ExitError{ProcessState: p.state}
+	}
 	close(p.exited)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,13 @@ type Swept struct {
 // already gone, as after a parent-death signal. It logs (logger may be nil) and returns what it
 // did. A missing file is not an error.
 func Sweep(ctx context.Context, path string, grace time.Duration, logger *zap.Logger) ([]Swept, error) {
+	return SweepKeep(ctx, path, grace, logger, nil)
+}
+
+// SweepKeep is Sweep that leaves alone, and does not report, the records keep reports true for:
+// children this process still runs (it re-executed itself and adopted them). A nil keep keeps
+// none.
+func SweepKeep(ctx context.Context, path string, grace time.Duration, logger *zap.Logger, keep func(Record) bool) ([]Swept, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -58,6 +66,9 @@ func Sweep(ctx context.Context, path string, grace time.Duration, logger *zap.Lo
 	}
 	if !ok {
 		return nil, nil
+	}
+	if keep != nil {
+		f.Children = slices.DeleteFunc(f.Children, keep)
 	}
 	var p ProcFS
 	out := make([]Swept, len(f.Children))

@@ -179,7 +179,9 @@ func TestSystemdUnit(t *testing.T) {
 	}
 
 	for _, want := range []string{"KillMode=mixed", "NoNewPrivileges=yes", "ProtectSystem=strict", "Restart=on-failure",
-		"StateDirectory=codex-warm codex-warm/state codex-warm/codex-home codex-warm/workspace", "User=codex-warm"} {
+		"StateDirectory=codex-warm codex-warm/state codex-warm/codex-home codex-warm/workspace", "User=codex-warm",
+		// A reload runs the installed binary's reload command, which reports the outcome.
+		"ExecReload=" + string(exec[1]) + " reload"} {
 		if !bytes.Contains(unit, []byte("\n"+want+"\n")) {
 			t.Errorf("the unit lacks %q", want)
 		}

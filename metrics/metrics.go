@@ -78,6 +78,7 @@ type Metrics struct {
 	pollDuration prometheus.Histogram
 	refreshes    *prometheus.CounterVec
 	tokens       *prometheus.CounterVec
+	reloads      *prometheus.CounterVec
 }
 
 // New builds the registry.
@@ -102,7 +103,10 @@ func New(cfg Config) *Metrics {
 		Help: "Refreshes of the ChatGPT login the daemon holds for its children, by outcome (refreshed, adopted from auth.json, rejected: the login is gone, failed: no usable answer)."},
 		[]string{"outcome"})
 	m.tokens = newTokens()
-	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, m.tokens, &poolCollector{status: cfg.Status})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "reloads_total",
+		Help: "Reloads of the daemon in place (SIGHUP, supervisor reload), by outcome (ok: counted by the new image; refused: the new binary failed its preflight or the daemon could not quiesce; failed: the exec failed and the old image serves on). Counts since the image started, plus ok for the reload that started it."},
+		[]string{"outcome"})
+	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, m.tokens, m.reloads, &poolCollector{status: cfg.Status})
 	if cfg.Limits != nil {
 		m.reg.MustRegister(&limitsCollector{limits: cfg.Limits})
 	}
@@ -121,6 +125,11 @@ func New(cfg Config) *Metrics {
 // codexauth's Config.OnRefresh.
 func (m *Metrics) ObserveTokenRefresh(outcome string) {
 	m.refreshes.WithLabelValues(outcome).Inc()
+}
+
+// ObserveReload counts one reload by its outcome.
+func (m *Metrics) ObserveReload(outcome string) {
+	m.reloads.WithLabelValues(outcome).Inc()
 }
 
 // ObserveTurn records one Submit call; it is the supervisor's Config.OnTurn.

@@ -250,6 +250,10 @@ type Config struct {
 
 	// Logger receives the supervisor's logs (named "supervisor"). Nil: no logs.
 	Logger *zap.Logger
+	// Adopted are the idle children the previous image of the daemon handed over when it
+	// re-executed itself (Freeze): New registers them as their chats' warm children, and the boot
+	// sweep leaves them alone.
+	Adopted []AdoptedChild
 }
 
 // withDefaults returns cfg with zero fields set to their defaults.

@@ -146,6 +146,10 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if s.frozen {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("chat %s: %w", chatKey, ErrReloading)
+	}
 	if s.stops.stoppedSinceLocked(chatKey, in.Received) {
 		s.mu.Unlock()
 		s.log.Info("message dropped: the chat asked to stop after it was received", zap.String("chat_key", chatKey))
@@ -264,6 +268,7 @@ func (s *Supervisor) work(_ string, j *job) {
 
 // keyIdleLocked is called as a key's worker exits.
 func (s *Supervisor) keyIdleLocked(key string) {
+	s.notifyChangedLocked()
 	if k := s.keys[key]; k != nil {
 		s.gcKeyLocked(k)
 	}

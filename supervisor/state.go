@@ -75,6 +75,7 @@ func (s *Supervisor) setStateLocked(sess *session, to State) bool {
 		s.slots.retiring++
 	}
 	sess.state = to
+	s.notifyChangedLocked()
 	return true
 }
 

@@ -79,6 +79,13 @@ type Supervisor struct {
 	approvals *approvalBoard // approvals waiting for the chat's answer (approval.go)
 
 	stops stopMarks // when each chat last asked to stop (control.go); guarded by mu
+
+	// A reload's freeze (handover.go): freezing while it waits for quiet, frozen once it
+	// refuses messages; paused are the children it paused; changed wakes its wait.
+	freezing bool
+	frozen   bool
+	paused   []pausable
+	changed  chan struct{}
 }
 
 // New builds a Supervisor. When cfg.StateDir is set it first sweeps children left by a daemon
@@ -121,7 +128,11 @@ func New(cfg Config) (*Supervisor, error) {
 		}
 		s.records.bootID = childproc.ProcFS{}.BootID()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*cfg.SweepGrace+time.Second)
-		swept, err := SweepOrphans(ctx, cfg.StateDir, cfg.SweepGrace, s.log)
+		adopted := make(map[int]bool, len(cfg.Adopted))
+		for _, a := range cfg.Adopted {
+			adopted[a.Child.PID()] = true
+		}
+		swept, err := sweepOrphansKeeping(ctx, cfg.StateDir, cfg.SweepGrace, s.log, adopted)
 		cancel()
 		if err != nil {
 			// Not fatal: a daemon that cannot read its old record still serves; the record is
@@ -133,6 +144,9 @@ func New(cfg Config) (*Supervisor, error) {
 				s.records.leftover = append(s.records.leftover, sc.Record)
 			}
 		}
+	}
+	s.adopt(cfg.Adopted)
+	if cfg.StateDir != "" {
 		if err := s.writeRecords(); err != nil {
 			return nil, fmt.Errorf("supervisor: %w", err)
 		}

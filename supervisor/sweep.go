@@ -61,3 +61,13 @@ func SweepOrphans(ctx context.Context, stateDir string, grace time.Duration, log
 	}
 	return childproc.Sweep(ctx, filepath.Join(stateDir, ChildrenFile), grace, logger)
 }
+
+// sweepOrphansKeeping is SweepOrphans that leaves the children of pids alone: they were handed
+// over by the previous image of this process (Config.Adopted).
+func sweepOrphansKeeping(ctx context.Context, stateDir string, grace time.Duration, logger *zap.Logger, pids map[int]bool) ([]childproc.Swept, error) {
+	if grace <= 0 {
+		grace = DefaultSweepGrace
+	}
+	return childproc.SweepKeep(ctx, filepath.Join(stateDir, ChildrenFile), grace, logger,
+		func(r childproc.Record) bool { return pids[r.PID] })
+}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/codexauth"
+	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
@@ -49,6 +50,11 @@ type DaemonInfo struct {
 	PSSBytes   int64  `json:"pss_bytes"`
 	USSBytes   int64  `json:"uss_bytes"`
 	HeapBytes  uint64 `json:"heap_bytes"`
+	// Executable is the file a reload runs; Reloads counts the reloads since Started, the
+	// start of the daemon's first image; LastReload is the last attempt, nil before any.
+	Executable string      `json:"executable,omitempty"`
+	Reloads    int         `json:"reloads"`
+	LastReload *ReloadInfo `json:"last_reload,omitempty"`
 	// CodexVersion is what `codex --version` reported at start-up.
 	CodexVersion string `json:"codex_version,omitempty"`
 	// CodexAuth is codex's login state as last checked (at start-up, and again when a refused
@@ -115,61 +121,114 @@ func lockStateDir(dir string) (*stateLock, error) {
 
 func (l *stateLock) Close() error { return l.f.Close() }
 
+// fd is the lock file's descriptor, which a reload hands over (the flock goes with it).
+func (l *stateLock) fd() (int, error) { return int(l.f.Fd()), nil }
+
 // controlServer serves the status endpoint on a unix socket readable only by the daemon's user:
 // the process table names chats, which is not for other users of the host.
 type controlServer struct {
-	ln   net.Listener
-	srv  *http.Server
+	srv  *server
 	path string
-	done chan struct{}
 }
 
-// startControl serves the status document and the health probes (ready answers /v1/readyz) on
-// the state directory's control socket.
-func startControl(dir string, status func() StatusDoc, ready http.Handler, log *zap.Logger) (*controlServer, error) {
-	path := filepath.Join(dir, controlSocketName)
-	// The state lock is held, so a socket file here is left over from a daemon that died.
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale control socket %s: %w", path, err)
+// controlConfig configures the control socket.
+type controlConfig struct {
+	dir    string
+	status func() StatusDoc
+	ready  http.Handler // answers /v1/readyz
+	// reload starts a reload (POST /v1/reload) and returns its attempt number.
+	reload    func(trigger string) (int, error)
+	inherited *handoff.Doc // the previous image's, whose control socket is taken over
+	errs      chan<- error
+	log       *zap.Logger
+}
+
+// ReloadAnswer is the control socket's answer to POST /v1/reload.
+type ReloadAnswer struct {
+	// Attempt is the reload's number in status (daemon.last_reload.attempt); 0 when refused.
+	Attempt int    `json:"attempt,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// startControl serves the status document, the health probes and the reload on the state
+// directory's control socket.
+func startControl(cfg controlConfig) (*controlServer, error) {
+	path := filepath.Join(cfg.dir, controlSocketName)
+	var ln net.Listener
+	var err error
+	if fd, ok := inheritedFD(cfg.inherited, handoff.ListenerControl); ok {
+		ln, err = inheritedListener(fd, "control")
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		// The state lock is held, so a socket file here is left over from a daemon that died.
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove stale control socket %s: %w", path, err)
+		}
+		old := syscall.Umask(0o177)
+		ln, err = net.Listen("unix", path)
+		syscall.Umask(old)
+		if err != nil {
+			return nil, fmt.Errorf("listen on control socket %s: %w", path, err)
+		}
+		if err := os.Chmod(path, 0o600); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("chmod control socket %s: %w", path, err)
+		}
 	}
-	old := syscall.Umask(0o177)
-	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("listen on control socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod control socket %s: %w", path, err)
+	if ul, ok := ln.(*net.UnixListener); ok {
+		// Close must not remove the socket a reload hands over; Close removes it itself.
+		ul.SetUnlinkOnClose(false)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(status())
+		_ = enc.Encode(cfg.status())
+	})
+	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		n, err := cfg.reload("control socket")
+		if err != nil {
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(ReloadAnswer{Error: err.Error()})
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		_ = json.NewEncoder(w).Encode(ReloadAnswer{Attempt: n})
 	})
 	mux.HandleFunc("GET /v1/healthz", health.Live)
-	mux.Handle("GET /v1/readyz", ready)
-	c := &controlServer{
-		ln:   ln,
-		path: path,
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: local.HTTPErrorLog(log.Named("control"))},
-		done: make(chan struct{}),
-	}
-	go func() {
-		defer close(c.done)
-		_ = c.srv.Serve(ln)
-	}()
+	mux.Handle("GET /v1/readyz", cfg.ready)
+	log := cfg.log
+	kl := newKeptListener(ln)
+	c := &controlServer{path: path, srv: &server{name: "control socket", ln: kl, serve: kl, errs: cfg.errs,
+		newSrv: func() *http.Server {
+			return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: local.HTTPErrorLog(log.Named("control"))}
+		}}}
+	c.srv.start()
 	return c, nil
+}
+
+// inheritedFD is the descriptor of the listener name in the previous image's handoff.
+func inheritedFD(hdoc *handoff.Doc, name string) (int, bool) {
+	if hdoc == nil {
+		return 0, false
+	}
+	for _, l := range hdoc.Listeners {
+		if l.Name == name {
+			return l.FD, true
+		}
+	}
+	return 0, false
 }
 
 // Close stops the server, waits for its goroutine and removes the socket file.
 func (c *controlServer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	err := c.srv.Shutdown(ctx)
-	<-c.done
+	err := c.srv.shutdown(ctx)
 	_ = os.Remove(c.path)
 	return err
 }

@@ -57,6 +57,9 @@ type e2eConfig struct {
 	// TLS serves the mock model over TLS (https, wss) with a CA it generates; the daemons get
 	// SSL_CERT_FILE naming it, so codex children trust it, as production reaches the model.
 	TLS bool
+	// Bin is the daemon's executable; empty means this test binary. A reload test copies the
+	// test binary there so that it can replace the file on disk.
+	Bin string
 }
 
 // e2e is one environment: a mock model, a CODEX_HOME pointing at it, a state directory, and in
@@ -69,6 +72,7 @@ type e2e struct {
 	plat      *moleculetest.Platform // nil in local mode
 	local     bool
 	extraEnv  []string
+	bin       string
 	root      string
 	codexHome string
 	workDir   string
@@ -107,6 +111,7 @@ func newE2E(t *testing.T, cfg e2eConfig) *e2e {
 		mock:      mock,
 		local:     cfg.Local,
 		extraEnv:  cfg.Env,
+		bin:       cfg.Bin,
 		root:      root,
 		codexHome: filepath.Join(root, "codex-home"),
 		workDir:   filepath.Join(root, "work"),
@@ -211,7 +216,11 @@ func (e *e2e) launch(extra ...string) *daemonProc {
 		args = append(args, "--inbox", "molecule")
 	}
 	args = append(args, extra...)
-	cmd := exec.Command(os.Args[0], args...)
+	bin := os.Args[0]
+	if e.bin != "" {
+		bin = e.bin
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = e.env()
 	cmd.Dir = e.workDir
 	cmd.Stdout, cmd.Stderr = f, f

@@ -5,6 +5,7 @@
 //
 //	supervisor run      the daemon
 //	supervisor status   the live process table of a running daemon
+//	supervisor reload   replace the running daemon with the binary on disk (as SIGHUP does)
 //	supervisor demo     a self-contained offline demo (mock model, real codex)
 //	supervisor doctor   check what run would use, one line per check with the fix
 //	supervisor mock-model  a mock model on loopback, to try the daemon without an account
@@ -26,6 +27,7 @@ const usage = `usage: supervisor <command> [flags]
 commands:
   run         run the daemon (Molecule platform or local inbox)
   status      print the live process table of the running daemon
+  reload      replace the running daemon with the binary now on disk, keeping its codex children
   demo        run an offline demo: mock model on loopback, real codex, local inbox
   doctor      check what run would use (codex, login, state dir, listen address, platform)
   mock-model  run a mock model on loopback and print the CODEX_HOME config that uses it
@@ -35,12 +37,21 @@ Run "supervisor <command> -h" for the flags of a command.
 `
 
 func main() {
-	os.Exit(runMain(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	mt := newMainThread()
+	os.Exit(mt.serve(func() int {
+		return runMainOn(context.Background(), mt, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	}))
 }
 
 // runMain dispatches a subcommand and returns the process exit code. It takes its environment and
 // streams as arguments so tests can drive it in-process.
 func runMain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return runMainOn(ctx, nil, args, getenv, stdout, stderr)
+}
+
+// runMainOn is runMain for a process whose main thread mt serves (nil: none; the daemon then
+// cannot reload in place).
+func runMainOn(ctx context.Context, mt *mainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -48,7 +59,11 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	var err error
 	switch args[0] {
 	case "run":
-		err = cmdRun(ctx, args[1:], getenv, stdout, stderr)
+		err = cmdRun(ctx, mt, args[1:], getenv, stdout, stderr)
+	case "reload":
+		err = cmdReload(ctx, args[1:], getenv, stdout, stderr)
+	case reloadPreflightCmd:
+		return reloadPreflight(stdout)
 	case "status":
 		err = cmdStatus(ctx, args[1:], getenv, stdout, stderr)
 	case "demo":

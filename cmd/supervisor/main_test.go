@@ -15,7 +15,11 @@ const daemonEnv = "CODEX_WARM_E2E_DAEMON"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(daemonEnv) == "1" {
-		os.Exit(runMain(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+		// As main does: the daemon forks its children, and reloads, on the main thread.
+		mt := newMainThread()
+		os.Exit(mt.serve(func() int {
+			return runMainOn(context.Background(), mt, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+		}))
 	}
 	if mode := os.Getenv(hardenHelperEnv); mode != "" {
 		os.Exit(hardenHelper(mode))

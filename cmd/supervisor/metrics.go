@@ -1,12 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"sync"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/handoff"
 
 	"go.uber.org/zap"
 
@@ -23,34 +22,34 @@ const metricsMaxConns = 16
 // the local inbox (/healthz, /readyz), behind the inbox's Host and token checks. It records the
 // bound address in d.info before the control socket can report it. The server's goroutine is
 // added to wg; a Serve failure goes to errs.
-func (d *daemon) serveMetrics(met *metrics.Metrics, ready *health.Readiness, wg *sync.WaitGroup, errs chan<- error) (*http.Server, error) {
+func (d *daemon) serveMetrics(met *metrics.Metrics, ready *health.Readiness, hdoc *handoff.Doc, errs chan<- error) error {
 	cfg, log := d.cfg, d.log
-	ln, err := net.Listen("tcp", cfg.MetricsListen)
+	ln, err := listen(hdoc, handoff.ListenerMetrics, "tcp", cfg.MetricsListen)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: listen on %s: %w", cfg.MetricsListen, err)
+		return fmt.Errorf("metrics: listen on %s: %w", cfg.MetricsListen, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", met.Handler())
 	mux.HandleFunc("GET /healthz", health.Live)
 	mux.Handle("GET /readyz", ready)
-	srv := &http.Server{
-		Handler: local.Guard(local.GuardConfig{Token: cfg.MetricsToken, AllowedHosts: cfg.MetricsAllowHosts,
-			Realm: "codex-warm metrics", Logger: log.Named("metrics")}, mux),
-		// A scrape is a few kilobytes each way; these bound what a stalled client can hold.
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          local.HTTPErrorLog(log),
+	handler := local.Guard(local.GuardConfig{Token: cfg.MetricsToken, AllowedHosts: cfg.MetricsAllowHosts,
+		Realm: "codex-warm metrics", Logger: log.Named("metrics")}, mux)
+	newSrv := func() *http.Server {
+		return &http.Server{
+			Handler: handler,
+			// A scrape is a few kilobytes each way; these bound what a stalled client can hold.
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       time.Minute,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          local.HTTPErrorLog(log),
+		}
 	}
 	d.info.MetricsListen = ln.Addr().String()
-	lim := local.LimitConns(ln, metricsMaxConns, log)
-	wg.Go(func() {
-		if err := srv.Serve(lim); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs <- fmt.Errorf("metrics: %w", err)
-		}
-	})
+	kl := newKeptListener(ln)
+	d.metricsSrv = &server{name: "metrics", ln: kl, serve: local.LimitConns(kl, metricsMaxConns, log), newSrv: newSrv, errs: errs}
+	d.metricsSrv.start()
 	log.Info("metrics listening", zap.String("addr", d.info.MetricsListen), zap.Bool("token", cfg.MetricsToken != ""))
-	return srv, nil
+	return nil
 }

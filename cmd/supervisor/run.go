@@ -1,15 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"os/user"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
@@ -32,8 +34,30 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
-func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseRunConfig(args, getenv, stderr)
+func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	// SIGHUP reloads (systemd's ExecReload=); Go's default for it would end the daemon, so it is
+	// taken first: a reloaded image may be sent the next one at once.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
+	// First: a reloaded daemon's handoff carries the secret variables its configuration reads.
+	in, herr := readHandoff(getenv)
+	flagOut := stderr
+	var flagBuf bytes.Buffer
+	if in != nil {
+		flagOut = &flagBuf // its first line says why, for the give-back
+	}
+	cfg, err := parseRunConfig(args, getenv, flagOut)
+	if err != nil && in != nil {
+		// This binary refuses the configuration the previous one ran with; the previous binary
+		// logs why (the usage text is not for its JSON log).
+		why, _, _ := strings.Cut(strings.TrimSpace(flagBuf.String()), "\n")
+		gerr := in.giveBack(mt, fmt.Errorf("its configuration was refused: %s (%w)", why, err))
+		_, _ = stderr.Write(flagBuf.Bytes())
+		fmt.Fprintf(stderr, "supervisor run: reload: cannot give the daemon back to the previous binary: %v\n", gerr)
+		return err
+	}
+	_, _ = stderr.Write(flagBuf.Bytes())
 	if err != nil {
 		return err
 	}
@@ -42,11 +66,24 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	if herr != nil {
+		log.Error("reload: cannot read the previous image's handoff; giving it back to the previous binary", zap.Error(herr))
+		_ = log.Sync()
+		gerr := in.giveBack(mt, herr)
+		// Still here: the children and listeners it names cannot be told apart. Exiting ends the
+		// children (parent-death signal), and the next start's boot sweep clears what they left.
+		log.Error("reload: cannot give the handoff back; exiting", zap.Error(gerr))
+		return exitCode(1)
+	}
+	var doc *handoff.Doc
+	if in != nil {
+		doc = in.doc
+	}
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	if err := runDaemon(ctx, cfg, getenv, log, sigs); err != nil {
+	if err := runDaemon(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc, in: in}); err != nil {
 		// The log line is the one report: runMain must not print the error again.
 		log.Error("daemon stopped with an error", zap.Error(err))
 		return exitCode(1)
@@ -61,15 +98,49 @@ type daemon struct {
 	info    DaemonInfo
 	store   *sessions.Store
 	sup     *supervisor.Supervisor
-	mol     *molecule.Inbox
+	mol     atomic.Pointer[molecule.Inbox] // replaced when a reload is called off
 	control *controlServer
 	login   *loginGate // set by preflight
 	// phase is phaseStarting, phaseServing or phaseDraining (the readiness probe's "inbox").
 	phase atomic.Int32
+
+	// What a reload needs (reload.go).
+	mt         *mainThread
+	exe        string            // the executable a reload runs: the path this daemon first started from
+	self       *os.File          // this image's own executable, for a next image that gives everything back
+	secrets    map[string]string // the secret variables hardenProcess removed
+	lock       *stateLock
+	met        *metrics.Metrics
+	inboxSrv   *server // nil on the Molecule inbox
+	metricsSrv *server
+	controlSrv *server
+	// stopIntake stops taking messages and waits, until ctx is done, for those in flight;
+	// startIntake takes them again.
+	stopIntake  func(ctx context.Context) error
+	startIntake func()
+	reloadReq   chan string    // a requested reload, for the main loop
+	stopSignal  chan os.Signal // a stop signal a reload took from sigs
+	reloading   atomic.Bool
+	reloadMu    sync.Mutex
+	attempts    int
+	lastReload  *ReloadInfo
+}
+
+// daemonRun is what runDaemon runs with.
+type daemonRun struct {
+	cfg    runConfig
+	getenv func(string) string
+	log    *zap.Logger
+	// sigs stop the daemon (a second one cuts the drain short); hups reload it.
+	sigs, hups <-chan os.Signal
+	mt         *mainThread
+	handoff    *handoff.Doc // the previous image's, when reloaded
+	in         *incoming
 }
 
 func (d *daemon) status() StatusDoc {
 	doc := StatusDoc{Daemon: d.info, Snapshot: d.sup.Status()}
+	doc.Daemon.LastReload = d.reloadInfo()
 	doc.Daemon.Goroutines = runtime.NumGoroutine()
 	if m, err := (childproc.ProcFS{}).Memory(os.Getpid()); err == nil {
 		doc.Daemon.RSSBytes, doc.Daemon.PSSBytes, doc.Daemon.USSBytes = m.RSS, m.PSS, m.USS
@@ -79,8 +150,8 @@ func (d *daemon) status() StatusDoc {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	doc.Daemon.HeapBytes = ms.HeapAlloc
-	if d.mol != nil {
-		st := d.mol.Stats()
+	if mol := d.molecule(); mol != nil {
+		st := mol.Stats()
 		doc.Bridge = &st
 	}
 	d.addCodexStatus(&doc)
@@ -89,15 +160,29 @@ func (d *daemon) status() StatusDoc {
 
 // runDaemon runs until the first signal (graceful drain) or ctx is done; a second signal cuts
 // the drain short. It returns only after every codex child was waited for.
-func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, log *zap.Logger, sigs <-chan os.Signal) error {
+func runDaemon(ctx context.Context, r daemonRun) error {
+	cfg, getenv, log, sigs, hdoc := r.cfg, r.getenv, r.log, r.sigs, r.handoff
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("create state dir %s: %w", cfg.StateDir, err)
 	}
-	lock, err := lockStateDir(cfg.StateDir)
-	if err != nil {
+	// Past here nothing can be given back: descriptors are taken.
+	r.in.taken()
+	var lock *stateLock
+	var err error
+	if hdoc != nil {
+		handoff.Reclaim(hdoc.LockFD)
+		// The flock belongs to the open file, which the exec kept.
+		lock = &stateLock{f: os.NewFile(uintptr(hdoc.LockFD), filepath.Join(cfg.StateDir, lockFileName))}
+	} else if lock, err = lockStateDir(cfg.StateDir); err != nil {
 		return err
 	}
 	defer lock.Close()
+	secrets := make(map[string]string)
+	for _, k := range secretEnv() {
+		if v, ok := os.LookupEnv(k); ok {
+			secrets[k] = v
+		}
+	}
 
 	var mcfg molecule.Config
 	if cfg.Inbox == "molecule" {
@@ -118,8 +203,32 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		return fmt.Errorf("find codex: %w", err)
 	}
 	bin := loc.Bin
-	d := &daemon{cfg: cfg, log: log}
+	d := &daemon{cfg: cfg, log: log, mt: r.mt, secrets: secrets, lock: lock,
+		reloadReq: make(chan string, 1), stopSignal: make(chan os.Signal, 1)}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
+	if hdoc != nil {
+		d.exe = hdoc.Executable
+		d.info.Started, d.info.Reloads, d.attempts = hdoc.Started, hdoc.Reloads, hdoc.Attempts
+		d.lastReload = &ReloadInfo{Attempt: hdoc.Attempts, Trigger: hdoc.Trigger, At: hdoc.Written, Outcome: reloadOK,
+			From: hdoc.WrittenBy, To: version, Children: len(hdoc.Children)}
+		if why := r.in.givenBack; why != "" {
+			// The next binary could not take over and re-executed this one: same daemon, same
+			// children, one reload fewer.
+			d.info.Reloads--
+			d.lastReload.Outcome, d.lastReload.To = reloadFailed, ""
+			d.lastReload.Error = "the new binary could not take over and gave everything back: " + why
+			log.Error("reload failed: the new binary gave everything back to this one", zap.String("reason", why))
+		}
+	} else if d.exe, err = os.Executable(); err != nil {
+		log.Warn("cannot tell this daemon's executable; it cannot reload in place", zap.Error(err))
+		d.mt = nil
+	}
+	d.info.Executable = d.exe
+	if d.self, err = os.Open("/proc/self/exe"); err != nil {
+		log.Warn("cannot open this daemon's own executable: a new binary that fails to take over cannot give it back", zap.Error(err))
+	} else {
+		defer d.self.Close()
+	}
 	codexHome := appserver.EffectiveCodexHome(env)
 	// The metrics are built below; refreshes before that (the start-up check's) go uncounted.
 	var refreshMetrics atomic.Pointer[metrics.Metrics]
@@ -171,12 +280,16 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		mc := metrics.Config{Status: func() supervisor.Snapshot { return d.sup.Status() },
 			Limits: func() supervisor.LimitStatus { return d.sup.Limits() }, Logger: log}
 		if cfg.Inbox == "molecule" {
-			// d.mol is set before the metrics listener starts.
-			mc.Bridge = func() molecule.Stats { return d.mol.Stats() }
+			// The inbox is set before the metrics listener starts.
+			mc.Bridge = func() molecule.Stats { return d.molecule().Stats() }
 		}
 		met = metrics.New(mc)
 		onTurn = met.ObserveTurn
 		refreshMetrics.Store(met)
+		d.met = met
+		if d.lastReload != nil {
+			met.ObserveReload(d.lastReload.Outcome)
+		}
 	}
 	tmpl := appserver.Config{
 		Bin:             bin,
@@ -194,6 +307,10 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	if tokens != nil {
 		tmpl.Tokens = tokens
 	}
+	if d.mt != nil {
+		tmpl.Fork = d.mt.fork
+	}
+	adopted := adoptChildren(hdoc, tmpl, log)
 	// New also runs the boot sweep: children left by a daemon that was killed would otherwise
 	// hold memory and their threads forever.
 	d.sup, err = supervisor.New(supervisor.Config{
@@ -221,6 +338,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		Admit:            d.login.admit,
 		OnTurn:           onTurn,
 		Logger:           log,
+		Adopted:          adopted,
 	})
 	if err != nil {
 		return err
@@ -229,8 +347,8 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	var wg sync.WaitGroup
-	// One slot per server that can fail: the inbox and the metrics listener.
-	inboxErr := make(chan error, 2)
+	// The servers that can fail report here; a reload restarts them, so there is room to spare.
+	inboxErr := make(chan error, 8)
 	if tokens != nil {
 		// Refreshes ahead of expiry and adoptions of a login written by another process; the
 		// children's own refresh requests are answered whether this runs or not (a drain too).
@@ -240,7 +358,6 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 			tokens.Run(serveCtx)
 		}()
 	}
-	var httpSrv *http.Server
 
 	switch cfg.Inbox {
 	case "local":
@@ -254,22 +371,20 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		if err != nil {
 			return d.abort(err)
 		}
-		ln, err := net.Listen("tcp", cfg.Listen)
+		ln, err := listen(hdoc, handoff.ListenerInbox, "tcp", cfg.Listen)
 		if err != nil {
 			return d.abort(fmt.Errorf("local inbox: listen on %s: %w", cfg.Listen, err))
 		}
 		d.info.Listen = ln.Addr().String()
-		httpSrv = h.Server()
-		lim := local.LimitConns(ln, cfg.InboxMaxConns, log)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := httpSrv.Serve(lim); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				inboxErr <- fmt.Errorf("local inbox: %w", err)
-			}
-		}()
+		kl := newKeptListener(ln)
+		d.inboxSrv = &server{name: "local inbox", ln: kl, serve: local.LimitConns(kl, cfg.InboxMaxConns, log),
+			newSrv: h.Server, errs: inboxErr}
+		d.inboxSrv.start()
+		// A reload lets the requests in flight finish (their callers get their replies) while
+		// new connections wait in the socket's backlog for the next image.
+		d.stopIntake, d.startIntake = d.inboxSrv.pause, d.inboxSrv.resume
 		log.Info("local inbox listening", zap.String("addr", d.info.Listen), zap.Bool("token", cfg.InboxToken != ""),
-			zap.Int("max_conns", cfg.InboxMaxConns))
+			zap.Int("max_conns", cfg.InboxMaxConns), zap.Bool("inherited", hdoc != nil))
 	case "molecule":
 		mcfg.StateDir = cfg.StateDir
 		mcfg.Answerer = d.sup
@@ -292,53 +407,115 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		if met != nil {
 			mcfg.OnPoll = met.ObservePoll
 		}
-		d.mol, err = molecule.New(mcfg)
-		if err != nil {
+		d.info.Listen = mcfg.PlatformURL
+		// A reload stops polling and lets the rows in flight finish and be acknowledged (its
+		// drain, bounded by --drain-timeout); the ledger on disk carries the rest to the next
+		// image, or to a new inbox when the reload is called off.
+		var molWG sync.WaitGroup
+		var stopMol context.CancelFunc
+		runMol := func() error {
+			mol, err := molecule.New(mcfg)
+			if err != nil {
+				return err
+			}
+			d.mol.Store(mol)
+			var molCtx context.Context
+			molCtx, stopMol = context.WithCancel(serveCtx)
+			molWG.Go(func() {
+				if err := mol.Run(molCtx); err != nil {
+					inboxErr <- fmt.Errorf("molecule inbox: %w", err)
+				}
+			})
+			return nil
+		}
+		if err := runMol(); err != nil {
 			return d.abort(err)
 		}
-		d.info.Listen = mcfg.PlatformURL
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := d.mol.Run(serveCtx); err != nil {
-				inboxErr <- fmt.Errorf("molecule inbox: %w", err)
+		d.stopIntake = func(context.Context) error {
+			stopMol()
+			molWG.Wait()
+			return nil
+		}
+		d.startIntake = func() {
+			if err := runMol(); err != nil {
+				inboxErr <- fmt.Errorf("molecule inbox: restart after a reload was called off: %w", err)
 			}
-		}()
+		}
+		wg.Go(func() {
+			<-serveCtx.Done()
+			molWG.Wait()
+		})
 	}
 
-	var metricsSrv *http.Server
-	var metricsWG sync.WaitGroup // the metrics listener outlives the inbox's drain
 	if met != nil {
-		metricsSrv, err = d.serveMetrics(met, ready, &metricsWG, inboxErr)
+		err = d.serveMetrics(met, ready, hdoc, inboxErr)
 	}
 	if err == nil {
-		d.control, err = startControl(cfg.StateDir, d.status, ready, log)
+		d.control, err = startControl(controlConfig{dir: cfg.StateDir, status: d.status, ready: ready, log: log,
+			reload: d.requestReload, inherited: hdoc, errs: inboxErr})
+		if err == nil {
+			d.controlSrv = d.control.srv
+		}
 	}
 	if err != nil {
 		stopServing()
-		for _, srv := range []*http.Server{httpSrv, metricsSrv} {
+		for _, srv := range []*server{d.inboxSrv, d.metricsSrv} {
 			if srv != nil {
-				_ = srv.Close()
+				cctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				_ = srv.shutdown(cctx)
 			}
 		}
 		wg.Wait()
-		metricsWG.Wait()
 		return d.abort(err)
+	}
+	if hdoc != nil {
+		log.Info("reload: took over from the previous image", zap.String("from_version", hdoc.WrittenBy),
+			zap.String("version", version), zap.Int("children", len(adopted)), zap.Int("reloads", hdoc.Reloads))
 	}
 	log.Info("supervisor running", zap.String("codex_bin", bin), zap.String("state_dir", cfg.StateDir),
 		zap.String("inbox", cfg.Inbox), zap.Int("max_children", d.sup.Status().Totals.Cap))
 	d.phase.Store(phaseServing)
 
+	var hupWG sync.WaitGroup
+	hupWG.Go(func() {
+		for {
+			select {
+			case <-r.hups:
+				if n, err := d.requestReload("SIGHUP"); err != nil {
+					log.Warn("SIGHUP: reload refused", zap.Error(err))
+				} else {
+					log.Info("SIGHUP: reloading", zap.Int("attempt", n))
+				}
+			case <-serveCtx.Done():
+				return
+			}
+		}
+	})
+
 	var runErr error
-	select {
-	case sig := <-sigs:
-		log.Info("signal received; draining (send it again to stop at once)", zap.String("signal", sig.String()),
-			zap.Duration("drain_timeout", cfg.DrainTimeout))
-	case runErr = <-inboxErr:
-	case <-ctx.Done():
+serve:
+	for {
+		select {
+		case sig := <-sigs:
+			log.Info("signal received; draining (send it again to stop at once)", zap.String("signal", sig.String()),
+				zap.Duration("drain_timeout", cfg.DrainTimeout))
+			break serve
+		case sig := <-d.stopSignal:
+			log.Info("signal received during a reload; draining", zap.String("signal", sig.String()),
+				zap.Duration("drain_timeout", cfg.DrainTimeout))
+			break serve
+		case runErr = <-inboxErr:
+			break serve
+		case <-ctx.Done():
+			break serve
+		case <-d.reloadReq:
+			d.reload(sigs) // returns only when the reload did not happen
+		}
 	}
 	d.phase.Store(phaseDraining)
 	stopServing()
+	hupWG.Wait()
 
 	// The drain ends at the timeout or at a second signal, whichever comes first.
 	drainCtx, cutDrain := context.WithTimeout(context.Background(), cfg.DrainTimeout)
@@ -365,22 +542,17 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		defer watch.Done()
 		supErr = d.sup.Shutdown(drainCtx)
 	}()
-	if httpSrv != nil {
-		if err := httpSrv.Shutdown(drainCtx); err != nil {
-			_ = httpSrv.Close()
-		}
+	if d.inboxSrv != nil {
+		_ = d.inboxSrv.shutdown(drainCtx)
 	}
 	wg.Wait()
 	close(stopWatch)
 	watch.Wait()
 	// Scrapes go on through the drain (readyz says draining); the listener goes after it.
-	if metricsSrv != nil {
+	if d.metricsSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		if err := metricsSrv.Shutdown(ctx); err != nil {
-			_ = metricsSrv.Close()
-		}
+		_ = d.metricsSrv.shutdown(ctx)
 		cancel()
-		metricsWG.Wait()
 	}
 	if supErr != nil {
 		log.Warn("drain cut short", zap.Error(supErr))
@@ -396,6 +568,17 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	}
 	log.Info("supervisor stopped")
 	return runErr
+}
+
+// molecule is the running Molecule inbox, nil on the local inbox.
+func (d *daemon) molecule() *molecule.Inbox { return d.mol.Load() }
+
+// listen returns the listener the previous image handed over under name, else a new one.
+func listen(hdoc *handoff.Doc, name, network, addr string) (net.Listener, error) {
+	if fd, ok := inheritedFD(hdoc, name); ok {
+		return inheritedListener(fd, name)
+	}
+	return net.Listen(network, addr)
 }
 
 // abort stops a daemon whose start failed after the supervisor was created.

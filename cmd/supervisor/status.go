@@ -69,6 +69,15 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 		fmt.Fprintf(w, "  metrics %s", d.MetricsListen)
 	}
 	fmt.Fprintf(w, "\nstate %s\n", d.StateDir)
+	fmt.Fprintf(w, "started %s", d.Started.Format(time.RFC3339))
+	if r := d.LastReload; r != nil {
+		fmt.Fprintf(w, "  reloads %d  last reload %s ago (%s, %s", d.Reloads, shortDuration(now.Sub(r.At)), r.Trigger, r.Outcome)
+		if r.Error != "" {
+			fmt.Fprintf(w, ": %s", r.Error)
+		}
+		fmt.Fprint(w, ")")
+	}
+	fmt.Fprintln(w)
 	if a := d.CodexAuth; a != nil {
 		fmt.Fprintf(w, "codex %s  login %s", d.CodexVersion, a.State)
 		if a.Account != "" {

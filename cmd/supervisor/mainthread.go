@@ -1,0 +1,52 @@
+package main
+
+import "runtime"
+
+// The daemon forks its codex children, and re-executes itself, on the process's main thread.
+// Children get the parent-death signal (childproc.SysProcAttr) when the thread that forked them
+// exits, and an execve ends every thread but the one calling it: only a thread that calls every
+// exec outlives them all. Locking the main goroutine to the main thread in init is the
+// documented way to keep package main on it.
+func init() { runtime.LockOSThread() }
+
+// mainThread runs functions on the main thread, which serve keeps for itself.
+type mainThread struct{ calls chan func() }
+
+func newMainThread() *mainThread { return &mainThread{calls: make(chan func())} }
+
+// serve runs run on another goroutine and the calls of do on this one, the main goroutine,
+// until run returns; it returns run's result.
+func (m *mainThread) serve(run func() int) int {
+	done := make(chan int, 1)
+	go func() { done <- run() }()
+	for {
+		select {
+		case f := <-m.calls:
+			f()
+		case code := <-done:
+			return code
+		}
+	}
+}
+
+// do runs f on the main thread and waits for it; on a nil mainThread (in-process tests) f runs
+// on the caller's thread.
+func (m *mainThread) do(f func()) {
+	if m == nil {
+		f()
+		return
+	}
+	ok := make(chan struct{})
+	m.calls <- func() {
+		defer close(ok)
+		f()
+	}
+	<-ok
+}
+
+// fork is appserver.Config.Fork: start runs on the main thread.
+func (m *mainThread) fork(start func() error) error {
+	var err error
+	m.do(func() { err = start() })
+	return err
+}

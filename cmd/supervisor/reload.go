@@ -1,0 +1,404 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/handoff"
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// reloadPreflightCmd is the hidden subcommand a daemon runs its successor with before a reload.
+const reloadPreflightCmd = "reload-preflight"
+
+// preflightTimeout bounds the successor's preflight run.
+const preflightTimeout = 15 * time.Second
+
+// Reload outcomes, in status and metrics.
+const (
+	reloadOK      = "ok"
+	reloadRefused = "refused"
+	reloadFailed  = "failed"
+	reloadRunning = "running"
+)
+
+// ReloadInfo is the last reload in a status answer.
+type ReloadInfo struct {
+	// Attempt numbers the reload attempts of this daemon (pid) since it first started.
+	Attempt int       `json:"attempt"`
+	Trigger string    `json:"trigger"`
+	At      time.Time `json:"at"`
+	// Outcome is "running", "ok", "refused" (nothing was stopped, or all was resumed before
+	// any exec) or "failed" (the exec failed; the old image serves on).
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+	From    string `json:"from_version,omitempty"`
+	To      string `json:"to_version,omitempty"`
+	// Children is how many warm children were handed over.
+	Children int `json:"children"`
+}
+
+// reloadPreflight prints what a daemon checks before it re-executes into this binary.
+func reloadPreflight(stdout io.Writer) int {
+	b, _ := json.Marshal(handoff.Preflight{Program: handoff.PreflightProgram, Version: version, Readable: handoff.Readable})
+	fmt.Fprintf(stdout, "%s\n", b)
+	return 0
+}
+
+// preflightBinary runs path with the preflight subcommand and says why it cannot take over.
+func preflightBinary(ctx context.Context, path string) (handoff.Preflight, error) {
+	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, path, reloadPreflightCmd)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		return handoff.Preflight{}, fmt.Errorf("preflight of %s: %w; stderr: %s", path, err, capBytes(bytes.TrimSpace(errOut.Bytes()), 500))
+	}
+	p, err := handoff.CheckPreflight(bytes.TrimSpace(out.Bytes()))
+	if err != nil {
+		return p, fmt.Errorf("preflight of %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// errReloadBusy refuses a reload asked for while one runs.
+var errReloadBusy = errors.New("a reload is already in progress")
+
+// requestReload starts a reload unless one runs; the daemon's main loop runs it. It returns
+// the attempt's number.
+func (d *daemon) requestReload(trigger string) (int, error) {
+	if d.mt == nil {
+		return 0, errors.New("this daemon cannot reload in place (it does not own its main thread)")
+	}
+	if d.phase.Load() != phaseServing {
+		return 0, errors.New("the daemon is not serving (starting or stopping)")
+	}
+	if !d.reloading.CompareAndSwap(false, true) {
+		return 0, errReloadBusy
+	}
+	d.reloadMu.Lock()
+	d.attempts++
+	n := d.attempts
+	d.lastReload = &ReloadInfo{Attempt: n, Trigger: trigger, At: time.Now().UTC(), Outcome: reloadRunning, From: version}
+	d.reloadMu.Unlock()
+	d.reloadReq <- trigger // buffered: at most one runs
+	return n, nil
+}
+
+// endReload records a reload's outcome; the daemon serves on.
+func (d *daemon) endReload(outcome string, err error) {
+	d.reloadMu.Lock()
+	if d.lastReload != nil {
+		d.lastReload.Outcome = outcome
+		if err != nil {
+			d.lastReload.Error = err.Error()
+		}
+	}
+	d.reloadMu.Unlock()
+	if d.met != nil {
+		d.met.ObserveReload(outcome)
+	}
+	d.log.Error("reload did not happen; the daemon serves on with everything it had",
+		zap.String("outcome", outcome), zap.Error(err))
+	d.reloading.Store(false)
+}
+
+// reloadInfo is a copy of the last reload, nil before the first.
+func (d *daemon) reloadInfo() *ReloadInfo {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	if d.lastReload == nil {
+		return nil
+	}
+	r := *d.lastReload
+	return &r
+}
+
+// reload replaces the daemon's image with the binary now at d.exe, keeping the pid, the
+// listeners and the idle warm children. It returns only when the reload did not happen: the
+// daemon then serves on as before, and the outcome is recorded.
+func (d *daemon) reload(sigs <-chan os.Signal) {
+	log := d.log
+	log.Info("reload: checking the new binary", zap.String("executable", d.exe))
+	pf, err := preflightBinary(context.Background(), d.exe)
+	if err != nil {
+		d.endReload(reloadRefused, err)
+		return
+	}
+	log.Info("reload: new binary answers; quiescing", zap.String("new_version", pf.Version),
+		zap.Ints("handoff_readable", pf.Readable), zap.Duration("bound", d.cfg.DrainTimeout))
+	d.reloadMu.Lock()
+	d.lastReload.To = pf.Version
+	d.reloadMu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.DrainTimeout)
+	defer cancel()
+	if err := d.stopIntake(ctx); err != nil {
+		d.startIntake()
+		d.endReload(reloadRefused, err)
+		return
+	}
+	children, err := d.sup.Freeze(ctx)
+	if err != nil {
+		d.startIntake()
+		d.endReload(reloadRefused, fmt.Errorf("running turns did not finish within %s: %w", d.cfg.DrainTimeout, err))
+		return
+	}
+	resume := func() {
+		d.sup.Thaw()
+		d.startIntake()
+	}
+	// The control socket and the metrics listener stop last: status answers all along.
+	var paused []*server
+	for _, s := range []*server{d.metricsSrv, d.controlSrv} {
+		if s == nil {
+			continue
+		}
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := s.pause(sctx)
+		scancel()
+		if err != nil {
+			log.Warn("reload: a request in flight is cut by the exec", zap.Error(err))
+		}
+		paused = append(paused, s)
+	}
+	resumeAll := func() {
+		for _, s := range paused {
+			s.resume()
+		}
+		resume()
+	}
+	select {
+	case sig := <-sigs:
+		// A stop asked for meanwhile wins over the reload; it was taken from the channel, so
+		// it is answered here.
+		resumeAll()
+		d.endReload(reloadRefused, fmt.Errorf("%s received during the reload", sig))
+		d.stopSignal <- sig
+		return
+	default:
+	}
+	if err := d.store.Flush(); err != nil {
+		resumeAll()
+		d.endReload(reloadRefused, fmt.Errorf("write sessions before the reload: %w", err))
+		return
+	}
+	doc, err := d.handoffDoc(children)
+	if err != nil {
+		resumeAll()
+		d.endReload(reloadRefused, err)
+		return
+	}
+	err = d.execInto(doc)
+	// Still here: the exec failed.
+	resumeAll()
+	d.endReload(reloadFailed, err)
+}
+
+// handoffDoc describes what the next image takes over.
+func (d *daemon) handoffDoc(children []supervisor.HandedChild) (handoff.Doc, error) {
+	d.reloadMu.Lock()
+	attempt := d.attempts
+	trigger := d.lastReload.Trigger
+	d.reloadMu.Unlock()
+	doc := handoff.Doc{
+		WrittenBy: version, Written: time.Now().UTC(), Started: d.info.Started, Reloads: d.info.Reloads + 1,
+		Attempts: attempt, Trigger: trigger, Executable: d.exe, Args: os.Args, Env: d.secrets,
+	}
+	fd, err := d.lock.fd()
+	if err != nil {
+		return doc, err
+	}
+	doc.LockFD = fd
+	for _, l := range []struct {
+		name string
+		s    *server
+	}{{handoff.ListenerInbox, d.inboxSrv}, {handoff.ListenerMetrics, d.metricsSrv}, {handoff.ListenerControl, d.controlSrv}} {
+		if l.s == nil {
+			continue
+		}
+		fd, err := l.s.ln.fd()
+		if err != nil {
+			return doc, fmt.Errorf("%s listener: %w", l.name, err)
+		}
+		doc.Listeners = append(doc.Listeners, handoff.Listener{Name: l.name, FD: fd, Addr: l.s.ln.Addr().String()})
+	}
+	for _, c := range children {
+		h := c.Handover
+		doc.Children = append(doc.Children, handoff.Child{ChatKey: c.ChatKey, ThreadID: c.ThreadID, PID: h.PID,
+			Started: c.Started, Turns: c.Turns, Stdin: rawFD(h.Stdin), Stdout: rawFD(h.Stdout),
+			Stderr: rawFD(h.Stderr), Pending: h.Pending})
+	}
+	return doc, nil
+}
+
+// rawFD is f's descriptor. Unlike File.Fd it leaves the descriptor non-blocking, so that the
+// pipe keeps its deadlines here (a reload called off) and is pollable in the next image.
+func rawFD(f *os.File) int {
+	fd := -1
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(u uintptr) { fd = int(u) })
+	}
+	return fd
+}
+
+// execInto writes doc and re-executes d.exe on the main thread. It returns only on failure,
+// with every descriptor close-on-exec again.
+func (d *daemon) execInto(doc handoff.Doc) error {
+	f, err := handoff.Write(doc)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fds := append(doc.FDs(), int(f.Fd()))
+	if err := handoff.Inherit(fds...); err != nil {
+		handoff.Reclaim(fds...)
+		return err
+	}
+	env := append(os.Environ(), fmt.Sprintf("%s=%d", handoff.EnvFD, f.Fd()))
+	if d.self != nil {
+		// The next image gives everything back to this file if it cannot take over.
+		self := rawFD(d.self)
+		fds = append(fds, self)
+		if err := handoff.Inherit(self); err != nil {
+			handoff.Reclaim(fds...)
+			return err
+		}
+		env = append(env, fmt.Sprintf("%s=%d", handoff.EnvFallbackFD, self))
+	}
+	d.log.Info("reload: handing over and re-executing", zap.String("executable", d.exe),
+		zap.Int("children", len(doc.Children)), zap.Int("listeners", len(doc.Listeners)))
+	_ = d.log.Sync()
+	var execErr error
+	d.mt.do(func() { execErr = syscall.Exec(d.exe, os.Args, env) })
+	handoff.Reclaim(fds...)
+	return fmt.Errorf("exec %s: %w", d.exe, execErr)
+}
+
+// adoptChildren turns the handed-over children back into clients; one that cannot be adopted
+// is killed with its process group (the boot sweep's way), its descriptors closed.
+func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []supervisor.AdoptedChild {
+	if doc == nil {
+		return nil
+	}
+	var out []supervisor.AdoptedChild
+	for _, c := range doc.Children {
+		handoff.Reclaim(c.Stdin, c.Stdout, c.Stderr)
+		h := appserver.Handover{PID: c.PID, Pending: c.Pending,
+			Stdin:  os.NewFile(uintptr(c.Stdin), fmt.Sprintf("codex-%d-stdin", c.PID)),
+			Stdout: os.NewFile(uintptr(c.Stdout), fmt.Sprintf("codex-%d-stdout", c.PID)),
+			Stderr: os.NewFile(uintptr(c.Stderr), fmt.Sprintf("codex-%d-stderr", c.PID))}
+		cfg := tmpl
+		cfg.Logger = log.With(zap.String("chat_key", c.ChatKey))
+		cl, err := appserver.Adopt(cfg, h)
+		if err != nil {
+			log.Error("reload: cannot adopt a handed-over child; killing it", zap.String("chat_key", c.ChatKey),
+				zap.Int("pid", c.PID), zap.Error(err))
+			_ = h.Stdin.Close()
+			_ = h.Stdout.Close()
+			_ = h.Stderr.Close()
+			_ = syscall.Kill(-c.PID, syscall.SIGKILL)
+			continue
+		}
+		out = append(out, supervisor.AdoptedChild{ChatKey: c.ChatKey, ThreadID: c.ThreadID, Started: c.Started,
+			Turns: c.Turns, Child: cl})
+	}
+	return out
+}
+
+// incoming is what a reloaded image received from the previous one.
+type incoming struct {
+	doc  *handoff.Doc // nil when it could not be read
+	file *os.File     // the handoff, kept for a give-back until the image takes over
+	// fallback is the previous image's executable (nil: none); givenBack is the reason a next
+	// image gave the handoff back, when this image is the previous binary again.
+	fallback  *os.File
+	givenBack string
+}
+
+// readHandoff reads the handoff the previous image left (nil, nil when the daemon was started,
+// not reloaded), and sets the secret variables it carries. With an error, the incoming it
+// returns may still give the handoff back (giveBack).
+func readHandoff(getenv func(string) string) (*incoming, error) {
+	f, ok, err := handoff.FromEnv(getenv)
+	if !ok {
+		return nil, nil
+	}
+	in := &incoming{file: f, givenBack: getenv(handoff.EnvGivenBack)}
+	if v := getenv(handoff.EnvFallbackFD); v != "" {
+		if fd, err := strconv.Atoi(v); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+			in.fallback = os.NewFile(uintptr(fd), "previous-executable")
+		}
+	}
+	for _, k := range []string{handoff.EnvFD, handoff.EnvFallbackFD, handoff.EnvGivenBack} {
+		_ = os.Unsetenv(k)
+	}
+	if err != nil {
+		return in, err
+	}
+	doc, err := handoff.Read(f)
+	if err != nil {
+		return in, err
+	}
+	for k, v := range doc.Env {
+		_ = os.Setenv(k, v)
+	}
+	in.doc = &doc
+	return in, nil
+}
+
+// giveBack re-executes the previous image's executable with the handoff it wrote, because this
+// image cannot take over (why). It returns only when that is impossible or failed; the caller
+// then exits, and the children die with the process.
+func (in *incoming) giveBack(mt *mainThread, why error) error {
+	if in == nil || in.fallback == nil || mt == nil {
+		return errors.New("no previous executable to give the handoff back to")
+	}
+	if in.doc != nil {
+		for k := range in.doc.Env {
+			_ = os.Unsetenv(k) // the previous binary reads them from the handoff again
+		}
+	}
+	if _, err := in.file.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	fd := rawFD(in.file)
+	if err := handoff.Inherit(fd); err != nil {
+		return err
+	}
+	env := append(os.Environ(), fmt.Sprintf("%s=%d", handoff.EnvFD, fd), handoff.EnvGivenBack+"="+why.Error())
+	path := fmt.Sprintf("/proc/self/fd/%d", rawFD(in.fallback))
+	args := os.Args
+	if in.doc != nil && len(in.doc.Args) > 0 {
+		args = in.doc.Args // what the previous binary ran with, which this one may have refused
+	}
+	var err error
+	mt.do(func() { err = syscall.Exec(path, args, env) })
+	return fmt.Errorf("exec the previous executable %s: %w", path, err)
+}
+
+// taken closes what a give-back would have needed: the image took over.
+func (in *incoming) taken() {
+	if in == nil {
+		return
+	}
+	_ = in.file.Close()
+	if in.fallback != nil {
+		_ = in.fallback.Close()
+	}
+}

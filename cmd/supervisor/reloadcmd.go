@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+)
+
+// reloadPoll is how often `supervisor reload` asks for the outcome.
+const reloadPoll = 200 * time.Millisecond
+
+// cmdReload asks the running daemon to reload (as SIGHUP does) and waits for the outcome: the
+// new image's status, or the old image's reason for serving on.
+func cmdReload(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newCommandFlags("reload", stderr)
+	stateDir := fs.String("state-dir", defaultStateDir(getenv), "state directory of the daemon (env CODEX_CHANNEL_MOLECULE_STATE_DIR)")
+	wait := fs.Duration("wait", 5*time.Minute, "how long to wait for the outcome (the daemon lets running turns finish first, up to its --drain-timeout)")
+	if err := fs.Parse(args); err != nil {
+		return flagsError(err)
+	}
+	before, err := fetchStatus(ctx, *stateDir)
+	if err != nil {
+		return err
+	}
+	code, body, err := controlDo(ctx, *stateDir, http.MethodPost, "/v1/reload", 10*time.Second)
+	if err != nil {
+		return err
+	}
+	var ans ReloadAnswer
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return fmt.Errorf("what answers on the control socket is not the daemon's reload: HTTP %d: %s", code, bytes.TrimSpace(capBytes(body, 4096)))
+	}
+	if code != http.StatusAccepted {
+		return fmt.Errorf("reload refused: %s", ans.Error)
+	}
+	fmt.Fprintf(stdout, "reload %d of pid %d (version %s) started; waiting for the outcome\n", ans.Attempt, before.Daemon.PID, before.Daemon.Version)
+	wctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	t := time.NewTicker(reloadPoll)
+	defer t.Stop()
+	for {
+		// While the image changes, the socket's backlog holds the connection, or the old
+		// image's last answer is cut: both are retried.
+		doc, err := fetchStatus(wctx, *stateDir)
+		if err == nil {
+			if r := doc.Daemon.LastReload; r != nil && r.Attempt >= ans.Attempt && r.Outcome != reloadRunning {
+				if r.Outcome != reloadOK {
+					return fmt.Errorf("reload %s: %s; the daemon (pid %d, version %s) serves on", r.Outcome, r.Error, doc.Daemon.PID, doc.Daemon.Version)
+				}
+				fmt.Fprintf(stdout, "reloaded: pid %d now runs version %s (was %s), %d warm children kept, %d reloads since %s\n",
+					doc.Daemon.PID, r.To, r.From, r.Children, doc.Daemon.Reloads, doc.Daemon.Started.Format(time.RFC3339))
+				return nil
+			}
+		} else if errors.Is(err, errNoDaemon) {
+			return fmt.Errorf("the daemon is gone during the reload: %w", err)
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("no outcome of reload %d within %s (see the daemon's log)", ans.Attempt, *wait)
+		case <-t.C:
+		}
+	}
+}
+
+// controlDo sends method urlPath to the daemon owning dir on its control socket, within
+// timeout, and returns the HTTP status and body (see controlGet).
+func controlDo(ctx context.Context, dir, method, urlPath string, timeout time.Duration) (int, []byte, error) {
+	if method == http.MethodGet {
+		return controlGet(ctx, dir, urlPath, timeout)
+	}
+	path := filepath.Join(dir, controlSocketName)
+	client := &http.Client{
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", path)
+			},
+		},
+		Timeout: timeout,
+	}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, method, "http://supervisor"+urlPath, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w (state dir %s: %v)", errNoDaemon, dir, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, fmt.Errorf("read answer of daemon at %s: %w", path, err)
+	}
+	return resp.StatusCode, body, nil
+}

@@ -1,0 +1,91 @@
+package handoff
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// A document written by Write reads back the same through the descriptor EnvFD names, and the
+// descriptor is close-on-exec until Inherit clears it.
+func TestWriteReadRoundTrip(t *testing.T) {
+	in := Doc{WrittenBy: "v1", Reloads: 2, Attempts: 3, Trigger: "SIGHUP", Executable: "/usr/bin/supervisor", LockFD: 7,
+		Listeners: []Listener{{Name: ListenerInbox, FD: 8, Addr: "127.0.0.1:1"}},
+		Children:  []Child{{ChatKey: "c", ThreadID: "t", PID: 42, Stdin: 9, Stdout: 10, Stderr: 11, Pending: []byte(`{"jsonrpc":`)}},
+		Env:       map[string]string{"MOLECULE_WORKSPACE_TOKEN": "s"}}
+	f, err := Write(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if cloexec, err := CloseOnExec(fd); err != nil || !cloexec {
+		t.Fatalf("new handoff file: close-on-exec %v (%v), want set", cloexec, err)
+	}
+	if err := Inherit(fd); err != nil {
+		t.Fatal(err)
+	}
+	if cloexec, _ := CloseOnExec(fd); cloexec {
+		t.Fatal("Inherit left close-on-exec set")
+	}
+	// What the next image does: find it in the environment, which sets close-on-exec again.
+	dup, err := syscall.Dup(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, ok, err := FromEnv(func(k string) string {
+		if k == EnvFD {
+			return strconv.Itoa(dup)
+		}
+		return ""
+	})
+	if err != nil || !ok {
+		t.Fatalf("FromEnv: %v %v", ok, err)
+	}
+	defer g.Close()
+	if cloexec, _ := CloseOnExec(dup); !cloexec {
+		t.Fatal("FromEnv left close-on-exec clear")
+	}
+	out, err := Read(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Version != Version || out.Children[0].PID != 42 || string(out.Children[0].Pending) != `{"jsonrpc":` ||
+		out.Env["MOLECULE_WORKSPACE_TOKEN"] != "s" || out.Listeners[0].FD != 8 || out.Trigger != "SIGHUP" {
+		t.Fatalf("read back %+v", out)
+	}
+	if got := out.FDs(); len(got) != 1+1+3 {
+		t.Fatalf("FDs: %v", got)
+	}
+}
+
+// A version this build does not read is refused with a *VersionError before anything else is
+// decoded; so is a preflight answer of a binary that cannot read the version this one writes.
+func TestVersionsRefusedCleanly(t *testing.T) {
+	_, err := Read(strings.NewReader(`{"version":99,"children":"not even the right type"}`))
+	var ve *VersionError
+	if !errors.As(err, &ve) || ve.Got != 99 {
+		t.Fatalf("Read of version 99: %v", err)
+	}
+	if _, err := Read(strings.NewReader(`not json`)); err == nil {
+		t.Fatal("Read of garbage succeeded")
+	}
+	if _, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v2","handoff_readable":[2,3]}`)); !errors.As(err, &ve) {
+		t.Fatalf("preflight of a binary reading [2 3]: %v", err)
+	}
+	if _, err := CheckPreflight([]byte(`{"program":"other","handoff_readable":[1]}`)); err == nil {
+		t.Fatal("preflight of another program accepted")
+	}
+	p, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v2","handoff_readable":[1,2]}`))
+	if err != nil || p.Version != "v2" {
+		t.Fatalf("good preflight: %+v %v", p, err)
+	}
+	if _, ok, _ := FromEnv(func(string) string { return "" }); ok {
+		t.Fatal("FromEnv without the variable said ok")
+	}
+	if _, _, err := FromEnv(func(string) string { return "x" }); err == nil {
+		t.Fatal("FromEnv accepted a non-number")
+	}
+}
