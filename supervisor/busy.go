@@ -50,6 +50,10 @@ type liveTurn struct {
 	threadID string
 	act      *activity // what the turn is doing now; see ChildStatus.Activity
 
+	// known is closed once codex answered turn/start (turnID set) or the turn ended: a message
+	// steered before then waits for it rather than queueing behind the whole turn.
+	known chan struct{}
+
 	mu     sync.Mutex
 	turnID string // "" until codex answered turn/start
 	ended  bool
@@ -57,17 +61,31 @@ type liveTurn struct {
 	joined []*job  // messages steered into the turn; they get its outcome
 }
 
+func newLiveTurn(child Child, threadID string, act *activity) *liveTurn {
+	return &liveTurn{child: child, threadID: threadID, act: act, known: make(chan struct{})}
+}
+
 func (lt *liveTurn) started(turnID string) {
 	lt.mu.Lock()
 	lt.turnID = turnID
+	lt.markKnownLocked()
 	lt.mu.Unlock()
 	lt.act.started(turnID)
+}
+
+func (lt *liveTurn) markKnownLocked() {
+	select {
+	case <-lt.known:
+	default:
+		close(lt.known)
+	}
 }
 
 // finish records the turn's outcome and answers the messages steered into it.
 func (lt *liveTurn) finish(o outcome) {
 	lt.mu.Lock()
 	lt.ended, lt.out = true, o
+	lt.markKnownLocked()
 	joined := lt.joined
 	lt.joined = nil
 	lt.mu.Unlock()
@@ -96,10 +114,15 @@ func (s *Supervisor) steerTargetLocked(k *keyState) *liveTurn {
 	return k.live
 }
 
-// steer adds j's text to the running turn lt. ok false: codex did not take it (the turn has no
-// id yet, ended, or refused), and j must be queued. Otherwise j is answered with the turn's
+// steer adds j's text to the running turn lt, once codex gave the turn its id. ok false: codex
+// did not take it (the turn ended, or refused, or ctx ended first), and j must be queued. Otherwise j is answered with the turn's
 // outcome (Reply.Steered set): now holds it when the turn already ended, else it comes on j.done.
 func (s *Supervisor) steer(ctx context.Context, k *keyState, lt *liveTurn, j *job) (now *outcome, ok bool) {
+	select {
+	case <-lt.known: // codex answers turn/start at once; a turn that never starts ends
+	case <-ctx.Done():
+		return nil, false
+	}
 	lt.mu.Lock()
 	turnID, ended := lt.turnID, lt.ended
 	lt.mu.Unlock()

@@ -54,6 +54,36 @@ func TestBusySteerMergesIntoRunningTurn(t *testing.T) {
 	})
 }
 
+// BusySteer: a message arriving before codex answered the running turn's turn/start (no turn id
+// to steer into yet) waits for the answer and is steered, rather than queued behind a turn that
+// may run for minutes.
+func TestBusySteerWaitsForTheTurnID(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		s := newSup(t, w, func(c *Config) { c.Busy = BusySteer })
+		defer shutdown(t, s)
+		first := submitAsync(context.Background(), s, "a", "latestart:g")
+		synctest.Wait()
+		second := submitAsync(context.Background(), s, "a", "early")
+		synctest.Wait()
+		w.open("g")
+		synctest.Wait()
+		w.open("g-end")
+		r1, err1 := first.wait()
+		r2, err2 := second.wait()
+		if err1 != nil || err2 != nil {
+			t.Fatalf("errors %v, %v", err1, err2)
+		}
+		if r1.Text != "reply #1: latestart:g + early" || !r2.Steered || r2.TurnID != r1.TurnID {
+			t.Fatalf("replies %+v and %+v, want one turn answering both", r1, r2)
+		}
+		if got := w.turns(); !slices.Equal(got, []string{"a:latestart:g"}) {
+			t.Fatalf("turns %v, want the one turn", got)
+		}
+	})
+}
+
 // BusySteer falls back to queueing when codex refuses the steer (activeTurnNotSteerable), and
 // when a message of the chat already waits (a steered message must not jump ahead of it).
 func TestBusySteerRefusedQueues(t *testing.T) {

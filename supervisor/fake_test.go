@@ -289,6 +289,7 @@ func (c *fakeChild) RevertThread(ctx context.Context, threadID, beforeTurnID str
 // RunTurn acts on the text:
 //
 //	block:<gate>  complete after the gate opens (a text holding "nosteer" refuses SteerTurn)
+//	latestart:<g> answer turn/start (OnStarted) once gate g opens, then act as block:<g>-end
 //	barrier       complete once fakeWorld.barrierN turns are in flight at the same time
 //	hang          never complete; honour the interrupt
 //	wedge         never complete; ignore the interrupt (ErrWedged after the grace)
@@ -338,6 +339,15 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 		c.active = nil
 		c.mu.Unlock()
 	}()
+	if g, ok := strings.CutPrefix(text, "latestart:"); ok {
+		// codex answers turn/start only after gate g opens; the turn then waits for g+"-end".
+		select {
+		case <-w.gate(g):
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		text = "block:" + g + "-end"
+	}
 	if opts.OnStarted != nil {
 		opts.OnStarted(turnID)
 	}
@@ -345,7 +355,7 @@ func (c *fakeChild) RunTurn(ctx context.Context, threadID string, input []protoc
 		reply := ""
 		if status == protocol.TurnCompleted {
 			c.mu.Lock()
-			all := append([]string{text}, ft.steered...)
+			all := append([]string{input[0].Text}, ft.steered...)
 			c.mu.Unlock()
 			reply = fmt.Sprintf("reply #%d: %s", n, strings.Join(all, " + "))
 		}
