@@ -32,6 +32,8 @@ func TestImportsRunDownward(t *testing.T) {
 		// The daemon's ChatGPT login sits beside the flow: appserver consumes it through an
 		// interface of its own, and it knows nothing above the wire types.
 		{"../codexauth", []string{"appserver", "childproc", "supervisor", "inbox", "cmd"}, true},
+		// The spares' canned model is a leaf the daemon owns: children reach it over loopback.
+		{"../cannedmodel", []string{"appserver", "childproc", "supervisor", "inbox", "cmd", "mockmodel"}, true},
 	} {
 		pkg, err := build.ImportDir(rule.dir, 0)
 		if err != nil {

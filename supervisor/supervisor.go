@@ -56,6 +56,7 @@ type Supervisor struct {
 	model *modelState // whether the model could be reached, across every chat
 
 	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
+	warmUpFailed    atomic.Bool  // a spare's warm-up failed and was logged (warmup.go)
 
 	records childRecords // what children.json holds besides the live children (sweep.go)
 

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/cannedmodel"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/inbox/local"
@@ -192,6 +193,16 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	}
 	if tokens != nil {
 		tmpl.Tokens = tokens
+	}
+	if cfg.WarmSpares && cfg.Spares > 0 {
+		// Closed as runDaemon returns, after Shutdown waited for every child.
+		canned, err := cannedmodel.New(cannedmodel.Config{Logger: log})
+		if err != nil {
+			log.Warn("no canned model for the spares' warm-up; spares are handed out less warm", zap.Error(err))
+		} else {
+			defer canned.Close()
+			tmpl.WarmUpURL = canned.URL()
+		}
 	}
 	// New also runs the boot sweep: children left by a daemon that was killed would otherwise
 	// hold memory and their threads forever.
