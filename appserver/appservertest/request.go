@@ -15,8 +15,9 @@ import (
 // so that two runs compare byte for byte:
 //   - each key of literals (a thread id, a CODEX_HOME or workspace path) by its value;
 //   - the ids codex gives input items ("id":"msg_<uuid>");
-//   - in client_metadata, the turn, root turn and installation ids, and in its
-//     x-codex-turn-metadata document the context window id and the turn's start time;
+//   - in client_metadata, the turn, root turn and installation ids, the websocket request's
+//     start time, and in its x-codex-turn-metadata document the context window id and the
+//     turn's start time;
 //   - the order of keys, which codex writes in no fixed order in client_metadata: every object's
 //     keys come out sorted, and x-codex-turn-metadata is decoded in place.
 func NormaliseRequest(raw []byte, literals map[string]string) (string, error) {
@@ -43,6 +44,10 @@ func NormaliseRequest(raw []byte, literals map[string]string) (string, error) {
 		return "", fmt.Errorf("normalise request: replacing made it invalid: %w", err)
 	}
 	if m, ok := v["client_metadata"].(map[string]any); ok {
+		// Over the websocket codex stamps each request with the time it started sending it.
+		if _, ok := m["x-codex-ws-stream-request-start-ms"]; ok {
+			m["x-codex-ws-stream-request-start-ms"] = "<x-codex-ws-stream-request-start-ms>"
+		}
 		if tm, ok := m["x-codex-turn-metadata"].(string); ok {
 			var inner map[string]any
 			if json.Unmarshal([]byte(tm), &inner) == nil {
