@@ -138,13 +138,15 @@ test-stress: codex systemd-analyze
 demo: codex build
 	./bin/supervisor demo --codex-bin $(CODEX_BIN)
 
-# The bench starts the daemon from scratch directories, so its path is absolute.
+# The bench starts the daemon from scratch directories, so its path is absolute. Every comparison
+# runs on the transport production uses (websocket, TLS, a proxy adding --rtt, 50 ms by default)
+# and again on loopback HTTP, the second column.
 bench: codex build
 	$(GO) run ./cmd/bench --codex-bin $(CODEX_BIN) --supervisor-bin $(CURDIR)/bin/supervisor
 
 # bench-smoke is the quick bench, run by CI: it proves that bench's arguments resolve on a fresh
-# clone and that every comparison still runs to the end (about 2 minutes; its figures are too
-# small a sample for the README).
+# clone and that every comparison still runs to the end on the production path (websocket, TLS,
+# 50 ms round trip; about 2 minutes; its figures are too small a sample for the README).
 bench-smoke: codex build
 	$(GO) run ./cmd/bench --codex-bin $(CODEX_BIN) --supervisor-bin $(CURDIR)/bin/supervisor --quick
 

@@ -89,6 +89,9 @@ type Config struct {
 	// endpoint), is logged in with Tokens.Login after initialize, gets every new token pushed,
 	// and its refresh requests are answered from Tokens. Nil leaves the login to codex.
 	Tokens TokenSource
+	// WarmUpURL, when set, is the base URL of the daemon's canned model responder on loopback
+	// (package cannedmodel): the child defines WarmUpProvider pointing at it, for WarmUp.
+	WarmUpURL string
 	// Logger receives the client's logs; nil means zap.NewNop().
 	Logger *zap.Logger
 	// Fork, when set, runs the fork of the child (see childproc.ProcessConfig.Fork).
@@ -214,10 +217,15 @@ func Start(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 func spawn(cfg Config) (*Client, error) {
-	args := make([]string, 0, 2*len(cfg.ConfigOverrides)+len(cfg.Args)+2)
+	args := make([]string, 0, 2*len(cfg.ConfigOverrides)+len(cfg.Args)+12)
 	if cfg.Tokens != nil {
 		// First, so that an operator's own -c cannot hand the login back to the child.
 		args = append(args, "-c", ephemeralCredentials)
+	}
+	if cfg.WarmUpURL != "" {
+		for _, kv := range warmUpOverrides(cfg.WarmUpURL) {
+			args = append(args, "-c", kv)
+		}
 	}
 	for _, kv := range cfg.ConfigOverrides {
 		args = append(args, "-c", kv)

@@ -35,6 +35,8 @@ func TestImportsRunDownward(t *testing.T) {
 		// The reload's handoff document is a format and nothing else: cmd/supervisor wires it to
 		// the pool and the transport.
 		{"../handoff", []string{"appserver", "childproc", "supervisor", "inbox", "sessions", "cmd"}, true},
+		// The spares' canned model is a leaf the daemon owns: children reach it over loopback.
+		{"../cannedmodel", []string{"appserver", "childproc", "supervisor", "inbox", "cmd", "mockmodel"}, true},
 	} {
 		pkg, err := build.ImportDir(rule.dir, 0)
 		if err != nil {

@@ -2,6 +2,7 @@ package mockmodel
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,6 +25,21 @@ func (m *Model) WriteCodexHome(dir string) error {
 // provider, which needs no login, and codex kept offline.
 func (m *Model) CodexConfig() string {
 	return fmt.Sprintf(codexConfigTemplate, "", strconv.Quote(m.url), m.transportLines())
+}
+
+// WriteCodexHomeVia is WriteCodexHome for a codex that reaches the mock through a proxy at
+// hostport (a TCP relay: TLS stays end to end, and the mock's certificate covers 127.0.0.1).
+func (m *Model) WriteCodexHomeVia(dir, hostport string) error {
+	u, err := url.Parse(m.url)
+	if err != nil {
+		return fmt.Errorf("mock model: write codex home: %w", err)
+	}
+	u.Host = hostport
+	conf := fmt.Sprintf(codexConfigTemplate, "", strconv.Quote(u.String()), m.transportLines())
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(conf), 0o600); err != nil {
+		return fmt.Errorf("mock model: write codex home: %w", err)
+	}
+	return nil
 }
 
 // WriteCodexHomeChatGPT is WriteCodexHome for a provider that needs codex's OpenAI login, as

@@ -20,6 +20,12 @@ const (
 	MethodAccountRead   = "account/read"
 	MethodConfigRead    = "config/read"
 	MethodLoginStart    = "account/login/start"
+	// MethodThreadNameSet names a thread; its first write puts a new thread on disk.
+	MethodThreadNameSet = "thread/name/set"
+	// MethodThreadUnsubscribe unloads a thread from the process once no client follows it.
+	MethodThreadUnsubscribe = "thread/unsubscribe"
+	// MethodThreadDelete removes a thread's rollout and its name entry from CODEX_HOME.
+	MethodThreadDelete = "thread/delete"
 )
 
 // Method names of server notifications the daemon interprets.
@@ -131,6 +137,9 @@ type ConfigReadParams struct {
 // every layer (CODEX_HOME/config.toml, -c overrides, project files) merged.
 type ConfigReadResult struct {
 	Config EffectiveConfig `json:"config"`
+	// Origins has an entry for each dotted key set explicitly by some layer (config.toml, -c,
+	// a project file), saying which; a key left at codex's default has none.
+	Origins map[string]json.RawMessage `json:"origins"`
 }
 
 // EffectiveConfig holds the effective config values the daemon reports; null when unset.
@@ -158,6 +167,18 @@ type ThreadStartParams struct {
 	DeveloperInstructions string          `json:"developerInstructions,omitempty"`
 	Config                json.RawMessage `json:"config,omitempty"`
 	Ephemeral             bool            `json:"ephemeral,omitempty"`
+}
+
+// ThreadNameSetParams are the params of thread/name/set. codex refuses an empty name.
+type ThreadNameSetParams struct {
+	ThreadID string `json:"threadId"`
+	Name     string `json:"name"`
+}
+
+// ThreadIDParams are the params of the requests that name only a thread: thread/unsubscribe and
+// thread/delete.
+type ThreadIDParams struct {
+	ThreadID string `json:"threadId"`
 }
 
 // ThreadResumeParams are the params of thread/resume. The optional overrides mirror thread/start.

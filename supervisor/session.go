@@ -41,6 +41,7 @@ type session struct {
 	spare       bool
 	fromSpare   bool
 	spareThread string
+	spareWarmed bool // a warm-up was tried on spareThread (warmup.go)
 
 	started   time.Time
 	turnStart time.Time
@@ -300,6 +301,7 @@ func (s *Supervisor) openThread(key string, sess *session, text string) (string,
 		err := sess.child.ResumeThread(ctx, id, s.cfg.Thread)
 		if err == nil {
 			sess.recorded = true
+			s.claimSpareThread(ctx, sess, key, false)
 			s.dropUnfinishedRun(ctx, sess, id, text)
 			return id, nil
 		}
@@ -319,7 +321,8 @@ func (s *Supervisor) openThread(key string, sess *session, text string) (string,
 	sess.newThread = true
 	if sess.spareThread != "" {
 		// A spare started this thread before any chat was known; codex writes no rollout until
-		// its first turn, so it is as new as one started now.
+		// its first turn (a warmed spare's is on disk, empty), so it is as new as one started now.
+		s.claimSpareThread(ctx, sess, key, true)
 		return sess.spareThread, nil
 	}
 	id, err := sess.child.StartThread(ctx, s.cfg.Thread)

@@ -125,16 +125,21 @@ func (s *Supervisor) startSpare(sess *session) {
 	ctx, cancel := context.WithTimeoutCause(s.accepting, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
 	id, err := sess.child.StartThread(ctx, s.cfg.Thread)
 	cancel()
+	warmed := false
+	if err == nil {
+		warmed, err = s.warmSpare(sess, id)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case err != nil:
-		sess.log.Warn("spare codex child could not start a thread", zap.Error(err))
+		sess.log.Warn("spare codex child could not start a thread or was left wedged by its warm-up", zap.Error(err))
 		s.retireLocked(sess, ReasonStartFailed, err)
 	case sess.state != StateStarting:
 		// The watcher saw it die.
 	default:
 		sess.spareThread, sess.threadID = id, id // the table shows it
+		sess.spareWarmed = warmed
 		sess.ready = true
 		s.setStateLocked(sess, StateSpare)
 		s.notifySparesLocked()

@@ -58,6 +58,7 @@ type Supervisor struct {
 	usage  *usageTotals // each chat's token usage
 
 	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
+	warmUpFailed    atomic.Bool  // a spare's warm-up failed and was logged (warmup.go)
 
 	records childRecords // what children.json holds besides the live children (sweep.go)
 

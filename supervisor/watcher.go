@@ -13,6 +13,7 @@ import (
 func (s *Supervisor) watch(sess *session) {
 	defer s.wg.Done()
 	s.watchUntilRetiring(sess)
+	s.dropUnusedSpareThread(sess)
 	err := sess.child.Close()
 	s.mu.Lock()
 	reason, cause, log := sess.reason, sess.cause, sess.log

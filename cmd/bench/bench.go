@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // bench holds what the comparisons share: configuration, scratch space, and the results they
@@ -20,6 +18,7 @@ type bench struct {
 	sum  *summary
 
 	flags map[string]bool // flags of `supervisor run`, read once by daemonFlags
+	path  netPath         // how codex reaches the mock model in the comparison running now
 }
 
 // daemonFlags returns the flags `supervisor run` accepts, reading them on first use.
@@ -53,12 +52,12 @@ func (b *bench) addRow(comparison, metric, aName string, a float64, bName string
 	if ratio != "-" && ratioLabel != "" {
 		ratio += " " + ratioLabel
 	}
-	b.rows = append(b.rows, row{Comparison: comparison, Metric: metric, A: sideCell(aName, a), B: sideCell(bName, bv), Ratio: ratio})
+	b.rows = append(b.rows, row{Path: b.path.Name, Comparison: comparison, Metric: metric, A: sideCell(aName, a), B: sideCell(bName, bv), Ratio: ratio})
 }
 
 // addNote adds a table line that is not a two-sided measurement.
 func (b *bench) addNote(comparison, metric, value string) {
-	b.rows = append(b.rows, row{Comparison: comparison, Metric: metric, Note: value})
+	b.rows = append(b.rows, row{Path: b.path.Name, Comparison: comparison, Metric: metric, Note: value})
 }
 
 // model is a running mock model that codex homes can be pointed at.
@@ -70,22 +69,13 @@ type model interface {
 	Close() error
 }
 
-// inProcessModel is a mock model served from the bench process.
-type inProcessModel struct{ *mockmodel.Model }
-
-func (m inProcessModel) TakeMaxInFlight() (int, error) { return m.ResetMaxInFlight(), nil }
-
-// newMock starts a mock model with the given per-response latency: in a subprocess by default,
-// in the bench process with --mock-in-process.
+// newMock starts a mock model with the given per-response latency on the current network
+// path: in a subprocess by default, in the bench process with --mock-in-process.
 func (b *bench) newMock(latency time.Duration) (model, error) {
 	if b.cfg.MockInProcess {
-		m, err := mockmodel.New(mockmodel.Config{Latency: latency})
-		if err != nil {
-			return nil, fmt.Errorf("mock model: %w", err)
-		}
-		return inProcessModel{m}, nil
+		return startPathModel(latency, b.path, b.ws.caFile())
 	}
-	return startMockProc(latency, b.ws.markerEnv(), b.log)
+	return startMockProc(latency, b.path, b.ws.caFile(), b.ws.markerEnv(), b.log)
 }
 
 // alternate runs n pairs of a and b, flipping which goes first every pair (A B, B A, A B, …), so

@@ -215,7 +215,7 @@ func TestWriteTable(t *testing.T) {
 		{Comparison: "6 scale", Metric: "p50", A: sideCell("a", 1), B: sideCell("b", 2), Ratio: ratioCell(0.5)},
 		{Comparison: "1 latency", Metric: "wall", A: sideCell("exec", 400), B: sideCell("daemon", 50), Ratio: ratioCell(8)},
 	}
-	if err := writeTable(&out, rows); err != nil {
+	if err := writeTable(&out, nil, rows); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -236,6 +236,25 @@ func TestWriteTable(t *testing.T) {
 	}
 	if ratioCell(math.NaN()) != "-" {
 		t.Error("ratioCell(NaN) must be -")
+	}
+
+	// Two paths: the second path's row of the same metric and sides goes into further columns;
+	// its notes are marked.
+	out.Reset()
+	rows = []row{
+		{Path: "wss", Comparison: "1 latency", Metric: "wall", A: sideCell("exec", 700), B: sideCell("daemon", 100), Ratio: ratioCell(7)},
+		{Path: "http", Comparison: "1 latency", Metric: "wall", A: sideCell("exec", 300), B: sideCell("daemon", 60), Ratio: ratioCell(5)},
+		{Path: "wss", Comparison: "7 first", Metric: "wall", A: sideCell("exec", 1), B: sideCell("daemon(2 spares)", 1), Ratio: ratioCell(1)},
+		{Path: "http", Comparison: "1 latency", Metric: "target", Note: "met"},
+	}
+	if err := writeTable(&out, []string{"wss", "http"}, rows); err != nil {
+		t.Fatal(err)
+	}
+	lines = strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 6 || !strings.Contains(lines[0], "HTTP: SIDE A") ||
+		!strings.Contains(lines[1], "exec 700.0") || !strings.Contains(lines[1], "exec 300.0") || !strings.Contains(lines[1], "5.000x") ||
+		!strings.HasSuffix(strings.Join(strings.Fields(lines[2]), " "), "1.000x - - -") || lines[5] != "  1 latency [http], target: met" {
+		t.Errorf("two-path table:\n%s", out.String())
 	}
 }
 
@@ -321,6 +340,16 @@ func TestParseConfig(t *testing.T) {
 	if !slices.Equal(c.HistoryLevels, []int{1, 50, 200}) || !slices.Equal(c.Only, allComparisons()) {
 		t.Errorf("levels %v only %v", c.HistoryLevels, c.Only)
 	}
+	// The quick run (CI) takes the production path only; the full run both, production first.
+	if !slices.Equal(c.Paths, []string{pathWSS}) || c.RTT != 50*time.Millisecond {
+		t.Errorf("quick paths %v rtt %s", c.Paths, c.RTT)
+	}
+	if full, err := parseConfig(nil, env, io.Discard); err != nil || !slices.Equal(full.Paths, []string{pathWSS, pathHTTP}) {
+		t.Errorf("full paths %v (%v)", full.Paths, err)
+	}
+	if c, err := parseConfig([]string{"--paths", "http", "--rtt", "120ms"}, env, io.Discard); err != nil || !slices.Equal(c.Paths, []string{pathHTTP}) || c.RTT != 120*time.Millisecond {
+		t.Errorf("--paths http --rtt 120ms: %v %s (%v)", c.Paths, c.RTT, err)
+	}
 	if c.FirstSamples != q.firstSamples || c.FirstSpares != 2 || c.MolChats != 32 || c.MolMsgs != q.molMsgs || !slices.Equal(c.GBChats, []int{8, 32}) {
 		t.Errorf("quick new comparisons: first %d spares %d molecule %dx%d gb %v", c.FirstSamples, c.FirstSpares, c.MolChats, c.MolMsgs, c.GBChats)
 	}
@@ -360,6 +389,9 @@ func TestParseConfig(t *testing.T) {
 		{"--codex-bin", "x", "--gb-chats", "x"},
 		{"--codex-bin", "x", "--mol-chats", "-1"},
 		{"--codex-bin", "x", "--first-samples", "-2"},
+		{"--codex-bin", "x", "--paths", "ws"},
+		{"--codex-bin", "x", "--paths", "wss,wss"},
+		{"--codex-bin", "x", "--rtt", "-1ms"},
 	} {
 		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("parseConfig(%v) succeeded", args)

@@ -58,6 +58,10 @@ type Config struct {
 	Timeout       time.Duration
 	KeepTmp       bool
 	MockInProcess bool
+	// Paths are the network paths every comparison runs on, the first the one the summary's
+	// plain keys and the table's first columns report; RTT is the round trip of pathWSS.
+	Paths []string
+	RTT   time.Duration
 
 	LatencyMsgs      int
 	OverheadTurns    int
@@ -93,10 +97,12 @@ type preset struct {
 	scaleSessions, scaleTurns, scaleConcurrency int
 	firstSamples, molChats, molMsgs             int
 	gbChats                                     []int
+	paths                                       []string
 	timeout                                     time.Duration
 }
 
-// fullPreset is the default run: the sizes the brief asks for, well under 15 minutes on 2 cores.
+// fullPreset is the default run: the sizes the brief asks for, on the production path and then
+// on loopback HTTP, well under 45 minutes on 2 cores.
 func fullPreset() preset {
 	return preset{
 		latencyMsgs: 30, overheadTurns: 200, overheadWarmup: 3,
@@ -105,11 +111,12 @@ func fullPreset() preset {
 		memChats: 8, memSamples: 2,
 		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
 		firstSamples: 20, molChats: 32, molMsgs: 5, gbChats: []int{8, 32},
-		timeout: 20 * time.Minute,
+		paths:   []string{pathWSS, pathHTTP},
+		timeout: 45 * time.Minute,
 	}
 }
 
-// quickPreset is --quick: a few minutes. History and chats per GB keep their levels (the summary
+// quickPreset is --quick: a few minutes, on the production path only. History and chats per GB keep their levels (the summary
 // names them) and the Molecule comparison its 32 chats (fewer would hide a cap between them and
 // 32), with fewer samples and messages.
 func quickPreset() preset {
@@ -120,20 +127,22 @@ func quickPreset() preset {
 		memChats: 3, memSamples: 1,
 		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
 		firstSamples: 6, molChats: 32, molMsgs: 3, gbChats: []int{8, 32},
-		timeout: 6 * time.Minute,
+		paths:   []string{pathWSS},
+		timeout: 8 * time.Minute,
 	}
 }
 
 // parseConfig parses the command line. getenv supplies CODEX_BIN as the default codex binary.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	var c Config
-	var only, levels, gbLevels string
+	var only, levels, gbLevels, paths string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: bench --codex-bin PATH [flags]\n\n"+
 			"Compares codex exec-per-message with the warm daemon on the real codex binary against a\n"+
-			"mock model on loopback. Prints a table, then name=value summary lines.\n\nflags:\n")
+			"mock model, over the transport production uses (websocket, TLS, a round trip) and over\n"+
+			"loopback HTTP. Prints a table, then name=value summary lines.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.CodexBin, "codex-bin", getenv("CODEX_BIN"), "native codex binary (env CODEX_BIN)")
@@ -144,9 +153,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.BoolVar(&c.Strict, "strict", false, "exit non-zero when the daemon overhead target is missed")
 	fs.BoolVar(&c.Quick, "quick", false, "small sizes for a run of a few minutes")
 	fs.StringVar(&only, "only", "", "comma-separated comparisons to run: "+strings.Join(allComparisons(), ","))
-	fs.DurationVar(&c.Timeout, "timeout", 0, "bound of the whole run (default 20m, quick 6m)")
+	fs.DurationVar(&c.Timeout, "timeout", 0, "bound of the whole run (default 45m, quick 8m)")
 	fs.BoolVar(&c.KeepTmp, "keep-tmp", false, "keep the scratch directory (codex homes, daemon state)")
 	fs.BoolVar(&c.MockInProcess, "mock-in-process", false, "serve the mock model from the bench process instead of a subprocess")
+	fs.StringVar(&paths, "paths", "", "network paths every comparison runs on, the first reported first: "+
+		pathWSS+" (websocket + TLS + --rtt, as production), "+pathHTTP+" (HTTP + SSE on loopback) (default wss,http; quick wss)")
+	fs.DurationVar(&c.RTT, "rtt", 50*time.Millisecond, "round trip the proxy between codex and the model adds on the "+pathWSS+" path")
 
 	fs.IntVar(&c.LatencyMsgs, "latency-msgs", 0, "messages in the one-chat latency run (default 30, quick 8)")
 	fs.IntVar(&c.OverheadTurns, "overhead-turns", 0, "measured turns per side in the overhead run (default 200, quick 40)")
@@ -223,6 +235,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 			return c, fmt.Errorf("--gb-chats: %w", err)
 		}
 	}
+	c.Paths = p.paths
+	if paths != "" {
+		c.Paths = nil
+		for name := range strings.SplitSeq(paths, ",") {
+			name = strings.TrimSpace(name)
+			if !slices.Contains(allPaths(), name) || slices.Contains(c.Paths, name) {
+				return c, fmt.Errorf("--paths: %q is not one of %s, or repeated", name, strings.Join(allPaths(), ","))
+			}
+			c.Paths = append(c.Paths, name)
+		}
+	}
 	c.Only = allComparisons()
 	if only != "" {
 		c.Only = nil
@@ -259,6 +282,9 @@ func (c Config) validate() error {
 	if c.LatencyMsgs < 2 {
 		// The first message (thread start / spawn) is reported apart from the rest.
 		errs = append(errs, fmt.Errorf("--latency-msgs %d: must be at least 2", c.LatencyMsgs))
+	}
+	if c.RTT < 0 {
+		errs = append(errs, fmt.Errorf("--rtt %s: must not be negative", c.RTT))
 	}
 	if c.TPLatency < 0 {
 		errs = append(errs, fmt.Errorf("--tp-latency %s: must not be negative", c.TPLatency))

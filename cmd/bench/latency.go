@@ -68,6 +68,9 @@ func (b *bench) runLatency(ctx context.Context) error {
 	b.addRow(name, fmt.Sprintf("cpu ms/msg, mean of msgs 2..%d", n), "exec", execCPU, "daemon", daemonCPU, "exec/daemon", ratio(execCPU, daemonCPU))
 	b.addRow(name, "first msg wall ms (new thread / spawn)", "exec", ms(execFirst.Wall), "daemon", ms(daemonFirst.Wall), "exec/daemon", ratio(ms(execFirst.Wall), ms(daemonFirst.Wall)))
 	b.addRow(name, "first msg cpu ms", "exec", ms(execFirst.CPU), "daemon", ms(daemonFirst.CPU), "exec/daemon", ratio(ms(execFirst.CPU), ms(daemonFirst.CPU)))
+	execMS, daemonMS := msAll(walls(execS)), msAll(walls(daemonS))
+	b.addNote(name, "spread of wall ms/msg", fmt.Sprintf("exec %s, daemon %s", spread(execMS), spread(daemonMS)))
+	b.addNote(name, "target", targetNote(ratio(execWall, daemonWall), targetWarmRatio, "exec/daemon per warm message"))
 	b.sum.set("exec_first_msg_ms", ms(execFirst.Wall))
 	b.sum.set("warm_first_msg_ms", ms(daemonFirst.Wall))
 	b.sum.set("exec_first_msg_cpu_ms", ms(execFirst.CPU))
@@ -79,6 +82,25 @@ func (b *bench) runLatency(ctx context.Context) error {
 	b.sum.set("warm_cpu_ms_per_msg", daemonCPU)
 	b.sum.set("cpu_ratio_exec_over_warm", ratio(execCPU, daemonCPU))
 	return nil
+}
+
+// targetWarmRatio is the goal for a warm message: this many times faster than `codex exec
+// resume`. Reported, never asserted.
+const targetWarmRatio = 5
+
+// spread describes a sample's distribution beside its median: the quartiles and the extremes.
+func spread(xs []float64) string {
+	return fmt.Sprintf("p25 %s / p75 %s (min %s, max %s, n=%d)", fmtFloat(percentile(xs, 25)), fmtFloat(percentile(xs, 75)),
+		fmtFloat(percentile(xs, 0)), fmtFloat(percentile(xs, 100)), len(xs))
+}
+
+// targetNote is the verdict on a ratio target.
+func targetNote(r, target float64, what string) string {
+	verdict := "NOT MET"
+	if r >= target {
+		verdict = "met"
+	}
+	return fmt.Sprintf("%s: %s %sx, target >= %sx", verdict, what, fmtFloat(r), fmtFloat(target))
 }
 
 // daemonSample sends one message through the daemon and measures its wall time and the CPU the

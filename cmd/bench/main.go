@@ -1,6 +1,8 @@
 // Command bench compares the exec-per-message design (`codex exec resume <thread> <prompt>` per
-// message) with the warm daemon, on the real native codex binary against a mock model on
-// loopback, and measures the supervisor alone at scale. It also sets the daemon against itself:
+// message) with the warm daemon, on the real native codex binary against a mock model, and
+// measures the supervisor alone at scale. Every comparison runs on the transport production uses
+// (codex on the Responses websocket over TLS, through a proxy adding a round trip, --rtt) and,
+// in the full run, again on HTTP + SSE on loopback, reported in further columns. It also sets the daemon against itself:
 // the first message of a new chat with and without spare children, throughput on the Molecule
 // inbox (a fake platform in the bench process) against the local inbox, and how many warm chats
 // a GB holds counted by RSS and by PSS.
@@ -112,25 +114,48 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		{cmpMolecule, labelMolecule, b.runMolecule},
 		{cmpChatsGB, labelChatsGB, b.runChatsPerGB},
 	}
+	// Every codex process the bench starts inherits this: the mocks serving TLS write their CA
+	// there (workspace.caFile).
+	if err := os.Setenv("SSL_CERT_FILE", ws.caFile()); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	b.sum.set("paths", strings.Join(cfg.Paths, ","))
+	b.sum.set("rtt_ms", ms(cfg.RTT))
 	started := time.Now()
 	var failed []string
-	for _, st := range steps {
-		if !cfg.runs(st.name) {
-			continue
+	primary := b.sum
+	for i, pathName := range cfg.Paths {
+		b.path = pathFor(pathName, cfg.RTT)
+		b.addNote("0 network", pathName, b.path.describe())
+		if i > 0 {
+			// A later path's figures go under its own keys: http_exec_ms_per_msg, ….
+			b.sum = newSummary(summaryKeys()...)
 		}
-		if ctx.Err() != nil {
-			// Interrupted or out of time: what is left would only fail one by one.
-			failed = append(failed, st.name)
-			b.addNote(st.label, "NOT RUN", context.Cause(ctx).Error())
-			continue
+		for _, st := range steps {
+			if !cfg.runs(st.name) || (i > 0 && st.name == cmpScale) {
+				continue // scale runs no codex: once is enough
+			}
+			name := st.name + " (" + pathName + ")"
+			if ctx.Err() != nil {
+				// Interrupted or out of time: what is left would only fail one by one.
+				failed = append(failed, name)
+				b.addNote(st.label, "NOT RUN", context.Cause(ctx).Error())
+				continue
+			}
+			t0 := time.Now()
+			b.logf("%s on %s", st.name, b.path.describe())
+			if err := st.fn(ctx); err != nil {
+				failed = append(failed, name)
+				fmt.Fprintf(stderr, "bench: %s FAILED: %v\n", name, err)
+				b.addNote(st.label, "FAILED", firstLine(err.Error()))
+			} else {
+				b.logf("%s done in %s", name, time.Since(t0).Round(time.Millisecond))
+			}
 		}
-		t0 := time.Now()
-		if err := st.fn(ctx); err != nil {
-			failed = append(failed, st.name)
-			fmt.Fprintf(stderr, "bench: %s FAILED: %v\n", st.name, err)
-			b.addNote(st.label, "FAILED", firstLine(err.Error()))
-		} else {
-			b.logf("%s done in %s", st.name, time.Since(t0).Round(time.Millisecond))
+		if i > 0 {
+			primary.merge(pathName+"_", b.sum)
+			b.sum = primary
 		}
 	}
 	leftovers, check := b.checkLeftovers()
@@ -146,7 +171,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	b.sum.set("leftover_processes", leftovers)
 	b.sum.set("elapsed_s", time.Since(started).Seconds())
 
-	if err := writeTable(stdout, b.rows); err != nil {
+	if err := writeTable(stdout, cfg.Paths, b.rows); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
 	}

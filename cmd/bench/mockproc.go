@@ -12,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
 // mockWorkerCmd is the hidden subcommand that serves a mock model in a process of its own. Codex
@@ -42,13 +40,15 @@ type mockProc struct {
 	url    string
 }
 
-// startMockProc starts the mock subprocess with a per-response latency.
-func startMockProc(latency time.Duration, marker string, stderr io.Writer) (*mockProc, error) {
+// startMockProc starts the mock subprocess with a per-response latency, on path p (its CA, with
+// TLS, written to caFile).
+func startMockProc(latency time.Duration, p netPath, caFile, marker string, stderr io.Writer) (*mockProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("mock model process: %w", err)
 	}
-	cmd := exec.Command(self, mockWorkerCmd, "--latency", latency.String())
+	cmd := exec.Command(self, mockWorkerCmd, "--latency", latency.String(), "--rtt", p.RTT.String(),
+		"--tls="+strconv.FormatBool(p.TLS), "--http-only="+strconv.FormatBool(p.HTTPOnly), "--ca-file", caFile)
 	cmd.Env = append(os.Environ(), marker)
 	cmd.Stderr = stderr
 	// Pdeathsig: a bench killed outright takes its model server with it.
@@ -156,10 +156,15 @@ func mockWorkerMain(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	fs := flag.NewFlagSet(mockWorkerCmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	latency := fs.Duration("latency", 0, "added before every model response")
+	var p netPath
+	fs.DurationVar(&p.RTT, "rtt", 0, "round trip a proxy in front of the model adds (0: no proxy)")
+	fs.BoolVar(&p.TLS, "tls", false, "serve TLS with a generated CA")
+	fs.BoolVar(&p.HTTPOnly, "http-only", false, "serve HTTP + SSE only, and point codex at it")
+	caFile := fs.String("ca-file", "", "where to write the CA with --tls")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	m, err := mockmodel.New(mockmodel.Config{Latency: *latency})
+	m, err := startPathModel(*latency, p, *caFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "mock worker: %v\n", err)
 		return 1

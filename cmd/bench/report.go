@@ -15,6 +15,7 @@ import (
 // row is one line of the human report: a metric measured on two sides and their ratio, or a
 // note (a one-sided finding such as a verdict or a memory figure) when Note is set.
 type row struct {
+	Path       string // the network path it was measured on (netPath.Name)
 	Comparison string
 	Metric     string
 	A, B       string // "exec 412.3" style cells, side name first
@@ -36,16 +37,46 @@ func ratioCell(r float64) string {
 }
 
 // writeTable prints the two-sided rows as an aligned table ordered by comparison, then the notes
-// under it, so that long notes do not stretch the table's columns.
-func writeTable(w io.Writer, rows []row) error {
+// under it, so that long notes do not stretch the table's columns. With more than one network
+// path, a row of the first path carries the same row of each later path in further columns, and
+// a later path's notes are marked with its name.
+func writeTable(w io.Writer, paths []string, rows []row) error {
 	rows = slices.Clone(rows)
 	slices.SortStableFunc(rows, func(a, b row) int { return strings.Compare(a.Comparison, b.Comparison) })
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "COMPARISON\tMETRIC\tSIDE A\tSIDE B\tRATIO")
+	primary := ""
+	if len(paths) > 0 {
+		primary = paths[0]
+	}
+	later := func(r row) bool { return primary != "" && r.Path != "" && r.Path != primary }
+	type key struct{ path, comparison, metric, a, b string }
+	// A comparison may have several rows of one metric (first message: three pairs): the side
+	// names tell them apart.
+	sideName := func(cell string) string { name, _, _ := strings.Cut(cell, " "); return name }
+	byKey := make(map[key]row)
 	for _, r := range rows {
-		if r.Note == "" {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Comparison, r.Metric, r.A, r.B, r.Ratio)
+		if r.Note == "" && later(r) {
+			byKey[key{r.Path, r.Comparison, r.Metric, sideName(r.A), sideName(r.B)}] = r
 		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header := "COMPARISON\tMETRIC\tSIDE A\tSIDE B\tRATIO"
+	for _, p := range paths[min(1, len(paths)):] {
+		header += "\t" + strings.ToUpper(p) + ": SIDE A\tSIDE B\tRATIO"
+	}
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		if r.Note != "" || later(r) {
+			continue
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.Comparison, r.Metric, r.A, r.B, r.Ratio)
+		for _, p := range paths[min(1, len(paths)):] {
+			o, ok := byKey[key{p, r.Comparison, r.Metric, sideName(r.A), sideName(r.B)}]
+			if !ok {
+				o = row{A: "-", B: "-", Ratio: "-"}
+			}
+			line += fmt.Sprintf("\t%s\t%s\t%s", o.A, o.B, o.Ratio)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -59,7 +90,11 @@ func writeTable(w io.Writer, rows []row) error {
 			fmt.Fprintln(w, "\nnotes:")
 			first = false
 		}
-		fmt.Fprintf(w, "  %s, %s: %s\n", r.Comparison, r.Metric, r.Note)
+		comparison := r.Comparison
+		if later(r) && !strings.HasPrefix(comparison, "0 ") {
+			comparison += " [" + r.Path + "]"
+		}
+		fmt.Fprintf(w, "  %s, %s: %s\n", comparison, r.Metric, r.Note)
 	}
 	return nil
 }
@@ -89,6 +124,13 @@ func (s *summary) set(key string, v any) {
 }
 
 func (s *summary) get(key string) any { return s.vals[key] }
+
+// merge sets every value of o under prefix+key, in o's order.
+func (s *summary) merge(prefix string, o *summary) {
+	for _, k := range o.keys {
+		s.set(prefix+k, o.vals[k])
+	}
+}
 
 // writeKV prints one name=value line per key.
 func (s *summary) writeKV(w io.Writer) error {

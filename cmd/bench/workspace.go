@@ -58,6 +58,13 @@ func (w *workspace) markerEnv() string {
 	return "CODEX_WARM_BENCH_ROOT=" + w.root
 }
 
+// caFile is where a mock serving TLS writes its CA; every codex process the bench starts has
+// SSL_CERT_FILE naming it. Comparisons run one after another, each with a mock of its own,
+// which writes its CA there before any codex of that comparison starts.
+func (w *workspace) caFile() string {
+	return filepath.Join(w.root, "mock-ca.pem")
+}
+
 func (w *workspace) remove() error {
 	return os.RemoveAll(w.root)
 }

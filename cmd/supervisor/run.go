@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/cannedmodel"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
@@ -306,6 +307,16 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	if tokens != nil {
 		tmpl.Tokens = tokens
+	}
+	if cfg.WarmSpares && cfg.Spares > 0 {
+		// Closed as runDaemon returns, after Shutdown waited for every child.
+		canned, err := cannedmodel.New(cannedmodel.Config{Logger: log})
+		if err != nil {
+			log.Warn("no canned model for the spares' warm-up; spares are handed out less warm", zap.Error(err))
+		} else {
+			defer canned.Close()
+			tmpl.WarmUpURL = canned.URL()
+		}
 	}
 	if d.mt != nil {
 		tmpl.Fork = d.mt.fork

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+// spareChat is what one daemon left after a new chat's first message ran on its spare.
+type spareChat struct {
+	e       *e2e
+	thread  string
+	request string   // the model's first request, normalised
+	files   []string // CODEX_HOME after the daemon stopped, normalised
+}
+
+// runSpareChat starts a daemon with one spare (warmed unless told otherwise by flags), sends a
+// new chat's first message, lets the replacement spare get ready and stops the daemon. No model
+// request may be made but the chat's own.
+func runSpareChat(t *testing.T, flags ...string) spareChat {
+	t.Helper()
+	e := newE2E(t, e2eConfig{Local: true})
+	d := e.start(append([]string{"--spares", "1"}, flags...)...)
+	c := newLocalClient(t, d)
+	var spare supervisor.ChildStatus
+	d.waitUntil("a spare", func() bool {
+		sp := spares(d.status())
+		if len(sp) == 1 {
+			spare = sp[0]
+		}
+		return len(sp) == 1
+	})
+	if n := e.mock.RequestCount(); n != 0 {
+		t.Fatalf("the model saw %d requests before any message; want 0", n)
+	}
+	r := c.send("alpha", "hello")
+	if r.Text != "reply #1: hello" || r.ThreadID != spare.ThreadID {
+		t.Fatalf("first reply %+v; want it on the spare's thread %s", r, spare.ThreadID)
+	}
+	d.waitUntil("a replacement spare", func() bool {
+		sp := spares(d.status())
+		return len(sp) == 1 && sp[0].PID != spare.PID
+	})
+	d.stop(stopTimeout)
+	d.checkLog()
+	if n := e.mock.RequestCount(); n != 1 {
+		t.Fatalf("the model saw %d requests; want 1, the chat's", n)
+	}
+	req, err := appservertest.NormaliseRequest(e.mock.Requests()[0].Raw, map[string]string{
+		r.ThreadID: "<thread>", e.codexHome: "<codex-home>", e.workDir: "<cwd>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := appservertest.HomeFiles(e.codexHome, map[string]string{r.ThreadID: "<thread>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spareChat{e: e, thread: r.ThreadID, request: req, files: files}
+}
+
+// A warmed spare serves a new chat exactly as a cold one does: its warm-up and the replacement
+// spare's reach no model (the mock sees the chat's request only), the model's first request is
+// the same byte for byte (after appservertest.NormaliseRequest), and CODEX_HOME holds the same
+// files but the name index, whose last word on the chat's thread is the chat key. The spare
+// that was never taken leaves no thread behind.
+func TestE2EWarmSpareChangesNothingTheModelSees(t *testing.T) {
+	t.Parallel()
+	cold := runSpareChat(t, "--warm-spares=false")
+	warm := runSpareChat(t)
+	if cold.request != warm.request {
+		t.Errorf("the first request differs with a warmed spare (a: cold, b: warm) %s",
+			appservertest.FirstDifference(cold.request, warm.request))
+	}
+	want := slices.Sorted(slices.Values(slices.Concat(cold.files, []string{"session_index.jsonl", "session_index.jsonl.lock"})))
+	if !slices.Equal(warm.files, want) {
+		t.Errorf("CODEX_HOME with a warmed spare:\n got %v\nwant %v", warm.files, want)
+	}
+	index, err := os.ReadFile(filepath.Join(warm.e.codexHome, "session_index.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(index)), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, warm.thread) || !strings.Contains(last, `"thread_name":"alpha"`) {
+		t.Errorf("session_index.jsonl ends with %q; want thread %s named after its chat, alpha", last, warm.thread)
+	}
+}
+
+// A chat with a stored thread that takes a warmed spare resumes its thread there, and the
+// spare's own thread, written to disk by the warm-up, is deleted.
+func TestE2EWarmSpareResumingChatLeavesNoThread(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Local: true})
+	d := e.start("--spares", "0")
+	first := newLocalClient(t, d).send("alpha", "hello")
+	d.stop(stopTimeout)
+
+	d = e.start("--spares", "1")
+	var spare supervisor.ChildStatus
+	d.waitUntil("a spare", func() bool {
+		sp := spares(d.status())
+		if len(sp) == 1 {
+			spare = sp[0]
+		}
+		return len(sp) == 1
+	})
+	if rollouts(t, e.codexHome, spare.ThreadID) != 1 {
+		t.Fatalf("the warmed spare's thread %s is not on disk", spare.ThreadID)
+	}
+	r := newLocalClient(t, d).send("alpha", "again")
+	if r.Text != "reply #2: again" || r.ThreadID != first.ThreadID {
+		t.Fatalf("reply %+v; want the stored thread %s resumed", r, first.ThreadID)
+	}
+	if pid := childPID(d.status(), "alpha"); pid != spare.PID {
+		t.Fatalf("alpha runs on pid %d; want the spare's %d", pid, spare.PID)
+	}
+	if n := rollouts(t, e.codexHome, spare.ThreadID); n != 0 {
+		t.Errorf("the unused spare thread %s left %d rollout files", spare.ThreadID, n)
+	}
+	d.stop(stopTimeout)
+	d.checkLog()
+}
+
+// rollouts counts thread's rollout files in home.
+func rollouts(t *testing.T, home, thread string) int {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(home, "sessions", "*", "*", "*", "rollout-*-"+thread+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(m)
+}

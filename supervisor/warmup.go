@@ -1,0 +1,111 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+)
+
+// A spare is warmed before it is handed out (appserver.Client.WarmUp): its own thread is named,
+// which writes it to disk, and a throwaway turn against the daemon's canned responder runs on an
+// ephemeral thread. A chat's first message then costs about what its later ones do. The
+// warm-up never blocks a chat: one that fails leaves the spare ready, only less warm, and is
+// logged once (later ones at debug level).
+//
+// The name is visible where codex lists threads (`codex resume`), so a spare's thread is named
+// sparePlaceholderName while it waits and the chat key once a chat takes it; a chat that resumes
+// its stored thread instead has the spare's unused thread deleted, as has a spare closed before any
+// chat took it, so no empty thread is left in CODEX_HOME.
+
+// sparePlaceholderName names a warmed spare's thread until a chat takes it.
+const sparePlaceholderName = "codex-warm spare"
+
+// spareWarmUpTimeout bounds a warm-up (HandshakeTimeout, when shorter, too). It takes about
+// 70 ms; a responder that does not answer would otherwise hold the spare back from chats that
+// wait for it.
+const spareWarmUpTimeout = 10 * time.Second
+
+// warmer is a Child that can be warmed up (*appserver.Client).
+type warmer interface {
+	WarmUp(ctx context.Context, threadID, name string, opts appserver.ThreadOptions) error
+	SetThreadName(ctx context.Context, threadID, name string) error
+	DeleteThread(ctx context.Context, threadID string) error
+}
+
+// The appserver client is the production warmer.
+var _ warmer = (*appserver.Client)(nil)
+
+// warmSpare warms the spare's child up on its thread id. It reports whether a warm-up was
+// tried (it names the thread, which the hand-out then renames or deletes), and an error only
+// when the child cannot serve a chat any more: its throwaway turn ignored turn/interrupt.
+func (s *Supervisor) warmSpare(sess *session, id string) (bool, error) {
+	w, ok := sess.child.(warmer)
+	if !ok {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(s.accepting, min(spareWarmUpTimeout, s.cfg.HandshakeTimeout))
+	err := w.WarmUp(ctx, id, sparePlaceholderName, s.cfg.Thread)
+	cancel()
+	switch {
+	case errors.Is(err, appserver.ErrNoWarmUp):
+		return false, nil
+	case errors.Is(err, appserver.ErrWedged):
+		return true, err
+	case err == nil:
+		sess.log.Debug("spare codex child warmed up", zap.String("thread_id", id))
+	case s.warmUpFailed.CompareAndSwap(false, true):
+		sess.log.Warn("spare codex child could not warm up; spares are handed out anyway, their first turn slower "+
+			"(further failures are logged at debug level)", zap.String("thread_id", id), zap.Error(err))
+	default:
+		sess.log.Debug("spare codex child could not warm up", zap.String("thread_id", id), zap.Error(err))
+	}
+	return true, nil
+}
+
+// claimSpareThread runs at the hand-out of a warmed spare to key: the spare's thread takes the
+// chat key as its name when the chat uses it (use), and is deleted otherwise. Failures are
+// logged and change nothing the chat sees.
+func (s *Supervisor) claimSpareThread(ctx context.Context, sess *session, key string, use bool) {
+	w, ok := sess.child.(warmer)
+	if !ok || !sess.spareWarmed || sess.spareThread == "" {
+		return
+	}
+	if use {
+		if err := w.SetThreadName(ctx, sess.spareThread, key); err != nil {
+			sess.log.Warn("could not name the thread after its chat; it keeps the spare's name",
+				zap.String("thread_id", sess.spareThread), zap.Error(err))
+		}
+		return
+	}
+	deleteSpareThread(ctx, sess, w)
+}
+
+// dropUnusedSpareThread deletes a warmed spare's thread as the spare closes untaken (shutdown,
+// eviction), so it leaves no empty thread in CODEX_HOME. A dead child is left alone.
+func (s *Supervisor) dropUnusedSpareThread(sess *session) {
+	s.mu.Lock()
+	unused := sess.spare && sess.spareWarmed && sess.spareThread != ""
+	s.mu.Unlock()
+	w, ok := sess.child.(warmer)
+	if !unused || !ok || sess.child.Err() != nil {
+		return
+	}
+	// Shutdown has cancelled s.accepting by now; this is part of closing the child.
+	ctx, cancel := context.WithTimeout(context.Background(), spareDeleteTimeout)
+	defer cancel()
+	deleteSpareThread(ctx, sess, w)
+}
+
+// spareDeleteTimeout bounds the deletion of an unused spare's thread (about 10 ms).
+const spareDeleteTimeout = 2 * time.Second
+
+func deleteSpareThread(ctx context.Context, sess *session, w warmer) {
+	if err := w.DeleteThread(ctx, sess.spareThread); err != nil {
+		sess.log.Warn("could not delete the spare's unused thread; an empty thread stays in CODEX_HOME",
+			zap.String("thread_id", sess.spareThread), zap.Error(err))
+	}
+}
