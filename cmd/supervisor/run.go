@@ -65,6 +65,8 @@ type daemon struct {
 	mol     *molecule.Inbox
 	control *controlServer
 	login   *loginGate // set by preflight
+	// leanOverrides are the lean settings no config layer sets (lean.go); set by preflight.
+	leanOverrides []string
 	// phase is phaseStarting, phaseServing or phaseDraining (the readiness probe's "inbox").
 	phase atomic.Int32
 }
@@ -112,6 +114,12 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 	cred, env, err := childCredential(cfg.ChildUser, env)
 	if err != nil {
 		return err
+	}
+	if cfg.LeanChildren {
+		var dropped bool
+		if env, dropped = leanEnv(env); dropped {
+			log.Info("codex children run without SSL_CERT_DIR: SSL_CERT_FILE is that directory's bundle (--lean-children=false keeps it)")
+		}
 	}
 
 	loc, err := findCodex(cfg.CodexBin, cfg.CodexBinFrom)
@@ -182,7 +190,7 @@ func runDaemon(ctx context.Context, cfg runConfig, getenv func(string) string, l
 		Bin:             bin,
 		Env:             env,
 		Credential:      cred,
-		ConfigOverrides: cfg.CodexConfig,
+		ConfigOverrides: slices.Concat(d.leanOverrides, cfg.CodexConfig),
 		ClientInfo:      protocol.ClientInfo{Name: "codex-warm", Title: "codex-warm supervisor", Version: version},
 		// Deltas repeat the final text token by token; the daemon only needs completed items.
 		// So the local inbox's event stream has no delta events (README says so, and
