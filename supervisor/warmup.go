@@ -55,6 +55,9 @@ func (s *Supervisor) warmSpare(sess *session, id string) (bool, error) {
 		return false, nil
 	case errors.Is(err, appserver.ErrWedged):
 		return true, err
+	case err != nil && s.accepting.Err() != nil:
+		// Shutdown cut it short: nothing to tell.
+		return true, nil
 	case err == nil:
 		sess.log.Debug("spare codex child warmed up", zap.String("thread_id", id))
 	case s.warmUpFailed.CompareAndSwap(false, true):
