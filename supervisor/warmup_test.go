@@ -116,6 +116,7 @@ func TestSpareThreadDeletedWhenChatResumes(t *testing.T) {
 		if r := mustSubmit(t, s, "a", "hi"); r.ThreadID != "thread-stored" || r.PID != spare.PID {
 			t.Fatalf("reply %+v, want thread-stored resumed on the spare %d", r, spare.PID)
 		}
+		synctest.Wait() // the child went idle: its watcher deletes the thread
 		if got := rec.list(); !slices.Contains(got, "delete "+spare.ThreadID) || slices.Contains(got, "name "+spare.ThreadID+" a") {
 			t.Fatalf("calls %q: want the spare's thread deleted, not named", got)
 		}
