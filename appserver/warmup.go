@@ -76,10 +76,7 @@ func (c *Client) WarmUp(ctx context.Context, threadID, name string, opts ThreadO
 		err = fmt.Errorf("throwaway turn on ephemeral thread %s ended %q: %s", eph, r.Status, turnErrorText(r))
 	}
 	// Unloaded whatever the turn did: a thread left loaded would hold the process's memory.
-	var ures struct {
-		Status string `json:"status"`
-	}
-	uerr := c.call(ctx, protocol.MethodThreadUnsubscribe, protocol.ThreadIDParams{ThreadID: eph}, &ures)
+	uerr := c.call(ctx, protocol.MethodThreadUnsubscribe, protocol.ThreadIDParams{ThreadID: eph}, nil)
 	if err != nil {
 		return fmt.Errorf("warm up on codex pid %d: %w", c.pid, err)
 	}

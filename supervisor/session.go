@@ -41,7 +41,8 @@ type session struct {
 	spare       bool
 	fromSpare   bool
 	spareThread string
-	spareWarmed bool // a warm-up was tried on spareThread (warmup.go)
+	spareWarmed bool // a warm-up was tried on spareThread and its thread not deleted (warmup.go)
+	spareUnused bool // the chat resumed its own thread: spareThread is to be deleted (warmup.go)
 
 	started   time.Time
 	turnStart time.Time

@@ -18,8 +18,9 @@ import (
 //
 // The name is visible where codex lists threads (`codex resume`), so a spare's thread is named
 // sparePlaceholderName while it waits and the chat key once a chat takes it; a chat that resumes
-// its stored thread instead has the spare's unused thread deleted, as has a spare closed before any
-// chat took it, so no empty thread is left in CODEX_HOME.
+// its stored thread instead has the spare's unused thread deleted once its first turn is over, and
+// a spare closed before any chat took it has its thread deleted as it closes, so no empty thread
+// is left in CODEX_HOME.
 
 // sparePlaceholderName names a warmed spare's thread until a chat takes it.
 const sparePlaceholderName = "codex-warm spare"
@@ -55,6 +56,9 @@ func (s *Supervisor) warmSpare(sess *session, id string) (bool, error) {
 		return false, nil
 	case errors.Is(err, appserver.ErrWedged):
 		return true, err
+	case err != nil && s.accepting.Err() != nil:
+		// Shutdown cut it short: nothing to tell.
+		return true, nil
 	case err == nil:
 		sess.log.Debug("spare codex child warmed up", zap.String("thread_id", id))
 	case s.warmUpFailed.CompareAndSwap(false, true):
@@ -67,45 +71,51 @@ func (s *Supervisor) warmSpare(sess *session, id string) (bool, error) {
 }
 
 // claimSpareThread runs at the hand-out of a warmed spare to key: the spare's thread takes the
-// chat key as its name when the chat uses it (use), and is deleted otherwise. Failures are
-// logged and change nothing the chat sees.
+// chat key as its name when the chat uses it (use). Otherwise the chat resumed a thread of its
+// own and the spare's is deleted once the child is first idle (dropUnusedSpareThread), so the
+// deletion never holds up the chat's reply. Failures are logged and change nothing the chat
+// sees.
 func (s *Supervisor) claimSpareThread(ctx context.Context, sess *session, key string, use bool) {
-	w, ok := sess.child.(warmer)
-	if !ok || !sess.spareWarmed || sess.spareThread == "" {
-		return
-	}
-	if use {
-		if err := w.SetThreadName(ctx, sess.spareThread, key); err != nil {
-			sess.log.Warn("could not name the thread after its chat; it keeps the spare's name",
-				zap.String("thread_id", sess.spareThread), zap.Error(err))
-		}
-		return
-	}
-	deleteSpareThread(ctx, sess, w)
-}
-
-// dropUnusedSpareThread deletes a warmed spare's thread as the spare closes untaken (shutdown,
-// eviction), so it leaves no empty thread in CODEX_HOME. A dead child is left alone.
-func (s *Supervisor) dropUnusedSpareThread(sess *session) {
 	s.mu.Lock()
-	unused := sess.spare && sess.spareWarmed && sess.spareThread != ""
+	warmed := sess.spareWarmed && sess.spareThread != ""
+	if warmed && !use {
+		sess.spareUnused = true
+	}
 	s.mu.Unlock()
 	w, ok := sess.child.(warmer)
-	if !unused || !ok || sess.child.Err() != nil {
+	if !ok || !warmed || !use {
 		return
 	}
-	// Shutdown has cancelled s.accepting by now; this is part of closing the child.
-	ctx, cancel := context.WithTimeout(context.Background(), spareDeleteTimeout)
-	defer cancel()
-	deleteSpareThread(ctx, sess, w)
+	if err := w.SetThreadName(ctx, sess.spareThread, key); err != nil {
+		sess.log.Warn("could not name the thread after its chat; it keeps the spare's name",
+			zap.String("thread_id", sess.spareThread), zap.Error(err))
+	}
 }
 
-// spareDeleteTimeout bounds the deletion of an unused spare's thread (about 10 ms).
-const spareDeleteTimeout = 2 * time.Second
-
-func deleteSpareThread(ctx context.Context, sess *session, w warmer) {
+// dropUnusedSpareThread deletes a warmed spare's thread that no chat uses, so it leaves no empty
+// thread in CODEX_HOME: the watcher calls it when the child goes idle (the chat resumed a thread
+// of its own) and before it closes the child (also a spare closed untaken: shutdown, eviction).
+// closing says the child is about to close: only then is a spare's own thread deleted. It
+// deletes at most once; a dead child is left alone.
+func (s *Supervisor) dropUnusedSpareThread(sess *session, closing bool) {
+	s.mu.Lock()
+	due := sess.spareWarmed && sess.spareThread != "" && (sess.spareUnused || closing && sess.spare)
+	if due {
+		sess.spareWarmed = false // done, or tried
+	}
+	s.mu.Unlock()
+	w, ok := sess.child.(warmer)
+	if !due || !ok || sess.child.Err() != nil {
+		return
+	}
+	// Not s.accepting: at shutdown it is cancelled, and this is part of closing the child.
+	ctx, cancel := context.WithTimeout(context.Background(), spareDeleteTimeout)
+	defer cancel()
 	if err := w.DeleteThread(ctx, sess.spareThread); err != nil {
 		sess.log.Warn("could not delete the spare's unused thread; an empty thread stays in CODEX_HOME",
 			zap.String("thread_id", sess.spareThread), zap.Error(err))
 	}
 }
+
+// spareDeleteTimeout bounds the deletion of an unused spare's thread (about 10 ms).
+const spareDeleteTimeout = 2 * time.Second

@@ -13,7 +13,7 @@ import (
 func (s *Supervisor) watch(sess *session) {
 	defer s.wg.Done()
 	s.watchUntilRetiring(sess)
-	s.dropUnusedSpareThread(sess)
+	s.dropUnusedSpareThread(sess, true)
 	err := sess.child.Close()
 	s.mu.Lock()
 	reason, cause, log := sess.reason, sess.cause, sess.log
@@ -42,6 +42,7 @@ func (s *Supervisor) watchUntilRetiring(sess *session) {
 		case <-sess.retireCh:
 			return
 		case <-sess.kick:
+			s.dropUnusedSpareThread(sess, false)
 		case <-idle.C:
 		}
 		// Re-arm, or retire when the idle time is up.

@@ -54,7 +54,10 @@ type runConfig struct {
 	Spares      int
 	// WarmSpares warms each spare up before a chat takes it (a throwaway turn against the
 	// daemon's canned responder on loopback).
-	WarmSpares      bool
+	WarmSpares bool
+	// LeanChildren gives children the settings that cut every turn's cost without changing what
+	// the model receives (lean.go); an operator's own setting of a key wins.
+	LeanChildren    bool
 	ChatCommands    bool
 	Busy            supervisor.BusyPolicy
 	MaxQueue        int
@@ -204,6 +207,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	// with no stored thread, thread/start (~22 ms). An idle spare costs ~12 MB private memory.
 	e.int(&c.Spares, "spares", "CODEX_WARM_SPARES", 1, "codex children kept started, with a thread open, for new chats' first messages; they count against --max-children; 0 turns them off")
 	e.bool(&c.WarmSpares, "warm-spares", "CODEX_WARM_WARM_SPARES", true, "before a spare is handed to a chat, run one throwaway turn in it against a canned model on loopback (nothing leaves the machine), so the chat's first message is as fast as its later ones")
+	e.bool(&c.LeanChildren, "lean-children", "CODEX_WARM_LEAN_CHILDREN", true, "run codex children with features.skill_search=false and feedback.enabled=false unless codex's config sets them, and without SSL_CERT_DIR when SSL_CERT_FILE is that directory's bundle; false leaves both to codex's defaults and the environment")
 	e.bool(&c.ChatCommands, "chat-commands", "CODEX_WARM_CHAT_COMMANDS", true, "answer /stop, /new, /status and /help in chats; false sends them to codex as text")
 	var busy string
 	e.str(&busy, "busy", "CODEX_WARM_BUSY", string(supervisor.BusyQueue), "a message for a chat whose turn runs: queue (wait for its own turn), steer (join the running turn; one reply answers both) or interrupt (stop the running turn, then run)")

@@ -102,6 +102,8 @@ type daemon struct {
 	mol     atomic.Pointer[molecule.Inbox] // replaced when a reload is called off
 	control *controlServer
 	login   *loginGate // set by preflight
+	// leanOverrides are the lean settings no config layer sets (lean.go); set by preflight.
+	leanOverrides []string
 	// phase is phaseStarting, phaseServing or phaseDraining (the readiness probe's "inbox").
 	phase atomic.Int32
 
@@ -197,6 +199,12 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	cred, env, err := childCredential(cfg.ChildUser, env)
 	if err != nil {
 		return err
+	}
+	if cfg.LeanChildren {
+		var dropped bool
+		if env, dropped = leanEnv(env); dropped {
+			log.Info("codex children run without SSL_CERT_DIR: SSL_CERT_FILE is that directory's bundle (--lean-children=false keeps it)")
+		}
 	}
 
 	loc, err := findCodex(cfg.CodexBin, cfg.CodexBinFrom)
@@ -296,7 +304,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		Bin:             bin,
 		Env:             env,
 		Credential:      cred,
-		ConfigOverrides: cfg.CodexConfig,
+		ConfigOverrides: slices.Concat(d.leanOverrides, cfg.CodexConfig),
 		ClientInfo:      protocol.ClientInfo{Name: "codex-warm", Title: "codex-warm supervisor", Version: version},
 		// Deltas repeat the final text token by token; the daemon only needs completed items.
 		// So the local inbox's event stream has no delta events (README says so, and

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -49,7 +51,19 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 	}
 	d.login = newLoginGate(func(ctx context.Context) CodexAuth { return checkLogin(ctx, tmpl) }, loginRecheckEvery)
 	d.login.tokens = tokens
-	a := d.login.check(ctx)
+	// The first check's child also says which config keys some layer sets, so the lean
+	// settings never override the operator's.
+	var origins map[string]json.RawMessage
+	originsErr := errors.New("codex did not start")
+	a := d.login.checkWith(ctx, func(ctx context.Context) CodexAuth {
+		return probeCodex(ctx, tmpl, func(ctx context.Context, c *appserver.Client) {
+			res, err := c.ReadConfig(ctx, d.cfg.Cwd)
+			origins, originsErr = res.Origins, err
+		})
+	})
+	if d.cfg.LeanChildren {
+		d.leanOverrides = leanOverrides(origins, originsErr, d.log)
+	}
 	codexHome := appserver.EffectiveCodexHome(env)
 	switch a.State {
 	case CodexNotLoggedIn:
@@ -158,8 +172,11 @@ func newLoginGate(probe func(ctx context.Context) CodexAuth, every time.Duration
 }
 
 // check asks codex now and records the answer.
-func (g *loginGate) check(ctx context.Context) CodexAuth {
-	a := g.probe(ctx)
+func (g *loginGate) check(ctx context.Context) CodexAuth { return g.checkWith(ctx, g.probe) }
+
+// checkWith is check asking with probe instead of the gate's own.
+func (g *loginGate) checkWith(ctx context.Context, probe func(ctx context.Context) CodexAuth) CodexAuth {
+	a := probe(ctx)
 	g.mu.Lock()
 	g.state = a
 	g.mu.Unlock()
