@@ -23,11 +23,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Version is the version this build writes.
-const Version = 1
+// Version is the version this build writes. Version 2 adds Child.Turn: a child may be handed
+// over in the middle of a turn, which a reader of version 1 would take for an idle child.
+const Version = 2
 
 // Readable are the versions this build reads.
-var Readable = []int{1}
+var Readable = []int{1, 2}
 
 // EnvFD is the environment variable that names the handoff's file descriptor in the next image.
 const EnvFD = "CODEX_WARM_HANDOFF_FD"
@@ -101,6 +102,22 @@ type Child struct {
 	Stderr   int       `json:"stderr_fd"`
 	// Pending is what was read from Stdout and not parsed: the start of the next line.
 	Pending []byte `json:"pending,omitempty"`
+	// Turn is the child's running turn (version 2); nil for an idle child.
+	Turn *Turn `json:"turn,omitempty"`
+}
+
+// Turn is a running turn handed over with its child.
+type Turn struct {
+	// MessageID is the message the turn answers (a Molecule row's activity id): its inbox
+	// gives it again to the next image, which attaches it to the turn.
+	MessageID      string `json:"message_id"`
+	AskApprovalsOf string `json:"ask_approvals_of,omitempty"`
+	// Approvals are the numbers of the turn's approvals waiting for a person, by JSON-RPC
+	// request id.
+	Approvals map[string]uint64 `json:"approvals,omitempty"`
+	// State is the client's turn: thread and turn ids, start, notifications so far, the
+	// approval requests unanswered with their JSON-RPC ids and params (appserver.TurnHandover).
+	State json.RawMessage `json:"state"`
 }
 
 // FDs returns every descriptor the document hands over.

@@ -119,9 +119,11 @@ func TestE2EReloadWaitsForRunningTurns(t *testing.T) {
 	d.checkLog()
 }
 
-// The Molecule inbox across a reload: rows whose turns run when it starts are answered and
-// acknowledged once; rows that arrive meanwhile wait for the next image, which answers them once.
-func TestE2EReloadMoleculeRowsOnce(t *testing.T) {
+// The Molecule inbox across a reload: the turns running when it starts cross to the new image
+// (the reload does not wait for them), and their rows, polled again by the new image, attach
+// to them; rows that arrive meanwhile wait for the next image. Each row is answered once, by
+// one model request, and every chat keeps its child.
+func TestE2EReloadMoleculeTurnsCross(t *testing.T) {
 	t.Parallel()
 	g := newGate(0)
 	e := newE2E(t, e2eConfig{Script: holdLong(g)})
@@ -131,30 +133,55 @@ func TestE2EReloadMoleculeRowsOnce(t *testing.T) {
 	d := e.start("--drain-timeout", "60s")
 	e.plat.Enqueue(moleculetest.CanvasMessage("long canvas"), moleculetest.PeerMessage("peer-1", "long peer"))
 	d.waitUntil("two turns held by the model", func() bool { return g.holding() == 2 })
+	pids := map[string]int{}
+	for _, ch := range chatChildren(d.status()) {
+		pids[ch.ChatKey] = ch.PID
+	}
+	if len(pids) != 2 {
+		t.Fatalf("want 2 chat children, got %v", pids)
+	}
 	installBin(t, e.bin)
 	if n, err := d.requestReloadOver(); err != nil {
 		t.Fatalf("reload request: %v", err)
 	} else if n != 1 {
 		t.Fatalf("attempt %d, want 1", n)
 	}
-	e.plat.Enqueue(moleculetest.PeerMessage("peer-2", "during the reload"))
-	g.release()
+	// The turns are still held by the model: the reload goes through without them ending.
 	d.waitUntil("the reload to finish", func() bool {
 		r := d.status().Daemon.LastReload
 		return r != nil && r.Outcome != reloadRunning
 	})
-	if r := d.status().Daemon.LastReload; r.Outcome != reloadOK {
+	after := d.status()
+	if r := after.Daemon.LastReload; r.Outcome != reloadOK || r.Children != 2 {
 		t.Fatalf("reload: %+v", r)
 	}
+	for key, pid := range pids {
+		if got := childPID(after, key); got != pid {
+			t.Errorf("chat %s: child %d after the reload, want %d", key, got, pid)
+		}
+	}
+	d.waitUntil("both rows polled again and attached to their turns", func() bool {
+		return len(d.logsWith("message attached to its turn, handed over by a reload")) == 2
+	})
+	e.plat.Enqueue(moleculetest.PeerMessage("peer-2", "during the reload"))
+	g.release()
 	d.waitPlatform("three replies", func() bool { return e.plat.Deliveries() >= 3 })
 	d.waitPolls(3)
 	for _, text := range []string{"long canvas", "long peer", "during the reload"} {
 		if n := len(e.requestsFor(text)); n != 1 {
 			t.Errorf("%q reached the model %d times, want once", text, n)
 		}
+		if n := e.repliesContaining(text); n != 1 {
+			t.Errorf("%q answered %d times, want once", text, n)
+		}
 	}
 	if n := e.plat.Deliveries(); n != 3 {
 		t.Errorf("%d deliveries, want 3", n)
+	}
+	for key := range pids {
+		if n := countLogs(d, "codex child ready", key); n != 1 {
+			t.Errorf("chat %s: its thread was opened %d times, want once", key, n)
+		}
 	}
 	d.stop(stopTimeout)
 	d.checkLog()

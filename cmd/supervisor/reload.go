@@ -154,13 +154,23 @@ func (d *daemon) reload(sigs <-chan os.Signal) {
 	}
 	children, err := d.sup.Freeze(ctx)
 	if err != nil {
+		if d.awaitIntake != nil {
+			_ = d.awaitIntake(context.Background())
+		}
 		d.startIntake()
-		d.endReload(reloadRefused, fmt.Errorf("running turns did not finish within %s: %w", d.cfg.DrainTimeout, err))
+		d.endReload(reloadRefused, fmt.Errorf("the children could not be paused within %s: %w", d.cfg.DrainTimeout, err))
 		return
 	}
 	resume := func() {
 		d.sup.Thaw()
 		d.startIntake()
+	}
+	if d.awaitIntake != nil {
+		if err := d.awaitIntake(ctx); err != nil {
+			resume()
+			d.endReload(reloadRefused, err)
+			return
+		}
 	}
 	// The control socket and the metrics listener stop last: status answers all along.
 	var paused []*server
@@ -239,9 +249,18 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild) (handoff.Doc, err
 	}
 	for _, c := range children {
 		h := c.Handover
-		doc.Children = append(doc.Children, handoff.Child{ChatKey: c.ChatKey, ThreadID: c.ThreadID, PID: h.PID,
+		hc := handoff.Child{ChatKey: c.ChatKey, ThreadID: c.ThreadID, PID: h.PID,
 			Started: c.Started, Turns: c.Turns, Stdin: rawFD(h.Stdin), Stdout: rawFD(h.Stdout),
-			Stderr: rawFD(h.Stderr), Pending: h.Pending})
+			Stderr: rawFD(h.Stderr), Pending: h.Pending}
+		if h.Turn != nil && c.Turn != nil {
+			state, err := json.Marshal(h.Turn)
+			if err != nil {
+				return doc, fmt.Errorf("chat %s: running turn: %w", c.ChatKey, err)
+			}
+			hc.Turn = &handoff.Turn{MessageID: c.Turn.MessageID, AskApprovalsOf: c.Turn.AskApprovalsOf,
+				Approvals: c.Turn.Approvals, State: state}
+		}
+		doc.Children = append(doc.Children, hc)
 	}
 	return doc, nil
 }
@@ -302,6 +321,17 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 			Stdin:  os.NewFile(uintptr(c.Stdin), fmt.Sprintf("codex-%d-stdin", c.PID)),
 			Stdout: os.NewFile(uintptr(c.Stdout), fmt.Sprintf("codex-%d-stdout", c.PID)),
 			Stderr: os.NewFile(uintptr(c.Stderr), fmt.Sprintf("codex-%d-stderr", c.PID))}
+		var turn *supervisor.HandedTurn
+		if c.Turn != nil {
+			var th appserver.TurnHandover
+			if err := json.Unmarshal(c.Turn.State, &th); err != nil {
+				log.Error("reload: the running turn of a handed-over child is unreadable; the child goes on idle",
+					zap.String("chat_key", c.ChatKey), zap.Error(err))
+			} else {
+				h.Turn = &th
+				turn = &supervisor.HandedTurn{MessageID: c.Turn.MessageID, AskApprovalsOf: c.Turn.AskApprovalsOf, Approvals: c.Turn.Approvals}
+			}
+		}
 		cfg := tmpl
 		cfg.Logger = log.With(zap.String("chat_key", c.ChatKey))
 		cl, err := appserver.Adopt(cfg, h)
@@ -315,7 +345,7 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 			continue
 		}
 		out = append(out, supervisor.AdoptedChild{ChatKey: c.ChatKey, ThreadID: c.ThreadID, Started: c.Started,
-			Turns: c.Turns, Child: cl})
+			Turns: c.Turns, Child: cl, Turn: turn})
 	}
 	return out
 }

@@ -118,6 +118,9 @@ type daemon struct {
 	// startIntake takes them again.
 	stopIntake  func(ctx context.Context) error
 	startIntake func()
+	// awaitIntake, when set, waits (until ctx is done) for an intake stopIntake stopped
+	// without waiting: one whose waiting callers the freeze lets go (ErrHandedOver).
+	awaitIntake func(ctx context.Context) error
 	reloadReq   chan string    // a requested reload, for the main loop
 	stopSignal  chan os.Signal // a stop signal a reload took from sigs
 	reloading   atomic.Bool
@@ -431,10 +434,25 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		if err := runMol(); err != nil {
 			return d.abort(err)
 		}
+		// A reload stops polling; the rows whose turns run are let go by the freeze (their
+		// turns cross to the next image, which attaches the rows polled again to them), and
+		// then the inbox has stopped.
 		d.stopIntake = func(context.Context) error {
 			stopMol()
-			molWG.Wait()
 			return nil
+		}
+		d.awaitIntake = func(ctx context.Context) error {
+			stopped := make(chan struct{})
+			go func() {
+				molWG.Wait()
+				close(stopped)
+			}()
+			select {
+			case <-stopped:
+				return nil
+			case <-ctx.Done():
+				return fmt.Errorf("the molecule inbox did not stop: %w", context.Cause(ctx))
+			}
 		}
 		d.startIntake = func() {
 			if err := runMol(); err != nil {
