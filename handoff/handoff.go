@@ -69,6 +69,9 @@ type Doc struct {
 	LockFD    int        `json:"lock_fd"`
 	Listeners []Listener `json:"listeners,omitempty"`
 	Children  []Child    `json:"children,omitempty"`
+	// Waiting are the local inbox's callers waiting for answers of messages whose turns cross
+	// (version 2), in the order the inbox received them.
+	Waiting []Waiting `json:"waiting,omitempty"`
 	// Env are the variables the first image read secrets from and then removed from its
 	// environment, so that /proc/<pid>/environ never shows them; the next image sets them
 	// again before it reads its configuration.
@@ -106,6 +109,16 @@ type Child struct {
 	Turn *Turn `json:"turn,omitempty"`
 }
 
+// Waiting is a caller of the local inbox waiting, on an HTTP/1.1 connection whose request was
+// read and not answered (no byte of the answer written), for the answer of a message.
+type Waiting struct {
+	FD        int    `json:"fd"`
+	ChatKey   string `json:"chat_key"`
+	MessageID string `json:"message_id"`
+	Text      string `json:"text"`
+	Seq       uint64 `json:"seq"`
+}
+
 // Turn is a running turn handed over with its child.
 type Turn struct {
 	// MessageID is the message the turn answers (a Molecule row's activity id): its inbox
@@ -128,6 +141,9 @@ func (d Doc) FDs() []int {
 	}
 	for _, c := range d.Children {
 		fds = append(fds, c.Stdin, c.Stdout, c.Stderr)
+	}
+	for _, w := range d.Waiting {
+		fds = append(fds, w.FD)
 	}
 	return fds
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,11 +38,13 @@ func holdLong(g *gate) func(mockmodel.Request) mockmodel.Reply {
 	}
 }
 
-// SIGHUP while three chats' turns run and one chat idles warm: the reload waits for the running
-// turns (their callers get their replies, once), a burst of messages sent meanwhile waits in
-// the socket's backlog and is answered by the new image, once each, and every chat keeps its
-// child.
-func TestE2EReloadWaitsForRunningTurns(t *testing.T) {
+// SIGHUP while three chats' turns run (one with a message queued behind its turn) and one chat
+// idles warm: the reload does not wait for the turns. They cross to the new image with their
+// callers' connections, and the model answers only after the reload; each caller gets its
+// reply once, the queued message runs after its chat's turn, a burst of messages sent during
+// the reload waits in the socket's backlog and is answered by the new image once each, and
+// every chat keeps its child (the idle one's next turn has no spawn and no resume).
+func TestE2EReloadTurnsCross(t *testing.T) {
 	t.Parallel()
 	g := newGate(0)
 	e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
@@ -59,6 +62,15 @@ func TestE2EReloadWaitsForRunningTurns(t *testing.T) {
 		long = append(long, c.sendAsync(fmt.Sprintf("busy-%d", i), fmt.Sprintf("long %d", i)))
 	}
 	d.waitUntil("three turns held by the model", func() bool { return g.holding() == 3 })
+	queued := c.sendAsync("busy-0", "queued behind long 0")
+	d.waitUntil("a message queued behind a running turn", func() bool {
+		for _, ch := range chatChildren(d.status()) {
+			if ch.ChatKey == "busy-0" && ch.Queued == 1 {
+				return true
+			}
+		}
+		return false
+	})
 	before := d.status()
 	pids := map[string]int{}
 	for _, ch := range chatChildren(before) {
@@ -70,15 +82,27 @@ func TestE2EReloadWaitsForRunningTurns(t *testing.T) {
 
 	installBin(t, e.bin)
 	d.signal(syscall.SIGHUP)
-	d.waitUntil("the reload to wait for the turns", func() bool {
+	d.waitUntil("the reload to quiesce", func() bool {
 		return len(d.logsWith("reload: new binary answers; quiescing")) == 1
 	})
-	if _, err := d.requestReloadOver(); err == nil || !strings.Contains(err.Error(), errReloadBusy.Error()) {
-		t.Fatalf("a reload during the reload: %v, want refused", err)
-	}
 	var burst []<-chan local.Reply
 	for i := range 5 {
 		burst = append(burst, c.sendAsync(fmt.Sprintf("burst-%d", i), fmt.Sprintf("burst %d", i)))
+	}
+	// The model still holds the three turns: the reload goes through without them ending.
+	d.waitUntil("the reload to finish", func() bool {
+		r := d.status().Daemon.LastReload
+		return r != nil && r.Outcome != reloadRunning
+	})
+	after := d.status()
+	if r := after.Daemon.LastReload; r.Outcome != reloadOK || after.Daemon.PID != d.pid || r.Trigger != "SIGHUP" || r.Children != 4 {
+		t.Fatalf("reload: %+v (pid %d)", r, after.Daemon.PID)
+	}
+	if g.holding() != 3 {
+		t.Fatalf("the model holds %d turns after the reload, want 3", g.holding())
+	}
+	if n := len(d.logsWith("the message's turn crosses the reload; its connection is handed over")); n != 4 {
+		t.Fatalf("%d connections handed over, want 4 (3 running turns, 1 queued message)", n)
 	}
 	g.release()
 	for i, ch := range long {
@@ -86,34 +110,36 @@ func TestE2EReloadWaitsForRunningTurns(t *testing.T) {
 			t.Fatalf("long turn %d: %+v", i, r)
 		}
 	}
+	if r := <-queued; r.Status != "completed" || !strings.Contains(r.Text, "queued behind long 0") {
+		t.Fatalf("queued message: %+v", r)
+	}
 	for i, ch := range burst {
 		if r := <-ch; r.Status != "completed" || !strings.Contains(r.Text, fmt.Sprintf("burst %d", i)) {
 			t.Fatalf("burst message %d: %+v", i, r)
 		}
 	}
-	d.waitUntil("the reload to finish", func() bool {
-		r := d.status().Daemon.LastReload
-		return r != nil && r.Outcome != reloadRunning
-	})
-	after := d.status()
-	if r := after.Daemon.LastReload; r.Outcome != reloadOK || after.Daemon.PID != d.pid || r.Trigger != "SIGHUP" {
-		t.Fatalf("reload: %+v (pid %d)", r, after.Daemon.PID)
-	}
+	after = d.status()
 	for key, pid := range pids {
 		if got := childPID(after, key); got != pid {
 			t.Errorf("chat %s: child %d after the reload, want %d", key, got, pid)
 		}
 	}
-	for _, text := range []string{"long 0", "long 1", "long 2", "burst 0", "burst 4"} {
+	for _, text := range []string{"long 0", "long 1", "long 2", "queued behind long 0", "burst 0", "burst 4"} {
 		if n := len(e.requestsFor(text)); n != 1 {
 			t.Errorf("%q reached the model %d times, want once", text, n)
 		}
 	}
+	// The queued message ran after its chat's turn, on the same thread.
+	if q := e.requestsFor("queued behind long 0"); len(q) == 1 && !slices.Contains(q[0].UserTexts, "long 0") {
+		t.Errorf("the queued message's conversation %q lacks the turn it waited for", q[0].UserTexts)
+	}
 	if r := c.send("idle", "still warm"); r.Status != "completed" {
 		t.Fatalf("idle chat after the reload: %+v", r)
 	}
-	if n := countLogs(d, "codex child ready", "idle"); n != 1 {
-		t.Errorf("the idle chat's thread was opened %d times, want once", n)
+	for key := range pids {
+		if n := countLogs(d, "codex child ready", key); n != 1 {
+			t.Errorf("chat %s: its thread was opened %d times, want once", key, n)
+		}
 	}
 	d.stop(stopTimeout)
 	d.checkLog()
@@ -242,36 +268,47 @@ func (d *daemonProc) requestReloadOver() (int, error) {
 	return ans.Attempt, nil
 }
 
-// An approval waiting for its answer holds its turn, so a reload cannot quiesce: at
-// --drain-timeout it is refused, and the approval is then answered as if nothing had happened.
-// Once the turn is done, the reload goes through and keeps the child.
+// An approval waiting for its answer crosses a reload with its turn: the reload goes through
+// at once, the approval is still pending afterwards (same request, same number), /approve
+// after the reload answers it, the turn completes, and its caller gets the reply on the
+// connection the new image took over. The child is the same all along.
 func TestE2EReloadWithPendingApproval(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true, Script: approvalScript})
 	e.bin = filepath.Join(e.root, "supervisor")
 	installBin(t, e.bin)
-	d := e.start(append(approvalArgs(time.Minute), "--drain-timeout", "2s")...)
+	d := e.start(append(approvalArgs(time.Minute), "--drain-timeout", "60s")...)
 	c := newLocalClient(t, d)
 	first := c.send("k", "hello")
 	reply := c.sendAsync("k", "run it")
+	var asked local.Approval
 	d.waitUntil("the approval to be asked", func() bool {
-		_, ok := c.pendingApproval("k")
+		var ok bool
+		asked, ok = c.pendingApproval("k")
 		return ok
 	})
 	pid := childPID(d.status(), "k")
 	installBin(t, e.bin)
-	code, out := e.reloadCmd()
-	if code == 0 || !strings.Contains(out, "refused") || !strings.Contains(out, "in flight") {
+	if code, out := e.reloadCmd(); code != 0 {
 		t.Fatalf("reload with an approval pending: exit %d:\n%s", code, out)
 	}
+	if r := d.status().Daemon.LastReload; r.Outcome != reloadOK || r.Children != 1 {
+		t.Fatalf("reload: %+v", r)
+	}
+	var again local.Approval
+	d.waitUntil("the approval to be asked again by the new image", func() bool {
+		var ok bool
+		again, ok = c.pendingApproval("k")
+		return ok
+	})
+	if again.RequestID != asked.RequestID || again.Number != asked.Number || again.TurnID != asked.TurnID {
+		t.Fatalf("approval after the reload %+v, before %+v", again, asked)
+	}
 	if r := c.send("k", "/approve"); r.Status != local.StatusCommand || !strings.HasPrefix(r.Text, "approved ") {
-		t.Fatalf("/approve after the refused reload: %+v", r)
+		t.Fatalf("/approve after the reload: %+v", r)
 	}
 	if r := <-reply; r.Status != "completed" || !strings.Contains(r.Text, "Process exited with code 0") || r.ThreadID != first.ThreadID {
 		t.Fatalf("reply %+v", r)
-	}
-	if code, out := e.reloadCmd(); code != 0 {
-		t.Fatalf("reload once the turn is done: exit %d:\n%s", code, out)
 	}
 	if got := childPID(d.status(), "k"); got != pid {
 		t.Fatalf("child %d after the reload, want %d", got, pid)

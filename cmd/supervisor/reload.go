@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/handoff"
+	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -161,12 +163,25 @@ func (d *daemon) reload(sigs <-chan os.Signal) {
 		d.endReload(reloadRefused, fmt.Errorf("the children could not be paused within %s: %w", d.cfg.DrainTimeout, err))
 		return
 	}
+	var waiting []local.Waiting
 	resume := func() {
 		d.sup.Thaw()
 		d.startIntake()
+		if d.local != nil {
+			// The callers whose connections were to cross get their answers from this image.
+			more, _ := d.local.TakeWaiting(context.Background())
+			d.local.ResumeWaiting(append(waiting, more...))
+		}
 	}
 	if d.awaitIntake != nil {
 		if err := d.awaitIntake(ctx); err != nil {
+			resume()
+			d.endReload(reloadRefused, err)
+			return
+		}
+	}
+	if d.local != nil {
+		if waiting, err = d.local.TakeWaiting(ctx); err != nil {
 			resume()
 			d.endReload(reloadRefused, err)
 			return
@@ -207,7 +222,7 @@ func (d *daemon) reload(sigs <-chan os.Signal) {
 		d.endReload(reloadRefused, fmt.Errorf("write sessions before the reload: %w", err))
 		return
 	}
-	doc, err := d.handoffDoc(children)
+	doc, err := d.handoffDoc(children, waiting)
 	if err != nil {
 		resumeAll()
 		d.endReload(reloadRefused, err)
@@ -220,7 +235,7 @@ func (d *daemon) reload(sigs <-chan os.Signal) {
 }
 
 // handoffDoc describes what the next image takes over.
-func (d *daemon) handoffDoc(children []supervisor.HandedChild) (handoff.Doc, error) {
+func (d *daemon) handoffDoc(children []supervisor.HandedChild, waiting []local.Waiting) (handoff.Doc, error) {
 	d.reloadMu.Lock()
 	attempt := d.attempts
 	trigger := d.lastReload.Trigger
@@ -262,7 +277,38 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild) (handoff.Doc, err
 		}
 		doc.Children = append(doc.Children, hc)
 	}
+	for _, w := range waiting {
+		sc, ok := w.Conn.(syscall.Conn)
+		if !ok {
+			return doc, fmt.Errorf("chat %s: a waiting caller's connection has no descriptor", w.ChatKey)
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return doc, fmt.Errorf("chat %s: a waiting caller's connection: %w", w.ChatKey, err)
+		}
+		fd := -1
+		_ = rc.Control(func(u uintptr) { fd = int(u) })
+		doc.Waiting = append(doc.Waiting, handoff.Waiting{FD: fd, ChatKey: w.ChatKey, MessageID: w.MessageID, Text: w.Text, Seq: w.Seq})
+	}
 	return doc, nil
+}
+
+// adoptWaiting turns the handed-over connections of the local inbox's waiting callers back
+// into connections; one that cannot be is closed (its caller sees the connection end).
+func adoptWaiting(doc *handoff.Doc, log *zap.Logger) []local.Waiting {
+	var out []local.Waiting
+	for _, w := range doc.Waiting {
+		handoff.Reclaim(w.FD)
+		f := os.NewFile(uintptr(w.FD), "waiting-caller")
+		conn, err := net.FileConn(f)
+		_ = f.Close() // FileConn holds a duplicate
+		if err != nil {
+			log.Error("reload: cannot take over a waiting caller's connection", zap.String("chat_key", w.ChatKey), zap.Error(err))
+			continue
+		}
+		out = append(out, local.Waiting{Conn: conn, ChatKey: w.ChatKey, MessageID: w.MessageID, Text: w.Text, Seq: w.Seq})
+	}
+	return out
 }
 
 // rawFD is f's descriptor. Unlike File.Fd it leaves the descriptor non-blocking, so that the

@@ -111,7 +111,8 @@ type daemon struct {
 	secrets    map[string]string // the secret variables hardenProcess removed
 	lock       *stateLock
 	met        *metrics.Metrics
-	inboxSrv   *server // nil on the Molecule inbox
+	inboxSrv   *server      // nil on the Molecule inbox
+	local      *local.Inbox // nil on the Molecule inbox
 	metricsSrv *server
 	controlSrv *server
 	// stopIntake stops taking messages and waits, until ctx is done, for those in flight;
@@ -382,10 +383,30 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		kl := newKeptListener(ln)
 		d.inboxSrv = &server{name: "local inbox", ln: kl, serve: local.LimitConns(kl, cfg.InboxMaxConns, log),
 			newSrv: h.Server, errs: inboxErr}
+		d.local = h
+		if hdoc != nil {
+			h.ResumeWaiting(adoptWaiting(hdoc, log))
+		}
 		d.inboxSrv.start()
-		// A reload lets the requests in flight finish (their callers get their replies) while
-		// new connections wait in the socket's backlog for the next image.
-		d.stopIntake, d.startIntake = d.inboxSrv.pause, d.inboxSrv.resume
+		// A reload stops accepting (new connections wait in the socket's backlog for the next
+		// image) and lets the requests in flight end: those answered meanwhile, those whose
+		// turns the freeze hands over by handing over their connections too (an event stream
+		// is waited for).
+		var paused chan error
+		d.stopIntake = func(ctx context.Context) error {
+			paused = make(chan error, 1)
+			go func() { paused <- d.inboxSrv.pause(ctx) }()
+			return nil
+		}
+		d.awaitIntake = func(ctx context.Context) error {
+			select {
+			case err := <-paused:
+				return err
+			case <-ctx.Done():
+				return fmt.Errorf("local inbox: %w", context.Cause(ctx))
+			}
+		}
+		d.startIntake = d.inboxSrv.resume
 		log.Info("local inbox listening", zap.String("addr", d.info.Listen), zap.Bool("token", cfg.InboxToken != ""),
 			zap.Int("max_conns", cfg.InboxMaxConns), zap.Bool("inherited", hdoc != nil))
 	case "molecule":
@@ -562,6 +583,9 @@ serve:
 	}()
 	if d.inboxSrv != nil {
 		_ = d.inboxSrv.shutdown(drainCtx)
+	}
+	if d.local != nil {
+		d.local.Wait() // answers on connections a previous image handed over
 	}
 	wg.Wait()
 	close(stopWatch)
