@@ -128,6 +128,8 @@ type Turn struct {
 	// Approvals are the numbers of the turn's approvals waiting for a person, by JSON-RPC
 	// request id.
 	Approvals map[string]uint64 `json:"approvals,omitempty"`
+	// DeadlineLeftMS is what remained of the turn deadline, in milliseconds (0: none).
+	DeadlineLeftMS int64 `json:"deadline_left_ms,omitempty"`
 	// State is the client's turn: thread and turn ids, start, notifications so far, the
 	// approval requests unanswered with their JSON-RPC ids and params (appserver.TurnHandover).
 	State json.RawMessage `json:"state"`

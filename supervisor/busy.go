@@ -49,6 +49,7 @@ type liveTurn struct {
 	child    Child
 	threadID string
 	act      *activity // what the turn is doing now; see ChildStatus.Activity
+	watch    *turnWatch
 
 	mu     sync.Mutex
 	turnID string // "" until codex answered turn/start

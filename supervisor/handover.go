@@ -48,6 +48,8 @@ type HandedTurn struct {
 	// Approvals are the Seq numbers of its approvals waiting for a person, by request id:
 	// the next image publishes them with the same numbers.
 	Approvals map[string]uint64
+	// DeadlineLeft is what remained of the turn deadline (--turn-deadline) at the reload.
+	DeadlineLeft time.Duration
 }
 
 // AdoptedChild is a child the previous image of the daemon handed over (see Freeze), ready to
@@ -148,7 +150,7 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 			// Ended meanwhile otherwise: its reply goes out when the reload is called off,
 			// or is lost with the exec like an idle child's queue; the row is polled again.
 			hc.Turn = &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.askApprovalsOf,
-				Approvals: s.approvals.seqsOf(sess.key.key)}
+				Approvals: s.approvals.seqsOf(sess.key.key), DeadlineLeft: r.live.watch.leftNow()}
 			handed = append(handed, r.job)
 		}
 		out = append(out, hc)
@@ -206,6 +208,7 @@ func (s *Supervisor) Thaw() {
 type runningTurn struct {
 	sess *session
 	job  *job
+	live *liveTurn
 }
 
 // awaitQuiet retires the spares and waits until every child is idle and ready, or runs a turn
@@ -229,7 +232,7 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 			case sess.state == StateIdle && !s.queue.BusyLocked(sess.key.key):
 				idle = append(idle, sess)
 			case sess.state == StateBusy && s.handableLocked(sess.key):
-				running = append(running, runningTurn{sess: sess, job: sess.key.running})
+				running = append(running, runningTurn{sess: sess, job: sess.key.running, live: sess.key.live})
 			default:
 				busy = append(busy, fmt.Sprintf("chat %s %s", sess.key.key, sess.state))
 			}
@@ -341,7 +344,7 @@ func (s *Supervisor) adopt(children []AdoptedChild) {
 			// when its inbox gives it again, and the messages after it queue behind.
 			s.approvals.keep(a.ChatKey, a.Turn.Approvals)
 			j := &job{key: k, ctx: context.Background(), askApprovalsOf: a.Turn.AskApprovalsOf, done: make(chan outcome, 1),
-				messageID: a.Turn.MessageID, handed: make(chan struct{}), adopted: true}
+				messageID: a.Turn.MessageID, handed: make(chan struct{}), adopted: true, deadlineLeft: a.Turn.DeadlineLeft}
 			if j.messageID != "" {
 				s.detachLocked(j)
 			}

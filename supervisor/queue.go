@@ -31,6 +31,8 @@ type job struct {
 	handed    chan struct{}
 	unlink    func() bool
 	adopted   bool
+	// deadlineLeft is what remained of an adopted turn's deadline at the reload.
+	deadlineLeft time.Duration
 	// cancel ends ctx (see takeLocked); nil while the job waits.
 	cancel context.CancelCauseFunc
 	// startedChild is set by the key's worker when the job started a child or took a spare.

@@ -23,7 +23,10 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	first := sess.turns == 0
 	input := userInput(j.text, j.images)
 	var notes turnNotes
-	live := &liveTurn{child: sess.child, threadID: sess.threadID, act: newActivity(ProgressFrom(j.ctx))}
+	if j.adopted {
+		watch.carryOver(j.deadlineLeft)
+	}
+	live := &liveTurn{child: sess.child, threadID: sess.threadID, act: newActivity(ProgressFrom(j.ctx)), watch: watch}
 	s.mu.Lock()
 	k.live = live
 	s.mu.Unlock()

@@ -319,3 +319,57 @@ func TestE2EReloadWithPendingApproval(t *testing.T) {
 	d.stop(stopTimeout)
 	d.checkLog()
 }
+
+// A reload whose exec fails while a turn runs and a message waits behind it: the old image
+// takes back the turn it had handed over and the callers' connections, and each caller gets
+// its reply once, in order, from the same child.
+func TestE2EReloadExecFailureKeepsRunningTurn(t *testing.T) {
+	t.Parallel()
+	g := newGate(0)
+	e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
+	t.Cleanup(g.release)
+	e.bin = filepath.Join(e.root, "supervisor")
+	installBin(t, e.bin)
+	d := e.start("--drain-timeout", "60s")
+	c := newLocalClient(t, d)
+	running := c.sendAsync("k", "long running")
+	d.waitUntil("the turn held by the model", func() bool { return g.holding() == 1 })
+	queued := c.sendAsync("k", "queued behind it")
+	d.waitUntil("a message queued behind the turn", func() bool {
+		for _, ch := range chatChildren(d.status()) {
+			if ch.ChatKey == "k" && ch.Queued == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	pid := childPID(d.status(), "k")
+	installData(t, e.bin, []byte("#!/bin/sh\nrm -f \"$0\"\necho '{\"program\":\"codex-warm\",\"version\":\"gone\",\"handoff_readable\":[1,2]}'\n"))
+	code, out := e.reloadCmd()
+	if code == 0 || !strings.Contains(out, "reload failed") {
+		t.Fatalf("reload whose exec fails: exit %d:\n%s", code, out)
+	}
+	if n := len(d.logsWith("the message's turn crosses the reload; its connection is handed over")); n != 2 {
+		t.Fatalf("%d connections taken for the handoff, want 2", n)
+	}
+	d.waitUntil("the running message attached again to its turn", func() bool {
+		return len(d.logsWith("message attached to its turn, handed over by a reload")) == 1
+	})
+	g.release()
+	if r := <-running; r.Status != "completed" || !strings.Contains(r.Text, "long running") {
+		t.Fatalf("running turn: %+v", r)
+	}
+	if r := <-queued; r.Status != "completed" || !strings.Contains(r.Text, "queued behind it") {
+		t.Fatalf("queued message: %+v", r)
+	}
+	for _, text := range []string{"long running", "queued behind it"} {
+		if n := len(e.requestsFor(text)); n != 1 {
+			t.Errorf("%q reached the model %d times, want once", text, n)
+		}
+	}
+	if got := childPID(d.status(), "k"); got != pid {
+		t.Fatalf("child %d after the failed reload, want %d", got, pid)
+	}
+	d.stop(stopTimeout)
+	d.checkLog()
+}

@@ -273,7 +273,7 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild, waiting []local.W
 				return doc, fmt.Errorf("chat %s: running turn: %w", c.ChatKey, err)
 			}
 			hc.Turn = &handoff.Turn{MessageID: c.Turn.MessageID, AskApprovalsOf: c.Turn.AskApprovalsOf,
-				Approvals: c.Turn.Approvals, State: state}
+				Approvals: c.Turn.Approvals, DeadlineLeftMS: c.Turn.DeadlineLeft.Milliseconds(), State: state}
 		}
 		doc.Children = append(doc.Children, hc)
 	}
@@ -368,19 +368,25 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 			Stdout: os.NewFile(uintptr(c.Stdout), fmt.Sprintf("codex-%d-stdout", c.PID)),
 			Stderr: os.NewFile(uintptr(c.Stderr), fmt.Sprintf("codex-%d-stderr", c.PID))}
 		var turn *supervisor.HandedTurn
+		var err error
 		if c.Turn != nil {
+			// A child in the middle of a turn nobody follows would take the chat's next
+			// turn/start into that turn: it is not adopted without it.
 			var th appserver.TurnHandover
-			if err := json.Unmarshal(c.Turn.State, &th); err != nil {
-				log.Error("reload: the running turn of a handed-over child is unreadable; the child goes on idle",
-					zap.String("chat_key", c.ChatKey), zap.Error(err))
-			} else {
+			if err = json.Unmarshal(c.Turn.State, &th); err == nil {
 				h.Turn = &th
-				turn = &supervisor.HandedTurn{MessageID: c.Turn.MessageID, AskApprovalsOf: c.Turn.AskApprovalsOf, Approvals: c.Turn.Approvals}
+				turn = &supervisor.HandedTurn{MessageID: c.Turn.MessageID, AskApprovalsOf: c.Turn.AskApprovalsOf,
+					Approvals: c.Turn.Approvals, DeadlineLeft: time.Duration(c.Turn.DeadlineLeftMS) * time.Millisecond}
+			} else {
+				err = fmt.Errorf("its running turn is unreadable: %w", err)
 			}
 		}
-		cfg := tmpl
-		cfg.Logger = log.With(zap.String("chat_key", c.ChatKey))
-		cl, err := appserver.Adopt(cfg, h)
+		var cl *appserver.Client
+		if err == nil {
+			cfg := tmpl
+			cfg.Logger = log.With(zap.String("chat_key", c.ChatKey))
+			cl, err = appserver.Adopt(cfg, h)
+		}
 		if err != nil {
 			log.Error("reload: cannot adopt a handed-over child; killing it", zap.String("chat_key", c.ChatKey),
 				zap.Int("pid", c.PID), zap.Error(err))
