@@ -253,12 +253,12 @@ func (c *Client) ResumeTurn(ctx context.Context, opts TurnOptions) (*TurnResult,
 	t.onNotif, t.approve, t.askCtx = opts.OnNotification, opts.Approve, askCtx
 	deferred := t.deferred
 	t.deferred, t.adopted = nil, false
+	sofar := len(t.notifs)
 	t.mu.Unlock()
 	for _, req := range deferred {
-		if !c.ask(req, log) {
-			c.answer(req) // declined by the policy's answer
-		}
+		// Asked on the dispatcher, which owns the turn's file changes, as if just received.
+		c.queue.push(inbound{kind: inRequest, req: req})
 	}
-	log.Info("turn handed over by the previous image goes on", zap.Int("notifications", len(t.notifs)), zap.Int("approvals", len(deferred)))
+	log.Info("turn handed over by the previous image goes on", zap.Int("notifications", sofar), zap.Int("approvals", len(deferred)))
 	return c.awaitTurn(ctx, log, t, t.id, t.started, c.proc.Tail().Total(), grace, time.Time{})
 }
