@@ -183,6 +183,15 @@ func (t *turnState) handover() TurnHandover {
 	if len(t.files) > 0 {
 		th.Files = t.files
 	}
+	// Approvals of a turn adopted from an earlier image and not asked again yet.
+	for _, req := range t.deferred {
+		pr := PendingRequest{Method: req.Method}
+		pr.ID, _ = json.Marshal(req.ID)
+		if req.Params != nil {
+			pr.Params = *req.Params
+		}
+		th.Asks = append(th.Asks, pr)
+	}
 	return th
 }
 

@@ -90,12 +90,13 @@ func TestE2EReloadTurnsCross(t *testing.T) {
 		burst = append(burst, c.sendAsync(fmt.Sprintf("burst-%d", i), fmt.Sprintf("burst %d", i)))
 	}
 	// The model still holds the three turns: the reload goes through without them ending.
-	d.waitUntil("the reload to finish", func() bool {
-		r := d.status().Daemon.LastReload
-		return r != nil && r.Outcome != reloadRunning
+	// Watched in the log, not by status: a status request may meet the exec itself.
+	d.waitUntil("the new image to take over", func() bool {
+		return len(d.logsWith("reload: took over from the previous image")) == 1
 	})
 	after := d.status()
-	if r := after.Daemon.LastReload; r.Outcome != reloadOK || after.Daemon.PID != d.pid || r.Trigger != "SIGHUP" || r.Children != 4 {
+	if r := after.Daemon.LastReload; r.Outcome != reloadOK || after.Daemon.PID != d.pid || r.Trigger != "SIGHUP" || r.Children != 4 ||
+		r.Turns != 3 || r.Callers != 4 {
 		t.Fatalf("reload: %+v (pid %d)", r, after.Daemon.PID)
 	}
 	if g.holding() != 3 {
@@ -178,9 +179,9 @@ func TestE2EReloadMoleculeTurnsCross(t *testing.T) {
 		e.plat.Enqueue(moleculetest.PeerMessage(fmt.Sprintf("peer-b%d", i), text))
 	}
 	// The turns are still held by the model: the reload goes through without them ending.
-	d.waitUntil("the reload to finish", func() bool {
-		r := d.status().Daemon.LastReload
-		return r != nil && r.Outcome != reloadRunning
+	// Watched in the log, not by status: a status request may meet the exec itself.
+	d.waitUntil("the new image to take over", func() bool {
+		return len(d.logsWith("reload: took over from the previous image")) == 1
 	})
 	after := d.status()
 	if r := after.Daemon.LastReload; r.Outcome != reloadOK || r.Children < 2 {

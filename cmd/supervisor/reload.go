@@ -48,8 +48,11 @@ type ReloadInfo struct {
 	Error   string `json:"error,omitempty"`
 	From    string `json:"from_version,omitempty"`
 	To      string `json:"to_version,omitempty"`
-	// Children is how many warm children were handed over.
+	// Children is how many warm children were handed over; Turns how many of them were in the
+	// middle of a turn, and Callers how many local inbox callers' connections crossed.
 	Children int `json:"children"`
+	Turns    int `json:"turns"`
+	Callers  int `json:"callers"`
 }
 
 // reloadPreflight prints what a daemon checks before it re-executes into this binary.

@@ -214,7 +214,12 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		d.exe = hdoc.Executable
 		d.info.Started, d.info.Reloads, d.attempts = hdoc.Started, hdoc.Reloads, hdoc.Attempts
 		d.lastReload = &ReloadInfo{Attempt: hdoc.Attempts, Trigger: hdoc.Trigger, At: hdoc.Written, Outcome: reloadOK,
-			From: hdoc.WrittenBy, To: version, Children: len(hdoc.Children)}
+			From: hdoc.WrittenBy, To: version, Children: len(hdoc.Children), Callers: len(hdoc.Waiting)}
+		for _, c := range hdoc.Children {
+			if c.Turn != nil {
+				d.lastReload.Turns++
+			}
+		}
 		if why := r.in.givenBack; why != "" {
 			// The next binary could not take over and re-executed this one: same daemon, same
 			// children, one reload fewer.
