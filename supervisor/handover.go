@@ -12,9 +12,10 @@ import (
 	"github.com/molecule-ai/codex-warm/childproc"
 )
 
-// A reload re-executes the daemon in place. Freeze waits until every chat is between turns,
-// then pauses every idle child at a message boundary and returns them; the caller hands them
-// to the next image, which gives them back through Config.Adopted. Thaw calls a reload off.
+// A reload re-executes the daemon in place. Freeze waits until every chat is between turns or
+// runs a turn that can cross (its messages have ids), then pauses every child at a message
+// boundary, mid-turn or not, and returns them; the caller hands them to the next image, which
+// gives them back through Config.Adopted and goes on with their turns. Thaw calls a reload off.
 
 // ErrReloading is the error of a message that reached the supervisor while it was frozen for a
 // reload: its inbox had stopped taking messages, so only a straggler meets it.
@@ -81,11 +82,14 @@ type resumable interface {
 	ResumeTurn(ctx context.Context, opts appserver.TurnOptions) (*appserver.TurnResult, error)
 }
 
-// Freeze waits, until ctx is done, for every running turn and queued message to finish and
-// every starting child to be ready; spares are retired. Then it refuses new messages
-// (ErrReloading) and pauses every idle child, and returns them. The caller must stop its
-// inboxes first, or Freeze may wait for ever-new work until ctx ends. On error the supervisor
-// runs on as before; after success, Thaw undoes it.
+// Freeze waits, until ctx is done, for every starting child to be ready and for every running
+// turn that cannot cross (see handableLocked) to finish; spares are retired. Then it refuses
+// new messages (ErrReloading), pauses every child, idle or mid-turn, and returns them. The
+// callers of the running turns it hands over, and of the messages queued behind them, get
+// ErrHandedOver; those turns no longer end with their callers' contexts. The caller must stop
+// its inboxes first, or Freeze may wait for ever-new work until ctx ends. On error the
+// supervisor runs on as before; after success, Thaw undoes it (a handed-over turn then waits
+// for its message to be given again).
 func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	s.mu.Lock()
 	if s.closed {
