@@ -2,6 +2,7 @@ package local
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -110,7 +111,7 @@ func (h *Inbox) TakeWaiting(ctx context.Context) ([]Waiting, error) {
 	}
 	out := ws.list
 	ws.list = nil
-	slices.SortFunc(out, func(a, b Waiting) int { return int(a.Seq) - int(b.Seq) })
+	slices.SortFunc(out, func(a, b Waiting) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
 }
 
