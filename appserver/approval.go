@@ -108,7 +108,19 @@ func (c *Client) ask(req *jsonrpc2.Request, log *zap.Logger) bool {
 	c.mu.Lock()
 	t := c.active
 	c.mu.Unlock()
-	if t == nil || t.approve == nil || ap.ThreadID != t.threadID {
+	if t == nil || ap.ThreadID != t.threadID {
+		return false
+	}
+	t.mu.Lock()
+	approve, askCtx := t.approve, t.askCtx
+	if approve == nil && t.adopted {
+		// A handed-over turn whose Approver is not attached yet: ResumeTurn asks it.
+		t.deferred = append(t.deferred, req)
+		t.mu.Unlock()
+		return true
+	}
+	t.mu.Unlock()
+	if approve == nil {
 		return false
 	}
 	ar := ApprovalRequest{
@@ -122,11 +134,13 @@ func (c *Client) ask(req *jsonrpc2.Request, log *zap.Logger) bool {
 	if ap.Reason != nil {
 		ar.Reason = *ap.Reason
 	}
+	c.trackAsk(req)
 	// The dispatcher is in wg while it runs, so Add cannot race with Close's Wait.
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		decision, err := t.approve(t.askCtx, ar)
+		defer c.untrackAsk(req)
+		decision, err := approve(askCtx, ar)
 		if err != nil {
 			log.Info("approval not given; declining", zap.Error(err))
 			decision = protocol.DecisionDecline

@@ -184,6 +184,19 @@ type Client struct {
 
 	pauseMu sync.Mutex
 	thawed  chan struct{} // non-nil while paused (Pause); closed by Resume
+	// held is the pause of a client whose turn runs (pauseRunning): the dispatcher's hold and
+	// the write gate, released by Resume.
+	held *runningHold
+
+	// calls counts the requests sent and not answered yet: a running turn is handed over only
+	// when none is, so that no response is read by an image that did not send the request.
+	calls atomic.Int32
+	// asksMu guards asks: the approval requests handed to a person and not answered yet, by
+	// their JSON-RPC id's text; a handed-over turn carries them.
+	asksMu sync.Mutex
+	asks   map[string]PendingRequest
+	// adopted is the running turn a previous image handed over, until ResumeTurn takes it.
+	adopted *turnState
 }
 
 // Start spawns the child as the leader of its own session and process group and completes the handshake (initialize +
@@ -574,6 +587,8 @@ func (c *Client) callOnce(ctx context.Context, method string, params, result any
 	if err := c.Err(); err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}
+	c.calls.Add(1)
+	defer c.calls.Add(-1)
 	w, err := c.conn.DispatchCall(ctx, method, params)
 	if err != nil {
 		return c.brokenErr(method, err)

@@ -33,6 +33,8 @@ type Handover struct {
 	// Pending is what was read from Stdout but not parsed: the start of a line, never a whole
 	// message.
 	Pending []byte
+	// Turn is the child's running turn (PauseRunning); nil for an idle child.
+	Turn *TurnHandover
 }
 
 // streamHold is one pause of a lineStream's reader.
@@ -80,10 +82,16 @@ func (c *Client) Pause(ctx context.Context) (Handover, error) {
 // Resume undoes Pause: the handover was called off and the client goes on.
 func (c *Client) Resume() {
 	c.pauseMu.Lock()
-	thawed := c.thawed
-	c.thawed = nil
+	thawed, held := c.thawed, c.held
+	c.thawed, c.held = nil, nil
 	c.pauseMu.Unlock()
 	if thawed == nil {
+		return
+	}
+	if held != nil {
+		c.resumeRunning(held)
+		c.stream.resume()
+		close(thawed)
 		return
 	}
 	c.stream.resume()
@@ -105,6 +113,9 @@ func Adopt(cfg Config, h Handover) (*Client, error) {
 		return nil, fmt.Errorf("adopt codex app-server: %w", err)
 	}
 	c := newClientPending(cfg, p, h.Pending)
+	if h.Turn != nil {
+		c.installTurn(h.Turn)
+	}
 	c.wg.Add(2)
 	go c.monitor()
 	go c.dispatcher()

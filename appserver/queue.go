@@ -15,6 +15,7 @@ const (
 	inNotification inboundKind = iota // a server notification
 	inRequest                         // a server-initiated request to answer
 	inTurnID                          // the response to turn/start: the running turn's id
+	inHold                            // a pause (PauseRunning): the dispatcher holds here
 )
 
 // inbound is one item for the dispatcher, in the order the child sent it.
@@ -24,7 +25,8 @@ type inbound struct {
 	req      *jsonrpc2.Request
 	threadID string // inTurnID
 	turnID   string // inTurnID
-	size     int    // bytes accounted to the queue
+	hold     *runningHold
+	size     int // bytes accounted to the queue
 }
 
 // inboundQueue is the FIFO between jsonrpc2's read goroutine, which must never block, and the

@@ -232,7 +232,7 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	log := c.logger().With(zap.String("thread", threadID))
 
 	t := &turnState{threadID: threadID, onNotif: opts.OnNotification, approve: opts.Approve,
-		done: make(chan struct{}), startedCh: make(chan struct{})}
+		done: make(chan struct{}), startedCh: make(chan struct{}), started: time.Now()}
 	// An approval waiting for a person ends with the turn: with RunTurn's ctx (a watchdog, a
 	// stop), when RunTurn returns, or when the child fails.
 	askCtx, endAsk := context.WithCancelCause(ctx)
@@ -262,6 +262,8 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	unanswered := false
 	params := protocol.TurnStartParams{ThreadID: threadID, Input: input}
 	err := c.retryOverloaded(ctx, protocol.MethodTurnStart, func() error {
+		c.calls.Add(1)
+		defer c.calls.Add(-1)
 		w, err := c.conn.DispatchCall(context.Background(), protocol.MethodTurnStart, params)
 		if err != nil {
 			return c.brokenErr(protocol.MethodTurnStart, err)
@@ -304,8 +306,14 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 		opts.OnStarted(turnID)
 	}
 	// The dispatcher learned the id too, in stream order (see onResponse).
+	return c.awaitTurn(ctx, log, t, turnID, start, stderrMark, grace, deadline)
+}
 
-	// Phase 2: wait for turn/completed (or the client's failure, via the dispatcher).
+// awaitTurn is a turn's phase 2: it waits for turn/completed (or the client's failure, via the
+// dispatcher), and interrupts the turn when ctx is done. deadline is the end of the interrupt's
+// grace when ctx was done already.
+func (c *Client) awaitTurn(ctx context.Context, log *zap.Logger, t *turnState, turnID string, start time.Time, stderrMark int64, grace time.Duration, deadline time.Time) (*TurnResult, error) {
+	threadID := t.threadID
 	if deadline.IsZero() {
 		select {
 		case <-t.done:
@@ -353,6 +361,8 @@ func (c *Client) interrupt(log *zap.Logger, t *turnState, turnID string, deadlin
 		for {
 			startedBefore := t.hasStarted()
 			err := c.retryOverloaded(ctx, protocol.MethodTurnInterrupt, func() error {
+				c.calls.Add(1)
+				defer c.calls.Add(-1)
 				w, err := c.conn.DispatchCall(ctx, protocol.MethodTurnInterrupt, params)
 				if err != nil {
 					// The stream broke: the client is failing, which ends the turn too.
@@ -458,11 +468,19 @@ type turnState struct {
 	pending []pendingNotif                         // this thread's notifications that arrived before the id was known
 	files   map[string][]protocol.FileUpdateChange // fileChange item id → its changes (noteFileChange)
 
-	mu     sync.Mutex // guards the fields below and serialises onNotif with finish
-	notifs []protocol.Notification
-	final  *protocol.TurnNotification
-	err    error
-	ended  bool
+	mu sync.Mutex // guards the fields below and serialises onNotif with finish
+	// adopted marks a turn a previous image handed over: until ResumeTurn attaches the
+	// options, its approval requests wait in deferred instead of being declined.
+	adopted  bool
+	deferred []*jsonrpc2.Request
+	// started is when the turn was started (by this image or an earlier one).
+	started time.Time
+	// handedID is id, readable outside the dispatcher.
+	handedID string
+	notifs   []protocol.Notification
+	final    *protocol.TurnNotification
+	err      error
+	ended    bool
 	// refreshErr is why the daemon could not answer the turn's token refresh request.
 	refreshErr error
 }
@@ -529,6 +547,8 @@ func (c *Client) dispatcher() {
 			c.answer(it.req)
 		case inTurnID:
 			c.setTurnID(it.threadID, it.turnID)
+		case inHold:
+			c.holdDispatcher(it.hold)
 		}
 	}
 	c.mu.Lock()
@@ -646,6 +666,9 @@ func (c *Client) setTurnID(threadID, id string) {
 		return // the turn was abandoned meanwhile
 	}
 	t.id = id
+	t.mu.Lock()
+	t.handedID = id
+	t.mu.Unlock()
 	pending := t.pending
 	t.pending = nil
 	for _, p := range pending {

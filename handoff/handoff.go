@@ -23,11 +23,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Version is the version this build writes.
-const Version = 1
+// Version is the version this build writes. Version 2 adds Child.Turn: a child may be handed
+// over in the middle of a turn, which a reader of version 1 would take for an idle child.
+const Version = 2
 
 // Readable are the versions this build reads.
-var Readable = []int{1}
+var Readable = []int{1, 2}
 
 // EnvFD is the environment variable that names the handoff's file descriptor in the next image.
 const EnvFD = "CODEX_WARM_HANDOFF_FD"
@@ -68,6 +69,9 @@ type Doc struct {
 	LockFD    int        `json:"lock_fd"`
 	Listeners []Listener `json:"listeners,omitempty"`
 	Children  []Child    `json:"children,omitempty"`
+	// Waiting are the local inbox's callers waiting for answers of messages whose turns cross
+	// (version 2), in the order the inbox received them.
+	Waiting []Waiting `json:"waiting,omitempty"`
 	// Env are the variables the first image read secrets from and then removed from its
 	// environment, so that /proc/<pid>/environ never shows them; the next image sets them
 	// again before it reads its configuration.
@@ -101,6 +105,34 @@ type Child struct {
 	Stderr   int       `json:"stderr_fd"`
 	// Pending is what was read from Stdout and not parsed: the start of the next line.
 	Pending []byte `json:"pending,omitempty"`
+	// Turn is the child's running turn (version 2); nil for an idle child.
+	Turn *Turn `json:"turn,omitempty"`
+}
+
+// Waiting is a caller of the local inbox waiting, on an HTTP/1.1 connection whose request was
+// read and not answered (no byte of the answer written), for the answer of a message.
+type Waiting struct {
+	FD        int    `json:"fd"`
+	ChatKey   string `json:"chat_key"`
+	MessageID string `json:"message_id"`
+	Text      string `json:"text"`
+	Seq       uint64 `json:"seq"`
+}
+
+// Turn is a running turn handed over with its child.
+type Turn struct {
+	// MessageID is the message the turn answers (a Molecule row's activity id): its inbox
+	// gives it again to the next image, which attaches it to the turn.
+	MessageID      string `json:"message_id"`
+	AskApprovalsOf string `json:"ask_approvals_of,omitempty"`
+	// Approvals are the numbers of the turn's approvals waiting for a person, by JSON-RPC
+	// request id.
+	Approvals map[string]uint64 `json:"approvals,omitempty"`
+	// DeadlineLeftMS is what remained of the turn deadline, in milliseconds (0: none).
+	DeadlineLeftMS int64 `json:"deadline_left_ms,omitempty"`
+	// State is the client's turn: thread and turn ids, start, notifications so far, the
+	// approval requests unanswered with their JSON-RPC ids and params (appserver.TurnHandover).
+	State json.RawMessage `json:"state"`
 }
 
 // FDs returns every descriptor the document hands over.
@@ -111,6 +143,9 @@ func (d Doc) FDs() []int {
 	}
 	for _, c := range d.Children {
 		fds = append(fds, c.Stdin, c.Stdout, c.Stderr)
+	}
+	for _, w := range d.Waiting {
+		fds = append(fds, w.FD)
 	}
 	return fds
 }

@@ -72,8 +72,18 @@ func TestVersionsRefusedCleanly(t *testing.T) {
 	if _, err := Read(strings.NewReader(`not json`)); err == nil {
 		t.Fatal("Read of garbage succeeded")
 	}
-	if _, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v2","handoff_readable":[2,3]}`)); !errors.As(err, &ve) {
-		t.Fatalf("preflight of a binary reading [2 3]: %v", err)
+	if _, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v2","handoff_readable":[3,4]}`)); !errors.As(err, &ve) {
+		t.Fatalf("preflight of a binary reading [3 4]: %v", err)
+	}
+	// A binary that reads only version 1 would take a child handed over mid-turn for an idle
+	// one: it is refused.
+	if _, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v1","handoff_readable":[1]}`)); !errors.As(err, &ve) {
+		t.Fatalf("preflight of a binary reading [1]: %v", err)
+	}
+	// The previous version's document is still read: its children are idle.
+	old, err := Read(strings.NewReader(`{"version":1,"children":[{"chat_key":"c","pid":7,"unknown_field":1}]}`))
+	if err != nil || len(old.Children) != 1 || old.Children[0].Turn != nil || old.Children[0].PID != 7 {
+		t.Fatalf("version 1 document: %+v %v", old, err)
 	}
 	if _, err := CheckPreflight([]byte(`{"program":"other","handoff_readable":[1]}`)); err == nil {
 		t.Fatal("preflight of another program accepted")

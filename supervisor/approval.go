@@ -52,6 +52,38 @@ type approvalBoard struct {
 	seq     uint64
 	pending []*pendingApproval
 	changed chan struct{} // closed and replaced whenever an approval is published
+	// reuse are the numbers of approvals a previous image of the daemon published, by chat key
+	// and request id: asked again after a reload, an approval keeps its number.
+	reuse map[string]uint64
+}
+
+// seqsOf returns the numbers of chatKey's pending approvals by request id.
+func (b *approvalBoard) seqsOf(chatKey string) map[string]uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out map[string]uint64
+	for _, p := range b.pending {
+		if p.ChatKey == chatKey {
+			if out == nil {
+				out = make(map[string]uint64)
+			}
+			out[p.RequestID] = p.Seq
+		}
+	}
+	return out
+}
+
+// keep makes chatKey's approvals of these request ids keep their numbers when published.
+func (b *approvalBoard) keep(chatKey string, seqs map[string]uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, n := range seqs {
+		if b.reuse == nil {
+			b.reuse = make(map[string]uint64)
+		}
+		b.reuse[chatKey+"\x00"+id] = n
+		b.seq = max(b.seq, n)
+	}
 }
 
 func newApprovalBoard() *approvalBoard {
@@ -61,10 +93,16 @@ func newApprovalBoard() *approvalBoard {
 func (b *approvalBoard) publish(chatKey, askedOf string, req appserver.ApprovalRequest, timeout time.Duration) *pendingApproval {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.seq++
+	seq, kept := b.reuse[chatKey+"\x00"+req.RequestID]
+	if kept {
+		delete(b.reuse, chatKey+"\x00"+req.RequestID)
+	} else {
+		b.seq++
+		seq = b.seq
+	}
 	now := time.Now()
 	p := &pendingApproval{
-		Approval: Approval{ApprovalRequest: req, ChatKey: chatKey, AskedOf: askedOf, Seq: b.seq, Asked: now, Expires: now.Add(timeout)},
+		Approval: Approval{ApprovalRequest: req, ChatKey: chatKey, AskedOf: askedOf, Seq: seq, Asked: now, Expires: now.Add(timeout)},
 		answer:   make(chan string, 1),
 	}
 	b.pending = append(b.pending, p)

@@ -49,6 +49,7 @@ type liveTurn struct {
 	child    Child
 	threadID string
 	act      *activity // what the turn is doing now; see ChildStatus.Activity
+	watch    *turnWatch
 
 	// known is closed once codex answered turn/start (turnID set) or the turn ended: a message
 	// steered before then waits for it rather than queueing behind the whole turn.

@@ -12,13 +12,20 @@ import (
 	"github.com/molecule-ai/codex-warm/childproc"
 )
 
-// A reload re-executes the daemon in place. Freeze waits until every chat is between turns,
-// then pauses every idle child at a message boundary and returns them; the caller hands them
-// to the next image, which gives them back through Config.Adopted. Thaw calls a reload off.
+// A reload re-executes the daemon in place. Freeze waits until every chat is between turns or
+// runs a turn that can cross (its messages have ids), then pauses every child at a message
+// boundary, mid-turn or not, and returns them; the caller hands them to the next image, which
+// gives them back through Config.Adopted and goes on with their turns. Thaw calls a reload off.
 
 // ErrReloading is the error of a message that reached the supervisor while it was frozen for a
 // reload: its inbox had stopped taking messages, so only a straggler meets it.
 var ErrReloading = errors.New("the daemon is reloading")
+
+// ErrHandedOver is the error of a message whose turn a reload handed to the next image of the
+// daemon, or which waited behind such a turn: its caller stops waiting, and the same message
+// given again (same Input.MessageID) attaches to the turn in the next image. Only messages with
+// an id are handed over.
+var ErrHandedOver = errors.New("the message's turn was handed to the reloaded daemon")
 
 // ReasonReload: a spare retired so that the daemon could reload (spares are not handed over).
 const ReasonReload = "reload"
@@ -30,6 +37,20 @@ type HandedChild struct {
 	Started  time.Time
 	Turns    int
 	Handover appserver.Handover
+	// Turn is the chat's running turn, with Handover.Turn; nil for an idle child.
+	Turn *HandedTurn
+}
+
+// HandedTurn is what the supervisor knows of a running turn that crosses a reload.
+type HandedTurn struct {
+	// MessageID is the message the turn answers (Input.MessageID).
+	MessageID      string
+	AskApprovalsOf string
+	// Approvals are the Seq numbers of its approvals waiting for a person, by request id:
+	// the next image publishes them with the same numbers.
+	Approvals map[string]uint64
+	// DeadlineLeft is what remained of the turn deadline (--turn-deadline) at the reload.
+	DeadlineLeft time.Duration
 }
 
 // AdoptedChild is a child the previous image of the daemon handed over (see Freeze), ready to
@@ -40,6 +61,9 @@ type AdoptedChild struct {
 	Started  time.Time
 	Turns    int
 	Child    Child
+	// Turn is the running turn handed over with the child (the child's ResumeTurn goes on
+	// with it); nil for an idle child.
+	Turn *HandedTurn
 }
 
 // pausable is a Child that can be handed over: the appserver client.
@@ -48,11 +72,24 @@ type pausable interface {
 	Resume()
 }
 
-// Freeze waits, until ctx is done, for every running turn and queued message to finish and
-// every starting child to be ready; spares are retired. Then it refuses new messages
-// (ErrReloading) and pauses every idle child, and returns them. The caller must stop its
-// inboxes first, or Freeze may wait for ever-new work until ctx ends. On error the supervisor
-// runs on as before; after success, Thaw undoes it.
+// runningPausable is a Child whose running turn can be handed over.
+type runningPausable interface {
+	PauseRunning(ctx context.Context) (appserver.Handover, error)
+}
+
+// resumable is a Child that goes on with a turn handed over by the previous image.
+type resumable interface {
+	ResumeTurn(ctx context.Context, opts appserver.TurnOptions) (*appserver.TurnResult, error)
+}
+
+// Freeze waits, until ctx is done, for every starting child to be ready and for every running
+// turn that cannot cross (see handableLocked) to finish; spares are retired. Then it refuses
+// new messages (ErrReloading), pauses every child, idle or mid-turn, and returns them. The
+// callers of the running turns it hands over, and of the messages queued behind them, get
+// ErrHandedOver; those turns no longer end with their callers' contexts. The caller must stop
+// its inboxes first, or Freeze may wait for ever-new work until ctx ends. On error the
+// supervisor runs on as before; after success, Thaw undoes it (a handed-over turn then waits
+// for its message to be given again).
 func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	s.mu.Lock()
 	if s.closed {
@@ -65,7 +102,7 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	}
 	s.freezing = true
 	s.mu.Unlock()
-	idle, err := s.awaitQuiet(ctx)
+	idle, running, err := s.awaitQuiet(ctx)
 	if err != nil {
 		s.mu.Lock()
 		s.freezing = false
@@ -94,6 +131,34 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		out = append(out, HandedChild{ChatKey: sess.key.key, ThreadID: sess.threadID, Started: sess.started,
 			Turns: sess.turns, Handover: h})
 	}
+	var handed []*job
+	for _, r := range running {
+		if err != nil {
+			break
+		}
+		sess := r.sess
+		rp, ok := sess.child.(runningPausable)
+		p, ok2 := sess.child.(pausable)
+		if !ok || !ok2 {
+			err = fmt.Errorf("chat %s: codex pid %d: %w", sess.key.key, sess.pid, appserver.ErrNoHandover)
+			break
+		}
+		h, perr := rp.PauseRunning(ctx)
+		if perr != nil {
+			err = fmt.Errorf("chat %s: running turn: %w", sess.key.key, perr)
+			break
+		}
+		paused = append(paused, p)
+		hc := HandedChild{ChatKey: sess.key.key, ThreadID: sess.threadID, Started: sess.started, Turns: sess.turns, Handover: h}
+		if h.Turn != nil {
+			// Ended meanwhile otherwise: its reply goes out when the reload is called off,
+			// or is lost with the exec like an idle child's queue; the row is polled again.
+			hc.Turn = &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.askApprovalsOf,
+				Approvals: s.approvals.seqsOf(sess.key.key), DeadlineLeft: r.live.watch.leftNow()}
+			handed = append(handed, r.job)
+		}
+		out = append(out, hc)
+	}
 	if err != nil {
 		for _, p := range paused {
 			p.Resume()
@@ -106,8 +171,21 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	}
 	s.mu.Lock()
 	s.paused = paused
+	s.handed = handed
+	for _, j := range handed {
+		// The caller stops waiting; the turn no longer ends with it.
+		j.unlink()
+		close(j.handed)
+	}
+	// Messages queued behind a handed-over turn have ids too (awaitQuiet): their inbox gives
+	// them again, in order, to the next image.
+	for _, r := range running {
+		for _, q := range s.queue.RemoveAllLocked(r.sess.key.key, func(*job) bool { return true }) {
+			close(q.handed)
+		}
+	}
 	s.mu.Unlock()
-	s.log.Info("frozen for a reload", zap.Int("children", len(out)))
+	s.log.Info("frozen for a reload", zap.Int("children", len(out)), zap.Int("running_turns", len(handed)))
 	return out, nil
 }
 
@@ -117,6 +195,11 @@ func (s *Supervisor) Thaw() {
 	paused := s.paused
 	s.paused = nil
 	s.freezing, s.frozen = false, false
+	for _, j := range s.handed {
+		// Its caller was told ErrHandedOver: the message given again attaches to it.
+		s.detachLocked(j)
+	}
+	s.handed = nil
 	s.mu.Unlock()
 	for _, p := range paused {
 		p.Resume()
@@ -125,14 +208,24 @@ func (s *Supervisor) Thaw() {
 	s.log.Info("reload called off; serving on")
 }
 
-// awaitQuiet retires the spares and waits until every child is idle and ready, or retired and
-// reaped, and no chat has work; then it marks the supervisor frozen and returns the idle
-// children.
-func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, error) {
+// runningTurn is a chat's running turn that a reload can hand over.
+type runningTurn struct {
+	sess *session
+	job  *job
+	live *liveTurn
+}
+
+// awaitQuiet retires the spares and waits until every child is idle and ready, or runs a turn
+// that can be handed over (its message and those queued behind it have ids, none was steered
+// into it), or is retired and reaped; then it marks the supervisor frozen and returns the idle
+// children and the running turns. Other work (a child starting, a message without an id) is
+// waited for, as before.
+func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn, error) {
 	for {
 		s.mu.Lock()
 		var busy []string
 		var idle []*session
+		var running []runningTurn
 		for sess := range s.sessions {
 			switch {
 			case sess.spare && sess.state == StateSpare:
@@ -142,6 +235,8 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, error) {
 				busy = append(busy, "a spare "+string(sess.state))
 			case sess.state == StateIdle && !s.queue.BusyLocked(sess.key.key):
 				idle = append(idle, sess)
+			case sess.state == StateBusy && s.handableLocked(sess.key):
+				running = append(running, runningTurn{sess: sess, job: sess.key.running, live: sess.key.live})
 			default:
 				busy = append(busy, fmt.Sprintf("chat %s %s", sess.key.key, sess.state))
 			}
@@ -154,16 +249,45 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, error) {
 		if len(busy) == 0 {
 			s.frozen = true
 			s.mu.Unlock()
-			return idle, nil
+			return idle, running, nil
 		}
 		changed := s.changedLocked()
 		s.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("supervisor: still busy (%s): %w", joinFirst(busy, 4), context.Cause(ctx))
+			return nil, nil, fmt.Errorf("supervisor: still busy (%s): %w", joinFirst(busy, 4), context.Cause(ctx))
 		}
 	}
+}
+
+// handableLocked reports whether k's running turn can cross a reload.
+func (s *Supervisor) handableLocked(k *keyState) bool {
+	j := k.running
+	if j == nil || j.reset || j.messageID == "" || k.live == nil {
+		return false
+	}
+	k.live.mu.Lock()
+	steered := len(k.live.joined)
+	k.live.mu.Unlock()
+	if steered > 0 {
+		return false
+	}
+	ok := true
+	s.queue.EachLocked(k.key, func(q *job) {
+		if q.messageID == "" || q.reset {
+			ok = false
+		}
+	})
+	return ok
+}
+
+// detachLocked keeps j for the message that attaches to it (EnqueueInput).
+func (s *Supervisor) detachLocked(j *job) {
+	if s.detached == nil {
+		s.detached = make(map[string]*job)
+	}
+	s.detached[j.messageID] = j
 }
 
 // changedLocked returns a channel closed at the next change of a child's state or of a chat's
@@ -219,9 +343,20 @@ func (s *Supervisor) adopt(children []AdoptedChild) {
 			sess.started = a.Started
 		}
 		s.setStateLocked(sess, StateIdle)
+		if a.Turn != nil {
+			// The running turn goes on as the chat's first job; its message attaches to it
+			// when its inbox gives it again, and the messages after it queue behind.
+			s.approvals.keep(a.ChatKey, a.Turn.Approvals)
+			j := &job{key: k, ctx: context.Background(), askApprovalsOf: a.Turn.AskApprovalsOf, done: make(chan outcome, 1),
+				messageID: a.Turn.MessageID, handed: make(chan struct{}), adopted: true, deadlineLeft: a.Turn.DeadlineLeft}
+			if j.messageID != "" {
+				s.detachLocked(j)
+			}
+			s.queue.PushLocked(a.ChatKey, j)
+		}
 		s.mu.Unlock()
 		s.wg.Add(1)
 		go s.watch(sess)
-		sess.log.Info("codex child adopted from the previous image; its chat stays warm")
+		sess.log.Info("codex child adopted from the previous image; its chat stays warm", zap.Bool("running_turn", a.Turn != nil))
 	}
 }

@@ -24,6 +24,15 @@ type job struct {
 	notices []string
 	// reset marks a Reset: the worker starts the chat over instead of running a turn.
 	reset bool
+	// messageID is Input.MessageID; handed is closed when a reload hands the job over (its
+	// waiting caller gets ErrHandedOver); unlink ends the tie of the running job to its
+	// caller's context. adopted marks the running turn the previous image handed over.
+	messageID string
+	handed    chan struct{}
+	unlink    func() bool
+	adopted   bool
+	// deadlineLeft is what remained of an adopted turn's deadline at the reload.
+	deadlineLeft time.Duration
 	// cancel ends ctx (see takeLocked); nil while the job waits.
 	cancel context.CancelCauseFunc
 	// startedChild is set by the key's worker when the job started a child or took a spare.
@@ -67,6 +76,11 @@ type Input struct {
 	// turn's first message decides it; one steered into a running turn (BusySteer) joins that
 	// turn's party.
 	AskApprovalsOf string
+	// MessageID names the message for good (the Molecule row's activity id); empty when it has
+	// none. A message with an id can cross a reload: its turn is handed to the next image, its
+	// caller is told ErrHandedOver, and the same message given again attaches to the turn
+	// instead of running a second one.
+	MessageID string
 }
 
 // userInput is in as turn/start and turn/steer input.
@@ -109,6 +123,8 @@ type Ticket struct {
 	now *outcome
 	// start is when Enqueue was called, for Config.OnTurn's latency.
 	start time.Time
+	// handed is closed when a reload hands the message's turn over (job.handed).
+	handed chan struct{}
 }
 
 // Enqueue is the first half of Submit: it returns once the message is queued behind the chat's
@@ -131,7 +147,8 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 			return nil, fmt.Errorf("chat %s: %w", chatKey, err)
 		}
 	}
-	j := &job{ctx: ctx, text: in.Text, images: in.Images, askApprovalsOf: in.AskApprovalsOf, done: make(chan outcome, 1)}
+	j := &job{ctx: ctx, text: in.Text, images: in.Images, askApprovalsOf: in.AskApprovalsOf, done: make(chan outcome, 1),
+		messageID: in.MessageID, handed: make(chan struct{})}
 	if s.cfg.MaxImagePixels > 0 && len(in.Images) > 0 {
 		// Every image reaches codex through here: a bomb is refused before any child decodes it.
 		j.images, j.notices = screenImages(in.Images, s.cfg.MaxImagePixels)
@@ -149,6 +166,15 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 	if s.frozen {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("chat %s: %w", chatKey, ErrReloading)
+	}
+	if d := s.detached[in.MessageID]; in.MessageID != "" && d != nil && d.key.key == chatKey {
+		// The message's turn runs already (handed over by a reload): wait for it.
+		delete(s.detached, in.MessageID)
+		d.handed = make(chan struct{})
+		s.mu.Unlock()
+		s.log.Info("message attached to its turn, handed over by a reload", zap.String("chat_key", chatKey),
+			zap.String("message_id", in.MessageID))
+		return &Ticket{s: s, ctx: ctx, k: d.key, j: d, handed: d.handed, start: start}, nil
 	}
 	if s.stops.stoppedSinceLocked(chatKey, in.Received) {
 		s.mu.Unlock()
@@ -178,7 +204,7 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 	s.interruptLocked(k)
 	s.queue.PushLocked(chatKey, j)
 	s.mu.Unlock()
-	return &Ticket{s: s, ctx: ctx, k: k, j: j, start: start}, nil
+	return &Ticket{s: s, ctx: ctx, k: k, j: j, handed: j.handed, start: start}, nil
 }
 
 // keyLocked returns chatKey's state, creating it.
@@ -209,6 +235,9 @@ func (t *Ticket) wait() outcome {
 	select {
 	case o := <-t.j.done:
 		return o
+	case <-t.handed:
+		// Freeze took the job out of the queue, or handed its running turn over.
+		return outcome{reply: Reply{ChatKey: t.k.key}, err: fmt.Errorf("chat %s: %w", t.k.key, ErrHandedOver)}
 	case <-t.ctx.Done():
 	}
 	if t.joined != nil {
@@ -234,7 +263,11 @@ func (t *Ticket) wait() outcome {
 // at the moment it stops being queued. Were that left to work, a Stop in between would find j
 // neither queued nor running, and j would run unstopped.
 func (s *Supervisor) takeLocked(_ string, j *job) {
-	j.ctx, j.cancel = context.WithCancelCause(j.ctx)
+	// The caller leaving ends the job, until a reload hands it over (unlink).
+	caller := j.ctx
+	j.ctx, j.cancel = context.WithCancelCause(context.WithoutCancel(caller))
+	cancel := j.cancel
+	j.unlink = context.AfterFunc(caller, func() { cancel(context.Cause(caller)) })
 	j.key.running, j.key.stopRun = j, j.cancel
 }
 
@@ -243,6 +276,7 @@ func (s *Supervisor) takeLocked(_ string, j *job) {
 func (s *Supervisor) work(_ string, j *job) {
 	k := j.key
 	defer j.cancel(nil)
+	defer j.unlink()
 	var r Reply
 	var err error
 	if j.reset {
@@ -278,7 +312,7 @@ func (s *Supervisor) run(k *keyState, j *job) (Reply, error) {
 	if j.ctx.Err() != nil {
 		return Reply{}, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
 	}
-	if at, unknown, ok := s.limits.refusing(); ok {
+	if at, unknown, ok := s.limits.refusing(); ok && !j.adopted {
 		// The account's limit, met by any chat: no child is started or used before the reset.
 		s.limits.reached(k.key)
 		return Reply{}, &UsageLimitError{ChatKey: k.key, ResetsAt: at, UnknownReset: unknown}

@@ -86,6 +86,12 @@ type Supervisor struct {
 	freezing bool
 	frozen   bool
 	paused   []pausable
+	// handed are the running jobs a freeze handed over (their callers were told
+	// ErrHandedOver); detached are the jobs no caller waits for, by message id, which a
+	// message of the same id attaches to (EnqueueInput): a turn handed over by the previous
+	// image, or one whose reload was called off.
+	handed   []*job
+	detached map[string]*job
 	changed  chan struct{}
 }
 

@@ -23,13 +23,23 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	first := sess.turns == 0
 	input := userInput(j.text, j.images)
 	var notes turnNotes
+	if j.adopted {
+		watch.carryOver(j.deadlineLeft)
+	}
 	live := newLiveTurn(sess.child, sess.threadID, newActivity(ProgressFrom(j.ctx)))
+	live.watch = watch
 	s.mu.Lock()
 	k.live = live
 	s.mu.Unlock()
 	s.limits.reached(k.key) // a parked message released at a reset got here: the next may go
 
-	res, err := sess.child.RunTurn(ctx, sess.threadID, input, appserver.TurnOptions{
+	runTurn := func(ctx context.Context, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
+		if r, ok := sess.child.(resumable); ok && j.adopted {
+			return r.ResumeTurn(ctx, opts)
+		}
+		return sess.child.RunTurn(ctx, sess.threadID, input, opts)
+	}
+	res, err := runTurn(ctx, appserver.TurnOptions{
 		OnNotification: func(n protocol.Notification) {
 			watch.observe(n)
 			live.act.observe(n)

@@ -166,3 +166,31 @@ func waitingOnPerson(params json.RawMessage) bool {
 	}
 	return false
 }
+
+// leftNow is what remains of the turn deadline (0 when there is none), for a turn handed over
+// by a reload.
+func (w *turnWatch) leftNow() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.deadline <= 0 {
+		return 0
+	}
+	left := w.left
+	if w.turnTimer != nil {
+		left -= time.Since(w.since)
+	}
+	return max(left, time.Millisecond)
+}
+
+// carryOver makes the deadline end when it would have in the previous image of the daemon:
+// left remains of it (0: all of it).
+func (w *turnWatch) carryOver(left time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.deadline <= 0 || left <= 0 || left >= w.deadline {
+		return
+	}
+	w.pauseLocked()
+	w.left = left
+	w.resumeLocked()
+}

@@ -164,7 +164,7 @@ func TestE2EReloadRefusesBrokenBinary(t *testing.T) {
 		{"not a program", "this is not a program\n", "exec format error"},
 		{"says other things", "#!/bin/sh\necho hello\n", "not JSON"},
 		{"crashes", "#!/bin/sh\nkill -SEGV $$\n", "signal"},
-		{"reads another version", "#!/bin/sh\necho '{\"program\":\"codex-warm\",\"version\":\"v9\",\"handoff_readable\":[7]}'\n", "handoff version 1"},
+		{"reads another version", "#!/bin/sh\necho '{\"program\":\"codex-warm\",\"version\":\"v9\",\"handoff_readable\":[7]}'\n", "handoff version 2"},
 	} {
 		installData(t, e.bin, []byte(tc.data))
 		code, out := e.reloadCmd()
@@ -322,7 +322,7 @@ func TestE2EReloadExecFailureResumes(t *testing.T) {
 	}
 	pid := childPID(d.status(), "warm")
 	inheritedAtStart := inheritableFDs(t, d.pid)
-	installData(t, e.bin, []byte("#!/bin/sh\nrm -f \"$0\"\necho '{\"program\":\"codex-warm\",\"version\":\"gone\",\"handoff_readable\":[1]}'\n"))
+	installData(t, e.bin, []byte("#!/bin/sh\nrm -f \"$0\"\necho '{\"program\":\"codex-warm\",\"version\":\"gone\",\"handoff_readable\":[1,2]}'\n"))
 	code, out := e.reloadCmd()
 	if code == 0 || !strings.Contains(out, "reload failed") || !strings.Contains(out, "no such file") {
 		t.Fatalf("reload whose exec fails: exit %d:\n%s", code, out)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/handoff"
+	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -46,8 +48,11 @@ type ReloadInfo struct {
 	Error   string `json:"error,omitempty"`
 	From    string `json:"from_version,omitempty"`
 	To      string `json:"to_version,omitempty"`
-	// Children is how many warm children were handed over.
+	// Children is how many warm children were handed over; Turns how many of them were in the
+	// middle of a turn, and Callers how many local inbox callers' connections crossed.
 	Children int `json:"children"`
+	Turns    int `json:"turns"`
+	Callers  int `json:"callers"`
 }
 
 // reloadPreflight prints what a daemon checks before it re-executes into this binary.
@@ -154,13 +159,36 @@ func (d *daemon) reload(sigs <-chan os.Signal) {
 	}
 	children, err := d.sup.Freeze(ctx)
 	if err != nil {
+		if d.awaitIntake != nil {
+			_ = d.awaitIntake(context.Background())
+		}
 		d.startIntake()
-		d.endReload(reloadRefused, fmt.Errorf("running turns did not finish within %s: %w", d.cfg.DrainTimeout, err))
+		d.endReload(reloadRefused, fmt.Errorf("the children could not be paused within %s: %w", d.cfg.DrainTimeout, err))
 		return
 	}
+	var waiting []local.Waiting
 	resume := func() {
 		d.sup.Thaw()
 		d.startIntake()
+		if d.local != nil {
+			// The callers whose connections were to cross get their answers from this image.
+			more, _ := d.local.TakeWaiting(context.Background())
+			d.local.ResumeWaiting(append(waiting, more...))
+		}
+	}
+	if d.awaitIntake != nil {
+		if err := d.awaitIntake(ctx); err != nil {
+			resume()
+			d.endReload(reloadRefused, err)
+			return
+		}
+	}
+	if d.local != nil {
+		if waiting, err = d.local.TakeWaiting(ctx); err != nil {
+			resume()
+			d.endReload(reloadRefused, err)
+			return
+		}
 	}
 	// The control socket and the metrics listener stop last: status answers all along.
 	var paused []*server
@@ -197,7 +225,7 @@ func (d *daemon) reload(sigs <-chan os.Signal) {
 		d.endReload(reloadRefused, fmt.Errorf("write sessions before the reload: %w", err))
 		return
 	}
-	doc, err := d.handoffDoc(children)
+	doc, err := d.handoffDoc(children, waiting)
 	if err != nil {
 		resumeAll()
 		d.endReload(reloadRefused, err)
@@ -210,7 +238,7 @@ func (d *daemon) reload(sigs <-chan os.Signal) {
 }
 
 // handoffDoc describes what the next image takes over.
-func (d *daemon) handoffDoc(children []supervisor.HandedChild) (handoff.Doc, error) {
+func (d *daemon) handoffDoc(children []supervisor.HandedChild, waiting []local.Waiting) (handoff.Doc, error) {
 	d.reloadMu.Lock()
 	attempt := d.attempts
 	trigger := d.lastReload.Trigger
@@ -239,11 +267,51 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild) (handoff.Doc, err
 	}
 	for _, c := range children {
 		h := c.Handover
-		doc.Children = append(doc.Children, handoff.Child{ChatKey: c.ChatKey, ThreadID: c.ThreadID, PID: h.PID,
+		hc := handoff.Child{ChatKey: c.ChatKey, ThreadID: c.ThreadID, PID: h.PID,
 			Started: c.Started, Turns: c.Turns, Stdin: rawFD(h.Stdin), Stdout: rawFD(h.Stdout),
-			Stderr: rawFD(h.Stderr), Pending: h.Pending})
+			Stderr: rawFD(h.Stderr), Pending: h.Pending}
+		if h.Turn != nil && c.Turn != nil {
+			state, err := json.Marshal(h.Turn)
+			if err != nil {
+				return doc, fmt.Errorf("chat %s: running turn: %w", c.ChatKey, err)
+			}
+			hc.Turn = &handoff.Turn{MessageID: c.Turn.MessageID, AskApprovalsOf: c.Turn.AskApprovalsOf,
+				Approvals: c.Turn.Approvals, DeadlineLeftMS: c.Turn.DeadlineLeft.Milliseconds(), State: state}
+		}
+		doc.Children = append(doc.Children, hc)
+	}
+	for _, w := range waiting {
+		sc, ok := w.Conn.(syscall.Conn)
+		if !ok {
+			return doc, fmt.Errorf("chat %s: a waiting caller's connection has no descriptor", w.ChatKey)
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return doc, fmt.Errorf("chat %s: a waiting caller's connection: %w", w.ChatKey, err)
+		}
+		fd := -1
+		_ = rc.Control(func(u uintptr) { fd = int(u) })
+		doc.Waiting = append(doc.Waiting, handoff.Waiting{FD: fd, ChatKey: w.ChatKey, MessageID: w.MessageID, Text: w.Text, Seq: w.Seq})
 	}
 	return doc, nil
+}
+
+// adoptWaiting turns the handed-over connections of the local inbox's waiting callers back
+// into connections; one that cannot be is closed (its caller sees the connection end).
+func adoptWaiting(doc *handoff.Doc, log *zap.Logger) []local.Waiting {
+	var out []local.Waiting
+	for _, w := range doc.Waiting {
+		handoff.Reclaim(w.FD)
+		f := os.NewFile(uintptr(w.FD), "waiting-caller")
+		conn, err := net.FileConn(f)
+		_ = f.Close() // FileConn holds a duplicate
+		if err != nil {
+			log.Error("reload: cannot take over a waiting caller's connection", zap.String("chat_key", w.ChatKey), zap.Error(err))
+			continue
+		}
+		out = append(out, local.Waiting{Conn: conn, ChatKey: w.ChatKey, MessageID: w.MessageID, Text: w.Text, Seq: w.Seq})
+	}
+	return out
 }
 
 // rawFD is f's descriptor. Unlike File.Fd it leaves the descriptor non-blocking, so that the
@@ -302,9 +370,26 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 			Stdin:  os.NewFile(uintptr(c.Stdin), fmt.Sprintf("codex-%d-stdin", c.PID)),
 			Stdout: os.NewFile(uintptr(c.Stdout), fmt.Sprintf("codex-%d-stdout", c.PID)),
 			Stderr: os.NewFile(uintptr(c.Stderr), fmt.Sprintf("codex-%d-stderr", c.PID))}
-		cfg := tmpl
-		cfg.Logger = log.With(zap.String("chat_key", c.ChatKey))
-		cl, err := appserver.Adopt(cfg, h)
+		var turn *supervisor.HandedTurn
+		var err error
+		if c.Turn != nil {
+			// A child in the middle of a turn nobody follows would take the chat's next
+			// turn/start into that turn: it is not adopted without it.
+			var th appserver.TurnHandover
+			if err = json.Unmarshal(c.Turn.State, &th); err == nil {
+				h.Turn = &th
+				turn = &supervisor.HandedTurn{MessageID: c.Turn.MessageID, AskApprovalsOf: c.Turn.AskApprovalsOf,
+					Approvals: c.Turn.Approvals, DeadlineLeft: time.Duration(c.Turn.DeadlineLeftMS) * time.Millisecond}
+			} else {
+				err = fmt.Errorf("its running turn is unreadable: %w", err)
+			}
+		}
+		var cl *appserver.Client
+		if err == nil {
+			cfg := tmpl
+			cfg.Logger = log.With(zap.String("chat_key", c.ChatKey))
+			cl, err = appserver.Adopt(cfg, h)
+		}
 		if err != nil {
 			log.Error("reload: cannot adopt a handed-over child; killing it", zap.String("chat_key", c.ChatKey),
 				zap.Int("pid", c.PID), zap.Error(err))
@@ -315,7 +400,7 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 			continue
 		}
 		out = append(out, supervisor.AdoptedChild{ChatKey: c.ChatKey, ThreadID: c.ThreadID, Started: c.Started,
-			Turns: c.Turns, Child: cl})
+			Turns: c.Turns, Child: cl, Turn: turn})
 	}
 	return out
 }

@@ -114,13 +114,17 @@ type daemon struct {
 	secrets    map[string]string // the secret variables hardenProcess removed
 	lock       *stateLock
 	met        *metrics.Metrics
-	inboxSrv   *server // nil on the Molecule inbox
+	inboxSrv   *server      // nil on the Molecule inbox
+	local      *local.Inbox // nil on the Molecule inbox
 	metricsSrv *server
 	controlSrv *server
 	// stopIntake stops taking messages and waits, until ctx is done, for those in flight;
 	// startIntake takes them again.
 	stopIntake  func(ctx context.Context) error
 	startIntake func()
+	// awaitIntake, when set, waits (until ctx is done) for an intake stopIntake stopped
+	// without waiting: one whose waiting callers the freeze lets go (ErrHandedOver).
+	awaitIntake func(ctx context.Context) error
 	reloadReq   chan string    // a requested reload, for the main loop
 	stopSignal  chan os.Signal // a stop signal a reload took from sigs
 	reloading   atomic.Bool
@@ -219,7 +223,12 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		d.exe = hdoc.Executable
 		d.info.Started, d.info.Reloads, d.attempts = hdoc.Started, hdoc.Reloads, hdoc.Attempts
 		d.lastReload = &ReloadInfo{Attempt: hdoc.Attempts, Trigger: hdoc.Trigger, At: hdoc.Written, Outcome: reloadOK,
-			From: hdoc.WrittenBy, To: version, Children: len(hdoc.Children)}
+			From: hdoc.WrittenBy, To: version, Children: len(hdoc.Children), Callers: len(hdoc.Waiting)}
+		for _, c := range hdoc.Children {
+			if c.Turn != nil {
+				d.lastReload.Turns++
+			}
+		}
 		if why := r.in.givenBack; why != "" {
 			// The next binary could not take over and re-executed this one: same daemon, same
 			// children, one reload fewer.
@@ -398,10 +407,30 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		kl := newKeptListener(ln)
 		d.inboxSrv = &server{name: "local inbox", ln: kl, serve: local.LimitConns(kl, cfg.InboxMaxConns, log),
 			newSrv: h.Server, errs: inboxErr}
+		d.local = h
+		if hdoc != nil {
+			h.ResumeWaiting(adoptWaiting(hdoc, log))
+		}
 		d.inboxSrv.start()
-		// A reload lets the requests in flight finish (their callers get their replies) while
-		// new connections wait in the socket's backlog for the next image.
-		d.stopIntake, d.startIntake = d.inboxSrv.pause, d.inboxSrv.resume
+		// A reload stops accepting (new connections wait in the socket's backlog for the next
+		// image) and lets the requests in flight end: those answered meanwhile, those whose
+		// turns the freeze hands over by handing over their connections too (an event stream
+		// is waited for).
+		var paused chan error
+		d.stopIntake = func(ctx context.Context) error {
+			paused = make(chan error, 1)
+			go func() { paused <- d.inboxSrv.pause(ctx) }()
+			return nil
+		}
+		d.awaitIntake = func(ctx context.Context) error {
+			select {
+			case err := <-paused:
+				return err
+			case <-ctx.Done():
+				return fmt.Errorf("local inbox: %w", context.Cause(ctx))
+			}
+		}
+		d.startIntake = d.inboxSrv.resume
 		log.Info("local inbox listening", zap.String("addr", d.info.Listen), zap.Bool("token", cfg.InboxToken != ""),
 			zap.Int("max_conns", cfg.InboxMaxConns), zap.Bool("inherited", hdoc != nil))
 	case "molecule":
@@ -450,10 +479,25 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		if err := runMol(); err != nil {
 			return d.abort(err)
 		}
+		// A reload stops polling; the rows whose turns run are let go by the freeze (their
+		// turns cross to the next image, which attaches the rows polled again to them), and
+		// then the inbox has stopped.
 		d.stopIntake = func(context.Context) error {
 			stopMol()
-			molWG.Wait()
 			return nil
+		}
+		d.awaitIntake = func(ctx context.Context) error {
+			stopped := make(chan struct{})
+			go func() {
+				molWG.Wait()
+				close(stopped)
+			}()
+			select {
+			case <-stopped:
+				return nil
+			case <-ctx.Done():
+				return fmt.Errorf("the molecule inbox did not stop: %w", context.Cause(ctx))
+			}
 		}
 		d.startIntake = func() {
 			if err := runMol(); err != nil {
@@ -563,6 +607,9 @@ serve:
 	}()
 	if d.inboxSrv != nil {
 		_ = d.inboxSrv.shutdown(drainCtx)
+	}
+	if d.local != nil {
+		d.local.Wait() // answers on connections a previous image handed over
 	}
 	wg.Wait()
 	close(stopWatch)

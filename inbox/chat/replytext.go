@@ -63,7 +63,10 @@ func Classify(r supervisor.Reply, err error) Outcome {
 		// codex refused the request as overloaded, and appserver's retries ran out.
 		errors.Is(err, appserver.ErrOverloaded):
 		return OutcomeBusy
-	case errors.Is(err, supervisor.ErrClosed):
+	case errors.Is(err, supervisor.ErrClosed),
+		// A reload: the message is given again to the next image (its turn, if it runs,
+		// crossed the reload and answers it there).
+		errors.Is(err, supervisor.ErrHandedOver), errors.Is(err, supervisor.ErrReloading):
 		return OutcomeClosed
 	case errors.Is(err, supervisor.ErrStopped):
 		return OutcomeStopped

@@ -143,6 +143,8 @@ type Inbox struct {
 	log     *zap.Logger
 	mux     *http.ServeMux
 	guarded guarded
+	// waiting are the connections of messages a reload handed over (handover.go).
+	waiting *waitingSet
 }
 
 // New returns the handler.
@@ -171,7 +173,7 @@ func New(cfg Config) (*Inbox, error) {
 	if cfg.Ready == nil {
 		cfg.Ready = health.NewReadiness(health.Config{})
 	}
-	h := &Inbox{cfg: cfg, log: cfg.Logger.Named("bridge.local"), mux: http.NewServeMux()}
+	h := &Inbox{cfg: cfg, log: cfg.Logger.Named("bridge.local"), mux: http.NewServeMux(), waiting: newWaitingSet()}
 	h.guarded = guarded{g: newGuard(cfg.Token, cfg.AllowedHosts, cfg.AllowedOrigins), realm: "codex-warm inbox", log: h.log, next: h.mux}
 	h.mux.HandleFunc("POST /v1/chats/{chatKey}/messages", h.postMessage)
 	h.mux.HandleFunc("/v1/chats/{chatKey}/messages", methodNotAllowed("POST"))
@@ -229,7 +231,8 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if wantsEventStream(r) {
+	sse := wantsEventStream(r)
+	if sse {
 		es := startEventStream(w)
 		defer es.finish()
 		w, r = es, r.WithContext(supervisor.WithProgress(r.Context(), es.observe))
@@ -243,10 +246,27 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 	}
 
 	start := time.Now()
-	reply, err := h.cfg.Answerer.SubmitInput(r.Context(), key, supervisor.Input{Text: body.Text})
+	in := supervisor.Input{Text: body.Text}
+	var seq uint64
+	if !sse {
+		// A plain answer can be written by the next image of the daemon: the message gets an
+		// id, so that its turn crosses a reload, and its connection is handed over with it.
+		// An event stream has begun its answer; its turn keeps a reload waiting.
+		in.MessageID, seq = h.waiting.newID()
+	}
+	reply, err := h.cfg.Answerer.SubmitInput(r.Context(), key, in)
+	if errors.Is(err, supervisor.ErrHandedOver) && in.MessageID != "" &&
+		h.waiting.hijack(w, Waiting{ChatKey: key, MessageID: in.MessageID, Text: body.Text, Seq: seq}, log) {
+		return
+	}
+	h.respond(w, r.Context().Err() != nil, log, key, start, reply, err)
+}
+
+// respond writes the answer of a message from its Submit result. gone says the caller went away.
+func (h *Inbox) respond(w http.ResponseWriter, gone bool, log *zap.Logger, key string, start time.Time, reply supervisor.Reply, err error) {
 	oc := chat.Classify(reply, err)
 	log = log.With(zap.Duration("took", time.Since(start)))
-	if r.Context().Err() != nil && oc != chat.OutcomeAnswered {
+	if gone && oc != chat.OutcomeAnswered {
 		log.Info("caller went away before the turn ended", zap.Error(err))
 		writeJSON(w, http.StatusServiceUnavailable, ErrorReply{Error: "request canceled"})
 		return

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	stdlog "log"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -154,4 +156,14 @@ type limitedConn struct {
 func (c *limitedConn) Close() error {
 	c.once.Do(c.release)
 	return c.Conn.Close()
+}
+
+// SyscallConn reaches the socket, so that a reload can hand the connection of a caller waiting
+// for its answer to the daemon's next image.
+func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("connection has no descriptor")
+	}
+	return sc.SyscallConn()
 }

@@ -62,7 +62,9 @@ type message struct {
 
 // input is what codex gets for m.
 func (m message) input() supervisor.Input {
-	return supervisor.Input{Text: m.Text, Images: m.Images, Received: m.ReceivedAt}
+	// The activity id names the row for good: a turn handed over by a reload is found by it
+	// when the row is polled again.
+	return supervisor.Input{Text: m.Text, Images: m.Images, Received: m.ReceivedAt, MessageID: m.ActivityID}
 }
 
 // disposition says what to do with a row.

@@ -93,6 +93,15 @@ func (f *FIFO[T]) RemoveLocked(key string, match func(T) bool) bool {
 	return false
 }
 
+// EachLocked calls fn with each waiting item of key, in order.
+func (f *FIFO[T]) EachLocked(key string, fn func(T)) {
+	if q := f.queues[key]; q != nil {
+		for _, it := range q.waiting {
+			fn(it)
+		}
+	}
+}
+
 // RemoveAll is RemoveAllLocked taking the lock.
 func (f *FIFO[T]) RemoveAll(key string, match func(T) bool) []T {
 	f.mu.Lock()
