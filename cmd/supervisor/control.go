@@ -260,6 +260,12 @@ func fetchStatus(ctx context.Context, dir string) (StatusDoc, error) {
 // returns the HTTP status and body (at most 64 MiB). It fails with errNoDaemon when no daemon
 // listens there.
 func controlGet(ctx context.Context, dir, urlPath string, timeout time.Duration) (int, []byte, error) {
+	return controlDo(ctx, dir, http.MethodGet, urlPath, timeout)
+}
+
+// controlDo sends method urlPath to the daemon owning dir on its control socket, as controlGet
+// does for GET.
+func controlDo(ctx context.Context, dir, method, urlPath string, timeout time.Duration) (int, []byte, error) {
 	path := filepath.Join(dir, controlSocketName)
 	// The daemon could not listen on a longer path either (sockaddr_un holds 108 bytes with the
 	// terminating NUL); dialing it fails with a bare EINVAL.
@@ -277,7 +283,7 @@ func controlGet(ctx context.Context, dir, urlPath string, timeout time.Duration)
 		Timeout: timeout,
 	}
 	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://supervisor"+urlPath, nil)
+	req, err := http.NewRequestWithContext(ctx, method, "http://supervisor"+urlPath, nil)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"path/filepath"
 	"time"
 )
 
@@ -67,37 +65,4 @@ func cmdReload(ctx context.Context, args []string, getenv func(string) string, s
 		case <-t.C:
 		}
 	}
-}
-
-// controlDo sends method urlPath to the daemon owning dir on its control socket, within
-// timeout, and returns the HTTP status and body (see controlGet).
-func controlDo(ctx context.Context, dir, method, urlPath string, timeout time.Duration) (int, []byte, error) {
-	if method == http.MethodGet {
-		return controlGet(ctx, dir, urlPath, timeout)
-	}
-	path := filepath.Join(dir, controlSocketName)
-	client := &http.Client{
-		Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", path)
-			},
-		},
-		Timeout: timeout,
-	}
-	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, method, "http://supervisor"+urlPath, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w (state dir %s: %v)", errNoDaemon, dir, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, nil, fmt.Errorf("read answer of daemon at %s: %w", path, err)
-	}
-	return resp.StatusCode, body, nil
 }
