@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/molecule-ai/codex-warm/appserver"
 )
 
 // runOverhead is comparison 2: what the daemon adds to a turn. The same kind of child (real
@@ -31,7 +33,12 @@ func (b *bench) runOverhead(ctx context.Context) error {
 
 	var daemonMS, bareMS, reportedMS []float64
 	err = b.withDaemon(ctx, daemonSide, 2, func(d *daemon) error {
-		bare, err := startWarm(ctx, warmConfig{Bin: b.cfg.CodexBin, Side: bareSide}, "")
+		// The bare client runs codex as the daemon runs its children: with the lean settings.
+		var lean []string
+		for _, s := range appserver.LeanSettings() {
+			lean = append(lean, s.Override())
+		}
+		bare, err := startWarm(ctx, warmConfig{Bin: b.cfg.CodexBin, Side: bareSide, ConfigOverrides: lean}, "")
 		if err != nil {
 			return err
 		}

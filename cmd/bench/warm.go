@@ -19,7 +19,10 @@ type warmConfig struct {
 	// wrapper is started as Bin "node", Args [codex.js, "app-server"].
 	Bin  string
 	Args []string
-	Side side
+	// ConfigOverrides are codex -c settings (the daemon's lean settings, for a like-for-like
+	// comparison with the daemon's children).
+	ConfigOverrides []string
+	Side            side
 }
 
 // warmClient is a bare appserver client on one thread: the warm path without the daemon around
@@ -35,11 +38,12 @@ type warmClient struct {
 // resumes one.
 func startWarm(ctx context.Context, cfg warmConfig, threadID string) (*warmClient, error) {
 	c, err := appserver.Start(ctx, appserver.Config{
-		Bin:        cfg.Bin,
-		Args:       cfg.Args,
-		CodexHome:  cfg.Side.codexHome,
-		Dir:        cfg.Side.cwd,
-		ClientInfo: protocol.ClientInfo{Name: "codex-warm-bench", Title: "codex-warm bench", Version: "dev"},
+		Bin:             cfg.Bin,
+		Args:            cfg.Args,
+		ConfigOverrides: cfg.ConfigOverrides,
+		CodexHome:       cfg.Side.codexHome,
+		Dir:             cfg.Side.cwd,
+		ClientInfo:      protocol.ClientInfo{Name: "codex-warm-bench", Title: "codex-warm bench", Version: "dev"},
 		// As the daemon configures its children, so the bare side does the same work.
 		OptOutNotifications: []string{protocol.NotifyAgentMessageDelta},
 	})

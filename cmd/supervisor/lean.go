@@ -7,19 +7,11 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
 )
 
-// leanKnobs are codex settings the daemon gives its children because they make every turn
-// cheaper and change nothing the model receives (the requests were compared byte for byte,
-// docs/PROTOCOL.md): the skill-search shadow ranking only records metrics, and feedback is a
-// client-side upload path the daemon never uses. Each is set with -c unless the operator set the
-// key (leanOverrides).
-var leanKnobs = []struct{ key, value string }{
-	{"features.skill_search", "false"},
-	{"feedback.enabled", "false"},
-}
-
-// leanOverrides returns the -c overrides of leanKnobs whose key no config layer sets: origins is
+// leanOverrides returns the -c overrides of appserver.LeanSettings whose key no config layer sets: origins is
 // config/read's map of the keys some layer set explicitly (the operator's config.toml, their
 // --codex-config flags, a project's .codex/config.toml). When origins could not be read (err),
 // nothing is set: an operator's setting is never overridden blind.
@@ -29,12 +21,12 @@ func leanOverrides(origins map[string]json.RawMessage, err error, log *zap.Logge
 		return nil
 	}
 	var out, kept []string
-	for _, k := range leanKnobs {
-		if _, set := origins[k.key]; set {
-			kept = append(kept, k.key)
+	for _, k := range appserver.LeanSettings() {
+		if _, set := origins[k.Key]; set {
+			kept = append(kept, k.Key)
 			continue
 		}
-		out = append(out, k.key+"="+k.value)
+		out = append(out, k.Override())
 	}
 	if len(kept) > 0 {
 		log.Info("codex config sets keys the daemon would set for lean children; the operator's values are kept", zap.Strings("keys", kept))
