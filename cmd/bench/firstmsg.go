@@ -186,7 +186,8 @@ func countSpares(snap supervisor.Snapshot) int {
 func countChats(snap supervisor.Snapshot) int {
 	n := 0
 	for _, c := range snap.Children {
-		if c.State != supervisor.StateSpare && c.PID > 0 {
+		// A spare being started (or warmed) is not a spare yet, but it has no chat either.
+		if c.State != supervisor.StateSpare && c.ChatKey != "" && c.PID > 0 {
 			n++
 		}
 	}
