@@ -51,6 +51,8 @@ type HandedTurn struct {
 	Approvals map[string]uint64
 	// DeadlineLeft is what remained of the turn deadline (--turn-deadline) at the reload.
 	DeadlineLeft time.Duration
+	// Started is when the turn began; set on adoption (the previous image's clock).
+	Started time.Time
 }
 
 // AdoptedChild is a child the previous image of the daemon handed over (see Freeze), ready to
@@ -348,7 +350,7 @@ func (s *Supervisor) adopt(children []AdoptedChild) {
 			// when its inbox gives it again, and the messages after it queue behind.
 			s.approvals.keep(a.ChatKey, a.Turn.Approvals)
 			j := &job{key: k, ctx: context.Background(), askApprovalsOf: a.Turn.AskApprovalsOf, done: make(chan outcome, 1),
-				messageID: a.Turn.MessageID, handed: make(chan struct{}), adopted: true, deadlineLeft: a.Turn.DeadlineLeft}
+				messageID: a.Turn.MessageID, handed: make(chan struct{}), adopted: true, deadlineLeft: a.Turn.DeadlineLeft, turnStarted: a.Turn.Started}
 			if j.messageID != "" {
 				s.detachLocked(j)
 			}

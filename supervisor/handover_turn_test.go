@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
 )
@@ -118,13 +119,18 @@ func TestAdoptedRunningTurnAnswersItsMessage(t *testing.T) {
 		child := &resumingChild{fakeChild: w.child(0), text: "block:g"}
 		s := newSup(t, w, func(c *Config) {
 			c.Adopted = []AdoptedChild{{ChatKey: "a", ThreadID: first.ThreadID, Turns: 1, Child: child,
-				Turn: &HandedTurn{MessageID: "m1", Approvals: map[string]uint64{"7": 41}}}}
+				Turn: &HandedTurn{MessageID: "m1", Approvals: map[string]uint64{"7": 41}, Started: time.Now().Add(-3 * time.Minute)}}}
 		})
 		attached := submitInputAsync(s, "a", Input{Text: "block:g", MessageID: "m1"})
 		queued := submitInputAsync(s, "a", Input{Text: "next", MessageID: "m2"})
 		synctest.Wait()
 		if attached.finished() || queued.finished() {
 			t.Fatal("answered before the handed-over turn ended")
+		}
+		for _, c := range s.Status().Children {
+			if c.ChatKey == "a" && c.TurnAge != 3*time.Minute {
+				t.Fatalf("turn age %s after the reload, want the 3m the turn has run", c.TurnAge)
+			}
 		}
 		if p := s.approvals.publish("a", "a", appserver.ApprovalRequest{RequestID: "7"}, DefaultApprovalTimeout); p.Seq != 41 {
 			t.Fatalf("the pending approval asked again got number %d, want 41", p.Seq)

@@ -31,8 +31,10 @@ type job struct {
 	handed    chan struct{}
 	unlink    func() bool
 	adopted   bool
-	// deadlineLeft is what remained of an adopted turn's deadline at the reload.
+	// deadlineLeft is what remained of an adopted turn's deadline at the reload; turnStarted
+	// is when the turn began in the previous image (status's TURN AGE goes on from it).
 	deadlineLeft time.Duration
+	turnStarted  time.Time
 	// cancel ends ctx (see takeLocked); nil while the job waits.
 	cancel context.CancelCauseFunc
 	// startedChild is set by the key's worker when the job started a child or took a spare.

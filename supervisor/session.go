@@ -105,6 +105,9 @@ func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
 		case sess.state == StateIdle:
 			s.setStateLocked(sess, StateBusy)
 			sess.turnStart = time.Now()
+			if j.adopted && !j.turnStarted.IsZero() {
+				sess.turnStart = j.turnStarted
+			}
 			s.mu.Unlock()
 			return sess, nil
 		case sess.state == StateRetiring:

@@ -379,7 +379,8 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 			if err = json.Unmarshal(c.Turn.State, &th); err == nil {
 				h.Turn = &th
 				turn = &supervisor.HandedTurn{MessageID: c.Turn.MessageID, AskApprovalsOf: c.Turn.AskApprovalsOf,
-					Approvals: c.Turn.Approvals, DeadlineLeft: time.Duration(c.Turn.DeadlineLeftMS) * time.Millisecond}
+					Approvals: c.Turn.Approvals, DeadlineLeft: time.Duration(c.Turn.DeadlineLeftMS) * time.Millisecond,
+					Started: th.Started}
 			} else {
 				err = fmt.Errorf("its running turn is unreadable: %w", err)
 			}
