@@ -3,17 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/signal"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -653,70 +650,4 @@ func (d *daemon) abort(err error) error {
 	defer cancel()
 	_ = d.sup.Shutdown(ctx)
 	return err
-}
-
-// secretEnv returns the variables that hold secrets or lead to them: CONFIGS_DIR holds the
-// workspace token file. codex runs model-written shell commands, and the platform token would
-// let them act as the workspace.
-func secretEnv() []string {
-	return []string{"MOLECULE_WORKSPACE_TOKEN", "CODEX_WARM_INBOX_TOKEN", "CODEX_WARM_METRICS_TOKEN", "CONFIGS_DIR"}
-}
-
-// hardenProcess removes secretEnv from the daemon's environment and makes the process
-// non-dumpable. Unsetting alone is not enough: /proc/<pid>/environ shows the environment the
-// process started with, whatever it unset since. A non-dumpable process's /proc files (environ,
-// mem, fds) and ptrace are closed to every process without CAP_SYS_PTRACE, including the
-// same-user commands codex runs for the model. Children start dumpable again (execve resets it).
-func hardenProcess(log *zap.Logger) {
-	for _, k := range secretEnv() {
-		_ = os.Unsetenv(k)
-	}
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
-		log.Warn("could not make the daemon non-dumpable: same-user processes can read its memory and start environment", zap.Error(errno))
-	}
-}
-
-// childCredential resolves --child-user to the credential codex children run with, and points
-// HOME in env at that user's home. An empty name means the daemon's own user (nil).
-func childCredential(name string, env []string) (*syscall.Credential, []string, error) {
-	if name == "" {
-		return nil, env, nil
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		var uerr error
-		if u, uerr = user.LookupId(name); uerr != nil {
-			return nil, nil, fmt.Errorf("--child-user %q: %w", name, err)
-		}
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, nil, fmt.Errorf("--child-user %q: %w", name, err)
-	}
-	if uint64(os.Geteuid()) != uid && os.Geteuid() != 0 {
-		return nil, nil, fmt.Errorf("--child-user %q: the daemon runs as uid %d and cannot start processes as uid %d (run it as root)", name, os.Geteuid(), uid)
-	}
-	out := make([]string, 0, len(env)+1)
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "HOME=") {
-			out = append(out, kv)
-		}
-	}
-	out = append(out, "HOME="+u.HomeDir)
-	// No supplementary groups: the daemon's (root's) must not carry over.
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, out, nil
-}
-
-// childEnv is the daemon's environment without secretEnv.
-func childEnv(env []string) []string {
-	secrets := secretEnv()
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(secrets, name) {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
