@@ -278,7 +278,9 @@ func TestE2EChatGPTLoginGoneAndBack(t *testing.T) {
 // as reused: the login is reported gone rather than retried forever.
 func TestE2EChatGPTTokenAnswerLost(t *testing.T) {
 	e := newTokenE2E(t, time.Hour)
-	d := e.start()
+	// No spare: a replacement spare opening its websocket at thread/start with the revoked
+	// token would ask for the refresh whose answer is lost, before chat x's turn does.
+	d := e.start("--spares", "0")
 	c := newLocalClient(t, d)
 	c.send("x", "before")
 	e.is.Revoke()
