@@ -248,6 +248,11 @@ func (t *Ticket) wait() outcome {
 		s := t.s
 		s.mu.Lock()
 		s.queue.RemoveLocked(t.k.key, func(q *job) bool { return q == t.j })
+		if t.k.running == t.j && !isClosed(t.j.handed) {
+			// The job ends now rather than when context.AfterFunc's goroutine gets to it, so
+			// that a slot freed meanwhile is not taken for a message nobody waits for.
+			t.j.cancel(context.Cause(t.ctx))
+		}
 		s.gcKeyLocked(t.k)
 		s.mu.Unlock()
 	}
@@ -270,7 +275,20 @@ func (s *Supervisor) takeLocked(_ string, j *job) {
 	j.ctx, j.cancel = context.WithCancelCause(context.WithoutCancel(caller))
 	cancel := j.cancel
 	j.unlink = context.AfterFunc(caller, func() { cancel(context.Cause(caller)) })
+	if caller.Err() != nil {
+		cancel(context.Cause(caller)) // gone already: not a moment's run on AfterFunc's delay
+	}
 	j.key.running, j.key.stopRun = j, j.cancel
+}
+
+// isClosed reports whether ch is closed; a nil ch never is.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // work runs one job on its key's worker (see Supervisor.queue) and answers its caller. The job
