@@ -20,6 +20,25 @@ import (
 	"github.com/molecule-ai/codex-warm/internal/exectest"
 )
 
+// installReloadable makes e's daemons run a copy of the test binary in e's root, which a
+// reload test can replace on disk, and returns the copy's inode.
+func installReloadable(t *testing.T, e *e2e) uint64 {
+	t.Helper()
+	e.bin = filepath.Join(e.root, "supervisor")
+	return installBin(t, e.bin)
+}
+
+// wantThreadsOpenedOnce fails t unless each chat of pids opened its thread once in d's log:
+// no resume, no second child, across the reloads.
+func wantThreadsOpenedOnce(t *testing.T, d *daemonProc, pids map[string]int) {
+	t.Helper()
+	for key := range pids {
+		if n := countLogs(d, "codex child ready", key); n != 1 {
+			t.Errorf("chat %s: its thread was opened %d times, want once", key, n)
+		}
+	}
+}
+
 // installBin copies this test binary (the daemon's code) to path the way an installer does: a
 // new file renamed over the old one, so that the running daemon's file is another inode. It
 // returns the new file's inode.
@@ -81,8 +100,7 @@ func countLogs(d *daemonProc, msg, chatKey string) int {
 func TestE2EReloadKeepsWarmChildren(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
-	e.bin = filepath.Join(e.root, "supervisor")
-	installBin(t, e.bin)
+	installReloadable(t, e)
 	d := e.start()
 	c := newLocalClient(t, d)
 	if r := c.send("warm", "first message"); r.Status != "completed" {
@@ -147,8 +165,7 @@ func TestE2EReloadKeepsWarmChildren(t *testing.T) {
 func TestE2EReloadRefusesBrokenBinary(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
-	e.bin = filepath.Join(e.root, "supervisor")
-	installBin(t, e.bin)
+	installReloadable(t, e)
 	d := e.start("--metrics-listen", "127.0.0.1:0")
 	c := newLocalClient(t, d)
 	if r := c.send("warm", "first message"); r.Status != "completed" {
@@ -274,8 +291,7 @@ func itoa(n int) string {
 func TestE2EReloadGivenBackByNewBinary(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
-	e.bin = filepath.Join(e.root, "supervisor")
-	oldIno := installBin(t, e.bin)
+	oldIno := installReloadable(t, e)
 	d := e.start()
 	c := newLocalClient(t, d)
 	if r := c.send("warm", "first message"); r.Status != "completed" {
@@ -313,8 +329,7 @@ func TestE2EReloadGivenBackByNewBinary(t *testing.T) {
 func TestE2EReloadExecFailureResumes(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
-	e.bin = filepath.Join(e.root, "supervisor")
-	installBin(t, e.bin)
+	installReloadable(t, e)
 	d := e.start()
 	c := newLocalClient(t, d)
 	if r := c.send("warm", "first message"); r.Status != "completed" {

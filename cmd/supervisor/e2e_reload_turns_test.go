@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -49,8 +48,7 @@ func TestE2EReloadTurnsCross(t *testing.T) {
 	g := newGate(0)
 	e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
 	t.Cleanup(g.release)
-	e.bin = filepath.Join(e.root, "supervisor")
-	installBin(t, e.bin)
+	installReloadable(t, e)
 	// Room for every chat's child: an eviction would hide a child lost to the reload.
 	d := e.start("--drain-timeout", "60s", "--max-children", "16")
 	c := newLocalClient(t, d)
@@ -137,11 +135,7 @@ func TestE2EReloadTurnsCross(t *testing.T) {
 	if r := c.send("idle", "still warm"); r.Status != "completed" {
 		t.Fatalf("idle chat after the reload: %+v", r)
 	}
-	for key := range pids {
-		if n := countLogs(d, "codex child ready", key); n != 1 {
-			t.Errorf("chat %s: its thread was opened %d times, want once", key, n)
-		}
-	}
+	wantThreadsOpenedOnce(t, d, pids)
 	d.stop(stopTimeout)
 	d.checkLog()
 }
@@ -155,8 +149,7 @@ func TestE2EReloadMoleculeTurnsCross(t *testing.T) {
 	g := newGate(0)
 	e := newE2E(t, e2eConfig{Script: holdLong(g)})
 	t.Cleanup(g.release)
-	e.bin = filepath.Join(e.root, "supervisor")
-	installBin(t, e.bin)
+	installReloadable(t, e)
 	d := e.start("--drain-timeout", "60s")
 	e.plat.Enqueue(moleculetest.CanvasMessage("long canvas"), moleculetest.PeerMessage("peer-1", "long peer"))
 	d.waitUntil("two turns held by the model", func() bool { return g.holding() == 2 })
@@ -216,11 +209,7 @@ func TestE2EReloadMoleculeTurnsCross(t *testing.T) {
 	if n := e.plat.Deliveries(); n != 3+len(burst) {
 		t.Errorf("%d deliveries, want %d", n, 3+len(burst))
 	}
-	for key := range pids {
-		if n := countLogs(d, "codex child ready", key); n != 1 {
-			t.Errorf("chat %s: its thread was opened %d times, want once", key, n)
-		}
-	}
+	wantThreadsOpenedOnce(t, d, pids)
 	d.stop(stopTimeout)
 	d.checkLog()
 }
@@ -233,8 +222,7 @@ func TestE2EReloadKilledThenRestartedLosesNoRow(t *testing.T) {
 	g := newGate(0)
 	e := newE2E(t, e2eConfig{Script: holdLong(g)})
 	t.Cleanup(g.release)
-	e.bin = filepath.Join(e.root, "supervisor")
-	installBin(t, e.bin)
+	installReloadable(t, e)
 	d := e.start("--drain-timeout", "60s")
 	e.plat.Enqueue(moleculetest.CanvasMessage("long canvas"), moleculetest.PeerMessage("peer-1", "long peer"))
 	d.waitUntil("two turns held by the model", func() bool { return g.holding() == 2 })
@@ -289,8 +277,7 @@ func (d *daemonProc) requestReloadOver() (int, error) {
 func TestE2EReloadWithPendingApproval(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true, Script: approvalScript})
-	e.bin = filepath.Join(e.root, "supervisor")
-	installBin(t, e.bin)
+	installReloadable(t, e)
 	d := e.start(append(approvalArgs(time.Minute), "--drain-timeout", "60s")...)
 	c := newLocalClient(t, d)
 	first := c.send("k", "hello")
@@ -342,8 +329,7 @@ func TestE2EReloadExecFailureKeepsRunningTurn(t *testing.T) {
 	g := newGate(0)
 	e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
 	t.Cleanup(g.release)
-	e.bin = filepath.Join(e.root, "supervisor")
-	installBin(t, e.bin)
+	installReloadable(t, e)
 	d := e.start("--drain-timeout", "60s")
 	c := newLocalClient(t, d)
 	running := c.sendAsync("k", "long running")
