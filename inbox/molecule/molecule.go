@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,25 +229,6 @@ func (m *Inbox) register(ctx context.Context) error {
 		return fmt.Errorf("register workspace %s: %w: set PLATFORM_URL to the address that answers", m.cfg.WorkspaceID, err)
 	}
 	return fmt.Errorf("register workspace %s: %w", m.cfg.WorkspaceID, err)
-}
-
-// registered acts on register's answer: it saves a token the platform issued, and says clearly
-// when the platform did not take the workspace as a poll-mode one.
-func (m *Inbox) registered(a registerAnswer) {
-	if a.AuthToken != "" {
-		if err := m.client.tokens.save(a.AuthToken); err != nil {
-			m.log.Warn("the platform issued a workspace token at register; using it, but it could not be saved",
-				zap.String("token_file", m.cfg.TokenFile), zap.Error(err))
-		} else {
-			m.log.Info("the platform issued a workspace token at register; saved it", zap.String("token_file", m.cfg.TokenFile))
-		}
-	}
-	if a.DeliveryMode != "" && a.DeliveryMode != "poll" {
-		m.log.Error("the platform registered the workspace in delivery mode "+strconv.Quote(a.DeliveryMode)+", not poll: "+
-			"it will try to push messages to the workspace's URL, which this daemon does not serve; "+
-			"set the workspace's delivery mode to poll on the platform",
-			zap.String("delivery_mode", a.DeliveryMode))
-	}
 }
 
 // retryableStatus says whether an HTTP status may go away by itself.
