@@ -111,6 +111,7 @@ var bridgeCounters = []struct {
 	{desc("molecule_poll_errors_total", "Failed activity polls."), func(s molecule.Stats) int64 { return s.PollErrors }},
 	{desc("molecule_heartbeat_errors_total", "Failed heartbeats."), func(s molecule.Stats) int64 { return s.HeartbeatErrors }},
 	{desc("molecule_persist_errors_total", "Failed writes of the inbox state file."), func(s molecule.Stats) int64 { return s.PersistErrors }},
+	{desc("molecule_rate_limited_total", "Platform answers 429 (rate limit); every platform call waited for their Retry-After."), func(s molecule.Stats) int64 { return s.RateLimited }},
 }
 
 var (

@@ -180,7 +180,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e := &envFlags{fs: fs, getenv: getenv}
 	e.str(&c.CodexBin, "codex-bin", "CODEX_BIN", "", "native codex binary (the npm wrapper is resolved to it); default: the codex beside supervisor, else the one in PATH")
 	e.str(&c.StateDir, "state-dir", "CODEX_CHANNEL_MOLECULE_STATE_DIR", defaultStateDir(getenv), "state directory (sessions.json, inbox position, control socket)")
-	e.str(&c.Inbox, "inbox", "CODEX_WARM_INBOX", "", "molecule or local; default: molecule when PLATFORM_URL is set, else local")
+	e.str(&c.Inbox, "inbox", "CODEX_WARM_INBOX", "", "molecule or local; default: molecule when the platform URL is set (MOLECULE_API_URL, MOLECULE_URL, PLATFORM_URL or MOLECULE_PLATFORM_URL), else local")
 	e.str(&c.Listen, "listen", "CODEX_WARM_LISTEN", "127.0.0.1:8377", "address of the local inbox HTTP API")
 	var tokenFile string
 	// Not bound through e.str: a flag default is printed by -h, and this one is a secret.
@@ -220,7 +220,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.dur(&c.ResumeSpacing, "resume-spacing", "CODEX_WARM_RESUME_SPACING", supervisor.DefaultResumeSpacing, "at a usage limit's reset, run the parked messages one every this long, oldest first")
 	e.dur(&c.HandshakeTimeout, "handshake-timeout", "CODEX_WARM_HANDSHAKE_TIMEOUT", 30*time.Second, "retire a child that does not finish initialize in time")
 	e.dur(&c.DrainTimeout, "drain-timeout", "CODEX_WARM_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, let running turns finish this long before interrupting them")
-	e.dur(&c.PollInterval, "poll-interval", "CODEX_WARM_POLL_INTERVAL", time.Second, "Molecule activity poll interval")
+	e.dur(&c.PollInterval, "poll-interval", "CODEX_WARM_POLL_INTERVAL", molecule.DefaultPollInterval, "Molecule activity poll interval (the platform allows 600 requests a minute, shared by the whole org when MOLECULE_ORG_ID is set)")
 	e.dur(&c.HeartbeatInterval, "heartbeat-interval", "CODEX_WARM_HEARTBEAT_INTERVAL", molecule.DefaultHeartbeatInterval, "Molecule heartbeat interval (the heartbeat's current_task shows what each running turn does)")
 	e.dur(&c.PlatformTimeout, "platform-timeout", "CODEX_WARM_PLATFORM_TIMEOUT", 30*time.Second, "bound on one Molecule platform call (poll, reply, heartbeat)")
 	e.str(&c.Approval, "approval", "CODEX_WARM_APPROVAL", "decline", "answer to codex command and file-change approval requests: decline, accept, or ask (the chat answers /approve or /deny)")
@@ -262,7 +262,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	}
 	if c.Inbox == "" {
 		c.Inbox = "local"
-		if getenv("PLATFORM_URL") != "" {
+		if name, _ := molecule.FirstEnv(getenv, molecule.PlatformURLEnv); name != "" {
 			c.Inbox = "molecule"
 		}
 	}

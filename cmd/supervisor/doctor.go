@@ -505,23 +505,38 @@ func (d *doctor) checkMolecule(ctx context.Context) []checkResult {
 	mcfg, err := molecule.ConfigFromEnv(d.getenv)
 	if err != nil {
 		return []checkResult{fail("molecule env", err.Error(),
-			"set PLATFORM_URL, WORKSPACE_ID and MOLECULE_WORKSPACE_TOKEN (or write <CONFIGS_DIR>/.auth_token)"), skip("platform", "not checked")}
+			"set MOLECULE_API_URL (or PLATFORM_URL), MOLECULE_WORKSPACE_ID (or WORKSPACE_ID) and MOLECULE_WORKSPACE_TOKEN (or write <configs>/.auth_token)"), skip("platform", "not checked")}
 	}
-	env := ok("molecule env", "PLATFORM_URL %s, WORKSPACE_ID %s, token set", mcfg.PlatformURL, mcfg.WorkspaceID)
+	urlVar, _ := molecule.FirstEnv(d.getenv, molecule.PlatformURLEnv)
+	wsVar, _ := molecule.FirstEnv(d.getenv, molecule.WorkspaceIDEnv)
+	org := "MOLECULE_ORG_ID not set (a SaaS tenant needs it)"
+	if mcfg.OrgID != "" {
+		org = "MOLECULE_ORG_ID " + mcfg.OrgID
+	}
+	env := ok("molecule env", "%s %s, %s %s, %s, token set (token file %s)", urlVar, mcfg.PlatformURL, wsVar, mcfg.WorkspaceID, org, mcfg.TokenFile)
 	mcfg.RequestTimeout = min(d.cfg.PlatformTimeout, doctorTimeout)
 	err = molecule.ProbePlatform(ctx, mcfg)
 	var he *molecule.HTTPError
 	switch {
 	case err == nil:
 		return []checkResult{env, ok("platform", "answers and accepts the token and workspace (one read of the activity feed; nothing registered)")}
+	case errors.As(err, &he) && he.TenantOrgRequired():
+		return []checkResult{env, fail("platform", err.Error()+": the tenant guard wants X-Molecule-Org-Id and MOLECULE_ORG_ID is not set",
+			"set MOLECULE_ORG_ID to the organization's UUID (a SaaS tenant reached through the control plane needs it on every call)")}
+	case errors.As(err, &he) && he.RateLimited():
+		return []checkResult{env, warn("platform", err.Error()+": the platform's rate limit is spent for now (600 requests a minute, shared by the org when MOLECULE_ORG_ID is set)",
+			"try again after the Retry-After; run waits for it by itself")}
 	case errors.As(err, &he) && he.Unauthorized():
-		return []checkResult{env, fail("platform", err.Error()+": the token was refused", "check MOLECULE_WORKSPACE_TOKEN (or <CONFIGS_DIR>/.auth_token)")}
+		return []checkResult{env, fail("platform", err.Error()+": the token was refused", "check MOLECULE_WORKSPACE_TOKEN (or <configs>/.auth_token)")}
+	case errors.As(err, &he) && he.Status == http.StatusNotFound && mcfg.OrgID != "":
+		return []checkResult{env, fail("platform", err.Error()+": the workspace is unknown, or MOLECULE_ORG_ID is not this tenant's organization",
+			"check "+wsVar+" and MOLECULE_ORG_ID")}
 	case errors.As(err, &he) && he.Status == http.StatusNotFound:
-		return []checkResult{env, fail("platform", err.Error()+": the workspace is unknown", "check WORKSPACE_ID")}
+		return []checkResult{env, fail("platform", err.Error()+": the workspace is unknown", "check "+wsVar)}
 	case errors.As(err, &he) && he.Redirect():
-		return []checkResult{env, fail("platform", err.Error(), "set PLATFORM_URL to the address that answers")}
+		return []checkResult{env, fail("platform", err.Error(), "set "+urlVar+" to the address that answers")}
 	}
-	return []checkResult{env, fail("platform", "not reachable: "+err.Error(), "check PLATFORM_URL and the network path to it")}
+	return []checkResult{env, fail("platform", "not reachable: "+err.Error(), "check "+urlVar+" and the network path to it")}
 }
 
 // checkMemory reports the memory budget run would use (--memory-budget) against MemAvailable,

@@ -181,6 +181,23 @@ func TestDoctorPasses(t *testing.T) {
 	}
 }
 
+// The canonical variables alone (MOLECULE_API_URL, MOLECULE_WORKSPACE_ID) select the Molecule
+// inbox and reach the platform.
+func TestDoctorCanonicalVariables(t *testing.T) {
+	t.Parallel()
+	e := newDoctorEnv(t)
+	p := moleculetest.NewPlatform(t, moleculetest.Config{OrgID: "org-uuid-1"})
+	e.env = append(e.env, "MOLECULE_API_URL="+p.URL(), "MOLECULE_WORKSPACE_ID="+p.WorkspaceID(),
+		"MOLECULE_WORKSPACE_TOKEN="+p.Token(), "MOLECULE_ORG_ID=org-uuid-1")
+	e.args = []string{"--codex-bin", e.codexBin, "--state-dir", e.stateDir}
+	r := e.run()
+	r.expect(t, 0, "platform", "✓", "accepts the token and workspace")
+	if _, text := r.line("molecule env"); !strings.Contains(text, "MOLECULE_API_URL "+p.URL()) || !strings.Contains(text, "MOLECULE_WORKSPACE_ID "+p.WorkspaceID()) ||
+		!strings.Contains(text, "MOLECULE_ORG_ID org-uuid-1") {
+		t.Errorf("molecule env: %q", text)
+	}
+}
+
 // Molecule mode against the fake platform: the platform answers and accepts the token, and
 // doctor changed nothing there (one GET of the activity feed, no register).
 func TestDoctorPassesMolecule(t *testing.T) {
@@ -191,6 +208,9 @@ func TestDoctorPassesMolecule(t *testing.T) {
 	e.args = []string{"--codex-bin", e.codexBin, "--state-dir", e.stateDir}
 	r := e.run()
 	r.expect(t, 0, "platform", "✓", "accepts the token and workspace")
+	if _, text := r.line("molecule env"); !strings.Contains(text, "PLATFORM_URL "+p.URL()) || !strings.Contains(text, "MOLECULE_ORG_ID not set") {
+		t.Errorf("molecule env: %q", text)
+	}
 	if _, text := r.line("listen"); !strings.Contains(text, "not used (--inbox molecule)") {
 		t.Errorf("listen: %q", text)
 	}
@@ -336,7 +356,27 @@ func TestDoctorFailures(t *testing.T) {
 		e := newDoctorEnv(t)
 		e.env = append(e.env, "PLATFORM_URL=http://127.0.0.1:9", "CONFIGS_DIR="+e.root)
 		r := e.run("--inbox", "molecule")
-		r.expect(t, 1, "molecule env", "✗", "WORKSPACE_ID is not set", "fix: set PLATFORM_URL, WORKSPACE_ID and MOLECULE_WORKSPACE_TOKEN")
+		r.expect(t, 1, "molecule env", "✗", "MOLECULE_WORKSPACE_ID (or WORKSPACE_ID) is not set",
+			"fix: set MOLECULE_API_URL (or PLATFORM_URL), MOLECULE_WORKSPACE_ID (or WORKSPACE_ID) and MOLECULE_WORKSPACE_TOKEN")
+	})
+	// A SaaS tenant's guard refuses the read without X-Molecule-Org-Id: doctor names
+	// MOLECULE_ORG_ID, not the network path.
+	t.Run("tenant guard without MOLECULE_ORG_ID", func(t *testing.T) {
+		e := newDoctorEnv(t)
+		p := moleculetest.NewPlatform(t, moleculetest.Config{OrgID: "org-uuid-1"})
+		e.env = append(e.env, "MOLECULE_API_URL="+p.URL(), "MOLECULE_WORKSPACE_ID="+p.WorkspaceID(), "MOLECULE_WORKSPACE_TOKEN="+p.Token())
+		r := e.run("--inbox", "molecule")
+		r.expect(t, 1, "platform", "✗", "HTTP 400", "TENANT_ORG_HEADER_REQUIRED", "MOLECULE_ORG_ID is not set", "fix: set MOLECULE_ORG_ID")
+		if strings.Contains(r.out, "network path") {
+			t.Error("doctor blames the network path for the tenant guard")
+		}
+	})
+	t.Run("wrong MOLECULE_ORG_ID", func(t *testing.T) {
+		e := newDoctorEnv(t)
+		p := moleculetest.NewPlatform(t, moleculetest.Config{OrgID: "org-uuid-1"})
+		e.env = append(e.env, "MOLECULE_API_URL="+p.URL(), "MOLECULE_WORKSPACE_ID="+p.WorkspaceID(), "MOLECULE_WORKSPACE_TOKEN="+p.Token(), "MOLECULE_ORG_ID=org-other")
+		r := e.run("--inbox", "molecule")
+		r.expect(t, 1, "platform", "✗", "HTTP 404", "MOLECULE_ORG_ID is not this tenant's organization", "fix: check MOLECULE_WORKSPACE_ID and MOLECULE_ORG_ID")
 	})
 	t.Run("platform refuses the token", func(t *testing.T) {
 		e := newDoctorEnv(t)
@@ -355,7 +395,7 @@ func TestDoctorFailures(t *testing.T) {
 		ln.Close()
 		e.env = append(e.env, "PLATFORM_URL="+dead, "WORKSPACE_ID=ws", "MOLECULE_WORKSPACE_TOKEN=t")
 		r := e.run("--inbox", "molecule")
-		r.expect(t, 1, "platform", "✗", "not reachable", "fix: check PLATFORM_URL")
+		r.expect(t, 1, "platform", "✗", "not reachable", "fix: check PLATFORM_URL and the network path")
 	})
 	t.Run("no bubblewrap", func(t *testing.T) {
 		e := newDoctorEnv(t)

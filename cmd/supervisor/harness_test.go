@@ -54,6 +54,10 @@ type e2eConfig struct {
 	Local bool
 	// Env is added to every daemon's environment (after the harness's own variables).
 	Env []string
+	// CanonicalEnv names the platform with the Molecule runtime's canonical variables
+	// (MOLECULE_API_URL, MOLECULE_WORKSPACE_ID) instead of PLATFORM_URL and WORKSPACE_ID, and
+	// leaves the inbox to the daemon's choice (no --inbox flag).
+	CanonicalEnv bool
 	// TLS serves the mock model over TLS (https, wss) with a CA it generates; the daemons get
 	// SSL_CERT_FILE naming it, so codex children trust it, as production reaches the model.
 	TLS bool
@@ -71,6 +75,7 @@ type e2e struct {
 	mock      *mockmodel.Model
 	plat      *moleculetest.Platform // nil in local mode
 	local     bool
+	canonical bool
 	extraEnv  []string
 	bin       string
 	root      string
@@ -110,6 +115,7 @@ func newE2E(t *testing.T, cfg e2eConfig) *e2e {
 		codexBin:  bin,
 		mock:      mock,
 		local:     cfg.Local,
+		canonical: cfg.CanonicalEnv,
 		extraEnv:  cfg.Env,
 		bin:       cfg.Bin,
 		root:      root,
@@ -133,6 +139,12 @@ func newE2E(t *testing.T, cfg e2eConfig) *e2e {
 		e.extraEnv = append(e.extraEnv[:len(e.extraEnv):len(e.extraEnv)], "SSL_CERT_FILE="+ca)
 	}
 	if !cfg.Local {
+		// The daemons poll every 50 ms, a hundred times the production 5 s: unless a test sets
+		// its own, the platform's rate window is scaled the same way (600 requests in 600 ms),
+		// so a daemon meets the limit as often as in production.
+		if cfg.Platform.RateWindow == 0 {
+			cfg.Platform.RateWindow = moleculetest.DefaultRateWindow / 100
+		}
 		e.plat = moleculetest.NewPlatform(t, cfg.Platform)
 	}
 	// Registered last so it runs first: daemons stop before the mock and the platform close.
@@ -165,7 +177,14 @@ func (e *e2e) env() []string {
 		"CODEX_CHANNEL_MOLECULE_STATE_DIR="+e.stateDir,
 		"CONFIGS_DIR="+filepath.Join(e.root, "no-configs"),
 	)
-	if e.plat != nil {
+	switch {
+	case e.plat != nil && e.canonical:
+		env = append(env,
+			"MOLECULE_API_URL="+e.plat.URL(),
+			"MOLECULE_WORKSPACE_ID="+e.plat.WorkspaceID(),
+			"MOLECULE_WORKSPACE_TOKEN="+e.plat.Token(),
+		)
+	case e.plat != nil:
 		env = append(env,
 			"PLATFORM_URL="+e.plat.URL(),
 			"WORKSPACE_ID="+e.plat.WorkspaceID(),
@@ -210,9 +229,10 @@ func (e *e2e) launch(extra ...string) *daemonProc {
 		"--state-dir", e.stateDir, "--codex-bin", e.codexBin, "--cwd", e.workDir,
 		"--poll-interval", pollInterval, "--drain-timeout", "5s", "--max-children", "8",
 		"--log-level", "info", "--log-format", "json"}
-	if e.local {
+	switch {
+	case e.local:
 		args = append(args, "--inbox", "local", "--listen", "127.0.0.1:0")
-	} else {
+	case !e.canonical:
 		args = append(args, "--inbox", "molecule")
 	}
 	args = append(args, extra...)

@@ -12,7 +12,7 @@ func commandSummary(name string) string {
 	switch name {
 	case "run":
 		return `Runs the daemon: it keeps one warm codex app-server child per chat and answers messages
-from the Molecule platform (PLATFORM_URL set) or from the local HTTP inbox (--listen). SIGTERM
+from the Molecule platform (MOLECULE_API_URL or PLATFORM_URL set) or from the local HTTP inbox (--listen). SIGTERM
 drains running turns (--drain-timeout); a second SIGTERM stops at once. Most flags have an
 environment fallback, named after the flag's text. Check the set-up first: "supervisor doctor".`
 	case "status":

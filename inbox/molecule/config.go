@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 )
@@ -23,10 +24,11 @@ var workspaceIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,127}$`)
 // validWorkspaceID reports whether id is a Molecule workspace id.
 func validWorkspaceID(id string) bool { return workspaceIDPattern.MatchString(id) }
 
-// Defaults of Config. PollInterval is well under the Python daemon's 5 s: a poll is one
-// small GET and the latency of every message depends on it.
+// Defaults of Config. PollInterval is the Molecule runtime's 5 s (inbox.py): the platform's
+// rate limit (600 requests a minute) is shared by the whole org when X-Molecule-Org-Id is sent,
+// and a workspace polling every second alone would spend a tenth of it.
 const (
-	DefaultPollInterval      = time.Second
+	DefaultPollInterval      = 5 * time.Second
 	DefaultHeartbeatInterval = 20 * time.Second
 	DefaultRequestTimeout    = 30 * time.Second
 	DefaultMaxPollBytes      = 32 << 20
@@ -65,13 +67,18 @@ const StateFileName = "bridge-state.json"
 // the same environment the Python daemon reads; the caller adds Answerer and Logger. Zero
 // durations and sizes mean the defaults above.
 type Config struct {
-	// PlatformURL is the platform's base URL (PLATFORM_URL), http or https, no user info.
+	// PlatformURL is the platform's base URL (MOLECULE_API_URL or an alias, see ConfigFromEnv),
+	// http or https, no user info.
 	PlatformURL string
-	// WorkspaceID is this workspace (WORKSPACE_ID).
+	// WorkspaceID is this workspace (MOLECULE_WORKSPACE_ID, or WORKSPACE_ID).
 	WorkspaceID string
-	// Token is the workspace bearer token (MOLECULE_WORKSPACE_TOKEN or <CONFIGS_DIR>/.auth_token).
-	// It is never logged.
+	// Token is the workspace bearer token at start (<configs>/.auth_token, else
+	// MOLECULE_WORKSPACE_TOKEN). It is never logged.
 	Token string
+	// TokenFile is where the token rotates (<configs>/.auth_token): once it holds another token,
+	// that one is used, and a token register issues is saved there. Empty: the token never
+	// changes and an issued one lasts until the daemon stops.
+	TokenFile string
 	// OrgID is sent as X-Molecule-Org-Id when set (MOLECULE_ORG_ID).
 	OrgID string
 	// StateDir holds bridge-state.json (CODEX_CHANNEL_MOLECULE_STATE_DIR, default
@@ -221,10 +228,10 @@ func (cfg Config) validate() error {
 		return err
 	}
 	if !validWorkspaceID(cfg.WorkspaceID) {
-		return fmt.Errorf("workspace id %q is invalid: WORKSPACE_ID must match %s", cfg.WorkspaceID, workspaceIDPattern)
+		return fmt.Errorf("workspace id %q is invalid: MOLECULE_WORKSPACE_ID must match %s", cfg.WorkspaceID, workspaceIDPattern)
 	}
 	if cfg.Token == "" {
-		return errors.New("no workspace token: set MOLECULE_WORKSPACE_TOKEN or write <CONFIGS_DIR>/.auth_token")
+		return errors.New("no workspace token: set MOLECULE_WORKSPACE_TOKEN or write <configs>/.auth_token")
 	}
 	if strings.ContainsAny(cfg.Token, "\r\n") {
 		return errors.New("workspace token contains a line break")
@@ -245,51 +252,78 @@ func (cfg Config) validate() error {
 // would end up in logs and errors) and drops a trailing slash.
 func parsePlatformURL(raw string) (*url.URL, error) {
 	if raw == "" {
-		return nil, errors.New("PLATFORM_URL is not set")
+		return nil, errors.New("MOLECULE_API_URL (or PLATFORM_URL) is not set")
 	}
 	u, err := url.Parse(strings.TrimRight(raw, "/"))
 	if err != nil {
-		return nil, fmt.Errorf("PLATFORM_URL is not a URL: %w", err)
+		return nil, fmt.Errorf("the platform URL is not a URL: %w", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("PLATFORM_URL must be http or https, got scheme %q", u.Scheme)
+		return nil, fmt.Errorf("the platform URL must be http or https, got scheme %q", u.Scheme)
 	}
 	if u.Host == "" {
-		return nil, errors.New("PLATFORM_URL has no host")
+		return nil, errors.New("the platform URL has no host")
 	}
 	if u.User != nil {
-		return nil, errors.New("PLATFORM_URL must not contain user info")
+		return nil, errors.New("the platform URL must not contain user info")
 	}
 	u.RawQuery, u.Fragment = "", ""
 	return u, nil
 }
 
-// ConfigFromEnv reads the Molecule settings from the environment the Python daemon and
-// runtime use: PLATFORM_URL, WORKSPACE_ID, MOLECULE_WORKSPACE_TOKEN (else the file
-// <CONFIGS_DIR>/.auth_token, CONFIGS_DIR defaulting to /configs), MOLECULE_ORG_ID and
-// CODEX_CHANNEL_MOLECULE_STATE_DIR (default $HOME/.codex-channel-molecule). getenv is usually
-// os.Getenv. Answerer and Logger are left for the caller.
+// Environment variables of the Molecule settings, canonical name first, then its aliases in
+// the order they are tried (the runtime's contracts/credentials.contract.json).
+var (
+	PlatformURLEnv = []string{"MOLECULE_API_URL", "MOLECULE_URL", "PLATFORM_URL", "MOLECULE_PLATFORM_URL"}
+	WorkspaceIDEnv = []string{"MOLECULE_WORKSPACE_ID", "WORKSPACE_ID"}
+)
+
+// FirstEnv returns the first of names set (non-blank) in the environment, and its value.
+func FirstEnv(getenv func(string) string, names []string) (name, value string) {
+	for _, n := range names {
+		if v := strings.TrimSpace(getenv(n)); v != "" {
+			return n, v
+		}
+	}
+	return "", ""
+}
+
+// ConfigFromEnv reads the Molecule settings from the environment the Molecule runtime reads
+// (contracts/credentials.contract.json): the platform URL from MOLECULE_API_URL, else
+// MOLECULE_URL, PLATFORM_URL, MOLECULE_PLATFORM_URL (the first one set wins); the workspace from
+// MOLECULE_WORKSPACE_ID, else WORKSPACE_ID; the org from MOLECULE_ORG_ID; the token from
+// <configs>/.auth_token, else MOLECULE_WORKSPACE_TOKEN (platform_auth.py reads the file first:
+// the platform writes and rotates it there); the configs directory is CONFIGS_DIR, else /configs
+// when it exists and is writable, else $HOME/.molecule-workspace (configs_dir.py). The state
+// directory is CODEX_CHANNEL_MOLECULE_STATE_DIR (default $HOME/.codex-channel-molecule).
+// getenv is usually os.Getenv. Answerer and Logger are left for the caller.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	env := func(k string) string { return strings.TrimSpace(getenv(k)) }
+	urlVar, platformURL := FirstEnv(getenv, PlatformURLEnv)
+	wsVar, workspaceID := FirstEnv(getenv, WorkspaceIDEnv)
 	cfg := Config{
-		PlatformURL: env("PLATFORM_URL"),
-		WorkspaceID: env("WORKSPACE_ID"),
+		PlatformURL: platformURL,
+		WorkspaceID: workspaceID,
 		OrgID:       env("MOLECULE_ORG_ID"),
 		StateDir:    env("CODEX_CHANNEL_MOLECULE_STATE_DIR"),
 	}
 	if _, err := parsePlatformURL(cfg.PlatformURL); err != nil {
+		if urlVar != "" {
+			return Config{}, fmt.Errorf("%s: %w", urlVar, err)
+		}
 		return Config{}, err
 	}
 	if cfg.WorkspaceID == "" {
-		return Config{}, errors.New("WORKSPACE_ID is not set")
+		return Config{}, errors.New("MOLECULE_WORKSPACE_ID (or WORKSPACE_ID) is not set")
 	}
 	if !validWorkspaceID(cfg.WorkspaceID) {
-		return Config{}, fmt.Errorf("WORKSPACE_ID %q is invalid: it must match %s", cfg.WorkspaceID, workspaceIDPattern)
+		return Config{}, fmt.Errorf("%s %q is invalid: it must match %s", wsVar, cfg.WorkspaceID, workspaceIDPattern)
 	}
 	if strings.ContainsAny(cfg.OrgID, "\r\n") {
 		return Config{}, errors.New("MOLECULE_ORG_ID contains a line break")
 	}
-	token, err := tokenFromEnv(env)
+	cfg.TokenFile = filepath.Join(ConfigsDir(getenv), TokenFileName)
+	token, err := tokenFromEnv(env, cfg.TokenFile)
 	if err != nil {
 		return Config{}, err
 	}
@@ -304,33 +338,38 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return cfg, nil
 }
 
-// tokenFromEnv prefers MOLECULE_WORKSPACE_TOKEN and falls back to the file the platform writes
-// into managed containers. Errors name the file but never its content.
-func tokenFromEnv(env func(string) string) (string, error) {
+// ConfigsDir is the Molecule runtime's configs directory (configs_dir.py): CONFIGS_DIR when
+// set, else /configs when it exists and is writable (inside a workspace container), else
+// $HOME/.molecule-workspace. Nothing is created.
+func ConfigsDir(getenv func(string) string) string {
+	if d := strings.TrimSpace(getenv("CONFIGS_DIR")); d != "" {
+		return d
+	}
+	if fi, err := os.Stat(containerConfigsDir); err == nil && fi.IsDir() && unix.Access(containerConfigsDir, unix.W_OK) == nil {
+		return containerConfigsDir
+	}
+	return filepath.Join(strings.TrimSpace(getenv("HOME")), ".molecule-workspace")
+}
+
+// containerConfigsDir is the configs directory the platform mounts into workspace containers.
+const containerConfigsDir = "/configs"
+
+// tokenFromEnv prefers the token file, as the runtime does (the platform writes and rotates it;
+// a token register issued was saved there), and falls back to MOLECULE_WORKSPACE_TOKEN. Errors
+// name the file but never its content.
+func tokenFromEnv(env func(string) string, path string) (string, error) {
+	t, err := readTokenFile(path)
+	if err != nil {
+		return "", err
+	}
+	if t != "" {
+		return t, nil
+	}
 	if t := env("MOLECULE_WORKSPACE_TOKEN"); t != "" {
 		if strings.ContainsAny(t, "\r\n") {
 			return "", errors.New("MOLECULE_WORKSPACE_TOKEN contains a line break")
 		}
 		return t, nil
 	}
-	dir := env("CONFIGS_DIR")
-	if dir == "" {
-		dir = "/configs"
-	}
-	path := filepath.Join(dir, ".auth_token")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("no workspace token: MOLECULE_WORKSPACE_TOKEN is not set and %s does not exist", path)
-		}
-		return "", fmt.Errorf("read workspace token file %s: %w", path, err)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", fmt.Errorf("no workspace token: MOLECULE_WORKSPACE_TOKEN is not set and %s is empty", path)
-	}
-	if strings.ContainsAny(t, "\r\n") {
-		return "", fmt.Errorf("workspace token file %s has more than one line", path)
-	}
-	return t, nil
+	return "", fmt.Errorf("no workspace token: MOLECULE_WORKSPACE_TOKEN is not set and %s does not exist or is empty", path)
 }

@@ -21,6 +21,7 @@ func TestMoleculeConfigFromEnv(t *testing.T) {
 		"WORKSPACE_ID":             "ws-1",
 		"MOLECULE_WORKSPACE_TOKEN": "env-token",
 		"HOME":                     "/home/u",
+		"CONFIGS_DIR":              t.TempDir(),
 	}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
@@ -56,17 +57,53 @@ func TestMoleculeConfigFromEnv(t *testing.T) {
 				t.Errorf("token = %q", c.Token)
 			}
 		}},
-		{name: "env token wins over file", env: with("CONFIGS_DIR", configs), check: func(t *testing.T, c Config) {
-			if c.Token != "env-token" {
-				t.Errorf("token = %q", c.Token)
+		// As the runtime's platform_auth.get_token: the platform writes and rotates the file.
+		{name: "file token wins over env", env: with("CONFIGS_DIR", configs), check: func(t *testing.T, c Config) {
+			if c.Token != "file-token" || c.TokenFile != filepath.Join(configs, ".auth_token") {
+				t.Errorf("token = %q, file %q", c.Token, c.TokenFile)
+			}
+		}},
+		{name: "canonical variables alone", env: map[string]string{
+			"MOLECULE_API_URL": "https://api.example", "MOLECULE_WORKSPACE_ID": "ws-9",
+			"MOLECULE_WORKSPACE_TOKEN": "env-token", "HOME": "/home/u", "CONFIGS_DIR": t.TempDir(),
+		}, check: func(t *testing.T, c Config) {
+			if c.PlatformURL != "https://api.example" || c.WorkspaceID != "ws-9" || c.Token != "env-token" {
+				t.Errorf("config = %+v", c)
+			}
+		}},
+		{name: "canonical names win over aliases", env: with("MOLECULE_API_URL", "https://canonical.example", "MOLECULE_URL", "https://second.example",
+			"MOLECULE_PLATFORM_URL", "https://last.example", "MOLECULE_WORKSPACE_ID", "ws-canonical"), check: func(t *testing.T, c Config) {
+			if c.PlatformURL != "https://canonical.example" || c.WorkspaceID != "ws-canonical" {
+				t.Errorf("config = %+v", c)
+			}
+		}},
+		{name: "aliases in contract order", env: with("PLATFORM_URL", "", "MOLECULE_PLATFORM_URL", "https://last.example", "MOLECULE_URL", "https://second.example"), check: func(t *testing.T, c Config) {
+			if c.PlatformURL != "https://second.example" {
+				t.Errorf("platform url = %q", c.PlatformURL)
+			}
+		}},
+		{name: "last alias alone", env: with("PLATFORM_URL", "", "MOLECULE_PLATFORM_URL", "https://last.example"), check: func(t *testing.T, c Config) {
+			if c.PlatformURL != "https://last.example" {
+				t.Errorf("platform url = %q", c.PlatformURL)
+			}
+		}},
+		{name: "configs dir defaults to home", env: with("CONFIGS_DIR", ""), check: func(t *testing.T, c Config) {
+			// /configs does not exist on a test machine; if it does and is writable it is used.
+			if c.TokenFile != "/home/u/.molecule-workspace/.auth_token" && c.TokenFile != "/configs/.auth_token" {
+				t.Errorf("token file = %q", c.TokenFile)
 			}
 		}},
 		{name: "no token anywhere", env: with("MOLECULE_WORKSPACE_TOKEN", "", "CONFIGS_DIR", t.TempDir()), wantErr: "MOLECULE_WORKSPACE_TOKEN is not set and"},
 		{name: "empty token file", env: with("MOLECULE_WORKSPACE_TOKEN", "", "CONFIGS_DIR", emptyConfigs), wantErr: "is empty"},
-		{name: "missing platform url", env: with("PLATFORM_URL", ""), wantErr: "PLATFORM_URL is not set"},
+		{name: "empty token file, env token", env: with("CONFIGS_DIR", emptyConfigs), check: func(t *testing.T, c Config) {
+			if c.Token != "env-token" {
+				t.Errorf("token = %q", c.Token)
+			}
+		}},
+		{name: "missing platform url", env: with("PLATFORM_URL", ""), wantErr: "MOLECULE_API_URL (or PLATFORM_URL) is not set"},
 		{name: "platform url not http", env: with("PLATFORM_URL", "ftp://x"), wantErr: "http or https"},
 		{name: "platform url with user info", env: with("PLATFORM_URL", "https://u:p@x"), wantErr: "user info"},
-		{name: "missing workspace id", env: with("WORKSPACE_ID", ""), wantErr: "WORKSPACE_ID is not set"},
+		{name: "missing workspace id", env: with("WORKSPACE_ID", ""), wantErr: "MOLECULE_WORKSPACE_ID (or WORKSPACE_ID) is not set"},
 		{name: "uppercase workspace id", env: with("WORKSPACE_ID", "WS-1"), wantErr: "WORKSPACE_ID \"WS-1\" is invalid"},
 		{name: "workspace id with slash", env: with("WORKSPACE_ID", "ws/1"), wantErr: "is invalid"},
 		{name: "workspace id leading dash", env: with("WORKSPACE_ID", "-ws"), wantErr: "is invalid"},

@@ -9,14 +9,23 @@
 // without asking codex again, also across restarts, and every attempt carries the same
 // Idempotency-Key (replyID). The activity page is read as a stream, one row at a time with a
 // per-row cap (rowscan.go), so memory does not grow with the page. Platform calls never follow a
-// redirect: the token stays with PLATFORM_URL's origin. Chats run at once as far as the
+// redirect: the token stays with the platform URL's origin. Chats run at once as far as the
 // supervisor's pool allows, with no limit of the inbox's own; a message the pool answers busy
 // stays unacknowledged and is tried again with backoff (BusyRetryFor) before it is answered busy.
 //
-// Files, one job each: platform.go (the platform client), rowscan.go (the streamed activity
-// page), normalize.go (a row → a message), ledger.go (the durable position), dispatcher.go (the
-// per-chat queues), molecule.go (poll, heartbeat, delivery), moleculeanswer.go (a message's turn
-// and its reply), approvals.go and progress.go (what a running turn tells the chat).
+// The platform limits requests (600 a minute per bucket, the whole org's when
+// X-Molecule-Org-Id is sent): every call goes through one rate gate in the client, closed by a
+// 429 for its Retry-After (ratelimit.go). The workspace token rotates in <configs>/.auth_token
+// and is re-read when that file changes and after a 401 (token.go). A SaaS tenant's guard
+// refuses calls without MOLECULE_ORG_ID; that is logged naming the variable and never drops a
+// reply (tenancy.go). The activity feed answers at most a page (500 rows) per call, so a cold
+// start walks its window back with before_ts and a backlog reads on page after page (paging.go).
+//
+// Files, one job each: platform.go (the platform client), paging.go (the activity pages),
+// rowscan.go (the streamed activity page), normalize.go (a row → a message), ledger.go (the
+// durable position), dispatcher.go (the per-chat queues), molecule.go (poll, heartbeat,
+// delivery), moleculeanswer.go (a message's turn and its reply), approvals.go and progress.go
+// (what a running turn tells the chat).
 //
 // Durable state: <StateDir>/bridge-state.json (StateFileName), written atomically (temp file,
 // fsync, rename, directory fsync). It holds the inbox position as a low-water mark over arrival

@@ -49,7 +49,12 @@ func newTestLogger(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {
 // them: a request the platform answered must not time out on a loaded machine, or its retry
 // reaches the platform twice and breaks the tests' exact counts of calls. Tests with a hung
 // request set their own.
+//
+// Its polls come every 5 ms, a thousand times faster than the production 5 s; the platform's
+// rate window is scaled the same way (600 requests in 60 ms instead of a minute), so the inbox
+// meets the limit exactly as often as in production: never while it polls alone.
 func testConfig(p *moleculetest.Platform, stateDir string, a chat.Answerer, log *zap.Logger) Config {
+	p.SetRateLimit(moleculetest.DefaultRateLimit, moleculetest.DefaultRateWindow/1000)
 	return Config{
 		PlatformURL:       p.URL(),
 		WorkspaceID:       p.WorkspaceID(),

@@ -49,6 +49,9 @@ type Inbox struct {
 	images     *imageBudget // image bytes of messages waiting for their answer
 	c          counters
 	started    atomic.Bool
+	// orgMissingLogged: the tenant guard's refusal was logged (tenantRefused); a poll that goes
+	// through clears it.
+	orgMissingLogged atomic.Bool
 	// handed are the goroutines waiting for the replies of messages handed off (HandOff).
 	handed sync.WaitGroup
 
@@ -67,19 +70,8 @@ func New(cfg Config) (*Inbox, error) {
 		return nil, fmt.Errorf("molecule inbox: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	red := redactor{secret: cfg.Token}
-	log := red.Logger(cfg.Logger).Named("bridge").With(zap.String("workspace_id", cfg.WorkspaceID))
-	m := &Inbox{
-		cfg: cfg,
-		log: log,
-		ncfg: normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes,
-			maxImageBytes: cfg.MaxImageBytes, maxImagesBytes: cfg.MaxImagesBytes},
-		ackWake:    make(chan struct{}, 1),
-		inflight:   make(map[string]string),
-		poisonSeen: newIDRing(cfg.RecentIDs),
-		images:     &imageBudget{max: int64(cfg.MaxPendingImageBytes)},
-	}
 	hc := cfg.HTTPClient
+	var ownHTTP *http.Client
 	if hc == nil {
 		tr, _ := http.DefaultTransport.(*http.Transport)
 		if tr != nil {
@@ -89,13 +81,28 @@ func New(cfg Config) (*Inbox, error) {
 			tr.MaxIdleConnsPerHost = platformIdleConns
 		}
 		hc = &http.Client{Transport: tr}
-		m.ownHTTP = hc
+		ownHTTP = hc
 	}
 	client, err := newPlatformClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("molecule inbox: %w", err)
 	}
-	m.client = client
+	// The client's redactor: it also knows the tokens a rotation brings later.
+	log := client.red.Logger(cfg.Logger).Named("bridge").With(zap.String("workspace_id", cfg.WorkspaceID))
+	client.tokens.log = log
+	m := &Inbox{
+		client:  client,
+		ownHTTP: ownHTTP,
+		cfg:     cfg,
+		log:     log,
+		ncfg: normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes,
+			maxImageBytes: cfg.MaxImageBytes, maxImagesBytes: cfg.MaxImagesBytes},
+		ackWake:    make(chan struct{}, 1),
+		inflight:   make(map[string]string),
+		poisonSeen: newIDRing(cfg.RecentIDs),
+		images:     &imageBudget{max: int64(cfg.MaxPendingImageBytes)},
+	}
+	client.onLimited = m.rateLimited
 	l, err := openLedger(cfg.StateDir, cfg.WorkspaceID, cfg.RecentIDs, log)
 	if err != nil {
 		return nil, fmt.Errorf("molecule inbox: %w", err)
@@ -179,6 +186,7 @@ func (m *Inbox) Stats() Stats {
 		PollErrors:         m.c.pollErrors.Load(),
 		HeartbeatErrors:    m.c.heartbeatErrors.Load(),
 		PersistErrors:      m.c.persistErrors.Load(),
+		RateLimited:        m.c.rateLimited.Load(),
 		Abandoned:          m.c.abandoned.Load(),
 		BusyRetries:        m.c.busyRetries.Load(),
 		UnreachableRetries: m.c.unreachableRetries.Load(),
@@ -196,8 +204,10 @@ func (m *Inbox) Stats() Stats {
 // errors are fatal; network errors and 5xx are retried until ctx is done (the platform may be
 // starting).
 func (m *Inbox) register(ctx context.Context) error {
+	var answer registerAnswer
 	err := retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
-		err := m.client.register(ctx, m.cfg.AgentName)
+		var err error
+		answer, err = m.client.register(ctx, m.cfg.AgentName)
 		if he := (*HTTPError)(nil); errors.As(err, &he) && !retryableStatus(he.Status) {
 			return backoff.Permanent(err)
 		}
@@ -206,7 +216,8 @@ func (m *Inbox) register(ctx context.Context) error {
 		m.log.Warn("register failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
 	})
 	if err == nil {
-		m.log.Info("registered with the platform", zap.String("platform", m.client.origin))
+		m.log.Info("registered with the platform", zap.String("platform", m.client.origin), zap.String("delivery_mode", answer.DeliveryMode))
+		m.registered(answer)
 		return nil
 	}
 	var he *HTTPError
@@ -278,10 +289,18 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 		case err != nil:
 			m.c.pollErrors.Add(1)
 			wait := bo.NextBackOff()
-			m.platformCallFailed(callPoll, err, zap.String("cursor", cursor), zap.Duration("retry_in", wait))
+			switch {
+			case isTenantOrgRequired(err):
+				m.tenantRefused(callPoll, err, zap.Duration("retry_in", wait))
+			case isRateLimited(err):
+				// Logged by rateLimited; the gate holds the next call back until it ends.
+			default:
+				m.platformCallFailed(callPoll, err, zap.String("cursor", cursor), zap.Duration("retry_in", wait))
+			}
 			timer.Reset(wait)
 			continue
 		}
+		m.orgMissingLogged.Store(false)
 		m.log.Debug("polled", zap.Int("rows", len(page.rows)), zap.Bool("more", page.more),
 			zap.String("cursor", cursor), zap.Duration("took", time.Since(pollStart)))
 		m.platformCallOK(callPoll)
@@ -443,6 +462,9 @@ func (m *Inbox) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
 		return err
 	}, func(err error, wait time.Duration) {
 		m.c.deliveryRetries.Add(1)
+		if isTenantOrgRequired(err) {
+			m.tenantRefused("reply", err, zap.String("chat_key", p.ChatKey), zap.String("activity_id", p.ActivityID))
+		}
 		log.Warn("reply delivery failed; retrying without running codex again",
 			zap.Error(err), zap.Int("attempt", attempts), zap.Duration("retry_in", wait))
 	})
@@ -498,6 +520,8 @@ func (m *Inbox) sendAs(ctx context.Context, log *zap.Logger, p pendingReply, key
 // permanentDeliveryError says whether a delivery failure cannot go away by retrying: client
 // errors (403 talk_to_user_disabled, 404 workspace not found, 400, 413, ...). 401 is retried: the
 // reply is kept until an operator fixes the token (a restart delivers it from the state file).
+// So is the tenant guard's 400 for a missing X-Molecule-Org-Id: the reply is fine, the daemon's
+// MOLECULE_ORG_ID is missing.
 // A redirect (3xx) is retried like a 5xx: the reply did not reach the platform, and a platform
 // being moved is an outage, not a refusal.
 func permanentDeliveryError(err error) bool {
@@ -509,7 +533,7 @@ func permanentDeliveryError(err error) bool {
 	if !errors.As(err, &he) {
 		return false
 	}
-	return he.Status != http.StatusUnauthorized && !retryableStatus(he.Status) && he.Status >= 400
+	return he.Status != http.StatusUnauthorized && !he.TenantOrgRequired() && !retryableStatus(he.Status) && he.Status >= 400
 }
 
 // persist writes the state file if something changed (syncState: a failure is counted, and

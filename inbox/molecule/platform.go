@@ -9,8 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
@@ -22,6 +21,10 @@ const maxSmallBody = 64 << 10
 // maxErrorSnippet is how much of a response body an error quotes.
 const maxErrorSnippet = 256
 
+// codeTenantOrgRequired is the code of the tenant guard's 400 for a request without
+// X-Molecule-Org-Id (middleware/tenant_guard.go).
+const codeTenantOrgRequired = "TENANT_ORG_HEADER_REQUIRED"
+
 // errCursorGone means the platform no longer knows the since_id cursor (HTTP 410).
 var errCursorGone = errors.New("activity cursor unknown to the platform (HTTP 410)")
 
@@ -32,6 +35,8 @@ type HTTPError struct {
 	Body   string
 	// Location is where a 3xx answer pointed (redacted); platform calls never follow it.
 	Location string
+	// Code is the "code" member of a JSON error body (e.g. TENANT_ORG_HEADER_REQUIRED), if any.
+	Code string
 }
 
 func (e *HTTPError) Error() string {
@@ -52,6 +57,16 @@ func (e *HTTPError) Error() string {
 // Redirect reports a 3xx answer.
 func (e *HTTPError) Redirect() bool { return e.Status >= 300 && e.Status <= 399 }
 
+// TenantOrgRequired reports the SaaS tenant guard's refusal of a request without
+// X-Molecule-Org-Id (middleware/tenant_guard.go): MOLECULE_ORG_ID is not set. Nothing about the
+// request itself is wrong, so it is never a permanent refusal of a reply.
+func (e *HTTPError) TenantOrgRequired() bool {
+	return e.Status == http.StatusBadRequest && e.Code == codeTenantOrgRequired
+}
+
+// RateLimited reports a 429: the platform's rate bucket is empty for now.
+func (e *HTTPError) RateLimited() bool { return e.Status == http.StatusTooManyRequests }
+
 // Unauthorized reports a 401/403: the token was rejected.
 func (e *HTTPError) Unauthorized() bool {
 	return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
@@ -59,15 +74,18 @@ func (e *HTTPError) Unauthorized() bool {
 
 // platformClient speaks the Molecule HTTP API (docs/PROTOCOL.md section 2). It owns no goroutines.
 type platformClient struct {
-	base    *url.URL
-	origin  string
-	ws      string
-	token   string
-	org     string
-	hc      *http.Client
-	timeout time.Duration
-	maxRow  int
-	red     redactor
+	base   *url.URL
+	origin string
+	ws     string
+	tokens *tokenSource
+	gate   *rateGate
+	// onLimited, when set, hears of every answer that closed the rate gate (see rateGate).
+	onLimited func(op string, wait time.Duration, status int)
+	org       string
+	hc        *http.Client
+	timeout   time.Duration
+	maxRow    int
+	red       redactor
 }
 
 // newPlatformClient uses a copy of hc that never follows a redirect: following one would send
@@ -81,17 +99,19 @@ func newPlatformClient(cfg Config, hc *http.Client) (*platformClient, error) {
 	own := *hc
 	own.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	hc = &own
+	rotated := &secretSet{}
 	return &platformClient{
 		base: base,
 		// Origin carries scheme and host only: a path is not valid in an Origin header.
 		origin:  base.Scheme + "://" + base.Host,
 		ws:      cfg.WorkspaceID,
-		token:   cfg.Token,
+		tokens:  newTokenSource(cfg.Token, cfg.TokenFile, rotated),
+		gate:    &rateGate{},
 		org:     cfg.OrgID,
 		hc:      hc,
 		timeout: cfg.RequestTimeout,
 		maxRow:  int(cfg.MaxRowBytes),
-		red:     redactor{secret: cfg.Token},
+		red:     redactor{secret: cfg.Token, rotated: rotated},
 	}, nil
 }
 
@@ -111,8 +131,26 @@ type request struct {
 }
 
 // start sends req and returns the response, whatever its status, with the body unread. The
-// caller closes the body.
+// caller closes the body. It waits while the rate gate is closed, and a 401 answered to a token
+// the token file no longer holds is sent once more with the file's token.
 func (c *platformClient) start(ctx context.Context, req request) (*http.Response, error) {
+	if err := c.gate.wait(ctx); err != nil {
+		return nil, fmt.Errorf("%s: waiting for the platform's rate limit: %w", req.op, err)
+	}
+	resp, err := c.send(ctx, req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || !c.tokens.reload() {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxSmallBody))
+	resp.Body.Close()
+	if err := c.gate.wait(ctx); err != nil {
+		return nil, fmt.Errorf("%s: waiting for the platform's rate limit: %w", req.op, err)
+	}
+	return c.send(ctx, req)
+}
+
+// send makes one attempt of req and lets the rate gate see the answer.
+func (c *platformClient) send(ctx context.Context, req request) (*http.Response, error) {
 	u := *c.base
 	u.Path = c.base.Path + req.path
 	u.RawPath = ""
@@ -129,7 +167,7 @@ func (c *platformClient) start(ctx context.Context, req request) (*http.Response
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", req.op, err)
 	}
-	hr.Header.Set("Authorization", "Bearer "+c.token)
+	hr.Header.Set("Authorization", "Bearer "+c.tokens.current())
 	hr.Header.Set("Origin", c.origin)
 	hr.Header.Set("Accept", "application/json")
 	if req.body != nil {
@@ -150,12 +188,19 @@ func (c *platformClient) start(ctx context.Context, req request) (*http.Response
 		// case a proxy error quotes headers.
 		return nil, fmt.Errorf("%s: %s", req.op, c.red.String(err.Error()))
 	}
+	if wait, _ := c.gate.observe(resp, time.Now()); wait > 0 && c.onLimited != nil {
+		c.onLimited(req.op, wait, resp.StatusCode)
+	}
 	return resp, nil
 }
 
 // do performs req within RequestTimeout and returns the body, read up to maxSmallBody bytes.
 // Non-2xx statuses are returned as *HTTPError.
 func (c *platformClient) do(ctx context.Context, req request) ([]byte, error) {
+	// The wait for the rate gate is not the call's: RequestTimeout starts after it.
+	if err := c.gate.wait(ctx); err != nil {
+		return nil, fmt.Errorf("%s: waiting for the platform's rate limit: %w", req.op, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	resp, err := c.start(ctx, req)
@@ -185,6 +230,12 @@ func (c *platformClient) statusErr(op string, resp *http.Response, body []byte) 
 		return nil
 	}
 	he := &HTTPError{Op: op, Status: resp.StatusCode, Body: c.snippet(body)}
+	var coded struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(body, &coded) == nil {
+		he.Code = chat.CapText(coded.Code, 64)
+	}
 	if loc, err := resp.Location(); err == nil {
 		he.Location = c.red.String(loc.Redacted())
 	}
@@ -197,16 +248,36 @@ func (c *platformClient) snippet(b []byte) string {
 	return chat.CapText(s, maxErrorSnippet+64)
 }
 
+// registerAnswer is what register answers (registry.go Register): the delivery mode in
+// effect, and a token when the workspace had no live one.
+type registerAnswer struct {
+	Status       string `json:"status"`
+	DeliveryMode string `json:"delivery_mode"`
+	AuthToken    string `json:"auth_token"`
+}
+
 // register announces the workspace in poll mode (no inbound URL).
-func (c *platformClient) register(ctx context.Context, agentName string) error {
+func (c *platformClient) register(ctx context.Context, agentName string) (registerAnswer, error) {
 	body := map[string]any{
 		"id":            c.ws,
 		"url":           "",
 		"agent_card":    map[string]any{"name": agentName, "skills": []any{}},
 		"delivery_mode": "poll",
 	}
-	_, err := c.do(ctx, request{op: "register", method: http.MethodPost, path: "/registry/register", body: body})
-	return err
+	resp, err := c.do(ctx, request{op: "register", method: http.MethodPost, path: "/registry/register", body: body})
+	if err != nil {
+		return registerAnswer{}, err
+	}
+	var a registerAnswer
+	if json.Unmarshal(resp, &a) != nil {
+		// An older platform answered without a body we know: the workspace is registered.
+		return registerAnswer{}, nil
+	}
+	a.AuthToken = strings.TrimSpace(a.AuthToken)
+	if strings.ContainsAny(a.AuthToken, "\r\n") {
+		a.AuthToken = ""
+	}
+	return a, nil
 }
 
 // heartbeatBody is POST /registry/heartbeat.
@@ -224,142 +295,6 @@ func (c *platformClient) heartbeat(ctx context.Context, hb heartbeatBody) error 
 	hb.CurrentTask, hb.SampleError = c.red.String(hb.CurrentTask), c.red.String(hb.SampleError)
 	_, err := c.do(ctx, request{op: "heartbeat", method: http.MethodPost, path: "/registry/heartbeat", body: hb})
 	return err
-}
-
-// pageLimits bound what one poll keeps of an activity page.
-type pageLimits struct {
-	rows  int   // rows: the room left in the unacked window
-	bytes int64 // bytes of row text held (MaxPollBytes)
-}
-
-// pollPage is what a poll kept, oldest first.
-type pollPage struct {
-	rows []scannedRow
-	// more says a limit left rows of the page for later: the next poll, from the last row kept,
-	// should come at once.
-	more bool
-}
-
-// poll fetches inbound rows after cursor (oldest first), or the last sinceSecs seconds when
-// cursor is empty (the platform answers newest first). The page is read as a stream, one row at
-// a time, and what is kept stays within lim and the row cap whatever the page's size; see
-// keepOldestFirst and keepOldestOfWindow. With a cursor, rows read before a failure are returned
-// with the error: they are complete and follow the cursor. errCursorGone reports a 410.
-//
-// RequestTimeout bounds the wait for the answer and for each read of the page, not the whole
-// page: a large page that keeps coming is not cut off, one that stalls is.
-func (c *platformClient) poll(ctx context.Context, cursor string, sinceSecs int, lim pageLimits) (pollPage, error) {
-	q := url.Values{"type": {"a2a_receive"}, "include": {"peer_info"}}
-	if cursor != "" {
-		q.Set("since_id", cursor)
-	} else {
-		q.Set("since_secs", strconv.Itoa(sinceSecs))
-	}
-	parent := ctx
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	idleErr := fmt.Errorf("no data from the platform for %s (RequestTimeout)", c.timeout)
-	idle := time.AfterFunc(c.timeout, func() { cancel(idleErr) })
-	defer idle.Stop()
-	// failed names the idle deadline when it is why err happened; err already names the poll.
-	failed := func(err error) error {
-		if parent.Err() == nil && errors.Is(context.Cause(ctx), idleErr) {
-			return fmt.Errorf("poll: %w", idleErr)
-		}
-		return err
-	}
-
-	resp, err := c.start(ctx, request{op: "poll", method: http.MethodGet, path: "/workspaces/" + c.ws + "/activity", query: q})
-	if err != nil {
-		return pollPage{}, failed(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		body, err := c.readSmall("poll", resp)
-		if err != nil {
-			return pollPage{}, failed(err)
-		}
-		if resp.StatusCode == http.StatusGone {
-			return pollPage{}, errCursorGone
-		}
-		return pollPage{}, c.statusErr("poll", resp, body)
-	}
-	sc := newRowScanner(idleReader{r: resp.Body, idle: idle, d: c.timeout}, c.maxRow)
-	var pg pollPage
-	if cursor != "" {
-		pg, err = keepOldestFirst(sc, lim)
-	} else {
-		pg, err = keepOldestOfWindow(sc, lim)
-	}
-	if err != nil {
-		return pg, failed(fmt.Errorf("poll: %w", err))
-	}
-	return pg, nil
-}
-
-// idleReader pushes the idle deadline back whenever data arrives.
-type idleReader struct {
-	r    io.Reader
-	idle *time.Timer
-	d    time.Duration
-}
-
-func (r idleReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if n > 0 {
-		r.idle.Reset(r.d)
-	}
-	return n, err
-}
-
-// keepOldestFirst reads a page that is oldest first (a since_id page) and keeps its rows in
-// order until lim is reached; the rest of the page is left unread and comes with the next poll,
-// which starts after the last row kept. On an error the rows kept so far are returned with it.
-func keepOldestFirst(sc *rowScanner, lim pageLimits) (pollPage, error) {
-	var pg pollPage
-	var held int64
-	for {
-		row, ok, err := sc.next()
-		if err != nil || !ok {
-			return pg, err
-		}
-		pg.rows = append(pg.rows, row)
-		held += int64(len(row.raw))
-		if len(pg.rows) >= lim.rows || held >= lim.bytes {
-			pg.more = true
-			return pg, nil
-		}
-	}
-}
-
-// keepOldestOfWindow reads a page that is newest first (a since_secs window) to its end and keeps
-// its oldest rows within lim, oldest first: as older rows arrive, the newest kept ones are let
-// go. The next poll, since_id the newest row kept, then reads the rows let go, oldest first, so
-// no row of the window is skipped and the oldest are answered first. At least one row is kept.
-// On an error nothing is kept: without the page's end the oldest rows are unknown.
-func keepOldestOfWindow(sc *rowScanner, lim pageLimits) (pollPage, error) {
-	var kept []scannedRow // newest first; kept[0] is let go first
-	var held int64
-	more := false
-	for {
-		row, ok, err := sc.next()
-		if err != nil {
-			return pollPage{}, err
-		}
-		if !ok {
-			break
-		}
-		kept = append(kept, row)
-		held += int64(len(row.raw))
-		for len(kept) > 1 && (len(kept) > lim.rows || held > lim.bytes) {
-			held -= int64(len(kept[0].raw))
-			kept[0] = scannedRow{} // let the text go now, not when the slice is reallocated
-			kept = kept[1:]
-			more = true
-		}
-	}
-	slices.Reverse(kept)
-	return pollPage{rows: kept, more: more}, nil
 }
 
 // Every text the daemon sends the platform (replies, prompts, notes, the heartbeat's

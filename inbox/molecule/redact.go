@@ -3,6 +3,7 @@ package molecule
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -10,25 +11,66 @@ import (
 
 const redacted = "[REDACTED]"
 
-// redactor removes one secret (the workspace token) from text. Response bodies and transport
-// errors are quoted in logs and returned errors; a platform or proxy that echoes request headers
-// would otherwise leak the token there.
-type redactor struct{ secret string }
+// redactor removes the workspace token from text: the one the daemon started with (secret) and
+// every one it took into use later (rotated, shared by every copy of the redactor). Response
+// bodies and transport errors are quoted in logs and returned errors; a platform or proxy that
+// echoes request headers would otherwise leak the token there.
+type redactor struct {
+	secret  string
+	rotated *secretSet
+}
+
+// secretSet is the tokens taken into use after the first (rotation, a token register issued).
+type secretSet struct {
+	mu   sync.RWMutex
+	list []string
+}
+
+func (s *secretSet) add(secret string) {
+	if s == nil || len(secret) < minSecretLen {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.list {
+		if x == secret {
+			return
+		}
+	}
+	s.list = append(s.list, secret)
+}
+
+func (s *secretSet) all() []string {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.list
+}
 
 // minSecretLen avoids rewriting every occurrence of a trivially short "secret" (such a token is
 // not realistic, and replacing e.g. every "a" would make logs useless).
 const minSecretLen = 4
 
 func (r redactor) String(s string) string {
-	if len(r.secret) < minSecretLen || !strings.Contains(s, r.secret) {
+	s = redactOne(s, r.secret)
+	for _, secret := range r.rotated.all() {
+		s = redactOne(s, secret)
+	}
+	return s
+}
+
+func redactOne(s, secret string) string {
+	if len(secret) < minSecretLen || !strings.Contains(s, secret) {
 		return s
 	}
-	return strings.ReplaceAll(s, r.secret, redacted)
+	return strings.ReplaceAll(s, secret, redacted)
 }
 
 // Logger wraps l so every message and field it writes goes through the redactor.
 func (r redactor) Logger(l *zap.Logger) *zap.Logger {
-	if len(r.secret) < minSecretLen {
+	if len(r.secret) < minSecretLen && r.rotated == nil {
 		return l
 	}
 	return l.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {

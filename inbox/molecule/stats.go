@@ -32,6 +32,9 @@ type Stats struct {
 	PollErrors      int64 `json:"poll_errors"`
 	HeartbeatErrors int64 `json:"heartbeat_errors"`
 	PersistErrors   int64 `json:"persist_errors"`
+	// RateLimited counts platform answers 429 (rate limit): each held every call back for its
+	// Retry-After.
+	RateLimited int64 `json:"rate_limited"`
 	// Abandoned counts turns cut off by shutdown, and messages that waited for another try while
 	// the pool was busy when shutdown came; their rows are answered after the restart.
 	Abandoned int64 `json:"abandoned"`
@@ -62,5 +65,5 @@ type Stats struct {
 type counters struct {
 	received, answered, codexFailures, delivered, deliveryRetries, deliveryFailed, recovered,
 	poison, skippedEchoes, duplicates, truncated, pollErrors, heartbeatErrors, persistErrors,
-	abandoned, busyRetries, unreachableRetries, commands, parked, parkedTooLong atomic.Int64
+	abandoned, busyRetries, unreachableRetries, commands, parked, parkedTooLong, rateLimited atomic.Int64
 }

@@ -12,7 +12,11 @@ import (
 // daemon must skip its own replies) and the mailbox takes acks (the daemon must report
 // acked_seq). seed drives its chaos draws.
 func NewPlatform(workspaceID string, seed uint64) *moleculetest.Platform {
-	return moleculetest.New(moleculetest.Config{WorkspaceID: workspaceID, EchoNotifies: true, AckEnabled: true, Seed: seed})
+	// The tools' daemons poll every 100 ms, fifty times the production 5 s: the rate window is
+	// scaled the same way (600 requests in 1.2 s), so a daemon meets the limit as often as in
+	// production.
+	return moleculetest.New(moleculetest.Config{WorkspaceID: workspaceID, EchoNotifies: true, AckEnabled: true, Seed: seed,
+		RateWindow: moleculetest.DefaultRateWindow / 50})
 }
 
 // PlatformEnv is the environment that makes `supervisor run --inbox molecule` use p.

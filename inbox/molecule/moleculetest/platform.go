@@ -2,6 +2,13 @@
 // net/http/httptest: it serves the calls the inbox makes (register, heartbeat, activity, notify,
 // a2a, activity/ack; docs/PROTOCOL.md section 2), records every call, lets a test queue inbound
 // activity rows and inject failures, and lets it wait for a condition without sleeping.
+//
+// It behaves as the platform's sources do (docs/molecule.md, "Polling, limits and tenancy"):
+// the rate limiter (600 requests a minute per bucket by default, X-RateLimit-* on every answer,
+// 429 with Retry-After), the SaaS tenant guard (OrgID, SetOrgID), the activity query (limit
+// 100 by default and 500 at most, newest first without a cursor, since_id pages capped too,
+// before_ts), token rotation (RotateToken: the old token is answered 401) and register issuing
+// a token to a workspace without a live one (NoLiveToken).
 package moleculetest
 
 import (
@@ -41,8 +48,22 @@ type Config struct {
 	// LeakAuthInErrors makes error bodies quote the request's Authorization header, as a careless
 	// proxy might: tests use it to prove the token never reaches logs.
 	LeakAuthInErrors bool
-	// PageLimit caps rows per activity answer (0: no cap).
+	// PageLimit caps rows per activity answer below the platform's own limit (the query's
+	// limit, default 100, at most 500); 0: only that.
 	PageLimit int
+	// RateLimit is the rate limiter's requests per RateWindow and bucket, as the real platform
+	// limits every route (middleware/ratelimit.go): 0 means DefaultRateLimit (600), negative
+	// turns it off. RateWindow 0 means DefaultRateWindow (a minute).
+	RateLimit  int
+	RateWindow time.Duration
+	// OrgID turns the SaaS tenant guard on (SetOrgID): every route but register and heartbeat
+	// then needs X-Molecule-Org-Id equal to it.
+	OrgID string
+	// NoLiveToken starts the workspace without a live token: register and heartbeat pass
+	// without one and the first register answers Token as auth_token, as for a new workspace.
+	NoLiveToken bool
+	// DeliveryMode is the effective delivery mode register answers; empty: the one asked for.
+	DeliveryMode string
 	// Seed seeds the random failures of SetChaos.
 	Seed uint64
 }
@@ -74,6 +95,8 @@ type Call struct {
 	Body   []byte
 	// Status is the status answered, or StatusHung.
 	Status int
+	// Answer is the answer's headers (X-RateLimit-*, Retry-After, ...).
+	Answer http.Header
 	At     time.Time
 }
 
@@ -134,6 +157,10 @@ type Platform struct {
 	chaosOn    map[Route]bool
 	rng        *rand.Rand
 	changed    chan struct{}
+	token      string // the live token (RotateToken)
+	live       bool   // a live token exists (NoLiveToken: not until register)
+	orgID      string // the tenant guard's org; "" off
+	buckets    map[string]*rateBucket
 }
 
 // New starts a platform on a loopback port.
@@ -144,7 +171,17 @@ func New(cfg Config) *Platform {
 	if cfg.Token == "" {
 		cfg.Token = DefaultToken
 	}
+	if cfg.RateLimit == 0 {
+		cfg.RateLimit = DefaultRateLimit
+	}
+	if cfg.RateWindow <= 0 {
+		cfg.RateWindow = DefaultRateWindow
+	}
 	p := &Platform{
+		token:   cfg.Token,
+		live:    !cfg.NoLiveToken,
+		orgID:   cfg.OrgID,
+		buckets: make(map[string]*rateBucket),
 		cfg:     cfg,
 		closing: make(chan struct{}),
 		fail:    make(map[Route][]failure),
@@ -206,8 +243,12 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // WorkspaceID is the workspace the platform serves.
 func (p *Platform) WorkspaceID() string { return p.cfg.WorkspaceID }
 
-// Token is the accepted bearer token.
-func (p *Platform) Token() string { return p.cfg.Token }
+// Token is the accepted bearer token (the live one after RotateToken).
+func (p *Platform) Token() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.token
+}
 
 // Close releases hung requests and stops the server, waiting for its handlers. Idempotent.
 func (p *Platform) Close() {
@@ -221,34 +262,50 @@ func (p *Platform) Close() {
 // value to encode as JSON (nil: empty body).
 type handlerFunc func(r *http.Request, body []byte) (int, any)
 
-// serve wraps a route: auth check, injected failures, recording.
+// serve wraps a route in what the real platform puts before its handlers, in their order
+// (router.go): the rate limiter, the tenant guard, the token check; then injected failures and
+// recording.
 func (p *Platform) serve(route Route, h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 		call := Call{Route: route, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(),
 			Header: r.Header.Clone(), Body: body, At: time.Now()}
 
+		p.mu.Lock()
+		retryAfter, limited := p.rateLimitedLocked(w, r)
+		guard, guardBody := p.tenantRefusalLocked(route, r)
+		authorized := p.authorizedLocked(route, r)
+		p.mu.Unlock()
 		status, resp := 0, any(nil)
-		switch inj := p.injected(route); {
-		case r.Header.Get("Authorization") != "Bearer "+p.cfg.Token:
+		switch {
+		case limited:
+			status, resp = http.StatusTooManyRequests, map[string]any{"error": "rate limit exceeded", "retry_after": retryAfter}
+		case guard != 0:
+			status, resp = guard, guardBody
+		case !authorized:
 			status, resp = http.StatusUnauthorized, p.errBody(r, "invalid token")
-		case inj.status == StatusHung:
-			p.record(call, StatusHung)
-			select {
-			case <-r.Context().Done():
-			case <-p.closing:
-			}
-			return
-		case inj.status != 0:
-			if inj.location != "" {
-				w.Header().Set("Location", inj.location)
-			}
-			status, resp = inj.status, p.errBody(r, "injected failure")
-		default:
-			status, resp = h(r, body)
 		}
-		p.record(call, status)
+		if status == 0 {
+			switch inj := p.injected(route); {
+			case inj.status == StatusHung:
+				p.record(call, StatusHung)
+				select {
+				case <-r.Context().Done():
+				case <-p.closing:
+				}
+				return
+			case inj.status != 0:
+				if inj.location != "" {
+					w.Header().Set("Location", inj.location)
+				}
+				status, resp = inj.status, p.errBody(r, "injected failure")
+			default:
+				status, resp = h(r, body)
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
+		call.Answer = w.Header().Clone()
+		p.record(call, status)
 		w.WriteHeader(status)
 		switch resp := resp.(type) {
 		case nil:
@@ -307,9 +364,19 @@ func (p *Platform) register(_ *http.Request, body []byte) (int, any) {
 		return http.StatusBadRequest, map[string]string{"error": "bad register body"}
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.registers = append(p.registers, m)
-	p.mu.Unlock()
-	return http.StatusOK, map[string]string{"status": "registered"}
+	// registry.go Register: {"status","delivery_mode", "auth_token" only for a workspace without
+	// a live token, "platform_inbound_secret"}.
+	mode := p.cfg.DeliveryMode
+	if mode == "" {
+		mode, _ = m["delivery_mode"].(string)
+	}
+	answer := map[string]string{"status": "registered", "delivery_mode": mode, "platform_inbound_secret": "inbound-secret-" + p.cfg.WorkspaceID}
+	if tok, ok := p.issueTokenLocked(); ok {
+		answer["auth_token"] = tok
+	}
+	return http.StatusOK, answer
 }
 
 func (p *Platform) heartbeat(_ *http.Request, body []byte) (int, any) {
@@ -328,8 +395,10 @@ func (p *Platform) heartbeat(_ *http.Request, body []byte) (int, any) {
 	return http.StatusOK, map[string]string{"status": "ok"}
 }
 
-// activity serves GET /workspaces/{ws}/activity: since_id → rows after it, oldest first (410 for
-// an unknown id); since_secs → rows of that window, newest first.
+// activity serves GET /workspaces/{ws}/activity as handlers/activity.go List does: limit
+// (default 100, at most 500) caps every answer; since_id gives the rows after that row, oldest
+// first (410 for an unknown id); without it the answer is the newest rows, newest first;
+// since_secs (positive, at most 30 days) and before_ts (RFC3339, strictly older) filter both.
 func (p *Platform) activity(r *http.Request, _ []byte) (int, any) {
 	if !p.ownWorkspace(r) {
 		return http.StatusNotFound, map[string]string{"error": "workspace not found"}
@@ -338,11 +407,35 @@ func (p *Platform) activity(r *http.Request, _ []byte) (int, any) {
 	if q.Get("type") != "a2a_receive" {
 		return http.StatusBadRequest, map[string]string{"error": "type must be a2a_receive"}
 	}
+	limit := 100
+	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n > 0 {
+		limit = min(n, 500)
+	}
+	if p.cfg.PageLimit > 0 {
+		limit = min(limit, p.cfg.PageLimit)
+	}
+	var from, before time.Time
+	if v := q.Get("since_secs"); v != "" {
+		secs, err := strconv.Atoi(v)
+		if err != nil || secs <= 0 {
+			return http.StatusBadRequest, map[string]string{"error": "since_secs must be a positive integer"}
+		}
+		from = time.Now().Add(-time.Duration(min(secs, 30*24*60*60)) * time.Second)
+	}
+	if v := q.Get("before_ts"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return http.StatusBadRequest, map[string]string{"error": "before_ts must be an RFC3339 timestamp (e.g. 2026-05-01T00:00:00Z)"}
+		}
+		before = t
+	}
+	in := func(s storedRow) bool {
+		return (from.IsZero() || !s.at.Before(from)) && (before.IsZero() || s.at.Before(before))
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out rowPage
-	switch {
-	case q.Has("since_id"):
+	if q.Has("since_id") {
 		if p.gone > 0 {
 			p.gone--
 			return http.StatusGone, map[string]string{"error": "cursor expired"}
@@ -356,28 +449,22 @@ func (p *Platform) activity(r *http.Request, _ []byte) (int, any) {
 			}
 		}
 		if idx < 0 {
-			return http.StatusGone, map[string]string{"error": "unknown cursor"}
+			return http.StatusGone, map[string]string{"error": "since_id cursor not found (row may have been pruned or belongs to a different workspace); omit since_id to reset"}
 		}
 		for _, s := range p.rows[idx+1:] {
-			if p.cfg.PageLimit > 0 && len(out) == p.cfg.PageLimit {
+			if len(out) == limit {
 				break
 			}
-			out = append(out, s)
-		}
-	case q.Has("since_secs"):
-		secs, err := strconv.Atoi(q.Get("since_secs"))
-		if err != nil || secs <= 0 {
-			return http.StatusBadRequest, map[string]string{"error": "bad since_secs"}
-		}
-		from := time.Now().Add(-time.Duration(secs) * time.Second)
-		for i := len(p.rows) - 1; i >= 0; i-- {
-			if p.rows[i].at.Before(from) || (p.cfg.PageLimit > 0 && len(out) == p.cfg.PageLimit) {
-				break
+			if in(s) {
+				out = append(out, s)
 			}
+		}
+		return http.StatusOK, out
+	}
+	for i := len(p.rows) - 1; i >= 0 && len(out) < limit; i-- {
+		if in(p.rows[i]) {
 			out = append(out, p.rows[i])
 		}
-	default:
-		return http.StatusBadRequest, map[string]string{"error": "since_id or since_secs required"}
 	}
 	return http.StatusOK, out
 }

@@ -144,7 +144,7 @@ func (p *Platform) EnqueueRaw(raw ...string) {
 		if json.Unmarshal([]byte(r), &m) == nil {
 			id = idString(m["id"])
 		}
-		p.rows = append(p.rows, storedRow{id: id, raw: []byte(r), at: time.Now()})
+		p.rows = append(p.rows, storedRow{id: id, raw: []byte(r), at: p.nowLocked()})
 	}
 	p.changedLocked()
 }
@@ -159,12 +159,16 @@ func (p *Platform) appendLocked(r Row) string {
 		p.nextID++
 		c["id"] = "act-" + strconv.Itoa(p.nextID)
 	}
+	// The platform stamps created_at when it stores the row (microseconds, as Postgres keeps
+	// it), and orders and filters by it: since_secs and before_ts compare it.
+	at := p.nowLocked()
+	c["created_at"] = at.Format(time.RFC3339Nano)
 	raw, err := json.Marshal(c)
 	if err != nil {
 		panic("moleculetest: row is not JSON-encodable: " + err.Error())
 	}
 	id := idString(c["id"])
-	p.rows = append(p.rows, storedRow{id: id, raw: raw, at: time.Now()})
+	p.rows = append(p.rows, storedRow{id: id, raw: raw, at: at})
 	return id
 }
 
@@ -189,7 +193,7 @@ func idString(v any) string {
 func (p *Platform) EnqueueStream(id string, open func() io.Reader) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.rows = append(p.rows, storedRow{id: id, open: open, at: time.Now()})
+	p.rows = append(p.rows, storedRow{id: id, open: open, at: p.nowLocked()})
 	p.changedLocked()
 }
 
@@ -222,4 +226,14 @@ func (filler) Read(p []byte) (int, error) {
 		n += copy(p[n:], xs)
 	}
 	return n, nil
+}
+
+// nowLocked is the time a row is stored: microseconds, never before the last row's, so that the
+// feed's order (created_at) is the order rows were enqueued in.
+func (p *Platform) nowLocked() time.Time {
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	if n := len(p.rows); n > 0 && at.Before(p.rows[n-1].at) {
+		at = p.rows[n-1].at
+	}
+	return at
 }
