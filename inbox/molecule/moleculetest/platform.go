@@ -134,6 +134,7 @@ type Platform struct {
 	chaosOn    map[Route]bool
 	rng        *rand.Rand
 	changed    chan struct{}
+	up         uploads
 }
 
 // New starts a platform on a loopback port.
@@ -158,6 +159,9 @@ func New(cfg Config) *Platform {
 	mux.HandleFunc("POST /workspaces/{ws}/notify", p.serve(RouteNotify, p.notify))
 	mux.HandleFunc("POST /workspaces/{ws}/a2a", p.serve(RouteA2A, p.a2a))
 	mux.HandleFunc("POST /workspaces/{ws}/activity/ack", p.serve(RouteAck, p.ack))
+	mux.HandleFunc("GET /workspaces/{ws}/pending-uploads/{fid}/content", p.serve(RouteUploadContent, p.uploadContent))
+	mux.HandleFunc("POST /workspaces/{ws}/pending-uploads/{fid}/ack", p.serve(RouteUploadAck, p.uploadAck))
+	mux.HandleFunc("GET /uploads/limits", p.serve(RouteUploadLimits, p.uploadLimits))
 	mux.HandleFunc("/", p.serve(RouteUnknown, func(*http.Request, []byte) (int, any) {
 		return http.StatusNotFound, map[string]string{"error": "not found"}
 	}))
@@ -230,7 +234,7 @@ func (p *Platform) serve(route Route, h handlerFunc) http.HandlerFunc {
 
 		status, resp := 0, any(nil)
 		switch inj := p.injected(route); {
-		case r.Header.Get("Authorization") != "Bearer "+p.cfg.Token:
+		case r.Header.Get("Authorization") != "Bearer "+p.cfg.Token && route != RouteUploadLimits:
 			status, resp = http.StatusUnauthorized, p.errBody(r, "invalid token")
 		case inj.status == StatusHung:
 			p.record(call, StatusHung)
@@ -249,11 +253,18 @@ func (p *Platform) serve(route Route, h handlerFunc) http.HandlerFunc {
 		}
 		p.record(call, status)
 		w.Header().Set("Content-Type", "application/json")
+		if raw, ok := resp.(rawBody); ok {
+			for k, v := range raw.header {
+				w.Header()[k] = v
+			}
+		}
 		w.WriteHeader(status)
 		switch resp := resp.(type) {
 		case nil:
 		case rowPage:
 			resp.writeTo(w)
+		case rawBody:
+			resp.writeTo(w, r)
 		default:
 			_ = json.NewEncoder(w).Encode(resp)
 		}
