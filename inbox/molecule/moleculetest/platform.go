@@ -1,7 +1,8 @@
 // Package moleculetest is a fake Molecule platform on loopback for tests, in the spirit of
 // net/http/httptest: it serves the calls the inbox makes (register, heartbeat, activity, notify,
-// a2a, activity/ack; docs/PROTOCOL.md section 2), records every call, lets a test queue inbound
-// activity rows and inject failures, and lets it wait for a condition without sleeping.
+// a2a, activity/ack; docs/PROTOCOL.md section 2; canvas uploads in uploads.go), records every
+// call, lets a test queue inbound activity rows and inject failures, and lets it wait for a
+// condition without sleeping.
 package moleculetest
 
 import (
