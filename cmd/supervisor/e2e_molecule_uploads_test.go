@@ -114,3 +114,23 @@ func assertFetchedBeforeAck(t *testing.T, p *moleculetest.Platform, fileID strin
 		t.Errorf("upload %s never read", fileID)
 	}
 }
+
+// An uploaded PNG of a few bytes declaring 40000×40000 pixels is fetched like any image and then
+// refused by the same header check as an inline one: codex never gets it, the chat hears why.
+func TestE2EMoleculeUploadedImageBombNeverReachesCodex(t *testing.T) {
+	t.Parallel()
+	bomb := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x9c\x40\x00\x00\x9c\x40\x08\x06\x00\x00\x00\x00\x00\x00\x00")
+	e := newE2E(t, e2eConfig{})
+	d := e.start()
+	e.plat.SendCanvasFiles("what is in this picture?", moleculetest.File{Name: "bomb.png", MimeType: "image/png", Data: bomb})
+	d.waitPlatform("the reply", func() bool { return len(e.plat.Notifies()) == 1 })
+	reqs := e.mock.Requests()
+	if len(reqs) != 1 || len(reqs[0].Images) != 0 {
+		t.Fatalf("model requests %d, the first with %d images; want one without any", len(reqs), len(reqs[0].Images))
+	}
+	notice := "image 1 not shown: 40000×40000 pixels, over the 40-megapixel limit for images"
+	if got := e.notifyTexts()[0]; !strings.HasSuffix(got, "\n\n["+notice+"]") || !strings.HasPrefix(got, "reply #1") {
+		t.Errorf("reply %q, want codex's answer and the notice", got)
+	}
+	d.stop(stopTimeout)
+}
