@@ -301,3 +301,35 @@ func TestUploadsHostileFolder(t *testing.T) {
 		t.Error("a file not saved was acknowledged")
 	}
 }
+
+// A message whose turn a shutdown cut off after its file was saved is answered by the next run
+// with the file it already has: nothing is fetched twice, nothing is lost.
+func TestUploadsSurviveRestart(t *testing.T) {
+	t.Parallel()
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	dir, workDir := t.TempDir(), t.TempDir()
+	log, _ := newTestLogger(t)
+	a1 := chattest.GatedAnswerer(chattest.NewGate()) // never opened: the turn runs until the drain ends
+	cfg1 := testConfig(p, dir, a1, log)
+	cfg1.WorkDir, cfg1.DrainTimeout = workDir, 50*time.Millisecond
+	r1 := start(t, cfg1)
+	up, _ := p.SendCanvasFiles("keep this", moleculetest.File{Name: "notes.md", MimeType: "text/markdown", Data: []byte("# notes")})
+	must(t, a1.WaitFor(waitCtx(t), func() bool { return len(a1.Calls()) == 1 }))
+	must(t, r1.stop())
+	if n := len(p.Notifies()); n != 0 || p.UploadFetches(up[0].FileID) != 1 {
+		t.Fatalf("first run: %d replies, %d fetches; want none and one", n, p.UploadFetches(up[0].FileID))
+	}
+
+	a2 := chattest.NewAnswerer(nil)
+	cfg2 := testConfig(p, dir, a2, log)
+	cfg2.WorkDir = workDir
+	start(t, cfg2)
+	must(t, p.WaitFor(waitCtx(t), func() bool { return len(p.Notifies()) == 1 }))
+	calls := a2.Calls()
+	if len(calls) != 1 || calls[0].Text != a1.Calls()[0].Text {
+		t.Fatalf("second run's turns %+v, want the same message as before: %q", calls, a1.Calls()[0].Text)
+	}
+	if n := p.UploadFetches(up[0].FileID); n != 1 {
+		t.Errorf("%d fetches, want 1: the saved file is taken as it is", n)
+	}
+}
