@@ -449,6 +449,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		mcfg.HeartbeatInterval = cfg.HeartbeatInterval
 		mcfg.RequestTimeout = cfg.PlatformTimeout
 		mcfg.DrainTimeout = cfg.DrainTimeout
+		mcfg.WorkDir = cfg.Cwd // uploads are saved where codex works
 		if met != nil {
 			mcfg.OnPoll = met.ObservePoll
 		}

@@ -50,6 +50,17 @@ const (
 	DefaultRetryMax             = 30 * time.Second
 	DefaultSinceSecs            = 600
 	DefaultAgentName            = "codex"
+	// DefaultMaxUploadBytes caps one file fetched from a pending upload and DefaultMaxUploadsBytes
+	// all of one message's: the platform's own limits (per_file_bytes and per_request_bytes of
+	// GET /uploads/limits, internal/uploads/limits.go), so a file the platform took is taken.
+	DefaultMaxUploadBytes  = 100 << 20
+	DefaultMaxUploadsBytes = 100 << 20
+	// DefaultMaxAttachments is the platform's max_attachments_per_message.
+	DefaultMaxAttachments = 10
+	// DefaultUploadTimeout bounds the download of one file: the 1200 s the platform gives its own
+	// forward of a 100 MB upload (chat_files.go), for a slow link. A body that stops for
+	// RequestTimeout fails sooner.
+	DefaultUploadTimeout = 20 * time.Minute
 	// DefaultBusyRetryFor is how long a message the pool answers busy is tried again before it
 	// is answered with the busy text. The pool is busy for as long as its running turns take
 	// (seconds to a few minutes; turns are cut off at 10 minutes by default), and each try may
@@ -144,6 +155,19 @@ type Config struct {
 	// answer; a message whose images would pass it is answered with a note instead of them.
 	// Default DefaultMaxPendingImageBytes.
 	MaxPendingImageBytes int
+	// WorkDir is the working directory of codex's threads: files uploaded in a chat are saved in
+	// that chat's folder under it (<WorkDir>/.chats/<chat>/uploads). Default: the daemon's own.
+	WorkDir string
+	// MaxUploadBytes caps one file a message names by platform-pending: URI, MaxUploadsBytes all
+	// of one message's, and MaxAttachments how many of them are taken; the platform's own limits
+	// (GET /uploads/limits) apply when lower. A file past a limit is not fetched and the chat is
+	// told. Defaults DefaultMaxUploadBytes, DefaultMaxUploadsBytes, DefaultMaxAttachments.
+	MaxUploadBytes  int64
+	MaxUploadsBytes int64
+	MaxAttachments  int
+	// UploadTimeout bounds the download of one file, however steadily it trickles (default
+	// DefaultUploadTimeout).
+	UploadTimeout time.Duration
 	// MaxReplyBytes caps one reply sent to the platform, the same way.
 	MaxReplyBytes int
 	// MaxUnacked bounds messages received but not yet behind the durable position; polling pauses
@@ -193,6 +217,19 @@ func (cfg Config) withDefaults() Config {
 	setDur(&cfg.RetryMax, DefaultRetryMax)
 	setDur(&cfg.BusyRetryFor, DefaultBusyRetryFor)
 	setDur(&cfg.ParkLimit, DefaultParkLimit)
+	setDur(&cfg.UploadTimeout, DefaultUploadTimeout)
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if cfg.MaxUploadsBytes <= 0 {
+		cfg.MaxUploadsBytes = DefaultMaxUploadsBytes
+	}
+	setInt(&cfg.MaxAttachments, DefaultMaxAttachments)
+	if cfg.WorkDir == "" {
+		if wd, err := os.Getwd(); err == nil {
+			cfg.WorkDir = wd
+		}
+	}
 	if cfg.MaxPollBytes <= 0 {
 		cfg.MaxPollBytes = DefaultMaxPollBytes
 	}

@@ -25,7 +25,8 @@
 // rowscan.go (the streamed activity page), normalize.go (a row → a message), ledger.go (the
 // durable position), dispatcher.go (the per-chat queues), molecule.go (poll, heartbeat,
 // delivery), moleculeanswer.go (a message's turn and its reply), approvals.go and progress.go
-// (what a running turn tells the chat).
+// (what a running turn tells the chat), uploads.go and uploadfetch.go (files the canvas user
+// uploads: fetched, saved or shown, acked).
 //
 // Durable state: <StateDir>/bridge-state.json (StateFileName), written atomically (temp file,
 // fsync, rename, directory fsync). It holds the inbox position as a low-water mark over arrival

@@ -47,6 +47,7 @@ type Inbox struct {
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
 	poisonSeen *idRing
 	images     *imageBudget // image bytes of messages waiting for their answer
+	uploads    uploadState
 	c          counters
 	started    atomic.Bool
 	// orgMissingLogged: the tenant guard's refusal was logged (tenantRefused); a poll that goes
@@ -432,15 +433,27 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 		m.command(drainCtx, log, disp, j)
 		return
 	}
+	msg := j.msg
+	if j.pending == nil && len(msg.uploads) > 0 {
+		var nothing, ok bool
+		if msg, nothing, ok = m.takeUploads(ctx, log, msg); !ok {
+			m.images.release(msg.imageBytes()) // stopping: the row comes again after the restart
+			return
+		}
+		if nothing {
+			m.answerNotices(drainCtx, log, msg)
+			return
+		}
+	}
 	if j.pending == nil && m.cfg.HandOff != nil {
-		m.handOff(ctx, drainCtx, log, j.msg) // releases the images once the reply is settled
+		m.handOff(ctx, drainCtx, log, msg) // releases the images once the reply is settled
 		return
 	}
 	p := j.pending
 	if p == nil {
 		var ok bool
-		p, ok = m.answer(ctx, drainCtx, log, j.msg)
-		m.images.release(j.msg.imageBytes()) // the reply is stored: the images are done with
+		p, ok = m.answer(ctx, drainCtx, log, msg)
+		m.images.release(msg.imageBytes()) // the reply is stored: the images are done with
 		if !ok {
 			return
 		}

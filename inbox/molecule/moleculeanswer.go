@@ -6,6 +6,7 @@ package molecule
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,7 +146,8 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 	if reply.Steered {
 		text = steeredText(oc, reply, err)
 	}
-	text = reply.WithNotices(text) // images codex was not shown
+	reply.Notices = append(slices.Clip(reply.Notices), msg.Notices...)
+	text = reply.WithNotices(text) // images and files codex was not given
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
 	// and error texts can quote request headers: it must not reach a user or a peer.
 	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")

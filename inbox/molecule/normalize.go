@@ -56,6 +56,13 @@ type message struct {
 	CreatedAt string
 	// OmittedBytes is how much text the cap cut off (0 when none).
 	OmittedBytes int
+	// uploads are the files the message names by platform-pending: URI. They are fetched on the
+	// chat's worker just before the turn (takeUploads), which composes Text again from body.
+	uploads []upload
+	body    string
+	// Notices tell the chat what of its message codex did not get and why (a file refused or not
+	// fetched); they follow the reply.
+	Notices []string
 	// ReceivedAt is when this run of the daemon read the row: a /stop read after it stops it.
 	ReceivedAt time.Time
 }
@@ -144,6 +151,11 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	method := rawString(row["method"])
 	source := rawString(row["source_id"])
 	switch {
+	case method == methodUploadReceive:
+		// The platform's record of a canvas upload (also of files this workspace uploads): the
+		// file comes with the message that names it, never as a message of its own.
+		n.disp, n.reason = dispEcho, "upload row: its file is fetched with the message that names it"
+		return n
 	case method == "notify" && source == "":
 		n.disp, n.reason = dispEcho, "our own notify echoed back"
 		return n
@@ -195,18 +207,28 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	var texts []string
 	var files []attachment
 	if found {
-		texts, files, m.Images = splitParts(parts, cfg)
+		texts, files, m.Images, m.uploads = splitParts(parts, cfg)
 	}
 	text := strings.Join(texts, "\n")
-	if strings.TrimSpace(text) == "" {
+	// A message of files alone has no text: the summary the platform writes for it names the
+	// method and the workspace ("message/send → ws (queued for poll)"), not anything the user said.
+	if strings.TrimSpace(text) == "" && len(files) == 0 {
 		text = rawString(row["summary"])
 	}
-	for _, name := range attachmentNames(row["attachments"]) {
-		files = append(files, attachment{name: name})
-	}
+	files = appendRowAttachments(files, row["attachments"])
 	m.Attachments = files
 	if strings.TrimSpace(text) == "" && len(m.Attachments) == 0 {
 		return poison("message has no text")
+	}
+	if len(m.uploads) > 0 {
+		m.body = text
+		if m.Kind != kindCanvasUser {
+			// The platform stages uploads for the canvas user alone; a peer naming one names a
+			// file of this workspace's user, which its chat must not get.
+			for i := range m.uploads {
+				m.uploads[i].refused = "not fetched: only files the canvas user uploads are"
+			}
+		}
 	}
 	m.Text, m.OmittedBytes = composeText(text, m.Attachments, cfg.maxTextBytes)
 	return n
@@ -230,6 +252,7 @@ func composeText(text string, attachments []attachment, limit int) (string, int)
 type attachment struct {
 	name string
 	why  string // "" for a plain file
+	uri  string // where it is, "" when unknown
 }
 
 // attachmentNote is "[attachments: a, b (why)]" (at most limit bytes), or "" without attachments.
@@ -308,8 +331,9 @@ func findParts(body map[string]json.RawMessage) ([]json.RawMessage, bool) {
 }
 
 // splitParts returns the texts of text parts (kind or type "text"), the file parts for the
-// attachment note, and the images codex is shown (see partImage).
-func splitParts(parts []json.RawMessage, cfg normalizeConfig) (texts []string, files []attachment, images []string) {
+// attachment note, the images codex is shown (see partImage) and the files to fetch from the
+// platform's pending uploads (see pendingPart).
+func splitParts(parts []json.RawMessage, cfg normalizeConfig) (texts []string, files []attachment, images []string, uploads []upload) {
 	budget := cfg.maxImagesBytes
 	for _, raw := range parts {
 		var p map[string]json.RawMessage
@@ -335,14 +359,21 @@ func splitParts(parts []json.RawMessage, cfg normalizeConfig) (texts []string, f
 			if name == "" {
 				name = "file"
 			}
+			uri := firstString(f, "uri", "url")
+			if up, ok := pendingPart(f, uri, cfg); ok {
+				up.att, up.name = len(files), name
+				uploads = append(uploads, up)
+				files = append(files, attachment{name: name, uri: uri})
+				continue
+			}
 			url, why := partImage(f, cfg, &budget)
 			if url != "" {
 				images = append(images, url)
 			}
-			files = append(files, attachment{name: name, why: why})
+			files = append(files, attachment{name: name, why: why, uri: uri})
 		}
 	}
-	return texts, files, images
+	return texts, files, images, uploads
 }
 
 // imageTypes are the image types codex is given, as http.DetectContentType names them.
@@ -358,12 +389,7 @@ const maxNoteURILen = 100
 // and why says so for the note. Nothing here fails the message.
 func partImage(f map[string]json.RawMessage, cfg normalizeConfig, budget *int) (url, why string) {
 	maxBytes := cfg.maxImageBytes
-	declared := strings.ToLower(strings.TrimSpace(firstString(f, "mimeType", "mime_type", "mediaType")))
-	declared, _, _ = strings.Cut(declared, ";")
-	declared = strings.TrimSpace(declared)
-	if declared == "image/jpg" {
-		declared = "image/jpeg"
-	}
+	declared := declaredType(f)
 	if !strings.HasPrefix(declared, "image/") {
 		return "", ""
 	}
@@ -387,7 +413,26 @@ func partImage(f map[string]json.RawMessage, cfg normalizeConfig, budget *int) (
 	if err != nil {
 		return "", "image not shown: its bytes are not valid base64"
 	}
-	if len(data) > limit {
+	return imageURL(declared, data, cfg, budget)
+}
+
+// declaredType is the media type a file object declares, lower case without parameters
+// (image/jpg read as image/jpeg).
+func declaredType(f map[string]json.RawMessage) string {
+	declared := strings.ToLower(strings.TrimSpace(firstString(f, "mimeType", "mime_type", "mediaType")))
+	declared, _, _ = strings.Cut(declared, ";")
+	declared = strings.TrimSpace(declared)
+	if declared == "image/jpg" {
+		declared = "image/jpeg"
+	}
+	return declared
+}
+
+// imageURL makes data, declared as a type of imageTypes, the data URL codex is shown, within
+// maxImageBytes and what is left of the message's budget, when the bytes sniff as that type.
+// Otherwise url is empty and why says why the image is not shown.
+func imageURL(declared string, data []byte, cfg normalizeConfig, budget *int) (url, why string) {
+	if len(data) > min(cfg.maxImageBytes, *budget) {
 		return "", overCap(len(data), cfg)
 	}
 	if sniffed := http.DetectContentType(data); sniffed != declared {
@@ -420,16 +465,23 @@ func decodeBase64(s string) ([]byte, error) {
 	return base64.RawStdEncoding.DecodeString(s)
 }
 
-// attachmentNames reads a row's attachments: strings, or objects with a name-like field.
-func attachmentNames(raw json.RawMessage) []string {
+// appendRowAttachments adds a row's attachments (strings, or objects with a name-like field) to
+// the files of its parts. With include=peer_info the platform lists the file parts of the
+// message again there (handlers/activity.go extractAttachmentsFromRequestBody): one whose uri, or
+// without a uri whose name, a part already has is not named twice.
+func appendRowAttachments(files []attachment, raw json.RawMessage) []attachment {
 	items, ok := rawArray(raw)
 	if !ok {
-		return nil
+		return files
 	}
-	var names []string
+	seen := make(map[string]bool, len(files))
+	for _, f := range files {
+		seen["uri:"+f.uri] = f.uri != ""
+		seen["name:"+f.name] = true
+	}
 	for _, it := range items {
 		if s := rawString(it); s != "" {
-			names = append(names, s)
+			files = append(files, attachment{name: s})
 			continue
 		}
 		var obj map[string]json.RawMessage
@@ -440,9 +492,13 @@ func attachmentNames(raw json.RawMessage) []string {
 		if name == "" {
 			name = "attachment"
 		}
-		names = append(names, name)
+		uri := firstString(obj, "uri", "url")
+		if (uri != "" && seen["uri:"+uri]) || (uri == "" && seen["name:"+name]) {
+			continue
+		}
+		files = append(files, attachment{name: name, uri: uri})
 	}
-	return names
+	return files
 }
 
 func firstString(obj map[string]json.RawMessage, keys ...string) string {

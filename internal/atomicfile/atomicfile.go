@@ -15,6 +15,7 @@
 package atomicfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -52,7 +53,15 @@ func TempPrefix(name string) string { return name + ".tmp-" }
 
 // WriteFile replaces path with data atomically and durably (see the package doc). The temp file
 // is removed on failure; errors name path.
-func WriteFile(path string, data []byte, opt Options) (err error) {
+func WriteFile(path string, data []byte, opt Options) error {
+	_, err := WriteFrom(path, bytes.NewReader(data), opt)
+	return err
+}
+
+// WriteFrom is WriteFile with the content read from r to its end: a file of any size is written
+// without being held in memory. An error reading r fails the write (wrapped, the temp file
+// removed) and leaves path as it was. It returns how many bytes were written.
+func WriteFrom(path string, r io.Reader, opt Options) (n int64, err error) {
 	if opt.Perm == 0 {
 		opt.Perm = DefaultPerm
 	}
@@ -63,13 +72,13 @@ func WriteFile(path string, data []byte, opt Options) (err error) {
 		opt.Sync = (*os.File).Sync
 	}
 	if err := refuseSymlink(path); err != nil {
-		return err
+		return 0, err
 	}
 	dir := filepath.Dir(path)
 	// CreateTemp opens with O_EXCL (which never follows a link) and mode 0600.
 	tmp, err := os.CreateTemp(dir, TempPrefix(filepath.Base(path))+"*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return 0, fmt.Errorf("write %s: %w", path, err)
 	}
 	renamed := false
 	defer func() {
@@ -78,33 +87,42 @@ func WriteFile(path string, data []byte, opt Options) (err error) {
 			_ = os.Remove(tmp.Name())
 		}
 	}()
-	if _, err = opt.Write(tmp, data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if n, err = io.Copy(fileWriter{tmp, opt.Write}, r); err != nil {
+		return n, fmt.Errorf("write %s: %w", path, err)
 	}
 	if opt.Perm != 0o600 {
 		if err = tmp.Chmod(opt.Perm); err != nil {
-			return fmt.Errorf("write %s: chmod: %w", path, err)
+			return n, fmt.Errorf("write %s: chmod: %w", path, err)
 		}
 	}
 	if err = opt.Sync(tmp); err != nil {
-		return fmt.Errorf("write %s: fsync: %w", path, err)
+		return n, fmt.Errorf("write %s: fsync: %w", path, err)
 	}
 	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: close: %w", path, err)
+		return n, fmt.Errorf("write %s: close: %w", path, err)
 	}
 	// Checked again just before the rename: a link planted while the temp file was written.
 	if err = refuseSymlink(path); err != nil {
-		return err
+		return n, err
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return n, fmt.Errorf("write %s: %w", path, err)
 	}
 	renamed = true
 	if err = SyncDir(dir); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return n, fmt.Errorf("write %s: %w", path, err)
 	}
-	return nil
+	return n, nil
 }
+
+// fileWriter writes to f through write (Options.Write). It hides f's ReadFrom, so that every
+// byte goes through write.
+type fileWriter struct {
+	f     *os.File
+	write func(*os.File, []byte) (int, error)
+}
+
+func (w fileWriter) Write(b []byte) (int, error) { return w.write(w.f, b) }
 
 // refuseSymlink fails when path is a symbolic link. A missing file is fine.
 func refuseSymlink(path string) error {

@@ -2,6 +2,7 @@ package atomicfile
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,3 +62,31 @@ func TestRefusals(t *testing.T) {
 		}
 	}
 }
+
+// WriteFrom streams a reader into the file; a reader that fails leaves the file as it was and
+// no temp file behind, and the reader's error is what the caller gets.
+func TestWriteFromStreamsAndFailsWhole(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "upload.bin")
+	n, err := WriteFrom(path, strings.NewReader(strings.Repeat("x", 100_000)), Options{})
+	if err != nil || n != 100_000 {
+		t.Fatalf("WriteFrom = %d, %v", n, err)
+	}
+	cut := errors.New("connection cut")
+	_, err = WriteFrom(path, io.MultiReader(strings.NewReader("partial"), errReader{cut}), Options{})
+	if !errors.Is(err, cut) {
+		t.Fatalf("WriteFrom with a failing reader = %v, want it to wrap %v", err, cut)
+	}
+	got, err := ReadFile(path)
+	if err != nil || len(got) != 100_000 {
+		t.Fatalf("after a failed write the file has %d bytes (%v), want the 100000 of before", len(got), err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("directory holds %d entries, want the file alone", len(entries))
+	}
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }

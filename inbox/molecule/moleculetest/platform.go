@@ -1,7 +1,8 @@
 // Package moleculetest is a fake Molecule platform on loopback for tests, in the spirit of
 // net/http/httptest: it serves the calls the inbox makes (register, heartbeat, activity, notify,
-// a2a, activity/ack; docs/PROTOCOL.md section 2), records every call, lets a test queue inbound
-// activity rows and inject failures, and lets it wait for a condition without sleeping.
+// a2a, activity/ack; docs/PROTOCOL.md section 2; canvas uploads in uploads.go), records every
+// call, lets a test queue inbound activity rows and inject failures, and lets it wait for a
+// condition without sleeping.
 //
 // It behaves as the platform's sources do (docs/molecule.md, "Polling, limits and tenancy"):
 // the rate limiter (600 requests a minute per bucket by default, X-RateLimit-* on every answer,
@@ -161,6 +162,7 @@ type Platform struct {
 	live       bool   // a live token exists (NoLiveToken: not until register)
 	orgID      string // the tenant guard's org; "" off
 	buckets    map[string]*rateBucket
+	up         uploads
 }
 
 // New starts a platform on a loopback port.
@@ -195,6 +197,9 @@ func New(cfg Config) *Platform {
 	mux.HandleFunc("POST /workspaces/{ws}/notify", p.serve(RouteNotify, p.notify))
 	mux.HandleFunc("POST /workspaces/{ws}/a2a", p.serve(RouteA2A, p.a2a))
 	mux.HandleFunc("POST /workspaces/{ws}/activity/ack", p.serve(RouteAck, p.ack))
+	mux.HandleFunc("GET /workspaces/{ws}/pending-uploads/{fid}/content", p.serve(RouteUploadContent, p.uploadContent))
+	mux.HandleFunc("POST /workspaces/{ws}/pending-uploads/{fid}/ack", p.serve(RouteUploadAck, p.uploadAck))
+	mux.HandleFunc("GET /uploads/limits", p.serve(RouteUploadLimits, p.uploadLimits))
 	mux.HandleFunc("/", p.serve(RouteUnknown, func(*http.Request, []byte) (int, any) {
 		return http.StatusNotFound, map[string]string{"error": "not found"}
 	}))
@@ -282,7 +287,7 @@ func (p *Platform) serve(route Route, h handlerFunc) http.HandlerFunc {
 			status, resp = http.StatusTooManyRequests, map[string]any{"error": "rate limit exceeded", "retry_after": retryAfter}
 		case guard != 0:
 			status, resp = guard, guardBody
-		case !authorized:
+		case !authorized && route != RouteUploadLimits: // router.go serves the limits without a token
 			status, resp = http.StatusUnauthorized, p.errBody(r, "invalid token")
 		}
 		if status == 0 {
@@ -304,6 +309,11 @@ func (p *Platform) serve(route Route, h handlerFunc) http.HandlerFunc {
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if raw, ok := resp.(rawBody); ok {
+			for k, v := range raw.header {
+				w.Header()[k] = v
+			}
+		}
 		call.Answer = w.Header().Clone()
 		p.record(call, status)
 		w.WriteHeader(status)
@@ -311,6 +321,8 @@ func (p *Platform) serve(route Route, h handlerFunc) http.HandlerFunc {
 		case nil:
 		case rowPage:
 			resp.writeTo(w)
+		case rawBody:
+			resp.writeTo(w, r)
 		default:
 			_ = json.NewEncoder(w).Encode(resp)
 		}
