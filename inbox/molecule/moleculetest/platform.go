@@ -45,6 +45,9 @@ type Config struct {
 	PageLimit int
 	// Seed seeds the random failures of SetChaos.
 	Seed uint64
+	// OrgScopedToken makes Token pass the auth check of GET /state after Delete, as an org API
+	// token does: /state then answers 404 {"deleted":true} (workspace.go).
+	OrgScopedToken bool
 }
 
 // Route names one platform endpoint, for failure injection and call filtering.
@@ -58,7 +61,11 @@ const (
 	RouteNotify    Route = "notify"
 	RouteA2A       Route = "a2a"
 	RouteAck       Route = "ack"
-	RouteUnknown   Route = "unknown"
+	RouteState     Route = "state"
+	// RouteChatHistory and RouteChatSession are GET chat-history and POST chat-session/new.
+	RouteChatHistory Route = "chat-history"
+	RouteChatSession Route = "chat-session"
+	RouteUnknown     Route = "unknown"
 )
 
 // StatusHung is the Status recorded for a call the platform never answered (HangNext, SetChaos).
@@ -134,6 +141,8 @@ type Platform struct {
 	chaosOn    map[Route]bool
 	rng        *rand.Rand
 	changed    chan struct{}
+	ws         workspace   // status, pause, deletion (workspace.go)
+	chat       chatSession // the canvas's chat session (session.go)
 }
 
 // New starts a platform on a loopback port.
@@ -158,6 +167,9 @@ func New(cfg Config) *Platform {
 	mux.HandleFunc("POST /workspaces/{ws}/notify", p.serve(RouteNotify, p.notify))
 	mux.HandleFunc("POST /workspaces/{ws}/a2a", p.serve(RouteA2A, p.a2a))
 	mux.HandleFunc("POST /workspaces/{ws}/activity/ack", p.serve(RouteAck, p.ack))
+	mux.HandleFunc("GET /workspaces/{ws}/state", p.serve(RouteState, p.state))
+	mux.HandleFunc("GET /workspaces/{ws}/chat-history", p.serve(RouteChatHistory, p.chatHistory))
+	mux.HandleFunc("POST /workspaces/{ws}/chat-session/new", p.serve(RouteChatSession, p.chatSessionNew))
 	mux.HandleFunc("/", p.serve(RouteUnknown, func(*http.Request, []byte) (int, any) {
 		return http.StatusNotFound, map[string]string{"error": "not found"}
 	}))
@@ -230,8 +242,8 @@ func (p *Platform) serve(route Route, h handlerFunc) http.HandlerFunc {
 
 		status, resp := 0, any(nil)
 		switch inj := p.injected(route); {
-		case r.Header.Get("Authorization") != "Bearer "+p.cfg.Token:
-			status, resp = http.StatusUnauthorized, p.errBody(r, "invalid token")
+		case !p.authorized(route, r):
+			status, resp = http.StatusUnauthorized, p.errBody(r, "invalid workspace auth token")
 		case inj.status == StatusHung:
 			p.record(call, StatusHung)
 			select {
@@ -307,9 +319,9 @@ func (p *Platform) register(_ *http.Request, body []byte) (int, any) {
 		return http.StatusBadRequest, map[string]string{"error": "bad register body"}
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.registers = append(p.registers, m)
-	p.mu.Unlock()
-	return http.StatusOK, map[string]string{"status": "registered"}
+	return http.StatusOK, p.registerAnswerLocked()
 }
 
 func (p *Platform) heartbeat(_ *http.Request, body []byte) (int, any) {
@@ -324,6 +336,7 @@ func (p *Platform) heartbeat(_ *http.Request, body []byte) (int, any) {
 	}
 	p.mu.Lock()
 	p.heartbeats = append(p.heartbeats, m)
+	p.heartbeatStatusLocked(m)
 	p.mu.Unlock()
 	return http.StatusOK, map[string]string{"status": "ok"}
 }
