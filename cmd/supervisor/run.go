@@ -441,6 +441,8 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 			mcfg.Controls = d.sup
 		}
 		mcfg.Progress = d.sup
+		mcfg.Health = d.sup
+		mcfg.Resetter = d.sup
 		mcfg.ProgressInterval = cfg.ProgressInterval
 		mcfg.Limits = d.sup
 		mcfg.ParkLimit = cfg.ParkLimit

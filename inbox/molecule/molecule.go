@@ -46,7 +46,8 @@ type Inbox struct {
 	writes stateWrites
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
 	poisonSeen *idRing
-	images     *imageBudget // image bytes of messages waiting for their answer
+	images     *imageBudget   // image bytes of messages waiting for their answer
+	session    *canvasSession // the canvas chat's New-session reference (session.go)
 	c          counters
 	started    atomic.Bool
 	// handed are the goroutines waiting for the replies of messages handed off (HandOff).
@@ -58,6 +59,8 @@ type Inbox struct {
 	winTotal  int    // answers since the last heartbeat
 	winFailed int    // failures since the last heartbeat
 	lastError string // a failure since the last heartbeat, for sample_error
+	// lastRuntime is the runtime_state of the last heartbeat (health.go).
+	lastRuntime string
 }
 
 // New checks cfg, opens (or creates) the state directory and loads the inbox position.
@@ -101,6 +104,9 @@ func New(cfg Config) (*Inbox, error) {
 		return nil, fmt.Errorf("molecule inbox: %w", err)
 	}
 	m.ledger = l
+	if m.session, err = openCanvasSession(cfg.StateDir); err != nil {
+		return nil, fmt.Errorf("molecule inbox: %w", err)
+	}
 	return m, nil
 }
 
@@ -413,6 +419,9 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 		m.command(drainCtx, log, disp, j)
 		return
 	}
+	if j.pending == nil && j.msg.Kind == kindCanvasUser {
+		m.newCanvasSession(drainCtx, log, j.msg)
+	}
 	if j.pending == nil && m.cfg.HandOff != nil {
 		m.handOff(ctx, drainCtx, log, j.msg) // releases the images once the reply is settled
 		return
@@ -549,12 +558,15 @@ func (m *Inbox) heartbeatBody() heartbeatBody {
 	if m.cfg.Progress != nil {
 		acts = m.cfg.Progress.Activity()
 	}
+	runtime, why := m.runtimeState()
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	hb := heartbeatBody{
 		ActiveTasks:   max(len(m.inflight), len(acts)),
 		UptimeSeconds: int64(time.Since(m.runStart) / time.Second),
+		IsBusy:        len(m.inflight) > 0 || len(acts) > 0,
+		RuntimeState:  runtime,
 	}
 	if len(acts) > 0 {
 		hb.CurrentTask = currentTask(m.client.red, acts, now)
@@ -573,6 +585,9 @@ func (m *Inbox) heartbeatBody() heartbeatBody {
 	}
 	if m.winFailed > 0 {
 		hb.SampleError = m.lastError
+	}
+	if hb.SampleError == "" {
+		hb.SampleError = why // the canvas shows it on the degraded card
 	}
 	m.winTotal, m.winFailed, m.lastError = 0, 0, ""
 	return hb

@@ -58,6 +58,8 @@ type message struct {
 	OmittedBytes int
 	// ReceivedAt is when this run of the daemon read the row: a /stop read after it stops it.
 	ReceivedAt time.Time
+	// ContextID is a canvas message's params.message.contextId (session.go).
+	ContextID string
 }
 
 // input is what codex gets for m.
@@ -191,6 +193,9 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	}
 
 	body := requestBody(row["request_body"])
+	if m.Kind == kindCanvasUser {
+		m.ContextID = canvasContextID(body)
+	}
 	parts, found := findParts(body)
 	var texts []string
 	var files []attachment

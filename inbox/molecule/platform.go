@@ -217,6 +217,10 @@ type heartbeatBody struct {
 	ActiveTasks   int     `json:"active_tasks"`
 	CurrentTask   string  `json:"current_task"`
 	UptimeSeconds int64   `json:"uptime_seconds"`
+	// IsBusy says a message is being answered (the platform falls back to active_tasks > 0
+	// without it); RuntimeState is "wedged" while codex children crash-loop, else "" (health.go).
+	IsBusy       bool   `json:"is_busy"`
+	RuntimeState string `json:"runtime_state"`
 }
 
 func (c *platformClient) heartbeat(ctx context.Context, hb heartbeatBody) error {
