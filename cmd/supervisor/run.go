@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -574,6 +575,13 @@ serve:
 		case <-d.reloadReq:
 			d.reload(sigs) // returns only when the reload did not happen
 		}
+	}
+	if errors.Is(runErr, molecule.ErrWorkspaceDeleted) {
+		// Exit 0: a service manager's Restart=on-failure must not bring back a daemon whose
+		// workspace is gone.
+		log.Warn("the workspace was deleted on the platform; stopping and exiting 0 so that the service manager does not restart the daemon",
+			zap.Error(runErr))
+		runErr = nil
 	}
 	d.phase.Store(phaseDraining)
 	stopServing()

@@ -61,6 +61,13 @@ type Inbox struct {
 	lastError string // a failure since the last heartbeat, for sample_error
 	// lastRuntime is the runtime_state of the last heartbeat (health.go).
 	lastRuntime string
+	// refusedBeats counts heartbeats in a row whose state check found the token refused while
+	// the heartbeat passed; issued is a token the platform issued at register (wsstate.go).
+	refusedBeats int
+	issued       string
+
+	pause   pauseGate               // holds polling and new turns while the workspace is paused
+	stopRun context.CancelCauseFunc // ends Run early: the workspace was deleted
 }
 
 // New checks cfg, opens (or creates) the state directory and loads the inbox position.
@@ -126,6 +133,8 @@ func (m *Inbox) Run(ctx context.Context) error {
 	m.mu.Lock()
 	m.runStart = time.Now()
 	m.mu.Unlock()
+	ctx, m.stopRun = context.WithCancelCause(ctx)
+	defer m.stopRun(nil)
 
 	if err := m.register(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -147,8 +156,9 @@ func (m *Inbox) Run(ctx context.Context) error {
 		disp.enqueue(job{pending: &p})
 	}
 
+	m.checkState(ctx, false) // a paused workspace answers nothing, from the first poll on
 	var wg sync.WaitGroup
-	wg.Go(func() { runEvery(ctx, m.cfg.HeartbeatInterval, m.sendHeartbeat) })
+	wg.Go(func() { runEvery(ctx, m.cfg.HeartbeatInterval, m.beat) })
 	wg.Go(func() { m.ackLoop(ctx) })
 	m.pollLoop(ctx, disp)
 
@@ -161,6 +171,9 @@ func (m *Inbox) Run(ctx context.Context) error {
 	wg.Wait()
 	m.syncState(m.log, "stopping")
 	m.log.Info("stopped", zap.String("cursor", m.ledger.Cursor()))
+	if err := context.Cause(ctx); errors.Is(err, ErrWorkspaceDeleted) {
+		return err
+	}
 	return nil
 }
 
@@ -203,7 +216,12 @@ func (m *Inbox) Stats() Stats {
 // starting).
 func (m *Inbox) register(ctx context.Context) error {
 	err := retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
-		err := m.client.register(ctx, m.cfg.AgentName)
+		issued, err := m.client.register(ctx, m.cfg.AgentName)
+		if issued != "" {
+			m.mu.Lock()
+			m.issued = issued
+			m.mu.Unlock()
+		}
 		if he := (*HTTPError)(nil); errors.As(err, &he) && !retryableStatus(he.Status) {
 			return backoff.Permanent(err)
 		}
@@ -249,6 +267,9 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		}
+		if m.pause.wait(ctx) != nil {
+			return
 		}
 		unacked, _ := m.ledger.counts()
 		if unacked >= m.cfg.MaxUnacked {
@@ -411,6 +432,9 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 		return
 	}
 	log := m.log.With(zap.String("chat_key", j.chatKey()), zap.String("activity_id", j.activityID()))
+	if j.pending == nil && m.pause.wait(ctx) != nil {
+		return // shutting down while paused: the row comes again after the restart
+	}
 	if j.reset {
 		m.queuedReset(drainCtx, log, j.chatKey())
 		return
@@ -536,8 +560,9 @@ func (m *Inbox) noteAnswer(failed bool, errText string) {
 	}
 }
 
-// sendHeartbeat keeps the workspace online; a failure is counted and the next tick tries again.
-func (m *Inbox) sendHeartbeat(ctx context.Context) {
+// sendHeartbeat keeps the workspace online and reports whether the platform accepted it; a
+// failure is counted and the next tick tries again.
+func (m *Inbox) sendHeartbeat(ctx context.Context) bool {
 	hb := m.heartbeatBody()
 	err := m.client.heartbeat(ctx, hb)
 	switch {
@@ -549,6 +574,7 @@ func (m *Inbox) sendHeartbeat(ctx context.Context) {
 		m.log.Debug("heartbeat sent", zap.Int("active_tasks", hb.ActiveTasks))
 		m.platformCallOK(callHeartbeat)
 	}
+	return err == nil
 }
 
 // heartbeatBody reports the running turns and the failure rate since the previous heartbeat.

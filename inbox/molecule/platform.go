@@ -108,6 +108,9 @@ type request struct {
 	// idempotencyKey, when set, is sent as Idempotency-Key: the same on every attempt of one
 	// delivery, so the platform can drop a copy it already stored.
 	idempotencyKey string
+	// bearer, when set, is sent instead of the workspace token (wsstate.go: a token the platform
+	// issued at register).
+	bearer string
 }
 
 // start sends req and returns the response, whatever its status, with the body unread. The
@@ -129,7 +132,11 @@ func (c *platformClient) start(ctx context.Context, req request) (*http.Response
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", req.op, err)
 	}
-	hr.Header.Set("Authorization", "Bearer "+c.token)
+	bearer := c.token
+	if req.bearer != "" {
+		bearer = req.bearer
+	}
+	hr.Header.Set("Authorization", "Bearer "+bearer)
 	hr.Header.Set("Origin", c.origin)
 	hr.Header.Set("Accept", "application/json")
 	if req.body != nil {
@@ -197,16 +204,24 @@ func (c *platformClient) snippet(b []byte) string {
 	return chat.CapText(s, maxErrorSnippet+64)
 }
 
-// register announces the workspace in poll mode (no inbound URL).
-func (c *platformClient) register(ctx context.Context, agentName string) error {
+// register announces the workspace in poll mode (no inbound URL). issued is the auth_token the
+// platform answers with when the workspace had no live token ("" otherwise).
+func (c *platformClient) register(ctx context.Context, agentName string) (issued string, err error) {
 	body := map[string]any{
 		"id":            c.ws,
 		"url":           "",
 		"agent_card":    map[string]any{"name": agentName, "skills": []any{}},
 		"delivery_mode": "poll",
 	}
-	_, err := c.do(ctx, request{op: "register", method: http.MethodPost, path: "/registry/register", body: body})
-	return err
+	resp, err := c.do(ctx, request{op: "register", method: http.MethodPost, path: "/registry/register", body: body})
+	if err != nil {
+		return "", err
+	}
+	var ans struct {
+		AuthToken string `json:"auth_token"`
+	}
+	_ = json.Unmarshal(resp, &ans)
+	return ans.AuthToken, nil
 }
 
 // heartbeatBody is POST /registry/heartbeat.
