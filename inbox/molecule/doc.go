@@ -16,7 +16,11 @@
 // Files, one job each: platform.go (the platform client), rowscan.go (the streamed activity
 // page), normalize.go (a row → a message), ledger.go (the durable position), dispatcher.go (the
 // per-chat queues), molecule.go (poll, heartbeat, delivery), moleculeanswer.go (a message's turn
-// and its reply), approvals.go and progress.go (what a running turn tells the chat).
+// and its reply), approvals.go and progress.go (what a running turn tells the chat), health.go
+// (the heartbeat's is_busy and runtime_state), session.go (the canvas's New session: one new
+// thread, judged from the platform's chat-history marker; <StateDir>/canvas-session.json) and
+// wsstate.go (a paused workspace answers nothing; a deleted one stops Run with
+// ErrWorkspaceDeleted).
 //
 // Durable state: <StateDir>/bridge-state.json (StateFileName), written atomically (temp file,
 // fsync, rename, directory fsync). It holds the inbox position as a low-water mark over arrival
