@@ -444,7 +444,7 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 		return
 	}
 	if j.pending == nil && j.msg.Kind == kindCanvasUser {
-		m.newCanvasSession(drainCtx, log, j.msg)
+		m.followCanvasSession(drainCtx, log, j.msg)
 	}
 	if j.pending == nil && m.cfg.HandOff != nil {
 		m.handOff(ctx, drainCtx, log, j.msg) // releases the images once the reply is settled

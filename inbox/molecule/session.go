@@ -44,12 +44,9 @@ import (
 // sessionFileName holds the canvas chat's reference row.
 const sessionFileName = "canvas-session.json"
 
-// contextDefaultPrefix and contextSessionPrefix are the canvas's contextIds: the default one and
-// those a New session mints.
-const (
-	contextDefaultPrefix = "canvas-"
-	contextSessionPrefix = "sess-"
-)
+// contextSessionPrefix starts the contextIds a New session makes the canvas mint; the default
+// one is canvas-<ws>.
+const contextSessionPrefix = "sess-"
 
 // Resetter starts a chat over on a new codex thread; *supervisor.Supervisor is one.
 type Resetter interface {
@@ -116,10 +113,10 @@ func canvasContextID(body map[string]json.RawMessage) string {
 	return rawString(msg["contextId"])
 }
 
-// newCanvasSession decides whether msg starts a new thread (see the top of this file) and, when
+// followCanvasSession decides whether msg starts a new thread (see the top of this file) and, when
 // it does, resets the chat before msg reaches codex. It runs on the chat's worker, before the
 // message's turn; the supervisor finishes the chat's earlier messages on the old thread first.
-func (m *Inbox) newCanvasSession(ctx context.Context, log *zap.Logger, msg message) {
+func (m *Inbox) followCanvasSession(ctx context.Context, log *zap.Logger, msg message) {
 	if m.session == nil {
 		return
 	}
