@@ -105,6 +105,9 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 		k.sess = nil
 	}
 	crash := !s.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), s.cfg.CrashWindow)
+	if crash {
+		s.streak.crashed(cause, time.Now())
+	}
 	switch {
 	case sess.spare:
 		s.notifySparesLocked()

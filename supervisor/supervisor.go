@@ -71,8 +71,9 @@ type Supervisor struct {
 	turns         int64
 	retired       map[string]int
 	storeErrors   int64
-	restarts      int64 // children started after a watchdog or failure ended their key's last one
-	crashBackoffs int64 // crashes that started a restart backoff, of keys and of spares
+	restarts      int64       // children started after a watchdog or failure ended their key's last one
+	crashBackoffs int64       // crashes that started a restart backoff, of keys and of spares
+	streak        crashStreak // crashes since a turn last completed (crashstreak.go)
 	nextID        uint64
 	useSeq        uint64
 	shutdownDone  chan struct{}

@@ -112,6 +112,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	if settled && err == nil {
 		sess.completed++
 		k.crash.reset()
+		s.streak.completed()
 		if sess.fromSpare {
 			s.spares.crash.reset() // spares make healthy children
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -441,6 +442,8 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 			mcfg.Controls = d.sup
 		}
 		mcfg.Progress = d.sup
+		mcfg.Health = d.sup
+		mcfg.Resetter = d.sup
 		mcfg.ProgressInterval = cfg.ProgressInterval
 		mcfg.Limits = d.sup
 		mcfg.ParkLimit = cfg.ParkLimit
@@ -573,6 +576,13 @@ serve:
 		case <-d.reloadReq:
 			d.reload(sigs) // returns only when the reload did not happen
 		}
+	}
+	if errors.Is(runErr, molecule.ErrWorkspaceDeleted) {
+		// Exit 0: a service manager's Restart=on-failure must not bring back a daemon whose
+		// workspace is gone.
+		log.Warn("the workspace was deleted on the platform; stopping and exiting 0 so that the service manager does not restart the daemon",
+			zap.Error(runErr))
+		runErr = nil
 	}
 	d.phase.Store(phaseDraining)
 	stopServing()

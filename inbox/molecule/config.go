@@ -118,6 +118,14 @@ type Config struct {
 	// Progress, when set, tells the heartbeat's current_task what each running turn is doing
 	// (`peer:alpha: running "npm test" (2m10s)`); nil: it names the chat being answered.
 	Progress ProgressSource
+	// Resetter, when set, starts the canvas chat over when the canvas user pressed New session
+	// (session.go); nil: a New session is not followed.
+	Resetter Resetter
+	// Health, when set, lets the heartbeat report runtime_state "wedged" while codex children
+	// crash-loop: WedgedAfter crashes with no turn completed since (health.go).
+	Health RuntimeHealth
+	// WedgedAfter is that number of crashes; default DefaultWedgedAfter.
+	WedgedAfter int
 	// ProgressInterval, when positive (and Progress is set), sends a canvas chat a short note
 	// each interval while its message's turn runs: "still working (4m0s): running \"npm test\"
 	// (1m10s)". Peers get none: a note would be a message to the peer agent. Default 0: off.
@@ -243,6 +251,7 @@ func (cfg Config) withDefaults() Config {
 	setInt(&cfg.MaxPendingImageBytes, DefaultMaxPendingImageBytes)
 	setInt(&cfg.MaxReplyBytes, DefaultMaxReplyBytes)
 	setInt(&cfg.MaxUnacked, DefaultMaxUnacked)
+	setInt(&cfg.WedgedAfter, DefaultWedgedAfter)
 	setInt(&cfg.RecentIDs, DefaultRecentIDs)
 	setInt(&cfg.SinceSecs, DefaultSinceSecs)
 	cfg.MaxTextBytes = max(cfg.MaxTextBytes, minTextCap)

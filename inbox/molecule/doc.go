@@ -26,7 +26,10 @@
 // durable position), dispatcher.go (the per-chat queues), molecule.go (poll, heartbeat,
 // delivery), moleculeanswer.go (a message's turn and its reply), approvals.go and progress.go
 // (what a running turn tells the chat), uploads.go and uploadfetch.go (files the canvas user
-// uploads: fetched, saved or shown, acked).
+// uploads: fetched, saved or shown, acked), health.go (the heartbeat's is_busy and
+// runtime_state), session.go (the canvas's New session: one new thread, judged from the
+// platform's chat-history marker; <StateDir>/canvas-session.json) and wsstate.go (a paused
+// workspace answers nothing; a deleted one stops Run with ErrWorkspaceDeleted).
 //
 // Durable state: <StateDir>/bridge-state.json (StateFileName), written atomically (temp file,
 // fsync, rename, directory fsync). It holds the inbox position as a low-water mark over arrival

@@ -48,6 +48,7 @@ type Inbox struct {
 	poisonSeen *idRing
 	images     *imageBudget // image bytes of messages waiting for their answer
 	uploads    uploadState
+	session    *canvasSession // the canvas chat's New-session reference (session.go)
 	c          counters
 	started    atomic.Bool
 	// orgMissingLogged: the tenant guard's refusal was logged (tenantRefused); a poll that goes
@@ -62,6 +63,15 @@ type Inbox struct {
 	winTotal  int    // answers since the last heartbeat
 	winFailed int    // failures since the last heartbeat
 	lastError string // a failure since the last heartbeat, for sample_error
+	// lastRuntime is the runtime_state of the last heartbeat (health.go).
+	lastRuntime string
+	// refusedBeats counts heartbeats in a row whose state check found the token refused while
+	// the heartbeat passed; issued is a token the platform issued at register (wsstate.go).
+	refusedBeats int
+	issued       string
+
+	pause   pauseGate               // holds polling and new turns while the workspace is paused
+	stopRun context.CancelCauseFunc // ends Run early: the workspace was deleted
 }
 
 // New checks cfg, opens (or creates) the state directory and loads the inbox position.
@@ -109,6 +119,9 @@ func New(cfg Config) (*Inbox, error) {
 		return nil, fmt.Errorf("molecule inbox: %w", err)
 	}
 	m.ledger = l
+	if m.session, err = openCanvasSession(cfg.StateDir); err != nil {
+		return nil, fmt.Errorf("molecule inbox: %w", err)
+	}
 	return m, nil
 }
 
@@ -128,6 +141,8 @@ func (m *Inbox) Run(ctx context.Context) error {
 	m.mu.Lock()
 	m.runStart = time.Now()
 	m.mu.Unlock()
+	ctx, m.stopRun = context.WithCancelCause(ctx)
+	defer m.stopRun(nil)
 
 	if err := m.register(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -149,8 +164,9 @@ func (m *Inbox) Run(ctx context.Context) error {
 		disp.enqueue(job{pending: &p})
 	}
 
+	m.checkState(ctx, false) // a paused workspace answers nothing, from the first poll on
 	var wg sync.WaitGroup
-	wg.Go(func() { runEvery(ctx, m.cfg.HeartbeatInterval, m.sendHeartbeat) })
+	wg.Go(func() { runEvery(ctx, m.cfg.HeartbeatInterval, m.beat) })
 	wg.Go(func() { m.ackLoop(ctx) })
 	m.pollLoop(ctx, disp)
 
@@ -163,6 +179,9 @@ func (m *Inbox) Run(ctx context.Context) error {
 	wg.Wait()
 	m.syncState(m.log, "stopping")
 	m.log.Info("stopped", zap.String("cursor", m.ledger.Cursor()))
+	if err := context.Cause(ctx); errors.Is(err, ErrWorkspaceDeleted) {
+		return err
+	}
 	return nil
 }
 
@@ -209,6 +228,11 @@ func (m *Inbox) register(ctx context.Context) error {
 	err := retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
 		var err error
 		answer, err = m.client.register(ctx, m.cfg.AgentName)
+		if answer.AuthToken != "" {
+			m.mu.Lock()
+			m.issued = answer.AuthToken
+			m.mu.Unlock()
+		}
 		if he := (*HTTPError)(nil); errors.As(err, &he) && !retryableStatus(he.Status) {
 			return backoff.Permanent(err)
 		}
@@ -255,6 +279,9 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		}
+		if m.pause.wait(ctx) != nil {
+			return
 		}
 		unacked, _ := m.ledger.counts()
 		if unacked >= m.cfg.MaxUnacked {
@@ -425,6 +452,9 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 		return
 	}
 	log := m.log.With(zap.String("chat_key", j.chatKey()), zap.String("activity_id", j.activityID()))
+	if j.pending == nil && m.pause.wait(ctx) != nil {
+		return // shutting down while paused: the row comes again after the restart
+	}
 	if j.reset {
 		m.queuedReset(drainCtx, log, j.chatKey())
 		return
@@ -432,6 +462,9 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 	if j.cmd != nil {
 		m.command(drainCtx, log, disp, j)
 		return
+	}
+	if j.pending == nil && j.msg.Kind == kindCanvasUser {
+		m.followCanvasSession(drainCtx, log, j.msg)
 	}
 	msg := j.msg
 	if j.pending == nil && len(msg.uploads) > 0 {
@@ -564,8 +597,9 @@ func (m *Inbox) noteAnswer(failed bool, errText string) {
 	}
 }
 
-// sendHeartbeat keeps the workspace online; a failure is counted and the next tick tries again.
-func (m *Inbox) sendHeartbeat(ctx context.Context) {
+// sendHeartbeat keeps the workspace online and reports whether the platform accepted it; a
+// failure is counted and the next tick tries again.
+func (m *Inbox) sendHeartbeat(ctx context.Context) bool {
 	hb := m.heartbeatBody()
 	err := m.client.heartbeat(ctx, hb)
 	switch {
@@ -577,6 +611,7 @@ func (m *Inbox) sendHeartbeat(ctx context.Context) {
 		m.log.Debug("heartbeat sent", zap.Int("active_tasks", hb.ActiveTasks))
 		m.platformCallOK(callHeartbeat)
 	}
+	return err == nil
 }
 
 // heartbeatBody reports the running turns and the failure rate since the previous heartbeat.
@@ -586,12 +621,15 @@ func (m *Inbox) heartbeatBody() heartbeatBody {
 	if m.cfg.Progress != nil {
 		acts = m.cfg.Progress.Activity()
 	}
+	runtime, why := m.runtimeState()
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	hb := heartbeatBody{
 		ActiveTasks:   max(len(m.inflight), len(acts)),
 		UptimeSeconds: int64(time.Since(m.runStart) / time.Second),
+		IsBusy:        len(m.inflight) > 0 || len(acts) > 0,
+		RuntimeState:  runtime,
 	}
 	if len(acts) > 0 {
 		hb.CurrentTask = currentTask(m.client.red, acts, now)
@@ -610,6 +648,9 @@ func (m *Inbox) heartbeatBody() heartbeatBody {
 	}
 	if m.winFailed > 0 {
 		hb.SampleError = m.lastError
+	}
+	if hb.SampleError == "" {
+		hb.SampleError = why // the canvas shows it on the degraded card
 	}
 	m.winTotal, m.winFailed, m.lastError = 0, 0, ""
 	return hb

@@ -65,6 +65,8 @@ type message struct {
 	Notices []string
 	// ReceivedAt is when this run of the daemon read the row: a /stop read after it stops it.
 	ReceivedAt time.Time
+	// ContextID is a canvas message's params.message.contextId (session.go).
+	ContextID string
 }
 
 // input is what codex gets for m.
@@ -203,6 +205,9 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	}
 
 	body := requestBody(row["request_body"])
+	if m.Kind == kindCanvasUser {
+		m.ContextID = canvasContextID(body)
+	}
 	parts, found := findParts(body)
 	var texts []string
 	var files []attachment

@@ -128,6 +128,9 @@ type request struct {
 	// idempotencyKey, when set, is sent as Idempotency-Key: the same on every attempt of one
 	// delivery, so the platform can drop a copy it already stored.
 	idempotencyKey string
+	// bearer, when set, is sent instead of the workspace token (wsstate.go: a token the platform
+	// issued at register).
+	bearer string
 }
 
 // start sends req and returns the response, whatever its status, with the body unread. The
@@ -167,7 +170,11 @@ func (c *platformClient) send(ctx context.Context, req request) (*http.Response,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", req.op, err)
 	}
-	hr.Header.Set("Authorization", "Bearer "+c.tokens.current())
+	bearer := c.tokens.current()
+	if req.bearer != "" {
+		bearer = req.bearer
+	}
+	hr.Header.Set("Authorization", "Bearer "+bearer)
 	hr.Header.Set("Origin", c.origin)
 	hr.Header.Set("Accept", "application/json")
 	if req.body != nil {
@@ -288,6 +295,10 @@ type heartbeatBody struct {
 	ActiveTasks   int     `json:"active_tasks"`
 	CurrentTask   string  `json:"current_task"`
 	UptimeSeconds int64   `json:"uptime_seconds"`
+	// IsBusy says a message is being answered (the platform falls back to active_tasks > 0
+	// without it); RuntimeState is "wedged" while codex children crash-loop, else "" (health.go).
+	IsBusy       bool   `json:"is_busy"`
+	RuntimeState string `json:"runtime_state"`
 }
 
 func (c *platformClient) heartbeat(ctx context.Context, hb heartbeatBody) error {

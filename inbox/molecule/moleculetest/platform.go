@@ -67,6 +67,9 @@ type Config struct {
 	DeliveryMode string
 	// Seed seeds the random failures of SetChaos.
 	Seed uint64
+	// OrgScopedToken makes Token pass the auth check of GET /state after Delete, as an org API
+	// token does: /state then answers 404 {"deleted":true} (workspace.go).
+	OrgScopedToken bool
 }
 
 // Route names one platform endpoint, for failure injection and call filtering.
@@ -80,7 +83,11 @@ const (
 	RouteNotify    Route = "notify"
 	RouteA2A       Route = "a2a"
 	RouteAck       Route = "ack"
-	RouteUnknown   Route = "unknown"
+	RouteState     Route = "state"
+	// RouteChatHistory and RouteChatSession are GET chat-history and POST chat-session/new.
+	RouteChatHistory Route = "chat-history"
+	RouteChatSession Route = "chat-session"
+	RouteUnknown     Route = "unknown"
 )
 
 // StatusHung is the Status recorded for a call the platform never answered (HangNext, SetChaos).
@@ -163,6 +170,8 @@ type Platform struct {
 	orgID      string // the tenant guard's org; "" off
 	buckets    map[string]*rateBucket
 	up         uploads
+	ws         workspace   // status, pause, deletion (workspace.go)
+	chat       chatSession // the canvas's chat session (session.go)
 }
 
 // New starts a platform on a loopback port.
@@ -200,6 +209,9 @@ func New(cfg Config) *Platform {
 	mux.HandleFunc("GET /workspaces/{ws}/pending-uploads/{fid}/content", p.serve(RouteUploadContent, p.uploadContent))
 	mux.HandleFunc("POST /workspaces/{ws}/pending-uploads/{fid}/ack", p.serve(RouteUploadAck, p.uploadAck))
 	mux.HandleFunc("GET /uploads/limits", p.serve(RouteUploadLimits, p.uploadLimits))
+	mux.HandleFunc("GET /workspaces/{ws}/state", p.serve(RouteState, p.state))
+	mux.HandleFunc("GET /workspaces/{ws}/chat-history", p.serve(RouteChatHistory, p.chatHistory))
+	mux.HandleFunc("POST /workspaces/{ws}/chat-session/new", p.serve(RouteChatSession, p.chatSessionNew))
 	mux.HandleFunc("/", p.serve(RouteUnknown, func(*http.Request, []byte) (int, any) {
 		return http.StatusNotFound, map[string]string{"error": "not found"}
 	}))
@@ -288,7 +300,7 @@ func (p *Platform) serve(route Route, h handlerFunc) http.HandlerFunc {
 		case guard != 0:
 			status, resp = guard, guardBody
 		case !authorized && route != RouteUploadLimits: // router.go serves the limits without a token
-			status, resp = http.StatusUnauthorized, p.errBody(r, "invalid token")
+			status, resp = http.StatusUnauthorized, p.errBody(r, "invalid workspace auth token")
 		}
 		if status == 0 {
 			switch inj := p.injected(route); {
@@ -403,6 +415,7 @@ func (p *Platform) heartbeat(_ *http.Request, body []byte) (int, any) {
 	}
 	p.mu.Lock()
 	p.heartbeats = append(p.heartbeats, m)
+	p.heartbeatStatusLocked(m)
 	p.mu.Unlock()
 	return http.StatusOK, map[string]string{"status": "ok"}
 }

@@ -155,6 +155,7 @@ func (p *Platform) appendLocked(r Row) string {
 	for k, v := range r {
 		c[k] = v
 	}
+	p.fillContextLocked(c)
 	if _, ok := c["id"]; !ok {
 		p.nextID++
 		c["id"] = "act-" + strconv.Itoa(p.nextID)
