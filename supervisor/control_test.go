@@ -109,6 +109,7 @@ func TestResetStartsANewThread(t *testing.T) {
 		s := newSup(t, w, func(c *Config) { c.Store = store })
 		defer shutdown(t, s)
 		r1 := mustSubmit(t, s, "a", "one")
+		synctest.Wait() // the key's worker finishes its bookkeeping after the reply is out
 		res, err := s.Reset(context.Background(), "a")
 		if err != nil || res.Deferred || res.OldThreadID != r1.ThreadID {
 			t.Fatalf("Reset = %+v, %v; want thread %s archived now", res, err, r1.ThreadID)
