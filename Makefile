@@ -1,10 +1,15 @@
 # All set-up lives here so a fresh clone needs only `make demo` or `make test`.
-# The pinned codex npm package is installed into .tools/ (ignored by git); the tests and the demo
-# run its native binary, never the node wrapper.
+# The pinned codex npm package is installed into .tools/codex-VERSION/ (ignored by git), one
+# directory per version so another release can be tried beside the pin (`make compat`); the tests
+# and the demo run its native binary, never the node wrapper.
 
+# CODEX_VERSION is the pin: the codex release this daemon is tested with. It must lie within the
+# supported range of package codexversion (a test checks it); docs/development.md says how a new
+# release is followed.
 CODEX_VERSION ?= 0.169.0
 TOOLS         := $(CURDIR)/.tools
-CODEX_STAMP   := $(TOOLS)/codex-$(CODEX_VERSION).stamp
+CODEX_PREFIX  := $(TOOLS)/codex-$(CODEX_VERSION)
+CODEX_STAMP   := $(CODEX_PREFIX)/installed.stamp
 GO            ?= go
 # TEST_PAR is how many test packages (-p), and tests of one package (-parallel), run at once: the
 # number of CPUs, but at least 4. Most end-to-end tests wait on codex children, on a mock model or
@@ -17,7 +22,7 @@ STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The native binary's folder depends on the CPU; npm installs the matching optional package.
 CODEX_ARCH := $(shell uname -m | sed -e 's/^x86_64$$/x64/' -e 's/^aarch64$$/arm64/')
 CODEX_TRIPLE := $(shell uname -m)-unknown-linux-musl
-CODEX_BIN  := $(TOOLS)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(CODEX_TRIPLE)/bin/codex
+CODEX_BIN  := $(CODEX_PREFIX)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(CODEX_TRIPLE)/bin/codex
 
 export CODEX_BIN
 
@@ -57,8 +62,10 @@ codex: $(CODEX_STAMP)
 
 $(CODEX_STAMP):
 	@command -v npm >/dev/null || $(MAKE) --no-print-directory npm
-	mkdir -p $(TOOLS)
-	npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
+	@# .tools/codex-VERSION was a stamp file before versions had directories of their own.
+	@if [ -f $(CODEX_PREFIX) ]; then rm -f $(CODEX_PREFIX); fi
+	mkdir -p $(CODEX_PREFIX)
+	npm install --prefix $(CODEX_PREFIX) --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
 	@test -x $(CODEX_BIN) || { echo "native codex binary not found at $(CODEX_BIN)" >&2; exit 1; }
 	$(CODEX_BIN) --version
 	touch $@
