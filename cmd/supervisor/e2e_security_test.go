@@ -6,7 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/internal/exectest"
 )
 
 // --child-user runs the codex children as another user: the conversation works, the child runs
@@ -23,6 +27,9 @@ func TestE2EChildUser(t *testing.T) {
 	if err := os.Chmod(e.root, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// And a codex it can execute: the one under test may lie in a checkout nobody cannot enter
+	// (root's clone in /root, 0700).
+	e.codexBin = codexFor(t, e.codexBin, filepath.Join(e.root, "bin"), &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}})
 	for _, dir := range []string{e.codexHome, e.workDir} {
 		if err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
 			if err != nil {
@@ -69,4 +76,34 @@ func TestE2EChildUser(t *testing.T) {
 	if info.Mode().Perm()&0o077 != 0 {
 		t.Fatalf("state dir %s is %v: the child user could read it", e.stateDir, info.Mode().Perm())
 	}
+}
+
+// codexFor returns a codex that cred can execute: bin itself when it can, else bin linked (or,
+// across file systems, copied) into dir, made 0755 here. It fails when cred cannot execute that
+// either, naming the directory on the way it cannot enter.
+func codexFor(t *testing.T, bin, dir string, cred *syscall.Credential) string {
+	t.Helper()
+	if _, err := appserver.VersionAs(t.Context(), bin, nil, cred); err == nil {
+		return bin
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "codex")
+	if err := os.Link(bin, p); err != nil {
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exectest.WriteExecutable(p, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := appserver.VersionAs(t.Context(), p, nil, cred); err != nil {
+		t.Fatalf("uid %d cannot execute codex %s either (is every directory above %s searchable by others?): %v", cred.Uid, p, dir, err)
+	}
+	return p
 }
