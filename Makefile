@@ -26,7 +26,7 @@ CODEX_BIN  := $(CODEX_PREFIX)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/ven
 
 export CODEX_BIN
 
-.PHONY: all build codex codex-bin npm systemd-analyze check-tree test test-report test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
+.PHONY: all build codex codex-bin codex-snapshot compat npm systemd-analyze check-tree test test-report test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
 
 all: build
 
@@ -73,6 +73,34 @@ $(CODEX_STAMP):
 # codex-bin prints the native binary's path, for running one package's tests by hand.
 codex-bin:
 	@echo $(CODEX_BIN)
+
+# codex-snapshot rewrites the wire-contract snapshot of package protocol/schema (the app-server
+# schema of the types the daemon uses, and `codex features list`) from the codex of CODEX_VERSION:
+# run it when the pin moves (docs/development.md).
+codex-snapshot: codex
+	cd protocol/schema && $(GO) generate .
+
+# compat tries codex CODEX_VERSION beside the pin before a bump: it installs it into its own
+# .tools/codex-VERSION/, diffs its wire schema and its features against the pin's snapshot (every
+# change printed; only what breaks the daemon's contract fails), runs the whole test suite on it
+# (the end-to-end tests run that codex), and ends with one line: `compat X: PASS`, or FAIL and
+# what failed. The logs stay in bin/compat-VERSION/.
+COMPAT_DIR = bin/compat-$(CODEX_VERSION)
+
+compat: codex systemd-analyze
+	@mkdir -p $(COMPAT_DIR); failed=; \
+	for step in WireContract Features; do \
+		log=$(COMPAT_DIR)/$$step.log; \
+		CODEX_WARM_REQUIRE_CODEX=1 $(GO) test -count=1 -v -run "^Test$$step\$$" ./protocol/schema > $$log 2>&1 || failed="$$failed $$step"; \
+		sed -n 's/^ *codex_test\.go:[0-9]*: //p' $$log; \
+	done; \
+	echo "compat $(CODEX_VERSION): the test suite on this codex ($(COMPAT_DIR)/suite.log)"; \
+	start=$$(date +%s); \
+	$(GO_TEST) > $(COMPAT_DIR)/suite.log 2>&1 || failed="$$failed suite"; \
+	grep -E '^(--- FAIL|FAIL)' $(COMPAT_DIR)/suite.log || true; \
+	echo "compat $(CODEX_VERSION): the suite took $$(($$(date +%s) - start)) s"; \
+	if [ -z "$$failed" ]; then echo "compat $(CODEX_VERSION): PASS"; \
+	else echo "compat $(CODEX_VERSION): FAIL ($${failed# }; logs in $(COMPAT_DIR))"; exit 1; fi
 
 # npm comes from Debian's packages when the machine lacks it (root can install; others are told how).
 npm:
