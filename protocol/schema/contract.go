@@ -60,7 +60,7 @@ type Decoded struct {
 type Contract struct {
 	Uses    []Use
 	Decoded []Decoded
-	Enums []Enum
+	Enums   []Enum
 	// Features are the `codex features list` names the daemon or its tests set: their
 	// disappearance would leave the setting doing nothing, silently.
 	Features []string
