@@ -56,8 +56,16 @@ func VersionAs(ctx context.Context, bin string, env []string, cred *syscall.Cred
 	if runErr != nil {
 		printed += fmt.Sprintf(" and failed (%v)", runErr)
 	}
-	return "", fmt.Errorf("%s %w: `%s --version` printed %s; want \"codex-cli <version>\"", bin, ErrNotCodex, bin, printed)
+	err := fmt.Errorf("%s %w: `%s --version` printed %s; want \"codex-cli <version>\"", bin, ErrNotCodex, bin, printed)
+	return "", &versionError{err: err, run: runErr}
 }
+
+// versionError is Version's error: its text names the binary and what it printed; it wraps
+// ErrNotCodex and the run's own error (a permission denied for a user who cannot execute bin).
+type versionError struct{ err, run error }
+
+func (e *versionError) Error() string   { return e.err.Error() }
+func (e *versionError) Unwrap() []error { return []error{e.err, e.run} }
 
 // capWriter keeps the first left bytes written to it and discards the rest.
 type capWriter struct {

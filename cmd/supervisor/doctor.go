@@ -136,7 +136,7 @@ func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
 	if bin.Status != checkFail {
 		version = d.checkCodexVersion(ctx)
 	}
-	out = append(out, version)
+	out = append(out, version, d.checkChildUser(ctx))
 	home, homeUsable := d.checkCodexHome()
 	if version.Status == checkFail || version.Status == checkSkip || !homeUsable {
 		out = append(out, home, skip("codex login", "not checked: codex cannot start"))

@@ -78,6 +78,28 @@ func TestE2EChildUser(t *testing.T) {
 	}
 }
 
+// run with --child-user tries, as that user, what every codex child does first, and refuses to
+// start when codex cannot run: a codex in a directory the user cannot enter (root's 0700
+// checkout) used to fail only at the first message, with "fork/exec …: permission denied".
+func TestE2EChildUserCannotRunCodex(t *testing.T) {
+	t.Parallel()
+	if os.Getuid() != 0 {
+		t.Skip("starting children as another user needs root; CI runs as root")
+	}
+	e := newE2E(t, e2eConfig{Local: true}) // e.root is 0700: closed to nobody
+	closed := filepath.Join(e.root, "bin", "codex")
+	linkCodex(t, e.codexBin, closed)
+	e.codexBin = closed
+	d := e.launch("--child-user", "nobody", "--spares", "0")
+	d.waitFailed()
+	for _, want := range []string{"--child-user nobody cannot execute codex " + closed + ": permission denied",
+		"chmod o+x " + e.root, "--child-user nobody cannot write in CODEX_HOME " + e.codexHome} {
+		if !strings.Contains(d.log(), want) {
+			t.Errorf("log lacks %q:\n%s", want, d.logTail(4000))
+		}
+	}
+}
+
 // codexFor returns a codex that cred can execute: bin itself when it can, else bin linked (or,
 // across file systems, copied) into dir, made 0755 here. It fails when cred cannot execute that
 // either, naming the directory on the way it cannot enter.
@@ -86,24 +108,32 @@ func codexFor(t *testing.T, bin, dir string, cred *syscall.Credential) string {
 	if _, err := appserver.VersionAs(t.Context(), bin, nil, cred); err == nil {
 		return bin
 	}
+	p := filepath.Join(dir, "codex")
+	linkCodex(t, bin, p)
+	if _, err := appserver.VersionAs(t.Context(), p, nil, cred); err != nil {
+		t.Fatalf("uid %d cannot execute codex %s either (is every directory above %s searchable by others?): %v", cred.Uid, p, dir, err)
+	}
+	return p
+}
+
+// linkCodex puts bin at to, in a directory made 0755: a hard link, or a copy where a link cannot
+// be made (another file system).
+func linkCodex(t *testing.T, bin, to string) {
+	t.Helper()
+	dir := filepath.Dir(to)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(dir, "codex")
-	if err := os.Link(bin, p); err != nil {
+	if err := os.Link(bin, to); err != nil {
 		data, err := os.ReadFile(bin)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exectest.WriteExecutable(p, data, 0o755); err != nil {
+		if err := exectest.WriteExecutable(to, data, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := appserver.VersionAs(t.Context(), p, nil, cred); err != nil {
-		t.Fatalf("uid %d cannot execute codex %s either (is every directory above %s searchable by others?): %v", cred.Uid, p, dir, err)
-	}
-	return p
 }
