@@ -6,7 +6,7 @@
 # CODEX_VERSION is the pin: the codex release this daemon is tested with. It must lie within the
 # supported range of package codexversion (a test checks it); docs/development.md says how a new
 # release is followed.
-CODEX_VERSION ?= 0.169.0
+CODEX_VERSION ?= 0.171.0
 TOOLS         := $(CURDIR)/.tools
 CODEX_PREFIX  := $(TOOLS)/codex-$(CODEX_VERSION)
 CODEX_STAMP   := $(CODEX_PREFIX)/installed.stamp

@@ -107,8 +107,8 @@ func TestCheckFailsOnWhatTheDaemonRelies(t *testing.T) {
 		}, `method turn/steer: params are "TurnSteerParamsV2"`, "method turn/steer: params TurnSteerParams -> TurnSteerParamsV2"},
 		{"a method is gone", func(s *Snapshot) { delete(s.Methods, "thread/turns/list") }, "method thread/turns/list: gone", "method thread/turns/list: gone"},
 		{"an optional field is added where the daemon reads", func(s *Snapshot) {
-			variant(s, "ThreadItem", "McpToolCallThreadItem")["properties"].(Node)["environmentId"] = Node{"type": []any{"string", "null"}}
-		}, "", "ThreadItem.oneOf[McpToolCallThreadItem].environmentId: property added (optional)"},
+			variant(s, "ThreadItem", "McpToolCallThreadItem")["properties"].(Node)["futureField"] = Node{"type": []any{"string", "null"}}
+		}, "", "ThreadItem.oneOf[McpToolCallThreadItem].futureField: property added (optional)"},
 		{"a required field is added where the daemon only reads", func(s *Snapshot) {
 			d := s.Definitions["TurnStartedNotification"]
 			props(s, "TurnStartedNotification")["startedAtMs"] = Node{"type": "integer"}
