@@ -73,7 +73,7 @@ func TestCheckFailsOnWhatTheDaemonRelies(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		break_ func(s *Snapshot)
+		mutate func(s *Snapshot)
 		want   string // a substring of a violation; "" for none
 		diff   string // a substring of a Diff line
 	}{
@@ -117,7 +117,7 @@ func TestCheckFailsOnWhatTheDaemonRelies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := clone(t, base)
-			tc.break_(s)
+			tc.mutate(s)
 			var got []string
 			for _, v := range c.Check(s) {
 				got = append(got, v.String())
