@@ -96,7 +96,8 @@ compat: codex systemd-analyze
 	done; \
 	echo "compat $(CODEX_VERSION): the test suite on this codex ($(COMPAT_DIR)/suite.log)"; \
 	start=$$(date +%s); \
-	$(GO_TEST) > $(COMPAT_DIR)/suite.log 2>&1 || failed="$$failed suite"; \
+	$(GO_TEST) > $(COMPAT_DIR)/suite.log 2>&1 || \
+		failed="$$failed suite ($$(sed -n 's/^--- FAIL: \([^ ]*\).*/\1/p' $(COMPAT_DIR)/suite.log | paste -sd ' ' -))"; \
 	grep -E '^(--- FAIL|FAIL)' $(COMPAT_DIR)/suite.log || true; \
 	echo "compat $(CODEX_VERSION): the suite took $$(($$(date +%s) - start)) s"; \
 	if [ -z "$$failed" ]; then echo "compat $(CODEX_VERSION): PASS"; \
