@@ -19,8 +19,9 @@
 ARG GO_VERSION=1.26
 ARG NODE_VERSION=20
 ARG DEBIAN_VERSION=bookworm
-# The codex release this daemon is tested with: the Makefile's CODEX_VERSION.
-ARG CODEX_VERSION=0.169.0
+# The codex release this daemon ships with: the Makefile's CODEX_VERSION (within the tested range
+# of internal/codexversion).
+ARG CODEX_VERSION=0.171.0
 
 # Build: a static supervisor binary.
 FROM golang:${GO_VERSION}-${DEBIAN_VERSION} AS build

@@ -1,10 +1,15 @@
 # All set-up lives here so a fresh clone needs only `make demo` or `make test`.
-# The pinned codex npm package is installed into .tools/ (ignored by git); the tests and the demo
-# run its native binary, never the node wrapper.
+# The pinned codex npm package is installed into .tools/codex-VERSION/ (ignored by git), one
+# directory per version so another release can be tried beside the pin (`make compat`); the tests
+# and the demo run its native binary, never the node wrapper.
 
-CODEX_VERSION ?= 0.169.0
+# CODEX_VERSION is the pin: the codex release this daemon is tested with. It must lie within the
+# supported range of package codexversion (a test checks it); docs/development.md says how a new
+# release is followed.
+CODEX_VERSION ?= 0.171.0
 TOOLS         := $(CURDIR)/.tools
-CODEX_STAMP   := $(TOOLS)/codex-$(CODEX_VERSION).stamp
+CODEX_PREFIX  := $(TOOLS)/codex-$(CODEX_VERSION)
+CODEX_STAMP   := $(CODEX_PREFIX)/installed.stamp
 GO            ?= go
 # TEST_PAR is how many test packages (-p), and tests of one package (-parallel), run at once: the
 # number of CPUs, but at least 4. Most end-to-end tests wait on codex children, on a mock model or
@@ -17,11 +22,11 @@ STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The native binary's folder depends on the CPU; npm installs the matching optional package.
 CODEX_ARCH := $(shell uname -m | sed -e 's/^x86_64$$/x64/' -e 's/^aarch64$$/arm64/')
 CODEX_TRIPLE := $(shell uname -m)-unknown-linux-musl
-CODEX_BIN  := $(TOOLS)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(CODEX_TRIPLE)/bin/codex
+CODEX_BIN  := $(CODEX_PREFIX)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/vendor/$(CODEX_TRIPLE)/bin/codex
 
 export CODEX_BIN
 
-.PHONY: all build codex codex-bin npm systemd-analyze check-tree test test-report test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
+.PHONY: all build codex codex-bin codex-snapshot compat npm systemd-analyze check-tree test test-report test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
 
 all: build
 
@@ -57,8 +62,10 @@ codex: $(CODEX_STAMP)
 
 $(CODEX_STAMP):
 	@command -v npm >/dev/null || $(MAKE) --no-print-directory npm
-	mkdir -p $(TOOLS)
-	npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
+	@# .tools/codex-VERSION was a stamp file before versions had directories of their own.
+	@if [ -f $(CODEX_PREFIX) ]; then rm -f $(CODEX_PREFIX); fi
+	mkdir -p $(CODEX_PREFIX)
+	npm install --prefix $(CODEX_PREFIX) --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
 	@test -x $(CODEX_BIN) || { echo "native codex binary not found at $(CODEX_BIN)" >&2; exit 1; }
 	$(CODEX_BIN) --version
 	touch $@
@@ -66,6 +73,35 @@ $(CODEX_STAMP):
 # codex-bin prints the native binary's path, for running one package's tests by hand.
 codex-bin:
 	@echo $(CODEX_BIN)
+
+# codex-snapshot rewrites the wire-contract snapshot of package protocol/schema (the app-server
+# schema of the types the daemon uses, and `codex features list`) from the codex of CODEX_VERSION:
+# run it when the pin moves (docs/development.md).
+codex-snapshot: codex
+	cd protocol/schema && $(GO) generate .
+
+# compat tries codex CODEX_VERSION beside the pin before a bump: it installs it into its own
+# .tools/codex-VERSION/, diffs its wire schema and its features against the pin's snapshot (every
+# change printed; only what breaks the daemon's contract fails), runs the whole test suite on it
+# (the end-to-end tests run that codex), and ends with one line: `compat X: PASS`, or FAIL and
+# what failed. The logs stay in bin/compat-VERSION/.
+COMPAT_DIR = bin/compat-$(CODEX_VERSION)
+
+compat: codex systemd-analyze
+	@mkdir -p $(COMPAT_DIR); failed=; \
+	for step in WireContract Features; do \
+		log=$(COMPAT_DIR)/$$step.log; \
+		CODEX_WARM_REQUIRE_CODEX=1 $(GO) test -count=1 -v -run "^Test$$step\$$" ./protocol/schema > $$log 2>&1 || failed="$$failed $$step"; \
+		sed -n 's/^ *codex_test\.go:[0-9]*: //p' $$log; \
+	done; \
+	echo "compat $(CODEX_VERSION): the test suite on this codex ($(COMPAT_DIR)/suite.log)"; \
+	start=$$(date +%s); \
+	$(GO_TEST) > $(COMPAT_DIR)/suite.log 2>&1 || \
+		failed="$$failed suite ($$(sed -n 's/^--- FAIL: \([^ ]*\).*/\1/p' $(COMPAT_DIR)/suite.log | paste -sd ' ' -))"; \
+	grep -E '^(--- FAIL|FAIL)' $(COMPAT_DIR)/suite.log || true; \
+	echo "compat $(CODEX_VERSION): the suite took $$(($$(date +%s) - start)) s"; \
+	if [ -z "$$failed" ]; then echo "compat $(CODEX_VERSION): PASS"; \
+	else echo "compat $(CODEX_VERSION): FAIL ($${failed# }; logs in $(COMPAT_DIR))"; exit 1; fi
 
 # npm comes from Debian's packages when the machine lacks it (root can install; others are told how).
 npm:

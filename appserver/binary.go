@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/childproc"
@@ -28,11 +29,18 @@ var ErrNoCodex = errors.New("no codex in PATH")
 // wrapping ErrNotCodex that names bin and quotes what it printed: anything else would only fail
 // later, on every chat's first message. ctx bounds the run.
 func Version(ctx context.Context, bin string, env []string) (string, error) {
+	return VersionAs(ctx, bin, env, nil)
+}
+
+// VersionAs is Version run with the credentials children get (Config.Credential; nil: the
+// daemon's): with --child-user it proves that user can execute bin, where the daemon's root
+// would pass every permission check.
+func VersionAs(ctx context.Context, bin string, env []string, cred *syscall.Credential) (string, error) {
 	cmd := exec.CommandContext(ctx, bin, "--version")
 	cmd.Env = env
 	// The same attributes as a child: killed with the daemon, and a stray grandchild holding the
 	// output open cannot stall the check past WaitDelay.
-	cmd.SysProcAttr = childproc.SysProcAttr(nil)
+	cmd.SysProcAttr = childproc.SysProcAttr(cred)
 	cmd.WaitDelay = time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &capWriter{buf: &out, left: 4 << 10}, io.Discard
@@ -48,8 +56,16 @@ func Version(ctx context.Context, bin string, env []string) (string, error) {
 	if runErr != nil {
 		printed += fmt.Sprintf(" and failed (%v)", runErr)
 	}
-	return "", fmt.Errorf("%s %w: `%s --version` printed %s; want \"codex-cli <version>\"", bin, ErrNotCodex, bin, printed)
+	err := fmt.Errorf("%s %w: `%s --version` printed %s; want \"codex-cli <version>\"", bin, ErrNotCodex, bin, printed)
+	return "", &versionError{err: err, run: runErr}
 }
+
+// versionError is Version's error: its text names the binary and what it printed; it wraps
+// ErrNotCodex and the run's own error (a permission denied for a user who cannot execute bin).
+type versionError struct{ err, run error }
+
+func (e *versionError) Error() string   { return e.err.Error() }
+func (e *versionError) Unwrap() []error { return []error{e.err, e.run} }
 
 // capWriter keeps the first left bytes written to it and discards the rest.
 type capWriter struct {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
+
+	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 )
 
 // repoRoot is the repository, seen from this package's directory.
@@ -84,14 +86,18 @@ func stdoutOf(t *testing.T, dir string, name string, args ...string) string {
 	return string(out)
 }
 
-// `make install DESTDIR=…` stages supervisor and the pinned codex side by side in
-// PREFIX/libexec/codex-warm, links PREFIX/bin/supervisor to it, and the installed supervisor
-// finds that codex by itself (doctor says so). `make uninstall` takes it all away again.
+// `make install DESTDIR=…` stages supervisor and the codex under test (`make test
+// CODEX_VERSION=X` tests X; the pin by default) side by side in PREFIX/libexec/codex-warm,
+// links PREFIX/bin/supervisor to it, and the installed supervisor finds that codex by itself
+// (doctor says so). `make uninstall` takes it all away again.
 func TestMakeInstall(t *testing.T) {
 	t.Parallel()
 	requireTool(t, "make", "test")
+	// The version comes from the binary, never from a literal: whichever codex the suite runs
+	// is the one make installs.
+	underTest := strings.TrimSpace(stdoutOf(t, repoRoot, appservertest.CodexBin(t), "--version"))
 	dest := t.TempDir()
-	run(t, repoRoot, nil, "make", "-s", "install", "DESTDIR="+dest)
+	run(t, repoRoot, nil, "make", "-s", "install", "DESTDIR="+dest, "CODEX_VERSION="+strings.TrimPrefix(underTest, "codex-cli "))
 	libexec := filepath.Join(dest, "usr/local/libexec/codex-warm")
 	for _, f := range []string{"supervisor", "codex"} {
 		fi, err := os.Stat(filepath.Join(libexec, f))
@@ -104,7 +110,7 @@ func TestMakeInstall(t *testing.T) {
 		t.Fatalf("bin/supervisor: link to %q (%v), want ../libexec/codex-warm/supervisor", target, err)
 	}
 	version := stdoutOf(t, dest, filepath.Join(libexec, "codex"), "--version")
-	if want := "codex-cli " + makeVar(t, "CODEX_VERSION"); strings.TrimSpace(version) != want {
+	if want := underTest; strings.TrimSpace(version) != want {
 		t.Errorf("installed codex says %q, want %q", version, want)
 	}
 

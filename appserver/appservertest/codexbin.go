@@ -12,10 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/internal/codexversion"
 )
 
 // Environment variables CodexBin reads.
@@ -29,8 +32,9 @@ const (
 
 // CodexBin returns the native codex binary for tests. It tries, in order: $CODEX_BIN (a native
 // binary, or the npm wrapper whose native binary is then looked up), `codex` on PATH resolved
-// through its npm layout to the native binary, and the pinned copy `make codex` installs under
-// .tools/ at the module root (found by walking up from the working directory to go.mod).
+// through its npm layout to the native binary, and the copies `make codex` installs under
+// .tools/codex-VERSION/ at the module root (found by walking up from the working directory to
+// go.mod), the newest first.
 //
 // When none is found it skips the test, or fails it when CODEX_WARM_REQUIRE_CODEX is set; the
 // message lists every place it looked.
@@ -93,16 +97,32 @@ func findCodex(getenv func(string) string, cwd string) (string, []string) {
 	}
 
 	if root := moduleRoot(cwd); root != "" {
-		tools := filepath.Join(root, ".tools", "node_modules")
-		for _, p := range npmNativeCandidates(tools) {
-			if bin := try("module .tools", p); bin != "" {
-				return bin, nil
+		for _, nm := range toolsNodeModules(filepath.Join(root, ".tools")) {
+			for _, p := range npmNativeCandidates(nm) {
+				if bin := try("module .tools", p); bin != "" {
+					return bin, nil
+				}
 			}
 		}
 	} else {
 		searched = append(searched, fmt.Sprintf("module root above %q (no go.mod)", cwd))
 	}
 	return "", searched
+}
+
+// toolsNodeModules lists the node_modules directories `make codex` leaves under tools: one per
+// version in codex-VERSION/, newest first, then the single one of older checkouts.
+func toolsNodeModules(tools string) []string {
+	dirs, _ := filepath.Glob(filepath.Join(tools, "codex-*", "node_modules"))
+	version := func(dir string) string { return strings.TrimPrefix(filepath.Base(filepath.Dir(dir)), "codex-") }
+	slices.SortFunc(dirs, func(a, b string) int {
+		c, err := codexversion.Compare(version(b), version(a))
+		if err != nil {
+			return strings.Compare(b, a)
+		}
+		return c
+	})
+	return append(dirs, filepath.Join(tools, "node_modules"))
 }
 
 // nativeFrom returns the native binary for path: path itself when it is a native executable, or

@@ -84,10 +84,12 @@ func TestFindCodex(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A module with `make codex` done: .tools/node_modules at its root, tests run in a subdir.
+	// A module with `make codex` done for two versions: .tools/codex-VERSION/node_modules at its
+	// root, tests run in a subdir; the newer version (by number, not by name) is found.
 	mod := filepath.Join(root, "mod")
 	writeTestFile(t, filepath.Join(mod, "go.mod"), "module x\n", 0o644)
-	_, toolsNative := npmInstall(t, filepath.Join(mod, ".tools", "node_modules"), true)
+	_, _ = npmInstall(t, filepath.Join(mod, ".tools", "codex-1.9.0", "node_modules"), true)
+	_, toolsNative := npmInstall(t, filepath.Join(mod, ".tools", "codex-1.10.0", "node_modules"), true)
 	modSub := filepath.Join(mod, "pkg", "sub")
 	if err := os.MkdirAll(modSub, 0o755); err != nil {
 		t.Fatal(err)

@@ -177,13 +177,13 @@ func TestSummary(t *testing.T) {
 	s := newSummary("b_ratio", "a_ms")
 	s.set("a_ms", 41.5)
 	s.set("ok", true)
-	s.set("codex_version", "codex cli 0.169.0")
+	s.set("codex_version", "codex cli 9.8.7")
 	s.set("n", 3)
 	var out bytes.Buffer
 	if err := s.writeKV(&out); err != nil {
 		t.Fatal(err)
 	}
-	want := "b_ratio=NaN\na_ms=41.50\nok=true\ncodex_version=codex_cli_0.169.0\nn=3\n"
+	want := "b_ratio=NaN\na_ms=41.50\nok=true\ncodex_version=codex_cli_9.8.7\nn=3\n"
 	if out.String() != want {
 		t.Errorf("writeKV =\n%s\nwant\n%s", out.String(), want)
 	}

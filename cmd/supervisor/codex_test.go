@@ -1,20 +1,38 @@
 package main
 
 import (
-	"os"
-	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/molecule-ai/codex-warm/internal/codexversion"
 )
 
-// The version doctor calls tested is the one the Makefile installs and the tests run.
-func TestTestedCodexVersionIsTheMakefiles(t *testing.T) {
+// Outside the tested range doctor and run's log say which way, what the operator risks, and
+// what to do: for a newer codex, how to try it first.
+func TestCodexRangeRisk(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^CODEX_VERSION\s*\?=\s*(\S+)$`).FindSubmatch(b)
-	if m == nil || string(m[1]) != testedCodexVersion {
-		t.Fatalf("Makefile CODEX_VERSION %q, testedCodexVersion %q", m, testedCodexVersion)
+	const newer, older = "999.0.0", "0.0.1"
+	tested := codexversion.Oldest + " to " + codexversion.Newest
+	for _, tc := range []struct {
+		v         string
+		where     int
+		want, fix []string
+	}{
+		{newer, 1, []string{"codex-cli " + newer + " is newer", tested, "lose replies"},
+			[]string{"@openai/codex@" + codexversion.Newest, "make compat CODEX_VERSION=" + newer}},
+		{older, -1, []string{"codex-cli " + older + " is older", tested, "may lack requests the daemon sends"},
+			[]string{"@openai/codex@" + codexversion.Newest}},
+	} {
+		detail, fix := codexRangeRisk(tc.v, tc.where)
+		for _, w := range tc.want {
+			if !strings.Contains(detail, w) {
+				t.Errorf("risk %q lacks %q", detail, w)
+			}
+		}
+		for _, w := range tc.fix {
+			if !strings.Contains(fix, w) {
+				t.Errorf("fix %q lacks %q", fix, w)
+			}
+		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+	"github.com/molecule-ai/codex-warm/internal/codexversion"
 	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/sessions"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -135,7 +136,7 @@ func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
 	if bin.Status != checkFail {
 		version = d.checkCodexVersion(ctx)
 	}
-	out = append(out, version)
+	out = append(out, version, d.checkChildUser(ctx))
 	home, homeUsable := d.checkCodexHome()
 	if version.Status == checkFail || version.Status == checkSkip || !homeUsable {
 		out = append(out, home, skip("codex login", "not checked: codex cannot start"))
@@ -184,13 +185,18 @@ func (d *doctor) checkCodexVersion(ctx context.Context) checkResult {
 	defer cancel()
 	v, err := appserver.Version(ctx, d.codex.Bin, d.env)
 	if err != nil {
-		return fail(name, err.Error(), "point --codex-bin (CODEX_BIN) at the codex CLI, @openai/codex "+testedCodexVersion)
+		return fail(name, err.Error(), "point --codex-bin (CODEX_BIN) at the codex CLI, @openai/codex "+codexversion.Newest)
 	}
-	if v != testedCodexVersion {
-		return warn(name, fmt.Sprintf("codex-cli %s; this release is tested with %s", v, testedCodexVersion),
-			"install @openai/codex@"+testedCodexVersion+" (`make install` puts it beside supervisor)")
+	where, err := codexversion.Range(v)
+	if err != nil {
+		return warn(name, fmt.Sprintf("codex-cli %s: %v; this release is tested with %s to %s", v, err, codexversion.Oldest, codexversion.Newest),
+			"install @openai/codex@"+codexversion.Newest+" (`make install` puts it beside supervisor)")
 	}
-	return ok(name, "codex-cli %s, the version this release is tested with", v)
+	if where != 0 {
+		detail, fix := codexRangeRisk(v, where)
+		return warn(name, detail, fix)
+	}
+	return ok(name, "codex-cli %s, within the versions this release is tested with (%s to %s)", v, codexversion.Oldest, codexversion.Newest)
 }
 
 // checkCodexHome checks that the CODEX_HOME codex will use can be used; usable is false when

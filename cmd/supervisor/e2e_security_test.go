@@ -6,7 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/internal/exectest"
 )
 
 // --child-user runs the codex children as another user: the conversation works, the child runs
@@ -23,6 +27,9 @@ func TestE2EChildUser(t *testing.T) {
 	if err := os.Chmod(e.root, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// And a codex it can execute: the one under test may lie in a checkout nobody cannot enter
+	// (root's clone in /root, 0700).
+	e.codexBin = codexFor(t, e.codexBin, filepath.Join(e.root, "bin"), &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}})
 	for _, dir := range []string{e.codexHome, e.workDir} {
 		if err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
 			if err != nil {
@@ -68,5 +75,65 @@ func TestE2EChildUser(t *testing.T) {
 	}
 	if info.Mode().Perm()&0o077 != 0 {
 		t.Fatalf("state dir %s is %v: the child user could read it", e.stateDir, info.Mode().Perm())
+	}
+}
+
+// run with --child-user tries, as that user, what every codex child does first, and refuses to
+// start when codex cannot run: a codex in a directory the user cannot enter (root's 0700
+// checkout) used to fail only at the first message, with "fork/exec …: permission denied".
+func TestE2EChildUserCannotRunCodex(t *testing.T) {
+	t.Parallel()
+	if os.Getuid() != 0 {
+		t.Skip("starting children as another user needs root; CI runs as root")
+	}
+	e := newE2E(t, e2eConfig{Local: true}) // e.root is 0700: closed to nobody
+	closed := filepath.Join(e.root, "bin", "codex")
+	linkCodex(t, e.codexBin, closed)
+	e.codexBin = closed
+	d := e.launch("--child-user", "nobody", "--spares", "0")
+	d.waitFailed()
+	for _, want := range []string{"--child-user nobody cannot execute codex " + closed + ": permission denied",
+		"chmod o+x " + e.root, "--child-user nobody cannot write in CODEX_HOME " + e.codexHome} {
+		if !strings.Contains(d.log(), want) {
+			t.Errorf("log lacks %q:\n%s", want, d.logTail(4000))
+		}
+	}
+}
+
+// codexFor returns a codex that cred can execute: bin itself when it can, else bin linked (or,
+// across file systems, copied) into dir, made 0755 here. It fails when cred cannot execute that
+// either, naming the directory on the way it cannot enter.
+func codexFor(t *testing.T, bin, dir string, cred *syscall.Credential) string {
+	t.Helper()
+	if _, err := appserver.VersionAs(t.Context(), bin, nil, cred); err == nil {
+		return bin
+	}
+	p := filepath.Join(dir, "codex")
+	linkCodex(t, bin, p)
+	if _, err := appserver.VersionAs(t.Context(), p, nil, cred); err != nil {
+		t.Fatalf("uid %d cannot execute codex %s either (is every directory above %s searchable by others?): %v", cred.Uid, p, dir, err)
+	}
+	return p
+}
+
+// linkCodex puts bin at to, in a directory made 0755: a hard link, or a copy where a link cannot
+// be made (another file system).
+func linkCodex(t *testing.T, bin, to string) {
+	t.Helper()
+	dir := filepath.Dir(to)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(bin, to); err != nil {
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exectest.WriteExecutable(to, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -214,6 +214,9 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		return fmt.Errorf("find codex: %w", err)
 	}
 	bin := loc.Bin
+	if err := checkChildUserAtStart(ctx, cfg, cred, bin, env, log); err != nil {
+		return err
+	}
 	d := &daemon{cfg: cfg, log: log, mt: r.mt, secrets: secrets, lock: lock,
 		reloadReq: make(chan string, 1), stopSignal: make(chan os.Signal, 1)}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}

@@ -367,12 +367,12 @@ func TestRenderStatusCodexLogin(t *testing.T) {
 	}{
 		{auth: nil, not: []string{"codex ", "WARNING"}},
 		{auth: &CodexAuth{State: CodexLoggedIn, Account: "chatgpt", Checked: now.Add(-3 * time.Second)},
-			want: []string{"codex 0.169.0  login ok (chatgpt), checked 3.0s ago"}, not: []string{"WARNING"}},
+			want: []string{"codex 9.8.7  login ok (chatgpt), checked 3.0s ago"}, not: []string{"WARNING"}},
 		{auth: &CodexAuth{State: CodexNotLoggedIn, RequiresOpenAIAuth: true, Checked: now},
-			want: []string{"codex 0.169.0  login not_logged_in", "WARNING: codex is not logged in", "`codex login`"}},
+			want: []string{"codex 9.8.7  login not_logged_in", "WARNING: codex is not logged in", "`codex login`"}},
 	} {
 		doc := StatusDoc{Daemon: DaemonInfo{PID: 1, Version: "v", Started: now, Inbox: "local", StateDir: "/s",
-			CodexVersion: "0.169.0", CodexAuth: tc.auth}}
+			CodexVersion: "9.8.7", CodexAuth: tc.auth}}
 		var b bytes.Buffer
 		renderStatus(&b, doc, now)
 		header, _, _ := strings.Cut(b.String(), "CHAT")

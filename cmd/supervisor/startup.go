@@ -14,6 +14,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/codexauth"
+	"github.com/molecule-ai/codex-warm/internal/codexversion"
 )
 
 // Bounds of the start-up checks of codex.
@@ -43,6 +44,10 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 		return fmt.Errorf("check codex: %w", err)
 	}
 	d.info.CodexVersion = v
+	if where, err := codexversion.Range(v); err != nil || where != 0 {
+		detail, fix := codexRangeRisk(v, where)
+		d.log.Warn(detail, zap.String("codex_bin", bin), zap.String("fix", fix), zap.Error(err))
+	}
 	tmpl := appserver.Config{Bin: bin, Env: env, Credential: cred, ConfigOverrides: d.cfg.CodexConfig,
 		HandshakeTimeout: loginCheckTimeout, Logger: d.log.With(zap.String("purpose", "login check"))}
 	if tokens != nil {
