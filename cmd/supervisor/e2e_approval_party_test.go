@@ -33,7 +33,7 @@ func TestE2EApprovalAskedOfTheCanvas(t *testing.T) {
 		name string
 		row  moleculetest.Row
 	}{
-		{"delegation result", moleculetest.DelegateResult(peer, "run it")},
+		{"delegation result", moleculetest.DelegationResult(e.plat.WorkspaceID(), peer, "d-1", "run it")},
 		{"peer message", moleculetest.PeerMessage(peer, "run it")},
 		{"canvas message", moleculetest.CanvasMessage("run it")},
 	} {

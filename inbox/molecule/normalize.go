@@ -144,10 +144,12 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	method := rawString(row["method"])
 	source := rawString(row["source_id"])
 	switch {
+	case method == methodDelegateResult:
+		return normalizeDelegation(n, row, cfg)
 	case method == "notify" && source == "":
 		n.disp, n.reason = dispEcho, "our own notify echoed back"
 		return n
-	case source != "" && source == cfg.workspaceID && method != "delegate_result":
+	case source != "" && source == cfg.workspaceID:
 		n.disp, n.reason = dispEcho, "row sent by this workspace"
 		return n
 	}
@@ -156,13 +158,9 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	m.PeerName = rawString(row["peer_name"])
 	m.PeerRole = rawString(row["peer_role"])
 	m.CreatedAt = rawString(row["created_at"])
-	switch {
-	case method == "delegate_result":
-		m.Kind = kindDelegationResult
-	case source != "":
+	m.Kind = kindCanvasUser
+	if source != "" {
 		m.Kind = kindPeerAgent
-	default:
-		m.Kind = kindCanvasUser
 	}
 	peerOK := source != "" && validWorkspaceID(source)
 	if peerOK {
@@ -178,16 +176,6 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 		}
 		m.ChatKey = "peer:" + source
 		m.Route = route{Kind: routeA2A, Workspace: source}
-	case kindDelegationResult:
-		// A delegation result is the answer to work we handed out: codex reads it in the peer's
-		// thread (it has the context of the delegation) and tells our canvas user what it makes of
-		// it. Answering the peer instead would start an agent-to-agent ping-pong.
-		if peerOK {
-			m.ChatKey = "peer:" + source
-		} else {
-			m.ChatKey = oneoffKey(id)
-		}
-		m.Route = route{Kind: routeNotify, Workspace: cfg.workspaceID}
 	}
 
 	body := requestBody(row["request_body"])
