@@ -58,6 +58,9 @@ type message struct {
 	OmittedBytes int
 	// ReceivedAt is when this run of the daemon read the row: a /stop read after it stops it.
 	ReceivedAt time.Time
+	// MessageID is the A2A messageId of a peer's message (params.message.messageId), which a
+	// reply names; "" when the row has none.
+	MessageID string
 }
 
 // input is what codex gets for m.
@@ -179,6 +182,9 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	}
 
 	body := requestBody(row["request_body"])
+	if id := a2aMessageID(body); m.Kind == kindPeerAgent && len(id) <= maxMessageIDLen {
+		m.MessageID = strings.ToValidUTF8(id, "")
+	}
 	parts, found := findParts(body)
 	var texts []string
 	var files []attachment

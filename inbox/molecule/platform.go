@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
@@ -32,6 +34,8 @@ type HTTPError struct {
 	Body   string
 	// Location is where a 3xx answer pointed (redacted); platform calls never follow it.
 	Location string
+	// RetryAfter is the answer's Retry-After, bounded (retryAfterOf); 0 when it had none.
+	RetryAfter time.Duration
 }
 
 func (e *HTTPError) Error() string {
@@ -66,8 +70,10 @@ type platformClient struct {
 	org     string
 	hc      *http.Client
 	timeout time.Duration
-	maxRow  int
-	red     redactor
+	// peerTurn is an A2A send's X-Timeout (Config.PeerTurnTimeout).
+	peerTurn time.Duration
+	maxRow   int
+	red      redactor
 }
 
 // newPlatformClient uses a copy of hc that never follows a redirect: following one would send
@@ -84,14 +90,15 @@ func newPlatformClient(cfg Config, hc *http.Client) (*platformClient, error) {
 	return &platformClient{
 		base: base,
 		// Origin carries scheme and host only: a path is not valid in an Origin header.
-		origin:  base.Scheme + "://" + base.Host,
-		ws:      cfg.WorkspaceID,
-		token:   cfg.Token,
-		org:     cfg.OrgID,
-		hc:      hc,
-		timeout: cfg.RequestTimeout,
-		maxRow:  int(cfg.MaxRowBytes),
-		red:     redactor{secret: cfg.Token},
+		origin:   base.Scheme + "://" + base.Host,
+		ws:       cfg.WorkspaceID,
+		token:    cfg.Token,
+		org:      cfg.OrgID,
+		hc:       hc,
+		timeout:  cfg.RequestTimeout,
+		peerTurn: cfg.PeerTurnTimeout,
+		maxRow:   int(cfg.MaxRowBytes),
+		red:      redactor{secret: cfg.Token},
 	}, nil
 }
 
@@ -106,8 +113,14 @@ type request struct {
 	body     any
 	asSource bool // add X-Workspace-ID: calls made as the source of a message (A2A sends)
 	// idempotencyKey, when set, is sent as Idempotency-Key: the same on every attempt of one
-	// delivery, so the platform can drop a copy it already stored.
+	// delivery. The platform reads no such header today (docs/molecule.md); an A2A send's
+	// messageId is what it deduplicates on.
 	idempotencyKey string
+	// timeout bounds the call instead of RequestTimeout when set (an A2A send waits for a push
+	// peer's whole turn).
+	timeout time.Duration
+	// header holds further headers (X-Timeout).
+	header map[string]string
 }
 
 // start sends req and returns the response, whatever its status, with the body unread. The
@@ -125,6 +138,10 @@ func (c *platformClient) start(ctx context.Context, req request) (*http.Response
 		}
 		rd = bytes.NewReader(b)
 	}
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
+	})
 	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), rd)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", req.op, err)
@@ -144,11 +161,14 @@ func (c *platformClient) start(ctx context.Context, req request) (*http.Response
 	if req.idempotencyKey != "" {
 		hr.Header.Set("Idempotency-Key", req.idempotencyKey)
 	}
+	for k, v := range req.header {
+		hr.Header.Set(k, v)
+	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		// *url.Error names the method and URL; neither carries the token, but redact anyway in
 		// case a proxy error quotes headers.
-		return nil, fmt.Errorf("%s: %s", req.op, c.red.String(err.Error()))
+		return nil, &requestError{op: req.op, msg: c.red.String(err.Error()), sent: wrote.Load()}
 	}
 	return resp, nil
 }
@@ -156,7 +176,11 @@ func (c *platformClient) start(ctx context.Context, req request) (*http.Response
 // do performs req within RequestTimeout and returns the body, read up to maxSmallBody bytes.
 // Non-2xx statuses are returned as *HTTPError.
 func (c *platformClient) do(ctx context.Context, req request) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	timeout := c.timeout
+	if req.timeout > 0 {
+		timeout = req.timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := c.start(ctx, req)
 	if err != nil {
@@ -184,7 +208,7 @@ func (c *platformClient) statusErr(op string, resp *http.Response, body []byte) 
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		return nil
 	}
-	he := &HTTPError{Op: op, Status: resp.StatusCode, Body: c.snippet(body)}
+	he := &HTTPError{Op: op, Status: resp.StatusCode, Body: c.snippet(body), RetryAfter: retryAfterOf(resp.Header.Get("Retry-After"), time.Now())}
 	if loc, err := resp.Location(); err == nil {
 		he.Location = c.red.String(loc.Redacted())
 	}
@@ -360,63 +384,6 @@ func keepOldestOfWindow(sc *rowScanner, lim pageLimits) (pollPage, error) {
 	}
 	slices.Reverse(kept)
 	return pollPage{rows: kept, more: more}, nil
-}
-
-// Every text the daemon sends the platform (replies, prompts, notes, the heartbeat's
-// current_task and sample_error) passes the redactor here, at the one door out, whatever its
-// caller did: codex may have read the token, and a text built in a new place must not be the one
-// that carries it. Callers that cut a text redact it before the cut too (see currentTask), since
-// a cut can leave a token's head that no longer matches.
-
-// notify posts a reply to the canvas user of workspace ws. key is the reply's Idempotency-Key.
-func (c *platformClient) notify(ctx context.Context, ws, key, text string) error {
-	_, err := c.do(ctx, request{
-		op: "notify", method: http.MethodPost,
-		path:           "/workspaces/" + ws + "/notify",
-		body:           map[string]string{"message": c.red.String(text)},
-		idempotencyKey: key,
-	})
-	return err
-}
-
-// a2aSend sends a reply to a peer agent as an A2A message/send. messageID and key (the
-// Idempotency-Key) stay the same across retries and runs of one reply so the platform and the
-// peer can drop a duplicate; the JSON-RPC id is new per attempt. A 2xx answer whose body is a
-// JSON-RPC error still means the platform took the message: the error is returned as rpcErr for
-// the log, not as a delivery failure (retrying would not change it).
-func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, key, text string) (rpcErr string, err error) {
-	body := map[string]any{
-		"jsonrpc": "2.0",
-		"id":      newUUID(),
-		"method":  "message/send",
-		"params": map[string]any{
-			"message": map[string]any{
-				"role":      "user",
-				"messageId": messageID,
-				"parts":     []any{map[string]string{"kind": "text", "text": c.red.String(text)}},
-			},
-		},
-	}
-	resp, err := c.do(ctx, request{
-		op: "a2a send", method: http.MethodPost,
-		path:           "/workspaces/" + peer + "/a2a",
-		body:           body,
-		asSource:       true,
-		idempotencyKey: key,
-	})
-	if err != nil {
-		return "", err
-	}
-	var rpc struct {
-		Error *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(resp, &rpc) == nil && rpc.Error != nil {
-		return c.red.String(fmt.Sprintf("JSON-RPC error %d: %s", rpc.Error.Code, chat.CapText(rpc.Error.Message, maxErrorSnippet))), nil
-	}
-	return "", nil
 }
 
 // ack tells the platform's mailbox that rows up to seq are consumed.
