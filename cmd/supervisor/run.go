@@ -448,6 +448,8 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		mcfg.PollInterval = cfg.PollInterval
 		mcfg.HeartbeatInterval = cfg.HeartbeatInterval
 		mcfg.RequestTimeout = cfg.PlatformTimeout
+		mcfg.PeerTurnTimeout = cfg.PeerTurnTimeout
+		mcfg.PeerExchanges = cfg.PeerExchanges
 		mcfg.DrainTimeout = cfg.DrainTimeout
 		if met != nil {
 			mcfg.OnPoll = met.ObservePoll

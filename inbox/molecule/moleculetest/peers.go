@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // PeerMode is how a peer workspace takes a message/send.
@@ -53,6 +54,8 @@ type PeerDelivery struct {
 	Metadata  map[string]any
 	// How: "poll", "push" (a turn), or "queued" (202, dispatched later).
 	How string
+	// At is when the peer took it (a push peer: when its turn started).
+	At time.Time
 }
 
 // peerState is the Platform's peers; guarded by Platform.mu.
@@ -117,7 +120,7 @@ func (p *Platform) PushTurns(peer string) int {
 func (p *Platform) deliverToPeer(m a2aBody, s A2ASend) (int, any) {
 	p.mu.Lock()
 	peer, configured := p.peers.config[s.Peer]
-	d := PeerDelivery{Peer: s.Peer, MessageID: s.MessageID, Text: s.Text, Metadata: s.Metadata}
+	d := PeerDelivery{Peer: s.Peer, MessageID: s.MessageID, Text: s.Text, Metadata: s.Metadata, At: time.Now()}
 	if p.peers.busyQueue > 0 {
 		p.peers.busyQueue--
 		p.peers.nextQueued++
