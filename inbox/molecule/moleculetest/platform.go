@@ -420,8 +420,9 @@ func (p *Platform) notify(r *http.Request, body []byte) (int, any) {
 	var m struct {
 		Message *string `json:"message"`
 	}
-	if json.Unmarshal(body, &m) != nil || m.Message == nil {
-		return http.StatusBadRequest, map[string]string{"error": "message required"}
+	if json.Unmarshal(body, &m) != nil || m.Message == nil || *m.Message == "" {
+		// gin's binding:"required" refuses an empty string too (handlers/activity.go Notify).
+		return http.StatusBadRequest, map[string]string{"error": "message is required"}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
