@@ -26,7 +26,8 @@ import (
 const DefaultPeerTurnTimeout = 30 * time.Minute
 
 // a2aTimeoutGrace is how much longer than X-Timeout the daemon waits for the platform's
-// answer, so that the platform, not the daemon, ends a send that takes too long.
+// answer, so that the platform, not the daemon, ends a send that takes too long: a tenth of
+// X-Timeout, at most this.
 const a2aTimeoutGrace = 2 * time.Minute
 
 // maxRetryAfter bounds a Retry-After the daemon honours: the platform asks for 15 s or 30 s;
@@ -240,7 +241,7 @@ func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, key, inRe
 		body:           body,
 		asSource:       true,
 		idempotencyKey: key,
-		timeout:        turn + a2aTimeoutGrace,
+		timeout:        turn + min(a2aTimeoutGrace, turn/10),
 		header:         map[string]string{"X-Timeout": strconv.Itoa(int(turn / time.Second))},
 	})
 	if err != nil {
