@@ -150,7 +150,7 @@ func refusalReason(route string, err error) string {
 
 // notify posts a reply to the canvas user of workspace ws. key is the reply's Idempotency-Key.
 func (c *platformClient) notify(ctx context.Context, ws, key, text string) error {
-	_, err := c.deliverCall(ctx, request{
+	_, err := c.do(ctx, request{
 		op: "notify", method: http.MethodPost,
 		path:           "/workspaces/" + ws + "/notify",
 		body:           map[string]string{"message": nonEmpty(c.red.String(text))},
@@ -165,31 +165,6 @@ func nonEmpty(text string) string {
 		return textNoAnswer
 	}
 	return text
-}
-
-// deliverCall sends one reply. A 2xx status is a delivery whatever happens to the body after it
-// (sending the reply again would make a second copy); the body read so far is returned.
-func (c *platformClient) deliverCall(ctx context.Context, req request) ([]byte, error) {
-	timeout := c.timeout
-	if req.timeout > 0 {
-		timeout = req.timeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	resp, err := c.start(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, readErr := c.readSmall(req.op, resp)
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		return body, nil
-	}
-	if readErr != nil {
-		// The status came: the call was answered, whatever its body.
-		body = nil
-	}
-	return body, c.statusErr(req.op, resp, body)
 }
 
 // replyMeta is what an A2A reply carries in params.message.metadata: the messageId of the
@@ -235,7 +210,7 @@ func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, key, inRe
 	if turn <= 0 {
 		turn = DefaultPeerTurnTimeout
 	}
-	resp, err := c.deliverCall(ctx, request{
+	resp, err := c.do(ctx, request{
 		op: "a2a send", method: http.MethodPost,
 		path:           "/workspaces/" + peer + "/a2a",
 		body:           body,

@@ -187,9 +187,11 @@ func (c *platformClient) do(ctx context.Context, req request) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := c.readSmall(req.op, resp)
-	if err != nil {
-		return nil, err
+	// The status decides, whatever happens to the body after it: a reply whose 2xx came is
+	// delivered (sending it again would make a second copy). A body that breaks off is dropped.
+	body, readErr := c.readSmall(req.op, resp)
+	if readErr != nil {
+		body = nil
 	}
 	return body, c.statusErr(req.op, resp, body)
 }
