@@ -3,12 +3,15 @@ package molecule
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 	"time"
 
@@ -247,6 +250,33 @@ func TestNotifyFate(t *testing.T) {
 			t.Fatalf("%d notify attempts, want 2", n)
 		}
 	})
+}
+
+// A notify whose 200 came but whose body broke off was delivered: it is not sent again.
+func TestNotifyDeliveredOnStatus(t *testing.T) {
+	t.Parallel()
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	log, _ := newTestLogger(t)
+	cfg := testConfig(p, t.TempDir(), chattest.NewAnswerer(nil), log)
+	cfg.HTTPClient = &http.Client{Transport: breakNotifyBody{next: http.DefaultTransport}}
+	r := start(t, cfg)
+	p.Enqueue(moleculetest.CanvasMessage("hi"))
+	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.Delivered == 1 && s.Unacked == 0 })))
+	if n, s := p.CountCalls(moleculetest.RouteNotify, 0), r.m.Stats(); n != 1 || s.DeliveryRetries != 0 {
+		t.Fatalf("%d notifies, stats %+v: want one, no retry", n, s)
+	}
+}
+
+// breakNotifyBody makes the body of every notify answer fail after its status.
+type breakNotifyBody struct{ next http.RoundTripper }
+
+func (b breakNotifyBody) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := b.next.RoundTrip(req)
+	if err == nil && strings.HasSuffix(req.URL.Path, "/notify") {
+		resp.Body.Close()
+		resp.Body = io.NopCloser(iotest.ErrReader(errors.New("connection reset by peer")))
+	}
+	return resp, err
 }
 
 // refuseNotify fails the first n notify requests as a refused connection, before anything is
