@@ -100,6 +100,8 @@ var bridgeCounters = []struct {
 	{desc("molecule_delivered_total", "Replies the platform accepted."), func(s molecule.Stats) int64 { return s.Delivered }},
 	{desc("molecule_delivery_retries_total", "Failed reply deliveries that were retried."), func(s molecule.Stats) int64 { return s.DeliveryRetries }},
 	{desc("molecule_delivery_failures_total", "Replies given up on because the platform refused them for good."), func(s molecule.Stats) int64 { return s.DeliveryFailed }},
+	{desc("molecule_delivery_unknown_total", "Replies given up on after two sends whose answers were lost (a third copy could be a third bubble)."), func(s molecule.Stats) int64 { return s.DeliveryUnknown }},
+	{desc("molecule_peer_capped_total", "Peer messages not answered: automatic exchanges in a row with that peer reached --peer-exchanges."), func(s molecule.Stats) int64 { return s.PeerCapped }},
 	{desc("molecule_poison_rows_total", "Activity rows that cannot be answered and were moved past."), func(s molecule.Stats) int64 { return s.Poison }},
 	{desc("molecule_duplicates_total", "Activity rows seen again and skipped."), func(s molecule.Stats) int64 { return s.Duplicates }},
 	{desc("molecule_busy_retries_total", "Messages the pool answered busy that were tried again later."), func(s molecule.Stats) int64 { return s.BusyRetries }},

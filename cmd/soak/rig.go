@@ -106,7 +106,10 @@ func newRig(cfg Config, out io.Writer) (*rig, error) {
 			"--state-dir", h.stateDir, "--codex-bin", cfg.CodexBin, "--cwd", h.workDir,
 			"--poll-interval", cfg.PollInterval.String(), "--turn-timeout", cfg.TurnTimeout.String(),
 			"--idle-ttl", cfg.IdleTTL.String(), "--drain-timeout", cfg.DrainTimeout.String(),
-			"--max-children", strconv.Itoa(cfg.MaxChildren), "--spares", strconv.Itoa(cfg.Spares), "--log-format", "json", "--log-level", "info"},
+			"--max-children", strconv.Itoa(cfg.MaxChildren), "--spares", strconv.Itoa(cfg.Spares), "--log-format", "json", "--log-level", "info",
+			// The fake's peers answer at once: an A2A send that hangs is a platform hang here,
+			// not a push peer's long turn, and is given up on like any other hung call.
+			"--peer-turn-timeout", "30s"},
 		Env: append(append(harness.CleanEnv(),
 			"CODEX_HOME="+h.codexHome,
 			"CODEX_CHANNEL_MOLECULE_STATE_DIR="+h.stateDir,

@@ -72,8 +72,12 @@ type runConfig struct {
 	// HeartbeatInterval is the Molecule heartbeat's period (its current_task shows what runs).
 	HeartbeatInterval time.Duration
 	PlatformTimeout   time.Duration
-	Approval          string
-	ApprovalTimeout   time.Duration
+	// PeerTurnTimeout is an A2A reply's X-Timeout (the send waits that long and a grace);
+	// PeerExchanges caps automatic exchanges in a row with one peer.
+	PeerTurnTimeout time.Duration
+	PeerExchanges   int
+	Approval        string
+	ApprovalTimeout time.Duration
 	// ProgressInterval: a canvas chat whose turn runs this long gets a short progress note each
 	// interval; 0 turns the notes off.
 	ProgressInterval time.Duration
@@ -223,6 +227,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.dur(&c.PollInterval, "poll-interval", "CODEX_WARM_POLL_INTERVAL", molecule.DefaultPollInterval, "Molecule activity poll interval (the platform allows 600 requests a minute, shared by the whole org when MOLECULE_ORG_ID is set)")
 	e.dur(&c.HeartbeatInterval, "heartbeat-interval", "CODEX_WARM_HEARTBEAT_INTERVAL", molecule.DefaultHeartbeatInterval, "Molecule heartbeat interval (the heartbeat's current_task shows what each running turn does)")
 	e.dur(&c.PlatformTimeout, "platform-timeout", "CODEX_WARM_PLATFORM_TIMEOUT", 30*time.Second, "bound on one Molecule platform call (poll, reply, heartbeat)")
+	e.dur(&c.PeerTurnTimeout, "peer-turn-timeout", "CODEX_WARM_PEER_TURN_TIMEOUT", molecule.DefaultPeerTurnTimeout, "Molecule: how long a reply to a peer agent may wait for the peer's answer, sent as X-Timeout (a push peer answers after its whole turn)")
+	e.int(&c.PeerExchanges, "peer-exchanges", "CODEX_WARM_PEER_EXCHANGES", molecule.DefaultPeerExchanges, "Molecule: answer at most this many messages in a row from one peer agent; then its messages go unanswered (logged) until this workspace's canvas writes or the peer is quiet for 10 minutes, so two agents cannot answer each other forever")
 	e.str(&c.Approval, "approval", "CODEX_WARM_APPROVAL", "decline", "answer to codex command and file-change approval requests: decline, accept, or ask (the chat answers /approve or /deny)")
 	e.dur(&c.ApprovalTimeout, "approval-timeout", "CODEX_WARM_APPROVAL_TIMEOUT", supervisor.DefaultApprovalTimeout, "with --approval ask, decline an approval nobody answered this long")
 	e.dur(&c.ProgressInterval, "progress-interval", "CODEX_WARM_PROGRESS_INTERVAL", 0, "Molecule: send a canvas chat a short progress note each interval while its turn runs (0: off)")
@@ -301,11 +307,13 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 		return c, fmt.Errorf("--inbox-max-conns %d: must be >= 1", c.InboxMaxConns)
 	case c.MaxSlotWaiters < 1:
 		return c, fmt.Errorf("--max-slot-waiters %d: must be >= 1", c.MaxSlotWaiters)
+	case c.PeerExchanges < 1:
+		return c, fmt.Errorf("--peer-exchanges %d: must be >= 1", c.PeerExchanges)
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"idle-ttl", c.IdleTTL}, {"turn-timeout", c.TurnTimeout}, {"post-tool-timeout", c.PostToolTimeout}, {"handshake-timeout", c.HandshakeTimeout}, {"poll-interval", c.PollInterval}, {"heartbeat-interval", c.HeartbeatInterval}, {"platform-timeout", c.PlatformTimeout},
+	}{{"idle-ttl", c.IdleTTL}, {"turn-timeout", c.TurnTimeout}, {"post-tool-timeout", c.PostToolTimeout}, {"handshake-timeout", c.HandshakeTimeout}, {"poll-interval", c.PollInterval}, {"heartbeat-interval", c.HeartbeatInterval}, {"platform-timeout", c.PlatformTimeout}, {"peer-turn-timeout", c.PeerTurnTimeout},
 		{"inbox-body-timeout", c.InboxBodyTimeout}, {"inbox-write-timeout", c.InboxWriteTimeout}, {"slot-wait", c.SlotWait}} {
 		if d.v <= 0 {
 			return c, fmt.Errorf("--%s %s: must be positive", d.name, d.v)

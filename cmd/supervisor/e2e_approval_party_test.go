@@ -11,7 +11,7 @@ import (
 )
 
 // partyScript makes any message ending in "run it" a tool call of approvalCommand: a delegation
-// result reaches codex with the same text as a message.
+// result's text ends what codex is given for it, as a message's text does.
 func partyScript(req mockmodel.Request) mockmodel.Reply {
 	if !req.HasToolOutput && strings.HasSuffix(strings.TrimSpace(req.LastUserText), "run it") {
 		args, _ := json.Marshal(map[string]any{"cmd": approvalCommand, "login": false})
@@ -33,7 +33,7 @@ func TestE2EApprovalAskedOfTheCanvas(t *testing.T) {
 		name string
 		row  moleculetest.Row
 	}{
-		{"delegation result", moleculetest.DelegateResult(peer, "run it")},
+		{"delegation result", moleculetest.DelegationResult(e.plat.WorkspaceID(), peer, "d-1", "run it")},
 		{"peer message", moleculetest.PeerMessage(peer, "run it")},
 		{"canvas message", moleculetest.CanvasMessage("run it")},
 	} {

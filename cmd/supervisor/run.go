@@ -454,6 +454,8 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		mcfg.PollInterval = cfg.PollInterval
 		mcfg.HeartbeatInterval = cfg.HeartbeatInterval
 		mcfg.RequestTimeout = cfg.PlatformTimeout
+		mcfg.PeerTurnTimeout = cfg.PeerTurnTimeout
+		mcfg.PeerExchanges = cfg.PeerExchanges
 		mcfg.DrainTimeout = cfg.DrainTimeout
 		mcfg.WorkDir = cfg.Cwd // uploads are saved where codex works
 		if met != nil {

@@ -199,6 +199,16 @@ type Config struct {
 	BusyRetryFor time.Duration
 	// SinceSecs is the look-back window of a poll without a cursor.
 	SinceSecs int
+	// PeerTurnTimeout is an A2A reply's X-Timeout: how long the platform may hold the send for a
+	// push peer's turn. The send itself waits that long and a grace, unlike other platform calls
+	// (RequestTimeout). Default DefaultPeerTurnTimeout.
+	PeerTurnTimeout time.Duration
+	// PeerExchanges caps automatic exchanges in a row with one peer agent (see pingpong.go):
+	// past it the peer's messages are not answered until this workspace's canvas user writes
+	// or the peer has been quiet for PeerQuietReset. Defaults DefaultPeerExchanges and
+	// DefaultPeerQuietReset.
+	PeerExchanges  int
+	PeerQuietReset time.Duration
 	// OnPoll, when set, is called after each activity poll with its duration and error (nil on
 	// success; a 410 for an unknown cursor counts as an error here). The daemon records poll
 	// latency with it. It must return promptly.
@@ -238,6 +248,9 @@ func (cfg Config) withDefaults() Config {
 			cfg.WorkDir = wd
 		}
 	}
+	setDur(&cfg.PeerTurnTimeout, DefaultPeerTurnTimeout)
+	setDur(&cfg.PeerQuietReset, DefaultPeerQuietReset)
+	setInt(&cfg.PeerExchanges, DefaultPeerExchanges)
 	if cfg.MaxPollBytes <= 0 {
 		cfg.MaxPollBytes = DefaultMaxPollBytes
 	}

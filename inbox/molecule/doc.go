@@ -7,7 +7,8 @@
 // notify, peer agent → A2A message/send) and only then moves its durable inbox position
 // (bridge-state.json in the state directory). A reply that cannot be delivered is retried
 // without asking codex again, also across restarts, and every attempt carries the same
-// Idempotency-Key (replyID). The activity page is read as a stream, one row at a time with a
+// messageId and Idempotency-Key (replyID); notify has no deduplication, so an attempt whose
+// answer was lost is sent once more at most (outbound.go). The activity page is read as a stream, one row at a time with a
 // per-row cap (rowscan.go), so memory does not grow with the page. Platform calls never follow a
 // redirect: the token stays with the platform URL's origin. Chats run at once as far as the
 // supervisor's pool allows, with no limit of the inbox's own; a message the pool answers busy
@@ -29,7 +30,9 @@
 // uploads: fetched, saved or shown, acked), health.go (the heartbeat's is_busy and
 // runtime_state), session.go (the canvas's New session: one new thread, judged from the
 // platform's chat-history marker; <StateDir>/canvas-session.json) and wsstate.go (a paused
-// workspace answers nothing; a deleted one stops Run with ErrWorkspaceDeleted).
+// workspace answers nothing; a deleted one stops Run with ErrWorkspaceDeleted), outbound.go
+// (notify, A2A sends and their retry rules), delegation.go (delegation results) and pingpong.go
+// (the cap on automatic exchanges with one peer).
 //
 // Durable state: <StateDir>/bridge-state.json (StateFileName), written atomically (temp file,
 // fsync, rename, directory fsync). It holds the inbox position as a low-water mark over arrival

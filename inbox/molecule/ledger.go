@@ -52,6 +52,9 @@ type pendingReply struct {
 	// replyID of the activity. Files written by older versions hold a random UUID, which is kept.
 	MessageID  string    `json:"message_id"`
 	AnsweredAt time.Time `json:"answered_at"`
+	// InReplyTo is the messageId of the peer's message the reply answers, sent with an A2A reply
+	// (replyMeta); empty when the message had none.
+	InReplyTo string `json:"in_reply_to,omitempty"`
 }
 
 // admission is what the ledger says about a row the poll loop received.

@@ -49,6 +49,7 @@ type Inbox struct {
 	images     *imageBudget // image bytes of messages waiting for their answer
 	uploads    uploadState
 	session    *canvasSession // the canvas chat's New-session reference (session.go)
+	peers      *peerExchanges
 	c          counters
 	started    atomic.Bool
 	// orgMissingLogged: the tenant guard's refusal was logged (tenantRefused); a poll that goes
@@ -112,6 +113,7 @@ func New(cfg Config) (*Inbox, error) {
 		inflight:   make(map[string]string),
 		poisonSeen: newIDRing(cfg.RecentIDs),
 		images:     &imageBudget{max: int64(cfg.MaxPendingImageBytes)},
+		peers:      newPeerExchanges(cfg.PeerExchanges, cfg.PeerQuietReset),
 	}
 	client.onLimited = m.rateLimited
 	l, err := openLedger(cfg.StateDir, cfg.WorkspaceID, cfg.RecentIDs, log)
@@ -213,6 +215,8 @@ func (m *Inbox) Stats() Stats {
 		Parked:             m.c.parked.Load(),
 		ParkedTooLong:      m.c.parkedTooLong.Load(),
 		Commands:           m.c.commands.Load(),
+		PeerCapped:         m.c.peerCapped.Load(),
+		DeliveryUnknown:    m.c.deliveryUnknown.Load(),
 		Cursor:             m.ledger.Cursor(),
 		Unacked:            unacked,
 		PendingReplies:     pending,
@@ -385,6 +389,9 @@ func (m *Inbox) ingest(rows []scannedRow, disp *dispatcher) (last string) {
 					log.Warn("message text capped", zap.Int("omitted_bytes", n.msg.OmittedBytes), zap.Int("max_text_bytes", m.cfg.MaxTextBytes))
 				}
 				log.Info("message received", zap.String("kind", string(n.msg.Kind)), zap.String("peer_name", n.msg.PeerName))
+				if n.msg.Kind == kindCanvasUser {
+					m.peers.humanSpoke()
+				}
 				msg, dropped := m.images.admitImages(n.msg)
 				msg.ReceivedAt = time.Now()
 				if dropped {
@@ -463,6 +470,9 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 		m.command(drainCtx, log, disp, j)
 		return
 	}
+	if j.pending == nil && !m.admitPeer(log, j.msg) {
+		return
+	}
 	if j.pending == nil && j.msg.Kind == kindCanvasUser {
 		m.followCanvasSession(drainCtx, log, j.msg)
 	}
@@ -498,14 +508,14 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 // (then it stays pending in the state file for the next run). Retries never run codex again.
 func (m *Inbox) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
 	log = log.With(zap.String("route", p.Route.Kind), zap.String("target_workspace", p.Route.Workspace))
+	if p.Route.Kind == routeA2A {
+		done := m.peers.sending(p.Route.Workspace)
+		defer func() { done(time.Now()) }()
+	}
 	attempts := 0
-	err := retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
+	err := m.retryDelivery(ctx, func() error {
 		attempts++
-		err := m.send(ctx, log, p)
-		if err != nil && permanentDeliveryError(err) {
-			return backoff.Permanent(err)
-		}
-		return err
+		return m.send(ctx, log, p)
 	}, func(err error, wait time.Duration) {
 		m.c.deliveryRetries.Add(1)
 		if isTenantOrgRequired(err) {
@@ -521,12 +531,17 @@ func (m *Inbox) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
 	case ctx.Err() != nil:
 		log.Warn("stopping before the reply was delivered; it stays pending and is delivered by the next run", zap.Int("attempts", attempts))
 		return
+	case errors.Is(err, errFateUnknown):
+		m.c.deliveryUnknown.Add(1)
+		log.Warn("reply sent twice, both answers lost; not sending it again (the platform may hold it once or twice)",
+			zap.Error(err), zap.Int("attempts", attempts))
 	default:
 		// Retrying a refusal like 403 talk_to_user_disabled or 404 would block this chat forever;
 		// the reply is logged and counted as undeliverable and the message counts as finished.
 		m.c.deliveryFailed.Add(1)
 		m.noteAnswer(true, err.Error())
-		log.Error("platform refused the reply for good; giving up on it", zap.Error(err), zap.Int("attempts", attempts))
+		log.Error("platform refused the reply for good; giving up on it", zap.String("reason", refusalReason(p.Route.Kind, err)),
+			zap.Error(err), zap.Int("attempts", attempts))
 	}
 	m.ledger.markDone(p.ActivityID)
 	m.persist(log)
@@ -553,11 +568,16 @@ func (m *Inbox) sendAs(ctx context.Context, log *zap.Logger, p pendingReply, key
 		if messageID == "" {
 			messageID = key
 		}
-		rpcErr, err := m.client.a2aSend(ctx, p.Route.Workspace, messageID, key, p.Text)
-		if rpcErr != "" {
-			log.Warn("the platform accepted the reply but the peer answered with an error; not retrying", zap.String("rpc_error", rpcErr))
+		ans, err := m.client.a2aSend(ctx, p.Route.Workspace, messageID, key, p.InReplyTo, p.Text)
+		if err != nil {
+			return err
 		}
-		return err
+		if ans.rpcErr != "" {
+			log.Warn("the platform accepted the reply but the peer answered with an error; not retrying", zap.String("rpc_error", ans.rpcErr))
+		}
+		// A push peer's answer is its turn's reply to ours: not a new message (see a2aSend).
+		log.Debug("peer took the reply", zap.String("how", ans.how), zap.String("queue_id", ans.queueID))
+		return nil
 	default:
 		return backoff.Permanent(fmt.Errorf("reply for activity %s has an unknown route %q", p.ActivityID, p.Route.Kind))
 	}

@@ -185,6 +185,7 @@ func (m *Inbox) pendingReply(msg message, text string) *pendingReply {
 		Text:       text,
 		MessageID:  replyID(m.cfg.WorkspaceID, msg.ActivityID),
 		AnsweredAt: time.Now().UTC(),
+		InReplyTo:  msg.MessageID,
 	}
 	m.ledger.setPending(*p)
 	return p

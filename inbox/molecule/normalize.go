@@ -67,6 +67,9 @@ type message struct {
 	ReceivedAt time.Time
 	// ContextID is a canvas message's params.message.contextId (session.go).
 	ContextID string
+	// MessageID is the A2A messageId of a peer's message (params.message.messageId), which a
+	// reply names; "" when the row has none.
+	MessageID string
 }
 
 // input is what codex gets for m.
@@ -158,10 +161,12 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 		// file comes with the message that names it, never as a message of its own.
 		n.disp, n.reason = dispEcho, "upload row: its file is fetched with the message that names it"
 		return n
+	case method == methodDelegateResult:
+		return normalizeDelegation(n, row, cfg)
 	case method == "notify" && source == "":
 		n.disp, n.reason = dispEcho, "our own notify echoed back"
 		return n
-	case source != "" && source == cfg.workspaceID && method != "delegate_result":
+	case source != "" && source == cfg.workspaceID:
 		n.disp, n.reason = dispEcho, "row sent by this workspace"
 		return n
 	}
@@ -170,13 +175,9 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	m.PeerName = rawString(row["peer_name"])
 	m.PeerRole = rawString(row["peer_role"])
 	m.CreatedAt = rawString(row["created_at"])
-	switch {
-	case method == "delegate_result":
-		m.Kind = kindDelegationResult
-	case source != "":
+	m.Kind = kindCanvasUser
+	if source != "" {
 		m.Kind = kindPeerAgent
-	default:
-		m.Kind = kindCanvasUser
 	}
 	peerOK := source != "" && validWorkspaceID(source)
 	if peerOK {
@@ -192,21 +193,14 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 		}
 		m.ChatKey = "peer:" + source
 		m.Route = route{Kind: routeA2A, Workspace: source}
-	case kindDelegationResult:
-		// A delegation result is the answer to work we handed out: codex reads it in the peer's
-		// thread (it has the context of the delegation) and tells our canvas user what it makes of
-		// it. Answering the peer instead would start an agent-to-agent ping-pong.
-		if peerOK {
-			m.ChatKey = "peer:" + source
-		} else {
-			m.ChatKey = oneoffKey(id)
-		}
-		m.Route = route{Kind: routeNotify, Workspace: cfg.workspaceID}
 	}
 
 	body := requestBody(row["request_body"])
 	if m.Kind == kindCanvasUser {
 		m.ContextID = canvasContextID(body)
+	}
+	if id := a2aMessageID(body); m.Kind == kindPeerAgent && len(id) <= maxMessageIDLen {
+		m.MessageID = strings.ToValidUTF8(id, "")
 	}
 	parts, found := findParts(body)
 	var texts []string

@@ -72,19 +72,16 @@ func TestNormalize(t *testing.T) {
 			disp: dispMessage, id: "12345678901234567890", kind: kindCanvasUser, key: "canvas:" + testWS, route: route{routeNotify, testWS}, text: "n",
 		},
 		{
-			name: "delegation result from a peer: peer thread, reply to canvas",
+			name: "delegation result of an older platform (callee as source, text in summary): callee's thread, reply to canvas",
 			row:  `{"id":"a8","method":"delegate_result","source_id":"peer-2","summary":"done"}`,
-			disp: dispMessage, id: "a8", kind: kindDelegationResult, key: "peer:peer-2", route: route{routeNotify, testWS}, text: "done",
+			disp: dispMessage, id: "a8", kind: kindDelegationResult, key: "peer:peer-2", route: route{routeNotify, testWS},
+			text: "Result of the work delegated to workspace peer-2:\n\ndone",
 		},
 		{
-			name: "delegation result without a peer gets a one-off key",
-			row:  `{"id":"a9","method":"delegate_result","summary":"done"}`,
-			disp: dispMessage, id: "a9", kind: kindDelegationResult, key: "oneoff:a9", route: route{routeNotify, testWS}, text: "done",
-		},
-		{
-			name: "delegation result from ourselves is not an echo",
-			row:  `{"id":"a10","method":"delegate_result","source_id":"` + testWS + `","summary":"self"}`,
-			disp: dispMessage, id: "a10", kind: kindDelegationResult, key: "peer:" + testWS, route: route{routeNotify, testWS}, text: "self",
+			name: "delegation result without a callee gets a one-off key",
+			row:  `{"id":"a9","method":"delegate_result","source_id":"` + testWS + `","summary":"Delegation result delivered","response_body":{"text":"done","delegation_id":"d-9"}}`,
+			disp: dispMessage, id: "a9", kind: kindDelegationResult, key: "oneoff:a9", route: route{routeNotify, testWS},
+			text: "Result of the work delegated to another workspace (delegation d-9):\n\ndone",
 		},
 		{
 			name: "attachments noted in the text",

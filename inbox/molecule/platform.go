@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
@@ -37,6 +39,8 @@ type HTTPError struct {
 	Location string
 	// Code is the "code" member of a JSON error body (e.g. TENANT_ORG_HEADER_REQUIRED), if any.
 	Code string
+	// RetryAfter is the answer's Retry-After, bounded (retryAfterOf); 0 when it had none.
+	RetryAfter time.Duration
 }
 
 func (e *HTTPError) Error() string {
@@ -84,6 +88,8 @@ type platformClient struct {
 	org       string
 	hc        *http.Client
 	timeout   time.Duration
+	// peerTurn is an A2A send's X-Timeout (Config.PeerTurnTimeout).
+	peerTurn  time.Duration
 	maxRow    int
 	red       redactor
 }
@@ -110,6 +116,7 @@ func newPlatformClient(cfg Config, hc *http.Client) (*platformClient, error) {
 		org:     cfg.OrgID,
 		hc:      hc,
 		timeout: cfg.RequestTimeout,
+		peerTurn: cfg.PeerTurnTimeout,
 		maxRow:  int(cfg.MaxRowBytes),
 		red:     redactor{secret: cfg.Token, rotated: rotated},
 	}, nil
@@ -126,11 +133,17 @@ type request struct {
 	body     any
 	asSource bool // add X-Workspace-ID: calls made as the source of a message (A2A sends)
 	// idempotencyKey, when set, is sent as Idempotency-Key: the same on every attempt of one
-	// delivery, so the platform can drop a copy it already stored.
+	// delivery. The platform reads no such header today (docs/molecule.md); an A2A send's
+	// messageId is what it deduplicates on.
 	idempotencyKey string
 	// bearer, when set, is sent instead of the workspace token (wsstate.go: a token the platform
 	// issued at register).
 	bearer string
+	// timeout bounds the call instead of RequestTimeout when set (an A2A send waits for a push
+	// peer's whole turn).
+	timeout time.Duration
+	// header holds further headers (X-Timeout).
+	header map[string]string
 }
 
 // start sends req and returns the response, whatever its status, with the body unread. The
@@ -166,6 +179,10 @@ func (c *platformClient) send(ctx context.Context, req request) (*http.Response,
 		}
 		rd = bytes.NewReader(b)
 	}
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
+	})
 	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), rd)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", req.op, err)
@@ -189,11 +206,14 @@ func (c *platformClient) send(ctx context.Context, req request) (*http.Response,
 	if req.idempotencyKey != "" {
 		hr.Header.Set("Idempotency-Key", req.idempotencyKey)
 	}
+	for k, v := range req.header {
+		hr.Header.Set(k, v)
+	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		// *url.Error names the method and URL; neither carries the token, but redact anyway in
 		// case a proxy error quotes headers.
-		return nil, fmt.Errorf("%s: %s", req.op, c.red.String(err.Error()))
+		return nil, &requestError{op: req.op, msg: c.red.String(err.Error()), sent: wrote.Load()}
 	}
 	if wait, _ := c.gate.observe(resp, time.Now()); wait > 0 && c.onLimited != nil {
 		c.onLimited(req.op, wait, resp.StatusCode)
@@ -208,16 +228,22 @@ func (c *platformClient) do(ctx context.Context, req request) ([]byte, error) {
 	if err := c.gate.wait(ctx); err != nil {
 		return nil, fmt.Errorf("%s: waiting for the platform's rate limit: %w", req.op, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	timeout := c.timeout
+	if req.timeout > 0 {
+		timeout = req.timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := c.start(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := c.readSmall(req.op, resp)
-	if err != nil {
-		return nil, err
+	// The status decides, whatever happens to the body after it: a reply whose 2xx came is
+	// delivered (sending it again would make a second copy). A body that breaks off is dropped.
+	body, readErr := c.readSmall(req.op, resp)
+	if readErr != nil {
+		body = nil
 	}
 	return body, c.statusErr(req.op, resp, body)
 }
@@ -236,7 +262,7 @@ func (c *platformClient) statusErr(op string, resp *http.Response, body []byte) 
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		return nil
 	}
-	he := &HTTPError{Op: op, Status: resp.StatusCode, Body: c.snippet(body)}
+	he := &HTTPError{Op: op, Status: resp.StatusCode, Body: c.snippet(body), RetryAfter: retryAfterOf(resp.Header.Get("Retry-After"), time.Now())}
 	var coded struct {
 		Code string `json:"code"`
 	}
@@ -306,63 +332,6 @@ func (c *platformClient) heartbeat(ctx context.Context, hb heartbeatBody) error 
 	hb.CurrentTask, hb.SampleError = c.red.String(hb.CurrentTask), c.red.String(hb.SampleError)
 	_, err := c.do(ctx, request{op: "heartbeat", method: http.MethodPost, path: "/registry/heartbeat", body: hb})
 	return err
-}
-
-// Every text the daemon sends the platform (replies, prompts, notes, the heartbeat's
-// current_task and sample_error) passes the redactor here, at the one door out, whatever its
-// caller did: codex may have read the token, and a text built in a new place must not be the one
-// that carries it. Callers that cut a text redact it before the cut too (see currentTask), since
-// a cut can leave a token's head that no longer matches.
-
-// notify posts a reply to the canvas user of workspace ws. key is the reply's Idempotency-Key.
-func (c *platformClient) notify(ctx context.Context, ws, key, text string) error {
-	_, err := c.do(ctx, request{
-		op: "notify", method: http.MethodPost,
-		path:           "/workspaces/" + ws + "/notify",
-		body:           map[string]string{"message": c.red.String(text)},
-		idempotencyKey: key,
-	})
-	return err
-}
-
-// a2aSend sends a reply to a peer agent as an A2A message/send. messageID and key (the
-// Idempotency-Key) stay the same across retries and runs of one reply so the platform and the
-// peer can drop a duplicate; the JSON-RPC id is new per attempt. A 2xx answer whose body is a
-// JSON-RPC error still means the platform took the message: the error is returned as rpcErr for
-// the log, not as a delivery failure (retrying would not change it).
-func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, key, text string) (rpcErr string, err error) {
-	body := map[string]any{
-		"jsonrpc": "2.0",
-		"id":      newUUID(),
-		"method":  "message/send",
-		"params": map[string]any{
-			"message": map[string]any{
-				"role":      "user",
-				"messageId": messageID,
-				"parts":     []any{map[string]string{"kind": "text", "text": c.red.String(text)}},
-			},
-		},
-	}
-	resp, err := c.do(ctx, request{
-		op: "a2a send", method: http.MethodPost,
-		path:           "/workspaces/" + peer + "/a2a",
-		body:           body,
-		asSource:       true,
-		idempotencyKey: key,
-	})
-	if err != nil {
-		return "", err
-	}
-	var rpc struct {
-		Error *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(resp, &rpc) == nil && rpc.Error != nil {
-		return c.red.String(fmt.Sprintf("JSON-RPC error %d: %s", rpc.Error.Code, chat.CapText(rpc.Error.Message, maxErrorSnippet))), nil
-	}
-	return "", nil
 }
 
 // ack tells the platform's mailbox that rows up to seq are consumed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -73,14 +74,29 @@ func (g *rateGate) observe(resp *http.Response, now time.Time) (wait time.Durati
 
 // retryAfter is a 429's Retry-After (seconds or an HTTP date), else its X-RateLimit-Reset.
 func retryAfter(h http.Header, now time.Time) time.Duration {
-	v := h.Get("Retry-After")
-	if d := headerSeconds(v); d > 0 || v == "0" {
-		return d
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return t.Sub(now)
+	if v := h.Get("Retry-After"); v != "" {
+		return retryAfterOf(v, now)
 	}
 	return headerSeconds(h.Get("X-RateLimit-Reset"))
+}
+
+// retryAfterOf reads a Retry-After header (seconds, or an HTTP date relative to now), bounded
+// by maxRetryAfter; 0 when absent or unreadable.
+func retryAfterOf(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		d = time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
 }
 
 // headerSeconds parses a non-negative number of seconds; anything else is 0.

@@ -50,6 +50,12 @@ type Stats struct {
 	ParkedTooLong int64 `json:"parked_too_long"`
 	// Commands counts chat commands answered (/stop, /new, /status, /help).
 	Commands int64 `json:"commands"`
+	// PeerCapped counts peer messages left unanswered because the automatic exchanges with
+	// that peer reached Config.PeerExchanges.
+	PeerCapped int64 `json:"peer_capped"`
+	// DeliveryUnknown counts replies given up on after two attempts whose answers were lost
+	// (sent, fate unknown): sending a third copy could make a third bubble.
+	DeliveryUnknown int64 `json:"delivery_unknown"`
 
 	// Cursor is the durable inbox position.
 	Cursor string `json:"cursor"`
@@ -65,5 +71,6 @@ type Stats struct {
 type counters struct {
 	received, answered, codexFailures, delivered, deliveryRetries, deliveryFailed, recovered,
 	poison, skippedEchoes, duplicates, truncated, pollErrors, heartbeatErrors, persistErrors,
-	abandoned, busyRetries, unreachableRetries, commands, parked, parkedTooLong, rateLimited atomic.Int64
+	abandoned, busyRetries, unreachableRetries, commands, parked, parkedTooLong, rateLimited, peerCapped,
+	deliveryUnknown atomic.Int64
 }

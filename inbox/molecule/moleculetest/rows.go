@@ -79,9 +79,6 @@ func fileMessage(source any, text, name, mimeType string, data []byte) Row {
 	return r
 }
 
-// DelegateResult is the result of work delegated to peer.
-func DelegateResult(peer, text string) Row { return messageRow(peer, "delegate_result", text) }
-
 // NotifyEcho is our own notify reply as the platform echoes it into the feed.
 func NotifyEcho(text string) Row {
 	return Row{"activity_type": "a2a_receive", "method": "notify", "source_id": nil, "summary": text,
