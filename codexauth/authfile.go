@@ -47,6 +47,8 @@ type Tokens struct {
 	PlanType string
 	// Expires is the access token's exp claim (zero: none).
 	Expires time.Time
+	// Issued is the access token's iat claim (zero: none).
+	Issued time.Time
 }
 
 // authFile is AuthFile read with every field kept, so that writing it back changes only the
@@ -191,6 +193,9 @@ func (t *Tokens) readClaims() error {
 	if c.Exp > 0 {
 		t.Expires = time.Unix(c.Exp, 0)
 	}
+	if c.Iat > 0 {
+		t.Issued = time.Unix(c.Iat, 0)
+	}
 	if c.Auth.AccountID != "" && t.AccountID == "" {
 		t.AccountID = c.Auth.AccountID
 	}
@@ -203,6 +208,7 @@ func (t *Tokens) readClaims() error {
 // claims are the JWT claims codex reads from a ChatGPT access token.
 type claims struct {
 	Exp  int64 `json:"exp"`
+	Iat  int64 `json:"iat"`
 	Auth struct {
 		AccountID string `json:"chatgpt_account_id"`
 		PlanType  string `json:"chatgpt_plan_type"`

@@ -86,6 +86,13 @@ type Config struct {
 	FileCheck time.Duration
 	// RetryMax caps the backoff between failed refreshes in Run. Default DefaultRetryMax.
 	RetryMax time.Duration
+	// Platform, when not empty, makes the login the platform's (OwnerPlatform): the daemon
+	// reads it from these sources, the newest wins, and never calls the token endpoint nor
+	// writes auth.json. Empty: the login in CodexHome/auth.json is the daemon's own.
+	Platform []Source
+	// PlatformCheck is how often Run reads the platform's login again. Default
+	// DefaultPlatformCheck.
+	PlatformCheck time.Duration
 	// OnRefresh, when set, hears each refresh's outcome (Outcome*). It must not block.
 	OnRefresh func(outcome string)
 	// Logger receives the manager's logs. Nil: none.
@@ -103,7 +110,11 @@ func TokenURLFrom(getenv func(string) string) string {
 
 // Status is what an operator sees of the login. It never holds a token.
 type Status struct {
-	Kind        Kind      `json:"kind"`
+	Kind Kind `json:"kind"`
+	// Owner is who renews the login: OwnerDaemon or OwnerPlatform.
+	Owner string `json:"owner"`
+	// Source names where a login the platform owns was last read from.
+	Source      string    `json:"source,omitempty"`
 	State       State     `json:"state"`
 	AccountID   string    `json:"account_id,omitempty"`
 	PlanType    string    `json:"plan_type,omitempty"`
@@ -133,6 +144,7 @@ type Manager struct {
 	lastRefresh time.Time
 	lastOutcome string
 	lastErr     string
+	source      string  // where a login the platform owns was read from
 	dead        string  // a refresh token the endpoint refused for good
 	flight      *flight // the refresh in progress, if any
 	subs        map[int]func()
@@ -179,8 +191,18 @@ func Open(cfg Config) (*Manager, Kind, error) {
 	if cfg.RetryMax <= 0 {
 		cfg.RetryMax = DefaultRetryMax
 	}
+	if cfg.PlatformCheck <= 0 {
+		cfg.PlatformCheck = DefaultPlatformCheck
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
+	}
+	if len(cfg.Platform) > 0 {
+		m, err := openPlatform(cfg)
+		if err != nil {
+			return nil, KindChatGPT, err
+		}
+		return m, KindChatGPT, nil
 	}
 	af, err := readAuthFile(cfg.CodexHome)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -232,7 +254,11 @@ func (m *Manager) Usable() error {
 func (m *Manager) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Status{Kind: KindChatGPT, State: m.state, AccountID: m.tok.AccountID, PlanType: m.tok.PlanType,
+	owner := OwnerDaemon
+	if m.platformOwned() {
+		owner = OwnerPlatform
+	}
+	return Status{Kind: KindChatGPT, Owner: owner, Source: m.source, State: m.state, AccountID: m.tok.AccountID, PlanType: m.tok.PlanType,
 		Expires: m.tok.Expires, LastRefresh: m.lastRefresh, LastOutcome: m.lastOutcome, LastError: m.lastErr}
 }
 
@@ -302,6 +328,9 @@ func (m *Manager) startLocked(stale string) *flight {
 // refresh is one flight: auth.json first, in case another process rotated the tokens (then
 // nothing is spent), then the endpoint.
 func (m *Manager) refresh(ctx context.Context, stale string) (Tokens, error) {
+	if m.platformOwned() {
+		return m.readPlatform(ctx, stale)
+	}
 	m.checkFile(true)
 	m.mu.Lock()
 	cur, dead := m.tok, m.dead
@@ -396,6 +425,10 @@ func (m *Manager) writeBack(t Tokens, now time.Time) (fileStamp, error) {
 // rotated the tokens, or an operator logged in again. Unless force, a file whose stamp did not
 // change is not read. It reports whether tokens were adopted.
 func (m *Manager) checkFile(force bool) bool {
+	if m.platformOwned() {
+		// The platform's synced auth.json is one of its sources, read with the others.
+		return false
+	}
 	st := stampOf(m.cfg.CodexHome)
 	m.mu.Lock()
 	same := st == m.stamp
@@ -429,6 +462,10 @@ func (m *Manager) checkFile(force bool) bool {
 // Run refreshes the access token RefreshAhead before it expires, and picks up a login another
 // process wrote to auth.json, until ctx is done. Failed refreshes are retried with a backoff.
 func (m *Manager) Run(ctx context.Context) {
+	if m.platformOwned() {
+		m.runPlatform(ctx)
+		return
+	}
 	retry := backoff.NewExponentialBackOff()
 	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = time.Second, m.cfg.RetryMax, 0
 	var retryAt time.Time

@@ -212,8 +212,17 @@ func (is *Issuer) IDToken() string {
 		"chatgpt_account_id": is.account, "chatgpt_plan_type": is.plan, "chatgpt_user_id": "user-test"}})
 }
 
-// WriteAuthFile writes codexHome/auth.json with a ChatGPT login, in codex's format.
-func WriteAuthFile(codexHome, idToken, access, refresh, account string) error {
+// AuthJSON is the current login as an auth.json document: what a Molecule platform holds as
+// CODEX_AUTH_JSON.
+func (is *Issuer) AuthJSON() []byte {
+	is.mu.Lock()
+	access, refresh := is.access, is.live
+	is.mu.Unlock()
+	return AuthDoc(is.IDToken(), access, refresh, is.account)
+}
+
+// AuthDoc is a ChatGPT login in codex's auth.json format.
+func AuthDoc(idToken, access, refresh, account string) []byte {
 	doc := map[string]any{
 		"auth_mode":      "chatgpt",
 		"OPENAI_API_KEY": nil,
@@ -221,10 +230,13 @@ func WriteAuthFile(codexHome, idToken, access, refresh, account string) error {
 			"account_id": account},
 		"last_refresh": time.Now().UTC().Format(time.RFC3339Nano),
 	}
-	data, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return err
-	}
+	data, _ := json.MarshalIndent(doc, "", "  ")
+	return data
+}
+
+// WriteAuthFile writes codexHome/auth.json with a ChatGPT login, in codex's format.
+func WriteAuthFile(codexHome, idToken, access, refresh, account string) error {
+	data := AuthDoc(idToken, access, refresh, account)
 	tmp := filepath.Join(codexHome, "auth.json.test-tmp")
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
@@ -242,7 +254,7 @@ func JWT(claims map[string]any) string {
 
 func (is *Issuer) mintLocked(exp time.Time) string {
 	is.serial++
-	return JWT(map[string]any{"exp": exp.Unix(), "jti": fmt.Sprintf("access-%d", is.serial),
+	return JWT(map[string]any{"exp": exp.Unix(), "iat": time.Now().Unix(), "jti": fmt.Sprintf("access-%d", is.serial),
 		"https://api.openai.com/auth": map[string]any{"chatgpt_account_id": is.account, "chatgpt_plan_type": is.plan}})
 }
 

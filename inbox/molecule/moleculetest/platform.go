@@ -127,6 +127,7 @@ type Platform struct {
 	heartbeats []map[string]any
 	registers  []map[string]any
 	acks       []int64
+	secrets    map[string]string
 	fail       map[Route][]failure
 	gone       int
 	chaosRate  float64
@@ -158,6 +159,7 @@ func New(cfg Config) *Platform {
 	mux.HandleFunc("POST /workspaces/{ws}/notify", p.serve(RouteNotify, p.notify))
 	mux.HandleFunc("POST /workspaces/{ws}/a2a", p.serve(RouteA2A, p.a2a))
 	mux.HandleFunc("POST /workspaces/{ws}/activity/ack", p.serve(RouteAck, p.ack))
+	mux.HandleFunc("GET /workspaces/{ws}/secrets/values", p.serve(RouteSecrets, p.secretValues))
 	mux.HandleFunc("/", p.serve(RouteUnknown, func(*http.Request, []byte) (int, any) {
 		return http.StatusNotFound, map[string]string{"error": "not found"}
 	}))
