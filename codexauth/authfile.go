@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
@@ -157,30 +156,6 @@ func (af *authFile) write(dir string) error {
 		return fmt.Errorf("encode %s: %w", AuthFile, err)
 	}
 	return atomicfile.WriteFile(filepath.Join(dir, AuthFile), data, atomicfile.Options{Perm: af.mode})
-}
-
-// lockAuth takes codex's flock on dir/LockFile and returns its release. codex holds the same
-// lock while it re-reads AuthFile and renames a new one onto it, so neither side reads a file
-// the other is about to replace with older tokens.
-func lockAuth(dir string) (unlock func(), err error) {
-	f, err := atomicfile.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", LockFile, err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", filepath.Join(dir, LockFile), err)
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
 }
 
 // readClaims fills Expires, and AccountID and PlanType when the access token claims them. A

@@ -147,6 +147,7 @@ func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
 	}
 	out = append(out, d.checkBubblewrap())
 	d.findRunningDaemon(ctx)
+	out = append(out, d.checkRunningLogin())
 	state := d.checkStateDir()
 	out = append(out, state)
 	if state.Status == checkFail {
@@ -357,12 +358,37 @@ func (d *doctor) checkChatGPTTokens() checkResult {
 	}
 	defer m.Close()
 	st := m.Status()
+	if fi, err := os.Stat(filepath.Join(home, codexauth.AuthFile)); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return warn(name, fmt.Sprintf("%s is readable by other users (mode %04o): it holds the ChatGPT refresh token",
+			filepath.Join(home, codexauth.AuthFile), fi.Mode().Perm()), "chmod 600 "+filepath.Join(home, codexauth.AuthFile))
+	}
 	if plan.owner == codexauth.OwnerChild {
 		return warn(name, "--chatgpt-tokens off: each codex child refreshes the ChatGPT login on its own, and children that meet an expired token together spend one refresh token several times (all but one are then told to log in)",
 			"drop --chatgpt-tokens off (CODEX_WARM_CHATGPT_TOKENS)")
 	}
 	return ok(name, "owned by the daemon (%s; plan %s, %s): it refreshes the login once for every codex child, %s before expiry and on a child's 401, writes it back to auth.json, and children never touch auth.json; token endpoint %s",
 		plan.why, orDash(st.PlanType), expiry(st), d.cfg.TokenRefreshAhead, codexauth.TokenURLFrom(os.Getenv))
+}
+
+// checkRunningLogin reports what the running daemon knows of the login it holds: a rotated
+// login it could not write back (it holds the only copy of the live refresh token), or a
+// refresh in doubt.
+func (d *doctor) checkRunningLogin() checkResult {
+	const name = "running daemon's login"
+	if d.running == nil || d.running.Daemon.CodexAuth == nil || d.running.Daemon.CodexAuth.Tokens == nil {
+		return skip(name, "no running daemon holds a ChatGPT login on this state dir")
+	}
+	t := d.running.Daemon.CodexAuth.Tokens
+	switch {
+	case t.WriteBackError != "":
+		return fail(name, "the daemon (pid "+fmt.Sprint(d.running.Daemon.PID)+") refreshed the login but cannot write it back to auth.json: "+t.WriteBackError+
+			"; it holds the only copy of the live refresh token and retries", "free space or fix permissions in CODEX_HOME; do not restart the daemon until `supervisor status` shows no write-back error")
+	case t.State == codexauth.StateUncertain:
+		return fail(name, t.LastError, "run `codex login` as the daemon's user (the daemon adopts the new login at once)")
+	case t.State == codexauth.StateGone:
+		return fail(name, t.LastError, "run `codex login` as the daemon's user")
+	}
+	return ok(name, "%s (owned by the %s)", t.State, t.Owner)
 }
 
 func expiry(st codexauth.Status) string {

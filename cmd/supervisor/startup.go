@@ -202,7 +202,7 @@ func (g *loginGate) current() CodexAuth {
 		// The daemon holds the login, so its state is the login's; account/read may fail
 		// offline while turns work.
 		a.State, a.Detail = CodexLoggedIn, ""
-		if st.State == codexauth.StateGone {
+		if st.State == codexauth.StateGone || st.State == codexauth.StateUncertain {
 			a.State, a.Detail = CodexNotLoggedIn, st.LastError
 		}
 	}

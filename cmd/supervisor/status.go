@@ -106,6 +106,13 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 			}
 			fmt.Fprintln(w)
 		}
+		if t := a.Tokens; t != nil && t.WriteBackError != "" {
+			fmt.Fprintf(w, "WARNING: the refreshed ChatGPT login could not be written back to auth.json (%s): the daemon holds the only copy "+
+				"of the live refresh token and retries the write. Free space or fix permissions in CODEX_HOME; do not restart the daemon until this line is gone.\n", t.WriteBackError)
+		}
+		if t := a.Tokens; t != nil && t.State == codexauth.StateUncertain {
+			fmt.Fprintf(w, "WARNING: refresh_uncertain: %s\n", t.LastError)
+		}
 		if a.State == CodexNotLoggedIn {
 			fmt.Fprintln(w, "WARNING: codex is not logged in: every message is answered with a login hint. "+
 				"Run `codex login` as the daemon's user, with its CODEX_HOME.")

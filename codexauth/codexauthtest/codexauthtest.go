@@ -28,6 +28,7 @@ const (
 	FaultHang               // never answers until Release or the caller gives up; nothing is spent
 	FaultInvalidGrant       // 400 invalid_grant; nothing is spent
 	FaultLoseAnswer         // spends the refresh token, rotates, then drops the connection unanswered
+	FaultLate               // spends the refresh token, rotates, and answers only at Release (a late answer)
 )
 
 // Issuer is the fake issuer and its token endpoint.
@@ -189,12 +190,12 @@ func (is *Issuer) RotateElsewhere() (access, refresh string) {
 	return is.access, is.live
 }
 
-// MintExpiring replaces the accepted access token by one that expires at exp (for tests of a
-// refresh ahead of time) and returns it.
+// MintExpiring replaces the accepted access token by one at the end of its life: issued one TTL
+// before exp (for tests of a refresh ahead of time). It returns it.
 func (is *Issuer) MintExpiring(exp time.Time) string {
 	is.mu.Lock()
 	defer is.mu.Unlock()
-	is.access = is.mintLocked(exp)
+	is.access = is.mintIssuedLocked(exp.Add(-is.ttl), exp)
 	return is.access
 }
 
@@ -253,8 +254,12 @@ func JWT(claims map[string]any) string {
 }
 
 func (is *Issuer) mintLocked(exp time.Time) string {
+	return is.mintIssuedLocked(time.Now(), exp)
+}
+
+func (is *Issuer) mintIssuedLocked(iat, exp time.Time) string {
 	is.serial++
-	return JWT(map[string]any{"exp": exp.Unix(), "iat": time.Now().Unix(), "jti": fmt.Sprintf("access-%d", is.serial),
+	return JWT(map[string]any{"exp": exp.Unix(), "iat": iat.Unix(), "jti": fmt.Sprintf("access-%d", is.serial),
 		"https://api.openai.com/auth": map[string]any{"chatgpt_account_id": is.account, "chatgpt_plan_type": is.plan}})
 }
 
@@ -317,6 +322,13 @@ func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	is.access = is.mintLocked(time.Now().Add(is.ttl))
 	res := map[string]string{"id_token": is.IDToken(), "access_token": is.access, "refresh_token": is.live}
 	is.mu.Unlock()
+	if fault == FaultLate {
+		select {
+		case <-is.release:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if fault == FaultLoseAnswer {
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
