@@ -58,9 +58,29 @@ type authFile struct {
 	mode   fs.FileMode
 }
 
-// readAuthFile reads dir/AuthFile. A missing file is fs.ErrNotExist.
-func readAuthFile(dir string) (*authFile, error) {
+// authPath is the file dir/AuthFile stands for: itself, or the file a symbolic link there
+// points to (a login shared by linking auth.json to one file). It is read there, and replaced
+// there (the temporary file in the target's directory), so the link stays a link.
+func authPath(dir string) (string, error) {
 	path := filepath.Join(dir, AuthFile)
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return path, nil
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", fmt.Errorf("%s is a symbolic link that cannot be followed: %w", path, err)
+	}
+	return target, nil
+}
+
+// readAuthFile reads dir/AuthFile (following a link, see authPath). A missing file is
+// fs.ErrNotExist.
+func readAuthFile(dir string) (*authFile, error) {
+	path, err := authPath(dir)
+	if err != nil {
+		return nil, err
+	}
 	data, err := atomicfile.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -155,7 +175,11 @@ func (af *authFile) write(dir string) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", AuthFile, err)
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, AuthFile), data, atomicfile.Options{Perm: af.mode})
+	path, err := authPath(dir)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, data, atomicfile.Options{Perm: af.mode})
 }
 
 // readClaims fills Expires, and AccountID and PlanType when the access token claims them. A

@@ -251,3 +251,32 @@ func (e *env) authTokens() (refresh, access string) {
 	access, _ = tok["access_token"].(string)
 	return refresh, access
 }
+
+// auth.json a symbolic link to a shared file: the login is read through it, the rotated tokens
+// are written to the file it points to (the link stays a link), and the lock beside that file is
+// held too.
+func TestSymlinkedAuthFileFollowed(t *testing.T) {
+	e := newEnv(t)
+	shared := t.TempDir()
+	if err := os.Rename(filepath.Join(e.home, codexauth.AuthFile), filepath.Join(shared, codexauth.AuthFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(shared, codexauth.AuthFile), filepath.Join(e.home, codexauth.AuthFile)); err != nil {
+		t.Fatal(err)
+	}
+	m := e.open(nil)
+	stale := m.Login().AccessToken
+	e.is.Revoke()
+	if _, err := m.Refresh(ctxT(t), stale); err != nil {
+		t.Fatalf("refresh through the link: %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(e.home, codexauth.AuthFile)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("auth.json is no longer a link: %v", err)
+	}
+	if rt, _ := e.authTokens(); rt != e.is.LiveRefreshToken() {
+		t.Error("the shared file does not hold the live refresh token")
+	}
+	if _, err := os.Stat(filepath.Join(shared, codexauth.LockFile)); err != nil {
+		t.Errorf("no lock beside the shared file: %v", err)
+	}
+}

@@ -46,7 +46,29 @@ func (e *LockHeldError) Error() string {
 // returns its release. codex holds the same lock while it re-reads auth.json and renames a new
 // one onto it; the daemon holds it across its whole refresh (re-read, decide, call, write back),
 // so that anyone who follows the lock never spends a refresh token the daemon spends.
+//
+// When auth.json is a link to a file elsewhere, the lock beside that file is taken too: a codex
+// whose CODEX_HOME is that directory takes that one.
 func lockAuth(ctx context.Context, dir string, wait time.Duration) (unlock func(), err error) {
+	unlock, err = lockOne(ctx, dir, wait)
+	if err != nil {
+		return nil, err
+	}
+	target, terr := authPath(dir)
+	if tdir := filepath.Dir(target); terr == nil && tdir != filepath.Clean(dir) {
+		unlockTarget, err := lockOne(ctx, tdir, wait)
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		first := unlock
+		unlock = func() { unlockTarget(); first() }
+	}
+	return unlock, nil
+}
+
+// lockOne takes the flock on dir/LockFile.
+func lockOne(ctx context.Context, dir string, wait time.Duration) (unlock func(), err error) {
 	path := filepath.Join(dir, LockFile)
 	f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {

@@ -477,7 +477,8 @@ func loginOf(t Tokens) protocol.ChatGPTAuthTokens {
 }
 
 func stampOf(dir string) fileStamp {
-	fi, err := os.Lstat(filepath.Join(dir, AuthFile))
+	// The file itself, through a link: a rotation of a shared file changes its stamp.
+	fi, err := os.Stat(filepath.Join(dir, AuthFile))
 	if err != nil {
 		return fileStamp{}
 	}
