@@ -168,9 +168,10 @@ type Manager struct {
 	dead        string // a refresh token the endpoint refused for good
 	doubt       string // a refresh token a call may have spent without an answer
 	spent       map[string]bool
-	writeErr    string      // the last failed write-back, while it is pending
-	calls       []time.Time // token endpoint calls in the last minute
-	flight      *flight     // the refresh in progress, if any
+	writeErr    string        // the last failed write-back, while it is pending
+	calls       []time.Time   // token endpoint calls in the last minute
+	wake        chan struct{} // wakes Run: a write-back to retry
+	flight      *flight       // the refresh in progress, if any
 	subs        map[int]func()
 	nextSub     int
 }
@@ -253,7 +254,7 @@ func Open(cfg Config) (*Manager, Kind, error) {
 		return nil, kind, fmt.Errorf("read codex login %s: %w", filepath.Join(cfg.CodexHome, AuthFile), err)
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.Named("codexauth"), tok: tok, state: StateValid,
-		stamp: stampOf(cfg.CodexHome), subs: map[int]func(){}, spent: map[string]bool{}}
+		stamp: stampOf(cfg.CodexHome), subs: map[int]func(){}, spent: map[string]bool{}, wake: make(chan struct{}, 1)}
 	if af.mode&0o077 != 0 {
 		m.log.Warn("auth.json is readable by other users: it holds the ChatGPT refresh token (chmod 600 it)",
 			zap.String("path", filepath.Join(cfg.CodexHome, AuthFile)), zap.String("mode", fmt.Sprintf("%04o", af.mode)))
@@ -405,6 +406,10 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-m.wake:
+			// A write-back failed: sleep writeRetry from now, not until the next file check.
+			t.Reset(m.nextWake(time.Now(), retryAt))
+			continue
 		}
 		m.checkFile(false)
 		now := time.Now()

@@ -165,6 +165,10 @@ func (m *Manager) writeBack(t Tokens, now time.Time) {
 		if m.cfg.OnRefresh != nil {
 			m.cfg.OnRefresh(OutcomeWriteFailed)
 		}
+		select {
+		case m.wake <- struct{}{}: // Run retries after writeRetry
+		default:
+		}
 		return
 	}
 	if m.writeErr != "" {
