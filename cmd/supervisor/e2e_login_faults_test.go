@@ -10,6 +10,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -242,4 +243,26 @@ func TestE2EChatGPTTwoDaemonsOneHome(t *testing.T) {
 	}
 	d1.stop(stopTimeout)
 	d2.stop(stopTimeout)
+}
+
+// Access tokens that live 2 minutes, less than the 5-minute refresh-ahead: the daemon refreshes
+// at half their life, not at once and again in a loop (before: 1,100-1,200 token calls a minute,
+// each rewriting auth.json).
+func TestE2EChatGPTShortLivedTokensPaced(t *testing.T) {
+	e := newTokenE2E(t, 2*time.Minute)
+	d := e.start()
+	c := newLocalClient(t, d)
+	for i := range 3 {
+		if r := c.send("x", fmt.Sprintf("message %d", i)); r.Status != "completed" {
+			t.Fatalf("message %d: %+v", i, r)
+		}
+	}
+	// The login was minted at most a few seconds ago: half its life is a minute away.
+	if calls := e.is.Calls(); calls != 0 {
+		t.Errorf("%d token calls within the first seconds of a 2-minute token, want 0 (refresh at half its life)", calls)
+	}
+	if st := e.tokenStatus(d); st.State != codexauth.StateValid {
+		t.Errorf("status %+v", st)
+	}
+	d.stop(stopTimeout)
 }
