@@ -276,7 +276,7 @@ func TestSymlinkedAuthFileFollowed(t *testing.T) {
 	if rt, _ := e.authTokens(); rt != e.is.LiveRefreshToken() {
 		t.Error("the shared file does not hold the live refresh token")
 	}
-	if _, err := os.Stat(filepath.Join(shared, codexauth.LockFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(shared, codexauth.AuthFile+".lock")); err != nil {
 		t.Errorf("no lock beside the shared file: %v", err)
 	}
 }

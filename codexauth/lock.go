@@ -47,29 +47,31 @@ func (e *LockHeldError) Error() string {
 // one onto it; the daemon holds it across its whole refresh (re-read, decide, call, write back),
 // so that anyone who follows the lock never spends a refresh token the daemon spends.
 //
-// When auth.json is a link to a file elsewhere, the lock beside that file is taken too: a codex
-// whose CODEX_HOME is that directory takes that one.
+// codex 0.169 also creates auth.json.lock beside the file it writes (beside the target when
+// auth.json is a link to a shared file: a codex whose CODEX_HOME is elsewhere shares only that
+// one), so the daemon holds that lock too, after auth.lock. Both waits are bounded, so a process
+// taking them in the other order delays the daemon's refresh at worst, never deadlocks it.
 func lockAuth(ctx context.Context, dir string, wait time.Duration) (unlock func(), err error) {
-	unlock, err = lockOne(ctx, dir, wait)
+	unlock, err = lockOne(ctx, filepath.Join(dir, LockFile), wait)
 	if err != nil {
 		return nil, err
 	}
-	target, terr := authPath(dir)
-	if tdir := filepath.Dir(target); terr == nil && tdir != filepath.Clean(dir) {
-		unlockTarget, err := lockOne(ctx, tdir, wait)
-		if err != nil {
-			unlock()
-			return nil, err
-		}
-		first := unlock
-		unlock = func() { unlockTarget(); first() }
+	target, err := authPath(dir)
+	if err != nil {
+		unlock()
+		return nil, err
 	}
-	return unlock, nil
+	unlockFile, err := lockOne(ctx, target+".lock", wait)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	first := unlock
+	return func() { unlockFile(); first() }, nil
 }
 
-// lockOne takes the flock on dir/LockFile.
-func lockOne(ctx context.Context, dir string, wait time.Duration) (unlock func(), err error) {
-	path := filepath.Join(dir, LockFile)
+// lockOne takes the flock on path.
+func lockOne(ctx context.Context, path string, wait time.Duration) (unlock func(), err error) {
 	f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
