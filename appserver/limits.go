@@ -23,15 +23,17 @@ func RateLimits(n protocol.Notification) (protocol.RateLimitSnapshot, bool) {
 // UsageLimit is the one place that decides whether a turn failed because the account's usage
 // limit is reached: a final error (willRetry false) or a turn/completed error of kind
 // usageLimitExceeded. resetsAt is when the limit resets, from the rate limits codex reported
-// during the turn (the latest reset of a window used up, else of any window); zero when codex
-// reported none.
+// during the turn: the reset of the window at or nearest its limit (the highest usedPercent;
+// among equals, the latest reset), since that is the limit that was hit. A window far from its
+// limit never decides: a 5-hour window at 99 % resetting in 40 s beside a weekly one at 20 %
+// resetting in 6 days is a 40-second wait, not 6 days. Zero when codex reported no reset.
 //
 // Wire facts (codex 0.169, docs/PROTOCOL.md): on a 429 usage_limit_reached codex sends
 // account/rateLimits/updated from the answer's x-codex-* headers, then an error notification
 // with codexErrorInfo "usageLimitExceeded" and willRetry false, then turn/completed failed with
 // the same error. The reset time is in the message only as text ("try again at 3:39 PM.").
 func UsageLimit(notifs []protocol.Notification) (resetsAt time.Time, ok bool) {
-	var full, latest time.Time
+	best := -1.0
 	for _, n := range notifs {
 		if rl, isRL := RateLimits(n); isRL {
 			for _, w := range []*protocol.RateLimitWindow{rl.Primary, rl.Secondary} {
@@ -39,11 +41,8 @@ func UsageLimit(notifs []protocol.Notification) (resetsAt time.Time, ok bool) {
 					continue
 				}
 				at := time.Unix(*w.ResetsAt, 0)
-				if at.After(latest) {
-					latest = at
-				}
-				if w.UsedPercent >= 100 && at.After(full) {
-					full = at
+				if used := min(w.UsedPercent, 100); used > best || used == best && at.After(resetsAt) {
+					best, resetsAt = used, at
 				}
 			}
 			continue
@@ -55,10 +54,7 @@ func UsageLimit(notifs []protocol.Notification) (resetsAt time.Time, ok bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	if !full.IsZero() {
-		return full, true
-	}
-	return latest, true
+	return resetsAt, true
 }
 
 // limitError reports an error notification or a failed turn/completed of kind

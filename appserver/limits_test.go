@@ -34,8 +34,16 @@ func TestUsageLimit(t *testing.T) {
 		{"the used-up window wins over a later one", []protocol.Notification{
 			notif(protocol.NotifyRateLimitsUpdated, `{"rateLimits":{"primary":{"usedPercent":100,"resetsAt":100},"secondary":{"usedPercent":40,"resetsAt":900}}}`),
 			notif(protocol.NotifyError, recordedLimitError)}, true, time.Unix(100, 0)},
-		{"no window used up: the latest reset", []protocol.Notification{
+		{"no window used up: the one nearest its limit", []protocol.Notification{
 			notif(protocol.NotifyRateLimitsUpdated, `{"rateLimits":{"primary":{"usedPercent":20,"resetsAt":100},"secondary":{"usedPercent":40,"resetsAt":900}}}`),
+			notif(protocol.NotifyError, recordedLimitError)}, true, time.Unix(900, 0)},
+		// The issue's two windows: 5 hours at 99 % resetting in 40 s, a week at 20 % resetting in
+		// 6 days. Before: parked for 6 days.
+		{"the window at 99 % wins over a later one at 20 %", []protocol.Notification{
+			notif(protocol.NotifyRateLimitsUpdated, `{"rateLimits":{"primary":{"usedPercent":99,"windowDurationMins":300,"resetsAt":1040},"secondary":{"usedPercent":20,"windowDurationMins":10080,"resetsAt":519400}}}`),
+			notif(protocol.NotifyError, recordedLimitError)}, true, time.Unix(1040, 0)},
+		{"two windows used up: the later reset", []protocol.Notification{
+			notif(protocol.NotifyRateLimitsUpdated, `{"rateLimits":{"primary":{"usedPercent":100,"resetsAt":100},"secondary":{"usedPercent":100,"resetsAt":900}}}`),
 			notif(protocol.NotifyError, recordedLimitError)}, true, time.Unix(900, 0)},
 		{"missing and null fields", []protocol.Notification{
 			notif(protocol.NotifyRateLimitsUpdated, `{"rateLimits":{"primary":{"usedPercent":100},"secondary":null}}`),
