@@ -68,9 +68,11 @@ type runConfig struct {
 	PostToolTimeout time.Duration
 	// ModelUnreachableTimeout ends a turn whose model could not be reached this long.
 	ModelUnreachableTimeout time.Duration
-	HandshakeTimeout        time.Duration
-	DrainTimeout            time.Duration
-	PollInterval            time.Duration
+	// ModelSilentTimeout ends a turn whose model sent nothing this long (0: off).
+	ModelSilentTimeout time.Duration
+	HandshakeTimeout   time.Duration
+	DrainTimeout       time.Duration
+	PollInterval       time.Duration
 	// HeartbeatInterval is the Molecule heartbeat's period (its current_task shows what runs).
 	HeartbeatInterval time.Duration
 	PlatformTimeout   time.Duration
@@ -220,6 +222,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.dur(&c.TurnTimeout, "turn-timeout", "CODEX_WARM_TURN_TIMEOUT", 600*time.Second, "interrupt a turn running this long")
 	e.dur(&c.PostToolTimeout, "post-tool-timeout", "CODEX_WARM_POST_TOOL_TIMEOUT", 90*time.Second, "retire a child silent this long after a tool finished")
 	e.dur(&c.ModelUnreachableTimeout, "model-unreachable-timeout", "CODEX_WARM_MODEL_UNREACHABLE_TIMEOUT", supervisor.DefaultModelUnreachable, "end a turn whose model service could not be reached this long (codex retries forever); the chat is told, Molecule messages are answered when it is back; later turns of the outage end at once")
+	e.dur(&c.ModelSilentTimeout, "model-silent-timeout", "CODEX_WARM_MODEL_SILENT_TIMEOUT", supervisor.DefaultModelSilent, "end a turn whose model service accepted the request and sent nothing this long (codex waits on such a model for good), as an unreachable model; a model that starts answering is never cut by it (0: off)")
 	e.dur(&c.ParkLimit, "park-limit", "CODEX_WARM_PARK_LIMIT", molecule.DefaultParkLimit, "Molecule: a message the account's usage limit holds waits for the reset this long at most (from its arrival); a later reset is answered with the limit and the reset time")
 	e.dur(&c.ResumeSpacing, "resume-spacing", "CODEX_WARM_RESUME_SPACING", supervisor.DefaultResumeSpacing, "at a usage limit's reset, run the parked messages one every this long, oldest first")
 	e.dur(&c.HandshakeTimeout, "handshake-timeout", "CODEX_WARM_HANDSHAKE_TIMEOUT", 30*time.Second, "retire a child that does not finish initialize in time")

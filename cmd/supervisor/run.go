@@ -369,6 +369,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		TurnDeadline:     cfg.TurnTimeout,
 		PostToolQuiet:    cfg.PostToolTimeout,
 		ModelUnreachable: cfg.ModelUnreachableTimeout,
+		ModelSilent:      cfg.ModelSilentTimeout,
 		ResumeSpacing:    cfg.ResumeSpacing,
 		ApprovalTimeout:  cfg.ApprovalTimeout,
 		Admit:            d.login.admit,
