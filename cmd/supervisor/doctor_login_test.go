@@ -3,6 +3,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -39,6 +41,17 @@ func TestDoctorLoginOwner(t *testing.T) {
 		r := e.run()
 		r.expect(t, 0, "ChatGPT tokens", "✓", "owned by the platform", "CODEX_AUTH_JSON in the workspace's platform secrets",
 			"plan pro", "never calls the token endpoint")
+	})
+	t.Run("own login readable by others", func(t *testing.T) {
+		e := newDoctorEnv(t)
+		if err := os.WriteFile(filepath.Join(e.codexHome, "auth.json"), []byte(orgLogin()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(e.codexHome, "auth.json"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := e.run()
+		r.expect(t, 0, "ChatGPT tokens", "!", "readable by other users", "chmod 600")
 	})
 	t.Run("platform without a platform login", func(t *testing.T) {
 		e := newDoctorEnv(t)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,6 +264,69 @@ func TestE2EChatGPTShortLivedTokensPaced(t *testing.T) {
 	}
 	if st := e.tokenStatus(d); st.State != codexauth.StateValid {
 		t.Errorf("status %+v", st)
+	}
+	d.stop(stopTimeout)
+}
+
+// `codex logout` while the daemon runs: the login is used no more (before: the daemon kept it
+// alive and went on refreshing it); a new `codex login` brings it back.
+func TestE2EChatGPTLogout(t *testing.T) {
+	e := newTokenE2E(t, time.Hour)
+	d := e.start("--spares", "0")
+	c := newLocalClient(t, d)
+	c.send("x", "before")
+	if err := os.Remove(filepath.Join(e.codexHome, codexauth.AuthFile)); err != nil {
+		t.Fatal(err)
+	}
+	e.is.Revoke()
+	requests := len(e.mock.Requests()) + e.mock.Unauthorized()
+	code, body, _ := c.post("x", `{"text": "after logout"}`)
+	if code != http.StatusBadGateway || !strings.Contains(string(body), "codex login") {
+		t.Errorf("after logout: HTTP %d %s, want 502 with the login hint", code, body)
+	}
+	if n := len(e.mock.Requests()) + e.mock.Unauthorized(); n != requests || e.is.Calls() != 0 {
+		t.Errorf("a message after logout reached the model (%d) or the endpoint (%d)", n-requests, e.is.Calls())
+	}
+	if st := e.tokenStatus(d); st.State != codexauth.StateGone || !strings.Contains(st.LastError, "removed") {
+		t.Errorf("status %+v, want login_gone: auth.json removed", st)
+	}
+	access, refresh := e.is.RotateElsewhere()
+	if err := codexauthtest.WriteAuthFile(e.codexHome, e.is.IDToken(), access, refresh, "acct-test"); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.send("x", "logged in again"); r.Status != "completed" {
+		t.Errorf("after a new login: %+v", r)
+	}
+	d.stop(stopTimeout)
+}
+
+// auth.json a symbolic link to a shared file (before: the daemon refused to start): the daemon
+// starts, refreshes through the link, keeps it a link, and the shared file holds the live token.
+func TestE2EChatGPTSymlinkedAuthFile(t *testing.T) {
+	e := newTokenE2E(t, time.Hour)
+	shared := filepath.Join(e.root, "shared")
+	if err := os.Mkdir(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(e.codexHome, codexauth.AuthFile)
+	if err := os.Rename(link, filepath.Join(shared, codexauth.AuthFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(shared, codexauth.AuthFile), link); err != nil {
+		t.Fatal(err)
+	}
+	d := e.start("--spares", "0")
+	c := newLocalClient(t, d)
+	c.send("x", "before")
+	e.is.Revoke()
+	if r := c.send("x", "after"); r.Status != "completed" {
+		t.Fatalf("after the refresh: %+v", r)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("auth.json is no longer a link: %v", err)
+	}
+	if refresh, _ := e.authTokens(); refresh != e.is.LiveRefreshToken() || e.is.Calls() != 1 {
+		t.Errorf("the shared file does not hold the live token (calls %d)", e.is.Calls())
 	}
 	d.stop(stopTimeout)
 }
