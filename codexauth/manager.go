@@ -7,6 +7,12 @@
 // them, pushes each new token to every live child, and writes the rotated tokens back the way
 // codex does, so the operator's own codex keeps working.
 //
+// A login the platform owns (Config.Platform: a Molecule workspace's CODEX_AUTH_JSON, rotated
+// by the platform alone) is only read, from the sources the caller wires, and handed out; the
+// daemon never refreshes it. A login the daemon owns is refreshed under auth.lock held across
+// the whole refresh, its newest tokens kept in memory whatever the disk does, a late answer
+// awaited rather than its refresh token sent again (docs/login.md).
+//
 // The wire facts are in docs/PROTOCOL.md ("ChatGPT login shared by many children").
 package codexauth
 
