@@ -38,7 +38,14 @@ func TestDoctorLoginOwner(t *testing.T) {
 		p.SetSecret("OPENAI_API_KEY", "sk-other-secret")
 		e.env = append(e.env, "PLATFORM_URL="+p.URL(), "WORKSPACE_ID="+p.WorkspaceID(), "MOLECULE_WORKSPACE_TOKEN="+p.Token())
 		e.args = []string{"--codex-bin", e.codexBin, "--state-dir", e.stateDir}
+		// Without a ChatGPT login in CODEX_HOME codex runs on its own credentials: auto leaves them.
 		r := e.run()
+		r.expect(t, 0, "ChatGPT tokens", "✓", "not a ChatGPT login")
+		// The codex image's sync wrote the platform's login to auth.json.
+		if err := os.WriteFile(filepath.Join(e.codexHome, "auth.json"), []byte(orgLogin()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r = e.run()
 		r.expect(t, 0, "ChatGPT tokens", "✓", "owned by the platform", "CODEX_AUTH_JSON in the workspace's platform secrets",
 			"plan pro", "never calls the token endpoint")
 	})

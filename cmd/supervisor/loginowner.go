@@ -51,8 +51,10 @@ type loginInputs struct {
 	codexHome string
 }
 
-// planLogin decides who owns the login. A login the platform provides (CODEX_AUTH_JSON in the
-// environment or in the workspace's secrets) is the platform's under auto; when the secrets
+// planLogin decides who owns the login. A login the platform provides is the platform's under
+// auto: CODEX_AUTH_JSON in the environment, or in the workspace's secrets while CODEX_HOME holds
+// a ChatGPT login (the codex image syncs the secret there; without one, codex runs on its own
+// credentials, which auto leaves alone). When the secrets
 // cannot be read at start and CODEX_HOME holds a ChatGPT login, auto takes the safe side and
 // treats it as the platform's (it never refreshes it), saying how to claim it. An error means the plan cannot hold:
 // platform with no platform login, or off with one (each child would spend the org's token).
@@ -69,6 +71,7 @@ func planLogin(ctx context.Context, in loginInputs, log *zap.Logger) (loginPlan,
 			break
 		}
 	}
+	fromEnv := len(found) > 0
 	var unsure error
 	if in.platform != nil {
 		sr, err := molecule.NewSecretsReader(*in.platform)
@@ -88,7 +91,17 @@ func planLogin(ctx context.Context, in loginInputs, log *zap.Logger) (loginPlan,
 	}
 	platform := len(found) > 0
 	synced := authFileSource(in.codexHome)
-	if _, err := synced.Read(ctx); !platform && unsure != nil && in.mode != tokensOff && err == nil {
+	_, syncedErr := synced.Read(ctx)
+	hasChatGPT := syncedErr == nil
+	if platform && !fromEnv && !hasChatGPT && in.mode == tokensAuto {
+		// The org offers its login in the secrets, but nothing put it in CODEX_HOME (the codex
+		// image's sync would have): codex here runs on its own credentials (an API key, a
+		// provider's key), which auto leaves alone.
+		log.Info("the workspace's platform secrets hold CODEX_AUTH_JSON but CODEX_HOME holds no ChatGPT login: codex keeps its own credentials "+
+			"(--chatgpt-tokens platform uses the platform's login)", zap.String("codex_home", in.codexHome))
+		platform = false
+	}
+	if !platform && unsure != nil && in.mode != tokensOff && hasChatGPT {
 		// The safe side: a ChatGPT login that may be the org's is never refreshed.
 		platform = true
 		found = append(found, "the workspace's platform secrets could not be read ("+unsure.Error()+"); "+
