@@ -75,3 +75,26 @@ func realUsageLimit(t *testing.T, httpOnly bool) {
 		t.Errorf("usage %+v, want 10 in (4 cached), 3 out (2 reasoning)", u)
 	}
 }
+
+// A 429 whose body has resets_at and no x-codex-* headers: codex reports no window, and puts
+// the reset only in its message ("try again at 2:07 PM.", "… at Dec 2nd, 2026 2:06 PM."); the
+// reset is read from there, rounded up to the minute (before: a 5-minute guess).
+func TestRealUsageLimitWithoutHeaders(t *testing.T) {
+	for _, d := range []time.Duration{3 * time.Minute, 6 * 24 * time.Hour} {
+		reset := time.Now().Add(d).Truncate(time.Second)
+		e := newRealEnv(t, mockmodel.Config{HTTPOnly: true, Script: func(mockmodel.Request) mockmodel.Reply {
+			return mockmodel.Reply{UsageLimit: &mockmodel.UsageLimit{ResetsAt: reset}, RateLimits: &mockmodel.RateLimits{}}
+		}})
+		c := e.start(t, nil)
+		ctx := ctxTimeout(t, 2*time.Minute)
+		thread, err := c.StartThread(ctx, e.threadOpts(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := mustTurn(t, c, ctx, thread, "limit")
+		want := reset.Truncate(time.Minute).Add(time.Minute)
+		if at, ok := appserver.UsageLimit(res.Notifications); !ok || !at.Equal(want) {
+			t.Errorf("reset in %s: UsageLimit = %v, %v; want %v (message %q)", d, at, ok, want, res.Error.Message)
+		}
+	}
+}

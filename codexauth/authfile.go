@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
@@ -47,6 +46,8 @@ type Tokens struct {
 	PlanType string
 	// Expires is the access token's exp claim (zero: none).
 	Expires time.Time
+	// Issued is the access token's iat claim (zero: none).
+	Issued time.Time
 }
 
 // authFile is AuthFile read with every field kept, so that writing it back changes only the
@@ -57,9 +58,29 @@ type authFile struct {
 	mode   fs.FileMode
 }
 
-// readAuthFile reads dir/AuthFile. A missing file is fs.ErrNotExist.
-func readAuthFile(dir string) (*authFile, error) {
+// authPath is the file dir/AuthFile stands for: itself, or the file a symbolic link there
+// points to (a login shared by linking auth.json to one file). It is read there, and replaced
+// there (the temporary file in the target's directory), so the link stays a link.
+func authPath(dir string) (string, error) {
 	path := filepath.Join(dir, AuthFile)
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return path, nil
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", fmt.Errorf("%s is a symbolic link that cannot be followed: %w", path, err)
+	}
+	return target, nil
+}
+
+// readAuthFile reads dir/AuthFile (following a link, see authPath). A missing file is
+// fs.ErrNotExist.
+func readAuthFile(dir string) (*authFile, error) {
+	path, err := authPath(dir)
+	if err != nil {
+		return nil, err
+	}
 	data, err := atomicfile.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -154,31 +175,11 @@ func (af *authFile) write(dir string) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", AuthFile, err)
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, AuthFile), data, atomicfile.Options{Perm: af.mode})
-}
-
-// lockAuth takes codex's flock on dir/LockFile and returns its release. codex holds the same
-// lock while it re-reads AuthFile and renames a new one onto it, so neither side reads a file
-// the other is about to replace with older tokens.
-func lockAuth(dir string) (unlock func(), err error) {
-	f, err := atomicfile.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	path, err := authPath(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", LockFile, err)
+		return err
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", filepath.Join(dir, LockFile), err)
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
+	return atomicfile.WriteFile(path, data, atomicfile.Options{Perm: af.mode})
 }
 
 // readClaims fills Expires, and AccountID and PlanType when the access token claims them. A
@@ -190,6 +191,9 @@ func (t *Tokens) readClaims() error {
 	}
 	if c.Exp > 0 {
 		t.Expires = time.Unix(c.Exp, 0)
+	}
+	if c.Iat > 0 {
+		t.Issued = time.Unix(c.Iat, 0)
 	}
 	if c.Auth.AccountID != "" && t.AccountID == "" {
 		t.AccountID = c.Auth.AccountID
@@ -203,6 +207,7 @@ func (t *Tokens) readClaims() error {
 // claims are the JWT claims codex reads from a ChatGPT access token.
 type claims struct {
 	Exp  int64 `json:"exp"`
+	Iat  int64 `json:"iat"`
 	Auth struct {
 		AccountID string `json:"chatgpt_account_id"`
 		PlanType  string `json:"chatgpt_plan_type"`

@@ -72,12 +72,12 @@ func postRefresh(ctx context.Context, hc *http.Client, url, refreshToken string)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return res, fmt.Errorf("token endpoint: %w", err)
+		return res, &transportError{fmt.Errorf("token endpoint: %w", err)}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenBody+1))
 	if err != nil {
-		return res, fmt.Errorf("token endpoint %s: reading the answer: %w", url, err)
+		return res, &transportError{fmt.Errorf("token endpoint %s: reading the answer: %w", url, err)}
 	}
 	if len(data) > maxTokenBody {
 		return res, fmt.Errorf("token endpoint %s: answer over %d bytes", url, maxTokenBody)

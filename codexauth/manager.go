@@ -7,6 +7,12 @@
 // them, pushes each new token to every live child, and writes the rotated tokens back the way
 // codex does, so the operator's own codex keeps working.
 //
+// A login the platform owns (Config.Platform: a Molecule workspace's CODEX_AUTH_JSON, rotated
+// by the platform alone) is only read, from the sources the caller wires, and handed out; the
+// daemon never refreshes it. A login the daemon owns is refreshed under auth.lock held across
+// the whole refresh, its newest tokens kept in memory whatever the disk does, a late answer
+// awaited rather than its refresh token sent again (docs/login.md).
+//
 // The wire facts are in docs/PROTOCOL.md ("ChatGPT login shared by many children").
 package codexauth
 
@@ -54,6 +60,10 @@ const (
 	StateValid   State = "valid"
 	StateFailing State = "refresh_failing"
 	StateGone    State = "login_gone"
+	// StateUncertain: a refresh call got no answer within Config.CallBound (or lost it) and may
+	// have spent the refresh token; it is never sent again. A newer login in auth.json (a new
+	// `codex login`, another process's refresh) ends it.
+	StateUncertain State = "refresh_uncertain"
 )
 
 // Refresh outcomes, as counted in metrics.
@@ -61,7 +71,13 @@ const (
 	OutcomeRefreshed = "refreshed" // the endpoint rotated the tokens
 	OutcomeAdopted   = "adopted"   // auth.json held newer tokens (another process rotated them)
 	OutcomeRejected  = "rejected"  // the endpoint refused the refresh token for good
-	OutcomeFailed    = "failed"    // no usable answer; the refresh token may or may not be spent
+	OutcomeFailed    = "failed"    // no usable answer; the refresh token was not spent
+	// OutcomeUncertain: no answer in time, or the answer lost: the refresh token may be spent.
+	OutcomeUncertain = "uncertain"
+	// OutcomeWriteFailed: the rotated login could not be written back to auth.json (retried).
+	OutcomeWriteFailed = "write_back_failed"
+	// OutcomePaced: a refresh refused by the hard cap per minute (a loop, which is a bug).
+	OutcomePaced = "paced"
 )
 
 // ErrLoginGone means the refresh token was refused for good and auth.json holds nothing newer:
@@ -86,6 +102,20 @@ type Config struct {
 	FileCheck time.Duration
 	// RetryMax caps the backoff between failed refreshes in Run. Default DefaultRetryMax.
 	RetryMax time.Duration
+	// LockWait bounds the wait for auth.lock. Default DefaultLockWait.
+	LockWait time.Duration
+	// CallBound is how long a refresh call's answer is awaited, off the children's path, before
+	// its refresh token is held in doubt. Default DefaultCallBound.
+	CallBound time.Duration
+	// MaxPerMinute caps token endpoint calls in any minute. Default DefaultMaxPerMinute.
+	MaxPerMinute int
+	// Platform, when not empty, makes the login the platform's (OwnerPlatform): the daemon
+	// reads it from these sources, the newest wins, and never calls the token endpoint nor
+	// writes auth.json. Empty: the login in CodexHome/auth.json is the daemon's own.
+	Platform []Source
+	// PlatformCheck is how often Run reads the platform's login again. Default
+	// DefaultPlatformCheck.
+	PlatformCheck time.Duration
 	// OnRefresh, when set, hears each refresh's outcome (Outcome*). It must not block.
 	OnRefresh func(outcome string)
 	// Logger receives the manager's logs. Nil: none.
@@ -103,7 +133,11 @@ func TokenURLFrom(getenv func(string) string) string {
 
 // Status is what an operator sees of the login. It never holds a token.
 type Status struct {
-	Kind        Kind      `json:"kind"`
+	Kind Kind `json:"kind"`
+	// Owner is who renews the login: OwnerDaemon or OwnerPlatform.
+	Owner string `json:"owner"`
+	// Source names where a login the platform owns was last read from.
+	Source      string    `json:"source,omitempty"`
 	State       State     `json:"state"`
 	AccountID   string    `json:"account_id,omitempty"`
 	PlanType    string    `json:"plan_type,omitempty"`
@@ -111,6 +145,9 @@ type Status struct {
 	LastRefresh time.Time `json:"last_refresh,omitzero"`
 	LastOutcome string    `json:"last_outcome,omitempty"`
 	LastError   string    `json:"last_error,omitempty"`
+	// WriteBackError is set while the rotated login could not be written back to auth.json: the
+	// daemon holds the only copy of the live refresh token, and retries the write.
+	WriteBackError string `json:"write_back_error,omitempty"`
 }
 
 // Manager holds a ChatGPT login for every child of the daemon; see the package doc.
@@ -133,8 +170,14 @@ type Manager struct {
 	lastRefresh time.Time
 	lastOutcome string
 	lastErr     string
-	dead        string  // a refresh token the endpoint refused for good
-	flight      *flight // the refresh in progress, if any
+	source      string // where a login the platform owns was read from
+	dead        string // a refresh token the endpoint refused for good
+	doubt       string // a refresh token a call may have spent without an answer
+	spent       map[string]bool
+	writeErr    string        // the last failed write-back, while it is pending
+	calls       []time.Time   // token endpoint calls in the last minute
+	wake        chan struct{} // wakes Run: a write-back to retry
+	flight      *flight       // the refresh in progress, if any
 	subs        map[int]func()
 	nextSub     int
 }
@@ -179,8 +222,27 @@ func Open(cfg Config) (*Manager, Kind, error) {
 	if cfg.RetryMax <= 0 {
 		cfg.RetryMax = DefaultRetryMax
 	}
+	if cfg.LockWait <= 0 {
+		cfg.LockWait = DefaultLockWait
+	}
+	if cfg.CallBound <= 0 {
+		cfg.CallBound = DefaultCallBound
+	}
+	if cfg.MaxPerMinute <= 0 {
+		cfg.MaxPerMinute = DefaultMaxPerMinute
+	}
+	if cfg.PlatformCheck <= 0 {
+		cfg.PlatformCheck = DefaultPlatformCheck
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
+	}
+	if len(cfg.Platform) > 0 {
+		m, err := openPlatform(cfg)
+		if err != nil {
+			return nil, KindChatGPT, err
+		}
+		return m, KindChatGPT, nil
 	}
 	af, err := readAuthFile(cfg.CodexHome)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -198,9 +260,29 @@ func Open(cfg Config) (*Manager, Kind, error) {
 		return nil, kind, fmt.Errorf("read codex login %s: %w", filepath.Join(cfg.CodexHome, AuthFile), err)
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.Named("codexauth"), tok: tok, state: StateValid,
-		stamp: stampOf(cfg.CodexHome), subs: map[int]func(){}}
+		stamp: stampOf(cfg.CodexHome), subs: map[int]func(){}, spent: map[string]bool{}, wake: make(chan struct{}, 1)}
+	if af.mode&0o077 != 0 {
+		m.log.Warn("auth.json is readable by other users: it holds the ChatGPT refresh token (chmod 600 it)",
+			zap.String("path", filepath.Join(cfg.CodexHome, AuthFile)), zap.String("mode", fmt.Sprintf("%04o", af.mode)))
+	}
 	m.life, m.stop = context.WithCancel(context.Background())
 	return m, kind, nil
+}
+
+// WaitIdle waits until no refresh is in progress, or ctx is done.
+func (m *Manager) WaitIdle(ctx context.Context) error {
+	m.mu.Lock()
+	f := m.flight
+	m.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	select {
+	case <-f.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Close stops every refresh in progress and waits for it.
@@ -222,7 +304,7 @@ func (m *Manager) Usable() error {
 	m.checkFile(false)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.state == StateGone {
+	if m.state == StateGone || m.state == StateUncertain {
 		return fmt.Errorf("%w (%s)", ErrLoginGone, m.lastErr)
 	}
 	return nil
@@ -232,8 +314,13 @@ func (m *Manager) Usable() error {
 func (m *Manager) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Status{Kind: KindChatGPT, State: m.state, AccountID: m.tok.AccountID, PlanType: m.tok.PlanType,
-		Expires: m.tok.Expires, LastRefresh: m.lastRefresh, LastOutcome: m.lastOutcome, LastError: m.lastErr}
+	owner := OwnerDaemon
+	if m.platformOwned() {
+		owner = OwnerPlatform
+	}
+	return Status{Kind: KindChatGPT, Owner: owner, Source: m.source, State: m.state, AccountID: m.tok.AccountID, PlanType: m.tok.PlanType,
+		Expires: m.tok.Expires, LastRefresh: m.lastRefresh, LastOutcome: m.lastOutcome, LastError: m.lastErr,
+		WriteBackError: m.writeErr}
 }
 
 // Subscribe calls kick, which must not block, each time the access token changes; the
@@ -267,12 +354,18 @@ func (m *Manager) Refresh(ctx context.Context, stale string) (protocol.ChatGPTAu
 	}
 	f := m.startLocked(stale)
 	m.mu.Unlock()
+	wait := time.NewTimer(m.cfg.RequestTimeout)
+	defer wait.Stop()
 	select {
 	case <-f.done:
 		if f.err != nil {
 			return protocol.ChatGPTAuthTokens{}, f.err
 		}
 		return loginOf(f.tok), nil
+	case <-wait.C:
+		m.markLate(f)
+		return protocol.ChatGPTAuthTokens{}, fmt.Errorf("the ChatGPT token refresh has no answer after %s; it is awaited up to %s and its refresh token is not sent again meanwhile",
+			m.cfg.RequestTimeout, m.cfg.CallBound)
 	case <-ctx.Done():
 		return protocol.ChatGPTAuthTokens{}, fmt.Errorf("waiting for the ChatGPT token refresh: %w", context.Cause(ctx))
 	}
@@ -288,9 +381,12 @@ func (m *Manager) startLocked(stale string) *flight {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		ctx, cancel := context.WithTimeout(m.life, m.cfg.RequestTimeout)
+		// The lock's wait and the call's bound; the callers wait RequestTimeout at most.
+		ctx, cancel := context.WithTimeout(m.life, m.cfg.LockWait+m.cfg.CallBound)
 		defer cancel()
+		late := time.AfterFunc(m.cfg.RequestTimeout, func() { m.markLate(f) })
 		f.tok, f.err = m.refresh(ctx, stale)
+		late.Stop()
 		m.mu.Lock()
 		m.flight = nil
 		m.mu.Unlock()
@@ -299,136 +395,13 @@ func (m *Manager) startLocked(stale string) *flight {
 	return f
 }
 
-// refresh is one flight: auth.json first, in case another process rotated the tokens (then
-// nothing is spent), then the endpoint.
-func (m *Manager) refresh(ctx context.Context, stale string) (Tokens, error) {
-	m.checkFile(true)
-	m.mu.Lock()
-	cur, dead := m.tok, m.dead
-	m.mu.Unlock()
-	if cur.AccessToken != stale && !m.due(cur, time.Now()) {
-		return cur, nil
-	}
-	if cur.RefreshToken == dead {
-		return cur, m.Usable()
-	}
-	res, err := postRefresh(ctx, m.cfg.HTTPClient, m.cfg.TokenURL, cur.RefreshToken)
-	var rej *RejectedError
-	switch {
-	case errors.As(err, &rej):
-		// Another process may have spent it first and written what it got.
-		if m.checkFile(true) {
-			m.mu.Lock()
-			t := m.tok
-			m.mu.Unlock()
-			if t.RefreshToken != cur.RefreshToken {
-				return t, nil
-			}
-		}
-		m.mu.Lock()
-		m.state, m.dead, m.lastOutcome, m.lastErr = StateGone, cur.RefreshToken, OutcomeRejected, rej.Error()
-		m.mu.Unlock()
-		m.counted(OutcomeRejected)
-		m.log.Error("the ChatGPT login is gone: the token endpoint refused the refresh token and auth.json holds no newer one; "+
-			"every message is answered with a `codex login` hint until an operator logs codex in again",
-			zap.String("codex_home", m.cfg.CodexHome), zap.Error(rej))
-		return cur, fmt.Errorf("%w (%v)", ErrLoginGone, rej)
-	case err != nil:
-		m.mu.Lock()
-		if m.state != StateGone {
-			m.state = StateFailing
-		}
-		m.lastOutcome, m.lastErr = OutcomeFailed, err.Error()
-		m.mu.Unlock()
-		m.counted(OutcomeFailed)
-		m.log.Warn("ChatGPT token refresh failed; auth.json is read again before the next try, "+
-			"in case the refresh token was spent", zap.Error(err))
-		return cur, fmt.Errorf("refresh the ChatGPT login: %w", err)
-	}
-	next := Tokens{IDToken: res.IDToken, AccessToken: res.AccessToken, RefreshToken: res.RefreshToken, AccountID: cur.AccountID}
-	if next.IDToken == "" {
-		next.IDToken = cur.IDToken
-	}
-	if next.RefreshToken == "" {
-		next.RefreshToken = cur.RefreshToken
-	}
-	if err := next.readClaims(); err != nil {
-		m.log.Warn("the refreshed access token's claims are unreadable; its expiry is unknown", zap.Error(err))
-	}
-	now := time.Now()
-	stamp, werr := m.writeBack(next, now)
-	if werr != nil {
-		// The children still get the new token; only the operator's own codex keeps the old one.
-		m.log.Error("could not write the refreshed ChatGPT login back to auth.json", zap.Error(werr))
-	}
-	m.mu.Lock()
-	m.tok, m.state, m.dead, m.lastRefresh, m.lastOutcome, m.lastErr = next, StateValid, "", now, OutcomeRefreshed, ""
-	if werr == nil {
-		m.stamp = stamp
-	}
-	m.mu.Unlock()
-	m.counted(OutcomeRefreshed)
-	m.log.Info("ChatGPT login refreshed", zap.Time("expires", next.Expires))
-	m.publish()
-	return next, nil
-}
-
-// writeBack writes t into auth.json under codex's lock, keeping every other field and the
-// file's mode, and returns the new file's stamp.
-func (m *Manager) writeBack(t Tokens, now time.Time) (fileStamp, error) {
-	unlock, err := lockAuth(m.cfg.CodexHome)
-	if err != nil {
-		return fileStamp{}, err
-	}
-	defer unlock()
-	af, err := readAuthFile(m.cfg.CodexHome)
-	if err != nil {
-		return fileStamp{}, fmt.Errorf("re-read %s: %w", AuthFile, err)
-	}
-	af.setTokens(t, now)
-	if err := af.write(m.cfg.CodexHome); err != nil {
-		return fileStamp{}, err
-	}
-	return stampOf(m.cfg.CodexHome), nil
-}
-
-// checkFile adopts the login in auth.json when it differs from the one held: another process
-// rotated the tokens, or an operator logged in again. Unless force, a file whose stamp did not
-// change is not read. It reports whether tokens were adopted.
-func (m *Manager) checkFile(force bool) bool {
-	st := stampOf(m.cfg.CodexHome)
-	m.mu.Lock()
-	same := st == m.stamp
-	m.mu.Unlock()
-	if same && !force {
-		return false
-	}
-	af, err := readAuthFile(m.cfg.CodexHome)
-	if err != nil || af.kind() != KindChatGPT {
-		return false
-	}
-	t, err := af.loginTokens()
-	if err != nil {
-		return false
-	}
-	m.mu.Lock()
-	m.stamp = st
-	if t.RefreshToken == m.tok.RefreshToken && t.AccessToken == m.tok.AccessToken || t.RefreshToken == m.dead {
-		m.mu.Unlock()
-		return false
-	}
-	m.tok, m.state, m.lastOutcome, m.lastErr = t, StateValid, OutcomeAdopted, ""
-	m.mu.Unlock()
-	m.counted(OutcomeAdopted)
-	m.log.Info("adopted the ChatGPT login auth.json holds now (another process rotated it, or codex was logged in again)",
-		zap.Time("expires", t.Expires))
-	m.publish()
-	return true
-}
-
 // Run refreshes the access token RefreshAhead before it expires, and picks up a login another
 // process wrote to auth.json, until ctx is done. Failed refreshes are retried with a backoff.
 func (m *Manager) Run(ctx context.Context) {
+	if m.platformOwned() {
+		m.runPlatform(ctx)
+		return
+	}
 	retry := backoff.NewExponentialBackOff()
 	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = time.Second, m.cfg.RetryMax, 0
 	var retryAt time.Time
@@ -439,13 +412,20 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-m.wake:
+			// A write-back failed: sleep writeRetry from now, not until the next file check.
+			t.Reset(m.nextWake(time.Now(), retryAt))
+			continue
 		}
 		m.checkFile(false)
 		now := time.Now()
 		m.mu.Lock()
 		cur, state := m.tok, m.state
 		m.mu.Unlock()
-		if state != StateGone && m.due(cur, now) && !now.Before(retryAt) {
+		if m.pendingWrite() {
+			m.retryWriteBack(ctx)
+		}
+		if state != StateGone && state != StateUncertain && m.due(cur, now) && !now.Before(retryAt) {
 			if _, err := m.Refresh(ctx, cur.AccessToken); err != nil && !errors.Is(err, ErrLoginGone) {
 				retryAt = time.Now().Add(retry.NextBackOff())
 			} else {
@@ -457,11 +437,6 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
-// due reports whether t should be refreshed now.
-func (m *Manager) due(t Tokens, now time.Time) bool {
-	return !t.Expires.IsZero() && !now.Before(t.Expires.Add(-m.cfg.RefreshAhead))
-}
-
 // nextWake is how long Run sleeps: until the next refresh is due (or may be retried), or the
 // next look at auth.json, whichever is first.
 func (m *Manager) nextWake(now, retryAt time.Time) time.Duration {
@@ -469,10 +444,13 @@ func (m *Manager) nextWake(now, retryAt time.Time) time.Duration {
 	m.mu.Lock()
 	t, state := m.tok, m.state
 	m.mu.Unlock()
-	if state == StateGone || t.Expires.IsZero() {
+	if m.pendingWrite() {
+		wait = min(wait, writeRetry)
+	}
+	if state == StateGone || state == StateUncertain || t.Expires.IsZero() {
 		return wait
 	}
-	at := t.Expires.Add(-m.cfg.RefreshAhead)
+	at := m.dueAt(t)
 	if retryAt.After(at) {
 		at = retryAt
 	}
@@ -510,7 +488,8 @@ func loginOf(t Tokens) protocol.ChatGPTAuthTokens {
 }
 
 func stampOf(dir string) fileStamp {
-	fi, err := os.Lstat(filepath.Join(dir, AuthFile))
+	// The file itself, through a link: a rotation of a shared file changes its stamp.
+	fi, err := os.Stat(filepath.Join(dir, AuthFile))
 	if err != nil {
 		return fileStamp{}
 	}

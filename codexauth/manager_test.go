@@ -227,7 +227,8 @@ func TestInvalidGrantMeansGone(t *testing.T) {
 }
 
 // An endpoint that is down, or slower than the request bound, is not a lost login: the state is
-// failing, the error says what happened, and the next refresh works once it is back.
+// failing, the error says what happened, and the next refresh works once it is back. A hung call
+// is still awaited after the callers were answered (its token is not sent again meanwhile).
 func TestEndpointDownOrSlowIsNotGone(t *testing.T) {
 	for _, fault := range []codexauthtest.Fault{codexauthtest.FaultDown, codexauthtest.FaultHang} {
 		e := newEnv(t)
@@ -242,6 +243,15 @@ func TestEndpointDownOrSlowIsNotGone(t *testing.T) {
 		if st := m.Status(); st.State != codexauth.StateFailing || st.LastOutcome != codexauth.OutcomeFailed {
 			t.Errorf("fault %d: status %+v", fault, st)
 		}
+		if fault == codexauthtest.FaultHang {
+			if _, err := m.Refresh(ctxT(t), stale); err == nil || e.is.Calls() != 1 {
+				t.Errorf("fault %d: a second ask while the call is awaited: %v, %d calls (want the same 1)", fault, err, e.is.Calls())
+			}
+			e.is.Release() // the late answer: 503, nothing spent
+		}
+		if err := m.WaitIdle(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
 		e.is.SetFault(codexauthtest.FaultNone)
 		l, err := m.Refresh(ctxT(t), stale)
 		if err != nil || !e.is.Accepts(l.AccessToken) {
@@ -253,20 +263,26 @@ func TestEndpointDownOrSlowIsNotGone(t *testing.T) {
 	}
 }
 
-// The endpoint spent the refresh token but its answer was lost. The daemon does not call that
-// a lost login (the next try reads auth.json first, where another process may have put the new
-// tokens); when nobody has them, the retry is refused and the login is reported gone.
-func TestLostAnswerReadsTheFileBeforeRetrying(t *testing.T) {
+// The endpoint spent the refresh token but its answer was lost. The token is in doubt: never
+// sent again (no reuse), the state says refresh_uncertain, and a newer login written to auth.json
+// by another process ends the doubt at once.
+func TestLostAnswerIsNeverRetried(t *testing.T) {
 	e := newEnv(t)
 	m := e.open(nil)
 	stale := m.Login().AccessToken
 	e.is.SetFault(codexauthtest.FaultLoseAnswer)
-	if _, err := m.Refresh(ctxT(t), stale); err == nil || errors.Is(err, codexauth.ErrLoginGone) {
-		t.Fatalf("lost answer: %v, want a transient failure", err)
+	if _, err := m.Refresh(ctxT(t), stale); !errors.Is(err, codexauth.ErrLoginGone) {
+		t.Fatalf("lost answer: %v, want the login unusable", err)
 	}
 	e.is.SetFault(codexauthtest.FaultNone)
+	if st := m.Status(); st.State != codexauth.StateUncertain || st.LastOutcome != codexauth.OutcomeUncertain {
+		t.Errorf("status %+v, want refresh_uncertain", st)
+	}
+	if _, err := m.Refresh(ctxT(t), stale); !errors.Is(err, codexauth.ErrLoginGone) || e.is.Calls() != 1 {
+		t.Fatalf("ask again: %v, %d calls; want no second call", err, e.is.Calls())
+	}
 
-	// Case 1: another process got the tokens and wrote them.
+	// Another process got the tokens and wrote them.
 	access, refresh := e.is.RotateElsewhere()
 	if err := codexauthtest.WriteAuthFile(e.home, e.is.IDToken(), access, refresh, "acct-test"); err != nil {
 		t.Fatal(err)
@@ -275,18 +291,8 @@ func TestLostAnswerReadsTheFileBeforeRetrying(t *testing.T) {
 	if err != nil || l.AccessToken != access || e.is.Calls() != 1 {
 		t.Fatalf("after the file was rotated: %v, adopted %v, calls %d (want 1)", err, l.AccessToken == access, e.is.Calls())
 	}
-
-	// Case 2: nobody has them.
-	e.is.SetFault(codexauthtest.FaultLoseAnswer)
-	if _, err := m.Refresh(ctxT(t), access); err == nil {
-		t.Fatal("second lost answer: no error")
-	}
-	e.is.SetFault(codexauthtest.FaultNone)
-	if _, err := m.Refresh(ctxT(t), access); !errors.Is(err, codexauth.ErrLoginGone) {
-		t.Fatalf("retry with the spent token: %v, want ErrLoginGone", err)
-	}
-	if r := e.is.Reused(); r != 1 {
-		t.Errorf("%d reused-token calls, want exactly the one retry", r)
+	if r := e.is.Reused(); r != 0 {
+		t.Errorf("%d reused-token calls, want 0", r)
 	}
 }
 

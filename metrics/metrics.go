@@ -77,6 +77,7 @@ type Metrics struct {
 	firstLatency *prometheus.HistogramVec
 	pollDuration prometheus.Histogram
 	refreshes    *prometheus.CounterVec
+	loginOwner   *prometheus.GaugeVec
 	tokens       *prometheus.CounterVec
 	reloads      *prometheus.CounterVec
 }
@@ -100,13 +101,16 @@ func New(cfg Config) *Metrics {
 			[]string{"kind"}),
 	}
 	m.refreshes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "chatgpt_token_refreshes_total",
-		Help: "Refreshes of the ChatGPT login the daemon holds for its children, by outcome (refreshed, adopted from auth.json, rejected: the login is gone, failed: no usable answer)."},
+		Help: "Refreshes of the ChatGPT login the daemon holds for its children, by outcome (refreshed, adopted from auth.json or the platform, rejected: the login is gone, failed: no usable answer, not_renewed: the platform still held a refused token)."},
 		[]string{"outcome"})
+	m.loginOwner = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "chatgpt_login_owner",
+		Help: "1 for who renews codex's ChatGPT login: platform (the daemon only reads it), daemon (it refreshes it for every child), child (each codex child holds its own)."},
+		[]string{"owner"})
 	m.tokens = newTokens()
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "reloads_total",
 		Help: "Reloads of the daemon in place (SIGHUP, supervisor reload), by outcome (ok: counted by the new image; refused: the new binary failed its preflight or the daemon could not quiesce; failed: the exec failed and the old image serves on). Counts since the image started, plus ok for the reload that started it."},
 		[]string{"outcome"})
-	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, m.tokens, m.reloads, &poolCollector{status: cfg.Status})
+	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, m.loginOwner, m.tokens, m.reloads, &poolCollector{status: cfg.Status})
 	if cfg.Limits != nil {
 		m.reg.MustRegister(&limitsCollector{limits: cfg.Limits})
 	}
@@ -125,6 +129,12 @@ func New(cfg Config) *Metrics {
 // codexauth's Config.OnRefresh.
 func (m *Metrics) ObserveTokenRefresh(outcome string) {
 	m.refreshes.WithLabelValues(outcome).Inc()
+}
+
+// SetLoginOwner records who renews the ChatGPT login (codexauth.Owner*).
+func (m *Metrics) SetLoginOwner(owner string) {
+	m.loginOwner.Reset()
+	m.loginOwner.WithLabelValues(owner).Set(1)
 }
 
 // ObserveReload counts one reload by its outcome.

@@ -206,6 +206,11 @@ type Config struct {
 	// model that answers ends the outage. A model that answers slowly is never cut by it.
 	// Default DefaultModelUnreachable; negative: off.
 	ModelUnreachable time.Duration
+	// ModelSilent ends a turn whose model sent nothing this long from the turn's start (a model
+	// endpoint that accepts and never answers; codex waits on it for good) as
+	// WatchdogModelUnreachable. Zero or negative: off (the daemon's flag defaults to
+	// DefaultModelSilent).
+	ModelSilent time.Duration
 	// ApprovalTimeout is how long an approval asked in the chat (appserver.DecisionAsk) waits
 	// for /approve or /deny before it is declined. Default DefaultApprovalTimeout.
 	ApprovalTimeout time.Duration

@@ -20,6 +20,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	stopLife := context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })
 	defer stopLife()
 	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, s.model.watchFor(s.cfg.ModelUnreachable), cancel)
+	watch.expectModel(s.cfg.ModelSilent)
 	first := sess.turns == 0
 	input := userInput(j.text, j.images)
 	var notes turnNotes

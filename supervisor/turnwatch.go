@@ -39,6 +39,8 @@ type turnWatch struct {
 	// report of it until anything else arrives.
 	unreach      time.Duration
 	unreachTimer *time.Timer
+	// silentTimer runs from the turn's start until the model's first answer (expectModel).
+	silentTimer *time.Timer
 	// flagged: codex says the thread waits on a person; asking: approvals waiting for the chat.
 	flagged bool
 	asking  int
@@ -101,6 +103,7 @@ func (w *turnWatch) observe(n protocol.Notification) {
 	if w.stopped {
 		return
 	}
+	w.heardModelLocked(n)
 	switch {
 	case unreachable && w.unreachTimer == nil && w.unreach >= 0:
 		u := w.unreach
@@ -148,6 +151,10 @@ func (w *turnWatch) stop() {
 	if w.unreachTimer != nil {
 		w.unreachTimer.Stop()
 		w.unreachTimer = nil
+	}
+	if w.silentTimer != nil {
+		w.silentTimer.Stop()
+		w.silentTimer = nil
 	}
 	w.stopped = true
 }

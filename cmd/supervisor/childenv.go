@@ -16,10 +16,12 @@ import (
 )
 
 // secretEnv returns the variables that hold secrets or lead to them: CONFIGS_DIR holds the
-// workspace token file. codex runs model-written shell commands, and the platform token would
-// let them act as the workspace.
+// workspace token file, platformLoginEnv the org's ChatGPT login. codex runs model-written shell
+// commands: the platform token would let them act as the workspace, and the org's refresh token
+// would let them spend the login every workspace of the org shares.
 func secretEnv() []string {
-	return []string{"MOLECULE_WORKSPACE_TOKEN", "CODEX_WARM_INBOX_TOKEN", "CODEX_WARM_METRICS_TOKEN", "CONFIGS_DIR"}
+	return append([]string{"MOLECULE_WORKSPACE_TOKEN", "CODEX_WARM_INBOX_TOKEN", "CODEX_WARM_METRICS_TOKEN", "CONFIGS_DIR"},
+		platformLoginEnv...)
 }
 
 // hardenProcess removes secretEnv from the daemon's environment and makes the process

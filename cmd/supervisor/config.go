@@ -9,10 +9,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -66,9 +68,11 @@ type runConfig struct {
 	PostToolTimeout time.Duration
 	// ModelUnreachableTimeout ends a turn whose model could not be reached this long.
 	ModelUnreachableTimeout time.Duration
-	HandshakeTimeout        time.Duration
-	DrainTimeout            time.Duration
-	PollInterval            time.Duration
+	// ModelSilentTimeout ends a turn whose model sent nothing this long (0: off).
+	ModelSilentTimeout time.Duration
+	HandshakeTimeout   time.Duration
+	DrainTimeout       time.Duration
+	PollInterval       time.Duration
 	// HeartbeatInterval is the Molecule heartbeat's period (its current_task shows what runs).
 	HeartbeatInterval time.Duration
 	PlatformTimeout   time.Duration
@@ -96,9 +100,11 @@ type runConfig struct {
 	ChildMemoryLimit int64
 	ChildMaxAge      time.Duration
 	ChildMaxTurns    int
-	// ChatGPTTokens is auto (the daemon holds a ChatGPT login found in CODEX_HOME for every
-	// child) or off (each child refreshes its own, as codex does alone).
+	// ChatGPTTokens says who renews a ChatGPT login (docs/login.md): auto (the platform when it
+	// provides the login, else the daemon), platform, own (the daemon), or off (each child).
 	ChatGPTTokens string
+	// ChatGPTPlatformCheck is how often a login the platform owns is read again.
+	ChatGPTPlatformCheck time.Duration
 	// TokenRefreshAhead is how long before the access token expires the daemon refreshes it.
 	TokenRefreshAhead time.Duration
 }
@@ -220,6 +226,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.dur(&c.TurnTimeout, "turn-timeout", "CODEX_WARM_TURN_TIMEOUT", 600*time.Second, "interrupt a turn running this long")
 	e.dur(&c.PostToolTimeout, "post-tool-timeout", "CODEX_WARM_POST_TOOL_TIMEOUT", 90*time.Second, "retire a child silent this long after a tool finished")
 	e.dur(&c.ModelUnreachableTimeout, "model-unreachable-timeout", "CODEX_WARM_MODEL_UNREACHABLE_TIMEOUT", supervisor.DefaultModelUnreachable, "end a turn whose model service could not be reached this long (codex retries forever); the chat is told, Molecule messages are answered when it is back; later turns of the outage end at once")
+	e.dur(&c.ModelSilentTimeout, "model-silent-timeout", "CODEX_WARM_MODEL_SILENT_TIMEOUT", supervisor.DefaultModelSilent, "end a turn whose model service accepted the request and sent nothing this long (codex waits on such a model for good), as an unreachable model; a model that starts answering is never cut by it (0: off)")
 	e.dur(&c.ParkLimit, "park-limit", "CODEX_WARM_PARK_LIMIT", molecule.DefaultParkLimit, "Molecule: a message the account's usage limit holds waits for the reset this long at most (from its arrival); a later reset is answered with the limit and the reset time")
 	e.dur(&c.ResumeSpacing, "resume-spacing", "CODEX_WARM_RESUME_SPACING", supervisor.DefaultResumeSpacing, "at a usage limit's reset, run the parked messages one every this long, oldest first")
 	e.dur(&c.HandshakeTimeout, "handshake-timeout", "CODEX_WARM_HANDSHAKE_TIMEOUT", 30*time.Second, "retire a child that does not finish initialize in time")
@@ -232,7 +239,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.str(&c.Approval, "approval", "CODEX_WARM_APPROVAL", "decline", "answer to codex command and file-change approval requests: decline, accept, or ask (the chat answers /approve or /deny)")
 	e.dur(&c.ApprovalTimeout, "approval-timeout", "CODEX_WARM_APPROVAL_TIMEOUT", supervisor.DefaultApprovalTimeout, "with --approval ask, decline an approval nobody answered this long")
 	e.dur(&c.ProgressInterval, "progress-interval", "CODEX_WARM_PROGRESS_INTERVAL", 0, "Molecule: send a canvas chat a short progress note each interval while its turn runs (0: off)")
-	e.str(&c.ChatGPTTokens, "chatgpt-tokens", "CODEX_WARM_CHATGPT_TOKENS", "auto", "auto: when CODEX_HOME holds a ChatGPT login, the daemon refreshes it once for every codex child and writes it back to auth.json (children sharing a login would otherwise spend each other's refresh token); off: each child refreshes its own")
+	e.str(&c.ChatGPTTokens, "chatgpt-tokens", "CODEX_WARM_CHATGPT_TOKENS", "auto", "who renews a ChatGPT login: auto (the platform when it provides the login: CODEX_AUTH_JSON in the environment or in the Molecule workspace's secrets; else the daemon), platform (the daemon only reads the platform's login and never refreshes it), own (the daemon refreshes the login in CODEX_HOME once for every codex child and writes it back), off (each child refreshes its own)")
+	e.dur(&c.ChatGPTPlatformCheck, "chatgpt-platform-check", "CODEX_WARM_CHATGPT_PLATFORM_CHECK", codexauth.DefaultPlatformCheck, "read a ChatGPT login the platform owns again this often, and hand a renewed one to every codex child")
 	e.dur(&c.TokenRefreshAhead, "token-refresh-ahead", "CODEX_WARM_TOKEN_REFRESH_AHEAD", 5*time.Minute, "refresh the daemon-held ChatGPT access token this long before it expires")
 	e.str(&c.LogLevel, "log-level", "CODEX_WARM_LOG_LEVEL", "info", "debug, info, warn or error")
 	e.str(&c.LogFormat, "log-format", "CODEX_WARM_LOG_FORMAT", "json", "json or console")
@@ -275,8 +283,10 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	switch {
 	case c.Inbox != "local" && c.Inbox != "molecule":
 		return c, fmt.Errorf("--inbox %q: want molecule or local", c.Inbox)
-	case c.ChatGPTTokens != "auto" && c.ChatGPTTokens != "off":
-		return c, fmt.Errorf("--chatgpt-tokens %q: want auto or off", c.ChatGPTTokens)
+	case !slices.Contains([]string{tokensAuto, tokensPlatform, tokensOwn, tokensOff}, c.ChatGPTTokens):
+		return c, fmt.Errorf("--chatgpt-tokens %q: want auto, platform, own or off", c.ChatGPTTokens)
+	case c.ChatGPTPlatformCheck <= 0:
+		return c, fmt.Errorf("--chatgpt-platform-check %s: must be > 0", c.ChatGPTPlatformCheck)
 	case c.TokenRefreshAhead <= 0:
 		return c, fmt.Errorf("--token-refresh-ahead %s: must be > 0", c.TokenRefreshAhead)
 	case c.Approval != "decline" && c.Approval != "accept" && c.Approval != "ask":

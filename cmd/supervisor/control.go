@@ -84,6 +84,9 @@ type CodexAuth struct {
 	// Tokens is the ChatGPT login the daemon holds for its children (nil: codex holds its own
 	// login): its state, expiry and last refresh, never a token.
 	Tokens *codexauth.Status `json:"chatgpt_tokens,omitempty"`
+	// LoginOwner is who renews the ChatGPT login: codexauth.OwnerPlatform, OwnerDaemon or
+	// OwnerChild (each codex child holds its own).
+	LoginOwner string `json:"login_owner,omitempty"`
 }
 
 // StatusDoc is the control socket's answer to GET /v1/status.

@@ -148,6 +148,7 @@ func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
 	}
 	out = append(out, d.checkBubblewrap())
 	d.findRunningDaemon(ctx)
+	out = append(out, d.checkRunningLogin())
 	state := d.checkStateDir()
 	out = append(out, state)
 	if state.Status == checkFail {
@@ -320,11 +321,40 @@ func (d *doctor) checkModelEndpoint(ctx context.Context, conf protocol.Effective
 	return ok(name, "model provider %q at %s answers (HTTP %d)", provider, url, resp.StatusCode)
 }
 
-// checkChatGPTTokens explains who refreshes codex's login: with a ChatGPT login in CODEX_HOME
-// (and --chatgpt-tokens auto) the daemon does, once for every child.
+// checkChatGPTTokens explains who renews codex's login (docs/login.md): the platform that
+// provides it (the daemon only reads it), the daemon (a ChatGPT login in CODEX_HOME, refreshed
+// once for every child), or each child. off with a login the platform owns is an error: each
+// child would spend the org's single-use refresh token.
 func (d *doctor) checkChatGPTTokens() checkResult {
 	const name = "ChatGPT tokens"
 	home := appserver.EffectiveCodexHome(d.env)
+	in := loginInputs{mode: d.cfg.ChatGPTTokens, env: map[string]string{}, codexHome: home}
+	for _, k := range platformLoginEnv {
+		in.env[k] = d.getenv(k)
+	}
+	if d.cfg.Inbox == "molecule" {
+		if mcfg, err := molecule.ConfigFromEnv(d.getenv); err == nil {
+			mcfg.RequestTimeout = d.cfg.PlatformTimeout
+			in.platform = &mcfg
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.PlatformTimeout)
+	defer cancel()
+	plan, err := planLogin(ctx, in, zap.NewNop())
+	if err != nil {
+		return fail(name, err.Error(), "set --chatgpt-tokens (CODEX_WARM_CHATGPT_TOKENS) to auto or platform, or remove the platform's CODEX_AUTH_JSON")
+	}
+	if plan.owner == codexauth.OwnerPlatform {
+		m, _, err := codexauth.Open(codexauth.Config{CodexHome: home, Platform: plan.sources, RequestTimeout: d.cfg.PlatformTimeout})
+		if err != nil {
+			return fail(name, "the platform owns the ChatGPT login ("+plan.why+") but it cannot be read: "+err.Error(),
+				"check the workspace's CODEX_AUTH_JSON on the platform and the daemon's platform settings")
+		}
+		defer m.Close()
+		st := m.Status()
+		return ok(name, "owned by the platform (%s): the daemon reads it (now from %s, plan %s, %s), hands it to every codex child, "+
+			"reads it again every %s and never calls the token endpoint", plan.why, st.Source, orDash(st.PlanType), expiry(st), d.cfg.ChatGPTPlatformCheck)
+	}
 	m, kind, err := codexauth.Open(codexauth.Config{CodexHome: home, TokenURL: codexauth.TokenURLFrom(os.Getenv)})
 	switch {
 	case err != nil:
@@ -334,16 +364,44 @@ func (d *doctor) checkChatGPTTokens() checkResult {
 	}
 	defer m.Close()
 	st := m.Status()
-	if d.cfg.ChatGPTTokens == "off" {
+	if fi, err := os.Stat(filepath.Join(home, codexauth.AuthFile)); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return warn(name, fmt.Sprintf("%s is readable by other users (mode %04o): it holds the ChatGPT refresh token",
+			filepath.Join(home, codexauth.AuthFile), fi.Mode().Perm()), "chmod 600 "+filepath.Join(home, codexauth.AuthFile))
+	}
+	if plan.owner == codexauth.OwnerChild {
 		return warn(name, "--chatgpt-tokens off: each codex child refreshes the ChatGPT login on its own, and children that meet an expired token together spend one refresh token several times (all but one are then told to log in)",
 			"drop --chatgpt-tokens off (CODEX_WARM_CHATGPT_TOKENS)")
 	}
-	exp := "no expiry claim"
-	if !st.Expires.IsZero() {
-		exp = "access token expires " + st.Expires.UTC().Format(time.RFC3339)
+	return ok(name, "owned by the daemon (%s; plan %s, %s): it refreshes the login once for every codex child, %s before expiry and on a child's 401, writes it back to auth.json, and children never touch auth.json; token endpoint %s",
+		plan.why, orDash(st.PlanType), expiry(st), d.cfg.TokenRefreshAhead, codexauth.TokenURLFrom(os.Getenv))
+}
+
+// checkRunningLogin reports what the running daemon knows of the login it holds: a rotated
+// login it could not write back (it holds the only copy of the live refresh token), or a
+// refresh in doubt.
+func (d *doctor) checkRunningLogin() checkResult {
+	const name = "running daemon's login"
+	if d.running == nil || d.running.Daemon.CodexAuth == nil || d.running.Daemon.CodexAuth.Tokens == nil {
+		return skip(name, "no running daemon holds a ChatGPT login on this state dir")
 	}
-	return ok(name, "held by the daemon (plan %s, %s): it refreshes the login once for every codex child, %s before expiry and on a child's 401, writes it back to auth.json, and children never touch auth.json; token endpoint %s",
-		orDash(st.PlanType), exp, d.cfg.TokenRefreshAhead, codexauth.TokenURLFrom(os.Getenv))
+	t := d.running.Daemon.CodexAuth.Tokens
+	switch {
+	case t.WriteBackError != "":
+		return fail(name, "the daemon (pid "+fmt.Sprint(d.running.Daemon.PID)+") refreshed the login but cannot write it back to auth.json: "+t.WriteBackError+
+			"; it holds the only copy of the live refresh token and retries", "free space or fix permissions in CODEX_HOME; do not restart the daemon until `supervisor status` shows no write-back error")
+	case t.State == codexauth.StateUncertain:
+		return fail(name, t.LastError, "run `codex login` as the daemon's user (the daemon adopts the new login at once)")
+	case t.State == codexauth.StateGone:
+		return fail(name, t.LastError, "run `codex login` as the daemon's user")
+	}
+	return ok(name, "%s (owned by the %s)", t.State, t.Owner)
+}
+
+func expiry(st codexauth.Status) string {
+	if st.Expires.IsZero() {
+		return "no expiry claim"
+	}
+	return "access token expires " + st.Expires.UTC().Format(time.RFC3339)
 }
 
 func orDash(s string) string {

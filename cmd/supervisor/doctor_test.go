@@ -255,8 +255,9 @@ func TestDoctorPassesMolecule(t *testing.T) {
 	if _, text := r.line("listen"); !strings.Contains(text, "not used (--inbox molecule)") {
 		t.Errorf("listen: %q", text)
 	}
-	if calls := p.Calls(); len(calls) != 1 || calls[0].Route != moleculetest.RouteActivity {
-		t.Errorf("platform calls %+v, want one activity read", calls)
+	// One read of the activity feed, and one of the secrets (whose login it is): nothing written.
+	if calls := p.Calls(); len(calls) != 2 || p.CountCalls(moleculetest.RouteActivity, 200) != 1 || p.CountCalls(moleculetest.RouteSecrets, 200) != 1 {
+		t.Errorf("platform calls %+v, want one activity read and one secrets read", calls)
 	}
 	if strings.Contains(r.out, p.Token()) {
 		t.Error("doctor printed the token")

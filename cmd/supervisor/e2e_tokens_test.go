@@ -148,9 +148,14 @@ func TestE2EChatGPTTokenRefreshedOnceForAllChats(t *testing.T) {
 // each: the next message meets no 401 at all.
 func TestE2EChatGPTTokenRefreshedAheadWhileIdle(t *testing.T) {
 	e := newTokenE2E(t, time.Hour)
-	// Due 5 s after the login was minted: once the chat's child is warm, or at start-up on a
-	// slow machine; either way before the message below.
-	d := e.start("--token-refresh-ahead", (time.Hour - 5*time.Second).String())
+	// A login at the end of its life, due 5 s from now (5 minutes ahead of its expiry): once
+	// the chat's child is warm, or at start-up on a slow machine; either way before the message
+	// below.
+	e.is.MintExpiring(time.Now().Add(5*time.Minute + 5*time.Second))
+	if err := e.is.WriteAuthFile(e.codexHome); err != nil {
+		t.Fatal(err)
+	}
+	d := e.start()
 	c := newLocalClient(t, d)
 	c.send("idle", "first") // the first message may meet either token
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -273,9 +278,10 @@ func TestE2EChatGPTLoginGoneAndBack(t *testing.T) {
 	d.stop(stopTimeout)
 }
 
-// The endpoint spent the refresh token and its answer was lost. That message is told the token
-// service failed; the next refresh reads auth.json first and, finding nothing newer, is refused
-// as reused: the login is reported gone rather than retried forever.
+// The endpoint spent the refresh token and its answer was lost. The token is in doubt and never
+// sent again (before: the next refresh sent it again, was refused as reused, and the login was
+// gone): the chat is told an operator must log in, status says refresh_uncertain, no call reuses
+// the token, and a new login brings it back.
 func TestE2EChatGPTTokenAnswerLost(t *testing.T) {
 	e := newTokenE2E(t, time.Hour)
 	// No spare: a replacement spare opening its websocket at thread/start with the revoked
@@ -285,16 +291,30 @@ func TestE2EChatGPTTokenAnswerLost(t *testing.T) {
 	c.send("x", "before")
 	e.is.Revoke()
 	e.is.SetFault(codexauthtest.FaultLoseAnswer)
-	if _, body, _ := c.post("x", `{"text": "lost"}`); !strings.Contains(string(body), "could not renew its ChatGPT login") {
-		t.Errorf("lost answer: %s, want the token-service text", body)
+	if code, body, _ := c.post("x", `{"text": "lost"}`); code != http.StatusBadGateway || !strings.Contains(string(body), "codex login") {
+		t.Errorf("lost answer: HTTP %d %s, want 502 with the login hint", code, body)
 	}
 	e.is.SetFault(codexauthtest.FaultNone)
 	code, body, _ := c.post("x", `{"text": "then"}`)
 	if code != http.StatusBadGateway || !strings.Contains(string(body), "codex login") {
 		t.Errorf("after the lost answer: HTTP %d %s, want 502 with the login hint", code, body)
 	}
-	if r := e.is.Reused(); r != 1 {
-		t.Errorf("%d calls with the spent token, want exactly 1", r)
+	if calls, r := e.is.Calls(), e.is.Reused(); calls != 1 || r != 0 {
+		t.Errorf("%d token calls, %d with the spent token; want 1 and 0", calls, r)
+	}
+	if st := e.tokenStatus(d); st.State != codexauth.StateUncertain {
+		t.Errorf("status %+v, want refresh_uncertain", st)
+	}
+	_, out := runStatus(t, "--state-dir", e.stateDir)
+	if !strings.Contains(out, "refresh_uncertain") || !strings.Contains(out, "codex login") {
+		t.Errorf("status table lacks the doubt:\n%s", out)
+	}
+	access, refresh := e.is.RotateElsewhere()
+	if err := codexauthtest.WriteAuthFile(e.codexHome, e.is.IDToken(), access, refresh, "acct-test"); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.send("x", "back"); r.Status != "completed" {
+		t.Errorf("after a new login: %+v", r)
 	}
 	d.stop(stopTimeout)
 }

@@ -49,6 +49,11 @@ func (d *daemon) readiness(bin, codexHome string) *health.Readiness {
 				if err := t.Usable(); err != nil {
 					return fmt.Errorf("%w (CODEX_HOME=%s)", err, codexHome)
 				}
+				if st := t.Status(); st.WriteBackError != "" {
+					// Not ready, yet alive: a restart would lose the only copy of the live token.
+					return fmt.Errorf("the refreshed ChatGPT login cannot be written back to auth.json (%s): the daemon holds the only copy "+
+						"of the live refresh token and retries; free space or fix permissions in CODEX_HOME=%s, do not restart the daemon", st.WriteBackError, codexHome)
+				}
 				return nil
 			}
 			a := d.login.refresh(ctx, func(a CodexAuth) bool { return a.State != CodexLoggedIn })

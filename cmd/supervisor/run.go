@@ -110,6 +110,7 @@ type daemon struct {
 	exe        string            // the executable a reload runs: the path this daemon first started from
 	self       *os.File          // this image's own executable, for a next image that gives everything back
 	secrets    map[string]string // the secret variables hardenProcess removed
+	loginOwner string            // who owns codex's ChatGPT login (codexauth.Owner*)
 	lock       *stateLock
 	met        *metrics.Metrics
 	inboxSrv   *server      // nil on the Molecule inbox
@@ -251,7 +252,16 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	codexHome := appserver.EffectiveCodexHome(env)
 	// The metrics are built below; refreshes before that (the start-up check's) go uncounted.
 	var refreshMetrics atomic.Pointer[metrics.Metrics]
-	tokens, err := openTokens(cfg, codexHome, getenv, func(outcome string) {
+	var platform *molecule.Config
+	if cfg.Inbox == "molecule" {
+		platform = &mcfg
+	}
+	plan, err := planLogin(ctx, loginInputs{mode: cfg.ChatGPTTokens, env: platformEnv(secrets), platform: platform, codexHome: codexHome}, log)
+	if err != nil {
+		return err
+	}
+	d.loginOwner = plan.owner
+	tokens, err := openTokens(cfg, plan, codexHome, getenv, func(outcome string) {
 		if m := refreshMetrics.Load(); m != nil {
 			m.ObserveTokenRefresh(outcome)
 		}
@@ -305,6 +315,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		met = metrics.New(mc)
 		onTurn = met.ObserveTurn
 		refreshMetrics.Store(met)
+		met.SetLoginOwner(d.loginOwner)
 		d.met = met
 		if d.lastReload != nil {
 			met.ObserveReload(d.lastReload.Outcome)
@@ -362,6 +373,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		TurnDeadline:     cfg.TurnTimeout,
 		PostToolQuiet:    cfg.PostToolTimeout,
 		ModelUnreachable: cfg.ModelUnreachableTimeout,
+		ModelSilent:      cfg.ModelSilentTimeout,
 		ResumeSpacing:    cfg.ResumeSpacing,
 		ApprovalTimeout:  cfg.ApprovalTimeout,
 		Admit:            d.login.admit,

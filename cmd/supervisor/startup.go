@@ -89,19 +89,22 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 func (d *daemon) addCodexStatus(doc *StatusDoc) {
 	if d.login != nil {
 		a := d.login.current()
+		a.LoginOwner = d.loginOwner
 		doc.Daemon.CodexAuth = &a
 	}
 }
 
-// openTokens takes the ChatGPT login in codexHome/auth.json into the daemon's hands (see
-// package codexauth), unless the operator said off. It returns nil for every other kind of login,
-// which codex keeps managing itself.
-func openTokens(cfg runConfig, codexHome string, getenv func(string) string, onRefresh func(string), log *zap.Logger) (*codexauth.Manager, error) {
-	if cfg.ChatGPTTokens == "off" {
+// openTokens takes the ChatGPT login into the daemon's hands (see package codexauth) as plan
+// says: a login the platform owns is read from its sources and never refreshed; the daemon's
+// own (CODEX_HOME/auth.json) is refreshed once for every child. It returns nil when each child
+// holds its login (--chatgpt-tokens off, or not a ChatGPT login).
+func openTokens(cfg runConfig, plan loginPlan, codexHome string, getenv func(string) string, onRefresh func(string), log *zap.Logger) (*codexauth.Manager, error) {
+	if plan.owner == codexauth.OwnerChild {
 		return nil, nil
 	}
 	m, kind, err := codexauth.Open(codexauth.Config{CodexHome: codexHome, TokenURL: codexauth.TokenURLFrom(getenv),
-		RefreshAhead: cfg.TokenRefreshAhead, OnRefresh: onRefresh, Logger: log})
+		RefreshAhead: cfg.TokenRefreshAhead, Platform: plan.sources, PlatformCheck: cfg.ChatGPTPlatformCheck,
+		OnRefresh: onRefresh, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -110,8 +113,14 @@ func openTokens(cfg runConfig, codexHome string, getenv func(string) string, onR
 		return nil, nil
 	}
 	st := m.Status()
+	if st.Owner == codexauth.OwnerPlatform {
+		log.Info("the platform owns the ChatGPT login: the daemon reads it, hands it to every codex child and never refreshes it",
+			zap.String("why", plan.why), zap.String("source", st.Source), zap.Time("expires", st.Expires), zap.String("plan", st.PlanType),
+			zap.Duration("platform_check", cfg.ChatGPTPlatformCheck))
+		return m, nil
+	}
 	log.Info("the daemon holds the ChatGPT login for every codex child: one refresher, tokens pushed to each child",
-		zap.String("codex_home", codexHome), zap.Time("expires", st.Expires), zap.String("plan", st.PlanType))
+		zap.String("why", plan.why), zap.String("codex_home", codexHome), zap.Time("expires", st.Expires), zap.String("plan", st.PlanType))
 	return m, nil
 }
 
@@ -198,7 +207,7 @@ func (g *loginGate) current() CodexAuth {
 		// The daemon holds the login, so its state is the login's; account/read may fail
 		// offline while turns work.
 		a.State, a.Detail = CodexLoggedIn, ""
-		if st.State == codexauth.StateGone {
+		if st.State == codexauth.StateGone || st.State == codexauth.StateUncertain {
 			a.State, a.Detail = CodexNotLoggedIn, st.LastError
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -83,9 +84,17 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 		if a.Account != "" {
 			fmt.Fprintf(w, " (%s)", a.Account)
 		}
-		fmt.Fprintf(w, ", checked %s ago\n", shortDuration(now.Sub(a.Checked)))
+		fmt.Fprintf(w, ", checked %s ago", shortDuration(now.Sub(a.Checked)))
+		if a.LoginOwner != "" {
+			fmt.Fprintf(w, ", login owned by the %s", a.LoginOwner)
+		}
+		fmt.Fprintln(w)
 		if t := a.Tokens; t != nil {
-			fmt.Fprintf(w, "chatgpt tokens held by the daemon: %s", t.State)
+			held := "held by the daemon"
+			if t.Owner == codexauth.OwnerPlatform {
+				held = "read from the platform (" + t.Source + "), never refreshed by the daemon"
+			}
+			fmt.Fprintf(w, "chatgpt tokens %s: %s", held, t.State)
 			if !t.Expires.IsZero() {
 				fmt.Fprintf(w, ", expires in %s", shortDuration(t.Expires.Sub(now)))
 			}
@@ -96,6 +105,13 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 				fmt.Fprintf(w, " (%s)", t.LastOutcome)
 			}
 			fmt.Fprintln(w)
+		}
+		if t := a.Tokens; t != nil && t.WriteBackError != "" {
+			fmt.Fprintf(w, "WARNING: the refreshed ChatGPT login could not be written back to auth.json (%s): the daemon holds the only copy "+
+				"of the live refresh token and retries the write. Free space or fix permissions in CODEX_HOME; do not restart the daemon until this line is gone.\n", t.WriteBackError)
+		}
+		if t := a.Tokens; t != nil && t.State == codexauth.StateUncertain {
+			fmt.Fprintf(w, "WARNING: refresh_uncertain: %s\n", t.LastError)
 		}
 		if a.State == CodexNotLoggedIn {
 			fmt.Fprintln(w, "WARNING: codex is not logged in: every message is answered with a login hint. "+

@@ -28,6 +28,7 @@ const (
 	FaultHang               // never answers until Release or the caller gives up; nothing is spent
 	FaultInvalidGrant       // 400 invalid_grant; nothing is spent
 	FaultLoseAnswer         // spends the refresh token, rotates, then drops the connection unanswered
+	FaultLate               // spends the refresh token, rotates, and answers only at Release (a late answer)
 )
 
 // Issuer is the fake issuer and its token endpoint.
@@ -189,12 +190,12 @@ func (is *Issuer) RotateElsewhere() (access, refresh string) {
 	return is.access, is.live
 }
 
-// MintExpiring replaces the accepted access token by one that expires at exp (for tests of a
-// refresh ahead of time) and returns it.
+// MintExpiring replaces the accepted access token by one at the end of its life: issued one TTL
+// before exp (for tests of a refresh ahead of time). It returns it.
 func (is *Issuer) MintExpiring(exp time.Time) string {
 	is.mu.Lock()
 	defer is.mu.Unlock()
-	is.access = is.mintLocked(exp)
+	is.access = is.mintIssuedLocked(exp.Add(-is.ttl), exp)
 	return is.access
 }
 
@@ -212,8 +213,17 @@ func (is *Issuer) IDToken() string {
 		"chatgpt_account_id": is.account, "chatgpt_plan_type": is.plan, "chatgpt_user_id": "user-test"}})
 }
 
-// WriteAuthFile writes codexHome/auth.json with a ChatGPT login, in codex's format.
-func WriteAuthFile(codexHome, idToken, access, refresh, account string) error {
+// AuthJSON is the current login as an auth.json document: what a Molecule platform holds as
+// CODEX_AUTH_JSON.
+func (is *Issuer) AuthJSON() []byte {
+	is.mu.Lock()
+	access, refresh := is.access, is.live
+	is.mu.Unlock()
+	return AuthDoc(is.IDToken(), access, refresh, is.account)
+}
+
+// AuthDoc is a ChatGPT login in codex's auth.json format.
+func AuthDoc(idToken, access, refresh, account string) []byte {
 	doc := map[string]any{
 		"auth_mode":      "chatgpt",
 		"OPENAI_API_KEY": nil,
@@ -221,10 +231,13 @@ func WriteAuthFile(codexHome, idToken, access, refresh, account string) error {
 			"account_id": account},
 		"last_refresh": time.Now().UTC().Format(time.RFC3339Nano),
 	}
-	data, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return err
-	}
+	data, _ := json.MarshalIndent(doc, "", "  ")
+	return data
+}
+
+// WriteAuthFile writes codexHome/auth.json with a ChatGPT login, in codex's format.
+func WriteAuthFile(codexHome, idToken, access, refresh, account string) error {
+	data := AuthDoc(idToken, access, refresh, account)
 	tmp := filepath.Join(codexHome, "auth.json.test-tmp")
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
@@ -241,8 +254,12 @@ func JWT(claims map[string]any) string {
 }
 
 func (is *Issuer) mintLocked(exp time.Time) string {
+	return is.mintIssuedLocked(time.Now(), exp)
+}
+
+func (is *Issuer) mintIssuedLocked(iat, exp time.Time) string {
 	is.serial++
-	return JWT(map[string]any{"exp": exp.Unix(), "jti": fmt.Sprintf("access-%d", is.serial),
+	return JWT(map[string]any{"exp": exp.Unix(), "iat": iat.Unix(), "jti": fmt.Sprintf("access-%d", is.serial),
 		"https://api.openai.com/auth": map[string]any{"chatgpt_account_id": is.account, "chatgpt_plan_type": is.plan}})
 }
 
@@ -305,6 +322,13 @@ func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	is.access = is.mintLocked(time.Now().Add(is.ttl))
 	res := map[string]string{"id_token": is.IDToken(), "access_token": is.access, "refresh_token": is.live}
 	is.mu.Unlock()
+	if fault == FaultLate {
+		select {
+		case <-is.release:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if fault == FaultLoseAnswer {
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {

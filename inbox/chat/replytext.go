@@ -17,6 +17,7 @@ import (
 const (
 	textBusy               = "codex is busy right now (too many messages waiting); please try again shortly."
 	textTokenRefreshFailed = "codex could not renew its ChatGPT login just now (the token service did not answer), so your message was not answered; please send it again in a minute."
+	textLoginNotRenewed    = "codex's ChatGPT login belongs to the platform, which renews it, and the renewed login has not arrived yet, so your message was not answered; please send it again in a few minutes."
 	textNotLoggedIn        = "codex is not logged in on the host: an operator must run `codex login` (as the daemon's user), then send your message again."
 	textEmpty              = "(codex finished without a text reply)"
 	maxErrInReply          = 1000
@@ -150,6 +151,9 @@ func ReplyText(r supervisor.Reply, err error) string {
 			return "the codex session for this chat ended unexpectedly and will be restarted; please send your message again."
 		}
 		var tre *appserver.TokenRefreshError
+		if errors.As(err, &tre) && errors.Is(err, codexauth.ErrNotRenewed) {
+			return textLoginNotRenewed
+		}
 		if errors.As(err, &tre) {
 			// Not "log in again": the login is fine as far as anyone knows; the token service
 			// did not answer (the daemon retries it on its own).

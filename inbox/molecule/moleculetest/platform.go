@@ -161,6 +161,7 @@ type Platform struct {
 	heartbeats []map[string]any
 	registers  []map[string]any
 	acks       []int64
+	secrets    map[string]string
 	fail       map[Route][]failure
 	gone       int
 	chaosRate  float64
@@ -216,6 +217,7 @@ func New(cfg Config) *Platform {
 	mux.HandleFunc("GET /workspaces/{ws}/state", p.serve(RouteState, p.state))
 	mux.HandleFunc("GET /workspaces/{ws}/chat-history", p.serve(RouteChatHistory, p.chatHistory))
 	mux.HandleFunc("POST /workspaces/{ws}/chat-session/new", p.serve(RouteChatSession, p.chatSessionNew))
+	mux.HandleFunc("GET /workspaces/{ws}/secrets/values", p.serve(RouteSecrets, p.secretValues))
 	mux.HandleFunc("/", p.serve(RouteUnknown, func(*http.Request, []byte) (int, any) {
 		return http.StatusNotFound, map[string]string{"error": "not found"}
 	}))

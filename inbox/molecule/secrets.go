@@ -1,0 +1,99 @@
+package molecule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// CodexAuthSecret is the secret holding a Molecule workspace's ChatGPT login: the contents of
+// codex's auth.json, rotated by the platform alone (workspace-server/internal/codexauth).
+const CodexAuthSecret = "CODEX_AUTH_JSON"
+
+// maxSecretsBody caps GET /workspaces/{ws}/secrets/values: the answer is every secret of the
+// workspace (globals merged with its own), a few kilobytes; a larger one is refused whole.
+const maxSecretsBody = 1 << 20
+
+// ErrNoSecret means the platform answered and the workspace has no such secret.
+var ErrNoSecret = errors.New("the workspace has no such secret on the platform")
+
+// SecretsReader reads one secret of the workspace from the platform, as the codex template's
+// auth sync does: GET /workspaces/{ws}/secrets/values with the workspace token (and
+// X-Molecule-Org-Id when known), never following a redirect, the body capped. Only the
+// asked-for value is kept; the answer's other secrets are dropped as it is decoded.
+type SecretsReader struct {
+	c *platformClient
+}
+
+// NewSecretsReader uses cfg's platform URL, workspace, token, org id, RequestTimeout and
+// HTTPClient (nil: a private client).
+func NewSecretsReader(cfg Config) (*SecretsReader, error) {
+	cfg = cfg.withDefaults()
+	if !validWorkspaceID(cfg.WorkspaceID) {
+		return nil, fmt.Errorf("workspace id %q is invalid: it must match %s", cfg.WorkspaceID, workspaceIDPattern)
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	c, err := newPlatformClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	return &SecretsReader{c: c}, nil
+}
+
+// Secret returns the value of the workspace's secret key; ErrNoSecret when the platform has
+// none; an *HTTPError for a non-2xx answer. Errors never quote a secret.
+func (r *SecretsReader) Secret(ctx context.Context, key string) (string, error) {
+	const op = "read secrets"
+	ctx, cancel := context.WithTimeout(ctx, r.c.timeout)
+	defer cancel()
+	resp, err := r.c.start(ctx, request{op: op, method: http.MethodGet,
+		path: "/workspaces/" + r.c.ws + "/secrets/values"})
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		body, err := r.c.readSmall(op, resp)
+		if err != nil {
+			return "", err
+		}
+		he := r.c.statusErr(op, resp, body).(*HTTPError)
+		he.Body = "" // an error body may quote what it refused to give
+		return "", he
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxSecretsBody+1))
+	if err != nil {
+		return "", fmt.Errorf("%s: read the answer: %w", op, err)
+	}
+	if len(data) > maxSecretsBody {
+		return "", fmt.Errorf("%s: answer over %d bytes refused", op, maxSecretsBody)
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(data, &all); err != nil || all == nil {
+		return "", fmt.Errorf("%s: the answer is not a JSON object of secrets", op)
+	}
+	raw, ok := all[key]
+	clear(all)
+	if !ok {
+		return "", fmt.Errorf("%s: %s: %w", op, key, ErrNoSecret)
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		// The template accepts an object too, re-encoded.
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return "", fmt.Errorf("%s: %s is neither a string nor an object", op, key)
+		}
+		v = string(raw)
+	}
+	if v == "" {
+		return "", fmt.Errorf("%s: %s is empty: %w", op, key, ErrNoSecret)
+	}
+	return v, nil
+}
