@@ -123,19 +123,19 @@ func TestE2EA2ABusyAnswers(t *testing.T) {
 }
 
 // Two agents that would answer each other forever: the peer writes back about every reply it
-// takes. The daemon answers --peer-exchanges of its messages in a row, then none (logged,
-// counted), and the peer's synchronous answers never reach codex.
+// takes. The daemon answers its first message and --peer-exchanges answers to its replies in a
+// row, then none (logged, counted), and the peer's synchronous answers never reach codex.
 func TestE2EPingPongCapped(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{})
 	e.plat.SetPeer("peer-echo", moleculetest.Peer{Mode: moleculetest.PeerPush, Echo: "you said: ", Answer: "sync answer"})
 	d := e.start("--peer-exchanges", "3")
 	e.plat.Enqueue(moleculetest.PeerMessage("peer-echo", "hello"))
-	d.waitPlatform("the cap, or more replies than it allows", func() bool { return len(e.plat.A2ASends()) > 3 || len(d.logsWith("reached the cap")) > 0 })
+	d.waitPlatform("the cap, or more replies than it allows", func() bool { return len(e.plat.A2ASends()) > 1+3 || len(d.logsWith("reached the cap")) > 0 })
 	d.waitUntil("the capped message acknowledged", func() bool { s := d.bridgeStats(); return s.PeerCapped == 1 && s.Unacked == 0 })
 	d.waitPolls(3)
-	if n := len(e.plat.A2ASends()); n != 3 {
-		t.Fatalf("%d replies to the echoing peer, want 3", n)
+	if n := len(e.plat.A2ASends()); n != 1+3 {
+		t.Fatalf("%d replies to the echoing peer, want 4 (its message and 3 exchanges)", n)
 	}
 	for _, r := range e.mock.Requests() {
 		if strings.Contains(r.LastUserText, "sync answer") {

@@ -509,7 +509,7 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 func (m *Inbox) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
 	log = log.With(zap.String("route", p.Route.Kind), zap.String("target_workspace", p.Route.Workspace))
 	if p.Route.Kind == routeA2A {
-		done := m.peers.sending(p.Route.Workspace)
+		done := m.peers.sending(p.Route.Workspace, time.Now())
 		defer func() { done(time.Now()) }()
 	}
 	attempts := 0

@@ -312,43 +312,60 @@ func TestNoEmptyReply(t *testing.T) {
 	}
 }
 
-// Automatic exchanges with one peer are capped; a canvas message or a quiet spell starts the
-// count over; a reply being sent keeps the count going.
+// Automatic exchanges with one peer are capped: each message read after a reply to the peer
+// began counts; a canvas message or a quiet spell starts the count over; a reply being sent keeps
+// the count going; messages read before any reply (a backlog) are no exchange at all.
 func TestPeerExchangesCap(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	p := newPeerExchanges(3, 10*time.Minute)
-	for i := 1; i <= 3; i++ {
-		if n, ok, _ := p.admit("a", t0.Add(time.Duration(i)*time.Second)); !ok || n != i {
-			t.Fatalf("message %d: n=%d ok=%v", i, n, ok)
+	for i := range 25 {
+		if n, ok, _ := p.admit("a", at(0), at(i)); !ok || n != 0 {
+			t.Fatalf("backlog message %d read before any reply: n=%d ok=%v, want answered, uncounted", i, n, ok)
 		}
 	}
-	if _, ok, first := p.admit("a", t0.Add(4*time.Second)); ok || !first {
-		t.Fatalf("4th message: ok=%v first=%v, want capped, reported", ok, first)
+	// Ping-pong: a reply goes out, the peer's next message is read after it.
+	exchange := func(s int) (int, bool, bool) {
+		p.sending("a", at(s))(at(s))
+		return p.admit("a", at(s+1), at(s+1))
 	}
-	if _, ok, first := p.admit("a", t0.Add(5*time.Second)); ok || first {
+	for i := 1; i <= 3; i++ {
+		if n, ok, _ := exchange(10 * i); !ok || n != i {
+			t.Fatalf("exchange %d: n=%d ok=%v", i, n, ok)
+		}
+	}
+	if _, ok, first := exchange(40); ok || !first {
+		t.Fatalf("4th exchange: ok=%v first=%v, want capped, reported", ok, first)
+	}
+	if _, ok, first := p.admit("a", at(51), at(51)); ok || first {
 		t.Fatalf("5th message: ok=%v first=%v, want capped, not reported again", ok, first)
 	}
-	if _, ok, _ := p.admit("b", t0.Add(5*time.Second)); !ok {
+	if _, ok, _ := exchange(60); ok {
+		t.Fatal("capped peer answered")
+	}
+	p.sending("b", at(60))(at(60))
+	if _, ok, _ := p.admit("b", at(61), at(61)); !ok {
 		t.Fatal("another peer was capped too")
 	}
 	p.humanSpoke()
-	if n, ok, _ := p.admit("a", t0.Add(6*time.Second)); !ok || n != 1 {
+	if n, ok, _ := exchange(70); !ok || n != 1 {
 		t.Fatalf("after a canvas message: n=%d ok=%v, want a new count", n, ok)
 	}
-	done := p.sending("a")
-	if n, _, _ := p.admit("a", t0.Add(time.Hour)); n != 2 {
+	done := p.sending("a", at(3600))
+	if n, _, _ := p.admit("a", at(3601), at(3601)); n != 2 {
 		t.Fatalf("a message while a reply is sent: n=%d, want the count going on", n)
 	}
-	done(t0.Add(time.Hour))
-	if n, _, _ := p.admit("a", t0.Add(time.Hour+11*time.Minute)); n != 1 {
+	done(at(3602))
+	if n, _, _ := p.admit("a", at(3602+11*60), at(3602+11*60)); n != 1 {
 		t.Fatalf("after 11 quiet minutes: n=%d, want a new count", n)
 	}
 }
 
 // Two agents that would answer each other forever: a push peer that writes back about every
-// reply it gets. The daemon answers PeerExchanges of its messages, then no more, and the push
-// peer's synchronous answers never become messages; a canvas message starts the count over.
+// reply it gets. The daemon answers its first message and PeerExchanges answers to its replies,
+// then no more, and the push peer's synchronous answers never become messages; a canvas message
+// starts the count over.
 func TestPingPongCapped(t *testing.T) {
 	t.Parallel()
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
@@ -360,8 +377,8 @@ func TestPingPongCapped(t *testing.T) {
 	r := start(t, cfg)
 	p.Enqueue(moleculetest.PeerMessage("peer-echo", "hello"))
 	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.PeerCapped >= 1 && s.Unacked == 0 })))
-	if n := len(p.A2ASends()); n != 3 {
-		t.Fatalf("%d replies to the echoing peer, want 3", n)
+	if n := len(p.A2ASends()); n != 1+3 {
+		t.Fatalf("%d replies to the echoing peer, want 4 (its message and 3 exchanges)", n)
 	}
 	if n := len(logs.FilterMessageSnippet("reached the cap").All()); n != 1 {
 		t.Fatalf("%d cap warnings, want 1", n)
@@ -375,8 +392,8 @@ func TestPingPongCapped(t *testing.T) {
 	must(t, p.WaitFor(waitCtx(t), func() bool { return len(p.Notifies()) == 1 }))
 	p.Enqueue(moleculetest.PeerMessage("peer-echo", "again"))
 	must(t, p.WaitFor(waitCtx(t), statsCond(r.m, func(s Stats) bool { return s.PeerCapped >= 2 && s.Unacked == 0 })))
-	if n := len(p.A2ASends()); n != 6 {
-		t.Fatalf("%d replies after the canvas spoke, want 3 more", n)
+	if n := len(p.A2ASends()); n != 8 {
+		t.Fatalf("%d replies after the canvas spoke, want 4 more", n)
 	}
 }
 

@@ -29,10 +29,12 @@ const (
 // org's size anyway; the prune keeps a long-lived daemon's small.
 const maxTrackedPeers = 4096
 
-// peerExchanges counts, per peer agent, the messages answered in a row: each one that arrives
-// while a reply to that peer is being sent, or within quiet of the last exchange with it, counts
-// on; a message from this workspace's canvas user (a human) starts every count over, and so
-// does a quiet spell. Past the cap the peer's messages are not answered. The count lives in
+// peerExchanges counts, per peer agent, the messages answered in a row that may be answers to
+// ours: a message counts only when the daemon read it after it began sending the peer a reply
+// (a backlog the peer wrote before hearing from us is no loop, however long: a cold start that
+// finds 25 messages of one peer answers all 25). Counting goes on within quiet of the last
+// exchange; a message from this workspace's canvas user (a human) starts every count over, and
+// so does a quiet spell. Past the cap the peer's messages are not answered. The count lives in
 // memory: a restart starts it over.
 type peerExchanges struct {
 	cap   int
@@ -46,6 +48,7 @@ type exchange struct {
 	n       int       // messages admitted in a row
 	last    time.Time // the last message admitted or reply delivered
 	sending int       // replies to the peer being delivered now
+	replied time.Time // when the latest reply to the peer began to be sent
 	capped  bool      // the cap was reported for this run of messages
 }
 
@@ -53,9 +56,10 @@ func newPeerExchanges(capN int, quiet time.Duration) *peerExchanges {
 	return &peerExchanges{cap: capN, quiet: quiet, peers: make(map[string]*exchange)}
 }
 
-// admit counts a message from peer about to be answered. It returns the count and whether the
-// message may be answered; first says this is the first message refused in this run of them.
-func (p *peerExchanges) admit(peer string, now time.Time) (n int, ok, first bool) {
+// admit counts a message from peer, read at received, about to be answered. It returns the
+// count and whether the message may be answered; first says this is the first message refused
+// in this run of them.
+func (p *peerExchanges) admit(peer string, received, now time.Time) (n int, ok, first bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	x := p.peers[peer]
@@ -68,6 +72,10 @@ func (p *peerExchanges) admit(peer string, now time.Time) (n int, ok, first bool
 		x.n, x.capped = 0, false
 	}
 	x.last = now
+	if x.replied.IsZero() || received.Before(x.replied) {
+		// Read before the peer could have seen a reply of ours: not an answer to one.
+		return x.n, true, false
+	}
 	if x.n >= p.cap {
 		first = !x.capped
 		x.capped = true
@@ -77,16 +85,17 @@ func (p *peerExchanges) admit(peer string, now time.Time) (n int, ok, first bool
 	return x.n, true, false
 }
 
-// sending marks a reply to peer in delivery; the returned func marks it done.
-func (p *peerExchanges) sending(peer string) (done func(time.Time)) {
+// sending marks a reply to peer in delivery from now on; the returned func marks it done.
+func (p *peerExchanges) sending(peer string, now time.Time) (done func(time.Time)) {
 	p.mu.Lock()
 	x := p.peers[peer]
 	if x == nil {
-		p.pruneLocked(time.Now())
+		p.pruneLocked(now)
 		x = &exchange{}
 		p.peers[peer] = x
 	}
 	x.sending++
+	x.replied = now
 	p.mu.Unlock()
 	return func(now time.Time) {
 		p.mu.Lock()
@@ -128,7 +137,12 @@ func (m *Inbox) admitPeer(log *zap.Logger, msg message) bool {
 	if msg.Kind != kindPeerAgent {
 		return true
 	}
-	n, ok, first := m.peers.admit(msg.PeerID, time.Now())
+	now := time.Now()
+	received := msg.ReceivedAt
+	if received.IsZero() {
+		received = now
+	}
+	n, ok, first := m.peers.admit(msg.PeerID, received, now)
 	if ok {
 		return true
 	}
