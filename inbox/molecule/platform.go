@@ -89,9 +89,9 @@ type platformClient struct {
 	hc        *http.Client
 	timeout   time.Duration
 	// peerTurn is an A2A send's X-Timeout (Config.PeerTurnTimeout).
-	peerTurn  time.Duration
-	maxRow    int
-	red       redactor
+	peerTurn time.Duration
+	maxRow   int
+	red      redactor
 }
 
 // newPlatformClient uses a copy of hc that never follows a redirect: following one would send
@@ -109,16 +109,16 @@ func newPlatformClient(cfg Config, hc *http.Client) (*platformClient, error) {
 	return &platformClient{
 		base: base,
 		// Origin carries scheme and host only: a path is not valid in an Origin header.
-		origin:  base.Scheme + "://" + base.Host,
-		ws:      cfg.WorkspaceID,
-		tokens:  newTokenSource(cfg.Token, cfg.TokenFile, rotated),
-		gate:    &rateGate{},
-		org:     cfg.OrgID,
-		hc:      hc,
-		timeout: cfg.RequestTimeout,
+		origin:   base.Scheme + "://" + base.Host,
+		ws:       cfg.WorkspaceID,
+		tokens:   newTokenSource(cfg.Token, cfg.TokenFile, rotated),
+		gate:     &rateGate{},
+		org:      cfg.OrgID,
+		hc:       hc,
+		timeout:  cfg.RequestTimeout,
 		peerTurn: cfg.PeerTurnTimeout,
-		maxRow:  int(cfg.MaxRowBytes),
-		red:     redactor{secret: cfg.Token, rotated: rotated},
+		maxRow:   int(cfg.MaxRowBytes),
+		red:      redactor{secret: cfg.Token, rotated: rotated},
 	}, nil
 }
 
