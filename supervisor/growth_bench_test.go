@@ -1,19 +1,18 @@
 package supervisor
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+	"syscall"
 	"testing"
 
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/projector"
 	"github.com/molecule-ai/codex-warm/sessions"
@@ -47,7 +46,7 @@ func BenchmarkWarmTurnBytesWritten(b *testing.B) {
 			if _, err := s.Submit(ctx, key, "warm up"); err != nil {
 				b.Fatal(err)
 			}
-			w0, u0 := wchar(b), s.usage.written.Load()
+			w0, u0, c0 := wchar(b), s.usage.written.Load(), cpuTime(b)
 			n := 0
 			for b.Loop() {
 				if _, err := s.Submit(ctx, key, "hi"); err != nil {
@@ -55,6 +54,7 @@ func BenchmarkWarmTurnBytesWritten(b *testing.B) {
 				}
 				n++
 			}
+			b.ReportMetric(float64(cpuTime(b)-c0)/float64(n)/1e3, "cpu-µs/turn")
 			b.ReportMetric(float64(wchar(b)-w0)/float64(n), "write-B/turn")
 			b.ReportMetric(float64(s.usage.written.Load()-u0)/float64(n), "usage-B/turn")
 		})
@@ -86,21 +86,19 @@ func seedKnownChats(tb testing.TB, dir string, n int) {
 // wchar is the bytes this process has passed to write(2) and friends so far.
 func wchar(tb testing.TB) int64 {
 	tb.Helper()
-	f, err := os.Open("/proc/self/io")
+	n, err := childproc.ProcFS{}.WriteChars(os.Getpid())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "wchar: "); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return n
-		}
+	return n
+}
+
+// cpuTime is the CPU time (user and system) this process has used so far, in nanoseconds.
+func cpuTime(tb testing.TB) int64 {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
 	}
-	tb.Fatal("no wchar in /proc/self/io")
-	return 0
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
