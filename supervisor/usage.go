@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -50,10 +51,13 @@ type ChatUsage struct {
 	projector.Usage
 	// Turns counts the turns that reported token usage.
 	Turns int64 `json:"turns"`
+	// LastTurnAt is when the last of them ended; zero in files written before it was kept.
+	LastTurnAt time.Time `json:"last_turn_at,omitzero"`
 }
 
-// add sums u into c as one more turn.
-func (c *ChatUsage) add(u projector.Usage) {
+// add sums u into c as one more turn, ended at now.
+func (c *ChatUsage) add(u projector.Usage, now time.Time) {
+	c.LastTurnAt = now.UTC().Truncate(time.Second)
 	c.InputTokens += u.InputTokens
 	c.CachedInputTokens += u.CachedInputTokens
 	c.OutputTokens += u.OutputTokens
@@ -210,7 +214,7 @@ func (u *usageTotals) add(chatKey string, usage projector.Usage) {
 	}
 	u.mu.Lock()
 	c := u.chats[chatKey]
-	c.add(usage)
+	c.add(usage, time.Now())
 	u.chats[chatKey] = c
 	u.dirty[chatKey] = struct{}{}
 	u.mu.Unlock()
@@ -335,6 +339,29 @@ func (u *usageTotals) close() {
 		u.journal.Close()
 		u.journal = nil
 	}
+}
+
+// oldestTurn is the earliest LastTurnAt of all chats: the chat idle the longest. ok is false
+// when no chat has one.
+func (u *usageTotals) oldestTurn() (at time.Time, ok bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, c := range u.chats {
+		if !c.LastTurnAt.IsZero() && (!ok || c.LastTurnAt.Before(at)) {
+			at, ok = c.LastTurnAt, true
+		}
+	}
+	return at, ok
+}
+
+// OldestIdle is how long ago the chat idle the longest had its last turn that used tokens
+// (from the token totals, which remember every chat); ok is false when none has one.
+func (s *Supervisor) OldestIdle() (idle time.Duration, ok bool) {
+	at, ok := s.usage.oldestTurn()
+	if !ok {
+		return 0, false
+	}
+	return max(time.Since(at), 0), true
 }
 
 // Usage is each chat's token usage, summed over its turns since the state dir began.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -47,7 +48,7 @@ func TestUsageWritePerTurnIsConstant(t *testing.T) {
 			t.Errorf("%d chats: %d after a restart", chats, n)
 		}
 	}
-	b, err := json.Marshal(usageLine{ChatKey: "canvas:warm", ChatUsage: ChatUsage{Usage: oneTurn, Turns: 100}})
+	b, err := json.Marshal(usageLine{ChatKey: "canvas:warm", ChatUsage: ChatUsage{Usage: oneTurn, Turns: 100, LastTurnAt: time.Now().UTC().Truncate(time.Second)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,4 +184,33 @@ func compactEarly(u *usageTotals) {
 	defer u.writeMu.Unlock()
 	u.compactMin = 0
 	u.compactLocked()
+}
+
+// Each chat's last turn is kept with its totals, through the journal and a restart, and the
+// chat idle the longest is found from them.
+func TestUsageLastTurnAndOldestIdle(t *testing.T) {
+	dir := t.TempDir()
+	u := newUsageTotals(dir, zap.NewNop())
+	if _, ok := u.oldestTurn(); ok {
+		t.Fatal("an empty state has an oldest turn")
+	}
+	before := time.Now().Add(-time.Second)
+	u.add("canvas:a", oneTurn)
+	u.add("peer:b", oneTurn)
+	u.close()
+	// An older chat, as a usage.json from a month ago leaves it.
+	old := time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
+	u2 := newUsageTotals(dir, zap.NewNop())
+	u2.mu.Lock()
+	u2.chats["canvas:old"] = ChatUsage{Usage: oneTurn, Turns: 1, LastTurnAt: old}
+	u2.mu.Unlock()
+	compactEarly(u2)
+	u2.close()
+	u3 := newUsageTotals(dir, zap.NewNop())
+	if a := u3.chat("canvas:a").LastTurnAt; a.Before(before.Truncate(time.Second)) || a.After(time.Now()) {
+		t.Errorf("canvas:a last turn %v, want about now", a)
+	}
+	if at, ok := u3.oldestTurn(); !ok || !at.Equal(old) {
+		t.Errorf("oldest turn %v %v, want %v", at, ok, old)
+	}
 }
