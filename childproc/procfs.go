@@ -163,6 +163,21 @@ func (p ProcFS) Memory(pid int) (Memory, error) {
 	return Memory{RSS: st.RSSBytes, PSS: int64(r.Pss), USS: int64(r.PrivateClean + r.PrivateDirty)}, nil
 }
 
+// WriteChars reads the bytes pid has handed to write(2) and its kin so far (wchar of
+// /proc/<pid>/io): files, pipes and sockets alike, whether or not they reached a disk. Benchmarks
+// take differences of it.
+func (p ProcFS) WriteChars(pid int) (int64, error) {
+	pr, err := p.proc(pid)
+	if err != nil {
+		return 0, err
+	}
+	io, err := pr.IO()
+	if err != nil {
+		return 0, fmt.Errorf("read io of pid %d: %w", pid, err)
+	}
+	return int64(io.WChar), nil
+}
+
 // MemAvailable returns the kernel's estimate of the memory available for new work without
 // swapping (MemAvailable in /proc/meminfo), in bytes.
 func (p ProcFS) MemAvailable() (int64, error) {

@@ -62,6 +62,11 @@ type Config struct {
 	// Limits reads the account's usage limits (supervisor.Supervisor.Limits); nil leaves their
 	// metrics out.
 	Limits func() supervisor.LimitStatus
+	// DirSizes reads the folder sizes a DirSampler measured; nil leaves codex_warm_dir_bytes out.
+	DirSizes func() map[string]int64
+	// OldestIdle reads the oldest idle chat's idle time (supervisor.Supervisor.OldestIdle); nil
+	// leaves its metric out.
+	OldestIdle func() (time.Duration, bool)
 	// Logger gets scrape errors; nil means none.
 	Logger *zap.Logger
 	// NoRuntime leaves out the Go and process collectors (unit tests compare exact outputs).
@@ -111,6 +116,9 @@ func New(cfg Config) *Metrics {
 		Help: "Reloads of the daemon in place (SIGHUP, supervisor reload), by outcome (ok: counted by the new image; refused: the new binary failed its preflight or the daemon could not quiesce; failed: the exec failed and the old image serves on). Counts since the image started, plus ok for the reload that started it."},
 		[]string{"outcome"})
 	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, m.loginOwner, m.tokens, m.reloads, &poolCollector{status: cfg.Status})
+	if cfg.DirSizes != nil || cfg.OldestIdle != nil {
+		m.reg.MustRegister(&growthCollector{sizes: cfg.DirSizes, oldestIdle: cfg.OldestIdle})
+	}
 	if cfg.Limits != nil {
 		m.reg.MustRegister(&limitsCollector{limits: cfg.Limits})
 	}

@@ -26,6 +26,11 @@ const (
 	MethodThreadUnsubscribe = "thread/unsubscribe"
 	// MethodThreadDelete removes a thread's rollout and its name entry from CODEX_HOME.
 	MethodThreadDelete = "thread/delete"
+	// MethodThreadArchive moves a thread's rollout out of CODEX_HOME/sessions into
+	// CODEX_HOME/archived_sessions; MethodThreadUnarchive moves it back (codex 0.171.0:
+	// params {"threadId"}; results {} and {"thread"}).
+	MethodThreadArchive   = "thread/archive"
+	MethodThreadUnarchive = "thread/unarchive"
 )
 
 // Method names of server notifications the daemon interprets.

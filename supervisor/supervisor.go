@@ -237,6 +237,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	}
 	s.stopLife(ErrClosed)
 	s.wg.Wait()
+	s.usage.close() // no turn runs any more
 	if werr := s.writeRecords(); werr != nil {
 		s.log.Error("writing children record failed", zap.Error(werr))
 	}

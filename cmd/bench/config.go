@@ -24,6 +24,7 @@ const (
 	cmpFirstMsg   = "firstmsg"
 	cmpMolecule   = "molecule"
 	cmpChatsGB    = "chatsgb"
+	cmpGrowth     = "growth"
 )
 
 // Table labels of the comparisons, numbered as in the brief; the table is sorted by them.
@@ -37,11 +38,12 @@ const (
 	labelFirstMsg   = "7 first message"
 	labelMolecule   = "8 molecule throughput"
 	labelChatsGB    = "9 chats per GB"
+	labelGrowth     = "9b growth" // after 9 in the string order the table is sorted by
 )
 
 // allComparisons lists every comparison in run order.
 func allComparisons() []string {
-	return []string{cmpScale, cmpLatency, cmpOverhead, cmpThroughput, cmpHistory, cmpMemory, cmpFirstMsg, cmpMolecule, cmpChatsGB}
+	return []string{cmpScale, cmpLatency, cmpOverhead, cmpThroughput, cmpHistory, cmpMemory, cmpFirstMsg, cmpMolecule, cmpChatsGB, cmpGrowth}
 }
 
 // Config is everything a bench run is configured with. Size fields left zero by the flags are
@@ -82,6 +84,7 @@ type Config struct {
 	MolChats         int
 	MolMsgs          int
 	GBChats          []int
+	GrowthTurns      int
 
 	// OverheadAbsMS and OverheadPct are the daemon-overhead target: max(abs, pct of a bare turn).
 	OverheadAbsMS float64
@@ -97,6 +100,7 @@ type preset struct {
 	scaleSessions, scaleTurns, scaleConcurrency int
 	firstSamples, molChats, molMsgs             int
 	gbChats                                     []int
+	growthTurns                                 int
 	paths                                       []string
 	timeout                                     time.Duration
 }
@@ -110,7 +114,7 @@ func fullPreset() preset {
 		historyLevels: []int{1, 50, 200}, historySamples: 5,
 		memChats: 8, memSamples: 2,
 		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
-		firstSamples: 20, molChats: 32, molMsgs: 5, gbChats: []int{8, 32},
+		firstSamples: 20, molChats: 32, molMsgs: 5, gbChats: []int{8, 32}, growthTurns: 100,
 		paths:   []string{pathWSS, pathHTTP},
 		timeout: 45 * time.Minute,
 	}
@@ -126,7 +130,7 @@ func quickPreset() preset {
 		historyLevels: []int{1, 50, 200}, historySamples: 2,
 		memChats: 3, memSamples: 1,
 		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
-		firstSamples: 6, molChats: 32, molMsgs: 3, gbChats: []int{8, 32},
+		firstSamples: 6, molChats: 32, molMsgs: 3, gbChats: []int{8, 32}, growthTurns: 20,
 		paths:   []string{pathWSS},
 		timeout: 8 * time.Minute,
 	}
@@ -179,6 +183,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.MolChats, "mol-chats", 0, "chats in the Molecule throughput run; also the daemons' --max-children there (default 32)")
 	fs.IntVar(&c.MolMsgs, "mol-msgs", 0, "messages per chat in the Molecule throughput run (default 5, quick 3)")
 	fs.StringVar(&gbLevels, "gb-chats", "", "warm chats at which to measure chats per GB, ascending (default 8,32)")
+	fs.IntVar(&c.GrowthTurns, "growth-turns", 0, "measured warm turns at each number of known chats in the growth run (default 100, quick 20)")
 	fs.Float64Var(&c.OverheadAbsMS, "overhead-target-ms", 2, "daemon overhead target, absolute part")
 	fs.Float64Var(&c.OverheadPct, "overhead-target-pct", 5, "daemon overhead target, relative part")
 	if err := fs.Parse(args); err != nil {
@@ -218,6 +223,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	def(&c.FirstSamples, p.firstSamples)
 	def(&c.MolChats, p.molChats)
 	def(&c.MolMsgs, p.molMsgs)
+	def(&c.GrowthTurns, p.growthTurns)
 	if c.Timeout == 0 {
 		c.Timeout = p.timeout
 	}
@@ -273,7 +279,7 @@ func (c Config) validate() error {
 		{"tp-msgs", c.TPMsgs}, {"tp-rounds", c.TPRounds}, {"history-samples", c.HistorySamples},
 		{"mem-chats", c.MemChats}, {"mem-samples", c.MemSamples}, {"scale-sessions", c.ScaleSessions},
 		{"scale-turns", c.ScaleTurns}, {"scale-concurrency", c.ScaleConcurrency},
-		{"first-samples", c.FirstSamples}, {"mol-chats", c.MolChats}, {"mol-msgs", c.MolMsgs},
+		{"first-samples", c.FirstSamples}, {"mol-chats", c.MolChats}, {"mol-msgs", c.MolMsgs}, {"growth-turns", c.GrowthTurns},
 	} {
 		if v.n < 1 {
 			errs = append(errs, fmt.Errorf("--%s %d: must be at least 1", v.name, v.n))

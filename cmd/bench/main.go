@@ -56,6 +56,9 @@ func summaryKeys() []string {
 		"molecule_msgs_per_sec", "molecule_local_msgs_per_sec", "molecule_max_in_flight",
 		"molecule_local_max_in_flight", "molecule_cpu_s_per_msg",
 		"chats_per_gb_rss_8", "chats_per_gb_pss_8", "chats_per_gb_rss_32", "chats_per_gb_pss_32",
+		"growth_daemon_write_bytes_per_turn_2", "growth_daemon_write_bytes_per_turn_1000",
+		"growth_daemon_cpu_ms_per_turn_2", "growth_daemon_cpu_ms_per_turn_1000",
+		"growth_codex_home_bytes_per_turn_2", "growth_codex_home_bytes_per_turn_1000",
 	}
 }
 
@@ -113,6 +116,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		{cmpFirstMsg, labelFirstMsg, b.runFirstMessage},
 		{cmpMolecule, labelMolecule, b.runMolecule},
 		{cmpChatsGB, labelChatsGB, b.runChatsPerGB},
+		{cmpGrowth, labelGrowth, b.runGrowth},
 	}
 	// Every codex process the bench starts inherits this: the mocks serving TLS write their CA
 	// there (workspace.caFile).

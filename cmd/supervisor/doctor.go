@@ -144,7 +144,7 @@ func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
 		out = append(out, d.checkCodexLogin(ctx, home)...)
 	}
 	if homeUsable {
-		out = append(out, d.checkChatGPTTokens())
+		out = append(out, d.checkChatGPTTokens(), d.checkDisk())
 	}
 	out = append(out, d.checkBubblewrap())
 	d.findRunningDaemon(ctx)

@@ -213,6 +213,7 @@ func TestDoctorPasses(t *testing.T) {
 		"state dir":     e.stateDir + " (mode 0700, writable)",
 		"sessions.json": "none yet",
 		"listen":        "127.0.0.1:0: loopback; run picks a free port",
+		"disk":          "free of",
 		"molecule env":  "not used (--inbox local)",
 		"memory":        "MemAvailable",
 	} {

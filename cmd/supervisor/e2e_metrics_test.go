@@ -74,6 +74,17 @@ func TestE2EMetricsLocalTurns(t *testing.T) {
 	if v := f.MustValue(t, "codex_warm_children_pss_bytes", nil); v <= 0 {
 		t.Errorf("children PSS %v, want the children's memory", v)
 	}
+	// What grows on disk: both folders measured (at start, by the sampler), and the chat idle
+	// the longest, with no chat key.
+	d.waitUntil("the folder sizes sampled", func() bool {
+		f := scrapeMetrics(t, addr, "")
+		h, hok := f.Value("codex_warm_dir_bytes", metricstest.Labels{"dir": "codex_home"})
+		s, sok := f.Value("codex_warm_dir_bytes", metricstest.Labels{"dir": "state"})
+		return hok && sok && h > 0 && s > 0
+	})
+	if v, ok := f.Value("codex_warm_oldest_idle_chat_seconds", nil); !ok || v < 0 || v > 600 {
+		t.Errorf("oldest idle chat %v s (%v), want the seconds since alpha's last turn", v, ok)
+	}
 	if v := f.MustValue(t, "go_goroutines", nil); v <= 0 {
 		t.Errorf("go_goroutines %v", v)
 	}

@@ -305,9 +305,13 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	var met *metrics.Metrics
 	var onTurn func(supervisor.TurnEvent)
+	var dirs *metrics.DirSampler // walks CODEX_HOME and the state dir for codex_warm_dir_bytes
 	if cfg.MetricsListen != "" {
+		dirs = metrics.NewDirSampler(metrics.DirSamplerConfig{Logger: log,
+			Dirs: map[string]string{metrics.DirCodexHome: codexHome, metrics.DirState: cfg.StateDir}})
 		mc := metrics.Config{Status: func() supervisor.Snapshot { return d.sup.Status() },
-			Limits: func() supervisor.LimitStatus { return d.sup.Limits() }, Logger: log}
+			Limits: func() supervisor.LimitStatus { return d.sup.Limits() }, Logger: log,
+			DirSizes: dirs.Sizes, OldestIdle: func() (time.Duration, bool) { return d.sup.OldestIdle() }}
 		if cfg.Inbox == "molecule" {
 			// The inbox is set before the metrics listener starts.
 			mc.Bridge = func() molecule.Stats { return d.molecule().Stats() }
@@ -390,6 +394,9 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	var wg sync.WaitGroup
 	// The servers that can fail report here; a reload restarts them, so there is room to spare.
 	inboxErr := make(chan error, 8)
+	if dirs != nil {
+		wg.Go(func() { dirs.Run(serveCtx) })
+	}
 	if tokens != nil {
 		// Refreshes ahead of expiry and adoptions of a login written by another process; the
 		// children's own refresh requests are answered whether this runs or not (a drain too).

@@ -180,7 +180,7 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 	if doc.Bridge != nil {
 		renderMolecule(w, doc.Bridge)
 	}
-	renderUsage(w, doc.Snapshot.Usage)
+	renderUsage(w, doc.Snapshot.Usage, now)
 }
 
 // shortID keeps thread ids readable in a table; --json has them whole.

@@ -43,7 +43,7 @@ func renderLimits(w io.Writer, l supervisor.LimitStatus, now time.Time) {
 }
 
 // renderUsage writes each chat's token totals.
-func renderUsage(w io.Writer, usage map[string]supervisor.ChatUsage) {
+func renderUsage(w io.Writer, usage map[string]supervisor.ChatUsage, now time.Time) {
 	if len(usage) == 0 {
 		return
 	}
@@ -54,10 +54,14 @@ func renderUsage(w io.Writer, usage map[string]supervisor.ChatUsage) {
 	sort.Strings(keys)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHAT\tTURNS\tINPUT\tCACHED\tOUTPUT\tREASONING")
+	fmt.Fprintln(tw, "CHAT\tTURNS\tINPUT\tCACHED\tOUTPUT\tREASONING\tLAST TURN")
 	for _, k := range keys {
 		u := usage[k]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", k, u.Turns, u.InputTokens, u.CachedInputTokens, u.OutputTokens, u.ReasoningOutputTokens)
+		last := "-" // kept since the token totals carry it
+		if !u.LastTurnAt.IsZero() {
+			last = shortDuration(now.Sub(u.LastTurnAt)) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", k, u.Turns, u.InputTokens, u.CachedInputTokens, u.OutputTokens, u.ReasoningOutputTokens, last)
 	}
 	tw.Flush()
 }

@@ -23,7 +23,7 @@ func TestRenderStatusLimitsAndUsage(t *testing.T) {
 				Primary:   &supervisor.LimitWindow{UsedPercent: 100, WindowMinutes: 300, ResetsAt: now.Add(2*time.Hour + 13*time.Minute)},
 				Secondary: &supervisor.LimitWindow{UsedPercent: 41, WindowMinutes: 10080, ResetsAt: now.Add(100 * time.Hour)}},
 			Usage: map[string]supervisor.ChatUsage{
-				"canvas:ws": {Usage: projector.Usage{InputTokens: 120400, CachedInputTokens: 98000, OutputTokens: 5210, ReasoningOutputTokens: 1800}, Turns: 14},
+				"canvas:ws": {Usage: projector.Usage{InputTokens: 120400, CachedInputTokens: 98000, OutputTokens: 5210, ReasoningOutputTokens: 1800}, Turns: 14, LastTurnAt: now.Add(-90 * time.Minute)},
 				"peer:beta": {Usage: projector.Usage{InputTokens: 8100, OutputTokens: 640}, Turns: 2},
 			}},
 	}
@@ -44,9 +44,9 @@ func TestRenderStatusLimitsAndUsage(t *testing.T) {
 		"usage limits:  primary 100% of 5h, resets 14:13 ",
 		"secondary 41% of 7d, resets Wed Nov 25 16:00 ",
 		"limit reached 1 time(s)",
-		"CHAT       TURNS  INPUT   CACHED  OUTPUT  REASONING",
-		"canvas:ws  14     120400  98000   5210    1800",
-		"peer:beta  2      8100    0       640     0",
+		"CHAT       TURNS  INPUT   CACHED  OUTPUT  REASONING  LAST TURN",
+		"canvas:ws  14     120400  98000   5210    1800       1h30m ago",
+		"peer:beta  2      8100    0       640     0          -",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)

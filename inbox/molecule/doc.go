@@ -37,9 +37,11 @@
 // Durable state: <StateDir>/bridge-state.json (StateFileName), written atomically (temp file,
 // fsync, rename, directory fsync). It holds the inbox position as a low-water mark over arrival
 // order (the last activity id such that it and every row received before it are finished), the
-// ids finished after that position plus a bounded set of recent ones (so rows sent again are not
-// answered twice), and the replies codex produced that the platform has not accepted yet (stored
-// before the first delivery attempt, so a crash never makes codex answer twice). Rows in flight
+// ids finished after that position, and the replies codex produced that the platform has not
+// accepted yet (stored before the first delivery attempt, so a crash never makes codex answer
+// twice). A bounded set of recent ids behind the position (so rows sent again are not answered
+// twice) is appended to <StateDir>/bridge-done.jsonl (DoneLogFileName) before the state file
+// moves past them, so a message costs a small write however many went before (donelog.go). Rows in flight
 // are not stored: they are after the position and the platform sends them again.
 //
 // Every failure a user can suffer (codex failed, a watchdog retired the session, the pool is busy,

@@ -89,15 +89,18 @@ func TestReplyIDsStableAcrossRestart(t *testing.T) {
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	log, _ := newTestLogger(t)
 	dir := t.TempDir()
-	path := filepath.Join(dir, StateFileName)
+	path, donePath := filepath.Join(dir, StateFileName), filepath.Join(dir, DoneLogFileName)
 	r1 := start(t, testConfig(p, dir, chattest.NewAnswerer(nil), log))
-	must(t, os.RemoveAll(path))
-	must(t, os.MkdirAll(filepath.Join(path, "blocker"), 0o700))
+	for _, f := range []string{path, donePath} { // neither the state nor the finished ids
+		must(t, os.RemoveAll(f))
+		must(t, os.MkdirAll(filepath.Join(f, "blocker"), 0o700))
+	}
 	p.Enqueue(moleculetest.CanvasMessage("c"), moleculetest.PeerMessage("peer-1", "p"))
 	ctx := waitCtx(t)
 	must(t, p.WaitFor(ctx, statsCond(r1.m, func(s Stats) bool { return s.Delivered == 2 })))
 	must(t, r1.stop())
 	must(t, os.RemoveAll(path))
+	must(t, os.RemoveAll(donePath))
 
 	r2 := start(t, testConfig(p, dir, chattest.NewAnswerer(nil), log))
 	must(t, p.WaitFor(ctx, statsCond(r2.m, func(s Stats) bool { return s.Delivered == 2 })))

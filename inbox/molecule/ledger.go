@@ -92,6 +92,15 @@ type ledger struct {
 	parked   map[string]bool // see stateFile.Parked
 	recent   *idRing
 	restored []pendingReply
+	// donePath is DoneLogFileName. newDone are the ids added to recent since the last sync, to
+	// be appended there before the state file is written; doneLines counts its lines.
+	donePath  string
+	newDone   []string
+	doneLines int
+	// doneInState makes the state file list every remembered id, as before the done log: while
+	// the done log could not be written at start, it does not hold the ids an older state file
+	// listed.
+	doneInState bool
 	// gen counts changes to persisted state; written is the gen of the last successful write.
 	gen, written uint64
 	// room is closed (and replaced) whenever entries leave order, waking a poll loop that waits
@@ -115,11 +124,17 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 		parked:  make(map[string]bool),
 		recent:  newIDRing(recentIDs),
 		room:    make(chan struct{}),
+
+		donePath: filepath.Join(dir, DoneLogFileName),
 	}
 	// Never through a symbolic link: a planted state would move the inbox position, and the
 	// next write would replace the link (atomicfile refuses both).
 	b, err := atomicfile.ReadFile(l.path)
 	if errors.Is(err, os.ErrNotExist) {
+		if err := l.openDoneLog(false); err != nil {
+			return nil, err
+		}
+		l.compactAtOpen()
 		return l, nil
 	}
 	if err != nil {
@@ -142,7 +157,10 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 		}
 		log.Error("state file unusable; moved aside, starting without an inbox position (rows of the last poll window may be answered again)",
 			zap.String("path", l.path), zap.String("moved_to", aside), zap.String("reason", reason))
-		return l, nil
+		return l, l.openDoneLog(true)
+	}
+	if err := l.openDoneLog(false); err != nil {
+		return nil, err
 	}
 	l.cursor, l.ackedSeq = st.Cursor, st.AckedSeq
 	for _, id := range st.Done {
@@ -163,7 +181,53 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 		l.pending[p.ActivityID] = p
 		l.restored = append(l.restored, p)
 	}
+	l.compactAtOpen()
 	return l, nil
+}
+
+// compactAtOpen rewrites the done log with every id known at start: the ids an older state file
+// listed, and none after a line cut short. Until that succeeds the state file keeps listing them.
+func (l *ledger) compactAtOpen() {
+	if err := l.compactDoneLog(); err != nil {
+		l.doneInState = true
+		l.log.Warn("could not rewrite the done log; the state file keeps the finished ids", zap.String("path", l.donePath), zap.Error(err))
+	}
+}
+
+// openDoneLog reads the done log into recent. With aside, the state file was moved aside and
+// the done log goes with it (it belongs to that state).
+func (l *ledger) openDoneLog(aside bool) error {
+	if aside {
+		if err := os.Rename(l.donePath, l.donePath+".aside"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("move %s aside with the state file: %w", l.donePath, err)
+		}
+		return nil
+	}
+	ids, cut, err := readDoneLog(l.donePath)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", l.donePath, err)
+	}
+	if cut {
+		l.log.Warn("the done log's last line was cut short (a kill during a write); it is dropped", zap.String("path", l.donePath))
+	}
+	for _, id := range ids {
+		l.recent.add(id)
+	}
+	l.doneLines = len(ids)
+	return nil
+}
+
+// compactDoneLog rewrites the done log with the ids remembered now.
+func (l *ledger) compactDoneLog() error {
+	l.mu.Lock()
+	ids := l.recent.list()
+	l.mu.Unlock()
+	if err := rewriteDoneLog(l.donePath, ids); err != nil {
+		return err
+	}
+	l.doneLines = len(ids)
+	l.doneInState = false
+	return nil
 }
 
 // takeRestored returns the pending replies loaded from disk, once.
@@ -266,7 +330,17 @@ func (l *ledger) markDone(id string) {
 		return
 	}
 	// A recovered reply whose row has not come again: remember it so the row is skipped if it does.
+	l.rememberLocked(id)
+}
+
+// rememberLocked adds a finished id to recent and, when it is new there, to the next append to
+// the done log.
+func (l *ledger) rememberLocked(id string) {
+	if l.recent.has(id) {
+		return
+	}
 	l.recent.add(id)
+	l.newDone = append(l.newDone, id)
 }
 
 func (l *ledger) appendLocked(e *entry) {
@@ -282,7 +356,7 @@ func (l *ledger) advanceLocked() {
 	n := 0
 	for n < len(l.order) && l.order[n].done {
 		e := l.order[n]
-		l.recent.add(e.id)
+		l.rememberLocked(e.id)
 		delete(l.byID, e.id)
 		l.cursor = e.id
 		l.ackedSeq = max(l.ackedSeq, e.seq)
@@ -335,9 +409,12 @@ func (l *ledger) snapshotLocked() stateFile {
 		WorkspaceID: l.ws,
 		Cursor:      l.cursor,
 		AckedSeq:    l.ackedSeq,
-		Done:        l.recent.list(),
+		Done:        []string{},
 		Pending:     make([]pendingReply, 0, len(l.pending)),
 		SavedAt:     time.Now().UTC(),
+	}
+	if l.doneInState {
+		st.Done = l.recent.list()
 	}
 	for _, e := range l.order {
 		if e.done && !l.recent.has(e.id) {
@@ -374,7 +451,19 @@ func (l *ledger) sync() error {
 	}
 	gen := l.gen
 	st := l.snapshotLocked()
+	fresh := l.newDone
+	l.newDone = nil
 	l.mu.Unlock()
+	// The ids first: the state file about to be written may move the cursor past them.
+	if len(fresh) > 0 {
+		if err := appendDoneLog(l.donePath, fresh); err != nil {
+			l.mu.Lock()
+			l.newDone = append(fresh, l.newDone...)
+			l.mu.Unlock()
+			return fmt.Errorf("write state: %w", err)
+		}
+		l.doneLines += len(fresh)
+	}
 	b, err := json.MarshalIndent(st, "", " ")
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
@@ -385,5 +474,11 @@ func (l *ledger) sync() error {
 	l.mu.Lock()
 	l.written = max(l.written, gen)
 	l.mu.Unlock()
+	if l.doneInState || l.doneLines > 2*cap(l.recent.ids)+64 {
+		if err := l.compactDoneLog(); err != nil {
+			// Not fatal: the ids are in the log (only longer) or, with doneInState, in the state file.
+			l.log.Warn("could not rewrite the done log", zap.String("path", l.donePath), zap.Error(err))
+		}
+	}
 	return nil
 }

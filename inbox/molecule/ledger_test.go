@@ -122,19 +122,30 @@ func TestLedgerRecoveredBeforeRowSeen(t *testing.T) {
 	}
 }
 
-// The done set is bounded: old ids behind the cursor are forgotten first.
+// The done set is bounded: old ids behind the cursor are forgotten first, in memory and after a
+// restart; the done log is rewritten before it grows past about twice the bound, and the state
+// file lists only ids ahead of the cursor.
 func TestLedgerBounded(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	l := openTestLedger(t, dir) // ring of 8
+	var ids []string
 	for i := range 100 {
 		id := "id-" + string(rune('A'+i%26)) + string(rune('a'+i/26))
+		ids = append(ids, id)
 		l.admitDone(id, 0)
+		must(t, l.sync())
+		if logged, _, err := readDoneLog(filepath.Join(dir, DoneLogFileName)); err != nil || len(logged) > 2*8+64 {
+			t.Fatalf("after %d ids the done log holds %d (%v)", i+1, len(logged), err)
+		}
 	}
-	must(t, l.sync())
 	st := readState(t, dir)
-	if len(st.Done) != 8 {
-		t.Fatalf("done has %d ids, want 8", len(st.Done))
+	if len(st.Done) != 0 || st.Cursor != ids[99] {
+		t.Fatalf("state file: done %v, cursor %q; want no ids ahead of the cursor, cursor %s", st.Done, st.Cursor, ids[99])
+	}
+	l2 := openTestLedger(t, dir)
+	if got := l2.recent.list(); !slices.Equal(got, ids[92:]) {
+		t.Fatalf("after a restart the ledger remembers %v, want the last 8 %v", got, ids[92:])
 	}
 	if unacked, _ := l.counts(); unacked != 0 {
 		t.Fatalf("unacked = %d", unacked)
@@ -225,8 +236,8 @@ func TestLedgerConcurrentSync(t *testing.T) {
 		t.Fatalf("state = %+v", st)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Fatalf("leftover files: %v", entries)
+	if len(entries) != 2 || entries[0].Name() != DoneLogFileName || entries[1].Name() != StateFileName {
+		t.Fatalf("leftover files: %v, want the done log and the state file", entries)
 	}
 }
 

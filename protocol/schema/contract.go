@@ -81,6 +81,8 @@ func DaemonContract() Contract {
 			use(protocol.MethodThreadNameSet, FromDaemon, "ThreadSetNameParams", "ThreadSetNameResponse", protocol.ThreadNameSetParams{}, nil),
 			use(protocol.MethodThreadUnsubscribe, FromDaemon, "ThreadUnsubscribeParams", "ThreadUnsubscribeResponse", protocol.ThreadIDParams{}, nil),
 			use(protocol.MethodThreadDelete, FromDaemon, "ThreadDeleteParams", "ThreadDeleteResponse", protocol.ThreadIDParams{}, nil),
+			use(protocol.MethodThreadArchive, FromDaemon, "ThreadArchiveParams", "ThreadArchiveResponse", protocol.ThreadIDParams{}, nil),
+			use(protocol.MethodThreadUnarchive, FromDaemon, "ThreadUnarchiveParams", "ThreadUnarchiveResponse", protocol.ThreadIDParams{}, nil),
 			use(protocol.MethodTurnStart, FromDaemon, "TurnStartParams", "TurnStartResponse", protocol.TurnStartParams{}, protocol.TurnResult{}),
 			use(protocol.MethodTurnSteer, FromDaemon, "TurnSteerParams", "TurnSteerResponse", protocol.TurnSteerParams{}, protocol.TurnSteerResult{}),
 			use(protocol.MethodTurnInterrupt, FromDaemon, "TurnInterruptParams", "TurnInterruptResponse", protocol.TurnInterruptParams{}, nil),
