@@ -453,6 +453,7 @@ func (l *ledger) sync() error {
 	st := l.snapshotLocked()
 	fresh := l.newDone
 	l.newDone = nil
+	doneBound := 2*cap(l.recent.ids) + 64 // the ring grows under l.mu: read its size here
 	l.mu.Unlock()
 	// The ids first: the state file about to be written may move the cursor past them.
 	if len(fresh) > 0 {
@@ -474,7 +475,7 @@ func (l *ledger) sync() error {
 	l.mu.Lock()
 	l.written = max(l.written, gen)
 	l.mu.Unlock()
-	if l.doneInState || l.doneLines > 2*cap(l.recent.ids)+64 {
+	if l.doneInState || l.doneLines > doneBound {
 		if err := l.compactDoneLog(); err != nil {
 			// Not fatal: the ids are in the log (only longer) or, with doneInState, in the state file.
 			l.log.Warn("could not rewrite the done log", zap.String("path", l.donePath), zap.Error(err))
