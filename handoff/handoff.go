@@ -43,6 +43,10 @@ const EnvFallbackFD = "CODEX_WARM_RELOAD_FALLBACK_FD"
 // previous binary.
 const EnvGivenBack = "CODEX_WARM_RELOAD_GIVEN_BACK"
 
+// EnvQuietAt is when (Unix nanoseconds) the previous image stopped catching stop signals before
+// its exec; the next image measures, from it, the window in which a SIGTERM ended the daemon.
+const EnvQuietAt = "CODEX_WARM_RELOAD_QUIET_AT"
+
 // maxDoc bounds the document read: pending bytes are at most a partial line per child.
 const maxDoc = 1 << 30
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
@@ -136,7 +137,7 @@ func (d *daemon) reloadInfo() *ReloadInfo {
 // reload replaces the daemon's image with the binary now at d.exe, keeping the pid, the
 // listeners and the idle warm children. It returns only when the reload did not happen: the
 // daemon then serves on as before, and the outcome is recorded.
-func (d *daemon) reload(sigs <-chan os.Signal) {
+func (d *daemon) reload() {
 	log := d.log
 	log.Info("reload: checking the new binary", zap.String("executable", d.exe))
 	pf, err := preflightBinary(context.Background(), d.exe)
@@ -211,7 +212,7 @@ func (d *daemon) reload(sigs <-chan os.Signal) {
 		resume()
 	}
 	select {
-	case sig := <-sigs:
+	case sig := <-d.sigs:
 		// A stop asked for meanwhile wins over the reload; it was taken from the channel, so
 		// it is answered here.
 		resumeAll()
@@ -232,9 +233,45 @@ func (d *daemon) reload(sigs <-chan os.Signal) {
 		return
 	}
 	err = d.execInto(doc)
-	// Still here: the exec failed.
+	// Still here: the exec failed, or a stop came at its last moment.
 	resumeAll()
+	var stop *stopDuringExec
+	if errors.As(err, &stop) {
+		// The serve loop reads the signal from d.sigs next and drains.
+		d.endReload(reloadRefused, err)
+		return
+	}
 	d.endReload(reloadFailed, err)
+}
+
+// stopDuringExec is a stop signal found at the exec's last moment: the reload is called off and
+// the daemon drains.
+type stopDuringExec struct{ n int }
+
+func (e *stopDuringExec) Error() string {
+	return fmt.Sprintf("%d stop signal(s) received at the last moment before the exec", e.n)
+}
+
+// quietSignals prepares the exec: SIGHUP ignored, so that the reloads asked for across it are
+// coalesced (an ignored signal stays ignored through execve, and Go keeps an inherited ignore of
+// SIGHUP until the next image's Notify), and SIGTERM and SIGINT no longer caught, so that one
+// sent from now on ends this image by the default action (not caught by a handler the exec
+// discards: lost). signal.Stop returns once every signal delivered before it is in d.sigs: a
+// stop found there after it calls the reload off (*stopDuringExec). loudSignals undoes it.
+func (d *daemon) quietSignals() error {
+	signal.Ignore(syscall.SIGHUP)
+	signal.Stop(d.sigs)
+	if n := len(d.sigs); n > 0 {
+		d.loudSignals()
+		return &stopDuringExec{n: n}
+	}
+	return nil
+}
+
+// loudSignals catches the daemon's signals again after an exec that did not happen.
+func (d *daemon) loudSignals() {
+	signal.Notify(d.hups, syscall.SIGHUP)
+	signal.Notify(d.sigs, syscall.SIGTERM, syscall.SIGINT)
 }
 
 // handoffDoc describes what the next image takes over.
@@ -351,8 +388,16 @@ func (d *daemon) execInto(doc handoff.Doc) error {
 	d.log.Info("reload: handing over and re-executing", zap.String("executable", d.exe),
 		zap.Int("children", len(doc.Children)), zap.Int("listeners", len(doc.Listeners)))
 	_ = d.log.Sync()
+	if err := d.quietSignals(); err != nil {
+		handoff.Reclaim(fds...)
+		return err
+	}
+	// From here until the next image's first handler, a stop signal ends the daemon: the next
+	// image logs how long that lasted.
+	env = append(env, fmt.Sprintf("%s=%d", handoff.EnvQuietAt, time.Now().UnixNano()))
 	var execErr error
 	d.mt.do(func() { execErr = syscall.Exec(d.exe, os.Args, env) })
+	d.loudSignals()
 	handoff.Reclaim(fds...)
 	return fmt.Errorf("exec %s: %w", d.exe, execErr)
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
+	"github.com/molecule-ai/codex-warm/internal/earlysignal"
 	"github.com/molecule-ai/codex-warm/metrics"
 	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/sessions"
@@ -35,10 +37,17 @@ import (
 
 func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	// SIGHUP reloads (systemd's ExecReload=); Go's default for it would end the daemon, so it is
-	// taken first: a reloaded image may be sent the next one at once.
-	hups := make(chan os.Signal, 1)
-	signal.Notify(hups, syscall.SIGHUP)
+	// taken first: a reloaded image may be sent the next one at once. An image a reload started
+	// caught its signals at initialization already (earlysignal).
+	hups, sigs := make(chan os.Signal, 1), make(chan os.Signal, 2)
+	early := earlysignal.Take()
+	if early != nil {
+		hups, sigs = early.Reload, early.Stop
+	} else {
+		signal.Notify(hups, syscall.SIGHUP)
+	}
 	defer signal.Stop(hups)
+	defer signal.Stop(sigs)
 	// First: a reloaded daemon's handoff carries the secret variables its configuration reads.
 	in, herr := readHandoff(getenv)
 	flagOut := stderr
@@ -79,9 +88,18 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 		doc = in.doc
 	}
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
+	if early == nil {
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	} else if doc != nil {
+		// How long a stop signal would have ended the daemon: from the old image's last handler
+		// to this image's first (docs/HANDOFF.md).
+		var window time.Duration
+		if ns, err := strconv.ParseInt(getenv(handoff.EnvQuietAt), 10, 64); err == nil {
+			window = early.At.Sub(time.Unix(0, ns))
+		}
+		log.Info("reload: signals caught in the new image", zap.Duration("fatal_window", window))
+	}
+	_ = os.Unsetenv(handoff.EnvQuietAt)
 	if err := runDaemon(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc, in: in}); err != nil {
 		// The log line is the one report: runMain must not print the error again.
 		log.Error("daemon stopped with an error", zap.Error(err))
@@ -125,10 +143,13 @@ type daemon struct {
 	awaitIntake func(ctx context.Context) error
 	reloadReq   chan string    // a requested reload, for the main loop
 	stopSignal  chan os.Signal // a stop signal a reload took from sigs
-	reloading   atomic.Bool
-	reloadMu    sync.Mutex
-	attempts    int
-	lastReload  *ReloadInfo
+	// sigs and hups are the daemon's signal channels: the exec stops them, a failed one
+	// takes them up again.
+	sigs, hups chan os.Signal
+	reloading  atomic.Bool
+	reloadMu   sync.Mutex
+	attempts   int
+	lastReload *ReloadInfo
 }
 
 // daemonRun is what runDaemon runs with.
@@ -137,7 +158,7 @@ type daemonRun struct {
 	getenv func(string) string
 	log    *zap.Logger
 	// sigs stop the daemon (a second one cuts the drain short); hups reload it.
-	sigs, hups <-chan os.Signal
+	sigs, hups chan os.Signal
 	mt         *mainThread
 	handoff    *handoff.Doc // the previous image's, when reloaded
 	in         *incoming
@@ -217,7 +238,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	if err := checkChildUserAtStart(ctx, cfg, cred, bin, env, log); err != nil {
 		return err
 	}
-	d := &daemon{cfg: cfg, log: log, mt: r.mt, secrets: secrets, lock: lock,
+	d := &daemon{cfg: cfg, log: log, mt: r.mt, secrets: secrets, lock: lock, sigs: r.sigs, hups: r.hups,
 		reloadReq: make(chan string, 1), stopSignal: make(chan os.Signal, 1)}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
 	if hdoc != nil {
@@ -579,7 +600,7 @@ serve:
 		case <-ctx.Done():
 			break serve
 		case <-d.reloadReq:
-			d.reload(sigs) // returns only when the reload did not happen
+			d.reload() // returns only when the reload did not happen
 		}
 	}
 	if errors.Is(runErr, molecule.ErrWorkspaceDeleted) {
