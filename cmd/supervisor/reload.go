@@ -453,8 +453,8 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 
 // incoming is what a reloaded image received from the previous one.
 type incoming struct {
-	doc  *handoff.Doc // nil when it could not be read
-	file *os.File     // the handoff, kept for a give-back until the image takes over
+	doc *handoff.Doc // nil when it could not be read
+	raw []byte       // the handoff as read, kept for a give-back until the image takes over
 	// fallback is the previous image's executable (nil: none); givenBack is the reason a next
 	// image gave the handoff back, when this image is the previous binary again.
 	fallback  *os.File
@@ -469,7 +469,10 @@ func readHandoff(getenv func(string) string) (*incoming, error) {
 	if !ok {
 		return nil, nil
 	}
-	in := &incoming{file: f, givenBack: getenv(handoff.EnvGivenBack)}
+	// The handoff carries secrets: the image is closed to same-user processes before it reads
+	// anything (execve made it dumpable; hardenProcess, later, is for a first start).
+	derr := nonDumpable()
+	in := &incoming{givenBack: getenv(handoff.EnvGivenBack)}
 	if v := getenv(handoff.EnvFallbackFD); v != "" {
 		if fd, err := strconv.Atoi(v); err == nil && fd > 2 {
 			syscall.CloseOnExec(fd)
@@ -482,10 +485,21 @@ func readHandoff(getenv func(string) string) (*incoming, error) {
 	if err != nil {
 		return in, err
 	}
-	doc, err := handoff.Read(f)
+	in.raw, err = handoff.ReadRaw(f)
+	_ = f.Close()
 	if err != nil {
 		return in, err
 	}
+	if derr != nil {
+		return in, fmt.Errorf("make the new image non-dumpable before it reads the handoff: %w", derr)
+	}
+	doc, err := handoff.Decode(in.raw)
+	if err != nil {
+		return in, err
+	}
+	// Every descriptor handed over is close-on-exec again before anything forks (a codex
+	// child, the login check): the image takes each of them later.
+	handoff.Reclaim(doc.FDs()...)
 	for k, v := range doc.Env {
 		_ = os.Setenv(k, v)
 	}
@@ -505,11 +519,20 @@ func (in *incoming) giveBack(mt *mainThread, why error) error {
 			_ = os.Unsetenv(k) // the previous binary reads them from the handoff again
 		}
 	}
-	if _, err := in.file.Seek(0, io.SeekStart); err != nil {
+	if in.raw == nil {
+		return errors.New("the handoff could not be read: nothing to give back")
+	}
+	f, err := handoff.WriteRaw(in.raw)
+	if err != nil {
 		return err
 	}
-	fd := rawFD(in.file)
-	if err := handoff.Inherit(fd); err != nil {
+	defer f.Close()
+	fd := rawFD(f)
+	fds := []int{fd}
+	if in.doc != nil {
+		fds = append(fds, in.doc.FDs()...)
+	}
+	if err := handoff.Inherit(fds...); err != nil {
 		return err
 	}
 	env := append(os.Environ(), fmt.Sprintf("%s=%d", handoff.EnvFD, fd), handoff.EnvGivenBack+"="+why.Error())
@@ -518,7 +541,6 @@ func (in *incoming) giveBack(mt *mainThread, why error) error {
 	if in.doc != nil && len(in.doc.Args) > 0 {
 		args = in.doc.Args // what the previous binary ran with, which this one may have refused
 	}
-	var err error
 	mt.do(func() { err = syscall.Exec(path, args, env) })
 	return fmt.Errorf("exec the previous executable %s: %w", path, err)
 }
@@ -528,7 +550,7 @@ func (in *incoming) taken() {
 	if in == nil {
 		return
 	}
-	_ = in.file.Close()
+	in.raw = nil
 	if in.fallback != nil {
 		_ = in.fallback.Close()
 	}
