@@ -63,7 +63,7 @@ func runMainOn(ctx context.Context, mt *mainThread, args []string, getenv func(s
 	case "reload":
 		err = cmdReload(ctx, args[1:], getenv, stdout, stderr)
 	case reloadPreflightCmd:
-		return reloadPreflight(stdout)
+		return reloadPreflight(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
 	case "status":
 		err = cmdStatus(ctx, args[1:], getenv, stdout, stderr)
 	case "demo":

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -56,19 +55,22 @@ type ReloadInfo struct {
 	Callers  int `json:"callers"`
 }
 
-// reloadPreflight prints what a daemon checks before it re-executes into this binary.
-func reloadPreflight(stdout io.Writer) int {
-	b, _ := json.Marshal(handoff.Preflight{Program: handoff.PreflightProgram, Version: version, Readable: handoff.Readable})
-	fmt.Fprintf(stdout, "%s\n", b)
-	return 0
-}
-
-// preflightBinary runs path with the preflight subcommand and says why it cannot take over.
-func preflightBinary(ctx context.Context, path string) (handoff.Preflight, error) {
+// preflightBinary runs path with the preflight subcommand, the daemon's run flags and secrets
+// (reloadPreflight), and says why it cannot take over.
+func preflightBinary(ctx context.Context, path string, secrets map[string]string) (handoff.Preflight, error) {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(ctx, path, reloadPreflightCmd)
+	args := []string{reloadPreflightCmd}
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		args = append(args, os.Args[2:]...)
+	}
+	in, err := json.Marshal(secrets)
+	if err != nil {
+		return handoff.Preflight{}, err
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
@@ -140,7 +142,7 @@ func (d *daemon) reloadInfo() *ReloadInfo {
 func (d *daemon) reload() {
 	log := d.log
 	log.Info("reload: checking the new binary", zap.String("executable", d.exe))
-	pf, err := preflightBinary(context.Background(), d.exe)
+	pf, err := preflightBinary(context.Background(), d.exe, d.secrets)
 	if err != nil {
 		d.endReload(reloadRefused, err)
 		return
@@ -541,6 +543,7 @@ func (in *incoming) giveBack(mt *mainThread, why error) error {
 	if in.doc != nil && len(in.doc.Args) > 0 {
 		args = in.doc.Args // what the previous binary ran with, which this one may have refused
 	}
+	signal.Ignore(syscall.SIGHUP) // a reload asked for meanwhile is coalesced, as in a reload
 	mt.do(func() { err = syscall.Exec(path, args, env) })
 	return fmt.Errorf("exec the previous executable %s: %w", path, err)
 }

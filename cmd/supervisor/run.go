@@ -86,6 +86,16 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 	var doc *handoff.Doc
 	if in != nil {
 		doc = in.doc
+		// A start check that fails here would end the daemon with every child it took over:
+		// the previous binary takes everything back instead. That binary, given it back, serves
+		// on whatever its checks say now: it ran the daemon until the exec.
+		if err := startChecks(ctx, cfg, getenv); err != nil && in.givenBack == "" {
+			log.Error("reload: this binary cannot run the daemon; giving it back to the previous binary", zap.Error(err))
+			_ = log.Sync()
+			gerr := in.giveBack(mt, fmt.Errorf("its start checks failed: %w", err))
+			log.Error("reload: cannot give the handoff back; exiting", zap.Error(gerr))
+			return exitCode(1)
+		}
 	}
 
 	if early == nil {
@@ -143,6 +153,7 @@ type daemon struct {
 	awaitIntake func(ctx context.Context) error
 	reloadReq   chan string    // a requested reload, for the main loop
 	stopSignal  chan os.Signal // a stop signal a reload took from sigs
+	givenBack   bool           // this image took the daemon back from a next image that could not run it
 	// sigs and hups are the daemon's signal channels: the exec stops them, a failed one
 	// takes them up again.
 	sigs, hups chan os.Signal
@@ -252,6 +263,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 			}
 		}
 		if why := r.in.givenBack; why != "" {
+			d.givenBack = true
 			// The next binary could not take over and re-executed this one: same daemon, same
 			// children, one reload fewer.
 			d.info.Reloads--
