@@ -77,9 +77,9 @@ func childCredential(name string, env []string) (*syscall.Credential, []string, 
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, out, nil
 }
 
-// childEnv is the daemon's environment without secretEnv.
+// childEnv is the daemon's environment without secretEnv and serviceManagerEnv.
 func childEnv(env []string) []string {
-	secrets := secretEnv()
+	secrets := append(secretEnv(), serviceManagerEnv()...)
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
@@ -103,6 +104,7 @@ func (d *daemon) requestReload(trigger string) (int, error) {
 	n := d.attempts
 	d.lastReload = &ReloadInfo{Attempt: n, Trigger: trigger, At: time.Now().UTC(), Outcome: reloadRunning, From: version}
 	d.reloadMu.Unlock()
+	d.notifyReloading()
 	d.reloadReq <- trigger // buffered: at most one runs
 	return n, nil
 }
@@ -123,6 +125,7 @@ func (d *daemon) endReload(outcome string, err error) {
 	d.log.Error("reload did not happen; the daemon serves on with everything it had",
 		zap.String("outcome", outcome), zap.Error(err))
 	d.reloading.Store(false)
+	d.notify(sd.SdNotifyReady)
 }
 
 // reloadInfo is a copy of the last reload, nil before the first.

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
@@ -151,9 +152,10 @@ type daemon struct {
 	// awaitIntake, when set, waits (until ctx is done) for an intake stopIntake stopped
 	// without waiting: one whose waiting callers the freeze lets go (ErrHandedOver).
 	awaitIntake func(ctx context.Context) error
-	reloadReq   chan string    // a requested reload, for the main loop
-	stopSignal  chan os.Signal // a stop signal a reload took from sigs
-	givenBack   bool           // this image took the daemon back from a next image that could not run it
+	reloadReq   chan string        // a requested reload, for the main loop
+	stopSignal  chan os.Signal     // a stop signal a reload took from sigs
+	givenBack   bool               // this image took the daemon back from a next image that could not run it
+	alive       chan chan struct{} // the watchdog's checks, answered by the main loop
 	// sigs and hups are the daemon's signal channels: the exec stops them, a failed one
 	// takes them up again.
 	sigs, hups chan os.Signal
@@ -250,7 +252,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		return err
 	}
 	d := &daemon{cfg: cfg, log: log, mt: r.mt, secrets: secrets, lock: lock, sigs: r.sigs, hups: r.hups,
-		reloadReq: make(chan string, 1), stopSignal: make(chan os.Signal, 1)}
+		reloadReq: make(chan string, 1), stopSignal: make(chan os.Signal, 1), alive: make(chan chan struct{})}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
 	if hdoc != nil {
 		d.exe = hdoc.Executable
@@ -578,8 +580,10 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	log.Info("supervisor running", zap.String("codex_bin", bin), zap.String("state_dir", cfg.StateDir),
 		zap.String("inbox", cfg.Inbox), zap.Int("max_children", d.sup.Status().Totals.Cap))
 	d.phase.Store(phaseServing)
+	d.notify(sd.SdNotifyReady)
 
 	var hupWG sync.WaitGroup
+	hupWG.Go(func() { d.watchdog(serveCtx) })
 	hupWG.Go(func() {
 		for {
 			select {
@@ -611,6 +615,8 @@ serve:
 			break serve
 		case <-ctx.Done():
 			break serve
+		case ack := <-d.alive:
+			close(ack)
 		case <-d.reloadReq:
 			d.reload() // returns only when the reload did not happen
 		}
@@ -623,6 +629,7 @@ serve:
 		runErr = nil
 	}
 	d.phase.Store(phaseDraining)
+	d.notify(sd.SdNotifyStopping)
 	stopServing()
 	hupWG.Wait()
 
