@@ -165,6 +165,9 @@ func (d *daemon) reload() {
 	}
 	children, err := d.sup.Freeze(ctx)
 	if err != nil {
+		if d.cutIntake != nil {
+			d.cutIntake()
+		}
 		if d.awaitIntake != nil {
 			_ = d.awaitIntake(context.Background())
 		}

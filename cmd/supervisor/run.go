@@ -152,10 +152,13 @@ type daemon struct {
 	// awaitIntake, when set, waits (until ctx is done) for an intake stopIntake stopped
 	// without waiting: one whose waiting callers the freeze lets go (ErrHandedOver).
 	awaitIntake func(ctx context.Context) error
-	reloadReq   chan string        // a requested reload, for the main loop
-	stopSignal  chan os.Signal     // a stop signal a reload took from sigs
-	givenBack   bool               // this image took the daemon back from a next image that could not run it
-	alive       chan chan struct{} // the watchdog's checks, answered by the main loop
+	// cutIntake, when set, makes a stop of the intake awaited after a refused freeze return
+	// without waiting for its requests in flight (an event stream goes on by itself).
+	cutIntake  func()
+	reloadReq  chan string        // a requested reload, for the main loop
+	stopSignal chan os.Signal     // a stop signal a reload took from sigs
+	givenBack  bool               // this image took the daemon back from a next image that could not run it
+	alive      chan chan struct{} // the watchdog's checks, answered by the main loop
 	// sigs and hups are the daemon's signal channels: the exec stops them, a failed one
 	// takes them up again.
 	sigs, hups chan os.Signal
@@ -453,11 +456,20 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		// turns the freeze hands over by handing over their connections too (an event stream
 		// is waited for).
 		var paused chan error
+		var cutPause context.CancelFunc
 		d.stopIntake = func(ctx context.Context) error {
 			paused = make(chan error, 1)
-			go func() { paused <- d.inboxSrv.pause(ctx) }()
+			pctx, cancel := context.WithCancel(ctx)
+			cutPause = cancel
+			go func() {
+				defer cancel()
+				paused <- d.inboxSrv.pause(pctx)
+			}()
 			return nil
 		}
+		// A request still in flight when a reload is refused (an event stream) goes on with
+		// its handler; the paused server stops waiting for it so the inbox serves again now.
+		d.cutIntake = func() { cutPause() }
 		d.awaitIntake = func(ctx context.Context) error {
 			select {
 			case err := <-paused:
