@@ -3,6 +3,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -240,4 +242,61 @@ func postAsync(c *localClient, chatKey, text string) <-chan local.Reply {
 		out <- r
 	}()
 	return out
+}
+
+// `supervisor stop` (POST /v1/stop, what the unit's ExecStop= runs) at every moment of a
+// reload, the two next to the exec included, while a caller waits for a turn the model holds:
+// unlike SIGTERM it has no window. The request is taken by the old image (the reload is called
+// off) or waits in the control socket's backlog for the new one; the daemon drains, the caller
+// gets its reply, the command returns once the daemon exited 0.
+func TestE2EReloadStopCommandDuringReload(t *testing.T) {
+	t.Parallel()
+	for _, m := range reloadMarks {
+		t.Run(strings.ReplaceAll(m.name, " ", "_"), func(t *testing.T) {
+			g := newGate(0)
+			e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
+			t.Cleanup(g.release)
+			installReloadable(t, e)
+			d := e.start("--drain-timeout", "60s")
+			c := newLocalClient(t, d)
+			if r := c.send("busy", "warm up"); r.Status != "completed" {
+				t.Fatalf("warm up: %+v", r)
+			}
+			waiting := postAsync(c, "busy", "long turn")
+			d.waitUntil("the turn held by the model", func() bool { return g.holding() == 1 })
+			ino := installBin(t, e.bin)
+			d.signal(syscall.SIGHUP)
+			d.waitMark(m, ino, 1)
+			type result struct {
+				code int
+				out  string
+			}
+			stopped := make(chan result, 1)
+			go func() {
+				var out bytes.Buffer
+				code := runMain(context.Background(), []string{"stop", "--state-dir", e.stateDir}, noEnv, &out, &out)
+				stopped <- result{code, out.String()}
+			}()
+			d.waitUntil("the stop to be taken", func() bool { return d.logCount("signal received") > 0 })
+			g.release()
+			var r local.Reply
+			select {
+			case r = <-waiting:
+			case <-time.After(stopTimeout):
+				t.Fatalf("no reply %s after the stop\n%s", stopTimeout, d.logTail(4000))
+			}
+			if r.Status != "completed" || !strings.Contains(r.Text, "long turn") {
+				t.Fatalf("the waiting caller got %+v, want the turn's reply", r)
+			}
+			select {
+			case res := <-stopped:
+				if res.code != 0 || !strings.Contains(res.out, "stopped: pid") {
+					t.Fatalf("supervisor stop: exit %d:\n%s", res.code, res.out)
+				}
+			case <-time.After(stopTimeout):
+				t.Fatalf("supervisor stop did not return %s after the reply", stopTimeout)
+			}
+			d.waitExit(stopTimeout)
+		})
+	}
 }

@@ -159,6 +159,7 @@ type daemon struct {
 	stopSignal chan os.Signal     // a stop signal a reload took from sigs
 	givenBack  bool               // this image took the daemon back from a next image that could not run it
 	alive      chan chan struct{} // the watchdog's checks, answered by the main loop
+	stopAsked  atomic.Bool        // a stop came on the control socket
 	// sigs and hups are the daemon's signal channels: the exec stops them, a failed one
 	// takes them up again.
 	sigs, hups chan os.Signal
@@ -568,7 +569,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	if err == nil {
 		d.control, err = startControl(controlConfig{dir: cfg.StateDir, status: d.status, ready: ready, log: log,
-			reload: d.requestReload, inherited: hdoc, errs: inboxErr})
+			reload: d.requestReload, stop: d.requestStop, inherited: hdoc, errs: inboxErr})
 		if err == nil {
 			d.controlSrv = d.control.srv
 		}
