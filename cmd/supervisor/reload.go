@@ -20,6 +20,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/reload"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -31,10 +32,10 @@ const preflightTimeout = 15 * time.Second
 
 // Reload outcomes, in status and metrics.
 const (
-	reloadOK      = "ok"
-	reloadRefused = "refused"
-	reloadFailed  = "failed"
-	reloadRunning = "running"
+	reloadOK      = string(reload.OK)
+	reloadRefused = string(reload.Refused)
+	reloadFailed  = string(reload.Failed)
+	reloadRunning = string(reload.Running)
 )
 
 // ReloadInfo is the last reload in a status answer.
@@ -140,66 +141,71 @@ func (d *daemon) reloadInfo() *ReloadInfo {
 }
 
 // reload replaces the daemon's image with the binary now at d.exe, keeping the pid, the
-// listeners and the idle warm children. It returns only when the reload did not happen: the
-// daemon then serves on as before, and the outcome is recorded.
+// listeners, the warm children and the turns they run: package reload runs the sequence on the
+// steps below. It returns only when the reload did not happen: the daemon then serves on as
+// before (a stop that called it off stays in d.sigs, so the main loop drains next), and the
+// outcome is recorded.
 func (d *daemon) reload() {
 	log := d.log
-	log.Info("reload: checking the new binary", zap.String("executable", d.exe))
-	pf, err := preflightBinary(context.Background(), d.exe, d.secrets)
-	if err != nil {
-		d.endReload(reloadRefused, err)
-		return
-	}
-	log.Info("reload: new binary answers; quiescing", zap.String("new_version", pf.Version),
-		zap.Ints("handoff_readable", pf.Readable), zap.Duration("bound", d.cfg.DrainTimeout))
-	d.reloadMu.Lock()
-	d.lastReload.To = pf.Version
-	d.reloadMu.Unlock()
-
-	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.DrainTimeout)
-	defer cancel()
-	if err := d.stopIntake(ctx); err != nil {
-		d.startIntake()
-		d.endReload(reloadRefused, err)
-		return
-	}
-	children, err := d.sup.Freeze(ctx)
-	if err != nil {
-		if d.cutIntake != nil {
-			d.cutIntake()
-		}
-		if d.awaitIntake != nil {
-			_ = d.awaitIntake(context.Background())
-		}
-		d.startIntake()
-		d.endReload(reloadRefused, fmt.Errorf("the children could not be paused within %s: %w", d.cfg.DrainTimeout, err))
-		return
-	}
+	var children []supervisor.HandedChild
 	var waiting []local.Waiting
-	resume := func() {
-		d.sup.Thaw()
-		d.startIntake()
-		if d.local != nil {
+	var doc handoff.Doc
+	steps := reload.Steps{
+		Preflight: func(ctx context.Context) (string, error) {
+			log.Info("reload: checking the new binary", zap.String("executable", d.exe))
+			pf, err := preflightBinary(ctx, d.exe, d.secrets)
+			if err != nil {
+				return "", err
+			}
+			log.Info("reload: new binary answers; quiescing", zap.String("new_version", pf.Version),
+				zap.Ints("handoff_readable", pf.Readable), zap.Duration("bound", d.cfg.DrainTimeout))
+			d.reloadMu.Lock()
+			d.lastReload.To = pf.Version
+			d.reloadMu.Unlock()
+			return pf.Version, nil
+		},
+		Bound:       d.cfg.DrainTimeout,
+		StopIntake:  d.stopIntake,
+		StartIntake: d.startIntake,
+		Freeze: func(ctx context.Context) error {
+			var err error
+			children, err = d.sup.Freeze(ctx)
+			return err
+		},
+		Thaw:         d.sup.Thaw,
+		CutIntake:    d.cutIntake,
+		AwaitIntake:  d.awaitIntake,
+		PauseServers: d.pauseServers,
+		StopPending:  func() bool { return len(d.sigs) > 0 },
+		Prepare: func() error {
+			if err := d.store.Flush(); err != nil {
+				return fmt.Errorf("write sessions before the reload: %w", err)
+			}
+			var err error
+			doc, err = d.handoffDoc(children, waiting)
+			return err
+		},
+		Exec: func() error { return d.execInto(doc) },
+	}
+	if d.local != nil {
+		steps.TakeWaiting = func(ctx context.Context) error {
+			var err error
+			waiting, err = d.local.TakeWaiting(ctx)
+			return err
+		}
+		steps.GiveWaiting = func() {
 			// The callers whose connections were to cross get their answers from this image.
 			more, _ := d.local.TakeWaiting(context.Background())
 			d.local.ResumeWaiting(append(waiting, more...))
 		}
 	}
-	if d.awaitIntake != nil {
-		if err := d.awaitIntake(ctx); err != nil {
-			resume()
-			d.endReload(reloadRefused, err)
-			return
-		}
-	}
-	if d.local != nil {
-		if waiting, err = d.local.TakeWaiting(ctx); err != nil {
-			resume()
-			d.endReload(reloadRefused, err)
-			return
-		}
-	}
-	// The control socket and the metrics listener stop last: status answers all along.
+	res := reload.Run(steps)
+	d.endReload(string(res.Outcome), res.Err)
+}
+
+// pauseServers pauses the metrics listener and the control socket, last (status answers all
+// along), and returns what resumes them.
+func (d *daemon) pauseServers() func() {
 	var paused []*server
 	for _, s := range []*server{d.metricsSrv, d.controlSrv} {
 		if s == nil {
@@ -209,47 +215,15 @@ func (d *daemon) reload() {
 		err := s.pause(sctx)
 		scancel()
 		if err != nil {
-			log.Warn("reload: a request in flight is cut by the exec", zap.Error(err))
+			d.log.Warn("reload: a request in flight is cut by the exec", zap.Error(err))
 		}
 		paused = append(paused, s)
 	}
-	resumeAll := func() {
+	return func() {
 		for _, s := range paused {
 			s.resume()
 		}
-		resume()
 	}
-	select {
-	case sig := <-d.sigs:
-		// A stop asked for meanwhile wins over the reload; it was taken from the channel, so
-		// it is answered here.
-		resumeAll()
-		d.endReload(reloadRefused, fmt.Errorf("%s received during the reload", sig))
-		d.stopSignal <- sig
-		return
-	default:
-	}
-	if err := d.store.Flush(); err != nil {
-		resumeAll()
-		d.endReload(reloadRefused, fmt.Errorf("write sessions before the reload: %w", err))
-		return
-	}
-	doc, err := d.handoffDoc(children, waiting)
-	if err != nil {
-		resumeAll()
-		d.endReload(reloadRefused, err)
-		return
-	}
-	err = d.execInto(doc)
-	// Still here: the exec failed, or a stop came at its last moment.
-	resumeAll()
-	var stop *stopDuringExec
-	if errors.As(err, &stop) {
-		// The serve loop reads the signal from d.sigs next and drains.
-		d.endReload(reloadRefused, err)
-		return
-	}
-	d.endReload(reloadFailed, err)
 }
 
 // stopDuringExec is a stop signal found at the exec's last moment: the reload is called off and
@@ -259,6 +233,8 @@ type stopDuringExec struct{ n int }
 func (e *stopDuringExec) Error() string {
 	return fmt.Sprintf("%d stop signal(s) received at the last moment before the exec", e.n)
 }
+
+func (e *stopDuringExec) Unwrap() error { return reload.ErrStop }
 
 // quietSignals prepares the exec: SIGHUP ignored, so that the reloads asked for across it are
 // coalesced (an ignored signal stays ignored through execve, and Go keeps an inherited ignore of

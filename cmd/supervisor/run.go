@@ -154,12 +154,11 @@ type daemon struct {
 	awaitIntake func(ctx context.Context) error
 	// cutIntake, when set, makes a stop of the intake awaited after a refused freeze return
 	// without waiting for its requests in flight (an event stream goes on by itself).
-	cutIntake  func()
-	reloadReq  chan string        // a requested reload, for the main loop
-	stopSignal chan os.Signal     // a stop signal a reload took from sigs
-	givenBack  bool               // this image took the daemon back from a next image that could not run it
-	alive      chan chan struct{} // the watchdog's checks, answered by the main loop
-	stopAsked  atomic.Bool        // a stop came on the control socket
+	cutIntake func()
+	reloadReq chan string        // a requested reload, for the main loop
+	givenBack bool               // this image took the daemon back from a next image that could not run it
+	alive     chan chan struct{} // the watchdog's checks, answered by the main loop
+	stopAsked atomic.Bool        // a stop came on the control socket
 	// sigs and hups are the daemon's signal channels: the exec stops them, a failed one
 	// takes them up again.
 	sigs, hups chan os.Signal
@@ -256,7 +255,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		return err
 	}
 	d := &daemon{cfg: cfg, log: log, mt: r.mt, secrets: secrets, lock: lock, sigs: r.sigs, hups: r.hups,
-		reloadReq: make(chan string, 1), stopSignal: make(chan os.Signal, 1), alive: make(chan chan struct{})}
+		reloadReq: make(chan string, 1), alive: make(chan chan struct{})}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
 	if hdoc != nil {
 		d.exe = hdoc.Executable
@@ -618,10 +617,6 @@ serve:
 		select {
 		case sig := <-sigs:
 			log.Info("signal received; draining (send it again to stop at once)", zap.String("signal", sig.String()),
-				zap.Duration("drain_timeout", cfg.DrainTimeout))
-			break serve
-		case sig := <-d.stopSignal:
-			log.Info("signal received during a reload; draining", zap.String("signal", sig.String()),
 				zap.Duration("drain_timeout", cfg.DrainTimeout))
 			break serve
 		case runErr = <-inboxErr:
