@@ -12,11 +12,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
@@ -29,7 +27,6 @@ import (
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
-	"github.com/molecule-ai/codex-warm/internal/earlysignal"
 	"github.com/molecule-ai/codex-warm/metrics"
 	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/sessions"
@@ -37,16 +34,7 @@ import (
 )
 
 func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	// SIGHUP reloads (systemd's ExecReload=); Go's default for it would end the daemon, so it is
-	// taken first: a reloaded image may be sent the next one at once. An image a reload started
-	// caught its signals at initialization already (earlysignal).
-	hups, sigs := make(chan os.Signal, 1), make(chan os.Signal, 2)
-	early := earlysignal.Take()
-	if early != nil {
-		hups, sigs = early.Reload, early.Stop
-	} else {
-		signal.Notify(hups, syscall.SIGHUP)
-	}
+	hups, sigs, early := takeSignals()
 	defer signal.Stop(hups)
 	defer signal.Stop(sigs)
 	// First: a reloaded daemon's handoff carries the secret variables its configuration reads.
@@ -87,30 +75,11 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 	var doc *handoff.Doc
 	if in != nil {
 		doc = in.doc
-		// A start check that fails here would end the daemon with every child it took over:
-		// the previous binary takes everything back instead. That binary, given it back, serves
-		// on whatever its checks say now: it ran the daemon until the exec.
-		if err := startChecks(ctx, cfg, getenv); err != nil && in.givenBack == "" {
-			log.Error("reload: this binary cannot run the daemon; giving it back to the previous binary", zap.Error(err))
-			_ = log.Sync()
-			gerr := in.giveBack(mt, fmt.Errorf("its start checks failed: %w", err))
-			log.Error("reload: cannot give the handoff back; exiting", zap.Error(gerr))
-			return exitCode(1)
+		if err := checkBeforeTakeover(ctx, mt, in, cfg, getenv, log); err != nil {
+			return err
 		}
 	}
-
-	if early == nil {
-		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	} else if doc != nil {
-		// How long a stop signal would have ended the daemon: from the old image's last handler
-		// to this image's first (docs/HANDOFF.md).
-		var window time.Duration
-		if ns, err := strconv.ParseInt(getenv(handoff.EnvQuietAt), 10, 64); err == nil {
-			window = early.At.Sub(time.Unix(0, ns))
-		}
-		log.Info("reload: signals caught in the new image", zap.Duration("fatal_window", window))
-	}
-	_ = os.Unsetenv(handoff.EnvQuietAt)
+	catchStops(sigs, early, doc, getenv, log)
 	if err := runDaemon(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc, in: in}); err != nil {
 		// The log line is the one report: runMain must not print the error again.
 		log.Error("daemon stopped with an error", zap.Error(err))

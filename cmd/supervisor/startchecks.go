@@ -81,3 +81,23 @@ func reloadPreflight(ctx context.Context, args []string, getenv func(string) str
 	fmt.Fprintf(stdout, "%s\n", b)
 	return 0
 }
+
+// checkBeforeTakeover runs startChecks in a reloaded image before it takes anything over: one
+// that failed later would end the daemon with every child it took over, so the previous binary
+// takes everything back instead. That binary, given it back, serves on whatever its checks say
+// now: it ran the daemon until the exec. It returns only when the image goes on, or with the
+// exit code when even the give-back failed.
+func checkBeforeTakeover(ctx context.Context, mt *mainThread, in *incoming, cfg runConfig, getenv func(string) string, log *zap.Logger) error {
+	if in.givenBack != "" {
+		return nil
+	}
+	err := startChecks(ctx, cfg, getenv)
+	if err == nil {
+		return nil
+	}
+	log.Error("reload: this binary cannot run the daemon; giving it back to the previous binary", zap.Error(err))
+	_ = log.Sync()
+	gerr := in.giveBack(mt, fmt.Errorf("its start checks failed: %w", err))
+	log.Error("reload: cannot give the handoff back; exiting", zap.Error(gerr))
+	return exitCode(1)
+}
