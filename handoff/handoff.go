@@ -43,6 +43,10 @@ const EnvFallbackFD = "CODEX_WARM_RELOAD_FALLBACK_FD"
 // previous binary.
 const EnvGivenBack = "CODEX_WARM_RELOAD_GIVEN_BACK"
 
+// EnvQuietAt is when (Unix nanoseconds) the previous image stopped catching stop signals before
+// its exec; the next image measures, from it, the window in which a SIGTERM ended the daemon.
+const EnvQuietAt = "CODEX_WARM_RELOAD_QUIET_AT"
+
 // maxDoc bounds the document read: pending bytes are at most a partial line per child.
 const maxDoc = 1 << 30
 
@@ -168,11 +172,23 @@ func Write(d Doc) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode handoff: %w", err)
 	}
+	return WriteRaw(b)
+}
+
+// WriteRaw is Write of a document already encoded (a handoff given back as it was read). The
+// file has mode 0: the descriptor reads it, but no process without CAP_DAC_OVERRIDE can open
+// it again through /proc/<pid>/fd, even in the moments an image is dumpable (the document
+// carries secrets).
+func WriteRaw(b []byte) (*os.File, error) {
 	fd, err := unix.MemfdCreate("codex-warm-handoff", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("handoff file: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "codex-warm-handoff")
+	if err := f.Chmod(0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("handoff file: %w", err)
+	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("write handoff: %w", err)
@@ -186,10 +202,24 @@ func Write(d Doc) (*os.File, error) {
 
 // Read decodes the document in r, refusing a version not in Readable (*VersionError).
 func Read(r io.Reader) (Doc, error) {
+	b, err := ReadRaw(r)
+	if err != nil {
+		return Doc{}, err
+	}
+	return Decode(b)
+}
+
+// ReadRaw reads an encoded document, bounded.
+func ReadRaw(r io.Reader) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r, maxDoc))
 	if err != nil {
-		return Doc{}, fmt.Errorf("read handoff: %w", err)
+		return nil, fmt.Errorf("read handoff: %w", err)
 	}
+	return b, nil
+}
+
+// Decode decodes an encoded document, refusing a version not in Readable (*VersionError).
+func Decode(b []byte) (Doc, error) {
 	var v struct {
 		Version int `json:"version"`
 	}

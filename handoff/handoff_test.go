@@ -99,3 +99,24 @@ func TestVersionsRefusedCleanly(t *testing.T) {
 		t.Fatal("FromEnv accepted a non-number")
 	}
 }
+
+// The handoff file has mode 0: its descriptor reads it, and nothing opens it again by name
+// (what /proc/<pid>/fd/<n> does) without CAP_DAC_OVERRIDE.
+func TestWriteFileHasNoMode(t *testing.T) {
+	f, err := Write(Doc{Env: map[string]string{"MOLECULE_WORKSPACE_TOKEN": "s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0 {
+		t.Fatalf("handoff file mode %v, want 0", st.Mode().Perm())
+	}
+	d, err := Read(f)
+	if err != nil || d.Env["MOLECULE_WORKSPACE_TOKEN"] != "s" {
+		t.Fatalf("read through the descriptor: %+v, %v", d, err)
+	}
+}

@@ -21,6 +21,11 @@ import (
 // reload: its inbox had stopped taking messages, so only a straggler meets it.
 var ErrReloading = errors.New("the daemon is reloading")
 
+// ErrCannotCross refuses a reload at once because a chat runs a turn that cannot be handed over
+// while it runs (see neverCrossesLocked): waiting for it would hold every other chat's messages
+// for as long.
+var ErrCannotCross = errors.New("a running turn cannot cross a reload")
+
 // ErrHandedOver is the error of a message whose turn a reload handed to the next image of the
 // daemon, or which waited behind such a turn: its caller stops waiting, and the same message
 // given again (same Input.MessageID) attaches to the turn in the next image. Only messages with
@@ -225,7 +230,7 @@ type runningTurn struct {
 func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn, error) {
 	for {
 		s.mu.Lock()
-		var busy []string
+		var busy, cannot []string
 		var idle []*session
 		var running []runningTurn
 		for sess := range s.sessions {
@@ -239,6 +244,8 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 				idle = append(idle, sess)
 			case sess.state == StateBusy && s.handableLocked(sess.key):
 				running = append(running, runningTurn{sess: sess, job: sess.key.running, live: sess.key.live})
+			case sess.state == StateBusy && s.neverCrossesLocked(sess.key) != "":
+				cannot = append(cannot, fmt.Sprintf("chat %s: %s", sess.key.key, s.neverCrossesLocked(sess.key)))
 			default:
 				busy = append(busy, fmt.Sprintf("chat %s %s", sess.key.key, sess.state))
 			}
@@ -247,6 +254,10 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 			if s.queue.BusyLocked(key) && (s.keys[key].sess == nil || s.keys[key].sess.state == StateIdle) {
 				busy = append(busy, "chat "+key+" has work")
 			}
+		}
+		if len(cannot) > 0 {
+			s.mu.Unlock()
+			return nil, nil, fmt.Errorf("supervisor: %s: %w", joinFirst(cannot, 4), ErrCannotCross)
 		}
 		if len(busy) == 0 {
 			s.frozen = true
@@ -282,6 +293,37 @@ func (s *Supervisor) handableLocked(k *keyState) bool {
 		}
 	})
 	return ok
+}
+
+// neverCrossesLocked says why k's running turn cannot be handed over for as long as it runs
+// (its message, or one queued behind it, has no id the inbox could give again, or is a /new, or
+// a message was steered into it); "" when it can, or may once its turn id is known.
+func (s *Supervisor) neverCrossesLocked(k *keyState) string {
+	j := k.running
+	if j == nil {
+		return ""
+	}
+	switch {
+	case j.reset:
+		return "a new session is being started"
+	case j.messageID == "":
+		return "its caller cannot be handed over (an event stream, or a message without an id)"
+	}
+	if k.live != nil {
+		k.live.mu.Lock()
+		steered := len(k.live.joined)
+		k.live.mu.Unlock()
+		if steered > 0 {
+			return "a message was steered into its turn"
+		}
+	}
+	why := ""
+	s.queue.EachLocked(k.key, func(q *job) {
+		if why == "" && (q.messageID == "" || q.reset) {
+			why = "a message queued behind its turn cannot be handed over"
+		}
+	})
+	return why
 }
 
 // detachLocked keeps j for the message that attaches to it (EnqueueInput).

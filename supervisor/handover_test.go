@@ -24,19 +24,24 @@ func (c *pausableChild) Pause(context.Context) (appserver.Handover, error) {
 
 func (c *pausableChild) Resume() { c.resumed++ }
 
-// Freeze waits for the running turn; at its deadline it gives up and the pool serves on. A child
-// that cannot be paused refuses the freeze the same way.
-func TestFreezeWaitsForTurnsAndServesOnWhenRefused(t *testing.T) {
+// Freeze refuses at once (ErrCannotCross, no wait for its deadline) while a turn runs whose
+// message has no id, which could not be handed over, and the pool serves on. A child that cannot
+// be paused refuses the freeze the same way.
+func TestFreezeRefusesTurnsThatCannotCrossAndServesOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		s := newSup(t, w, nil)
 		p := submitAsync(context.Background(), s, "a", "block:g")
 		synctest.Wait()
+		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		_, err := s.Freeze(ctx)
 		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "chat a busy") {
-			t.Fatalf("Freeze during a turn: %v", err)
+		if !errors.Is(err, ErrCannotCross) || !strings.Contains(err.Error(), "chat a") {
+			t.Fatalf("Freeze during a turn that cannot cross: %v", err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("Freeze waited %s (fake clock) before refusing", waited)
 		}
 		w.open("g")
 		if _, err := p.wait(); err != nil {

@@ -161,22 +161,24 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 	}
 
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrClosed
-	}
 	if s.frozen {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("chat %s: %w", chatKey, ErrReloading)
 	}
 	if d := s.detached[in.MessageID]; in.MessageID != "" && d != nil && d.key.key == chatKey {
-		// The message's turn runs already (handed over by a reload): wait for it.
+		// The message's turn runs already (handed over by a reload): wait for it. Even while
+		// shutting down: the drain lets that turn finish, and its caller is owed its answer
+		// (a stop that came during the reload resumes the old image and drains at once).
 		delete(s.detached, in.MessageID)
 		d.handed = make(chan struct{})
 		s.mu.Unlock()
 		s.log.Info("message attached to its turn, handed over by a reload", zap.String("chat_key", chatKey),
 			zap.String("message_id", in.MessageID))
 		return &Ticket{s: s, ctx: ctx, k: d.key, j: d, handed: d.handed, start: start}, nil
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
 	}
 	if s.stops.stoppedSinceLocked(chatKey, in.Received) {
 		s.mu.Unlock()

@@ -33,9 +33,18 @@ func hardenProcess(log *zap.Logger) {
 	for _, k := range secretEnv() {
 		_ = os.Unsetenv(k)
 	}
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
-		log.Warn("could not make the daemon non-dumpable: same-user processes can read its memory and start environment", zap.Error(errno))
+	if err := nonDumpable(); err != nil {
+		log.Warn("could not make the daemon non-dumpable: same-user processes can read its memory and start environment", zap.Error(err))
 	}
+}
+
+// nonDumpable closes the process's /proc files, memory and descriptors to processes without
+// CAP_SYS_PTRACE. execve makes an image dumpable again.
+func nonDumpable() error {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // childCredential resolves --child-user to the credential codex children run with, and points
@@ -70,9 +79,9 @@ func childCredential(name string, env []string) (*syscall.Credential, []string, 
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, out, nil
 }
 
-// childEnv is the daemon's environment without secretEnv.
+// childEnv is the daemon's environment without secretEnv and serviceManagerEnv.
 func childEnv(env []string) []string {
-	secrets := secretEnv()
+	secrets := append(secretEnv(), serviceManagerEnv()...)
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")

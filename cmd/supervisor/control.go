@@ -140,7 +140,9 @@ type controlConfig struct {
 	status func() StatusDoc
 	ready  http.Handler // answers /v1/readyz
 	// reload starts a reload (POST /v1/reload) and returns its attempt number.
-	reload    func(trigger string) (int, error)
+	reload func(trigger string) (int, error)
+	// stop asks the daemon to drain and exit (POST /v1/stop), as SIGTERM does.
+	stop      func()
 	inherited *handoff.Doc // the previous image's, whose control socket is taken over
 	errs      chan<- error
 	log       *zap.Logger
@@ -201,6 +203,14 @@ func startControl(cfg controlConfig) (*controlServer, error) {
 		}
 		w.WriteHeader(http.StatusAccepted)
 		_ = json.NewEncoder(w).Encode(ReloadAnswer{Attempt: n})
+	})
+	mux.HandleFunc("POST /v1/stop", func(w http.ResponseWriter, r *http.Request) {
+		if cfg.stop == nil {
+			http.Error(w, "this daemon cannot be stopped on its control socket", http.StatusNotImplemented)
+			return
+		}
+		cfg.stop()
+		w.WriteHeader(http.StatusAccepted)
 	})
 	mux.HandleFunc("GET /v1/healthz", health.Live)
 	mux.Handle("GET /v1/readyz", cfg.ready)

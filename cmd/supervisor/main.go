@@ -6,6 +6,7 @@
 //	supervisor run      the daemon
 //	supervisor status   the live process table of a running daemon
 //	supervisor reload   replace the running daemon with the binary on disk (as SIGHUP does)
+//	supervisor stop     stop the running daemon (as SIGTERM does) and wait for its exit
 //	supervisor demo     a self-contained offline demo (mock model, real codex)
 //	supervisor doctor   check what run would use, one line per check with the fix
 //	supervisor mock-model  a mock model on loopback, to try the daemon without an account
@@ -28,6 +29,7 @@ commands:
   run         run the daemon (Molecule platform or local inbox)
   status      print the live process table of the running daemon
   reload      replace the running daemon with the binary now on disk, keeping its codex children
+  stop        stop the running daemon as SIGTERM does, and wait until it exited
   demo        run an offline demo: mock model on loopback, real codex, local inbox
   doctor      check what run would use (codex, login, state dir, listen address, platform)
   mock-model  run a mock model on loopback and print the CODEX_HOME config that uses it
@@ -62,8 +64,10 @@ func runMainOn(ctx context.Context, mt *mainThread, args []string, getenv func(s
 		err = cmdRun(ctx, mt, args[1:], getenv, stdout, stderr)
 	case "reload":
 		err = cmdReload(ctx, args[1:], getenv, stdout, stderr)
+	case "stop":
+		err = cmdStop(ctx, args[1:], getenv, stdout, stderr)
 	case reloadPreflightCmd:
-		return reloadPreflight(stdout)
+		return reloadPreflight(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
 	case "status":
 		err = cmdStatus(ctx, args[1:], getenv, stdout, stderr)
 	case "demo":

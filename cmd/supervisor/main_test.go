@@ -14,12 +14,19 @@ import (
 const daemonEnv = "CODEX_WARM_E2E_DAEMON"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(dropCapsEnv) == "1" {
+		dropCapsAndExec() // returns only on failure
+		os.Exit(3)
+	}
 	if os.Getenv(daemonEnv) == "1" {
 		// As main does: the daemon forks its children, and reloads, on the main thread.
 		mt := newMainThread()
 		os.Exit(mt.serve(func() int {
 			return runMainOn(context.Background(), mt, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 		}))
+	}
+	if pid := os.Getenv(fdReaderEnv); pid != "" {
+		os.Exit(fdReader(pid))
 	}
 	if mode := os.Getenv(hardenHelperEnv); mode != "" {
 		os.Exit(hardenHelper(mode))

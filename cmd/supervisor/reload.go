@@ -6,19 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/reload"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -30,10 +32,10 @@ const preflightTimeout = 15 * time.Second
 
 // Reload outcomes, in status and metrics.
 const (
-	reloadOK      = "ok"
-	reloadRefused = "refused"
-	reloadFailed  = "failed"
-	reloadRunning = "running"
+	reloadOK      = string(reload.OK)
+	reloadRefused = string(reload.Refused)
+	reloadFailed  = string(reload.Failed)
+	reloadRunning = string(reload.Running)
 )
 
 // ReloadInfo is the last reload in a status answer.
@@ -55,19 +57,22 @@ type ReloadInfo struct {
 	Callers  int `json:"callers"`
 }
 
-// reloadPreflight prints what a daemon checks before it re-executes into this binary.
-func reloadPreflight(stdout io.Writer) int {
-	b, _ := json.Marshal(handoff.Preflight{Program: handoff.PreflightProgram, Version: version, Readable: handoff.Readable})
-	fmt.Fprintf(stdout, "%s\n", b)
-	return 0
-}
-
-// preflightBinary runs path with the preflight subcommand and says why it cannot take over.
-func preflightBinary(ctx context.Context, path string) (handoff.Preflight, error) {
+// preflightBinary runs path with the preflight subcommand, the daemon's run flags and secrets
+// (reloadPreflight), and says why it cannot take over.
+func preflightBinary(ctx context.Context, path string, secrets map[string]string) (handoff.Preflight, error) {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(ctx, path, reloadPreflightCmd)
+	args := []string{reloadPreflightCmd}
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		args = append(args, os.Args[2:]...)
+	}
+	in, err := json.Marshal(secrets)
+	if err != nil {
+		return handoff.Preflight{}, err
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
@@ -100,6 +105,7 @@ func (d *daemon) requestReload(trigger string) (int, error) {
 	n := d.attempts
 	d.lastReload = &ReloadInfo{Attempt: n, Trigger: trigger, At: time.Now().UTC(), Outcome: reloadRunning, From: version}
 	d.reloadMu.Unlock()
+	d.notifyReloading()
 	d.reloadReq <- trigger // buffered: at most one runs
 	return n, nil
 }
@@ -120,6 +126,7 @@ func (d *daemon) endReload(outcome string, err error) {
 	d.log.Error("reload did not happen; the daemon serves on with everything it had",
 		zap.String("outcome", outcome), zap.Error(err))
 	d.reloading.Store(false)
+	d.notify(sd.SdNotifyReady)
 }
 
 // reloadInfo is a copy of the last reload, nil before the first.
@@ -134,63 +141,71 @@ func (d *daemon) reloadInfo() *ReloadInfo {
 }
 
 // reload replaces the daemon's image with the binary now at d.exe, keeping the pid, the
-// listeners and the idle warm children. It returns only when the reload did not happen: the
-// daemon then serves on as before, and the outcome is recorded.
-func (d *daemon) reload(sigs <-chan os.Signal) {
+// listeners, the warm children and the turns they run: package reload runs the sequence on the
+// steps below. It returns only when the reload did not happen: the daemon then serves on as
+// before (a stop that called it off stays in d.sigs, so the main loop drains next), and the
+// outcome is recorded.
+func (d *daemon) reload() {
 	log := d.log
-	log.Info("reload: checking the new binary", zap.String("executable", d.exe))
-	pf, err := preflightBinary(context.Background(), d.exe)
-	if err != nil {
-		d.endReload(reloadRefused, err)
-		return
-	}
-	log.Info("reload: new binary answers; quiescing", zap.String("new_version", pf.Version),
-		zap.Ints("handoff_readable", pf.Readable), zap.Duration("bound", d.cfg.DrainTimeout))
-	d.reloadMu.Lock()
-	d.lastReload.To = pf.Version
-	d.reloadMu.Unlock()
-
-	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.DrainTimeout)
-	defer cancel()
-	if err := d.stopIntake(ctx); err != nil {
-		d.startIntake()
-		d.endReload(reloadRefused, err)
-		return
-	}
-	children, err := d.sup.Freeze(ctx)
-	if err != nil {
-		if d.awaitIntake != nil {
-			_ = d.awaitIntake(context.Background())
-		}
-		d.startIntake()
-		d.endReload(reloadRefused, fmt.Errorf("the children could not be paused within %s: %w", d.cfg.DrainTimeout, err))
-		return
-	}
+	var children []supervisor.HandedChild
 	var waiting []local.Waiting
-	resume := func() {
-		d.sup.Thaw()
-		d.startIntake()
-		if d.local != nil {
+	var doc handoff.Doc
+	steps := reload.Steps{
+		Preflight: func(ctx context.Context) (string, error) {
+			log.Info("reload: checking the new binary", zap.String("executable", d.exe))
+			pf, err := preflightBinary(ctx, d.exe, d.secrets)
+			if err != nil {
+				return "", err
+			}
+			log.Info("reload: new binary answers; quiescing", zap.String("new_version", pf.Version),
+				zap.Ints("handoff_readable", pf.Readable), zap.Duration("bound", d.cfg.DrainTimeout))
+			d.reloadMu.Lock()
+			d.lastReload.To = pf.Version
+			d.reloadMu.Unlock()
+			return pf.Version, nil
+		},
+		Bound:       d.cfg.DrainTimeout,
+		StopIntake:  d.stopIntake,
+		StartIntake: d.startIntake,
+		Freeze: func(ctx context.Context) error {
+			var err error
+			children, err = d.sup.Freeze(ctx)
+			return err
+		},
+		Thaw:         d.sup.Thaw,
+		CutIntake:    d.cutIntake,
+		AwaitIntake:  d.awaitIntake,
+		PauseServers: d.pauseServers,
+		StopPending:  func() bool { return len(d.sigs) > 0 },
+		Prepare: func() error {
+			if err := d.store.Flush(); err != nil {
+				return fmt.Errorf("write sessions before the reload: %w", err)
+			}
+			var err error
+			doc, err = d.handoffDoc(children, waiting)
+			return err
+		},
+		Exec: func() error { return d.execInto(doc) },
+	}
+	if d.local != nil {
+		steps.TakeWaiting = func(ctx context.Context) error {
+			var err error
+			waiting, err = d.local.TakeWaiting(ctx)
+			return err
+		}
+		steps.GiveWaiting = func() {
 			// The callers whose connections were to cross get their answers from this image.
 			more, _ := d.local.TakeWaiting(context.Background())
 			d.local.ResumeWaiting(append(waiting, more...))
 		}
 	}
-	if d.awaitIntake != nil {
-		if err := d.awaitIntake(ctx); err != nil {
-			resume()
-			d.endReload(reloadRefused, err)
-			return
-		}
-	}
-	if d.local != nil {
-		if waiting, err = d.local.TakeWaiting(ctx); err != nil {
-			resume()
-			d.endReload(reloadRefused, err)
-			return
-		}
-	}
-	// The control socket and the metrics listener stop last: status answers all along.
+	res := reload.Run(steps)
+	d.endReload(string(res.Outcome), res.Err)
+}
+
+// pauseServers pauses the metrics listener and the control socket, last (status answers all
+// along), and returns what resumes them.
+func (d *daemon) pauseServers() func() {
 	var paused []*server
 	for _, s := range []*server{d.metricsSrv, d.controlSrv} {
 		if s == nil {
@@ -200,41 +215,47 @@ func (d *daemon) reload(sigs <-chan os.Signal) {
 		err := s.pause(sctx)
 		scancel()
 		if err != nil {
-			log.Warn("reload: a request in flight is cut by the exec", zap.Error(err))
+			d.log.Warn("reload: a request in flight is cut by the exec", zap.Error(err))
 		}
 		paused = append(paused, s)
 	}
-	resumeAll := func() {
+	return func() {
 		for _, s := range paused {
 			s.resume()
 		}
-		resume()
 	}
-	select {
-	case sig := <-sigs:
-		// A stop asked for meanwhile wins over the reload; it was taken from the channel, so
-		// it is answered here.
-		resumeAll()
-		d.endReload(reloadRefused, fmt.Errorf("%s received during the reload", sig))
-		d.stopSignal <- sig
-		return
-	default:
+}
+
+// stopDuringExec is a stop signal found at the exec's last moment: the reload is called off and
+// the daemon drains.
+type stopDuringExec struct{ n int }
+
+func (e *stopDuringExec) Error() string {
+	return fmt.Sprintf("%d stop signal(s) received at the last moment before the exec", e.n)
+}
+
+func (e *stopDuringExec) Unwrap() error { return reload.ErrStop }
+
+// quietSignals prepares the exec: SIGHUP ignored, so that the reloads asked for across it are
+// coalesced (an ignored signal stays ignored through execve, and Go keeps an inherited ignore of
+// SIGHUP until the next image's Notify), and SIGTERM and SIGINT no longer caught, so that one
+// sent from now on ends this image by the default action (not caught by a handler the exec
+// discards: lost). signal.Stop returns once every signal delivered before it is in d.sigs: a
+// stop found there after it calls the reload off (*stopDuringExec). loudSignals undoes it.
+func (d *daemon) quietSignals() error {
+	signal.Ignore(syscall.SIGHUP)
+	signal.Stop(d.sigs)
+	if n := len(d.sigs); n > 0 {
+		d.loudSignals()
+		return &stopDuringExec{n: n}
 	}
-	if err := d.store.Flush(); err != nil {
-		resumeAll()
-		d.endReload(reloadRefused, fmt.Errorf("write sessions before the reload: %w", err))
-		return
-	}
-	doc, err := d.handoffDoc(children, waiting)
-	if err != nil {
-		resumeAll()
-		d.endReload(reloadRefused, err)
-		return
-	}
-	err = d.execInto(doc)
-	// Still here: the exec failed.
-	resumeAll()
-	d.endReload(reloadFailed, err)
+	return nil
+}
+
+// loudSignals catches the daemon's signals again after an exec that did not happen.
+func (d *daemon) loudSignals() {
+	signal.Notify(d.hups, syscall.SIGHUP)
+	signal.Notify(d.sigs, syscall.SIGTERM, syscall.SIGINT)
 }
 
 // handoffDoc describes what the next image takes over.
@@ -351,8 +372,16 @@ func (d *daemon) execInto(doc handoff.Doc) error {
 	d.log.Info("reload: handing over and re-executing", zap.String("executable", d.exe),
 		zap.Int("children", len(doc.Children)), zap.Int("listeners", len(doc.Listeners)))
 	_ = d.log.Sync()
+	if err := d.quietSignals(); err != nil {
+		handoff.Reclaim(fds...)
+		return err
+	}
+	// From here until the next image's first handler, a stop signal ends the daemon: the next
+	// image logs how long that lasted.
+	env = append(env, fmt.Sprintf("%s=%d", handoff.EnvQuietAt, time.Now().UnixNano()))
 	var execErr error
 	d.mt.do(func() { execErr = syscall.Exec(d.exe, os.Args, env) })
+	d.loudSignals()
 	handoff.Reclaim(fds...)
 	return fmt.Errorf("exec %s: %w", d.exe, execErr)
 }
@@ -408,8 +437,8 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 
 // incoming is what a reloaded image received from the previous one.
 type incoming struct {
-	doc  *handoff.Doc // nil when it could not be read
-	file *os.File     // the handoff, kept for a give-back until the image takes over
+	doc *handoff.Doc // nil when it could not be read
+	raw []byte       // the handoff as read, kept for a give-back until the image takes over
 	// fallback is the previous image's executable (nil: none); givenBack is the reason a next
 	// image gave the handoff back, when this image is the previous binary again.
 	fallback  *os.File
@@ -424,7 +453,10 @@ func readHandoff(getenv func(string) string) (*incoming, error) {
 	if !ok {
 		return nil, nil
 	}
-	in := &incoming{file: f, givenBack: getenv(handoff.EnvGivenBack)}
+	// The handoff carries secrets: the image is closed to same-user processes before it reads
+	// anything (execve made it dumpable; hardenProcess, later, is for a first start).
+	derr := nonDumpable()
+	in := &incoming{givenBack: getenv(handoff.EnvGivenBack)}
 	if v := getenv(handoff.EnvFallbackFD); v != "" {
 		if fd, err := strconv.Atoi(v); err == nil && fd > 2 {
 			syscall.CloseOnExec(fd)
@@ -437,10 +469,21 @@ func readHandoff(getenv func(string) string) (*incoming, error) {
 	if err != nil {
 		return in, err
 	}
-	doc, err := handoff.Read(f)
+	in.raw, err = handoff.ReadRaw(f)
+	_ = f.Close()
 	if err != nil {
 		return in, err
 	}
+	if derr != nil {
+		return in, fmt.Errorf("make the new image non-dumpable before it reads the handoff: %w", derr)
+	}
+	doc, err := handoff.Decode(in.raw)
+	if err != nil {
+		return in, err
+	}
+	// Every descriptor handed over is close-on-exec again before anything forks (a codex
+	// child, the login check): the image takes each of them later.
+	handoff.Reclaim(doc.FDs()...)
 	for k, v := range doc.Env {
 		_ = os.Setenv(k, v)
 	}
@@ -460,11 +503,20 @@ func (in *incoming) giveBack(mt *mainThread, why error) error {
 			_ = os.Unsetenv(k) // the previous binary reads them from the handoff again
 		}
 	}
-	if _, err := in.file.Seek(0, io.SeekStart); err != nil {
+	if in.raw == nil {
+		return errors.New("the handoff could not be read: nothing to give back")
+	}
+	f, err := handoff.WriteRaw(in.raw)
+	if err != nil {
 		return err
 	}
-	fd := rawFD(in.file)
-	if err := handoff.Inherit(fd); err != nil {
+	defer f.Close()
+	fd := rawFD(f)
+	fds := []int{fd}
+	if in.doc != nil {
+		fds = append(fds, in.doc.FDs()...)
+	}
+	if err := handoff.Inherit(fds...); err != nil {
 		return err
 	}
 	env := append(os.Environ(), fmt.Sprintf("%s=%d", handoff.EnvFD, fd), handoff.EnvGivenBack+"="+why.Error())
@@ -473,7 +525,7 @@ func (in *incoming) giveBack(mt *mainThread, why error) error {
 	if in.doc != nil && len(in.doc.Args) > 0 {
 		args = in.doc.Args // what the previous binary ran with, which this one may have refused
 	}
-	var err error
+	signal.Ignore(syscall.SIGHUP) // a reload asked for meanwhile is coalesced, as in a reload
 	mt.do(func() { err = syscall.Exec(path, args, env) })
 	return fmt.Errorf("exec the previous executable %s: %w", path, err)
 }
@@ -483,7 +535,7 @@ func (in *incoming) taken() {
 	if in == nil {
 		return
 	}
-	_ = in.file.Close()
+	in.raw = nil
 	if in.fallback != nil {
 		_ = in.fallback.Close()
 	}

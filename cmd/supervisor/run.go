@@ -15,9 +15,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
@@ -34,11 +34,9 @@ import (
 )
 
 func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	// SIGHUP reloads (systemd's ExecReload=); Go's default for it would end the daemon, so it is
-	// taken first: a reloaded image may be sent the next one at once.
-	hups := make(chan os.Signal, 1)
-	signal.Notify(hups, syscall.SIGHUP)
+	hups, sigs, early := takeSignals()
 	defer signal.Stop(hups)
+	defer signal.Stop(sigs)
 	// First: a reloaded daemon's handoff carries the secret variables its configuration reads.
 	in, herr := readHandoff(getenv)
 	flagOut := stderr
@@ -77,11 +75,11 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 	var doc *handoff.Doc
 	if in != nil {
 		doc = in.doc
+		if err := checkBeforeTakeover(ctx, mt, in, cfg, getenv, log); err != nil {
+			return err
+		}
 	}
-
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
+	catchStops(sigs, early, doc, getenv, log)
 	if err := runDaemon(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc, in: in}); err != nil {
 		// The log line is the one report: runMain must not print the error again.
 		log.Error("daemon stopped with an error", zap.Error(err))
@@ -124,12 +122,20 @@ type daemon struct {
 	// awaitIntake, when set, waits (until ctx is done) for an intake stopIntake stopped
 	// without waiting: one whose waiting callers the freeze lets go (ErrHandedOver).
 	awaitIntake func(ctx context.Context) error
-	reloadReq   chan string    // a requested reload, for the main loop
-	stopSignal  chan os.Signal // a stop signal a reload took from sigs
-	reloading   atomic.Bool
-	reloadMu    sync.Mutex
-	attempts    int
-	lastReload  *ReloadInfo
+	// cutIntake, when set, makes a stop of the intake awaited after a refused freeze return
+	// without waiting for its requests in flight (an event stream goes on by itself).
+	cutIntake func()
+	reloadReq chan string        // a requested reload, for the main loop
+	givenBack bool               // this image took the daemon back from a next image that could not run it
+	alive     chan chan struct{} // the watchdog's checks, answered by the main loop
+	stopAsked atomic.Bool        // a stop came on the control socket
+	// sigs and hups are the daemon's signal channels: the exec stops them, a failed one
+	// takes them up again.
+	sigs, hups chan os.Signal
+	reloading  atomic.Bool
+	reloadMu   sync.Mutex
+	attempts   int
+	lastReload *ReloadInfo
 }
 
 // daemonRun is what runDaemon runs with.
@@ -138,7 +144,7 @@ type daemonRun struct {
 	getenv func(string) string
 	log    *zap.Logger
 	// sigs stop the daemon (a second one cuts the drain short); hups reload it.
-	sigs, hups <-chan os.Signal
+	sigs, hups chan os.Signal
 	mt         *mainThread
 	handoff    *handoff.Doc // the previous image's, when reloaded
 	in         *incoming
@@ -218,8 +224,8 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	if err := checkChildUserAtStart(ctx, cfg, cred, bin, env, log); err != nil {
 		return err
 	}
-	d := &daemon{cfg: cfg, log: log, mt: r.mt, secrets: secrets, lock: lock,
-		reloadReq: make(chan string, 1), stopSignal: make(chan os.Signal, 1)}
+	d := &daemon{cfg: cfg, log: log, mt: r.mt, secrets: secrets, lock: lock, sigs: r.sigs, hups: r.hups,
+		reloadReq: make(chan string, 1), alive: make(chan chan struct{})}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
 	if hdoc != nil {
 		d.exe = hdoc.Executable
@@ -232,6 +238,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 			}
 		}
 		if why := r.in.givenBack; why != "" {
+			d.givenBack = true
 			// The next binary could not take over and re-executed this one: same daemon, same
 			// children, one reload fewer.
 			d.info.Reloads--
@@ -437,11 +444,20 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		// turns the freeze hands over by handing over their connections too (an event stream
 		// is waited for).
 		var paused chan error
+		var cutPause context.CancelFunc
 		d.stopIntake = func(ctx context.Context) error {
 			paused = make(chan error, 1)
-			go func() { paused <- d.inboxSrv.pause(ctx) }()
+			pctx, cancel := context.WithCancel(ctx)
+			cutPause = cancel
+			go func() {
+				defer cancel()
+				paused <- d.inboxSrv.pause(pctx)
+			}()
 			return nil
 		}
+		// A request still in flight when a reload is refused (an event stream) goes on with
+		// its handler; the paused server stops waiting for it so the inbox serves again now.
+		d.cutIntake = func() { cutPause() }
 		d.awaitIntake = func(ctx context.Context) error {
 			select {
 			case err := <-paused:
@@ -540,7 +556,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	if err == nil {
 		d.control, err = startControl(controlConfig{dir: cfg.StateDir, status: d.status, ready: ready, log: log,
-			reload: d.requestReload, inherited: hdoc, errs: inboxErr})
+			reload: d.requestReload, stop: d.requestStop, inherited: hdoc, errs: inboxErr})
 		if err == nil {
 			d.controlSrv = d.control.srv
 		}
@@ -564,8 +580,10 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	log.Info("supervisor running", zap.String("codex_bin", bin), zap.String("state_dir", cfg.StateDir),
 		zap.String("inbox", cfg.Inbox), zap.Int("max_children", d.sup.Status().Totals.Cap))
 	d.phase.Store(phaseServing)
+	d.notify(sd.SdNotifyReady)
 
 	var hupWG sync.WaitGroup
+	hupWG.Go(func() { d.watchdog(serveCtx) })
 	hupWG.Go(func() {
 		for {
 			select {
@@ -589,16 +607,14 @@ serve:
 			log.Info("signal received; draining (send it again to stop at once)", zap.String("signal", sig.String()),
 				zap.Duration("drain_timeout", cfg.DrainTimeout))
 			break serve
-		case sig := <-d.stopSignal:
-			log.Info("signal received during a reload; draining", zap.String("signal", sig.String()),
-				zap.Duration("drain_timeout", cfg.DrainTimeout))
-			break serve
 		case runErr = <-inboxErr:
 			break serve
 		case <-ctx.Done():
 			break serve
+		case ack := <-d.alive:
+			close(ack)
 		case <-d.reloadReq:
-			d.reload(sigs) // returns only when the reload did not happen
+			d.reload() // returns only when the reload did not happen
 		}
 	}
 	if errors.Is(runErr, molecule.ErrWorkspaceDeleted) {
@@ -609,6 +625,7 @@ serve:
 		runErr = nil
 	}
 	d.phase.Store(phaseDraining)
+	d.notify(sd.SdNotifyStopping)
 	stopServing()
 	hupWG.Wait()
 

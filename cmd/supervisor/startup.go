@@ -40,7 +40,11 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 	vctx, cancel := context.WithTimeout(ctx, versionTimeout)
 	defer cancel()
 	v, err := appserver.Version(vctx, bin, env)
-	if err != nil {
+	if err != nil && d.givenBack {
+		// The next binary gave the daemon back because codex broke after the preflight: this
+		// image's children run, and it serves them rather than end them all.
+		d.log.Error("codex fails its check; serving on with the children handed back", zap.String("codex_bin", bin), zap.Error(err))
+	} else if err != nil {
 		return fmt.Errorf("check codex: %w", err)
 	}
 	d.info.CodexVersion = v

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/childproc"
+)
+
+// requestStop asks the daemon to drain and exit as SIGTERM does (POST /v1/stop). The request
+// goes where the signals go, so that a reload running meanwhile is called off by it exactly as
+// by a signal; a stop asked again is the same stop (not the second signal that cuts the drain).
+func (d *daemon) requestStop() {
+	if !d.stopAsked.CompareAndSwap(false, true) {
+		return
+	}
+	d.log.Info("stop asked on the control socket")
+	select {
+	case d.sigs <- syscall.SIGTERM:
+	default: // a stop signal is already waiting
+	}
+}
+
+// cmdStop asks the running daemon to stop (as SIGTERM does) and waits until its process is
+// gone. A service manager's ExecStop= runs it: unlike a signal, the request cannot meet the
+// moments of a reload in which a signal ends the daemon (docs/HANDOFF.md): connections wait in
+// the control socket's backlog while the image changes, and the image that answers drains.
+func cmdStop(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newCommandFlags("stop", stderr)
+	stateDir := fs.String("state-dir", defaultStateDir(getenv), "state directory of the daemon (env CODEX_CHANNEL_MOLECULE_STATE_DIR)")
+	wait := fs.Duration("wait", 5*time.Minute, "how long to wait for the daemon to exit (it lets running turns finish first, up to its --drain-timeout)")
+	if err := fs.Parse(args); err != nil {
+		return flagsError(err)
+	}
+	before, err := fetchStatus(ctx, *stateDir)
+	if errors.Is(err, errNoDaemon) {
+		fmt.Fprintf(stdout, "no daemon runs on %s\n", *stateDir)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pid := before.Daemon.PID
+	code, body, err := controlDo(ctx, *stateDir, http.MethodPost, "/v1/stop", 30*time.Second)
+	if err != nil && !errors.Is(err, errNoDaemon) {
+		return err
+	}
+	if err == nil && code != http.StatusAccepted {
+		return fmt.Errorf("stop refused: HTTP %d: %s", code, capBytes(body, 4096))
+	}
+	fmt.Fprintf(stdout, "stopping pid %d; waiting for it to exit\n", pid)
+	wctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	t := time.NewTicker(reloadPoll)
+	defer t.Stop()
+	for !processGone(pid) {
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("pid %d still runs %s after the stop (see the daemon's log)", pid, *wait)
+		case <-t.C:
+		}
+	}
+	fmt.Fprintf(stdout, "stopped: pid %d exited\n", pid)
+	return nil
+}
+
+// processGone reports whether pid no longer runs (gone, or a zombie waiting for its parent).
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	st, err := childproc.ProcFS{}.Stat(pid)
+	return err != nil || st.State == 'Z'
+}
