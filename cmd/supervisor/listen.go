@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/handoff"
 )
 
 // keptListener is a listener whose server can stop and start again without closing it: a reload
@@ -171,4 +173,12 @@ func (s *server) shutdown(ctx context.Context) error {
 	}
 	s.wg.Wait()
 	return err
+}
+
+// listen returns the listener the previous image handed over under name, else a new one.
+func listen(hdoc *handoff.Doc, name, network, addr string) (net.Listener, error) {
+	if fd, ok := inheritedFD(hdoc, name); ok {
+		return inheritedListener(fd, name)
+	}
+	return net.Listen(network, addr)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -687,14 +686,6 @@ serve:
 
 // molecule is the running Molecule inbox, nil on the local inbox.
 func (d *daemon) molecule() *molecule.Inbox { return d.mol.Load() }
-
-// listen returns the listener the previous image handed over under name, else a new one.
-func listen(hdoc *handoff.Doc, name, network, addr string) (net.Listener, error) {
-	if fd, ok := inheritedFD(hdoc, name); ok {
-		return inheritedListener(fd, name)
-	}
-	return net.Listen(network, addr)
-}
 
 // abort stops a daemon whose start failed after the supervisor was created.
 func (d *daemon) abort(err error) error {
