@@ -22,6 +22,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/cannedmodel"
+	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
@@ -322,6 +323,9 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		OptOutNotifications: []string{protocol.NotifyAgentMessageDelta},
 		Policy:              policy,
 		Logger:              log,
+		// send_file: the agent sends a file back to its chat (package chatfiles); the inbox
+		// answers it for each message.
+		DynamicTools: []protocol.DynamicToolSpec{chatfiles.Tool()},
 	}
 	if tokens != nil {
 		tmpl.Tokens = tokens
@@ -458,6 +462,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		mcfg.PeerExchanges = cfg.PeerExchanges
 		mcfg.DrainTimeout = cfg.DrainTimeout
 		mcfg.WorkDir = cfg.Cwd // uploads are saved where codex works
+		mcfg.Secrets = daemonSecrets{codexHome: codexHome, tokens: []string{cfg.InboxToken, cfg.MetricsToken}}
 		if met != nil {
 			mcfg.OnPoll = met.ObservePoll
 		}
