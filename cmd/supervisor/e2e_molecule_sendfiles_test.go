@@ -286,3 +286,20 @@ func TestE2EMoleculeSendFileSurvivesKillAfterUpload(t *testing.T) {
 	}
 	d2.stop(stopTimeout)
 }
+
+// The platform refusing the upload for good (413) does not lose the reply: it goes without the
+// file, naming it and why.
+func TestE2EMoleculeSendFileUploadRefusedKeepsTheReply(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Script: sendScript})
+	writeFile(t, filepath.Join(e.chatFolder(e.canvasKey()), "report.txt"), []byte("too big for them"))
+	e.plat.FailNext(moleculetest.RouteChatUpload, 1, http.StatusRequestEntityTooLarge)
+	d := e.start()
+	e.plat.Enqueue(moleculetest.CanvasMessage("SEND report.txt"))
+	d.waitPlatform("the reply", func() bool { return len(e.plat.Notifies()) == 1 })
+	n := e.plat.Notifies()[0]
+	if !strings.HasPrefix(n.Message, "done: ") || !strings.Contains(n.Message, "[report.txt not sent: the platform refused the upload (the reply is larger than the platform takes (413))]") || n.Attachments != nil {
+		t.Errorf("notify %+v, want the text naming the refused file and no attachments", n)
+	}
+	d.stop(stopTimeout)
+}

@@ -572,7 +572,12 @@ func (m *Inbox) sendAs(ctx context.Context, log *zap.Logger, p *pendingReply, ke
 	case routeNotify:
 		// The files are uploaded (once: their URIs are stored) before the notify names them.
 		if err := m.uploadFiles(ctx, log, p); err != nil {
-			return err
+			if !permanentDeliveryError(err) {
+				return err
+			}
+			// The platform refuses the files for good (413, 400): the reply goes without them,
+			// saying so, rather than not at all.
+			m.dropFiles(log, p, err)
 		}
 		return m.client.notify(ctx, p.Route.Workspace, key, p.Text, attachments(p.Files)...)
 	case routeA2A:

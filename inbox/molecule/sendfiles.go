@@ -252,6 +252,22 @@ func (m *Inbox) uploadFiles(ctx context.Context, log *zap.Logger, p *pendingRepl
 	return nil
 }
 
+// dropFiles takes the files out of p, whose upload the platform refused for good, and says so in
+// its text; the change is stored before the notify.
+func (m *Inbox) dropFiles(log *zap.Logger, p *pendingReply, err error) {
+	names := make([]string, 0, len(p.Files))
+	for _, f := range p.Files {
+		names = append(names, f.Name)
+	}
+	m.c.filesRefused.Add(int64(len(p.Files)))
+	log.Warn("the platform refused the reply's files for good; sending the reply without them",
+		zap.Strings("files", names), zap.String("reason", refusalReason(routeNotify, err)), zap.Error(err))
+	p.Text += "\n\n[" + strings.Join(names, ", ") + " not sent: the platform refused the upload (" + refusalReason(routeNotify, err) + ")]"
+	p.Files = nil
+	m.ledger.setPending(*p)
+	m.syncState(log, "storing the reply without the files the platform refused")
+}
+
 // uploadedFile is one file of chat/uploads' answer, and one attachment of notify.
 type uploadedFile struct {
 	URI      string `json:"uri"`
