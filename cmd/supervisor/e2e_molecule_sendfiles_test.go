@@ -303,3 +303,53 @@ func TestE2EMoleculeSendFileUploadRefusedKeepsTheReply(t *testing.T) {
 	}
 	d.stop(stopTimeout)
 }
+
+// The local inbox carries the files the agent sent in the reply's JSON, content inline, and in
+// the event stream's reply event; a refused one is named in the text.
+func TestE2ELocalInboxSendsFiles(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Local: true, Script: sendScript})
+	dir := e.chatFolder("demo")
+	chart := testPNG(t)
+	writeFile(t, filepath.Join(dir, "chart.png"), chart)
+	d := e.start()
+	c := newLocalClient(t, d)
+	r := c.send("demo", "SEND chart.png "+filepath.Join(e.codexHome, "config.toml"))
+	if len(r.Files) != 1 || r.Files[0].Name != "chart.png" || r.Files[0].MimeType != "image/png" || !bytes.Equal(r.Files[0].Data, chart) {
+		t.Errorf("files %+v, want chart.png inline", r.Files)
+	}
+	if !strings.Contains(r.Text, "config.toml not sent: it is outside this chat's folder") {
+		t.Errorf("reply %q does not name the refused file", r.Text)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, c.base+"/v1/chats/demo/messages", strings.NewReader(`{"text":"SEND chart.png"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body bytes.Buffer
+	if _, err := body.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	_, data, ok := strings.Cut(body.String(), "event: reply\ndata: ")
+	if !ok {
+		t.Fatalf("no reply event in %q", body.String())
+	}
+	data, _, _ = strings.Cut(data, "\n")
+	var ev struct {
+		Files []struct {
+			Name string `json:"name"`
+			Data []byte `json:"data"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(data), &ev); err != nil || len(ev.Files) != 1 || !bytes.Equal(ev.Files[0].Data, chart) {
+		t.Errorf("reply event files %+v (%v), want chart.png inline", ev.Files, err)
+	}
+	if f := d.status().LocalFiles; f == nil || f.Sent != 2 || f.Refused != 1 {
+		t.Errorf("status local files %+v, want 2 sent and 1 refused", f)
+	}
+	d.stop(stopTimeout)
+}

@@ -160,6 +160,10 @@ func (d *daemon) status() StatusDoc {
 		st := mol.Stats()
 		doc.Bridge = &st
 	}
+	if d.local != nil {
+		f := d.local.Files()
+		doc.LocalFiles = &f
+	}
 	d.addCodexStatus(&doc)
 	return doc
 }
@@ -400,7 +404,8 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		}
 		h, err := local.New(local.Config{Answerer: d.sup, Controls: controls, Chats: d.sup, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
-			BodyTimeout: cfg.InboxBodyTimeout, WriteTimeout: cfg.InboxWriteTimeout, Ready: ready})
+			BodyTimeout: cfg.InboxBodyTimeout, WriteTimeout: cfg.InboxWriteTimeout, Ready: ready,
+			WorkDir: workDir(cfg.Cwd), Secrets: daemonSecrets{codexHome: codexHome, tokens: []string{cfg.InboxToken, cfg.MetricsToken}}})
 		if err != nil {
 			return d.abort(err)
 		}

@@ -1,6 +1,10 @@
 package main
 
-import "github.com/molecule-ai/codex-warm/codexauth"
+import (
+	"os"
+
+	"github.com/molecule-ai/codex-warm/codexauth"
+)
 
 // daemonSecrets are the credentials the daemon holds besides the workspace token (which the
 // molecule inbox adds itself): CODEX_HOME's ChatGPT login (read afresh each time, so a refreshed
@@ -19,4 +23,14 @@ func (s daemonSecrets) Secrets() []string {
 		}
 	}
 	return out
+}
+
+// workDir is where codex works: --cwd, else the daemon's own working directory ("" when that
+// cannot be read: no files are sent then).
+func workDir(cwd string) string {
+	if cwd != "" {
+		return cwd
+	}
+	wd, _ := os.Getwd()
+	return wd
 }
