@@ -353,3 +353,35 @@ func TestE2ELocalInboxSendsFiles(t *testing.T) {
 	}
 	d.stop(stopTimeout)
 }
+
+// SIGKILL while the upload hangs: the reply was stored with its files (the copies under the
+// state directory) before delivery began, so the next run uploads them and sends the reply
+// without running codex again.
+func TestE2EMoleculeSendFileSurvivesKillBeforeUpload(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Script: sendScript})
+	dir := e.chatFolder(e.canvasKey())
+	writeFile(t, filepath.Join(dir, "report.txt"), []byte("kept"))
+	e.plat.HangNext(moleculetest.RouteChatUpload, 1)
+	d := e.start()
+	e.plat.Enqueue(moleculetest.CanvasMessage("SEND report.txt"))
+	d.waitPlatform("the upload that hangs", func() bool { return len(e.plat.CallsTo(moleculetest.RouteChatUpload)) == 1 })
+	d.kill()
+	e.plat.ClearFailures()
+	// What goes is the copy taken when the agent chose the file, not the file as it is now.
+	writeFile(t, filepath.Join(dir, "report.txt"), []byte("changed after the turn"))
+
+	d2 := e.start()
+	d2.waitPlatform("the reply", func() bool { return len(e.plat.Notifies()) == 1 })
+	ups := e.plat.ChatUploads()
+	if len(ups) != 1 || string(e.plat.UploadContent(ups[0].FileID)) != "kept" {
+		t.Fatalf("uploads %+v, want the one copy taken in the turn", ups)
+	}
+	if a := e.plat.Notifies()[0].Attachments; len(a) != 1 || a[0].URI != ups[0].URI {
+		t.Errorf("attachments %+v", a)
+	}
+	if n := len(e.mock.Requests()); n != 2 {
+		t.Errorf("%d model requests, want 2: codex not run again", n)
+	}
+	d2.stop(stopTimeout)
+}
