@@ -181,8 +181,8 @@ func outboxName(activityID string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// secrets are every credential the daemon holds: the workspace tokens (the first and every one
-// taken into use since) and Config.Secrets.
+// inboxSecrets are every credential the daemon holds: the workspace tokens (the first and every
+// one taken into use since) and Config.Secrets.
 type inboxSecrets struct{ m *Inbox }
 
 func (s inboxSecrets) Secrets() []string {
@@ -195,7 +195,7 @@ func (s inboxSecrets) Secrets() []string {
 
 func (m *Inbox) secrets() chatfiles.Secrets { return inboxSecrets{m} }
 
-// withFiles makes box's files part of p and its refusals part of the text the chat reads.
+// withFiles returns text with box's refusals added (the chat reads why), and box's files.
 func withFiles(box *sendBox, text string) (string, []sentFile) {
 	if box == nil {
 		return text, nil
