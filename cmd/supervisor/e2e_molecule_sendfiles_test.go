@@ -385,3 +385,20 @@ func TestE2EMoleculeSendFileSurvivesKillBeforeUpload(t *testing.T) {
 	}
 	d2.stop(stopTimeout)
 }
+
+// A peer send the platform refuses as too large (413) because of its files goes again without
+// them, naming them: the reply itself is not lost.
+func TestE2EMoleculeSendFileTooLargeForPeerKeepsTheReply(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Script: sendScript})
+	writeFile(t, filepath.Join(e.chatFolder("peer:peer-big"), "report.txt"), []byte("big"))
+	e.plat.FailNext(moleculetest.RouteA2A, 1, http.StatusRequestEntityTooLarge)
+	d := e.start()
+	e.plat.Enqueue(moleculetest.PeerMessage("peer-big", "SEND report.txt"))
+	d.waitPlatform("the reply", func() bool { return len(e.plat.A2ASends()) == 1 })
+	s := e.plat.A2ASends()[0]
+	if len(s.Files) != 0 || !strings.HasPrefix(s.Text, "done: ") || !strings.Contains(s.Text, "[report.txt not sent: the platform refused them as too large (413)]") {
+		t.Errorf("send %+v, want the text naming the file and no file part", s)
+	}
+	d.stop(stopTimeout)
+}

@@ -577,7 +577,7 @@ func (m *Inbox) sendAs(ctx context.Context, log *zap.Logger, p *pendingReply, ke
 			}
 			// The platform refuses the files for good (413, 400): the reply goes without them,
 			// saying so, rather than not at all.
-			m.dropFiles(log, p, err)
+			m.dropFiles(log, p, "the platform refused the upload ("+refusalReason(routeNotify, err)+")", err)
 		}
 		return m.client.notify(ctx, p.Route.Workspace, key, p.Text, attachments(p.Files)...)
 	case routeA2A:
@@ -587,9 +587,17 @@ func (m *Inbox) sendAs(ctx context.Context, log *zap.Logger, p *pendingReply, ke
 		}
 		parts, err := fileParts(p.Files)
 		if err != nil {
-			return backoff.Permanent(err)
+			m.dropFiles(log, p, "their copies cannot be read", err)
+			parts = nil
 		}
 		ans, err := m.client.a2aSend(ctx, p.Route.Workspace, messageID, key, p.InReplyTo, p.Text, parts...)
+		var he *HTTPError
+		if err != nil && len(parts) > 0 && errors.As(err, &he) && he.Status == http.StatusRequestEntityTooLarge {
+			// The files made the request too large for the platform: the next attempt goes
+			// without them, saying so, rather than the reply not at all.
+			m.dropFiles(log, p, "the platform refused them as too large (413)", err)
+			return errors.New("a2a send: the files made the reply too large (HTTP 413); sending it again without them")
+		}
 		if err != nil {
 			return err
 		}

@@ -252,17 +252,17 @@ func (m *Inbox) uploadFiles(ctx context.Context, log *zap.Logger, p *pendingRepl
 	return nil
 }
 
-// dropFiles takes the files out of p, whose upload the platform refused for good, and says so in
-// its text; the change is stored before the notify.
-func (m *Inbox) dropFiles(log *zap.Logger, p *pendingReply, err error) {
+// dropFiles takes the files out of p, which cannot go (why), and says so in its text: the reply
+// goes without them rather than not at all. The change is stored before the next attempt.
+func (m *Inbox) dropFiles(log *zap.Logger, p *pendingReply, why string, err error) {
 	names := make([]string, 0, len(p.Files))
 	for _, f := range p.Files {
 		names = append(names, f.Name)
 	}
 	m.c.filesRefused.Add(int64(len(p.Files)))
-	log.Warn("the platform refused the reply's files for good; sending the reply without them",
-		zap.Strings("files", names), zap.String("reason", refusalReason(routeNotify, err)), zap.Error(err))
-	p.Text += "\n\n[" + strings.Join(names, ", ") + " not sent: the platform refused the upload (" + refusalReason(routeNotify, err) + ")]"
+	log.Warn("the reply's files cannot go; sending the reply without them",
+		zap.Strings("files", names), zap.String("reason", why), zap.Error(err))
+	p.Text += "\n\n[" + strings.Join(names, ", ") + " not sent: " + why + "]"
 	p.Files = nil
 	m.ledger.setPending(*p)
 	m.syncState(log, "storing the reply without the files the platform refused")
