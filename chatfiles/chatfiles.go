@@ -72,11 +72,28 @@ type Limits struct {
 	MaxFileBytes int64
 }
 
-// Refusal says why a file may not leave. Path is the path as the agent named it.
+// Refusal says why a file may not leave. Path is the path as the agent named it; Kind classifies
+// the reason, Reason says it to a person.
 type Refusal struct {
 	Path   string
+	Kind   RefusalKind
 	Reason string
 }
+
+// RefusalKind classifies a Refusal.
+type RefusalKind string
+
+// Refusal kinds.
+const (
+	RefusedOutside    RefusalKind = "outside"     // not beneath the chat's folder
+	RefusedLink       RefusalKind = "link"        // a symbolic link on the way or at the end
+	RefusedMissing    RefusalKind = "missing"     // no such file
+	RefusedNotRegular RefusalKind = "not_regular" // a directory, FIFO, device, socket
+	RefusedHardLinks  RefusalKind = "hard_links"  // more than one name
+	RefusedTooLarge   RefusalKind = "too_large"   // over Limits.MaxFileBytes
+	RefusedSecret     RefusalKind = "secret"      // holds a credential of the daemon
+	RefusedOther      RefusalKind = "other"       // cannot be opened; the caller's own limits
+)
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%s not sent: %s", r.Path, r.Reason) }
 
@@ -97,18 +114,20 @@ const minSecretLen = 8
 // package doc. Whatever w got before a refusal must be thrown away by the caller. A *Refusal
 // names a file that may not leave; any other error is a failure to read it.
 func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) {
-	refuse := func(why string) (Info, error) { return Info{}, &Refusal{Path: name, Reason: why} }
+	refuse := func(kind RefusalKind, why string) (Info, error) {
+		return Info{}, &Refusal{Path: name, Kind: kind, Reason: why}
+	}
 	rel := name
 	if filepath.IsAbs(name) {
 		r, err := filepath.Rel(dir, name)
 		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-			return refuse("it is outside this chat's folder " + dir)
+			return refuse(RefusedOutside, "it is outside this chat's folder "+dir)
 		}
 		rel = r
 	}
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return refuse(fmt.Sprintf("this chat's folder %s cannot be opened: %v", dir, err))
+		return refuse(RefusedOther, fmt.Sprintf("this chat's folder %s cannot be opened: %v", dir, err))
 	}
 	defer unix.Close(dfd)
 	// O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below as not regular.
@@ -118,13 +137,13 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 	})
 	switch {
 	case errors.Is(err, unix.EXDEV):
-		return refuse("it is outside this chat's folder " + dir)
+		return refuse(RefusedOutside, "it is outside this chat's folder "+dir)
 	case errors.Is(err, unix.ELOOP):
-		return refuse("it is, or lies behind, a symbolic link")
+		return refuse(RefusedLink, "it is, or lies behind, a symbolic link")
 	case errors.Is(err, unix.ENOENT):
-		return refuse("there is no such file in this chat's folder " + dir)
+		return refuse(RefusedMissing, "there is no such file in this chat's folder "+dir)
 	case err != nil:
-		return refuse(fmt.Sprintf("it cannot be opened: %v", err))
+		return refuse(RefusedOther, fmt.Sprintf("it cannot be opened: %v", err))
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
@@ -133,11 +152,11 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 	}
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return refuse("it is not a regular file")
+		return refuse(RefusedNotRegular, "it is not a regular file")
 	case st.Nlink != 1:
-		return refuse(fmt.Sprintf("it has %d hard links (a file with another name elsewhere is not sent)", st.Nlink))
+		return refuse(RefusedHardLinks, fmt.Sprintf("it has %d hard links (a file with another name elsewhere is not sent)", st.Nlink))
 	case st.Size > lim.MaxFileBytes:
-		return refuse(fmt.Sprintf("it is %d bytes, over the limit of %d bytes a file", st.Size, lim.MaxFileBytes))
+		return refuse(RefusedTooLarge, fmt.Sprintf("it is %d bytes, over the limit of %d bytes a file", st.Size, lim.MaxFileBytes))
 	}
 	var secrets [][]byte
 	longest := 0
@@ -160,13 +179,13 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 		if k > 0 {
 			b := chunk[:k]
 			if n+int64(k) > lim.MaxFileBytes {
-				return refuse(fmt.Sprintf("it grew over the limit of %d bytes a file while being read", lim.MaxFileBytes))
+				return refuse(RefusedTooLarge, fmt.Sprintf("it grew over the limit of %d bytes a file while being read", lim.MaxFileBytes))
 			}
 			// A secret may straddle two reads: search the end of the last read with this one.
 			win := append(tail, b...)
 			for _, s := range secrets {
 				if bytes.Contains(win, s) {
-					return refuse("it contains a credential of this daemon (a token or key); files holding one are never sent")
+					return refuse(RefusedSecret, "it contains a credential of this daemon (a token or key); files holding one are never sent")
 				}
 			}
 			if keep := longest - 1; keep > 0 {

@@ -82,25 +82,28 @@ func TestCopyRefusesWhatMayNotLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(l.chat, "big.bin"), strings.Repeat("x", int(lim.MaxFileBytes)+1))
-	for name, why := range map[string]string{
-		filepath.Join(l.home, "auth.json"):                   "outside this chat's folder",
-		"../../../codex-home/auth.json":                      "outside this chat's folder",
-		"../../../state/sessions.json":                       "outside this chat's folder",
-		"passwd":                                             "symbolic link",
-		"other/uploads/f1-secret-plan.pdf":                   "symbolic link",
-		"../canvas_b-4567/uploads/f1-secret-plan.pdf":        "outside this chat's folder",
-		filepath.Join(l.other, "uploads/f1-secret-plan.pdf"): "outside this chat's folder",
-		"notes.txt":   "credential",
-		"linked.txt":  "hard links",
-		"fifo":        "not a regular file",
-		"uploads":     "not a regular file",
-		"big.bin":     "over the limit",
-		"missing.txt": "no such file",
+	for name, c := range map[string]struct {
+		kind chatfiles.RefusalKind
+		why  string
+	}{
+		filepath.Join(l.home, "auth.json"):                   {chatfiles.RefusedOutside, "outside this chat's folder"},
+		"../../../codex-home/auth.json":                      {chatfiles.RefusedOutside, "outside this chat's folder"},
+		"../../../state/sessions.json":                       {chatfiles.RefusedOutside, "outside this chat's folder"},
+		"passwd":                                             {chatfiles.RefusedLink, "symbolic link"},
+		"other/uploads/f1-secret-plan.pdf":                   {chatfiles.RefusedLink, "symbolic link"},
+		"../canvas_b-4567/uploads/f1-secret-plan.pdf":        {chatfiles.RefusedOutside, "outside this chat's folder"},
+		filepath.Join(l.other, "uploads/f1-secret-plan.pdf"): {chatfiles.RefusedOutside, "outside this chat's folder"},
+		"notes.txt":   {chatfiles.RefusedSecret, "credential"},
+		"linked.txt":  {chatfiles.RefusedHardLinks, "hard links"},
+		"fifo":        {chatfiles.RefusedNotRegular, "not a regular file"},
+		"uploads":     {chatfiles.RefusedNotRegular, "not a regular file"},
+		"big.bin":     {chatfiles.RefusedTooLarge, "over the limit"},
+		"missing.txt": {chatfiles.RefusedMissing, "no such file"},
 	} {
 		got, _, err := copyOf(l, name)
 		var r *chatfiles.Refusal
-		if !errors.As(err, &r) || !strings.Contains(r.Reason, why) || r.Path != name {
-			t.Errorf("Copy(%q) = %v; want a refusal saying %q", name, err, why)
+		if !errors.As(err, &r) || r.Kind != c.kind || !strings.Contains(r.Reason, c.why) || r.Path != name {
+			t.Errorf("Copy(%q) = %+v; want a %s refusal saying %q", name, err, c.kind, c.why)
 		}
 		if strings.Contains(got, token) {
 			t.Errorf("Copy(%q) wrote the token", name)

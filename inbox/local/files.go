@@ -75,7 +75,7 @@ func (h *Inbox) sendFileTool(chatKey string, box *fileBox, log *zap.Logger) apps
 // takeFile checks and reads the file args names; box.mu is held.
 func (h *Inbox) takeFile(dir string, box *fileBox, args chatfiles.Args) (File, error) {
 	if len(box.files) >= h.cfg.MaxFiles {
-		return File{}, &chatfiles.Refusal{Path: args.Path, Reason: fmt.Sprintf("this reply has %d files already, the most one reply takes", len(box.files))}
+		return File{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: fmt.Sprintf("this reply has %d files already, the most one reply takes", len(box.files))}
 	}
 	var buf bytes.Buffer
 	info, err := chatfiles.Copy(dir, args.Path, chatfiles.Limits{MaxFileBytes: max(h.cfg.MaxFileBytes-box.bytes, 0)}, h.cfg.Secrets, &buf)

@@ -110,7 +110,7 @@ func (m *Inbox) sendFileTool(msg message) appserver.ToolHandler {
 // and copies it to the outbox.
 func (m *Inbox) takeFile(ctx context.Context, log *zap.Logger, msg message, box *sendBox, args chatfiles.Args) (sentFile, error) {
 	refuse := func(why string) (sentFile, error) {
-		return sentFile{}, &chatfiles.Refusal{Path: args.Path, Reason: why}
+		return sentFile{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: why}
 	}
 	uploads, err := chatUploadDir(m.cfg.WorkDir, msg.ChatKey)
 	if err != nil {
@@ -150,7 +150,7 @@ func (m *Inbox) takeFile(ctx context.Context, log *zap.Logger, msg message, box 
 	var r *chatfiles.Refusal
 	if errors.As(err, &r) {
 		r.Path = args.Path
-		if msg.Route.Kind == routeA2A && strings.Contains(r.Reason, "over the limit") {
+		if msg.Route.Kind == routeA2A && r.Kind == chatfiles.RefusedTooLarge {
 			r.Reason += " (a peer gets the files of one reply inline, 11 MiB in all)"
 		}
 		return sentFile{}, r
