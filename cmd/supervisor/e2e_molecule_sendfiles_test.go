@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -399,6 +400,38 @@ func TestE2EMoleculeSendFileTooLargeForPeerKeepsTheReply(t *testing.T) {
 	s := e.plat.A2ASends()[0]
 	if len(s.Files) != 0 || !strings.HasPrefix(s.Text, "done: ") || !strings.Contains(s.Text, "[report.txt not sent: the platform refused them as too large (413)]") {
 		t.Errorf("send %+v, want the text naming the file and no file part", s)
+	}
+	d.stop(stopTimeout)
+}
+
+// A peer reply's files travel inline under the platform's 16 MiB request cap: a 10 MiB file goes
+// (13.3 MiB as base64), and of it and a 2 MiB one (the two calls run in parallel, in either
+// order) the one taken second is past the 11 MiB a reply takes: refused and named.
+func TestE2EMoleculeSendFileToPeerUnderTheRequestCap(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Script: sendScript})
+	dir := e.chatFolder("peer:peer-cap")
+	content := map[string][]byte{
+		"big.bin":  bytes.Repeat([]byte("0123456789abcdef"), 10<<20/16),
+		"more.bin": bytes.Repeat([]byte("x"), 2<<20),
+	}
+	for name, data := range content {
+		writeFile(t, filepath.Join(dir, name), data)
+	}
+	d := e.start()
+	e.plat.Enqueue(moleculetest.PeerMessage("peer-cap", "SEND big.bin more.bin"))
+	d.waitPlatform("the reply", func() bool { return len(e.plat.A2ASends()) == 1 })
+	s := e.plat.A2ASends()[0]
+	if len(s.Files) != 1 || !bytes.Equal(s.Files[0].Bytes, content[s.Files[0].Name]) {
+		t.Fatalf("%d file parts, want one of the two whole", len(s.Files))
+	}
+	other := "big.bin"
+	if s.Files[0].Name == "big.bin" {
+		other = "more.bin"
+	}
+	if !strings.Contains(s.Text, "["+other+" not sent: it is "+strconv.Itoa(len(content[other]))+" bytes, over the limit of") ||
+		!strings.Contains(s.Text, "(a peer gets the files of one reply inline, 11 MiB in all)]") {
+		t.Errorf("reply %q does not name %s as over the peer limit", s.Text, other)
 	}
 	d.stop(stopTimeout)
 }

@@ -39,6 +39,9 @@ type A2AFile struct {
 	URI      string `json:"uri"`
 }
 
+// maxA2ABody is a2a_proxy.go maxProxyRequestBody: an A2A request over 16 MiB is answered 413.
+const maxA2ABody = 16 << 20
+
 // maxChatUploadFiles is uploadPollMode's limit on the parts of one request.
 const maxChatUploadFiles = 64
 

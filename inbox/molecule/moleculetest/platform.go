@@ -612,6 +612,10 @@ func (c Call) Reply() (text, messageID string, ok bool) {
 }
 
 func (p *Platform) a2a(r *http.Request, body []byte) (int, any) {
+	if len(body) > maxA2ABody {
+		// a2a_proxy.go: the body is capped at maxProxyRequestBody, and a larger one fails loud.
+		return http.StatusRequestEntityTooLarge, map[string]any{"error": "request body too large", "truncated": true, "max_bytes": maxA2ABody}
+	}
 	var m a2aBody
 	if err := json.Unmarshal(body, &m); err != nil || m.JSONRPC != "2.0" || m.ID == "" || m.Method != "message/send" ||
 		m.Params.Message.MessageID == "" || len(m.Params.Message.Parts) == 0 {
