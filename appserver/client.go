@@ -89,9 +89,7 @@ type Config struct {
 	// endpoint), is logged in with Tokens.Login after initialize, gets every new token pushed,
 	// and its refresh requests are answered from Tokens. Nil leaves the login to codex.
 	Tokens TokenSource
-	// DynamicTools are client-defined tools offered on every thread this client starts; codex
-	// calls them with item/tool/call, answered by the running turn's TurnOptions.CallTool
-	// (tools.go). Setting them opts in to the experimental API.
+	// DynamicTools are client-defined tools offered on every thread started (tools.go).
 	DynamicTools []protocol.DynamicToolSpec
 	// WarmUpURL, when set, is the base URL of the daemon's canned model responder on loopback
 	// (package cannedmodel): the child defines WarmUpProvider pointing at it, for WarmUp.
@@ -355,8 +353,7 @@ func (c *Client) handshake(ctx context.Context) error {
 		fmt.Errorf("%w: pid %d did not answer initialize within %s", ErrHandshakeTimeout, c.pid, c.cfg.HandshakeTimeout))
 	defer cancel()
 	params := protocol.InitializeParams{ClientInfo: c.cfg.ClientInfo}
-	experimental := c.cfg.Tokens != nil || len(c.cfg.DynamicTools) > 0
-	if len(c.cfg.OptOutNotifications) > 0 || experimental {
+	if experimental := c.cfg.Tokens != nil || len(c.cfg.DynamicTools) > 0; len(c.cfg.OptOutNotifications) > 0 || experimental {
 		// Client-owned tokens and client-defined tools are part of the experimental API.
 		params.Capabilities = &protocol.InitializeCapabilities{OptOutNotificationMethods: c.cfg.OptOutNotifications,
 			ExperimentalAPI: experimental}

@@ -531,6 +531,7 @@ func (m *Inbox) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
 	switch {
 	case err == nil:
 		m.c.delivered.Add(1)
+		m.c.filesSent.Add(int64(len(p.Files)))
 		log.Info("reply delivered", zap.Int("attempts", attempts))
 	case ctx.Err() != nil:
 		log.Warn("stopping before the reply was delivered; it stays pending and is delivered by the next run", zap.Int("attempts", attempts))
@@ -546,9 +547,6 @@ func (m *Inbox) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
 		m.noteAnswer(true, err.Error())
 		log.Error("platform refused the reply for good; giving up on it", zap.String("reason", refusalReason(p.Route.Kind, err)),
 			zap.Error(err), zap.Int("attempts", attempts))
-	}
-	if err == nil {
-		m.c.filesSent.Add(int64(len(p.Files)))
 	}
 	m.ledger.markDone(p.ActivityID)
 	m.persist(log)
@@ -572,12 +570,7 @@ func (m *Inbox) sendAs(ctx context.Context, log *zap.Logger, p *pendingReply, ke
 	case routeNotify:
 		// The files are uploaded (once: their URIs are stored) before the notify names them.
 		if err := m.uploadFiles(ctx, log, p); err != nil {
-			if !permanentDeliveryError(err) {
-				return err
-			}
-			// The platform refuses the files for good (413, 400): the reply goes without them,
-			// saying so, rather than not at all.
-			m.dropFiles(log, p, "the platform refused the upload ("+refusalReason(routeNotify, err)+")", err)
+			return err
 		}
 		return m.client.notify(ctx, p.Route.Workspace, key, p.Text, attachments(p.Files)...)
 	case routeA2A:
@@ -585,21 +578,10 @@ func (m *Inbox) sendAs(ctx context.Context, log *zap.Logger, p *pendingReply, ke
 		if messageID == "" {
 			messageID = key
 		}
-		parts, err := fileParts(p.Files)
-		if err != nil {
-			m.dropFiles(log, p, "their copies cannot be read", err)
-			parts = nil
-		}
+		parts := m.peerFileParts(log, p)
 		ans, err := m.client.a2aSend(ctx, p.Route.Workspace, messageID, key, p.InReplyTo, p.Text, parts...)
-		var he *HTTPError
-		if err != nil && len(parts) > 0 && errors.As(err, &he) && he.Status == http.StatusRequestEntityTooLarge {
-			// The files made the request too large for the platform: the next attempt goes
-			// without them, saying so, rather than the reply not at all.
-			m.dropFiles(log, p, "the platform refused them as too large (413)", err)
-			return errors.New("a2a send: the files made the reply too large (HTTP 413); sending it again without them")
-		}
 		if err != nil {
-			return err
+			return m.peerSendFailed(log, p, len(parts) > 0, err)
 		}
 		if ans.rpcErr != "" {
 			log.Warn("the platform accepted the reply but the peer answered with an error; not retrying", zap.String("rpc_error", ans.rpcErr))

@@ -213,10 +213,43 @@ func (m *Inbox) removeOutbox(activityID string) {
 	_ = os.RemoveAll(filepath.Join(m.cfg.StateDir, outboxDirName, outboxName(activityID)))
 }
 
-// uploadFiles uploads p's files that have no URI yet in one chat/uploads request and stores the
+// uploadFiles uploads p's files that have no URI yet (uploadNew). An upload the platform refuses
+// for good (413, 400) does not cost the reply: the files are dropped from it, saying so.
+func (m *Inbox) uploadFiles(ctx context.Context, log *zap.Logger, p *pendingReply) error {
+	err := m.uploadNew(ctx, log, p)
+	if err != nil && permanentDeliveryError(err) {
+		m.dropFiles(log, p, "the platform refused the upload ("+refusalReason(routeNotify, err)+")", err)
+		return nil
+	}
+	return err
+}
+
+// peerFileParts are p's files as A2A file parts; copies that cannot be read are dropped from the
+// reply, saying so.
+func (m *Inbox) peerFileParts(log *zap.Logger, p *pendingReply) []any {
+	parts, err := fileParts(p.Files)
+	if err != nil {
+		m.dropFiles(log, p, "their copies cannot be read", err)
+		return nil
+	}
+	return parts
+}
+
+// peerSendFailed is the error of a failed A2A send of p. A send with files that the platform
+// refused as too large (413) goes again without them, saying so, rather than not at all.
+func (m *Inbox) peerSendFailed(log *zap.Logger, p *pendingReply, withFiles bool, err error) error {
+	var he *HTTPError
+	if !withFiles || !errors.As(err, &he) || he.Status != http.StatusRequestEntityTooLarge {
+		return err
+	}
+	m.dropFiles(log, p, "the platform refused them as too large (413)", err)
+	return errors.New("a2a send: the files made the reply too large (HTTP 413); sending it again without them")
+}
+
+// uploadNew uploads p's files that have no URI yet in one chat/uploads request and stores the
 // URIs in the ledger (written) before the caller's notify: a notify that fails, or a crash
 // after the upload, never uploads them again.
-func (m *Inbox) uploadFiles(ctx context.Context, log *zap.Logger, p *pendingReply) error {
+func (m *Inbox) uploadNew(ctx context.Context, log *zap.Logger, p *pendingReply) error {
 	var todo []int
 	for i, f := range p.Files {
 		if f.URI == "" {
