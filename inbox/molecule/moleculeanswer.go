@@ -138,6 +138,8 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 		((oc == chat.OutcomeBusy || oc == chat.OutcomeModelUnreachable || oc == chat.OutcomeUsageLimit) && ctx.Err() != nil) {
 		m.c.abandoned.Add(1)
 		log.Info("stopping before the message was answered; it will be answered after the restart", zap.Error(err))
+		m.takeBox(msg.ActivityID) // its files go with the answer the next run gives
+		m.removeOutbox(msg.ActivityID)
 		return nil, false
 	}
 	m.c.answered.Add(1)
