@@ -125,6 +125,27 @@ var (
 )
 
 // bridgeCollector reads the Molecule inbox's counters at scrape time.
+var (
+	descFilesSent    = desc("local_files_sent_total", "Files the agents sent with the local inbox's replies (send_file).")
+	descFilesRefused = desc("local_files_refused_total", "Files the agents named with send_file on the local inbox that may not leave.")
+)
+
+// filesCollector reports the local inbox's file counts.
+type filesCollector struct {
+	files func() (sent, refused int64)
+}
+
+func (c *filesCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descFilesSent
+	ch <- descFilesRefused
+}
+
+func (c *filesCollector) Collect(ch chan<- prometheus.Metric) {
+	sent, refused := c.files()
+	ch <- prometheus.MustNewConstMetric(descFilesSent, prometheus.CounterValue, float64(sent))
+	ch <- prometheus.MustNewConstMetric(descFilesRefused, prometheus.CounterValue, float64(refused))
+}
+
 type bridgeCollector struct {
 	stats func() molecule.Stats
 }

@@ -313,7 +313,7 @@ func TestE2ELocalInboxSendsFiles(t *testing.T) {
 	dir := e.chatFolder("demo")
 	chart := testPNG(t)
 	writeFile(t, filepath.Join(dir, "chart.png"), chart)
-	d := e.start()
+	d := e.start("--metrics-listen", "127.0.0.1:0")
 	c := newLocalClient(t, d)
 	r := c.send("demo", "SEND chart.png "+filepath.Join(e.codexHome, "config.toml"))
 	if len(r.Files) != 1 || r.Files[0].Name != "chart.png" || r.Files[0].MimeType != "image/png" || !bytes.Equal(r.Files[0].Data, chart) {
@@ -351,6 +351,10 @@ func TestE2ELocalInboxSendsFiles(t *testing.T) {
 	}
 	if f := d.status().LocalFiles; f == nil || f.Sent != 2 || f.Refused != 1 {
 		t.Errorf("status local files %+v, want 2 sent and 1 refused", f)
+	}
+	f := scrapeMetrics(t, d.ready.Daemon.MetricsListen, "")
+	if sent, refused := f.MustValue(t, "codex_warm_local_files_sent_total", nil), f.MustValue(t, "codex_warm_local_files_refused_total", nil); sent != 2 || refused != 1 {
+		t.Errorf("metrics count %v files sent and %v refused, want 2 and 1", sent, refused)
 	}
 	d.stop(stopTimeout)
 }

@@ -306,6 +306,15 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		if cfg.Inbox == "molecule" {
 			// The inbox is set before the metrics listener starts.
 			mc.Bridge = func() molecule.Stats { return d.molecule().Stats() }
+		} else {
+			// So is the local inbox.
+			mc.Files = func() (int64, int64) {
+				if d.local == nil {
+					return 0, 0
+				}
+				f := d.local.Files()
+				return f.Sent, f.Refused
+			}
 		}
 		met = metrics.New(mc)
 		onTurn = met.ObserveTurn
