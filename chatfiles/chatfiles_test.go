@@ -121,6 +121,20 @@ func TestCopyFindsASecretAcrossReads(t *testing.T) {
 	}
 }
 
+func TestFromWorkDir(t *testing.T) {
+	for in, want := range map[string]string{
+		".chats/c-1/a.txt":   "/w/.chats/c-1/a.txt",
+		"./.chats/c-1/a.txt": "/w/.chats/c-1/a.txt",
+		"a.txt":              "a.txt",
+		"/abs/a.txt":         "/abs/a.txt",
+		"../.chats/x":        "../.chats/x",
+	} {
+		if got := chatfiles.FromWorkDir("/w", in); got != want {
+			t.Errorf("FromWorkDir(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestParseArgs(t *testing.T) {
 	a, err := chatfiles.ParseArgs([]byte(`{"path":"a.png","caption":"the chart"}`))
 	if err != nil || a.Path != "a.png" || a.Caption != "the chart" {

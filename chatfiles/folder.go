@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"path/filepath"
 	"regexp"
+	"strings"
 )
 
 // ChatsDirName is the folder of the working directory that holds one folder per chat.
@@ -27,4 +28,14 @@ func DirName(chatKey string) string {
 // its uploads are saved and the only place files are sent from.
 func Folder(workDir, chatKey string) string {
 	return filepath.Join(workDir, ChatsDirName, DirName(chatKey))
+}
+
+// FromWorkDir is path as Copy takes it: a relative path that starts with .chats/ is named from
+// the working directory (where codex works), so it becomes absolute; any other path is left as
+// it is (relative: from the chat's folder).
+func FromWorkDir(workDir, path string) string {
+	if !filepath.IsAbs(path) && strings.HasPrefix(filepath.Clean(path), ChatsDirName+"/") {
+		return filepath.Join(workDir, path)
+	}
+	return path
 }

@@ -78,7 +78,7 @@ func (h *Inbox) takeFile(dir string, box *fileBox, args chatfiles.Args) (File, e
 		return File{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: fmt.Sprintf("this reply has %d files already, the most one reply takes", len(box.files))}
 	}
 	var buf bytes.Buffer
-	info, err := chatfiles.Copy(dir, args.Path, chatfiles.Limits{MaxFileBytes: max(h.cfg.MaxFileBytes-box.bytes, 0)}, h.cfg.Secrets, &buf)
+	info, err := chatfiles.Copy(dir, chatfiles.FromWorkDir(h.cfg.WorkDir, args.Path), chatfiles.Limits{MaxFileBytes: max(h.cfg.MaxFileBytes-box.bytes, 0)}, h.cfg.Secrets, &buf)
 	var r *chatfiles.Refusal
 	if errors.As(err, &r) {
 		return File{}, r

@@ -117,10 +117,7 @@ func (m *Inbox) takeFile(ctx context.Context, log *zap.Logger, msg message, box 
 		return refuse("this chat has no folder to send files from: " + err.Error())
 	}
 	dir := filepath.Dir(uploads)
-	path := args.Path
-	if !filepath.IsAbs(path) && strings.HasPrefix(filepath.Clean(path), chatsDirName+"/") {
-		path = filepath.Join(m.cfg.WorkDir, path) // named from the working directory
-	}
+	path := chatfiles.FromWorkDir(m.cfg.WorkDir, args.Path)
 	lim := m.limits(ctx, log)
 	perFile, most := lim.perFile, lim.maxAttachments
 	box.mu.Lock()
