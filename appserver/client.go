@@ -89,6 +89,8 @@ type Config struct {
 	// endpoint), is logged in with Tokens.Login after initialize, gets every new token pushed,
 	// and its refresh requests are answered from Tokens. Nil leaves the login to codex.
 	Tokens TokenSource
+	// DynamicTools are client-defined tools offered on every thread started (tools.go).
+	DynamicTools []protocol.DynamicToolSpec
 	// WarmUpURL, when set, is the base URL of the daemon's canned model responder on loopback
 	// (package cannedmodel): the child defines WarmUpProvider pointing at it, for WarmUp.
 	WarmUpURL string
@@ -351,10 +353,10 @@ func (c *Client) handshake(ctx context.Context) error {
 		fmt.Errorf("%w: pid %d did not answer initialize within %s", ErrHandshakeTimeout, c.pid, c.cfg.HandshakeTimeout))
 	defer cancel()
 	params := protocol.InitializeParams{ClientInfo: c.cfg.ClientInfo}
-	if len(c.cfg.OptOutNotifications) > 0 || c.cfg.Tokens != nil {
-		// Client-owned tokens are part of the experimental API.
+	if experimental := c.cfg.Tokens != nil || len(c.cfg.DynamicTools) > 0; len(c.cfg.OptOutNotifications) > 0 || experimental {
+		// Client-owned tokens and client-defined tools are part of the experimental API.
 		params.Capabilities = &protocol.InitializeCapabilities{OptOutNotificationMethods: c.cfg.OptOutNotifications,
-			ExperimentalAPI: c.cfg.Tokens != nil}
+			ExperimentalAPI: experimental}
 	}
 	var res protocol.InitializeResult
 	if err := c.call(hctx, protocol.MethodInitialize, params, &res); err != nil {

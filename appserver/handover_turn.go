@@ -259,7 +259,7 @@ func (c *Client) ResumeTurn(ctx context.Context, opts TurnOptions) (*TurnResult,
 	defer stopAskOnFailure()
 	log := c.logger().With(zap.String("thread", t.threadID), zap.String("turn", t.id))
 	t.mu.Lock()
-	t.onNotif, t.approve, t.askCtx = opts.OnNotification, opts.Approve, askCtx
+	t.onNotif, t.approve, t.callTool, t.askCtx = opts.OnNotification, opts.Approve, opts.CallTool, askCtx
 	deferred := t.deferred
 	t.deferred, t.adopted = nil, false
 	sofar := len(t.notifs)

@@ -55,6 +55,7 @@ func (c *Client) StartThread(ctx context.Context, opts ThreadOptions) (threadID 
 		Model:                 opts.Model,
 		BaseInstructions:      opts.BaseInstructions,
 		DeveloperInstructions: opts.DeveloperInstructions,
+		DynamicTools:          c.cfg.DynamicTools,
 	}, &res)
 	if err != nil {
 		return "", fmt.Errorf("start thread: %w", err)

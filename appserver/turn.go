@@ -33,6 +33,9 @@ type TurnOptions struct {
 	// It is called from a goroutine of its own, so it may wait for a person; its context ends
 	// with the turn. Nil declines them.
 	Approve Approver
+	// CallTool answers the turn's calls of client-defined tools (Config.DynamicTools). It is
+	// called from a goroutine of its own; its context ends with the turn. Nil refuses them.
+	CallTool ToolHandler
 }
 
 // TurnResult is the raw outcome of one turn: what codex reported, undigested. The reply text,
@@ -149,7 +152,7 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	}
 	log := c.logger().With(zap.String("thread", threadID))
 
-	t := &turnState{threadID: threadID, onNotif: opts.OnNotification, approve: opts.Approve,
+	t := &turnState{threadID: threadID, onNotif: opts.OnNotification, approve: opts.Approve, callTool: opts.CallTool,
 		done: make(chan struct{}), startedCh: make(chan struct{}), started: time.Now()}
 	// An approval waiting for a person ends with the turn: with RunTurn's ctx (a watchdog, a
 	// stop), when RunTurn returns, or when the child fails.
@@ -375,7 +378,8 @@ type turnState struct {
 	threadID string
 	onNotif  func(protocol.Notification)
 	approve  Approver
-	askCtx   context.Context // the Approver's: ends with the turn
+	callTool ToolHandler
+	askCtx   context.Context // the Approver's and the ToolHandler's: ends with the turn
 	done     chan struct{}   // closed by finish
 	// startedCh is closed when the turn's turn/started arrived: codex has registered the turn
 	// and takes turn/interrupt for it (see Client.interrupt).
@@ -600,6 +604,10 @@ func (c *Client) answer(req *jsonrpc2.Request) {
 	log := c.logger().With(zap.String("method", req.Method), zap.Stringer("id", req.ID))
 	if req.Method == protocol.RequestChatGPTTokensRefresh && c.cfg.Tokens != nil {
 		c.answerTokenRefresh(req, log)
+		return
+	}
+	if req.Method == protocol.RequestDynamicToolCall && len(c.cfg.DynamicTools) > 0 {
+		c.callTool(req, log)
 		return
 	}
 	if c.cfg.Policy.asks(req.Method) && c.ask(req, log) {

@@ -102,6 +102,8 @@ var bridgeCounters = []struct {
 	{desc("molecule_delivery_failures_total", "Replies given up on because the platform refused them for good."), func(s molecule.Stats) int64 { return s.DeliveryFailed }},
 	{desc("molecule_delivery_unknown_total", "Replies given up on after two sends whose answers were lost (a third copy could be a third bubble)."), func(s molecule.Stats) int64 { return s.DeliveryUnknown }},
 	{desc("molecule_peer_capped_total", "Peer messages not answered: automatic exchanges in a row with that peer reached --peer-exchanges."), func(s molecule.Stats) int64 { return s.PeerCapped }},
+	{desc("molecule_files_sent_total", "Files the agent sent to the chat (send_file) that the platform took with a reply."), func(s molecule.Stats) int64 { return s.FilesSent }},
+	{desc("molecule_files_refused_total", "Files the agent named with send_file that may not leave (outside the chat's folder, a link, a credential inside, over a limit)."), func(s molecule.Stats) int64 { return s.FilesRefused }},
 	{desc("molecule_poison_rows_total", "Activity rows that cannot be answered and were moved past."), func(s molecule.Stats) int64 { return s.Poison }},
 	{desc("molecule_duplicates_total", "Activity rows seen again and skipped."), func(s molecule.Stats) int64 { return s.Duplicates }},
 	{desc("molecule_busy_retries_total", "Messages the pool answered busy that were tried again later."), func(s molecule.Stats) int64 { return s.BusyRetries }},
@@ -123,6 +125,27 @@ var (
 )
 
 // bridgeCollector reads the Molecule inbox's counters at scrape time.
+var (
+	descFilesSent    = desc("local_files_sent_total", "Files the agents sent with the local inbox's replies (send_file).")
+	descFilesRefused = desc("local_files_refused_total", "Files the agents named with send_file on the local inbox that may not leave.")
+)
+
+// filesCollector reports the local inbox's file counts.
+type filesCollector struct {
+	files func() (sent, refused int64)
+}
+
+func (c *filesCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descFilesSent
+	ch <- descFilesRefused
+}
+
+func (c *filesCollector) Collect(ch chan<- prometheus.Metric) {
+	sent, refused := c.files()
+	ch <- prometheus.MustNewConstMetric(descFilesSent, prometheus.CounterValue, float64(sent))
+	ch <- prometheus.MustNewConstMetric(descFilesRefused, prometheus.CounterValue, float64(refused))
+}
+
 type bridgeCollector struct {
 	stats func() molecule.Stats
 }

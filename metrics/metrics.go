@@ -59,6 +59,9 @@ type Config struct {
 	// Bridge reads the Molecule inbox's counters (molecule.Inbox.Stats); nil without one, and
 	// its metrics are then left out.
 	Bridge func() molecule.Stats
+	// Files reads the files the local inbox's replies carried and refused (local.Inbox.Files);
+	// nil leaves their metrics out (the Molecule inbox counts them in Bridge).
+	Files func() (sent, refused int64)
 	// Limits reads the account's usage limits (supervisor.Supervisor.Limits); nil leaves their
 	// metrics out.
 	Limits func() supervisor.LimitStatus
@@ -121,6 +124,9 @@ func New(cfg Config) *Metrics {
 	}
 	if cfg.Limits != nil {
 		m.reg.MustRegister(&limitsCollector{limits: cfg.Limits})
+	}
+	if cfg.Files != nil {
+		m.reg.MustRegister(&filesCollector{files: cfg.Files})
 	}
 	if cfg.Bridge != nil {
 		m.pollDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "molecule_poll_duration_seconds",

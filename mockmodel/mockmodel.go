@@ -136,6 +136,9 @@ const (
 	KeywordFail  = "FAIL"
 	KeywordShell = "SHELL"
 	KeywordSlow  = "SLOW"
+	// KeywordSendFile ("SEND_FILE <path>") makes the model call the send_file tool the daemon
+	// offers (package chatfiles) with that path.
+	KeywordSendFile = "SEND_FILE"
 )
 
 // ShellCommand is the command the default script asks codex to run for KeywordShell.
@@ -147,6 +150,7 @@ const SlowLatency = 2 * time.Second
 // DefaultScript is the reply policy used when Config.Script is nil:
 //   - a tool-call follow-up (HasToolOutput) → "tool said: <output>"
 //   - "HANG" → Hang; "FAIL" → HTTP 500; "SHELL" → exec_command ShellCommand;
+//     "SEND_FILE <path>" → send_file with that path;
 //     "SLOW" → the default text after SlowLatency
 //   - otherwise "reply #<len(UserTexts)>: <LastUserText>", which lets tests prove that codex
 //     sent the conversation history.
@@ -165,6 +169,11 @@ func DefaultScript(req Request) Reply {
 		// `bash -lc`, which sources ~/.profile and friends).
 		args, _ := json.Marshal(map[string]any{"cmd": ShellCommand, "login": false})
 		return Reply{ToolCall: &ToolCall{Name: "exec_command", Arguments: string(args)}}
+	case strings.Contains(last, KeywordSendFile+" "):
+		_, rest, _ := strings.Cut(last, KeywordSendFile+" ")
+		path, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		args, _ := json.Marshal(map[string]string{"path": path})
+		return Reply{ToolCall: &ToolCall{Name: "send_file", Arguments: string(args)}}
 	case strings.Contains(last, KeywordSlow):
 		return Reply{Text: DefaultText(req), Latency: SlowLatency}
 	}

@@ -56,6 +56,9 @@ const (
 	// RequestChatGPTTokensRefresh asks the client for new ChatGPT tokens after the model
 	// rejected the ones it gave (a 401). codex waits 10 s for the answer, then fails the turn.
 	RequestChatGPTTokensRefresh = "account/chatgptAuthTokens/refresh"
+	// RequestDynamicToolCall calls a client-defined tool (ThreadStartParams.DynamicTools) of
+	// the thread; the client answers with a DynamicToolCallResponse. Experimental API.
+	RequestDynamicToolCall = "item/tool/call"
 )
 
 // Turn statuses as reported in turn.status.
@@ -172,6 +175,39 @@ type ThreadStartParams struct {
 	DeveloperInstructions string          `json:"developerInstructions,omitempty"`
 	Config                json.RawMessage `json:"config,omitempty"`
 	Ephemeral             bool            `json:"ephemeral,omitempty"`
+	// DynamicTools are tools the client defines and answers itself (item/tool/call). They need
+	// the experimental API (InitializeCapabilities.ExperimentalAPI).
+	DynamicTools []DynamicToolSpec `json:"dynamicTools,omitempty"`
+}
+
+// DynamicToolSpec is one client-defined function tool of thread/start.
+type DynamicToolSpec struct {
+	Type        string          `json:"type"` // "function"
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+// DynamicToolCallParams are the params of item/tool/call.
+type DynamicToolCallParams struct {
+	ThreadID  string          `json:"threadId"`
+	TurnID    string          `json:"turnId"`
+	CallID    string          `json:"callId"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// DynamicToolCallResponse answers item/tool/call: what the model is told, and whether the call
+// succeeded.
+type DynamicToolCallResponse struct {
+	ContentItems []DynamicToolContent `json:"contentItems"`
+	Success      bool                 `json:"success"`
+}
+
+// DynamicToolContent is one content item of a DynamicToolCallResponse; Type "inputText".
+type DynamicToolContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
 
 // ThreadNameSetParams are the params of thread/name/set. codex refuses an empty name.

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
@@ -20,6 +21,8 @@ type job struct {
 	images []string
 	// askApprovalsOf is Input.AskApprovalsOf.
 	askApprovalsOf string
+	// callTool is Input.CallTool.
+	callTool appserver.ToolHandler
 	// notices say which images of the message codex is not shown, and why (Reply.Notices).
 	notices []string
 	// reset marks a Reset: the worker starts the chat over instead of running a turn.
@@ -83,6 +86,10 @@ type Input struct {
 	// caller is told ErrHandedOver, and the same message given again attaches to the turn
 	// instead of running a second one.
 	MessageID string
+	// CallTool answers the turn's calls of client-defined tools (appserver.Config.DynamicTools,
+	// e.g. send_file): the caller decides what the agent may do for this message. The turn's
+	// first message decides it; nil refuses the calls.
+	CallTool appserver.ToolHandler
 }
 
 // userInput is in as turn/start and turn/steer input.
@@ -149,7 +156,7 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 			return nil, fmt.Errorf("chat %s: %w", chatKey, err)
 		}
 	}
-	j := &job{ctx: ctx, text: in.Text, images: in.Images, askApprovalsOf: in.AskApprovalsOf, done: make(chan outcome, 1),
+	j := &job{ctx: ctx, text: in.Text, images: in.Images, askApprovalsOf: in.AskApprovalsOf, callTool: in.CallTool, done: make(chan outcome, 1),
 		messageID: in.MessageID, handed: make(chan struct{})}
 	if s.cfg.MaxImagePixels > 0 && len(in.Images) > 0 {
 		// Every image reaches codex through here: a bomb is refused before any child decodes it.

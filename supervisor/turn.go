@@ -51,6 +51,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		InterruptGrace: s.cfg.InterruptGrace,
 		OnStarted:      live.started,
 		Approve:        s.approver(k.key, j.askApprovalsOf, sess, watch, &notes),
+		CallTool:       j.callTool,
 	})
 	watch.stop()
 	cause := context.Cause(ctx)

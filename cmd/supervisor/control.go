@@ -96,6 +96,9 @@ type StatusDoc struct {
 	// Bridge is the Molecule inbox's counters; nil on the local inbox. Typed, not decoded into
 	// a map, so that the text status can show them too.
 	Bridge *molecule.Stats `json:"bridge,omitempty"`
+	// LocalFiles counts the files the local inbox's replies carried and refused; nil on the
+	// Molecule inbox (Bridge counts them there).
+	LocalFiles *local.FileStats `json:"local_files,omitempty"`
 }
 
 // stateLock holds an exclusive flock on the state directory so that two daemons never share

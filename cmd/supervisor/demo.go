@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/mockmodel"
@@ -227,6 +228,10 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stdout, "  round wall time %.0f ms\n\n", float64(time.Since(roundStart).Microseconds())/1000)
 	}
 
+	if err := demoFiles(ctx, stdout, client, base, workspace, codexHome, chats[0]); err != nil {
+		return fmt.Errorf("%w (daemon log: %s)", err, tail(logPath))
+	}
+
 	doc, err = fetchStatus(ctx, stateDir)
 	if err != nil {
 		return err
@@ -252,6 +257,31 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("codex children still running after the daemon stopped: %v", left)
 	}
 	fmt.Fprintf(stdout, "daemon stopped on SIGTERM; its %d codex children exited; no process left behind\n", len(pids))
+	return nil
+}
+
+// demoFiles shows the agent sending a file back (send_file): one from the chat's own folder
+// arrives with the reply, one outside it is refused and named.
+func demoFiles(ctx context.Context, stdout io.Writer, client *http.Client, base, workspace, codexHome, chat string) error {
+	fmt.Fprintln(stdout, "== the agent sends files back (send_file): one from the chat's folder, one from CODEX_HOME")
+	dir := chatfiles.Folder(workspace, chat)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.txt"), []byte("quarterly numbers: 42\n"), 0o600); err != nil {
+		return err
+	}
+	for _, path := range []string{"report.txt", filepath.Join(codexHome, "config.toml")} {
+		res := sendDemo(ctx, client, base, demoMsg{chat, mockmodel.KeywordSendFile + " " + path})
+		if res.err != nil {
+			return fmt.Errorf("chat %s: %w", chat, res.err)
+		}
+		fmt.Fprintf(stdout, "  %-22s %6.0f ms  %s\n", chat, float64(res.latency.Microseconds())/1000, oneLine(res.reply.Text))
+		for _, f := range res.reply.Files {
+			fmt.Fprintf(stdout, "  %-22s           file %s (%s, %d bytes): %q\n", "", f.Name, f.MimeType, f.Size, f.Data)
+		}
+	}
+	fmt.Fprintln(stdout)
 	return nil
 }
 

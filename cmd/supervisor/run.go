@@ -21,6 +21,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/cannedmodel"
+	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
@@ -164,6 +165,10 @@ func (d *daemon) status() StatusDoc {
 	if mol := d.molecule(); mol != nil {
 		st := mol.Stats()
 		doc.Bridge = &st
+	}
+	if d.local != nil {
+		f := d.local.Files()
+		doc.LocalFiles = &f
 	}
 	d.addCodexStatus(&doc)
 	return doc
@@ -321,6 +326,15 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		if cfg.Inbox == "molecule" {
 			// The inbox is set before the metrics listener starts.
 			mc.Bridge = func() molecule.Stats { return d.molecule().Stats() }
+		} else {
+			// So is the local inbox.
+			mc.Files = func() (int64, int64) {
+				if d.local == nil {
+					return 0, 0
+				}
+				f := d.local.Files()
+				return f.Sent, f.Refused
+			}
 		}
 		met = metrics.New(mc)
 		onTurn = met.ObserveTurn
@@ -343,6 +357,9 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		OptOutNotifications: []string{protocol.NotifyAgentMessageDelta},
 		Policy:              policy,
 		Logger:              log,
+		// send_file: the agent sends a file back to its chat (package chatfiles); the inbox
+		// answers it for each message.
+		DynamicTools: []protocol.DynamicToolSpec{chatfiles.Tool()},
 	}
 	if tokens != nil {
 		tmpl.Tokens = tokens
@@ -421,7 +438,8 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		}
 		h, err := local.New(local.Config{Answerer: d.sup, Controls: controls, Chats: d.sup, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
-			BodyTimeout: cfg.InboxBodyTimeout, WriteTimeout: cfg.InboxWriteTimeout, Ready: ready})
+			BodyTimeout: cfg.InboxBodyTimeout, WriteTimeout: cfg.InboxWriteTimeout, Ready: ready,
+			WorkDir: workDir(cfg.Cwd), Secrets: daemonSecrets{codexHome: codexHome, tokens: []string{cfg.InboxToken, cfg.MetricsToken}}})
 		if err != nil {
 			return d.abort(err)
 		}
@@ -492,6 +510,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		mcfg.PeerExchanges = cfg.PeerExchanges
 		mcfg.DrainTimeout = cfg.DrainTimeout
 		mcfg.WorkDir = cfg.Cwd // uploads are saved where codex works
+		mcfg.Secrets = daemonSecrets{codexHome: codexHome, tokens: []string{cfg.InboxToken, cfg.MetricsToken}}
 		if met != nil {
 			mcfg.OnPoll = met.ObservePoll
 		}

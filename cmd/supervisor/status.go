@@ -57,6 +57,7 @@ func renderMolecule(w io.Writer, s *molecule.Stats) {
 	}
 	fmt.Fprintf(w, "  poll errors %d  heartbeat errors %d  state write errors %d  cursor %s\n",
 		s.PollErrors, s.HeartbeatErrors, s.PersistErrors, cursor)
+	fmt.Fprintf(w, "  files sent %d  refused %d\n", s.FilesSent, s.FilesRefused)
 }
 
 // renderStatus prints the process table like ps: one aligned row per live child, then totals.
@@ -176,6 +177,9 @@ func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
 			humanBytes(t.MemoryBudgetBytes), humanBytes(t.ChargedBytes), humanBytes(t.MeasuredPSSBytes), humanBytes(t.ChildEstimateBytes))
 	} else {
 		fmt.Fprintln(w, "; no memory budget")
+	}
+	if f := doc.LocalFiles; f != nil && f.Sent+f.Refused > 0 {
+		fmt.Fprintf(w, "local inbox: files sent %d  refused %d\n", f.Sent, f.Refused)
 	}
 	if doc.Bridge != nil {
 		renderMolecule(w, doc.Bridge)

@@ -11,11 +11,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"go.uber.org/zap"
 
+	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -74,6 +76,15 @@ type Config struct {
 	// closed. It bounds how long a client that stops reading holds a connection, and the answer's
 	// memory, once its turn ended. Default DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// WorkDir is where codex works: a chat's files are sent from its folder there
+	// (chatfiles.Folder). Empty: the agent's send_file calls are refused.
+	WorkDir string
+	// Secrets are the daemon's credentials; a file holding one is never sent.
+	Secrets chatfiles.Secrets
+	// MaxFileBytes bounds the files of one reply (inline in its JSON), MaxFiles their number.
+	// Defaults DefaultMaxFileBytes, DefaultMaxFiles.
+	MaxFileBytes int64
+	MaxFiles     int
 	// Ready answers the readiness probe (GET /v1/readyz and /readyz): the daemon's
 	// health.Readiness. Nil means ready whenever the inbox answers.
 	Ready http.Handler
@@ -98,6 +109,8 @@ type Reply struct {
 	// Steered is true when the message was added to the chat's running turn (--busy steer):
 	// the reply is that turn's, which answered both.
 	Steered bool `json:"steered,omitempty"`
+	// Files are the files the agent sent with the reply (send_file), content inline.
+	Files []File `json:"files,omitempty"`
 }
 
 // Reply.Status values besides codex's turn statuses.
@@ -145,6 +158,8 @@ type Inbox struct {
 	guarded guarded
 	// waiting are the connections of messages a reload handed over (handover.go).
 	waiting *waitingSet
+	// sent and refused count the files of replies (files.go).
+	sent, refused atomic.Int64
 }
 
 // New returns the handler.
@@ -169,6 +184,12 @@ func New(cfg Config) (*Inbox, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
+	}
+	if cfg.MaxFileBytes <= 0 {
+		cfg.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if cfg.MaxFiles <= 0 {
+		cfg.MaxFiles = DefaultMaxFiles
 	}
 	if cfg.Ready == nil {
 		cfg.Ready = health.NewReadiness(health.Config{})
@@ -247,6 +268,8 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 
 	start := time.Now()
 	in := supervisor.Input{Text: body.Text}
+	box := &fileBox{}
+	in.CallTool = h.sendFileTool(key, box, log)
 	var seq uint64
 	if !sse {
 		// A plain answer can be written by the next image of the daemon: the message gets an
@@ -259,11 +282,11 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		h.waiting.hijack(w, Waiting{ChatKey: key, MessageID: in.MessageID, Text: body.Text, Seq: seq}, log) {
 		return
 	}
-	h.respond(w, r.Context().Err() != nil, log, key, start, reply, err)
+	h.respond(w, r.Context().Err() != nil, log, key, start, reply, err, box)
 }
 
 // respond writes the answer of a message from its Submit result. gone says the caller went away.
-func (h *Inbox) respond(w http.ResponseWriter, gone bool, log *zap.Logger, key string, start time.Time, reply supervisor.Reply, err error) {
+func (h *Inbox) respond(w http.ResponseWriter, gone bool, log *zap.Logger, key string, start time.Time, reply supervisor.Reply, err error, box *fileBox) {
 	oc := chat.Classify(reply, err)
 	log = log.With(zap.Duration("took", time.Since(start)))
 	if gone && oc != chat.OutcomeAnswered {
@@ -274,6 +297,10 @@ func (h *Inbox) respond(w http.ResponseWriter, gone bool, log *zap.Logger, key s
 	// What codex was not shown, could not restore, or was declined without asking the chat
 	// (Reply.Notices).
 	text := reply.WithNotices(chat.ReplyText(reply, err))
+	var files []File
+	if box != nil {
+		text, files = box.take(text)
+	}
 	switch oc {
 	case chat.OutcomeAnswered, chat.OutcomeTurnFailed:
 		dur := reply.Duration
@@ -289,7 +316,9 @@ func (h *Inbox) respond(w http.ResponseWriter, gone bool, log *zap.Logger, key s
 		writeJSON(w, http.StatusOK, Reply{
 			Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID,
 			Status: reply.Status, DurationMS: dur.Milliseconds(), Error: reply.Error, Steered: reply.Steered,
+			Files: files,
 		})
+		h.sent.Add(int64(len(files)))
 	case chat.OutcomeStopped:
 		log.Info("stopped from the chat", zap.String("turn_id", reply.TurnID))
 		writeJSON(w, http.StatusOK, Reply{Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID, Status: StatusStopped})

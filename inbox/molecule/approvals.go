@@ -56,7 +56,7 @@ func (m *Inbox) relayApprovals(ctx context.Context, log *zap.Logger, msg message
 		}
 		plog := log.With(zap.String("request_id", a.RequestID), zap.String("turn_id", a.TurnID))
 		err = retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
-			err := m.sendAs(ctx, plog, p, p.MessageID)
+			err := m.sendAs(ctx, plog, &p, p.MessageID)
 			if err != nil && permanentDeliveryError(err) {
 				return backoff.Permanent(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 )
 
@@ -173,6 +174,10 @@ type Config struct {
 	MaxUploadBytes  int64
 	MaxUploadsBytes int64
 	MaxAttachments  int
+	// Secrets are the daemon's credentials beyond the workspace token (the ChatGPT login, the
+	// local inbox's and the metrics listener's tokens): a file the agent sends that holds any of
+	// them, or the workspace token, is refused (sendfiles.go). Nil: the workspace token only.
+	Secrets chatfiles.Secrets
 	// UploadTimeout bounds the download of one file, however steadily it trickles (default
 	// DefaultUploadTimeout).
 	UploadTimeout time.Duration

@@ -55,6 +55,9 @@ type pendingReply struct {
 	// InReplyTo is the messageId of the peer's message the reply answers, sent with an A2A reply
 	// (replyMeta); empty when the message had none.
 	InReplyTo string `json:"in_reply_to,omitempty"`
+	// Files are the files the agent sent with the reply (sendfiles.go); each gets its URI
+	// once uploaded, stored before the notify that names it.
+	Files []sentFile `json:"files,omitempty"`
 }
 
 // admission is what the ledger says about a row the poll loop received.

@@ -76,7 +76,7 @@ func (m *Inbox) tellParked(ctx context.Context, log *zap.Logger, msg message, ul
 	text := chat.UsageLimitParkedText(ul, time.Now())
 	p := pendingReply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route,
 		Text: m.client.red.String(text), MessageID: replyID(m.cfg.WorkspaceID, msg.ActivityID+"/usage-limit")}
-	if err := m.sendAs(ctx, log, p, p.MessageID); err != nil && ctx.Err() == nil {
+	if err := m.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
 		log.Info("usage-limit notice not delivered", zap.Error(err))
 	}
 }

@@ -59,7 +59,8 @@ type Inbox struct {
 	handed sync.WaitGroup
 
 	mu        sync.Mutex
-	inflight  map[string]string // activity id → chat key, for running Submits
+	inflight  map[string]string   // activity id → chat key, for running Submits
+	boxes     map[string]*sendBox // activity id → the files its turn sent (sendfiles.go)
 	runStart  time.Time
 	winTotal  int    // answers since the last heartbeat
 	winFailed int    // failures since the last heartbeat
@@ -111,6 +112,7 @@ func New(cfg Config) (*Inbox, error) {
 			maxImageBytes: cfg.MaxImageBytes, maxImagesBytes: cfg.MaxImagesBytes},
 		ackWake:    make(chan struct{}, 1),
 		inflight:   make(map[string]string),
+		boxes:      make(map[string]*sendBox),
 		poisonSeen: newIDRing(cfg.RecentIDs),
 		images:     &imageBudget{max: int64(cfg.MaxPendingImageBytes)},
 		peers:      newPeerExchanges(cfg.PeerExchanges, cfg.PeerQuietReset),
@@ -216,6 +218,8 @@ func (m *Inbox) Stats() Stats {
 		ParkedTooLong:      m.c.parkedTooLong.Load(),
 		Commands:           m.c.commands.Load(),
 		PeerCapped:         m.c.peerCapped.Load(),
+		FilesSent:          m.c.filesSent.Load(),
+		FilesRefused:       m.c.filesRefused.Load(),
 		DeliveryUnknown:    m.c.deliveryUnknown.Load(),
 		Cursor:             m.ledger.Cursor(),
 		Unacked:            unacked,
@@ -515,7 +519,7 @@ func (m *Inbox) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
 	attempts := 0
 	err := m.retryDelivery(ctx, func() error {
 		attempts++
-		return m.send(ctx, log, p)
+		return m.send(ctx, log, &p)
 	}, func(err error, wait time.Duration) {
 		m.c.deliveryRetries.Add(1)
 		if isTenantOrgRequired(err) {
@@ -527,6 +531,7 @@ func (m *Inbox) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
 	switch {
 	case err == nil:
 		m.c.delivered.Add(1)
+		m.c.filesSent.Add(int64(len(p.Files)))
 		log.Info("reply delivered", zap.Int("attempts", attempts))
 	case ctx.Err() != nil:
 		log.Warn("stopping before the reply was delivered; it stays pending and is delivered by the next run", zap.Int("attempts", attempts))
@@ -545,13 +550,14 @@ func (m *Inbox) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
 	}
 	m.ledger.markDone(p.ActivityID)
 	m.persist(log)
+	m.removeOutbox(p.ActivityID)
 	m.wakeAck()
 }
 
 // send makes one delivery attempt. Every attempt of one reply, in any run, carries the same
 // Idempotency-Key (the reply id of its activity). A reply stored by an older version keeps the
 // random messageId it was stored with: a peer may have seen it already.
-func (m *Inbox) send(ctx context.Context, log *zap.Logger, p pendingReply) error {
+func (m *Inbox) send(ctx context.Context, log *zap.Logger, p *pendingReply) error {
 	if !validWorkspaceID(p.Route.Workspace) {
 		return backoff.Permanent(fmt.Errorf("reply for activity %s has an invalid target workspace %q", p.ActivityID, p.Route.Workspace))
 	}
@@ -559,18 +565,23 @@ func (m *Inbox) send(ctx context.Context, log *zap.Logger, p pendingReply) error
 }
 
 // sendAs makes one delivery attempt of p with key as its Idempotency-Key.
-func (m *Inbox) sendAs(ctx context.Context, log *zap.Logger, p pendingReply, key string) error {
+func (m *Inbox) sendAs(ctx context.Context, log *zap.Logger, p *pendingReply, key string) error {
 	switch p.Route.Kind {
 	case routeNotify:
-		return m.client.notify(ctx, p.Route.Workspace, key, p.Text)
+		// The files are uploaded (once: their URIs are stored) before the notify names them.
+		if err := m.uploadFiles(ctx, log, p); err != nil {
+			return err
+		}
+		return m.client.notify(ctx, p.Route.Workspace, key, p.Text, attachments(p.Files)...)
 	case routeA2A:
 		messageID := p.MessageID
 		if messageID == "" {
 			messageID = key
 		}
-		ans, err := m.client.a2aSend(ctx, p.Route.Workspace, messageID, key, p.InReplyTo, p.Text)
+		parts := m.peerFileParts(log, p)
+		ans, err := m.client.a2aSend(ctx, p.Route.Workspace, messageID, key, p.InReplyTo, p.Text, parts...)
 		if err != nil {
-			return err
+			return m.peerSendFailed(log, p, len(parts) > 0, err)
 		}
 		if ans.rpcErr != "" {
 			log.Warn("the platform accepted the reply but the peer answered with an error; not retrying", zap.String("rpc_error", ans.rpcErr))

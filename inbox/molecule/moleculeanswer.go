@@ -127,6 +127,7 @@ func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 func (m *Inbox) input(msg message) supervisor.Input {
 	in := msg.input()
 	in.AskApprovalsOf = m.approvalParty().ChatKey
+	in.CallTool = m.sendFileTool(msg)
 	return in
 }
 
@@ -137,6 +138,8 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 		((oc == chat.OutcomeBusy || oc == chat.OutcomeModelUnreachable || oc == chat.OutcomeUsageLimit) && ctx.Err() != nil) {
 		m.c.abandoned.Add(1)
 		log.Info("stopping before the message was answered; it will be answered after the restart", zap.Error(err))
+		m.takeBox(msg.ActivityID) // its files go with the answer the next run gives
+		m.removeOutbox(msg.ActivityID)
 		return nil, false
 	}
 	m.c.answered.Add(1)
@@ -148,6 +151,7 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 	}
 	reply.Notices = append(slices.Clip(reply.Notices), msg.Notices...)
 	text = reply.WithNotices(text) // images and files codex was not given
+	text, files := withFiles(m.takeBox(msg.ActivityID), text)
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
 	// and error texts can quote request headers: it must not reach a user or a peer.
 	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
@@ -165,7 +169,13 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 		log.Info("codex answered", zap.String("thread_id", reply.ThreadID), zap.String("turn_id", reply.TurnID),
 			zap.Duration("took", time.Since(start)))
 	}
-	return m.storeReply(log, msg, text), true
+	p := m.pendingReply(msg, text)
+	if len(files) > 0 {
+		p.Files = files
+		m.ledger.setPending(*p)
+	}
+	m.syncReplies(log)
+	return p, true
 }
 
 // storeReply makes text msg's pending reply and stores it durably before it is delivered.
@@ -283,7 +293,7 @@ func (m *Inbox) tellUnreachable(ctx context.Context, log *zap.Logger, msg messag
 	text := chat.ModelUnreachableText(cause) + " It will be answered when the service is back."
 	p := pendingReply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route,
 		Text: m.client.red.String(text), MessageID: replyID(m.cfg.WorkspaceID, msg.ActivityID+"/model-unreachable")}
-	if err := m.sendAs(ctx, log, p, p.MessageID); err != nil && ctx.Err() == nil {
+	if err := m.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
 		log.Info("model-unreachable notice not delivered", zap.Error(err))
 	}
 }

@@ -130,11 +130,15 @@ func refusalReason(route string, err error) string {
 // a cut can leave a token's head that no longer matches.
 
 // notify posts a reply to the canvas user of workspace ws. key is the reply's Idempotency-Key.
-func (c *platformClient) notify(ctx context.Context, ws, key, text string) error {
+func (c *platformClient) notify(ctx context.Context, ws, key, text string, files ...uploadedFile) error {
+	body := map[string]any{"message": nonEmpty(c.red.String(text))}
+	if len(files) > 0 {
+		body["attachments"] = files
+	}
 	_, err := c.do(ctx, request{
 		op: "notify", method: http.MethodPost,
 		path:           "/workspaces/" + ws + "/notify",
-		body:           map[string]string{"message": nonEmpty(c.red.String(text))},
+		body:           body,
 		idempotencyKey: key,
 	})
 	return err
@@ -172,11 +176,11 @@ type a2aAnswer struct {
 // a grace) for the answer, since a push peer answers only after its whole turn. The answer of a
 // push peer is its turn's reply to ours: it is logged, never taken as a new message (answering
 // it would start two agents talking to each other without end).
-func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, key, inReplyTo, text string) (a2aAnswer, error) {
+func (c *platformClient) a2aSend(ctx context.Context, peer, messageID, key, inReplyTo, text string, files ...any) (a2aAnswer, error) {
 	msg := map[string]any{
 		"role":      "user",
 		"messageId": messageID,
-		"parts":     []any{map[string]string{"kind": "text", "text": nonEmpty(c.red.String(text))}},
+		"parts":     append([]any{map[string]string{"kind": "text", "text": nonEmpty(c.red.String(text))}}, files...),
 	}
 	if inReplyTo != "" {
 		msg["metadata"] = replyMeta{InReplyTo: inReplyTo}

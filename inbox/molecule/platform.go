@@ -144,6 +144,9 @@ type request struct {
 	timeout time.Duration
 	// header holds further headers (X-Timeout).
 	header map[string]string
+	// stream, when set, is the body instead of body: called for every attempt, it returns the
+	// body and its Content-Type (a multipart upload, sendfiles.go).
+	stream func() (io.Reader, string)
 }
 
 // start sends req and returns the response, whatever its status, with the body unread. The
@@ -183,9 +186,16 @@ func (c *platformClient) send(ctx context.Context, req request) (*http.Response,
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
 	})
+	streamType := ""
+	if req.stream != nil {
+		rd, streamType = req.stream()
+	}
 	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), rd)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", req.op, err)
+	}
+	if streamType != "" {
+		hr.Header.Set("Content-Type", streamType)
 	}
 	bearer := c.tokens.current()
 	if req.bearer != "" {

@@ -68,7 +68,7 @@ func TestTokenNeverLogged(t *testing.T) {
 		leakReplied = leakReplied || strings.Contains(n.Message, "tool printed Authorization")
 	}
 	if !leakReplied {
-		t.Errorf("no reply tells of the codex error that quoted the token: %q", p.Notifies())
+		t.Errorf("no reply tells of the codex error that quoted the token: %+v", p.Notifies())
 	}
 
 	redactedSeen := false

@@ -56,6 +56,10 @@ type Stats struct {
 	// DeliveryUnknown counts replies given up on after two attempts whose answers were lost
 	// (sent, fate unknown): sending a third copy could make a third bubble.
 	DeliveryUnknown int64 `json:"delivery_unknown"`
+	// FilesSent counts files the agent sent (send_file) that the platform took with a reply;
+	// FilesRefused counts files it named that may not leave (sendfiles.go).
+	FilesSent    int64 `json:"files_sent"`
+	FilesRefused int64 `json:"files_refused"`
 
 	// Cursor is the durable inbox position.
 	Cursor string `json:"cursor"`
@@ -72,5 +76,5 @@ type counters struct {
 	received, answered, codexFailures, delivered, deliveryRetries, deliveryFailed, recovered,
 	poison, skippedEchoes, duplicates, truncated, pollErrors, heartbeatErrors, persistErrors,
 	abandoned, busyRetries, unreachableRetries, commands, parked, parkedTooLong, rateLimited, peerCapped,
-	deliveryUnknown atomic.Int64
+	deliveryUnknown, filesSent, filesRefused atomic.Int64
 }

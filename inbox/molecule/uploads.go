@@ -12,9 +12,7 @@ package molecule
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +29,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 
+	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 )
@@ -414,16 +413,9 @@ func sanitizeFilename(name string) string {
 	return base
 }
 
-// chatDirName is a chat key as a folder name: readable, made of safe characters, and made
-// unique by a hash of the key (canvas:a and canvas_a stay apart).
-func chatDirName(chatKey string) string {
-	sum := sha256.Sum256([]byte(chatKey))
-	s := unsafeNameChars.ReplaceAllString(chatKey, "_")
-	if len(s) > 64 {
-		s = s[:64]
-	}
-	return s + "-" + hex.EncodeToString(sum[:6])
-}
+// chatDirName is a chat key as a folder name (chatfiles.DirName: the folder files are sent from
+// too).
+func chatDirName(chatKey string) string { return chatfiles.DirName(chatKey) }
 
 // answerNotices answers msg, left with nothing for codex (no text, none of its files taken),
 // with its notices alone: a turn would only be told what went wrong.

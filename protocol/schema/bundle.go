@@ -220,14 +220,15 @@ func (s *Snapshot) Trim(c Contract) *Snapshot {
 	return out
 }
 
-// withoutDescriptions copies n without its "description" keys: prose that changes with every
-// release, means nothing on the wire, and would double the snapshot.
+// withoutDescriptions copies n without its "description" annotations: prose that changes with
+// every release, means nothing on the wire, and would double the snapshot. A property named
+// description (its schema an object, as in DynamicToolSpec) is kept.
 func withoutDescriptions(n any) any {
 	switch v := n.(type) {
 	case Node:
 		out := make(Node, len(v))
 		for k, c := range v {
-			if k != "description" {
+			if _, prose := c.(string); k != "description" || !prose {
 				out[k] = withoutDescriptions(c)
 			}
 		}

@@ -106,6 +106,7 @@ func DaemonContract() Contract {
 			use(protocol.RequestPermissionsApproval, FromCodex, "PermissionsRequestApprovalParams", "PermissionsRequestApprovalResponse", nil, protocol.PermissionsResponse{}),
 			use(protocol.RequestMCPElicitation, FromCodex, "McpServerElicitationRequestParams", "McpServerElicitationRequestResponse", nil, protocol.ElicitationResponse{}),
 			use(protocol.RequestToolUserInput, FromCodex, "ToolRequestUserInputParams", "ToolRequestUserInputResponse", nil, protocol.UserInputResponse{}),
+			use(protocol.RequestDynamicToolCall, FromCodex, "DynamicToolCallParams", "DynamicToolCallResponse", protocol.DynamicToolCallParams{}, protocol.DynamicToolCallResponse{}),
 			use(protocol.RequestChatGPTTokensRefresh, FromCodex, "ChatgptAuthTokensRefreshParams", "ChatgptAuthTokensRefreshResponse", protocol.ChatGPTTokensRefreshParams{}, protocol.ChatGPTAuthTokens{}),
 		},
 		Decoded: []Decoded{{"ThreadItem", protocol.Item{}}},
@@ -128,6 +129,9 @@ func DaemonContract() Contract {
 			// What the daemon answers on its own (appserver/policy.go) and asks for (--approval ask).
 			{Def: "PermissionGrantScope", Values: []string{"turn"}},
 			{Def: "McpServerElicitationAction", Values: []string{"decline"}},
+			// send_file (package chatfiles) and its answers (appserver/tools.go).
+			{Def: "DynamicToolSpec", Prop: "type", Values: []string{"function"}},
+			{Def: "DynamicToolCallOutputContentItem", Prop: "type", Values: []string{"inputText"}},
 			{Def: "AskForApproval", Values: []string{"untrusted"}},
 		},
 		// mockmodel/codexhome.go switches plugins and shell_snapshot off for the tests.

@@ -87,6 +87,11 @@ func (u *uploads) get(id string) *pendingUpload {
 func (p *Platform) Upload(files ...File) []Uploaded {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.uploadLocked(files)
+}
+
+// uploadLocked is Upload with p.mu held.
+func (p *Platform) uploadLocked(files []File) []Uploaded {
 	out := make([]Uploaded, len(files))
 	for i, f := range files {
 		size := int64(len(f.Data))

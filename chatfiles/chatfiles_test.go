@@ -1,0 +1,148 @@
+package chatfiles_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/molecule-ai/codex-warm/chatfiles"
+)
+
+const token = "sk-live-THE-WORKSPACE-TOKEN-0123456789"
+
+// layout is a working directory with two chats' folders, a CODEX_HOME and a state directory
+// beside them, as the daemon lays them out.
+type layout struct {
+	root, chat, other, home, state string
+}
+
+func newLayout(t *testing.T) layout {
+	t.Helper()
+	root := t.TempDir()
+	l := layout{root: root, chat: filepath.Join(root, "work", ".chats", "canvas_a-0123"),
+		other: filepath.Join(root, "work", ".chats", "canvas_b-4567"),
+		home:  filepath.Join(root, "codex-home"), state: filepath.Join(root, "state")}
+	for _, d := range []string{filepath.Join(l.chat, "uploads"), filepath.Join(l.other, "uploads"), l.home, l.state} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(l.home, "auth.json"), `{"tokens":{"access_token":"`+token+`"}}`)
+	write(t, filepath.Join(l.state, "sessions.json"), `{"canvas:a":"thread"}`)
+	write(t, filepath.Join(l.other, "uploads", "f1-secret-plan.pdf"), "the other user's upload")
+	return l
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var lim = chatfiles.Limits{MaxFileBytes: 1 << 20}
+
+func copyOf(l layout, name string) (string, chatfiles.Info, error) {
+	var buf bytes.Buffer
+	info, err := chatfiles.Copy(l.chat, name, lim, chatfiles.SecretList{token}, &buf)
+	return buf.String(), info, err
+}
+
+func TestCopySendsAFileOfTheChatsFolder(t *testing.T) {
+	l := newLayout(t)
+	write(t, filepath.Join(l.chat, "report.txt"), "the report")
+	for _, name := range []string{"report.txt", "./report.txt", filepath.Join(l.chat, "report.txt")} {
+		got, info, err := copyOf(l, name)
+		if err != nil || got != "the report" || info.Name != "report.txt" || info.Size != 10 || info.MimeType != "text/plain" {
+			t.Errorf("Copy(%q) = %q, %+v, %v; want the report as text/plain", name, got, info, err)
+		}
+	}
+}
+
+func TestCopyRefusesWhatMayNotLeave(t *testing.T) {
+	l := newLayout(t)
+	// A copy of auth.json inside the chat's folder: the path is fine, the content is not.
+	b, _ := os.ReadFile(filepath.Join(l.home, "auth.json"))
+	write(t, filepath.Join(l.chat, "notes.txt"), "harmless start\n"+string(b))
+	if err := os.Symlink("/etc/passwd", filepath.Join(l.chat, "passwd")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(l.other, filepath.Join(l.chat, "other")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(l.chat, "linked.txt"), "two names")
+	if err := os.Link(filepath.Join(l.chat, "linked.txt"), filepath.Join(l.root, "elsewhere.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(l.chat, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(l.chat, "big.bin"), strings.Repeat("x", int(lim.MaxFileBytes)+1))
+	for name, c := range map[string]struct {
+		kind chatfiles.RefusalKind
+		why  string
+	}{
+		filepath.Join(l.home, "auth.json"):                   {chatfiles.RefusedOutside, "outside this chat's folder"},
+		"../../../codex-home/auth.json":                      {chatfiles.RefusedOutside, "outside this chat's folder"},
+		"../../../state/sessions.json":                       {chatfiles.RefusedOutside, "outside this chat's folder"},
+		"passwd":                                             {chatfiles.RefusedLink, "symbolic link"},
+		"other/uploads/f1-secret-plan.pdf":                   {chatfiles.RefusedLink, "symbolic link"},
+		"../canvas_b-4567/uploads/f1-secret-plan.pdf":        {chatfiles.RefusedOutside, "outside this chat's folder"},
+		filepath.Join(l.other, "uploads/f1-secret-plan.pdf"): {chatfiles.RefusedOutside, "outside this chat's folder"},
+		"notes.txt":   {chatfiles.RefusedSecret, "credential"},
+		"linked.txt":  {chatfiles.RefusedHardLinks, "hard links"},
+		"fifo":        {chatfiles.RefusedNotRegular, "not a regular file"},
+		"uploads":     {chatfiles.RefusedNotRegular, "not a regular file"},
+		"big.bin":     {chatfiles.RefusedTooLarge, "over the limit"},
+		"missing.txt": {chatfiles.RefusedMissing, "no such file"},
+	} {
+		got, _, err := copyOf(l, name)
+		var r *chatfiles.Refusal
+		if !errors.As(err, &r) || r.Kind != c.kind || !strings.Contains(r.Reason, c.why) || r.Path != name {
+			t.Errorf("Copy(%q) = %+v; want a %s refusal saying %q", name, err, c.kind, c.why)
+		}
+		if strings.Contains(got, token) {
+			t.Errorf("Copy(%q) wrote the token", name)
+		}
+	}
+}
+
+// A secret that straddles two reads is found all the same.
+func TestCopyFindsASecretAcrossReads(t *testing.T) {
+	l := newLayout(t)
+	pad := strings.Repeat("a", 64<<10-len(token)/2)
+	write(t, filepath.Join(l.chat, "straddle.txt"), pad+token+"tail")
+	if _, _, err := copyOf(l, "straddle.txt"); err == nil || !strings.Contains(err.Error(), "credential") {
+		t.Fatalf("Copy = %v; want the credential refusal", err)
+	}
+}
+
+func TestFromWorkDir(t *testing.T) {
+	for in, want := range map[string]string{
+		".chats/c-1/a.txt":   "/w/.chats/c-1/a.txt",
+		"./.chats/c-1/a.txt": "/w/.chats/c-1/a.txt",
+		"a.txt":              "a.txt",
+		"/abs/a.txt":         "/abs/a.txt",
+		"../.chats/x":        "../.chats/x",
+	} {
+		if got := chatfiles.FromWorkDir("/w", in); got != want {
+			t.Errorf("FromWorkDir(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	a, err := chatfiles.ParseArgs([]byte(`{"path":"a.png","caption":"the chart"}`))
+	if err != nil || a.Path != "a.png" || a.Caption != "the chart" {
+		t.Fatalf("ParseArgs = %+v, %v", a, err)
+	}
+	for _, bad := range []string{`{}`, `{"path":" "}`, `[1]`, `nope`} {
+		if _, err := chatfiles.ParseArgs([]byte(bad)); err == nil {
+			t.Errorf("ParseArgs(%s) took it", bad)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package local
+
+// Files back to the chat on the local inbox: the agent's send_file calls (package chatfiles) are
+// answered for the message's own turn, and the files go inline (base64) in the reply's JSON, and
+// so in the event stream's reply event, up to Config.MaxFileBytes for all of one reply.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/chatfiles"
+)
+
+// DefaultMaxFileBytes bounds the files of one reply, inline in its JSON.
+const DefaultMaxFileBytes = 8 << 20
+
+// DefaultMaxFiles bounds how many files one reply carries.
+const DefaultMaxFiles = 10
+
+// File is a file the agent sent with the reply.
+type File struct {
+	Name     string `json:"name"`
+	MimeType string `json:"mime_type"`
+	Size     int64  `json:"size"`
+	Caption  string `json:"caption,omitempty"`
+	// Data is the content (base64 in JSON).
+	Data []byte `json:"data"`
+}
+
+// fileBox collects the files one message's turn sends, and the refusals.
+type fileBox struct {
+	mu      sync.Mutex
+	files   []File
+	refused []string
+	bytes   int64
+}
+
+// sendFileTool answers send_file for one message of chatKey; nil when the inbox sends no files
+// (no working directory).
+func (h *Inbox) sendFileTool(chatKey string, box *fileBox, log *zap.Logger) appserver.ToolHandler {
+	if h.cfg.WorkDir == "" {
+		return nil
+	}
+	dir := chatfiles.Folder(h.cfg.WorkDir, chatKey)
+	return func(_ context.Context, call appserver.ToolCall) appserver.ToolResult {
+		if call.Tool != chatfiles.ToolName {
+			return appserver.ToolResult{Text: "there is no tool " + call.Tool}
+		}
+		args, err := chatfiles.ParseArgs(call.Arguments)
+		if err != nil {
+			return appserver.ToolResult{Text: err.Error()}
+		}
+		box.mu.Lock()
+		defer box.mu.Unlock()
+		f, err := h.takeFile(dir, box, args)
+		if err != nil {
+			h.refused.Add(1)
+			box.refused = append(box.refused, err.Error())
+			log.Warn("file not sent", zap.String("path", args.Path), zap.Error(err))
+			return appserver.ToolResult{Text: err.Error()}
+		}
+		box.files = append(box.files, f)
+		box.bytes += f.Size
+		log.Info("file queued for the reply", zap.String("name", f.Name), zap.Int64("size", f.Size))
+		return appserver.ToolResult{OK: true, Text: fmt.Sprintf("%s (%d bytes, %s) will be sent with your reply", f.Name, f.Size, f.MimeType)}
+	}
+}
+
+// takeFile checks and reads the file args names; box.mu is held.
+func (h *Inbox) takeFile(dir string, box *fileBox, args chatfiles.Args) (File, error) {
+	if len(box.files) >= h.cfg.MaxFiles {
+		return File{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: fmt.Sprintf("this reply has %d files already, the most one reply takes", len(box.files))}
+	}
+	var buf bytes.Buffer
+	info, err := chatfiles.Copy(dir, chatfiles.FromWorkDir(h.cfg.WorkDir, args.Path), chatfiles.Limits{MaxFileBytes: max(h.cfg.MaxFileBytes-box.bytes, 0)}, h.cfg.Secrets, &buf)
+	var r *chatfiles.Refusal
+	if errors.As(err, &r) {
+		return File{}, r
+	}
+	if err != nil {
+		return File{}, fmt.Errorf("%s not sent: %w", args.Path, err)
+	}
+	return File{Name: info.Name, MimeType: info.MimeType, Size: info.Size, Caption: args.Caption, Data: buf.Bytes()}, nil
+}
+
+// take returns the box's files and its refusals added to text.
+func (b *fileBox) take(text string) (string, []File) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.refused {
+		text += "\n\n[" + r + "]"
+	}
+	return text, b.files
+}
+
+// FileStats count the files the agents sent with replies and the ones refused.
+type FileStats struct {
+	Sent    int64 `json:"files_sent"`
+	Refused int64 `json:"files_refused"`
+}
+
+// Files returns the inbox's file counts.
+func (h *Inbox) Files() FileStats {
+	return FileStats{Sent: h.sent.Load(), Refused: h.refused.Load()}
+}

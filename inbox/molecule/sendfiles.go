@@ -1,0 +1,384 @@
+package molecule
+
+// Files back to the chat. The agent sends a file with the send_file tool (package chatfiles)
+// while its turn runs; the daemon copies it out of the chat's folder at once, into the inbox's
+// outbox under the state directory, so what leaves is what the agent chose, checked when it
+// chose it. The copies go with the turn's reply, never before it: to the canvas user as notify
+// attachments after a chat/uploads upload, to a peer as A2A file parts with the bytes inline.
+// The wire facts are in docs/molecule.md ("Files back to the chat").
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/chatfiles"
+)
+
+// peerInlineBytes bounds the files of one reply to a peer: they travel base64 inside the A2A
+// request, which the platform caps at 16 MiB (a2a_proxy.go maxProxyRequestBody); 11 MiB is
+// 14.7 MiB as base64, leaving room for the text.
+const peerInlineBytes = 11 << 20
+
+// chatUploadTimeout bounds one chat/uploads request: up to 10 files of 100 MB each.
+const chatUploadTimeout = 10 * time.Minute
+
+// outboxDirName is where the copies wait for delivery: <StateDir>/outbox/<activity>/.
+const outboxDirName = "outbox"
+
+// sentFile is a file the agent sent with a reply: the daemon's copy and, once uploaded, the
+// platform's URI for it.
+type sentFile struct {
+	Name     string `json:"name"`
+	MimeType string `json:"mime_type"`
+	Size     int64  `json:"size"`
+	Caption  string `json:"caption,omitempty"`
+	// Path is the copy under the outbox.
+	Path string `json:"path"`
+	// URI is what chat/uploads answered for it (canvas replies); stored before the notify.
+	URI string `json:"uri,omitempty"`
+}
+
+// sendBox collects the files one message's turn sends, and the ones refused.
+type sendBox struct {
+	mu      sync.Mutex
+	files   []sentFile
+	refused []string
+	bytes   int64
+}
+
+// takeBox returns and forgets the files msg's turn sent (nil when it sent none).
+func (m *Inbox) takeBox(activityID string) *sendBox {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.boxes[activityID]
+	delete(m.boxes, activityID)
+	return b
+}
+
+// sendFileTool is msg's answer to send_file calls: it checks and copies the file at once and
+// tells the model whether it will go.
+func (m *Inbox) sendFileTool(msg message) appserver.ToolHandler {
+	m.mu.Lock()
+	box := m.boxes[msg.ActivityID]
+	if box == nil {
+		box = &sendBox{}
+		m.boxes[msg.ActivityID] = box
+	}
+	m.mu.Unlock()
+	log := m.log.With(zap.String("chat_key", msg.ChatKey), zap.String("activity_id", msg.ActivityID))
+	return func(ctx context.Context, call appserver.ToolCall) appserver.ToolResult {
+		if call.Tool != chatfiles.ToolName {
+			return appserver.ToolResult{Text: "there is no tool " + call.Tool}
+		}
+		args, err := chatfiles.ParseArgs(call.Arguments)
+		if err != nil {
+			return appserver.ToolResult{Text: err.Error()}
+		}
+		f, err := m.takeFile(ctx, log, msg, box, args)
+		if err != nil {
+			m.c.filesRefused.Add(1)
+			log.Warn("file not sent", zap.String("path", args.Path), zap.Error(err))
+			box.mu.Lock()
+			box.refused = append(box.refused, err.Error())
+			box.mu.Unlock()
+			return appserver.ToolResult{Text: err.Error()}
+		}
+		log.Info("file queued for the reply", zap.String("name", f.Name), zap.Int64("size", f.Size))
+		return appserver.ToolResult{OK: true, Text: fmt.Sprintf("%s (%d bytes, %s) will be sent with your reply", f.Name, f.Size, f.MimeType)}
+	}
+}
+
+// takeFile checks the file args names against the chat's folder and the limits of msg's route,
+// and copies it to the outbox.
+func (m *Inbox) takeFile(ctx context.Context, log *zap.Logger, msg message, box *sendBox, args chatfiles.Args) (sentFile, error) {
+	refuse := func(why string) (sentFile, error) {
+		return sentFile{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: why}
+	}
+	uploads, err := chatUploadDir(m.cfg.WorkDir, msg.ChatKey)
+	if err != nil {
+		return refuse("this chat has no folder to send files from: " + err.Error())
+	}
+	dir := filepath.Dir(uploads)
+	path := chatfiles.FromWorkDir(m.cfg.WorkDir, args.Path)
+	lim := m.limits(ctx, log)
+	perFile, most := lim.perFile, lim.maxAttachments
+	box.mu.Lock()
+	defer box.mu.Unlock()
+	if msg.Route.Kind == routeA2A {
+		perFile = min(perFile, peerInlineBytes-box.bytes)
+	}
+	if most > 0 && len(box.files) >= most {
+		return refuse(fmt.Sprintf("this reply has %d files already, the most one message takes", len(box.files)))
+	}
+	outbox := filepath.Join(m.cfg.StateDir, outboxDirName, outboxName(msg.ActivityID))
+	if err := os.MkdirAll(outbox, 0o700); err != nil {
+		return sentFile{}, fmt.Errorf("%s not sent: the outbox cannot be made: %w", args.Path, err)
+	}
+	tmp, err := os.CreateTemp(outbox, ".copy-*")
+	if err != nil {
+		return sentFile{}, fmt.Errorf("%s not sent: the outbox cannot be written: %w", args.Path, err)
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	info, err := chatfiles.Copy(dir, path, chatfiles.Limits{MaxFileBytes: max(perFile, 0)}, m.secrets(), tmp)
+	var r *chatfiles.Refusal
+	if errors.As(err, &r) {
+		r.Path = args.Path
+		if msg.Route.Kind == routeA2A && r.Kind == chatfiles.RefusedTooLarge {
+			r.Reason += " (a peer gets the files of one reply inline, 11 MiB in all)"
+		}
+		return sentFile{}, r
+	}
+	if err != nil {
+		return sentFile{}, fmt.Errorf("%s not sent: %w", args.Path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return sentFile{}, fmt.Errorf("%s not sent: the copy cannot be written: %w", args.Path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return sentFile{}, fmt.Errorf("%s not sent: the copy cannot be written: %w", args.Path, err)
+	}
+	final := filepath.Join(outbox, strconv.Itoa(len(box.files)+1)+"-"+sanitizeFilename(info.Name))
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return sentFile{}, fmt.Errorf("%s not sent: the copy cannot be written: %w", args.Path, err)
+	}
+	keep = true
+	f := sentFile{Name: sanitizeFilename(info.Name), MimeType: info.MimeType, Size: info.Size, Caption: args.Caption, Path: final}
+	box.files = append(box.files, f)
+	box.bytes += f.Size
+	return f, nil
+}
+
+// outboxName is an activity id as a folder name.
+func outboxName(activityID string) string {
+	sum := sha256.Sum256([]byte(activityID))
+	return hex.EncodeToString(sum[:12])
+}
+
+// inboxSecrets are every credential the daemon holds: the workspace tokens (the first and every
+// one taken into use since) and Config.Secrets.
+type inboxSecrets struct{ m *Inbox }
+
+func (s inboxSecrets) Secrets() []string {
+	out := append([]string{s.m.client.red.secret}, s.m.client.red.rotated.all()...)
+	if s.m.cfg.Secrets != nil {
+		out = append(out, s.m.cfg.Secrets.Secrets()...)
+	}
+	return out
+}
+
+func (m *Inbox) secrets() chatfiles.Secrets { return inboxSecrets{m} }
+
+// withFiles returns text with box's refusals added (the chat reads why), and box's files.
+func withFiles(box *sendBox, text string) (string, []sentFile) {
+	if box == nil {
+		return text, nil
+	}
+	box.mu.Lock()
+	defer box.mu.Unlock()
+	for _, r := range box.refused {
+		text += "\n\n[" + r + "]"
+	}
+	return text, box.files
+}
+
+// removeOutbox deletes the copies of a reply that is done with.
+func (m *Inbox) removeOutbox(activityID string) {
+	_ = os.RemoveAll(filepath.Join(m.cfg.StateDir, outboxDirName, outboxName(activityID)))
+}
+
+// uploadFiles uploads p's files that have no URI yet (uploadNew). An upload the platform refuses
+// for good (413, 400) does not cost the reply: the files are dropped from it, saying so.
+func (m *Inbox) uploadFiles(ctx context.Context, log *zap.Logger, p *pendingReply) error {
+	err := m.uploadNew(ctx, log, p)
+	if err != nil && permanentDeliveryError(err) {
+		m.dropFiles(log, p, "the platform refused the upload ("+refusalReason(routeNotify, err)+")", err)
+		return nil
+	}
+	return err
+}
+
+// peerFileParts are p's files as A2A file parts; copies that cannot be read are dropped from the
+// reply, saying so.
+func (m *Inbox) peerFileParts(log *zap.Logger, p *pendingReply) []any {
+	parts, err := fileParts(p.Files)
+	if err != nil {
+		m.dropFiles(log, p, "their copies cannot be read", err)
+		return nil
+	}
+	return parts
+}
+
+// peerSendFailed is the error of a failed A2A send of p. A send with files that the platform
+// refused as too large (413) goes again without them, saying so, rather than not at all.
+func (m *Inbox) peerSendFailed(log *zap.Logger, p *pendingReply, withFiles bool, err error) error {
+	var he *HTTPError
+	if !withFiles || !errors.As(err, &he) || he.Status != http.StatusRequestEntityTooLarge {
+		return err
+	}
+	m.dropFiles(log, p, "the platform refused them as too large (413)", err)
+	return errors.New("a2a send: the files made the reply too large (HTTP 413); sending it again without them")
+}
+
+// uploadNew uploads p's files that have no URI yet in one chat/uploads request and stores the
+// URIs in the ledger (written) before the caller's notify: a notify that fails, or a crash
+// after the upload, never uploads them again.
+func (m *Inbox) uploadNew(ctx context.Context, log *zap.Logger, p *pendingReply) error {
+	var todo []int
+	for i, f := range p.Files {
+		if f.URI == "" {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	files := make([]sentFile, len(todo))
+	for k, i := range todo {
+		files[k] = p.Files[i]
+	}
+	got, err := m.client.chatUpload(ctx, p.Route.Workspace, files)
+	if err != nil {
+		return err
+	}
+	if len(got) != len(todo) {
+		return fmt.Errorf("chat upload: the platform answered %d files for %d sent", len(got), len(todo))
+	}
+	for k, i := range todo {
+		p.Files[i].URI = got[k].URI
+		if got[k].Name != "" {
+			p.Files[i].Name = got[k].Name
+		}
+		if got[k].MimeType != "" {
+			p.Files[i].MimeType = got[k].MimeType
+		}
+	}
+	m.ledger.setPending(*p)
+	m.syncState(log, "storing the uploaded files' URIs before the notify that names them")
+	log.Info("files uploaded for the reply", zap.Int("files", len(todo)))
+	return nil
+}
+
+// dropFiles takes the files out of p, which cannot go (why), and says so in its text: the reply
+// goes without them rather than not at all. The change is stored before the next attempt.
+func (m *Inbox) dropFiles(log *zap.Logger, p *pendingReply, why string, err error) {
+	names := make([]string, 0, len(p.Files))
+	for _, f := range p.Files {
+		names = append(names, f.Name)
+	}
+	m.c.filesRefused.Add(int64(len(p.Files)))
+	log.Warn("the reply's files cannot go; sending the reply without them",
+		zap.Strings("files", names), zap.String("reason", why), zap.Error(err))
+	p.Text += "\n\n[" + strings.Join(names, ", ") + " not sent: " + why + "]"
+	p.Files = nil
+	m.ledger.setPending(*p)
+	m.syncState(log, "storing the reply without the files the platform refused")
+}
+
+// uploadedFile is one file of chat/uploads' answer, and one attachment of notify.
+type uploadedFile struct {
+	URI      string `json:"uri"`
+	Name     string `json:"name"`
+	MimeType string `json:"mimeType,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+}
+
+// chatUpload posts files to POST /workspaces/{ws}/chat/uploads as the canvas does: multipart,
+// one `files` part each, with its type. The body is made anew for every attempt, from the
+// copies on disk.
+func (c *platformClient) chatUpload(ctx context.Context, ws string, files []sentFile) ([]uploadedFile, error) {
+	stream := func() (io.Reader, string) {
+		pr, pw := io.Pipe()
+		mw := multipart.NewWriter(pw)
+		go func() {
+			pw.CloseWithError(writeParts(mw, files))
+		}()
+		return pr, mw.FormDataContentType()
+	}
+	body, err := c.do(ctx, request{op: "chat upload", method: http.MethodPost,
+		path: "/workspaces/" + ws + "/chat/uploads", stream: stream, timeout: max(c.timeout, chatUploadTimeout)})
+	if err != nil {
+		return nil, err
+	}
+	var ans struct {
+		Files []uploadedFile `json:"files"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return nil, fmt.Errorf("chat upload: the answer is not {\"files\": [...]}: %w", err)
+	}
+	for _, f := range ans.Files {
+		if f.URI == "" {
+			return nil, errors.New("chat upload: the answer names a file without a uri")
+		}
+	}
+	return ans.Files, nil
+}
+
+// writeParts writes each file as a `files` part and closes the form.
+func writeParts(mw *multipart.Writer, files []sentFile) error {
+	for _, f := range files {
+		h := make(textproto.MIMEHeader)
+		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="files"; filename=%q`, f.Name))
+		h.Set("Content-Type", f.MimeType)
+		w, err := mw.CreatePart(h)
+		if err != nil {
+			return err
+		}
+		src, err := os.Open(f.Path)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(w, src)
+		src.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return mw.Close()
+}
+
+// attachments are the notify attachments of uploaded files.
+func attachments(files []sentFile) []uploadedFile {
+	out := make([]uploadedFile, 0, len(files))
+	for _, f := range files {
+		out = append(out, uploadedFile{URI: f.URI, Name: f.Name, MimeType: f.MimeType, Size: f.Size})
+	}
+	return out
+}
+
+// fileParts are a peer reply's files as A2A file parts with the bytes inline.
+func fileParts(files []sentFile) ([]any, error) {
+	parts := make([]any, 0, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(f.Path)
+		if err != nil {
+			return nil, fmt.Errorf("read the copy of %s: %w", f.Name, err)
+		}
+		parts = append(parts, map[string]any{"kind": "file", "file": map[string]any{
+			"name": f.Name, "mimeType": f.MimeType, "bytes": base64.StdEncoding.EncodeToString(b)}})
+	}
+	return parts, nil
+}
