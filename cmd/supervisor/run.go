@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -22,7 +21,6 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/cannedmodel"
 	"github.com/molecule-ai/codex-warm/chatfiles"
-	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/inbox/local"
@@ -148,30 +146,6 @@ type daemonRun struct {
 	mt         *mainThread
 	handoff    *handoff.Doc // the previous image's, when reloaded
 	in         *incoming
-}
-
-func (d *daemon) status() StatusDoc {
-	doc := StatusDoc{Daemon: d.info, Snapshot: d.sup.Status()}
-	doc.Daemon.LastReload = d.reloadInfo()
-	doc.Daemon.Goroutines = runtime.NumGoroutine()
-	if m, err := (childproc.ProcFS{}).Memory(os.Getpid()); err == nil {
-		doc.Daemon.RSSBytes, doc.Daemon.PSSBytes, doc.Daemon.USSBytes = m.RSS, m.PSS, m.USS
-	} else {
-		doc.Daemon.RSSBytes = childproc.ProcFS{}.RSS(os.Getpid())
-	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	doc.Daemon.HeapBytes = ms.HeapAlloc
-	if mol := d.molecule(); mol != nil {
-		st := mol.Stats()
-		doc.Bridge = &st
-	}
-	if d.local != nil {
-		f := d.local.Files()
-		doc.LocalFiles = &f
-	}
-	d.addCodexStatus(&doc)
-	return doc
 }
 
 // runDaemon runs until the first signal (graceful drain) or ctx is done; a second signal cuts

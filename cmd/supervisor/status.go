@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
@@ -259,4 +262,29 @@ func probeDaemon(ctx context.Context, stateDir string, ready bool, stdout, stder
 	}
 	fmt.Fprintf(stdout, "%s: %s\n", health.StatusNotReady, rep.Reason)
 	return exitCode(statusExitNotReady)
+}
+
+// status is what `supervisor status` shows of the running daemon.
+func (d *daemon) status() StatusDoc {
+	doc := StatusDoc{Daemon: d.info, Snapshot: d.sup.Status()}
+	doc.Daemon.LastReload = d.reloadInfo()
+	doc.Daemon.Goroutines = runtime.NumGoroutine()
+	if m, err := (childproc.ProcFS{}).Memory(os.Getpid()); err == nil {
+		doc.Daemon.RSSBytes, doc.Daemon.PSSBytes, doc.Daemon.USSBytes = m.RSS, m.PSS, m.USS
+	} else {
+		doc.Daemon.RSSBytes = childproc.ProcFS{}.RSS(os.Getpid())
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	doc.Daemon.HeapBytes = ms.HeapAlloc
+	if mol := d.molecule(); mol != nil {
+		st := mol.Stats()
+		doc.Bridge = &st
+	}
+	if d.local != nil {
+		f := d.local.Files()
+		doc.LocalFiles = &f
+	}
+	d.addCodexStatus(&doc)
+	return doc
 }

@@ -1,7 +1,9 @@
 package molecule
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -54,4 +56,74 @@ func (m *Inbox) runtimeState() (state, why string) {
 		m.log.Info("a turn completed; heartbeat no longer reports the runtime wedged")
 	}
 	return state, why
+}
+
+// noteAnswer feeds the heartbeat's error_rate and sample_error.
+func (m *Inbox) noteAnswer(failed bool, errText string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.winTotal++
+	if failed {
+		m.winFailed++
+		m.lastError = chat.CapText(errText, 256)
+	}
+}
+
+// sendHeartbeat keeps the workspace online and reports whether the platform accepted it; a
+// failure is counted and the next tick tries again.
+func (m *Inbox) sendHeartbeat(ctx context.Context) bool {
+	hb := m.heartbeatBody()
+	err := m.client.heartbeat(ctx, hb)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		m.c.heartbeatErrors.Add(1)
+		m.platformCallFailed(callHeartbeat, err)
+	default:
+		m.log.Debug("heartbeat sent", zap.Int("active_tasks", hb.ActiveTasks))
+		m.platformCallOK(callHeartbeat)
+	}
+	return err == nil
+}
+
+// heartbeatBody reports the running turns and the failure rate since the previous heartbeat.
+func (m *Inbox) heartbeatBody() heartbeatBody {
+	// Asked before taking m.mu: the supervisor takes its own lock.
+	var acts []supervisor.ChatActivity
+	if m.cfg.Progress != nil {
+		acts = m.cfg.Progress.Activity()
+	}
+	runtime, why := m.runtimeState()
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	hb := heartbeatBody{
+		ActiveTasks:   max(len(m.inflight), len(acts)),
+		UptimeSeconds: int64(time.Since(m.runStart) / time.Second),
+		IsBusy:        len(m.inflight) > 0 || len(acts) > 0,
+		RuntimeState:  runtime,
+	}
+	if len(acts) > 0 {
+		hb.CurrentTask = currentTask(m.client.red, acts, now)
+	} else {
+		for _, key := range m.inflight {
+			if hb.CurrentTask == "" || key < hb.CurrentTask {
+				hb.CurrentTask = key
+			}
+		}
+		if hb.CurrentTask != "" {
+			hb.CurrentTask = "answering " + hb.CurrentTask
+		}
+	}
+	if m.winTotal > 0 {
+		hb.ErrorRate = float64(m.winFailed) / float64(m.winTotal)
+	}
+	if m.winFailed > 0 {
+		hb.SampleError = m.lastError
+	}
+	if hb.SampleError == "" {
+		hb.SampleError = why // the canvas shows it on the degraded card
+	}
+	m.winTotal, m.winFailed, m.lastError = 0, 0, ""
+	return hb
 }

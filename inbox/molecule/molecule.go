@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
-	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
 // platformIdleConns is how many idle connections to the platform the inbox's own HTTP client
@@ -616,76 +615,6 @@ func permanentDeliveryError(err error) bool {
 // persist writes the state file if something changed (syncState: a failure is counted, and
 // logged once until a write succeeds; the next write retries).
 func (m *Inbox) persist(log *zap.Logger) { m.syncState(log, "recording the inbox position") }
-
-// noteAnswer feeds the heartbeat's error_rate and sample_error.
-func (m *Inbox) noteAnswer(failed bool, errText string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.winTotal++
-	if failed {
-		m.winFailed++
-		m.lastError = chat.CapText(errText, 256)
-	}
-}
-
-// sendHeartbeat keeps the workspace online and reports whether the platform accepted it; a
-// failure is counted and the next tick tries again.
-func (m *Inbox) sendHeartbeat(ctx context.Context) bool {
-	hb := m.heartbeatBody()
-	err := m.client.heartbeat(ctx, hb)
-	switch {
-	case ctx.Err() != nil:
-	case err != nil:
-		m.c.heartbeatErrors.Add(1)
-		m.platformCallFailed(callHeartbeat, err)
-	default:
-		m.log.Debug("heartbeat sent", zap.Int("active_tasks", hb.ActiveTasks))
-		m.platformCallOK(callHeartbeat)
-	}
-	return err == nil
-}
-
-// heartbeatBody reports the running turns and the failure rate since the previous heartbeat.
-func (m *Inbox) heartbeatBody() heartbeatBody {
-	// Asked before taking m.mu: the supervisor takes its own lock.
-	var acts []supervisor.ChatActivity
-	if m.cfg.Progress != nil {
-		acts = m.cfg.Progress.Activity()
-	}
-	runtime, why := m.runtimeState()
-	now := time.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	hb := heartbeatBody{
-		ActiveTasks:   max(len(m.inflight), len(acts)),
-		UptimeSeconds: int64(time.Since(m.runStart) / time.Second),
-		IsBusy:        len(m.inflight) > 0 || len(acts) > 0,
-		RuntimeState:  runtime,
-	}
-	if len(acts) > 0 {
-		hb.CurrentTask = currentTask(m.client.red, acts, now)
-	} else {
-		for _, key := range m.inflight {
-			if hb.CurrentTask == "" || key < hb.CurrentTask {
-				hb.CurrentTask = key
-			}
-		}
-		if hb.CurrentTask != "" {
-			hb.CurrentTask = "answering " + hb.CurrentTask
-		}
-	}
-	if m.winTotal > 0 {
-		hb.ErrorRate = float64(m.winFailed) / float64(m.winTotal)
-	}
-	if m.winFailed > 0 {
-		hb.SampleError = m.lastError
-	}
-	if hb.SampleError == "" {
-		hb.SampleError = why // the canvas shows it on the degraded card
-	}
-	m.winTotal, m.winFailed, m.lastError = 0, 0, ""
-	return hb
-}
 
 func (m *Inbox) wakeAck() {
 	select {
