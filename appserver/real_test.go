@@ -3,6 +3,7 @@ package appserver_test
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -60,6 +61,9 @@ func (e *realEnv) start(t *testing.T, edit func(*appserver.Config)) *appserver.C
 		Dir:        e.cwd,
 		ClientInfo: protocol.ClientInfo{Name: "codex-warm-test", Version: "0.0.0"},
 		Logger:     log,
+		// A HOME of the test's own: the sandboxed shells codex runs may source ~/.bashrc (see
+		// appservertest's isolateShell), and the machine's profile has no place in a tool's output.
+		Env: append(os.Environ(), "HOME="+t.TempDir(), "BASH_ENV=", "ENV="),
 	}
 	if edit != nil {
 		edit(&cfg)

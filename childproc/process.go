@@ -93,6 +93,7 @@ type Process struct {
 	errR   *os.File // read end of the child's stderr
 	tail   *Tail
 
+	leaderGone chan struct{} // closed when the child itself exited, before its remains are swept
 	exited     chan struct{} // closed when the child was reaped; state and waitErr are set before
 	state      *os.ProcessState
 	waitErr    error
@@ -171,6 +172,7 @@ func newProcess(cfg ProcessConfig, proc *os.Process, stdin, stdout, stderr *os.F
 		stdout:     stdout,
 		errR:       stderr,
 		tail:       NewTail(cfg.StderrTailBytes),
+		leaderGone: make(chan struct{}),
 		exited:     make(chan struct{}),
 		stderrDone: make(chan struct{}),
 	}
@@ -275,21 +277,23 @@ func (p *Process) stop(ctx context.Context) (StopHow, error) {
 	if err := p.stdin.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 		errs = append(errs, fmt.Errorf("close stdin of pid %d: %w", p.pid, err))
 	}
-	if !awaitCtx(ctx, p.exited, grace) {
+	// Each rung waits for the child's own exit, not for the sweep of its remains that precedes
+	// the reap: a child that obeyed in time is not escalated because the sweep took a while.
+	if !awaitCtx(ctx, p.leaderGone, grace) {
 		// With ctx done the SIGTERM step is skipped: SIGKILL at once, like os/exec's Cancel. A
 		// SIGTERM sent first could still end a child that has not yet set its handler up.
 		exited := false
 		if ctx.Err() == nil {
 			how = StoppedBySIGTERM
 			p.signalGroup(syscall.SIGTERM)
-			exited = awaitCtx(ctx, p.exited, grace)
+			exited = awaitCtx(ctx, p.leaderGone, grace)
 		}
 		if !exited {
 			how = StoppedBySIGKILL
 			p.signalGroup(syscall.SIGKILL)
-			<-p.exited // SIGKILL cannot be ignored; the reap follows
 		}
 	}
+	<-p.exited // SIGKILL cannot be ignored; the sweep is bounded by grace and the reap follows
 	if !awaitCtx(context.Background(), p.stderrDone, grace) {
 		_ = p.errR.Close() // a process that left the group still holds stderr open
 	}
@@ -318,12 +322,17 @@ func (p *Process) signalGroup(sig syscall.Signal) {
 // exec.Cmd.Wait.
 func (p *Process) waiter() {
 	defer p.wg.Done()
-	if err := AwaitExitNoReap(p.pid); err == nil {
+	noReapErr := AwaitExitNoReap(p.pid)
+	if noReapErr == nil {
+		close(p.leaderGone)
 		// The leader is a zombie, so its group and session ids are still reserved: anything
 		// left in them (shells, tools, MCP servers codex started) is an orphan now.
 		p.killRemains()
 	}
 	p.state, p.waitErr = p.proc.Wait()
+	if noReapErr != nil {
+		close(p.leaderGone)
+	}
 	if p.waitErr == nil && !p.state.Success() {
 		p.waitErr = &exec.ExitError{ProcessState: p.state}
 	}

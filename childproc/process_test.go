@@ -10,10 +10,14 @@ import (
 	"time"
 )
 
-// startSh starts /bin/sh -c script with a short CloseGrace and stops it at the end of the test.
-func startSh(t *testing.T, script string) *Process {
+// patientGrace is the CloseGrace of a test whose child is meant to obey the first rung it meets:
+// the rung ends on the child's exit, so only a child that ignores it waits this long.
+const patientGrace = time.Minute
+
+// startSh starts /bin/sh -c script with the given CloseGrace and stops it at the end of the test.
+func startSh(t *testing.T, script string, grace time.Duration) *Process {
 	t.Helper()
-	p, err := StartProcess(ProcessConfig{Bin: "/bin/sh", Args: []string{"-c", script}, CloseGrace: 200 * time.Millisecond})
+	p, err := StartProcess(ProcessConfig{Bin: "/bin/sh", Args: []string{"-c", script}, CloseGrace: grace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,19 +25,39 @@ func startSh(t *testing.T, script string) *Process {
 	return p
 }
 
+// readLine reads the child's next line of stdout: the event a script announces itself with.
+func readLine(t *testing.T, p *Process) string {
+	t.Helper()
+	line, err := bufio.NewReader(p.Stdout()).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read the child's stdout: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// TestProcessStopLadder stops a child that obeys stdin EOF, one that ignores it and obeys
+// SIGTERM, and one that ignores both. Each script says "ready" once it ignores what it should,
+// so no rung arrives before the child is set up. A child meant to obey a rung gets a patient
+// grace; the other two wait the grace out, once or twice, so theirs is short, yet long enough
+// for the SIGTERM child to die on a loaded machine.
 func TestProcessStopLadder(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		script string
+		grace  time.Duration
 		want   StopHow
 		signal syscall.Signal // 0: a clean exit
 	}{
-		{"stdin EOF", "cat >/dev/null; echo bye >&2", StoppedByStdinEOF, 0},
-		{"SIGTERM", "exec 0</dev/null; while :; do sleep 0.05; done", StoppedBySIGTERM, syscall.SIGTERM},
-		{"SIGKILL", "trap '' TERM; exec 0</dev/null; while :; do sleep 0.05; done", StoppedBySIGKILL, syscall.SIGKILL},
+		{"stdin EOF", "echo ready; cat >/dev/null; echo bye >&2", patientGrace, StoppedByStdinEOF, 0},
+		{"SIGTERM", "exec 0</dev/null; echo ready; while :; do sleep 0.05; done", time.Second, StoppedBySIGTERM, syscall.SIGTERM},
+		{"SIGKILL", "trap '' TERM; exec 0</dev/null; echo ready; while :; do sleep 0.05; done", 300 * time.Millisecond,
+			StoppedBySIGKILL, syscall.SIGKILL},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := startSh(t, tc.script)
+			p := startSh(t, tc.script, tc.grace)
+			if line := readLine(t, p); line != "ready" {
+				t.Fatalf("child said %q, want ready", line)
+			}
 			how, err := p.Stop(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -79,28 +103,19 @@ func TestProcessStopWithDoneContextKillsAtOnce(t *testing.T) {
 // An exited leader's group is SIGKILLed before the leader is reaped: a tool it left behind does
 // not outlive it.
 func TestProcessExitKillsGroupRemains(t *testing.T) {
-	p := startSh(t, "sleep 1000 >/dev/null 2>&1 </dev/null & echo $!; cat >/dev/null")
-	line, err := bufio.NewReader(p.Stdout()).ReadString('\n')
+	p := startSh(t, "sleep 1000 >/dev/null 2>&1 </dev/null & echo $!; cat >/dev/null", patientGrace)
+	orphan, err := strconv.Atoi(readLine(t, p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { _ = syscall.Kill(orphan, syscall.SIGKILL) })
 	if how, err := p.Stop(context.Background()); err != nil || how != StoppedByStdinEOF {
 		t.Fatalf("Stop: %v, %v", how, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := (ProcFS{}).Stat(orphan)
-		if err != nil || st.Zombie() {
-			break // gone, or dead and waiting for its new parent to reap it
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d left in the group still runs after the leader exited", orphan)
-		}
-		time.Sleep(10 * time.Millisecond) // polling for a state, with an overall bound
+	// Stop returns after the reap, and the reap after the sweep saw the group dead (or gave up
+	// after the grace, which a minute makes a failure of the sweep, not of the machine's load).
+	if st, err := (ProcFS{}).Stat(orphan); err == nil && !st.Zombie() {
+		t.Errorf("pid %d left in the group still runs after the leader was reaped", orphan)
 	}
 }
 
@@ -111,7 +126,7 @@ func TestProcessExitKillsGroupRemains(t *testing.T) {
 // new parent).
 func TestProcessCrashKillsSessionRemains(t *testing.T) {
 	p, err := StartProcess(ProcessConfig{Bin: "/bin/bash", Args: []string{"-c",
-		"set -m; sleep 1000 >/dev/null 2>&1 </dev/null & echo $!; cat >/dev/null"}, CloseGrace: 200 * time.Millisecond})
+		"set -m; sleep 1000 >/dev/null 2>&1 </dev/null & echo $!; cat >/dev/null"}, CloseGrace: patientGrace})
 	if err != nil {
 		t.Fatal(err)
 	}

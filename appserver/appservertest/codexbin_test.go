@@ -232,7 +232,20 @@ func newExecEnv(t *testing.T) execEnv {
 	if err := m.WriteCodexHome(home); err != nil {
 		t.Fatal(err)
 	}
+	isolateShell(t)
 	return execEnv{bin: bin, home: home, cwd: t.TempDir(), mock: m}
+}
+
+// isolateShell gives the codex child (which ExecTurn starts with this process's environment) an
+// empty HOME and no BASH_ENV, so the shells codex runs for tool calls read none of the machine's
+// startup files. Under codex's sandbox (seccomp) `bash -c` takes its /dev/null stdin for a
+// network connection (getpeername is refused) and, when SHLVL is unset, sources ~/.bashrc as if
+// started by rshd; whatever the profile prints (pyenv's "cannot rehash: ... isn't writable" inside the
+// sandbox) then lands in the command's output.
+func isolateShell(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("BASH_ENV", "")
+	t.Setenv("ENV", "")
 }
 
 // checkMockLeaks fails the test if it leaves goroutines behind (the mock model's, codex's
