@@ -6,9 +6,12 @@ package main
 // wait, tells the chat why, and recovers by itself when the service is back.
 
 import (
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
@@ -20,10 +23,58 @@ func (e *e2e) modelAddr() string {
 	return strings.TrimSuffix(strings.TrimPrefix(e.mock.URL(), "http://"), "/v1")
 }
 
+// takeModelAway closes the mock model and keeps its port: a socket bound to it but not
+// listening refuses every connection (as a service that is down does), and no other server of
+// the test run can be given the port meanwhile. Without it, another test's server once took the
+// freed port and answered codex ("ok"), so the model was "back" before the test restarted it.
+// It returns the address for restartModel.
+func (e *e2e) takeModelAway() string {
+	e.t.Helper()
+	addr := e.modelAddr()
+	if err := e.mock.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	ip := net.ParseIP(host).To4()
+	if err != nil || ip == nil {
+		e.t.Fatalf("model address %q: want an IPv4 host:port", addr)
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	// SO_REUSEADDR: the closed server's connections may linger in TIME_WAIT on the port. A bound
+	// socket still keeps the kernel from handing the port to a listener asking for any port.
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		e.t.Fatal(err)
+	}
+	sa := &syscall.SockaddrInet4{Port: p}
+	copy(sa.Addr[:], ip)
+	if err := syscall.Bind(fd, sa); err != nil {
+		_ = syscall.Close(fd)
+		e.t.Fatalf("hold the model's port %s: %v", addr, err)
+	}
+	e.modelHold = func() { _ = syscall.Close(fd) }
+	e.t.Cleanup(func() {
+		if e.modelHold != nil {
+			e.modelHold()
+		}
+	})
+	return addr
+}
+
 // restartModel starts a mock model on the address codex is configured with (the first one was
-// closed): the service is back.
+// taken away): the service is back.
 func (e *e2e) restartModel(addr string) *mockmodel.Model {
 	e.t.Helper()
+	if e.modelHold != nil {
+		e.modelHold()
+		e.modelHold = nil
+	}
 	m, err := mockmodel.New(mockmodel.Config{Addr: addr})
 	if err != nil {
 		e.t.Fatalf("start the mock model again on %s: %v", addr, err)
@@ -40,10 +91,7 @@ func (e *e2e) restartModel(addr string) *mockmodel.Model {
 func TestE2EModelUnreachableAtStartAndBack(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{Local: true})
-	addr := e.modelAddr()
-	if err := e.mock.Close(); err != nil {
-		t.Fatal(err)
-	}
+	addr := e.takeModelAway()
 	d := e.start("--turn-timeout", "10m", "--model-unreachable-timeout", "3s")
 	c := newLocalClient(t, d)
 
@@ -128,10 +176,7 @@ func modelUnreachableMidConversation(t *testing.T, busy string) {
 	d := e.start("--model-unreachable-timeout", "2s", "--busy", busy)
 	e.plat.Enqueue(moleculetest.CanvasMessage("first").WithSeq(1))
 	d.waitPlatform("the first answer", func() bool { return len(e.plat.Notifies()) == 1 })
-	addr := e.modelAddr()
-	if err := e.mock.Close(); err != nil {
-		t.Fatal(err)
-	}
+	addr := e.takeModelAway()
 
 	const seq = 2
 	id := e.plat.Enqueue(moleculetest.CanvasMessage("second").WithSeq(seq))[0]

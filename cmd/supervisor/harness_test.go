@@ -83,6 +83,7 @@ type e2e struct {
 	workDir   string
 	stateDir  string
 	daemons   []*daemonProc
+	modelHold func() // releases the model's port held by takeModelAway
 }
 
 func newE2E(t *testing.T, cfg e2eConfig) *e2e {
