@@ -85,7 +85,10 @@ func (s *Supervisor) Reset(ctx context.Context, chatKey string) (ResetResult, er
 		s.keys[chatKey] = k
 	}
 	j.key = k
-	busy := s.queue.BusyLocked(chatKey)
+	// Busy is a job running or waiting. A worker still closing the books of a job whose answer
+	// is out is not: its caller may send /new the moment the reply arrives, and the reset then
+	// runs next and is answered now, not "once the message codex is working on is answered".
+	busy := k.running != nil || s.queue.LenLocked(chatKey) > 0
 	s.queue.PushLocked(chatKey, j)
 	s.mu.Unlock()
 	if busy {

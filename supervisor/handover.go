@@ -135,8 +135,10 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 			break
 		}
 		paused = append(paused, p)
+		s.mu.Lock()
 		out = append(out, HandedChild{ChatKey: sess.key.key, ThreadID: sess.threadID, Started: sess.started,
 			Turns: sess.turns, Handover: h})
+		s.mu.Unlock()
 	}
 	var handed []*job
 	for _, r := range running {
@@ -156,7 +158,10 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 			break
 		}
 		paused = append(paused, p)
+		// The turn's goroutine may be closing its books on the session meanwhile (under s.mu).
+		s.mu.Lock()
 		hc := HandedChild{ChatKey: sess.key.key, ThreadID: sess.threadID, Started: sess.started, Turns: sess.turns, Handover: h}
+		s.mu.Unlock()
 		if h.Turn != nil {
 			// Ended meanwhile otherwise: its reply goes out when the reload is called off,
 			// or is lost with the exec like an idle child's queue; the row is polled again.
