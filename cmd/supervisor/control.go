@@ -174,9 +174,7 @@ func startControl(cfg controlConfig) (*controlServer, error) {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("remove stale control socket %s: %w", path, err)
 		}
-		old := syscall.Umask(0o177)
-		ln, err = net.Listen("unix", path)
-		syscall.Umask(old)
+		ln, err = listenPrivateUnix(path)
 		if err != nil {
 			return nil, fmt.Errorf("listen on control socket %s: %w", path, err)
 		}
