@@ -21,6 +21,7 @@ import (
 	"net/textproto"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -267,6 +268,9 @@ func (m *Inbox) uploadNew(ctx context.Context, log *zap.Logger, p *pendingReply)
 	if len(got) != len(todo) {
 		return fmt.Errorf("chat upload: the platform answered %d files for %d sent", len(got), len(todo))
 	}
+	// A copy: the ledger holds the pending reply with the same slice, and may be encoding it
+	// for the state file right now.
+	p.Files = slices.Clone(p.Files)
 	for k, i := range todo {
 		p.Files[i].URI = got[k].URI
 		if got[k].Name != "" {
