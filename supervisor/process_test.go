@@ -118,7 +118,10 @@ func TestProcessWatchdogs(t *testing.T) {
 		{appservertest.FakeExitMidTurn, nil, WatchdogDead, true},
 		{appservertest.FakeGarbage, nil, WatchdogDead, true},
 		{appservertest.FakeIgnoreInterrupt, func(c *Config) {
-			c.TurnDeadline = 300 * time.Millisecond
+			// The deadline also bounds the recovery turn below, in a new child: on a loaded
+			// machine 300 ms was not always enough for it (a fresh-clone CI run beside a stress
+			// run), while the hung first turn is cut by the deadline whatever its length.
+			c.TurnDeadline = 3 * time.Second
 			c.InterruptGrace = 300 * time.Millisecond
 		}, WatchdogWedged, true},
 	}
