@@ -44,7 +44,7 @@ type waitingSet struct {
 	cond     *sync.Cond
 	seq      uint64
 	list     []Waiting
-	inSubmit int // resumed messages being answered now
+	inSubmit int // messages being answered now that may be handed over (submitting, resumeChat)
 	wg       sync.WaitGroup
 }
 
@@ -62,6 +62,22 @@ func (ws *waitingSet) newID() (string, uint64) {
 	defer ws.mu.Unlock()
 	ws.seq++
 	return fmt.Sprintf("%s-%d", ws.prefix, ws.seq), ws.seq
+}
+
+// submitting counts a message whose Submit is under way and whose connection a reload may hand
+// over; the returned func ends it. TakeWaiting waits for these: a Submit returns ErrHandedOver
+// before its handler puts the caller on the list, and a caller taken in between would be left
+// behind with the old image.
+func (ws *waitingSet) submitting() (done func()) {
+	ws.mu.Lock()
+	ws.inSubmit++
+	ws.mu.Unlock()
+	return func() {
+		ws.mu.Lock()
+		ws.inSubmit--
+		ws.cond.Broadcast()
+		ws.mu.Unlock()
+	}
 }
 
 func (ws *waitingSet) add(w ...Waiting) {

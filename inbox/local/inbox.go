@@ -277,10 +277,18 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 		// An event stream has begun its answer; its turn keeps a reload waiting.
 		in.MessageID, seq = h.waiting.newID()
 	}
+	var submitted func()
+	if in.MessageID != "" {
+		submitted = h.waiting.submitting()
+	}
 	reply, err := h.cfg.Answerer.SubmitInput(r.Context(), key, in)
 	if errors.Is(err, supervisor.ErrHandedOver) && in.MessageID != "" &&
 		h.waiting.hijack(w, Waiting{ChatKey: key, MessageID: in.MessageID, Text: body.Text, Seq: seq}, log) {
+		submitted()
 		return
+	}
+	if submitted != nil {
+		submitted()
 	}
 	h.respond(w, r.Context().Err() != nil, log, key, start, reply, err, box)
 }
