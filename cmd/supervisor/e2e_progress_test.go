@@ -190,27 +190,27 @@ func TestE2EMessageEventStream(t *testing.T) {
 	if _, _, err := readSSE(r); err != io.EOF {
 		t.Errorf("stream goes on after the reply: %v", err)
 	}
-	// The README's list of events holds: each it names for a turn that ends with a reply was
-	// sent (issue 17, item 13: it named "delta", which the daemon never sends).
-	for _, name := range readmeStreamEvents(t) {
+	// The documented list of events holds: each docs/chat.md names for a turn that ends with a
+	// reply was sent (issue 17, item 13: the README named "delta", which the daemon never sends).
+	for _, name := range documentedStreamEvents(t) {
 		if name != local.EventError && !slices.ContainsFunc(seen, func(s string) bool { return strings.HasPrefix(s, name+" ") }) {
-			t.Errorf("README lists the event %q, but the stream sent only:\n%s", name, all)
+			t.Errorf("docs/chat.md lists the event %q, but the stream sent only:\n%s", name, all)
 		}
 	}
 }
 
-// readmeStreamEvents returns the event names README's "Local inbox streaming" paragraph lists:
-// the backquoted words after "server-sent events:" up to the first full stop, leaving out what
-// is in parentheses (field names, examples).
-func readmeStreamEvents(t *testing.T) []string {
+// documentedStreamEvents returns the event names docs/chat.md's "Local inbox streaming" paragraph
+// lists: the backquoted words after "server-sent events:" up to the first full stop, leaving out
+// what is in parentheses (field names, examples).
+func documentedStreamEvents(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/chat.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(b), "answers with server-sent events:")
 	if !ok {
-		t.Fatal("README: the event stream paragraph is gone")
+		t.Fatal("docs/chat.md: the event stream paragraph is gone")
 	}
 	var top strings.Builder
 	depth := 0
@@ -232,7 +232,7 @@ func readmeStreamEvents(t *testing.T) []string {
 		}
 	}
 	if len(names) == 0 {
-		t.Fatal("README: no event names in the event stream paragraph")
+		t.Fatal("docs/chat.md: no event names in the event stream paragraph")
 	}
 	return names
 }

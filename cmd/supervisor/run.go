@@ -326,7 +326,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		ConfigOverrides: slices.Concat(d.leanOverrides, cfg.CodexConfig),
 		ClientInfo:      protocol.ClientInfo{Name: "codex-warm", Title: "codex-warm supervisor", Version: version},
 		// Deltas repeat the final text token by token; the daemon only needs completed items.
-		// So the local inbox's event stream has no delta events (README says so, and
+		// So the local inbox's event stream has no delta events (docs/chat.md says so, and
 		// TestE2EMessageEventStream holds the two together).
 		OptOutNotifications: []string{protocol.NotifyAgentMessageDelta},
 		Policy:              policy,
