@@ -43,7 +43,7 @@ func TestE2EChildUser(t *testing.T) {
 	// No spare: codex 0.169, started twice at once on a fresh CODEX_HOME, can create its
 	// thread-writer-locks directory with mode 0600 (seen once under load: a spare and the first
 	// chat's child starting threads together); as a non-root user every thread/start then fails
-	// with "Permission denied". The README names the fix; this test is about the uid.
+	// with "Permission denied". docs/security.md names the fix; this test is about the uid.
 	d := e.start("--child-user", "nobody", "--spares", "0")
 	c := newLocalClient(t, d)
 	if r := c.send("alpha", "hello"); r.Text != "reply #1: hello" {

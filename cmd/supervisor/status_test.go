@@ -60,7 +60,7 @@ func TestRenderStatusMoleculeCounters(t *testing.T) {
 	}
 }
 
-// `supervisor status` has one exit-code convention (README, "supervisor status"): 3 when no
+// `supervisor status` has one exit-code convention (docs/operating.md, "supervisor status"): 3 when no
 // daemon can be running on the state directory (no socket, a stale one, a path that is not a
 // directory or too long for a socket), 4 when something answers but not as the daemon does, each
 // with a sentence on stderr naming the state dir. With --json, stdout is JSON in every case: an

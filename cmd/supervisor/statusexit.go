@@ -8,7 +8,7 @@ import (
 )
 
 // Exit codes of `supervisor status`, one convention for the table, --json and the probes
-// (README, "supervisor status"). They follow the LSB init-script status codes where those fit,
+// (docs/operating.md, "supervisor status"). They follow the LSB init-script status codes where those fit,
 // so service managers and scripts read them as they read any service's status: 0 the daemon
 // answered (and is live / ready), 2 a wrong flag or argument (flagsError), and:
 const (
