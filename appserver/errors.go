@@ -176,7 +176,7 @@ func classifyExit(err error) error {
 
 // noActiveTurnMessage is codex's whole answer to a turn/interrupt that finds no active turn on
 // the thread: {"code":-32600,"message":"no active turn to interrupt"} (codex-cli 0.169.0,
-// verified with the real binary; docs/PROTOCOL-notes.md "Interrupting a turn"). codex answers
+// verified with the real binary; docs/PROTOCOL.md "Interrupting a turn"). codex answers
 // turn/start before it registers the turn as active, so an interrupt sent right after the
 // answer gets it too, not only one sent after the turn ended. -32600 is every invalid request
 // (a wrong turn id, an unknown thread), and codex attaches no error kind, so the message is all

@@ -11,7 +11,7 @@ import (
 )
 
 // A thread's persisted history, as codex 0.169.0 exposes it (verified against the real binary;
-// see docs/PROTOCOL-notes.md, "Re-running a message after a crash"):
+// see docs/PROTOCOL.md, "Re-running a message after a crash"):
 //
 //   - A turn whose process died mid-turn stays in the rollout with its user message; after
 //     thread/resume in a new process it reads as status "interrupted" (completedAt null), and a
