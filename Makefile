@@ -182,7 +182,7 @@ bench: codex build
 
 # bench-smoke is the quick bench, run by CI: it proves that bench's arguments resolve on a fresh
 # clone and that every comparison still runs to the end on the production path (websocket, TLS,
-# 50 ms round trip; about 2 minutes; its figures are too small a sample for the README).
+# 50 ms round trip; about 2 minutes; its figures are too small a sample for docs/benchmarks.md).
 bench-smoke: codex build
 	$(GO) run ./cmd/bench --codex-bin $(CODEX_BIN) --supervisor-bin $(CURDIR)/bin/supervisor --quick
 
