@@ -5,10 +5,14 @@ package docs
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -82,6 +86,106 @@ func TestRelativeLinksResolve(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestEveryFlagIsDocumented keeps docs/configuration.md whole: every flag the binary defines, of
+// any command, is named there as `--name`, and every environment variable a flag falls back to
+// as `NAME`. The flags are read from cmd/supervisor's source, so a new flag fails here until its
+// row is written.
+func TestEveryFlagIsDocumented(t *testing.T) {
+	b, err := os.ReadFile("configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	flags, envs := daemonFlags(t, "../cmd/supervisor")
+	// A few dozen flags are defined today; far fewer means they moved out of cmd/supervisor and
+	// this test no longer sees them.
+	if len(flags) < 40 {
+		t.Fatalf("found only %d flags in cmd/supervisor (%v): point daemonFlags at where they are defined now", len(flags), flags)
+	}
+	for _, f := range flags {
+		if !strings.Contains(doc, "`--"+f+"`") {
+			t.Errorf("configuration.md does not name the flag `--%s`", f)
+		}
+	}
+	for _, e := range envs {
+		if !strings.Contains(doc, "`"+e+"`") {
+			t.Errorf("configuration.md does not name the environment variable `%s`", e)
+		}
+	}
+}
+
+// flagFuncs are the calls that define a flag: the flag package's, and cmd/supervisor's envFlags
+// helpers (str, int, bool, dur), whose string after the name is the variable it falls back to.
+var flagFuncs = map[string]bool{
+	"String": true, "StringVar": true, "Int": true, "IntVar": true, "Int64": true, "Int64Var": true,
+	"Uint": true, "UintVar": true, "Float64": true, "Float64Var": true, "Bool": true, "BoolVar": true,
+	"Duration": true, "DurationVar": true, "Var": true, "Func": true, "BoolFunc": true, "TextVar": true,
+}
+var envFlagFuncs = map[string]bool{"str": true, "int": true, "bool": true, "dur": true}
+
+// onFlagSet says whether a call's receiver is a flag set as cmd/supervisor names them: fs, e (an
+// envFlags) or e.fs. It keeps zap.String("dir", …) and the like out.
+func onFlagSet(x ast.Expr) bool {
+	switch x := x.(type) {
+	case *ast.Ident:
+		return x.Name == "fs" || x.Name == "e"
+	case *ast.SelectorExpr:
+		return x.Sel.Name == "fs"
+	}
+	return false
+}
+
+// daemonFlags returns the names of the flags the non-test Go files of dir define, and the
+// environment variables the envFlags helpers bind them to.
+func daemonFlags(t *testing.T, dir string) (flags, envs []string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || !flagFuncs[sel.Sel.Name] && !envFlagFuncs[sel.Sel.Name] || !onFlagSet(sel.X) {
+				return true
+			}
+			var lits []string
+			for _, a := range call.Args {
+				if lit, ok := a.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					s, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						t.Fatalf("%s: %v", fset.Position(lit.Pos()), err)
+					}
+					lits = append(lits, s)
+				}
+			}
+			if len(lits) == 0 {
+				return true // a helper passing its parameters on (envFlags itself)
+			}
+			if !slices.Contains(flags, lits[0]) {
+				flags = append(flags, lits[0])
+			}
+			if envFlagFuncs[sel.Sel.Name] && len(lits) > 1 && !slices.Contains(envs, lits[1]) {
+				envs = append(envs, lits[1])
+			}
+			return true
+		})
+	}
+	return flags, envs
 }
 
 // TestHeadingAnchors pins the anchor rule headingAnchors follows (GitHub's): lower case, every
