@@ -56,6 +56,7 @@ type Inbox struct {
 	orgMissingLogged atomic.Bool
 	// handed are the goroutines waiting for the replies of messages handed off (HandOff).
 	handed sync.WaitGroup
+	line   handedLine // the order of handed-over messages that wait
 
 	mu        sync.Mutex
 	inflight  map[string]string   // activity id → chat key, for running Submits

@@ -5,6 +5,7 @@ package molecule
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -54,7 +55,7 @@ func (m *Inbox) answer(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 		relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
 	}
 	m.startProgressNotes(relayCtx, &relay, log, msg, start)
-	reply, err := m.submit(ctx, drainCtx, log, msg, func() (supervisor.Reply, error) { return m.submitInput(drainCtx, msg) })
+	reply, err := m.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) { return m.submitInput(drainCtx, msg) })
 	stopRelay()
 	relay.Wait()
 	return m.settle(ctx, drainCtx, log, msg, start, reply, err)
@@ -67,11 +68,16 @@ func (m *Inbox) answer(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg message) {
 	start := time.Now()
 	var ticket *supervisor.Ticket
-	_, err := m.submit(ctx, drainCtx, log, msg, func() (supervisor.Reply, error) {
+	_, err := m.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) {
+		// Not before the chat's earlier messages that wait: it would overtake them.
+		if err := m.line.await(ctx, msg.ChatKey, 0); err != nil {
+			return supervisor.Reply{ChatKey: msg.ChatKey}, fmt.Errorf("%w: %w", err, supervisor.ErrClosed)
+		}
 		var err error
 		ticket, err = m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, m.input(msg))
 		return supervisor.Reply{ChatKey: msg.ChatKey}, err
 	})
+	seq := m.line.next()
 	if ticket == nil {
 		m.images.release(msg.imageBytes())
 		if p, ok := m.settle(ctx, drainCtx, log, msg, start, supervisor.Reply{ChatKey: msg.ChatKey}, err); ok {
@@ -91,12 +97,13 @@ func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 		m.startProgressNotes(relayCtx, &relay, log, msg, start)
 		// The first try is the ticket at hand; a message that has to wait is handed over again.
 		first := true
-		reply, err := m.submit(ctx, drainCtx, log, msg, func() (supervisor.Reply, error) {
+		reply, err := m.submit(ctx, drainCtx, log, msg, seq, func() (supervisor.Reply, error) {
 			if first {
 				first = false
 				return ticket.Wait()
 			}
 			t, err := m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, m.input(msg))
+			m.line.set(msg.ChatKey, seq, false) // in the supervisor's queue: later ones may follow
 			if err != nil {
 				return supervisor.Reply{ChatKey: msg.ChatKey}, err
 			}

@@ -405,3 +405,48 @@ func TestLedgerWaitsSurviveRestart(t *testing.T) {
 		t.Errorf("a finished row kept its wait: %+v", w)
 	}
 }
+
+// The line of a chat's handed-over messages that wait: a later one tries again only after the
+// earlier ones, the chat's next message is handed over only when none waits, and other chats
+// are not held.
+func TestHandedLineKeepsChatOrder(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var l handedLine
+		one, two := l.next(), l.next()
+		l.set("a", two, true)
+		l.set("a", one, true)
+		var order []string
+		var mu sync.Mutex
+		note := func(s string) {
+			mu.Lock()
+			order = append(order, s)
+			mu.Unlock()
+		}
+		ctx := context.Background()
+		go func() { must(t, l.await(ctx, "a", two)); note("two") }()
+		go func() { must(t, l.await(ctx, "a", 0)); note("next") }()
+		go func() { must(t, l.await(ctx, "b", 0)); note("other chat") }()
+		must(t, l.await(ctx, "a", one))
+		synctest.Wait()
+		if !slices.Equal(order, []string{"other chat"}) {
+			t.Fatalf("before the first goes on: %q, want only the other chat", order)
+		}
+		l.set("a", one, false)
+		synctest.Wait()
+		if !slices.Equal(order, []string{"other chat", "two"}) {
+			t.Fatalf("after the first: %q, want the second, not the next message", order)
+		}
+		l.set("a", two, false)
+		synctest.Wait()
+		if !slices.Equal(order, []string{"other chat", "two", "next"}) {
+			t.Fatalf("after both: %q", order)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		l.set("a", one, true)
+		cancel()
+		if err := l.await(cctx, "a", 0); !errors.Is(err, context.Canceled) {
+			t.Fatalf("await after cancel = %v", err)
+		}
+	})
+}

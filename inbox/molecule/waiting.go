@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -61,8 +63,9 @@ func (m *Inbox) tell(ctx context.Context, log *zap.Logger, to pendingReply, c co
 // the model service cannot be reached, the account's usage limit holds (until its reset,
 // within ParkLimit of the message's arrival) or the workspace is paused, the row stays
 // unacknowledged and the turn is tried again. It returns the result that stood, or one of
-// OutcomeClosed when ctx ended the wait. Turns run on drainCtx, waits end with ctx.
-func (m *Inbox) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message, try func() (supervisor.Reply, error)) (supervisor.Reply, error) {
+// OutcomeClosed when ctx ended the wait. Turns run on drainCtx, waits end with ctx. seq, when
+// not 0, is msg's place among its chat's handed-over messages (handedLine).
+func (m *Inbox) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message, seq uint64, try func() (supervisor.Reply, error)) (supervisor.Reply, error) {
 	var (
 		reply supervisor.Reply
 		err   error
@@ -73,7 +76,20 @@ func (m *Inbox) submit(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 			return m.pausedCondition()
 		}
 		reply, err = try()
-		return m.turnCondition(log, msg, reply, err)
+		c := m.turnCondition(log, msg, reply, err)
+		if seq != 0 && c.reason != "" && !c.giveUp {
+			m.line.set(msg.ChatKey, seq, true)
+			hold := c.hold
+			c.hold = func(ctx context.Context) error {
+				if hold != nil {
+					if err := hold(ctx); err != nil {
+						return err
+					}
+				}
+				return m.line.await(ctx, msg.ChatKey, seq)
+			}
+		}
+		return c
 	}, func(c condition, retryIn time.Duration, newReason bool) {
 		switch c.reason {
 		case reasonBusy:
@@ -88,11 +104,76 @@ func (m *Inbox) submit(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 		log.Info("the message cannot be answered now; its row stays unacknowledged and it is tried again",
 			zap.String("waits_for", string(c.reason)), zap.Error(c.cause), zap.Duration("retry_in", retryIn))
 	})
+	if seq != 0 {
+		m.line.set(msg.ChatKey, seq, false)
+	}
 	if werr != nil {
 		// settle leaves the row for the next run.
 		return supervisor.Reply{ChatKey: msg.ChatKey}, fmt.Errorf("stopped while the message waited (%w): %w", werr, supervisor.ErrClosed)
 	}
 	return reply, err
+}
+
+// handedLine keeps a chat's handed-over messages (--busy steer or interrupt) in order while they
+// wait: one tries again only when no earlier one of its chat waits, and the chat's next message
+// is handed over only when none waits.
+type handedLine struct {
+	mu      sync.Mutex
+	seq     uint64
+	waiting map[string][]uint64 // chat key → the seqs of its waiting messages, ascending
+	changed chan struct{}
+}
+
+// next is the place of a message handed over now.
+func (l *handedLine) next() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	return l.seq
+}
+
+// set records whether the message seq of chat key waits.
+func (l *handedLine) set(key string, seq uint64, waiting bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := slices.DeleteFunc(l.waiting[key], func(x uint64) bool { return x == seq })
+	if waiting {
+		i, _ := slices.BinarySearch(s, seq)
+		s = slices.Insert(s, i, seq)
+	}
+	if l.waiting == nil {
+		l.waiting = make(map[string][]uint64)
+	}
+	if l.waiting[key] = s; len(s) == 0 {
+		delete(l.waiting, key)
+	}
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
+}
+
+// await returns once no message of chat key before seq waits (seq 0: none at all), or ctx's
+// error.
+func (l *handedLine) await(ctx context.Context, key string, seq uint64) error {
+	for {
+		l.mu.Lock()
+		s := l.waiting[key]
+		if len(s) == 0 || (seq != 0 && s[0] >= seq) {
+			l.mu.Unlock()
+			return nil
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		ch := l.changed
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
 }
 
 // pausedCondition: nothing is answered until the workspace is resumed. The chat is not told:
