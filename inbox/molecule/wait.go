@@ -80,10 +80,7 @@ type wait struct {
 
 // newWait is a wait in state retrying, with told restored.
 func newWait(initial, maxInterval time.Duration, told []waitReason) *wait {
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = initial, maxInterval, 0
-	bo.Reset()
-	return &wait{told: slices.Clone(told), bo: bo}
+	return &wait{told: slices.Clone(told), bo: newBackoff(initial, maxInterval)}
 }
 
 // settle records what the try that just ended met, at now: retrying → done, failed, or
