@@ -11,8 +11,9 @@
 // answer was lost is sent once more at most (outbound.go). The activity page is read as a stream, one row at a time with a
 // per-row cap (rowscan.go), so memory does not grow with the page. Platform calls never follow a
 // redirect: the token stays with the platform URL's origin. Chats run at once as far as the
-// supervisor's pool allows, with no limit of the inbox's own; a message the pool answers busy
-// stays unacknowledged and is tried again with backoff (BusyRetryFor) before it is answered busy.
+// supervisor's pool allows, with no limit of the inbox's own; a message that cannot be answered
+// now (the pool busy for up to BusyRetryFor, the model unreachable, the usage limit, a paused
+// workspace; its reply meeting the platform away) stays unacknowledged and waits (wait.go).
 //
 // The platform limits requests (600 a minute per bucket, the whole org's when
 // X-Molecule-Org-Id is sent): every call goes through one rate gate in the client, closed by a
@@ -25,7 +26,8 @@
 // Files, one job each: platform.go (the platform client), paging.go (the activity pages),
 // rowscan.go (the streamed activity page), normalize.go (a row → a message), ledger.go (the
 // durable position), dispatcher.go (the per-chat queues), molecule.go (poll, heartbeat,
-// delivery), moleculeanswer.go (a message's turn and its reply), approvals.go and progress.go
+// delivery), moleculeanswer.go (a message's turn and its reply), wait.go and waiting.go (the one
+// wait of a message that cannot be answered now, whatever the reason), approvals.go and progress.go
 // (what a running turn tells the chat), uploads.go and uploadfetch.go (files the canvas user
 // uploads: fetched, saved or shown, acked), health.go (the heartbeat's is_busy and
 // runtime_state), session.go (the canvas's New session: one new thread, judged from the
@@ -39,7 +41,7 @@
 // order (the last activity id such that it and every row received before it are finished), the
 // ids finished after that position, and the replies codex produced that the platform has not
 // accepted yet (stored before the first delivery attempt, so a crash never makes codex answer
-// twice). A bounded set of recent ids behind the position (so rows sent again are not answered
+// twice), and what the chats of waiting messages were told. A bounded set of recent ids behind the position (so rows sent again are not answered
 // twice) is appended to <StateDir>/bridge-done.jsonl (DoneLogFileName) before the state file
 // moves past them, so a message costs a small write however many went before (donelog.go). Rows in flight
 // are not stored: they are after the position and the platform sends them again.

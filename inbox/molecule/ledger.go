@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,8 +37,11 @@ type stateFile struct {
 	// Pending are replies codex produced that the platform has not accepted yet. They are
 	// delivered without running codex again, also after a restart.
 	Pending []pendingReply `json:"pending"`
-	// Parked lists unanswered activity ids whose chat was told that the account's usage limit
-	// holds them, so that a restart does not tell it again.
+	// Waits are the unanswered messages that wait (wait.go): for what, and what their chats
+	// were told, so that a restart or a reload does not tell them again.
+	Waits []waitRecord `json:"waits,omitempty"`
+	// Parked is what files of older versions hold instead: the ids whose chats were told of
+	// the usage limit. It is read, never written.
 	Parked  []string  `json:"parked,omitempty"`
 	SavedAt time.Time `json:"saved_at"`
 }
@@ -92,7 +96,7 @@ type ledger struct {
 	order    []*entry
 	byID     map[string]*entry
 	pending  map[string]pendingReply
-	parked   map[string]bool // see stateFile.Parked
+	waits    map[string]waitRecord // see stateFile.Waits
 	recent   *idRing
 	restored []pendingReply
 	// donePath is DoneLogFileName. newDone are the ids added to recent since the last sync, to
@@ -124,7 +128,7 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 		log:     log,
 		byID:    make(map[string]*entry),
 		pending: make(map[string]pendingReply),
-		parked:  make(map[string]bool),
+		waits:   make(map[string]waitRecord),
 		recent:  newIDRing(recentIDs),
 		room:    make(chan struct{}),
 
@@ -171,7 +175,12 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 	}
 	for _, id := range st.Parked {
 		if !l.recent.has(id) {
-			l.parked[id] = true
+			l.waits[id] = waitRecord{ActivityID: id, Reason: reasonUsageLimit, Told: []waitReason{reasonUsageLimit}}
+		}
+	}
+	for _, w := range st.Waits {
+		if w.ActivityID != "" && !l.recent.has(w.ActivityID) {
+			l.waits[w.ActivityID] = w
 		}
 	}
 	for _, p := range st.Pending {
@@ -307,17 +316,20 @@ func (l *ledger) setPending(p pendingReply) {
 	l.gen++
 }
 
-// markParked records that id's chat was told the usage limit holds it; it reports false when
-// it was told already (in this run or before a restart).
-func (l *ledger) markParked(id string) bool {
+// waitOf is what the ledger holds of id's wait (zero when none).
+func (l *ledger) waitOf(id string) waitRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.parked[id] {
-		return false
-	}
-	l.parked[id] = true
+	return l.waits[id]
+}
+
+// setWait records a waiting message, until it is done (markDone).
+func (l *ledger) setWait(w waitRecord) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w.Told = slices.Clone(w.Told)
+	l.waits[w.ActivityID] = w
 	l.gen++
-	return true
 }
 
 // markDone finishes a row: its reply was accepted, judged undeliverable, or it needs none.
@@ -325,7 +337,7 @@ func (l *ledger) markDone(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.pending, id)
-	delete(l.parked, id)
+	delete(l.waits, id)
 	l.gen++
 	if e := l.byID[id]; e != nil {
 		e.done = true
@@ -428,10 +440,10 @@ func (l *ledger) snapshotLocked() stateFile {
 		st.Pending = append(st.Pending, p)
 	}
 	slices.SortFunc(st.Pending, func(a, b pendingReply) int { return a.AnsweredAt.Compare(b.AnsweredAt) })
-	for id := range l.parked {
-		st.Parked = append(st.Parked, id)
+	for _, w := range l.waits {
+		st.Waits = append(st.Waits, w)
 	}
-	slices.Sort(st.Parked)
+	slices.SortFunc(st.Waits, func(a, b waitRecord) int { return strings.Compare(a.ActivityID, b.ActivityID) })
 	return st
 }
 

@@ -56,6 +56,7 @@ type Inbox struct {
 	orgMissingLogged atomic.Bool
 	// handed are the goroutines waiting for the replies of messages handed off (HandOff).
 	handed sync.WaitGroup
+	line   handedLine // the order of handed-over messages that wait
 
 	mu        sync.Mutex
 	inflight  map[string]string   // activity id → chat key, for running Submits
@@ -462,9 +463,6 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 		return
 	}
 	log := m.log.With(zap.String("chat_key", j.chatKey()), zap.String("activity_id", j.activityID()))
-	if j.pending == nil && m.pause.wait(ctx) != nil {
-		return // shutting down while paused: the row comes again after the restart
-	}
 	if j.reset {
 		m.queuedReset(drainCtx, log, j.chatKey())
 		return
@@ -515,26 +513,29 @@ func (m *Inbox) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
 		done := m.peers.sending(p.Route.Workspace, time.Now())
 		defer func() { done(time.Now()) }()
 	}
-	attempts := 0
-	err := m.retryDelivery(ctx, func() error {
+	attempts, unknown := 0, 0
+	var err error
+	werr := m.await(ctx, ctx, log, p, func() condition {
 		attempts++
-		return m.send(ctx, log, &p)
-	}, func(err error, wait time.Duration) {
+		var c condition
+		c, err = deliveryCondition(m.send(ctx, log, &p), &unknown)
+		return c
+	}, func(c condition, retryIn time.Duration, _ bool) {
 		m.c.deliveryRetries.Add(1)
-		if isTenantOrgRequired(err) {
+		if c.reason == reasonOrgIDMissing {
 			m.tenantRefused("reply", err, zap.String("chat_key", p.ChatKey), zap.String("activity_id", p.ActivityID))
 		}
-		log.Warn("reply delivery failed; retrying without running codex again",
-			zap.Error(err), zap.Int("attempt", attempts), zap.Duration("retry_in", wait))
+		log.Warn("reply delivery failed; retrying without running codex again", zap.String("waits_for", string(c.reason)),
+			zap.Error(err), zap.Int("attempt", attempts), zap.Duration("retry_in", retryIn))
 	})
 	switch {
+	case werr != nil:
+		log.Warn("stopping before the reply was delivered; it stays pending and is delivered by the next run", zap.Int("attempts", attempts))
+		return
 	case err == nil:
 		m.c.delivered.Add(1)
 		m.c.filesSent.Add(int64(len(p.Files)))
 		log.Info("reply delivered", zap.Int("attempts", attempts))
-	case ctx.Err() != nil:
-		log.Warn("stopping before the reply was delivered; it stays pending and is delivered by the next run", zap.Int("attempts", attempts))
-		return
 	case errors.Is(err, errFateUnknown):
 		m.c.deliveryUnknown.Add(1)
 		log.Warn("reply sent twice, both answers lost; not sending it again (the platform may hold it once or twice)",

@@ -5,7 +5,7 @@ package molecule
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -55,7 +55,7 @@ func (m *Inbox) answer(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 		relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
 	}
 	m.startProgressNotes(relayCtx, &relay, log, msg, start)
-	reply, err := m.submit(ctx, drainCtx, log, msg)
+	reply, err := m.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) { return m.submitInput(drainCtx, msg) })
 	stopRelay()
 	relay.Wait()
 	return m.settle(ctx, drainCtx, log, msg, start, reply, err)
@@ -63,23 +63,22 @@ func (m *Inbox) answer(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 
 // handOff gives msg to HandOff on the chat's queue, so the chat's messages reach the supervisor
 // in order, and waits for its reply on a goroutine of its own: the chat's next message need not
-// wait for it. A chat whose queue is full is retried like a busy Submit (on the chat's queue, so
+// wait for it. A chat whose queue is full waits like a busy Submit (on the chat's queue, so
 // the order holds); a pool that has no slot later answers busy.
 func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg message) {
 	start := time.Now()
 	var ticket *supervisor.Ticket
-	var err error
-	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
-		ticket, err = m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, m.input(msg))
-		if chat.Classify(supervisor.Reply{}, err) == chat.OutcomeBusy {
-			return err
+	_, err := m.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) {
+		// Not before the chat's earlier messages that wait: it would overtake them.
+		if err := m.line.await(ctx, msg.ChatKey, 0); err != nil {
+			return supervisor.Reply{ChatKey: msg.ChatKey}, fmt.Errorf("%w: %w", err, supervisor.ErrClosed)
 		}
-		return nil
-	}, func(err error, wait time.Duration) {
-		m.c.busyRetries.Add(1)
-		log.Info("codex is busy; the message stays unacknowledged and is tried again later", zap.Error(err), zap.Duration("retry_in", wait))
+		var err error
+		ticket, err = m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, m.input(msg))
+		return supervisor.Reply{ChatKey: msg.ChatKey}, err
 	})
-	if err != nil {
+	seq := m.line.next()
+	if ticket == nil {
 		m.images.release(msg.imageBytes())
 		if p, ok := m.settle(ctx, drainCtx, log, msg, start, supervisor.Reply{ChatKey: msg.ChatKey}, err); ok {
 			m.deliver(drainCtx, log, *p)
@@ -96,15 +95,15 @@ func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 			relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
 		}
 		m.startProgressNotes(relayCtx, &relay, log, msg, start)
-		// The first try is the ticket at hand; while the model service cannot be reached the
-		// message is handed over again, as submit does for --busy queue.
+		// The first try is the ticket at hand; a message that has to wait is handed over again.
 		first := true
-		reply, err := m.untilServed(ctx, drainCtx, log, msg, func() (supervisor.Reply, error) {
+		reply, err := m.submit(ctx, drainCtx, log, msg, seq, func() (supervisor.Reply, error) {
 			if first {
 				first = false
 				return ticket.Wait()
 			}
 			t, err := m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, m.input(msg))
+			m.line.set(msg.ChatKey, seq, false) // in the supervisor's queue: later ones may follow
 			if err != nil {
 				return supervisor.Reply{ChatKey: msg.ChatKey}, err
 			}
@@ -134,8 +133,7 @@ func (m *Inbox) input(msg message) supervisor.Input {
 // settle turns a Submit result into msg's stored reply (see answer).
 func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg message, start time.Time, reply supervisor.Reply, err error) (*pendingReply, bool) {
 	oc := chat.Classify(reply, err)
-	if oc == chat.OutcomeClosed || (oc != chat.OutcomeAnswered && drainCtx.Err() != nil) ||
-		((oc == chat.OutcomeBusy || oc == chat.OutcomeModelUnreachable || oc == chat.OutcomeUsageLimit) && ctx.Err() != nil) {
+	if oc == chat.OutcomeClosed || (oc != chat.OutcomeAnswered && drainCtx.Err() != nil) {
 		m.c.abandoned.Add(1)
 		log.Info("stopping before the message was answered; it will be answered after the restart", zap.Error(err))
 		m.takeBox(msg.ActivityID) // its files go with the answer the next run gives
@@ -243,90 +241,15 @@ func (m *Inbox) command(ctx context.Context, log *zap.Logger, disp *dispatcher, 
 	}
 }
 
-// submit runs the message's turn. While the model service cannot be reached the message is
-// tried again with backoff for as long as it takes (until ctx ends): its row stays
-// unacknowledged, the chat is told once that it will be answered when the service is back, and
-// each try costs a connection attempt (the supervisor ends a turn at codex's first report of an
-// outage it already knows). Busy answers are retried as submitBusy says.
-func (m *Inbox) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message) (supervisor.Reply, error) {
-	return m.untilServed(ctx, drainCtx, log, msg, func() (supervisor.Reply, error) {
-		return m.submitBusy(ctx, drainCtx, log, msg)
-	})
-}
-
-// untilReachable runs try, and again with backoff for as long as its result is that the model
-// service could not be reached (until ctx ends): the message's row stays unacknowledged, and the
-// chat is told once that it will be answered when the service is back. It returns try's last
-// result.
-func (m *Inbox) untilReachable(ctx, drainCtx context.Context, log *zap.Logger, msg message, try func() (supervisor.Reply, error)) (supervisor.Reply, error) {
-	var (
-		reply supervisor.Reply
-		err   error
-		told  bool
-	)
-	_ = retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
-		reply, err = try()
-		if chat.Classify(reply, err) != chat.OutcomeModelUnreachable {
-			return nil
-		}
-		if !told {
-			told = true
-			m.tellUnreachable(drainCtx, log, msg, err)
-		}
-		return err
-	}, func(err error, wait time.Duration) {
-		m.c.unreachableRetries.Add(1)
-		log.Info("the model service cannot be reached; the message stays unacknowledged and is tried again",
-			zap.Error(err), zap.Duration("retry_in", wait))
-	})
-	return reply, err
-}
-
-// tellUnreachable tells msg's chat, once, that the model service is away and the message will be
-// answered when it is back. It is tried once, like a progress note: the answer itself follows.
-func (m *Inbox) tellUnreachable(ctx context.Context, log *zap.Logger, msg message, err error) {
-	var wd *supervisor.WatchdogError
-	cause := ""
-	if errors.As(err, &wd) {
-		cause = wd.Cause
-	}
-	text := chat.ModelUnreachableText(cause) + " It will be answered when the service is back."
-	p := pendingReply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route,
-		Text: m.client.red.String(text), MessageID: replyID(m.cfg.WorkspaceID, msg.ActivityID+"/model-unreachable")}
-	if err := m.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
-		log.Info("model-unreachable notice not delivered", zap.Error(err))
-	}
-}
-
-// submitBusy runs the message's turn. While the supervisor answers busy (chat.OutcomeBusy: no
-// slot, too many chats waiting for one, the chat's queue full, codex overloaded) the message is
-// tried again with backoff and jitter for up to BusyRetryFor; its row stays unacknowledged
-// meanwhile, durable on the platform. It returns the last result: an answer, a failure, or busy
-// once the bound is spent or ctx is done. Waits end with ctx; turns run on drainCtx.
-func (m *Inbox) submitBusy(ctx, drainCtx context.Context, log *zap.Logger, msg message) (supervisor.Reply, error) {
-	var (
-		reply supervisor.Reply
-		err   error
-		tries int
-	)
-	// The error retryFor returns is the last busy one or ctx's: reply and err say all of it.
-	_ = retryFor(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, m.cfg.BusyRetryFor, func() error {
-		tries++
-		m.mu.Lock()
-		m.inflight[msg.ActivityID] = msg.ChatKey
-		m.mu.Unlock()
-		reply, err = m.cfg.Answerer.SubmitInput(drainCtx, msg.ChatKey, m.input(msg))
+// submitInput runs msg's turn once through the Answerer, with msg in flight meanwhile.
+func (m *Inbox) submitInput(drainCtx context.Context, msg message) (supervisor.Reply, error) {
+	m.mu.Lock()
+	m.inflight[msg.ActivityID] = msg.ChatKey
+	m.mu.Unlock()
+	defer func() {
 		m.mu.Lock()
 		delete(m.inflight, msg.ActivityID)
 		m.mu.Unlock()
-		if chat.Classify(reply, err) == chat.OutcomeBusy {
-			return err
-		}
-		return nil
-	}, func(err error, wait time.Duration) {
-		m.c.busyRetries.Add(1)
-		log.Info("codex is busy; the message stays unacknowledged and is tried again later",
-			zap.Error(err), zap.Int("attempt", tries), zap.Duration("retry_in", wait), zap.Duration("busy_retry_for", m.cfg.BusyRetryFor))
-	})
-	return reply, err
+	}()
+	return m.cfg.Answerer.SubmitInput(drainCtx, msg.ChatKey, m.input(msg))
 }

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 )
 
@@ -56,50 +54,6 @@ func (e *requestError) Error() string { return e.op + ": " + e.msg }
 func fateUnknown(err error) bool {
 	var re *requestError
 	return errors.As(err, &re) && re.sent
-}
-
-// retryAfterBackOff waits at least the Retry-After of the last failure before the next try.
-type retryAfterBackOff struct {
-	backoff.BackOff
-	floor time.Duration
-}
-
-func (b *retryAfterBackOff) NextBackOff() time.Duration {
-	d := b.BackOff.NextBackOff()
-	if d != backoff.Stop && d < b.floor {
-		d = b.floor
-	}
-	b.floor = 0
-	return d
-}
-
-// retryDelivery calls send until it succeeds, fails for good, or ctx ends. A failure that
-// certainly did not land (refused, 429, 5xx) is retried with backoff, after at least its
-// Retry-After. A failure whose fate is unknown (the request went out and the answer was lost)
-// is retried once: notify has no deduplication, and a push peer takes a second copy as a
-// second turn; a second such failure ends the delivery with errFateUnknown. Refusals
-// (permanentDeliveryError) end it at once.
-func (m *Inbox) retryDelivery(ctx context.Context, send func() error, onRetry func(err error, wait time.Duration)) error {
-	b := &retryAfterBackOff{BackOff: newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)}
-	unknown := 0
-	return backoff.RetryNotify(func() error {
-		err := send()
-		switch {
-		case err == nil:
-			return nil
-		case permanentDeliveryError(err):
-			return backoff.Permanent(err)
-		case fateUnknown(err):
-			if unknown++; unknown > 1 {
-				return backoff.Permanent(fmt.Errorf("%w: %w", errFateUnknown, err))
-			}
-		}
-		var he *HTTPError
-		if errors.As(err, &he) {
-			b.floor = he.RetryAfter
-		}
-		return err
-	}, backoff.WithContext(b, ctx), onRetry)
 }
 
 // refusalReason says in a few words why the platform refused a reply for good, for the log.

@@ -20,17 +20,10 @@ func newBackoff(initial, maxInterval time.Duration) *backoff.ExponentialBackOff 
 
 // retryForever calls op until it returns nil, returns an error wrapped by backoff.Permanent (that
 // error is returned unwrapped), or ctx is done (ctx's error is returned). onRetry sees every
-// failure that will be retried and the wait before the next attempt.
+// failure that will be retried and the wait before the next attempt. It is for the inbox's own
+// calls (register, approvals, uploads); a message that waits goes through wait.go.
 func retryForever(ctx context.Context, initial, maxInterval time.Duration, op func() error, onRetry func(err error, wait time.Duration)) error {
-	return retryFor(ctx, initial, maxInterval, 0, op, onRetry)
-}
-
-// retryFor is retryForever that also gives up once the next attempt would start more than total
-// after the first (0: never), returning op's last error.
-func retryFor(ctx context.Context, initial, maxInterval, total time.Duration, op func() error, onRetry func(err error, wait time.Duration)) error {
-	b := newBackoff(initial, maxInterval)
-	b.MaxElapsedTime = total
-	return backoff.RetryNotify(op, backoff.WithContext(b, ctx), onRetry)
+	return backoff.RetryNotify(op, backoff.WithContext(newBackoff(initial, maxInterval), ctx), onRetry)
 }
 
 // runEvery calls fn every interval until ctx is done. The first call is one interval after the

@@ -80,6 +80,13 @@ func (g *pauseGate) set(paused bool) bool {
 	return true
 }
 
+// isPaused reports whether the workspace is paused now.
+func (g *pauseGate) isPaused() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.paused
+}
+
 // wait returns at once unless the workspace is paused, else when it is resumed or ctx ends.
 func (g *pauseGate) wait(ctx context.Context) error {
 	g.mu.Lock()
