@@ -64,8 +64,6 @@ type runConfig struct {
 	Busy            supervisor.BusyPolicy
 	MaxQueue        int
 	IdleTTL         time.Duration
-	// ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery: retention (archivecmd.go).
-	ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery time.Duration
 	TurnTimeout     time.Duration
 	PostToolTimeout time.Duration
 	// ModelUnreachableTimeout ends a turn whose model could not be reached this long.
@@ -109,6 +107,9 @@ type runConfig struct {
 	ChatGPTPlatformCheck time.Duration
 	// TokenRefreshAhead is how long before the access token expires the daemon refreshes it.
 	TokenRefreshAhead time.Duration
+
+	// ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery: retention (archivecmd.go).
+	ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery time.Duration
 }
 
 // defaultStateDir is the Python daemon's state directory, so its sessions.json is picked up.
