@@ -68,6 +68,8 @@ type Codex interface {
 // Counts are what a Log did since Open, for metrics.
 type Counts struct {
 	Archived, Deleted, Unarchived, Told int64
+	// Current counts the chats whose thread is archived (or deleted) and that have not come back.
+	Current int64
 }
 
 // Config configures Open.
@@ -223,7 +225,10 @@ func (l *Log) Entries() map[string]Entry {
 
 // Counts returns what the Log did since Open.
 func (l *Log) Counts() Counts {
-	return Counts{Archived: l.archived.Load(), Deleted: l.deleted.Load(), Unarchived: l.unarchived.Load(), Told: l.told.Load()}
+	l.mu.Lock()
+	n := len(l.entries)
+	l.mu.Unlock()
+	return Counts{Archived: l.archived.Load(), Deleted: l.deleted.Load(), Unarchived: l.unarchived.Load(), Told: l.told.Load(), Current: int64(n)}
 }
 
 // Path is the file's path.

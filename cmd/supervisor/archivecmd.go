@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/metrics"
 	"github.com/molecule-ai/codex-warm/retention"
 	"github.com/molecule-ai/codex-warm/sessions"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -220,4 +221,10 @@ func printSweep(w io.Writer, res supervisor.SweepResult, asJSON bool) {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}
 	fmt.Fprintf(w, "%d archived, %d deleted, %d busy, %d errors\n", len(res.Archived), len(res.Deleted), len(res.Busy), len(res.Errors))
+}
+
+// retentionMetrics reads the supervisor's archive log counts for the metrics.
+func retentionMetrics(sup *supervisor.Supervisor) metrics.RetentionCounts {
+	c := sup.RetentionCounts()
+	return metrics.RetentionCounts{Archived: c.Archived, Deleted: c.Deleted, Unarchived: c.Unarchived, Told: c.Told, ArchivedNow: c.Current}
 }

@@ -131,7 +131,7 @@ func TestE2EArchiveIdleChats(t *testing.T) {
 	d.stop(stopTimeout)
 	e.ageChats(40, "a", "b", "c")
 
-	d = e.start("--spares", "0", "--archive-idle-after", "30d")
+	d = e.start("--spares", "0", "--archive-idle-after", "30d", "--metrics-listen", "127.0.0.1:0")
 	c = newLocalClient(t, d)
 	d.waitUntil("the idle chats archived", func() bool {
 		m := e.sessionsFile()
@@ -197,6 +197,13 @@ func TestE2EArchiveIdleChats(t *testing.T) {
 	}
 	if !hasLine(e.archiveLines(), retention.EventTold, "b", threads["b"]) {
 		t.Error("no told line")
+	}
+	f := scrapeMetrics(t, d.ready.Daemon.MetricsListen, "")
+	for name, want := range map[string]float64{"codex_warm_threads_archived_total": 3, "codex_warm_threads_deleted_total": 2,
+		"codex_warm_threads_unarchived_total": 1, "codex_warm_threads_gone_total": 1, "codex_warm_chats_archived": 1} {
+		if v := f.MustValue(t, name, nil); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
 	}
 	d.stop(stopTimeout)
 

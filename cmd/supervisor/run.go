@@ -302,6 +302,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		mc := metrics.Config{Status: func() supervisor.Snapshot { return d.sup.Status() },
 			Limits: func() supervisor.LimitStatus { return d.sup.Limits() }, Logger: log,
 			DirSizes: dirs.Sizes, OldestIdle: func() (time.Duration, bool) { return d.sup.OldestIdle() }}
+		mc.Retention = func() metrics.RetentionCounts { return retentionMetrics(d.sup) }
 		if cfg.Inbox == "molecule" {
 			// The inbox is set before the metrics listener starts.
 			mc.Bridge = func() molecule.Stats { return d.molecule().Stats() }
