@@ -116,7 +116,13 @@ type Plan struct {
 // Policy says what is old enough. A zero duration turns that part off.
 type Policy struct {
 	IdleAfter, DeleteAfter time.Duration
+	// UploadsAfter is the age past which the files users sent to chats are removed, whatever
+	// became of the chat (the caller does it; Plan does not list files).
+	UploadsAfter time.Duration
 }
+
+// Any reports whether the policy does anything.
+func (p Policy) Any() bool { return p.IdleAfter > 0 || p.DeleteAfter > 0 || p.UploadsAfter > 0 }
 
 // Plan lists the chats of live (chat key → thread id) whose last turn (lastTurn; a chat without
 // one is left alone) is IdleAfter or more ago, and the archived threads archived DeleteAfter or

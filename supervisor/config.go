@@ -164,6 +164,9 @@ type Config struct {
 	Retention       *retention.Log
 	RetentionPolicy retention.Policy
 	RetentionEvery  time.Duration
+	// WorkDir holds the chats' folders (chatfiles): a chat's uploads go when its thread is
+	// deleted, and all uploads past RetentionPolicy.UploadsAfter; empty: uploads are left alone.
+	WorkDir string
 	// Memory reads a child's memory. Default childproc.ProcFS{}.Memory; tests fake it.
 	Memory func(pid int) (childproc.Memory, error)
 	// ChildMemoryLimit recycles a child whose private memory (USS) passed it, in bytes: an idle

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/retention"
 )
 
@@ -30,6 +31,9 @@ type SweepResult struct {
 	// the next sweep.
 	Busy   []string `json:"busy,omitempty"`
 	Errors []string `json:"errors,omitempty"`
+	// Uploads is what was removed of the files users sent: the deleted chats' and those past
+	// Policy.UploadsAfter.
+	Uploads chatfiles.Removed `json:"uploads"`
 }
 
 // snapshotter is the ThreadStore's listing (*sessions.Store has it).
@@ -62,12 +66,21 @@ func (s *Supervisor) ArchiveSweep(ctx context.Context, p retention.Policy, dryRu
 		res.Archived, res.Deleted = plan.Archive, plan.Delete
 		return res, nil
 	}
-	if len(plan.Archive)+len(plan.Delete) == 0 {
-		return res, nil
+	if len(plan.Archive)+len(plan.Delete) > 0 {
+		if err := s.sweepThreads(ctx, p, plan, &res); err != nil {
+			return res, err
+		}
 	}
+	s.pruneUploads(&res, p)
+	return res, nil
+}
+
+// sweepThreads archives and deletes what plan lists, on a maintenance child.
+func (s *Supervisor) sweepThreads(ctx context.Context, p retention.Policy, plan retention.Plan, res *SweepResult) error {
+	l := s.cfg.Retention
 	codex, done, err := s.maintenanceChild(ctx)
 	if err != nil {
-		return res, fmt.Errorf("retention sweep: %w", err)
+		return fmt.Errorf("retention sweep: %w", err)
 	}
 	defer done()
 	for _, c := range plan.Archive {
@@ -96,7 +109,32 @@ func (s *Supervisor) ArchiveSweep(ctx context.Context, p retention.Policy, dryRu
 		s.log.Info("deleted an archived thread for good", zap.String("chat_key", c.ChatKey),
 			zap.String("thread_id", c.ThreadID))
 	}
-	return res, nil
+	return nil
+}
+
+// pruneUploads removes the uploads of the chats res deleted and, with p.UploadsAfter, every
+// upload older than that.
+func (s *Supervisor) pruneUploads(res *SweepResult, p retention.Policy) {
+	if s.cfg.WorkDir == "" {
+		return
+	}
+	add := func(rm chatfiles.Removed, err error) {
+		res.Uploads.Files += rm.Files
+		res.Uploads.Bytes += rm.Bytes
+		if err != nil {
+			res.Errors = append(res.Errors, err.Error())
+			s.log.Warn("could not remove uploads", zap.Error(err))
+		}
+	}
+	for _, c := range res.Deleted {
+		add(chatfiles.RemoveUploads(s.cfg.WorkDir, c.ChatKey))
+	}
+	if p.UploadsAfter > 0 {
+		add(chatfiles.PruneUploads(s.cfg.WorkDir, time.Now().Add(-p.UploadsAfter)))
+	}
+	if res.Uploads.Files > 0 {
+		s.log.Info("removed uploads", zap.Int("files", res.Uploads.Files), zap.Int64("bytes", res.Uploads.Bytes))
+	}
 }
 
 // maintenanceChild starts a child for retention calls under a slot of its own; done closes it
@@ -237,9 +275,9 @@ func (s *Supervisor) retentionLoop() {
 		res, err := s.ArchiveSweep(s.accepting, s.cfg.RetentionPolicy, false)
 		if err != nil && s.accepting.Err() == nil {
 			s.log.Warn("retention sweep failed; trying again at the next", zap.Error(err))
-		} else if len(res.Archived)+len(res.Deleted)+len(res.Busy)+len(res.Errors) > 0 {
+		} else if len(res.Archived)+len(res.Deleted)+len(res.Busy)+len(res.Errors)+res.Uploads.Files > 0 {
 			s.log.Info("retention sweep", zap.Int("archived", len(res.Archived)), zap.Int("deleted", len(res.Deleted)),
-				zap.Int("busy", len(res.Busy)), zap.Int("errors", len(res.Errors)))
+				zap.Int("busy", len(res.Busy)), zap.Int("errors", len(res.Errors)), zap.Int("uploads_removed", res.Uploads.Files))
 		}
 		t.Reset(every)
 	}

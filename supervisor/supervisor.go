@@ -165,7 +165,7 @@ func New(cfg Config) (*Supervisor, error) {
 		s.wg.Add(1)
 		go s.sampleMemory()
 	}
-	if cfg.Retention != nil && (cfg.RetentionPolicy.IdleAfter > 0 || cfg.RetentionPolicy.DeleteAfter > 0) {
+	if cfg.Retention != nil && cfg.RetentionPolicy.Any() {
 		s.wg.Add(1)
 		go s.retentionLoop()
 	}

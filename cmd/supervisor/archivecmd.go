@@ -75,7 +75,9 @@ func retentionFlags(e *envFlags, c *runConfig) {
 		{&c.ArchiveIdleAfter, "archive-idle-after", "CODEX_WARM_ARCHIVE_IDLE_AFTER",
 			"archive the codex thread of a chat idle this long (30d, or a duration; off: never); the chat's next message unarchives it and the conversation continues. Frees no disk (docs/disk-and-growth.md)"},
 		{&c.DeleteArchivedAfter, "delete-archived-after", "CODEX_WARM_DELETE_ARCHIVED_AFTER",
-			"delete an archived thread for good this long after it was archived (90d, or a duration; off: never); this frees the disk. The chat's next message starts a new conversation and is told once"},
+			"delete an archived thread for good this long after it was archived (90d, or a duration; off: never); this frees the disk, and the chat's uploads go with it. The chat's next message starts a new conversation and is told once"},
+		{&c.UploadsMaxAge, "uploads-max-age", "CODEX_WARM_UPLOADS_MAX_AGE",
+			"remove files users sent to chats (<cwd>/.chats/<chat>/uploads/) this long after they were saved, whatever became of the chat (30d, or a duration; off: only with their chat's deleted thread)"},
 	} {
 		if v := e.getenv(f.env); v != "" {
 			d, err := parseAge(v)
@@ -103,6 +105,9 @@ func (d *daemon) archiveRoutes(mux *http.ServeMux) {
 		if p.IdleAfter, err = parseAge(q.Get("idle_after")); err == nil {
 			p.DeleteAfter, err = parseAge(q.Get("delete_after"))
 		}
+		if err == nil {
+			p.UploadsAfter, err = parseAge(q.Get("uploads_after"))
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -125,6 +130,8 @@ func cmdArchive(ctx context.Context, args []string, getenv func(string) string, 
 	var p retention.Policy
 	fs.Var(ageFlag{&p.IdleAfter}, "idle-after", "archive the threads of chats idle this long (30d or a duration)")
 	fs.Var(ageFlag{&p.DeleteAfter}, "delete-after", "delete threads archived this long ago (90d or a duration)")
+	fs.Var(ageFlag{&p.UploadsAfter}, "uploads-after", "remove uploads saved this long ago (30d or a duration)")
+	workDirFlag := fs.String("cwd", "", "the daemon's --cwd, where the chats' uploads are, when no daemon runs (default: this directory)")
 	dry := fs.Bool("dry-run", false, "list what would be archived and deleted, change nothing")
 	codexBin := fs.String("codex-bin", getenv("CODEX_BIN"), "codex binary, when no daemon runs (env CODEX_BIN)")
 	codexHome := fs.String("codex-home", getenv("CODEX_HOME"), "CODEX_HOME of the daemon's children, when no daemon runs (env CODEX_HOME; empty: codex's default)")
@@ -132,10 +139,11 @@ func cmdArchive(ctx context.Context, args []string, getenv func(string) string, 
 	if err := fs.Parse(args); err != nil {
 		return flagsError(err)
 	}
-	if p.IdleAfter == 0 && p.DeleteAfter == 0 {
-		return errors.New("nothing to do: give --idle-after and/or --delete-after")
+	if !p.Any() {
+		return errors.New("nothing to do: give --idle-after, --delete-after and/or --uploads-after")
 	}
-	q := url.Values{"idle_after": {ageFlag{&p.IdleAfter}.String()}, "delete_after": {ageFlag{&p.DeleteAfter}.String()}}
+	q := url.Values{"idle_after": {ageFlag{&p.IdleAfter}.String()}, "delete_after": {ageFlag{&p.DeleteAfter}.String()},
+		"uploads_after": {ageFlag{&p.UploadsAfter}.String()}}
 	if *dry {
 		q.Set("dry_run", "1")
 	}
@@ -143,7 +151,7 @@ func cmdArchive(ctx context.Context, args []string, getenv func(string) string, 
 	code, body, err := controlDo(ctx, *stateDir, http.MethodPost, archivePath+"?"+q.Encode(), 10*time.Minute)
 	switch {
 	case errors.Is(err, errNoDaemon):
-		res, err = archiveOffline(ctx, *stateDir, *codexHome, *codexBin, codexBinSource(fs, *codexBin), p, *dry)
+		res, err = archiveOffline(ctx, *stateDir, workDir(*workDirFlag), *codexHome, *codexBin, codexBinSource(fs, *codexBin), p, *dry)
 		if err != nil {
 			return err
 		}
@@ -165,7 +173,7 @@ func cmdArchive(ctx context.Context, args []string, getenv func(string) string, 
 
 // archiveOffline is cmdArchive with no daemon: the same sweep, by a supervisor of its own that
 // serves no chat, under the state directory's lock (a daemon starting meanwhile waits for it).
-func archiveOffline(ctx context.Context, dir, codexHome, bin, binFrom string, p retention.Policy, dry bool) (supervisor.SweepResult, error) {
+func archiveOffline(ctx context.Context, dir, work, codexHome, bin, binFrom string, p retention.Policy, dry bool) (supervisor.SweepResult, error) {
 	lock, err := lockStateDir(dir)
 	if err != nil {
 		return supervisor.SweepResult{}, err
@@ -191,6 +199,7 @@ func archiveOffline(ctx context.Context, dir, codexHome, bin, binFrom string, p 
 		MaxChildren:          1,
 		MemorySampleInterval: -1,
 		Retention:            ret,
+		WorkDir:              work,
 		Logger:               log,
 	})
 	if err != nil {
@@ -219,6 +228,9 @@ func printSweep(w io.Writer, res supervisor.SweepResult, asJSON bool) {
 	}
 	for _, e := range res.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
+	}
+	if res.Uploads.Files > 0 {
+		fmt.Fprintf(w, "removed %d uploads (%d bytes)\n", res.Uploads.Files, res.Uploads.Bytes)
 	}
 	fmt.Fprintf(w, "%d archived, %d deleted, %d busy, %d errors\n", len(res.Archived), len(res.Deleted), len(res.Busy), len(res.Errors))
 }

@@ -109,7 +109,7 @@ type runConfig struct {
 	TokenRefreshAhead time.Duration
 
 	// ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery: retention (archivecmd.go).
-	ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery time.Duration
+	ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery, UploadsMaxAge time.Duration
 }
 
 // defaultStateDir is the Python daemon's state directory, so its sessions.json is picked up.

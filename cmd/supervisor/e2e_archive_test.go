@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/retention"
 	"github.com/molecule-ai/codex-warm/sessions"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -104,6 +105,22 @@ func hasLine(lines []retention.Line, event, key, thread string) bool {
 	})
 }
 
+// writeUpload saves a 5-byte file as a user's upload of chatKey and returns its path.
+func (e *e2e) writeUpload(chatKey string) string {
+	e.t.Helper()
+	dir := filepath.Join(chatfiles.Folder(e.workDir, chatKey), chatfiles.UploadsDirName)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	p := filepath.Join(dir, "f1-note.txt")
+	if err := os.WriteFile(p, []byte("hello"), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
 // archiveCmd runs `supervisor archive` with args against the environment's state directory.
 func (e *e2e) archiveCmd(args ...string) (int, string) {
 	var out bytes.Buffer
@@ -135,7 +152,8 @@ func TestE2EArchiveIdleChats(t *testing.T) {
 	c = newLocalClient(t, d)
 	d.waitUntil("the idle chats archived", func() bool {
 		m := e.sessionsFile()
-		return len(m) == 1 && m["live"] == threads["live"]
+		done := slices.DeleteFunc(e.archiveLines(), func(l retention.Line) bool { return l.Event != retention.EventArchived })
+		return len(m) == 1 && m["live"] == threads["live"] && len(done) == 3
 	})
 	lines := e.archiveLines()
 	for _, k := range []string{"a", "b", "c"} {
@@ -171,9 +189,16 @@ func TestE2EArchiveIdleChats(t *testing.T) {
 	if e.rolloutIn(threads["b"]) != "archived_sessions" {
 		t.Fatal("the dry run deleted")
 	}
+	upB, upLive := e.writeUpload("b"), e.writeUpload("live")
 	code, out = e.archiveCmd("--delete-after", "1ns")
-	if code != 0 || !strings.Contains(out, "0 archived, 2 deleted") {
+	if code != 0 || !strings.Contains(out, "0 archived, 2 deleted") || !strings.Contains(out, "removed 1 uploads (5 bytes)") {
 		t.Fatalf("archive --delete-after with the daemon up: exit %d: %s", code, out)
+	}
+	if exists(upB) || !exists(upLive) {
+		t.Fatalf("the deleted chat's upload is there %v, the live chat's %v; want gone, kept", exists(upB), exists(upLive))
+	}
+	if code, out = e.archiveCmd("--uploads-after", "1ns"); code != 0 || exists(upLive) {
+		t.Fatalf("--uploads-after kept the upload: exit %d: %s", code, out)
 	}
 	for _, k := range []string{"b", "c"} {
 		if got := e.rolloutIn(threads[k]); got != "" {
