@@ -29,6 +29,7 @@ func TestRealRetentionCalls(t *testing.T) {
 		t.Fatalf("turn: %v", err)
 	}
 	size := rolloutSize(t, e.home, id)
+	before := homeBytes(t, e.home)
 	err = c.UnarchiveThread(ctx, id)
 	t.Logf("unarchive of a live thread: %v", err)
 	c2 := e.start(t, nil)
@@ -46,6 +47,7 @@ func TestRealRetentionCalls(t *testing.T) {
 	if got := rolloutDirs(t, e.home, id); got != "archived_sessions" {
 		t.Fatalf("rollout under %q after archive", got)
 	}
+	archived := homeBytes(t, e.home)
 	c3 := e.start(t, nil)
 	if err := c3.DeleteThread(ctx, id); err != nil {
 		t.Fatalf("delete of an archived thread: %v", err)
@@ -53,7 +55,12 @@ func TestRealRetentionCalls(t *testing.T) {
 	if got := rolloutDirs(t, e.home, id); got != "" {
 		t.Fatalf("rollout under %q after delete, want gone", got)
 	}
-	t.Logf("rollout bytes freed by delete: %d", size)
+	deleted := homeBytes(t, e.home)
+	t.Logf("rollout %d B; CODEX_HOME without WAL/shm/logs: %d B before archiving, %d B archived, %d B deleted", size, before, archived, deleted)
+	if archived < before-4096 || before-deleted < size {
+		t.Errorf("archiving changed CODEX_HOME by %d B, deleting by %d B; want about 0 and at least the rollout's %d B",
+			before-archived, before-deleted, size)
+	}
 	err = c3.UnarchiveThread(ctx, id)
 	t.Logf("unarchive of a deleted thread: %v", err)
 	if err == nil {
@@ -63,6 +70,21 @@ func TestRealRetentionCalls(t *testing.T) {
 	t.Logf("delete of a deleted thread: %v", err)
 	err = c3.ResumeThread(ctx, id, opts)
 	t.Logf("resume of a deleted thread: %v", err)
+}
+
+// homeBytes is the size of CODEX_HOME's files, without the SQLite WAL and shared-memory files
+// (their size depends on checkpoint timing) and codex's log database (it grows with every call).
+func homeBytes(t *testing.T, home string) int64 {
+	t.Helper()
+	var n int64
+	filepath.Walk(home, func(path string, fi os.FileInfo, err error) error {
+		name := filepath.Base(path)
+		if err == nil && fi.Mode().IsRegular() && !strings.HasSuffix(name, "-wal") && !strings.HasSuffix(name, "-shm") && !strings.HasPrefix(name, "logs_") {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
 }
 
 func rolloutSize(t *testing.T, home, thread string) int64 {

@@ -197,6 +197,10 @@ func (s *Supervisor) archiveChat(ctx context.Context, codex retention.Codex, c r
 		s.mu.Unlock()
 		return false, ErrClosed
 	}
+	if s.frozen || s.freezing {
+		s.mu.Unlock()
+		return false, ErrReloading
+	}
 	if k := s.keys[c.ChatKey]; k != nil && (k.running != nil || s.queue.LenLocked(c.ChatKey) > 0) {
 		s.mu.Unlock()
 		return true, nil
