@@ -56,8 +56,8 @@ func TestRealRetentionCalls(t *testing.T) {
 		t.Fatalf("rollout under %q after delete, want gone", got)
 	}
 	deleted := homeBytes(t, e.home)
-	t.Logf("rollout %d B; CODEX_HOME without WAL/shm/logs: %d B before archiving, %d B archived, %d B deleted", size, before, archived, deleted)
-	if archived < before-4096 || before-deleted < size {
+	t.Logf("rollout %d B; sessions/ + archived_sessions/: %d B before archiving, %d B archived, %d B deleted", size, before, archived, deleted)
+	if archived != before || before-deleted != size {
 		t.Errorf("archiving changed CODEX_HOME by %d B, deleting by %d B; want about 0 and at least the rollout's %d B",
 			before-archived, before-deleted, size)
 	}
@@ -72,18 +72,19 @@ func TestRealRetentionCalls(t *testing.T) {
 	t.Logf("resume of a deleted thread: %v", err)
 }
 
-// homeBytes is the size of CODEX_HOME's files, without the SQLite WAL and shared-memory files
-// (their size depends on checkpoint timing) and codex's log database (it grows with every call).
+// homeBytes is the size of the files under CODEX_HOME's two rollout folders (the SQLite files
+// beside them change size with checkpoint timing, and codex's log database with every call).
 func homeBytes(t *testing.T, home string) int64 {
 	t.Helper()
 	var n int64
-	filepath.Walk(home, func(path string, fi os.FileInfo, err error) error {
-		name := filepath.Base(path)
-		if err == nil && fi.Mode().IsRegular() && !strings.HasSuffix(name, "-wal") && !strings.HasSuffix(name, "-shm") && !strings.HasPrefix(name, "logs_") {
-			n += fi.Size()
-		}
-		return nil
-	})
+	for _, dir := range []string{"sessions", "archived_sessions"} {
+		filepath.Walk(filepath.Join(home, dir), func(path string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				n += fi.Size()
+			}
+			return nil
+		})
+	}
 	return n
 }
 
