@@ -62,7 +62,7 @@ func (c *fakeChild) DeleteThread(_ context.Context, id string) error {
 }
 
 // retentionEnv is a supervisor with an archive log on a real state dir, inside a bubble.
-func retentionEnv(t *testing.T, w *fakeWorld, lastTurns map[string]time.Time, live map[string]string, p retention.Policy) (*Supervisor, *sessions.Store, *retention.Log) {
+func retentionEnv(t *testing.T, w *fakeWorld, lastTurns map[string]time.Time, live map[string]string, p retention.Policy, muts ...func(*Config)) (*Supervisor, *sessions.Store, *retention.Log) {
 	t.Helper()
 	dir := t.TempDir()
 	chats := map[string]ChatUsage{}
@@ -92,6 +92,9 @@ func retentionEnv(t *testing.T, w *fakeWorld, lastTurns map[string]time.Time, li
 		c.IdleTTL = 1000 * 24 * time.Hour
 		c.TurnDeadline = 1000 * 24 * time.Hour
 		c.MemorySampleInterval = -1 // no wake-up every few seconds over 40 fake days
+		for _, m := range muts {
+			m(c)
+		}
 	})
 	return s, st, l
 }
@@ -215,6 +218,37 @@ func TestRetentionDeletedChatToldOnce(t *testing.T) {
 		}
 		if id, _ := st.Get("c"); id != r.ThreadID {
 			t.Fatal("new thread not recorded")
+		}
+	})
+}
+
+// The sweep's maintenance child takes a slot like any child: with MaxChildren 1 held by another
+// chat's idle child, that child is evicted for it, and never are two children alive.
+func TestRetentionMaintenanceChildTakesASlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		day := 24 * time.Hour
+		w := newFakeWorld()
+		w.threads["thread-c"] = []string{"old c"}
+		w.nextThread = 100
+		s, st, _ := retentionEnv(t, w, map[string]time.Time{"c": time.Now(), "x": time.Now().Add(1000 * day)},
+			map[string]string{"c": "thread-c"}, retention.Policy{}, func(c *Config) { c.MaxChildren = 1 })
+		defer shutdown(t, s)
+		if _, err := s.Submit(context.Background(), "x", "hi"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(31 * day)
+		res, err := s.ArchiveSweep(context.Background(), retention.Policy{IdleAfter: 30 * day}, false)
+		if err != nil || len(res.Archived) != 1 || res.Archived[0].ChatKey != "c" {
+			t.Fatalf("sweep %+v %v", res, err)
+		}
+		if _, ok := st.Get("c"); ok {
+			t.Fatal("c still live")
+		}
+		if w.maxAlive != 1 {
+			t.Fatalf("%d children alive at once, want 1 (MaxChildren)", w.maxAlive)
+		}
+		if !w.child(0).isDead() {
+			t.Fatal("the idle child was not evicted for the maintenance child")
 		}
 	})
 }
