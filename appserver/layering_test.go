@@ -37,6 +37,8 @@ func TestImportsRunDownward(t *testing.T) {
 		{"../handoff", []string{"appserver", "childproc", "supervisor", "inbox", "sessions", "cmd"}, true},
 		// The spares' canned model is a leaf the daemon owns: children reach it over loopback.
 		{"../cannedmodel", []string{"appserver", "childproc", "supervisor", "inbox", "cmd", "mockmodel"}, true},
+		// Retention keeps the archive log; the codex calls it makes come through an interface.
+		{"../retention", []string{"appserver", "childproc", "supervisor", "inbox", "cmd"}, true},
 	} {
 		pkg, err := build.ImportDir(rule.dir, 0)
 		if err != nil {

@@ -70,6 +70,8 @@ type Config struct {
 	// OldestIdle reads the oldest idle chat's idle time (supervisor.Supervisor.OldestIdle); nil
 	// leaves its metric out.
 	OldestIdle func() (time.Duration, bool)
+	// Retention reads the archive log's counts (retention.go); nil leaves them out.
+	Retention func() RetentionCounts
 	// Logger gets scrape errors; nil means none.
 	Logger *zap.Logger
 	// NoRuntime leaves out the Go and process collectors (unit tests compare exact outputs).
@@ -121,6 +123,9 @@ func New(cfg Config) *Metrics {
 	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, m.loginOwner, m.tokens, m.reloads, &poolCollector{status: cfg.Status})
 	if cfg.DirSizes != nil || cfg.OldestIdle != nil {
 		m.reg.MustRegister(&growthCollector{sizes: cfg.DirSizes, oldestIdle: cfg.OldestIdle})
+	}
+	if cfg.Retention != nil {
+		m.reg.MustRegister(&retentionCollector{read: cfg.Retention})
 	}
 	if cfg.Limits != nil {
 		m.reg.MustRegister(&limitsCollector{limits: cfg.Limits})

@@ -11,6 +11,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/retention"
 )
 
 // Child is the part of *appserver.Client the supervisor uses. It is defined here, where it is
@@ -156,6 +157,16 @@ type Config struct {
 	// then charges every child the estimate, and only ChildMaxTurns and ChildMaxAge recycle, at
 	// the end of a turn).
 	MemorySampleInterval time.Duration
+	// Retention is the archive log (threads-archive.jsonl): a chat whose thread it holds as
+	// archived is unarchived when it comes back, and ArchiveSweep works (nil: neither).
+	// RetentionPolicy is what the periodic sweep does every RetentionEvery (default
+	// DefaultRetentionEvery); a zero policy runs no periodic sweep (retention.go).
+	Retention       *retention.Log
+	RetentionPolicy retention.Policy
+	RetentionEvery  time.Duration
+	// WorkDir holds the chats' folders (chatfiles): a chat's uploads go when its thread is
+	// deleted, and all uploads past RetentionPolicy.UploadsAfter; empty: uploads are left alone.
+	WorkDir string
 	// Memory reads a child's memory. Default childproc.ProcFS{}.Memory; tests fake it.
 	Memory func(pid int) (childproc.Memory, error)
 	// ChildMemoryLimit recycles a child whose private memory (USS) passed it, in bytes: an idle

@@ -24,6 +24,7 @@ type fakeWorld struct {
 	spawns      int
 	nextThread  int
 	threads     map[string][]string // thread id → user texts, oldest first
+	archivedTh  map[string][]string // threads archived (retention_test.go), out of threads
 	lastStatus  map[string]string   // thread id → status of its last turn; absent: completed
 	lastTurns   int                 // LastTurn calls
 	reverts     []string            // "thread/turn" of each RevertThread that dropped a turn

@@ -27,6 +27,8 @@ type job struct {
 	notices []string
 	// reset marks a Reset: the worker starts the chat over instead of running a turn.
 	reset bool
+	// maint, when set, runs on the key's worker instead of a turn (retention.go).
+	maint func(k *keyState) (Reply, error)
 	// messageID is Input.MessageID; handed is closed when a reload hands the job over (its
 	// waiting caller gets ErrHandedOver); unlink ends the tie of the running job to its
 	// caller's context. adopted marks the running turn the previous image handed over.
@@ -308,9 +310,12 @@ func (s *Supervisor) work(_ string, j *job) {
 	defer j.unlink()
 	var r Reply
 	var err error
-	if j.reset {
+	switch {
+	case j.maint != nil:
+		r, err = j.maint(k)
+	case j.reset:
 		r, err = s.reset(k)
-	} else {
+	default:
 		r, err = s.run(k, j)
 	}
 	s.mu.Lock()

@@ -33,6 +33,7 @@ type session struct {
 	newThread    bool
 	resumeFailed bool
 	lostThread   string // the stored thread id that could not be resumed
+	goneThread   string // the archived thread of a returning chat that is gone (retention.go)
 	recorded     bool   // the thread id is in the store
 
 	// spare is true while the session is a spare or being started as one: its key is a
@@ -321,6 +322,12 @@ func (s *Supervisor) openThread(key string, sess *session, text string) (string,
 		sess.log.Warn("stored thread cannot be resumed; starting a new thread, earlier context is lost (the id is in threads-archive.jsonl)",
 			zap.String("thread_id", id), zap.String("codex_home", s.codexHome()), zap.Error(err))
 		sess.resumeFailed, sess.lostThread = true, id
+	} else if id, ok, err := s.comeBack(ctx, key, sess); err != nil || ok {
+		if ok {
+			s.claimSpareThread(ctx, sess, key, false)
+			s.dropUnfinishedRun(ctx, sess, id, text)
+		}
+		return id, wrap(err)
 	}
 	sess.newThread = true
 	if sess.spareThread != "" {

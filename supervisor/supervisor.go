@@ -49,7 +49,9 @@ type Supervisor struct {
 	life          context.Context
 	stopLife      context.CancelCauseFunc
 
-	wg sync.WaitGroup // the child watchers and the memory sampler
+	wg sync.WaitGroup // the child watchers, the memory sampler and the retention sweep
+	// sweepMu lets one ArchiveSweep run at a time.
+	sweepMu sync.Mutex
 
 	spares spareState // the spares' keeper and backoff (spares.go)
 
@@ -162,6 +164,10 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.MemorySampleInterval > 0 {
 		s.wg.Add(1)
 		go s.sampleMemory()
+	}
+	if cfg.Retention != nil && cfg.RetentionPolicy.Any() {
+		s.wg.Add(1)
+		go s.retentionLoop()
 	}
 	if cfg.Spares > 0 {
 		go s.keepSpares() // Shutdown waits for spares.done

@@ -64,6 +64,9 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 			r.Notices = append(r.Notices, fmt.Sprintf("the earlier conversation could not be restored: thread %s was not found in CODEX_HOME %s; this is a new conversation (the old id is kept in threads-archive.jsonl)",
 				sess.lostThread, s.codexHome()))
 		}
+		if sess.goneThread != "" {
+			r.Notices = append(r.Notices, goneNotice(sess.goneThread))
+		}
 	}
 	// Reaching turn/completed, whatever the status, means the thread has a rollout to resume.
 	settled := res != nil && res.Status != "" && res.Status != protocol.TurnInProgress
@@ -183,4 +186,9 @@ func (s *Supervisor) recordThread(key string, sess *session) {
 		return
 	}
 	sess.recorded = true
+	if sess.goneThread != "" && s.cfg.Retention != nil {
+		if err := s.cfg.Retention.Told(key, sess.goneThread, sess.threadID); err != nil {
+			sess.log.Error("could not record that the chat was told its archived thread is gone", zap.Error(err))
+		}
+	}
 }

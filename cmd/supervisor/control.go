@@ -149,6 +149,7 @@ type controlConfig struct {
 	inherited *handoff.Doc // the previous image's, whose control socket is taken over
 	errs      chan<- error
 	log       *zap.Logger
+	routes    func(*http.ServeMux) // more verbs (archivecmd.go)
 }
 
 // ReloadAnswer is the control socket's answer to POST /v1/reload.
@@ -213,6 +214,9 @@ func startControl(cfg controlConfig) (*controlServer, error) {
 		cfg.stop()
 		w.WriteHeader(http.StatusAccepted)
 	})
+	if cfg.routes != nil {
+		cfg.routes(mux)
+	}
 	mux.HandleFunc("GET /v1/healthz", health.Live)
 	mux.Handle("GET /v1/readyz", cfg.ready)
 	log := cfg.log

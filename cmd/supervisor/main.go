@@ -30,6 +30,7 @@ commands:
   status      print the live process table of the running daemon
   reload      replace the running daemon with the binary now on disk, keeping its codex children
   stop        stop the running daemon as SIGTERM does, and wait until it exited
+  archive     archive the threads of long-idle chats and delete old archived ones, once (--idle-after 30d, --delete-after 90d, --dry-run)
   demo        run an offline demo: mock model on loopback, real codex, local inbox
   doctor      check what run would use (codex, login, state dir, listen address, platform)
   mock-model  run a mock model on loopback and print the CODEX_HOME config that uses it
@@ -68,6 +69,8 @@ func runMainOn(ctx context.Context, mt *mainThread, args []string, getenv func(s
 		err = cmdStop(ctx, args[1:], getenv, stdout, stderr)
 	case reloadPreflightCmd:
 		return reloadPreflight(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
+	case "archive":
+		err = cmdArchive(ctx, args[1:], getenv, stdout, stderr)
 	case "status":
 		err = cmdStatus(ctx, args[1:], getenv, stdout, stderr)
 	case "demo":

@@ -27,6 +27,7 @@ import (
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/metrics"
 	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/retention"
 	"github.com/molecule-ai/codex-warm/sessions"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -270,6 +271,10 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		log.Error("sessions.json was unreadable and was moved aside; conversations start fresh", zap.String("moved_to", p))
 	}
 	log.Info("sessions loaded", zap.String("path", d.store.Path()), zap.Int("chats", d.store.Len()))
+	ret, err := retention.Open(retention.Config{Dir: cfg.StateDir, Store: d.store, Logger: log})
+	if err != nil {
+		return fmt.Errorf("open %s: %w", sessions.ArchiveFileName, err)
+	}
 
 	policy := appserver.DefaultPolicy()
 	thread := appserver.ThreadOptions{Cwd: cfg.Cwd}
@@ -297,6 +302,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		mc := metrics.Config{Status: func() supervisor.Snapshot { return d.sup.Status() },
 			Limits: func() supervisor.LimitStatus { return d.sup.Limits() }, Logger: log,
 			DirSizes: dirs.Sizes, OldestIdle: func() (time.Duration, bool) { return d.sup.OldestIdle() }}
+		mc.Retention = func() metrics.RetentionCounts { return retentionMetrics(d.sup) }
 		if cfg.Inbox == "molecule" {
 			// The inbox is set before the metrics listener starts.
 			mc.Bridge = func() molecule.Stats { return d.molecule().Stats() }
@@ -357,6 +363,10 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	d.sup, err = supervisor.New(supervisor.Config{
 		AppServer:        tmpl,
 		Store:            d.store,
+		Retention:        ret,
+		RetentionPolicy:  retention.Policy{IdleAfter: cfg.ArchiveIdleAfter, DeleteAfter: cfg.DeleteArchivedAfter, UploadsAfter: cfg.UploadsMaxAge},
+		RetentionEvery:   cfg.ArchiveSweepEvery,
+		WorkDir:          workDir(cfg.Cwd),
 		Thread:           thread,
 		StateDir:         cfg.StateDir,
 		MaxChildren:      cfg.MaxChildren,
@@ -548,7 +558,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	if err == nil {
 		d.control, err = startControl(controlConfig{dir: cfg.StateDir, status: d.status, ready: ready, log: log,
-			reload: d.requestReload, stop: d.requestStop, inherited: hdoc, errs: inboxErr})
+			reload: d.requestReload, stop: d.requestStop, inherited: hdoc, errs: inboxErr, routes: d.archiveRoutes})
 		if err == nil {
 			d.controlSrv = d.control.srv
 		}

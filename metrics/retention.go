@@ -1,0 +1,37 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// RetentionCounts is what the archive log did since the daemon started, and how many chats are
+// archived now (supervisor.Supervisor.RetentionCounts). No chat key is a label.
+type RetentionCounts struct {
+	Archived, Deleted, Unarchived, Told int64
+	// ArchivedNow counts the chats whose thread is archived or deleted and that have not come
+	// back.
+	ArchivedNow int64
+}
+
+var (
+	descArchived    = desc("threads_archived_total", "Threads of idle chats archived (thread/archive) since the daemon started.")
+	descDeleted     = desc("threads_deleted_total", "Archived threads deleted for good (thread/delete) since the daemon started.")
+	descUnarchived  = desc("threads_unarchived_total", "Archived threads brought back because their chat wrote again, since the daemon started.")
+	descTold        = desc("threads_gone_total", "Chats that came back to a deleted thread, started a new one and were told, since the daemon started.")
+	descArchivedNow = desc("chats_archived", "Chats whose thread is archived or deleted and that have not written since.")
+)
+
+type retentionCollector struct{ read func() RetentionCounts }
+
+func (c *retentionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descArchived, descDeleted, descUnarchived, descTold, descArchivedNow} {
+		ch <- d
+	}
+}
+
+func (c *retentionCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.read()
+	ch <- prometheus.MustNewConstMetric(descArchived, prometheus.CounterValue, float64(r.Archived))
+	ch <- prometheus.MustNewConstMetric(descDeleted, prometheus.CounterValue, float64(r.Deleted))
+	ch <- prometheus.MustNewConstMetric(descUnarchived, prometheus.CounterValue, float64(r.Unarchived))
+	ch <- prometheus.MustNewConstMetric(descTold, prometheus.CounterValue, float64(r.Told))
+	ch <- prometheus.MustNewConstMetric(descArchivedNow, prometheus.GaugeValue, float64(r.ArchivedNow))
+}
