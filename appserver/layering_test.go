@@ -35,6 +35,9 @@ func TestImportsRunDownward(t *testing.T) {
 		// The reload's handoff document is a format and nothing else: cmd/supervisor wires it to
 		// the pool and the transport.
 		{"../handoff", []string{"appserver", "childproc", "supervisor", "inbox", "sessions", "cmd"}, true},
+		// The control socket's wire, server and client sit just below the binary: they carry
+		// the supervisor's and the inboxes' status, and run nothing of theirs.
+		{"../control", []string{"appserver", "childproc", "sessions", "cmd"}, true},
 		// The spares' canned model is a leaf the daemon owns: children reach it over loopback.
 		{"../cannedmodel", []string{"appserver", "childproc", "supervisor", "inbox", "cmd", "mockmodel"}, true},
 	} {

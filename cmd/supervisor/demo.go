@@ -19,6 +19,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -232,12 +233,12 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("%w (daemon log: %s)", err, tail(logPath))
 	}
 
-	doc, err = fetchStatus(ctx, stateDir)
+	doc, err = control.NewClient(stateDir).Status(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "== supervisor status")
-	renderStatus(stdout, doc, time.Now())
+	control.Render(stdout, doc, time.Now())
 	fmt.Fprintln(stdout)
 
 	var pids []int
@@ -329,7 +330,7 @@ func waitForDaemon(ctx context.Context, stateDir string, exited <-chan struct{},
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		doc, err := fetchStatus(ctx, stateDir)
+		doc, err := control.NewClient(stateDir).Status(ctx)
 		if err == nil && doc.Daemon.Listen != "" {
 			return doc, nil
 		}

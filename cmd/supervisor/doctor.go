@@ -21,6 +21,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/codexauth"
+	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
@@ -426,7 +427,7 @@ func (d *doctor) checkBubblewrap() checkResult {
 func (d *doctor) findRunningDaemon(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if doc, err := fetchStatus(ctx, d.cfg.StateDir); err == nil {
+	if doc, err := control.NewClient(d.cfg.StateDir).Status(ctx); err == nil {
 		d.running = &doc
 	}
 }
@@ -619,10 +620,10 @@ func (d *doctor) checkMemory() checkResult {
 		budget = int64(float64(avail) * supervisor.DefaultMemoryBudgetFraction)
 	}
 	if budget < 0 {
-		return ok(name, "MemAvailable %s; no memory budget (off): at most --max-children %d codex children", humanBytes(avail), d.cfg.MaxChildren)
+		return ok(name, "MemAvailable %s; no memory budget (off): at most --max-children %d codex children", control.HumanBytes(avail), d.cfg.MaxChildren)
 	}
 	detail := fmt.Sprintf("MemAvailable %s; memory budget %s of the children's PSS: about %d warm children at ~%s each, at most --max-children %d",
-		humanBytes(avail), humanBytes(budget), budget/supervisor.DefaultChildEstimate, humanBytes(supervisor.DefaultChildEstimate), d.cfg.MaxChildren)
+		control.HumanBytes(avail), control.HumanBytes(budget), budget/supervisor.DefaultChildEstimate, control.HumanBytes(supervisor.DefaultChildEstimate), d.cfg.MaxChildren)
 	if budget > avail {
 		return warn(name, detail+": the budget is above MemAvailable, so the kernel may kill children before the budget binds",
 			"lower --memory-budget, or leave it to its default (half of MemAvailable)")
