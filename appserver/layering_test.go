@@ -38,6 +38,9 @@ func TestImportsRunDownward(t *testing.T) {
 		// The control socket's wire, server and client sit just below the binary: they carry
 		// the supervisor's and the inboxes' status, and run nothing of theirs.
 		{"../control", []string{"appserver", "childproc", "sessions", "cmd"}, true},
+		// The doctor's checks sit beside the daemon, below the binary: the daemon's own start-up
+		// steps reach them as functions (Config.Steps), never as an import of the binary.
+		{"../doctor", []string{"cmd"}, true},
 		// The spares' canned model is a leaf the daemon owns: children reach it over loopback.
 		{"../cannedmodel", []string{"appserver", "childproc", "supervisor", "inbox", "cmd", "mockmodel"}, true},
 	} {

@@ -1,4 +1,4 @@
-package main
+package doctor
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ const (
 
 // checkDisk reports the free space of the filesystem CODEX_HOME is on (its nearest existing
 // folder, before `codex login` creates it).
-func (d *doctor) checkDisk() checkResult {
+func (d *doctor) checkDisk() Result {
 	const name = "disk"
 	home := appserver.EffectiveCodexHome(d.env)
 	dir := home
