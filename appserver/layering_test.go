@@ -41,6 +41,8 @@ func TestImportsRunDownward(t *testing.T) {
 		// The doctor's checks sit beside the daemon, below the binary: the daemon's own start-up
 		// steps reach them as functions (Config.Steps), never as an import of the binary.
 		{"../doctor", []string{"cmd"}, true},
+		// The demo runs the binary as a child process; it never imports it.
+		{"../internal/demo", []string{"cmd"}, true},
 		// The spares' canned model is a leaf the daemon owns: children reach it over loopback.
 		{"../cannedmodel", []string{"appserver", "childproc", "supervisor", "inbox", "cmd", "mockmodel"}, true},
 	} {
