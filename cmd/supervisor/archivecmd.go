@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/metrics"
 	"github.com/molecule-ai/codex-warm/retention"
 	"github.com/molecule-ai/codex-warm/sessions"
@@ -92,32 +92,44 @@ func retentionFlags(e *envFlags, c *runConfig) {
 		"how often the retention sweep of --archive-idle-after and --delete-archived-after runs")
 }
 
-// archivePath is the control socket's retention sweep (POST, query idle_after, delete_after,
-// dry_run); it answers a supervisor.SweepResult.
-const archivePath = "/v1/archive"
+// archiveVerb is the control socket's retention sweep; it answers a supervisor.SweepResult.
+const archiveVerb = "POST /v1/archive"
 
-// archiveRoutes serves archivePath on the control socket.
-func (d *daemon) archiveRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST "+archivePath, func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		var p retention.Policy
-		var err error
-		if p.IdleAfter, err = parseAge(q.Get("idle_after")); err == nil {
-			p.DeleteAfter, err = parseAge(q.Get("delete_after"))
+// archiveRequest is archiveVerb's request: the ages as parseAge reads them ("30d", "off").
+type archiveRequest struct {
+	IdleAfter    string `json:"idle_after,omitempty"`
+	DeleteAfter  string `json:"delete_after,omitempty"`
+	UploadsAfter string `json:"uploads_after,omitempty"`
+	DryRun       bool   `json:"dry_run,omitempty"`
+}
+
+// policy reads the request's ages; a bad one is the caller's error (400).
+func (q archiveRequest) policy() (retention.Policy, error) {
+	var p retention.Policy
+	var err error
+	if p.IdleAfter, err = parseAge(q.IdleAfter); err == nil {
+		if p.DeleteAfter, err = parseAge(q.DeleteAfter); err == nil {
+			p.UploadsAfter, err = parseAge(q.UploadsAfter)
 		}
-		if err == nil {
-			p.UploadsAfter, err = parseAge(q.Get("uploads_after"))
-		}
+	}
+	if err != nil {
+		return p, control.Refuse(http.StatusBadRequest, err)
+	}
+	return p, nil
+}
+
+// archiveVerbs serves archiveVerb on the control socket.
+func (d *daemon) archiveVerbs(cs *control.Server) {
+	control.Handle(cs, archiveVerb, http.StatusOK, func(ctx context.Context, q archiveRequest) (supervisor.SweepResult, error) {
+		p, err := q.policy()
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+			return supervisor.SweepResult{}, err
 		}
-		res, err := d.sup.ArchiveSweep(r.Context(), p, q.Get("dry_run") == "1")
+		res, err := d.sup.ArchiveSweep(ctx, p, q.DryRun)
 		if err != nil {
 			res.Errors = append(res.Errors, err.Error())
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(res)
+		return res, nil
 	})
 }
 
@@ -142,27 +154,14 @@ func cmdArchive(ctx context.Context, args []string, getenv func(string) string, 
 	if !p.Any() {
 		return errors.New("nothing to do: give --idle-after, --delete-after and/or --uploads-after")
 	}
-	q := url.Values{"idle_after": {ageFlag{&p.IdleAfter}.String()}, "delete_after": {ageFlag{&p.DeleteAfter}.String()},
-		"uploads_after": {ageFlag{&p.UploadsAfter}.String()}}
-	if *dry {
-		q.Set("dry_run", "1")
-	}
-	var res supervisor.SweepResult
-	code, body, err := controlDo(ctx, *stateDir, http.MethodPost, archivePath+"?"+q.Encode(), 10*time.Minute)
-	switch {
-	case errors.Is(err, errNoDaemon):
+	req := archiveRequest{IdleAfter: ageFlag{&p.IdleAfter}.String(), DeleteAfter: ageFlag{&p.DeleteAfter}.String(),
+		UploadsAfter: ageFlag{&p.UploadsAfter}.String(), DryRun: *dry}
+	res, err := control.Call[archiveRequest, supervisor.SweepResult](ctx, control.NewClient(*stateDir), archiveVerb, req, 10*time.Minute)
+	if errors.Is(err, control.ErrNoDaemon) {
 		res, err = archiveOffline(ctx, *stateDir, workDir(*workDirFlag), *codexHome, *codexBin, codexBinSource(fs, *codexBin), p, *dry)
-		if err != nil {
-			return err
-		}
-	case err != nil:
+	}
+	if err != nil {
 		return err
-	case code != http.StatusOK:
-		return fmt.Errorf("the daemon refused: HTTP %d: %s", code, capBytes(body, 4096))
-	default:
-		if err := json.Unmarshal(body, &res); err != nil {
-			return fmt.Errorf("decode the daemon's answer: %w", err)
-		}
 	}
 	printSweep(stdout, res, *asJSON)
 	if len(res.Errors) > 0 {

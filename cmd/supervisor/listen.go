@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/molecule-ai/codex-warm/handoff"
 )
 
@@ -183,37 +181,4 @@ func listen(hdoc *handoff.Doc, name, network, addr string) (net.Listener, error)
 		return inheritedListener(fd, name)
 	}
 	return net.Listen(network, addr)
-}
-
-// listenPrivateUnix listens on a unix socket at path whose file has mode 0600 from its creation,
-// without touching the umask. The umask is the process's, not a thread's: a codex child forked
-// while it was narrowed (a spare or a chat's child starting beside the control socket) kept the
-// narrow one for life, and created CODEX_HOME's thread-writer-locks directory 0600, without the
-// search bit, which every later child of a daemon without CAP_DAC_OVERRIDE (any user but root
-// with its capabilities, a --child-user) then failed to open. Instead the socket's own inode gets
-// the mode before bind: Linux creates the file with that inode's mode minus the umask
-// (unix_bind_bsd in net/unix/af_unix.c), which can only narrow it further.
-func listenPrivateUnix(path string) (net.Listener, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
-	}
-	f := os.NewFile(uintptr(fd), path) // owns fd from here on
-	defer f.Close()                    // net.FileListener below keeps a duplicate
-	if err := unix.Fchmod(fd, 0o600); err != nil {
-		return nil, os.NewSyscallError("fchmod", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
-		return nil, os.NewSyscallError("bind", err)
-	}
-	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
-		_ = os.Remove(path)
-		return nil, os.NewSyscallError("listen", err)
-	}
-	ln, err := net.FileListener(f) // a duplicate, close-on-exec
-	if err != nil {
-		_ = os.Remove(path)
-		return nil, err
-	}
-	return ln, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/health"
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 )
 
 // Phases of a daemon, for the "inbox" readiness check.
@@ -32,7 +33,7 @@ func (d *daemon) readiness(bin, codexHome string) *health.Readiness {
 			}
 			return errors.New("starting")
 		}},
-		{Name: "state_dir", Run: func(context.Context) error { return checkWritable(d.cfg.StateDir) }},
+		{Name: "state_dir", Run: func(context.Context) error { return atomicfile.CheckWritable(d.cfg.StateDir) }},
 		{Name: "codex", Run: func(context.Context) error { return checkExecutable(bin) }},
 		{Name: "model", Run: func(context.Context) error {
 			// Known from the turns: not ready from a turn that could not reach the model until
@@ -66,21 +67,6 @@ func (d *daemon) readiness(bin, codexHome string) *health.Readiness {
 			return fmt.Errorf("codex login state unknown: %s", a.Detail)
 		}},
 	}})
-}
-
-// checkWritable proves that dir takes a new file by creating and removing one: permission bits
-// alone say nothing about a read-only mount, a full inode table or root's exemptions.
-func checkWritable(dir string) error {
-	f, err := os.CreateTemp(dir, ".writable-*")
-	if err != nil {
-		return fmt.Errorf("%s is not writable: %w", dir, err)
-	}
-	name := f.Name()
-	cerr := f.Close()
-	if err := errors.Join(cerr, os.Remove(name)); err != nil {
-		return fmt.Errorf("%s: write probe: %w", dir, err)
-	}
-	return nil
 }
 
 // checkExecutable reports whether bin is still an executable regular file.

@@ -38,25 +38,6 @@ const (
 	reloadRunning = string(reload.Running)
 )
 
-// ReloadInfo is the last reload in a status answer.
-type ReloadInfo struct {
-	// Attempt numbers the reload attempts of this daemon (pid) since it first started.
-	Attempt int       `json:"attempt"`
-	Trigger string    `json:"trigger"`
-	At      time.Time `json:"at"`
-	// Outcome is "running", "ok", "refused" (nothing was stopped, or all was resumed before
-	// any exec) or "failed" (the exec failed; the old image serves on).
-	Outcome string `json:"outcome"`
-	Error   string `json:"error,omitempty"`
-	From    string `json:"from_version,omitempty"`
-	To      string `json:"to_version,omitempty"`
-	// Children is how many warm children were handed over; Turns how many of them were in the
-	// middle of a turn, and Callers how many local inbox callers' connections crossed.
-	Children int `json:"children"`
-	Turns    int `json:"turns"`
-	Callers  int `json:"callers"`
-}
-
 // preflightBinary runs path with the preflight subcommand, the daemon's run flags and secrets
 // (reloadPreflight), and says why it cannot take over.
 func preflightBinary(ctx context.Context, path string, secrets map[string]string) (handoff.Preflight, error) {

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/control"
 )
 
 // reloadPoll is how often `supervisor reload` asks for the outcome.
@@ -23,20 +22,18 @@ func cmdReload(ctx context.Context, args []string, getenv func(string) string, s
 	if err := fs.Parse(args); err != nil {
 		return flagsError(err)
 	}
-	before, err := fetchStatus(ctx, *stateDir)
+	c := control.NewClient(*stateDir)
+	before, err := c.Status(ctx)
 	if err != nil {
 		return err
 	}
-	code, body, err := controlDo(ctx, *stateDir, http.MethodPost, "/v1/reload", 10*time.Second)
+	ans, err := c.Reload(ctx)
+	var refused *control.Error
+	if errors.As(err, &refused) {
+		return fmt.Errorf("reload refused: %s", refused.Msg)
+	}
 	if err != nil {
 		return err
-	}
-	var ans ReloadAnswer
-	if err := json.Unmarshal(body, &ans); err != nil {
-		return fmt.Errorf("what answers on the control socket is not the daemon's reload: HTTP %d: %s", code, bytes.TrimSpace(capBytes(body, 4096)))
-	}
-	if code != http.StatusAccepted {
-		return fmt.Errorf("reload refused: %s", ans.Error)
 	}
 	fmt.Fprintf(stdout, "reload %d of pid %d (version %s) started; waiting for the outcome\n", ans.Attempt, before.Daemon.PID, before.Daemon.Version)
 	wctx, cancel := context.WithTimeout(ctx, *wait)
@@ -46,7 +43,7 @@ func cmdReload(ctx context.Context, args []string, getenv func(string) string, s
 	for {
 		// While the image changes, the socket's backlog holds the connection, or the old
 		// image's last answer is cut: both are retried.
-		doc, err := fetchStatus(wctx, *stateDir)
+		doc, err := c.Status(wctx)
 		if err == nil {
 			if r := doc.Daemon.LastReload; r != nil && r.Attempt >= ans.Attempt && r.Outcome != reloadRunning {
 				if r.Outcome != reloadOK {
@@ -56,7 +53,7 @@ func cmdReload(ctx context.Context, args []string, getenv func(string) string, s
 					doc.Daemon.PID, r.To, r.From, r.Children, doc.Daemon.Reloads, doc.Daemon.Started.Format(time.RFC3339))
 				return nil
 			}
-		} else if errors.Is(err, errNoDaemon) {
+		} else if errors.Is(err, control.ErrNoDaemon) {
 			return fmt.Errorf("the daemon is gone during the reload: %w", err)
 		}
 		select {

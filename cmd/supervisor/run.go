@@ -558,7 +558,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	if err == nil {
 		d.control, err = startControl(controlConfig{dir: cfg.StateDir, status: d.status, ready: ready, log: log,
-			reload: d.requestReload, stop: d.requestStop, inherited: hdoc, errs: inboxErr, routes: d.archiveRoutes})
+			reload: d.requestReload, stop: d.requestStop, inherited: hdoc, errs: inboxErr, register: d.archiveVerbs})
 		if err == nil {
 			d.controlSrv = d.control.srv
 		}

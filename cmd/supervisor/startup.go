@@ -49,7 +49,7 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 	}
 	d.info.CodexVersion = v
 	if where, err := codexversion.Range(v); err != nil || where != 0 {
-		detail, fix := codexRangeRisk(v, where)
+		detail, fix := codexversion.Risk(v, where)
 		d.log.Warn(detail, zap.String("codex_bin", bin), zap.String("fix", fix), zap.Error(err))
 	}
 	tmpl := appserver.Config{Bin: bin, Env: env, Credential: cred, ConfigOverrides: d.cfg.CodexConfig,

@@ -8,20 +8,16 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
-	"sort"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/childproc"
-	"github.com/molecule-ai/codex-warm/codexauth"
+	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/health"
-	"github.com/molecule-ai/codex-warm/inbox/molecule"
-	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
+// cmdStatus prints the running daemon's status: its process table (control.Render), or with
+// --json the document itself, or with --health / --ready only its probe.
 func cmdStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newCommandFlags("status", stderr)
 	stateDir := fs.String("state-dir", defaultStateDir(getenv), "state directory of the daemon (env CODEX_CHANNEL_MOLECULE_STATE_DIR)")
@@ -34,7 +30,7 @@ func cmdStatus(ctx context.Context, args []string, getenv func(string) string, s
 	if *live || *ready {
 		return probeDaemon(ctx, *stateDir, *ready, stdout, stderr)
 	}
-	doc, err := fetchStatus(ctx, *stateDir)
+	doc, err := control.NewClient(*stateDir).Status(ctx)
 	if err != nil {
 		return newStatusFailure(*stateDir, err).report(stdout, stderr, *asJSON)
 	}
@@ -43,190 +39,8 @@ func cmdStatus(ctx context.Context, args []string, getenv func(string) string, s
 		enc.SetIndent("", "  ")
 		return enc.Encode(doc)
 	}
-	renderStatus(stdout, doc, time.Now())
+	control.Render(stdout, doc, time.Now())
 	return nil
-}
-
-// renderMolecule prints the Molecule inbox's counters below the totals: what was received and
-// delivered, what waits (replies not delivered, rows not acknowledged), and what went wrong.
-func renderMolecule(w io.Writer, s *molecule.Stats) {
-	fmt.Fprintf(w, "molecule: received %d  answered %d  delivered %d  delivery retries %d  delivery failures %d  pending replies %d  unacked %d  in flight %d\n",
-		s.Received, s.Answered, s.Delivered, s.DeliveryRetries, s.DeliveryFailed, s.PendingReplies, s.Unacked, s.InFlight)
-	fmt.Fprintf(w, "  codex failures %d  poison %d  duplicates %d  busy retries %d  unreachable retries %d  parked %d (too long %d)  commands %d  recovered %d\n",
-		s.CodexFailures, s.Poison, s.Duplicates, s.BusyRetries, s.UnreachableRetries, s.Parked, s.ParkedTooLong, s.Commands, s.Recovered)
-	cursor := s.Cursor
-	if cursor == "" {
-		cursor = "-"
-	}
-	fmt.Fprintf(w, "  poll errors %d  heartbeat errors %d  state write errors %d  cursor %s\n",
-		s.PollErrors, s.HeartbeatErrors, s.PersistErrors, cursor)
-	fmt.Fprintf(w, "  files sent %d  refused %d\n", s.FilesSent, s.FilesRefused)
-}
-
-// renderStatus prints the process table like ps: one aligned row per live child, then totals.
-func renderStatus(w io.Writer, doc StatusDoc, now time.Time) {
-	d := doc.Daemon
-	fmt.Fprintf(w, "supervisor %s  pid %d  up %s  inbox %s", d.Version, d.PID, shortDuration(now.Sub(d.Started)), d.Inbox)
-	if d.Listen != "" {
-		fmt.Fprintf(w, " (%s)", d.Listen)
-	}
-	if d.MetricsListen != "" {
-		fmt.Fprintf(w, "  metrics %s", d.MetricsListen)
-	}
-	fmt.Fprintf(w, "\nstate %s\n", d.StateDir)
-	fmt.Fprintf(w, "started %s", d.Started.Format(time.RFC3339))
-	if r := d.LastReload; r != nil {
-		fmt.Fprintf(w, "  reloads %d  last reload %s ago (%s, %s", d.Reloads, shortDuration(now.Sub(r.At)), r.Trigger, r.Outcome)
-		if r.Error != "" {
-			fmt.Fprintf(w, ": %s", r.Error)
-		}
-		fmt.Fprint(w, ")")
-	}
-	fmt.Fprintln(w)
-	if a := d.CodexAuth; a != nil {
-		fmt.Fprintf(w, "codex %s  login %s", d.CodexVersion, a.State)
-		if a.Account != "" {
-			fmt.Fprintf(w, " (%s)", a.Account)
-		}
-		fmt.Fprintf(w, ", checked %s ago", shortDuration(now.Sub(a.Checked)))
-		if a.LoginOwner != "" {
-			fmt.Fprintf(w, ", login owned by the %s", a.LoginOwner)
-		}
-		fmt.Fprintln(w)
-		if t := a.Tokens; t != nil {
-			held := "held by the daemon"
-			if t.Owner == codexauth.OwnerPlatform {
-				held = "read from the platform (" + t.Source + "), never refreshed by the daemon"
-			}
-			fmt.Fprintf(w, "chatgpt tokens %s: %s", held, t.State)
-			if !t.Expires.IsZero() {
-				fmt.Fprintf(w, ", expires in %s", shortDuration(t.Expires.Sub(now)))
-			}
-			if !t.LastRefresh.IsZero() {
-				fmt.Fprintf(w, ", last refresh %s ago", shortDuration(now.Sub(t.LastRefresh)))
-			}
-			if t.LastOutcome != "" {
-				fmt.Fprintf(w, " (%s)", t.LastOutcome)
-			}
-			fmt.Fprintln(w)
-		}
-		if t := a.Tokens; t != nil && t.WriteBackError != "" {
-			fmt.Fprintf(w, "WARNING: the refreshed ChatGPT login could not be written back to auth.json (%s): the daemon holds the only copy "+
-				"of the live refresh token and retries the write. Free space or fix permissions in CODEX_HOME; do not restart the daemon until this line is gone.\n", t.WriteBackError)
-		}
-		if t := a.Tokens; t != nil && t.State == codexauth.StateUncertain {
-			fmt.Fprintf(w, "WARNING: refresh_uncertain: %s\n", t.LastError)
-		}
-		if a.State == CodexNotLoggedIn {
-			fmt.Fprintln(w, "WARNING: codex is not logged in: every message is answered with a login hint. "+
-				"Run `codex login` as the daemon's user, with its CODEX_HOME.")
-		}
-	}
-	// An outage always has its start; a document without one (a daemon from before the model
-	// check, or a hand-made one) says nothing about the model.
-	if m := doc.Snapshot.Model; m.Unreachable && !m.Since.IsZero() {
-		fmt.Fprintf(w, "WARNING: the model service cannot be reached (since %s ago): %s. Turns end at once; Molecule messages wait and are answered when it is back.\n",
-			shortDuration(now.Sub(m.Since)), m.Cause)
-	}
-	renderLimits(w, doc.Snapshot.Limits, now)
-	fmt.Fprintln(w)
-
-	rows := append([]supervisor.ChildStatus(nil), doc.Snapshot.Children...)
-	sort.Slice(rows, func(i, j int) bool { return rows[i].ChatKey < rows[j].ChatKey })
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	// PSS, not RSS: warm children share the codex binary's pages, which RSS counts once per child.
-	fmt.Fprintln(tw, "CHAT\tTHREAD\tPID\tSTATE\tTURN AGE\tTURNS\tRESTARTS\tQUEUED\tPSS\tIDLE\tACTIVITY")
-	for _, c := range rows {
-		turnAge, idle := "-", "-"
-		if c.State == supervisor.StateBusy {
-			turnAge = shortDuration(c.TurnAge)
-		} else if !c.LastActivity.IsZero() {
-			idle = shortDuration(now.Sub(c.LastActivity))
-		}
-		chat := c.ChatKey
-		if c.State == supervisor.StateSpare || (chat == "" && c.State == supervisor.StateStarting) {
-			chat = "(spare)"
-		}
-		activity := c.ActivityLine(now)
-		if activity == "" {
-			activity = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n",
-			chat, shortID(c.ThreadID), c.PID, c.State, turnAge, c.Turns, c.Restarts, c.Queued, humanBytes(c.PSSBytes), idle, activity)
-	}
-	tw.Flush()
-	if len(rows) == 0 {
-		fmt.Fprintln(w, "(no live codex children)")
-	}
-
-	t := doc.Snapshot.Totals
-	fmt.Fprintf(w, "\nlive %d/%d  busy %d  spares %d  queued %d  turns %d  overload retries %d",
-		t.Live, t.Cap, t.Busy, t.Spares, t.Queued, t.Turns, t.OverloadRetries)
-	if len(t.Retired) > 0 {
-		reasons := make([]string, 0, len(t.Retired))
-		for r, n := range t.Retired {
-			reasons = append(reasons, fmt.Sprintf("%s=%d", r, n))
-		}
-		sort.Strings(reasons)
-		fmt.Fprintf(w, "  retired %s", strings.Join(reasons, " "))
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "memory: children pss %s (private %s, rss %s), daemon pss %s",
-		humanBytes(t.PSSBytes), humanBytes(t.USSBytes), humanBytes(t.RSSBytes), humanBytes(doc.Daemon.PSSBytes))
-	// The budget's own figures: what it counts as used (the sampler's PSS readings, plus the
-	// estimate for children not measured yet) and what it expects a new child to cost.
-	if t.MemoryBudgetBytes > 0 {
-		fmt.Fprintf(w, "; budget %s, used %s (measured %s), new child ~%s\n",
-			humanBytes(t.MemoryBudgetBytes), humanBytes(t.ChargedBytes), humanBytes(t.MeasuredPSSBytes), humanBytes(t.ChildEstimateBytes))
-	} else {
-		fmt.Fprintln(w, "; no memory budget")
-	}
-	if f := doc.LocalFiles; f != nil && f.Sent+f.Refused > 0 {
-		fmt.Fprintf(w, "local inbox: files sent %d  refused %d\n", f.Sent, f.Refused)
-	}
-	if doc.Bridge != nil {
-		renderMolecule(w, doc.Bridge)
-	}
-	renderUsage(w, doc.Snapshot.Usage, now)
-}
-
-// shortID keeps thread ids readable in a table; --json has them whole.
-func shortID(id string) string {
-	if id == "" {
-		return "-"
-	}
-	if len(id) > 13 {
-		return id[:13] + "…"
-	}
-	return id
-}
-
-func shortDuration(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < time.Minute:
-		return fmt.Sprintf("%.1fs", d.Seconds())
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	default:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n <= 0:
-		return "-"
-	case n < 1<<20:
-		return fmt.Sprintf("%dK", n>>10)
-	case n < 1<<30:
-		return fmt.Sprintf("%dM", n>>20)
-	default:
-		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
-	}
 }
 
 // probeDaemon asks the daemon's control socket for its liveness (or, with ready, readiness)
@@ -235,17 +49,18 @@ func humanBytes(n int64) string {
 // It needs neither the inbox's address nor its token, which makes it the container's
 // HEALTHCHECK.
 func probeDaemon(ctx context.Context, stateDir string, ready bool, stdout, stderr io.Writer) error {
-	path := "/v1/healthz"
+	verb := control.VerbLive
 	if ready {
-		path = "/v1/readyz"
+		verb = control.VerbReady
 	}
-	code, body, err := controlGet(ctx, stateDir, path, health.DefaultTimeout+5*time.Second)
+	c := control.NewClient(stateDir)
+	code, body, err := c.Do(ctx, verb, nil, health.DefaultTimeout+5*time.Second)
 	if err != nil {
 		return newStatusFailure(stateDir, err).report(stdout, stderr, false)
 	}
 	if !ready {
 		if code != http.StatusOK {
-			fmt.Fprintf(stderr, "supervisor status: the daemon's liveness probe answered HTTP %d: %s\n", code, bytes.TrimSpace(capBytes(body, 4096)))
+			fmt.Fprintf(stderr, "supervisor status: the daemon's liveness probe answered HTTP %d: %s\n", code, capBytes(bytes.TrimSpace(body), 4096))
 			return exitCode(statusExitNotReady)
 		}
 		fmt.Fprintln(stdout, "ok")
@@ -253,7 +68,7 @@ func probeDaemon(ctx context.Context, stateDir string, ready bool, stdout, stder
 	}
 	var rep health.Report
 	if err := json.Unmarshal(body, &rep); err != nil {
-		err = fmt.Errorf("the readiness probe at %s answered HTTP %d: %s", filepath.Join(stateDir, controlSocketName), code, bytes.TrimSpace(capBytes(body, 4096)))
+		err = fmt.Errorf("the readiness probe at %s answered HTTP %d: %s", c.Path(), code, capBytes(bytes.TrimSpace(body), 4096))
 		return newStatusFailure(stateDir, err).report(stdout, stderr, false)
 	}
 	if rep.Ready() {

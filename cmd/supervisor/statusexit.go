@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/molecule-ai/codex-warm/control"
 )
 
 // Exit codes of `supervisor status`, one convention for the table, --json and the probes
@@ -36,7 +38,7 @@ type statusFailure struct {
 // newStatusFailure classifies err, an error of asking the daemon owning dir.
 func newStatusFailure(dir string, err error) statusFailure {
 	f := statusFailure{Reason: "unknown", Message: err.Error(), StateDir: dir, ExitCode: statusExitUnknown}
-	if errors.Is(err, errNoDaemon) {
+	if errors.Is(err, control.ErrNoDaemon) {
 		f.Reason, f.ExitCode = "not_running", statusExitNotRunning
 	}
 	return f

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"syscall"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/control"
 )
 
 // requestStop asks the daemon to drain and exit as SIGTERM does (POST /v1/stop). The request
@@ -37,8 +37,9 @@ func cmdStop(ctx context.Context, args []string, getenv func(string) string, std
 	if err := fs.Parse(args); err != nil {
 		return flagsError(err)
 	}
-	before, err := fetchStatus(ctx, *stateDir)
-	if errors.Is(err, errNoDaemon) {
+	c := control.NewClient(*stateDir)
+	before, err := c.Status(ctx)
+	if errors.Is(err, control.ErrNoDaemon) {
 		fmt.Fprintf(stdout, "no daemon runs on %s\n", *stateDir)
 		return nil
 	}
@@ -46,12 +47,13 @@ func cmdStop(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	pid := before.Daemon.PID
-	code, body, err := controlDo(ctx, *stateDir, http.MethodPost, "/v1/stop", 30*time.Second)
-	if err != nil && !errors.Is(err, errNoDaemon) {
+	// A daemon gone meanwhile is stopped too.
+	var refused *control.Error
+	switch err := c.Stop(ctx); {
+	case errors.As(err, &refused):
+		return fmt.Errorf("stop refused: HTTP %d: %s", refused.Status, refused.Msg)
+	case err != nil && !errors.Is(err, control.ErrNoDaemon):
 		return err
-	}
-	if err == nil && code != http.StatusAccepted {
-		return fmt.Errorf("stop refused: HTTP %d: %s", code, capBytes(body, 4096))
 	}
 	fmt.Fprintf(stdout, "stopping pid %d; waiting for it to exit\n", pid)
 	wctx, cancel := context.WithTimeout(ctx, *wait)

@@ -179,3 +179,18 @@ func ReadFile(path string) ([]byte, error) {
 	}
 	return io.ReadAll(f)
 }
+
+// CheckWritable proves that dir takes a new file by creating and removing one: permission bits
+// alone say nothing about a read-only mount, a full inode table or root's exemptions.
+func CheckWritable(dir string) error {
+	f, err := os.CreateTemp(dir, ".writable-*")
+	if err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	cerr := f.Close()
+	if err := errors.Join(cerr, os.Remove(name)); err != nil {
+		return fmt.Errorf("%s: write probe: %w", dir, err)
+	}
+	return nil
+}

@@ -1,4 +1,4 @@
-package main
+package control
 
 import (
 	"bufio"
@@ -39,8 +39,8 @@ func processUmask(t *testing.T) string {
 // again (TestE2EReloadNothingReadable failed on it).
 func TestControlSocketPrivateWithoutUmask(t *testing.T) {
 	before := processUmask(t)
-	path := filepath.Join(t.TempDir(), controlSocketName)
-	ln, err := listenPrivateUnix(path)
+	path := filepath.Join(t.TempDir(), SocketName)
+	ln, err := ListenPrivateUnix(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestControlSocketPrivateWithoutUmask(t *testing.T) {
 // No code of the daemon (any package of the module) changes the umask: it is the process's,
 // and every child forked by another goroutine meanwhile would keep the changed one for life.
 func TestNoUmaskChange(t *testing.T) {
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package doctor
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/control"
 )
 
 // Free space under CODEX_HOME below either bound gets a warning: codex writes about 13 KB per
@@ -21,7 +22,7 @@ const (
 
 // checkDisk reports the free space of the filesystem CODEX_HOME is on (its nearest existing
 // folder, before `codex login` creates it).
-func (d *doctor) checkDisk() checkResult {
+func (d *doctor) checkDisk() Result {
 	const name = "disk"
 	home := appserver.EffectiveCodexHome(d.env)
 	dir := home
@@ -38,9 +39,9 @@ func (d *doctor) checkDisk() checkResult {
 		dir = parent
 	}
 	free, total := st.Bavail*uint64(st.Bsize), st.Blocks*uint64(st.Bsize)
-	detail := fmt.Sprintf("%s free of %s under %s", humanBytes(int64(free)), humanBytes(int64(total)), dir)
+	detail := fmt.Sprintf("%s free of %s under %s", control.HumanBytes(int64(free)), control.HumanBytes(int64(total)), dir)
 	if lowDisk(free, total) {
-		return warn(name, detail+fmt.Sprintf(": below %s or %d%%; codex keeps about 13 KB per turn and 49 KB per new chat in CODEX_HOME and needs room for its logs", humanBytes(diskWarnFreeBytes), diskWarnFreePct),
+		return warn(name, detail+fmt.Sprintf(": below %s or %d%%; codex keeps about 13 KB per turn and 49 KB per new chat in CODEX_HOME and needs room for its logs", control.HumanBytes(diskWarnFreeBytes), diskWarnFreePct),
 			"free space or move CODEX_HOME to a larger disk; docs/disk-and-growth.md says what grows and what can be pruned")
 	}
 	return ok(name, "%s", detail)

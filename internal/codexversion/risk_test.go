@@ -1,10 +1,8 @@
-package main
+package codexversion
 
 import (
 	"strings"
 	"testing"
-
-	"github.com/molecule-ai/codex-warm/internal/codexversion"
 )
 
 // Outside the tested range doctor and run's log say which way, what the operator risks, and
@@ -12,18 +10,18 @@ import (
 func TestCodexRangeRisk(t *testing.T) {
 	t.Parallel()
 	const newer, older = "999.0.0", "0.0.1"
-	tested := codexversion.Oldest + " to " + codexversion.Newest
+	tested := Oldest + " to " + Newest
 	for _, tc := range []struct {
 		v         string
 		where     int
 		want, fix []string
 	}{
 		{newer, 1, []string{"codex-cli " + newer + " is newer", tested, "lose replies"},
-			[]string{"@openai/codex@" + codexversion.Newest, "make compat CODEX_VERSION=" + newer}},
+			[]string{"@openai/codex@" + Newest, "make compat CODEX_VERSION=" + newer}},
 		{older, -1, []string{"codex-cli " + older + " is older", tested, "may lack requests the daemon sends"},
-			[]string{"@openai/codex@" + codexversion.Newest}},
+			[]string{"@openai/codex@" + Newest}},
 	} {
-		detail, fix := codexRangeRisk(tc.v, tc.where)
+		detail, fix := Risk(tc.v, tc.where)
 		for _, w := range tc.want {
 			if !strings.Contains(detail, w) {
 				t.Errorf("risk %q lacks %q", detail, w)

@@ -1,4 +1,4 @@
-package main
+package control
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func TestRenderStatusLimitsAndUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	renderStatus(&b, got, now)
+	Render(&b, got, now)
 	out := b.String()
 	for _, want := range []string{
 		"WARNING: the account's usage limit is reached; 3 message(s) parked until 14:13 ",
@@ -55,7 +55,7 @@ func TestRenderStatusLimitsAndUsage(t *testing.T) {
 
 	doc.Snapshot.Limits, doc.Snapshot.Usage = supervisor.LimitStatus{}, nil
 	b.Reset()
-	renderStatus(&b, doc, now)
+	Render(&b, doc, now)
 	if s := b.String(); strings.Contains(s, "usage limit") || strings.Contains(s, "REASONING") {
 		t.Errorf("status without limits or usage shows them:\n%s", s)
 	}

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -19,42 +19,40 @@ import (
 
 	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/mockmodel"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
-// cmdDemo runs the whole pipeline offline: a mock model on loopback, the daemon as a real child
+// Config is what the demo runs.
+type Config struct {
+	// Codex is the native codex binary; Supervisor the supervisor executable the daemon runs
+	// from (`Supervisor run ...`).
+	Codex      string
+	Supervisor string
+	// Keep keeps the demo's temporary directory (logs, sessions.json).
+	Keep bool
+	// Latency delays every mock model answer.
+	Latency        time.Duration
+	Stdout, Stderr io.Writer
+}
+
+// Run runs the whole pipeline offline: a mock model on loopback, the daemon as a real child
 // process with the local inbox and the real codex binary, a few chats (some in parallel), the
 // status table, and a clean stop that leaves no process behind. SIGINT or SIGTERM (Ctrl-C) ends
 // it early the same clean way: the daemon is stopped (a second signal makes it stop at once),
-// nothing it ran is left, the temporary directory goes, and the exit code is 128+signal.
-func cmdDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
-	fs := newCommandFlags("demo", stderr)
-	codexBin := fs.String("codex-bin", getenv("CODEX_BIN"), "native codex binary (env CODEX_BIN)")
-	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, sessions.json)")
-	latency := fs.Duration("model-latency", 0, "delay every mock model answer by this much (watch busy children with `supervisor status --state-dir <state dir>`)")
-	if err := fs.Parse(args); err != nil {
-		return flagsError(err)
-	}
-	loc, err := findCodex(*codexBin, codexBinSource(fs, *codexBin))
-	if err != nil {
-		return fmt.Errorf("find codex: %w", err)
-	}
-	bin := loc.Bin
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own executable: %w", err)
-	}
-
+// nothing it ran is left, the temporary directory goes, and Run returns a *Signal.
+func Run(ctx context.Context, cfg Config) (err error) {
+	stdout, stderr, bin, self := cfg.Stdout, cfg.Stderr, cfg.Codex, cfg.Supervisor
 	// Deferred first, so it runs last: after the cleanup below, report the signal that cut the
 	// demo short instead of the errors it caused.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer func() {
-		var ds *demoSignal
+		var ds *Signal
 		if errors.As(context.Cause(ctx), &ds) {
-			fmt.Fprintf(stderr, "supervisor demo: interrupted by signal %s; the daemon and its codex children were stopped and the demo's files removed\n", ds.sig)
-			err = exitCode(128 + int(ds.sig))
+			fmt.Fprintf(stderr, "supervisor demo: interrupted by signal %s; the daemon and its codex children were stopped and the demo's files removed\n", ds.Sig)
+			err = ds
 		}
 	}()
 	// The first signal cancels ctx; later ones go to again, which hurries the daemon's stop.
@@ -69,7 +67,7 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 			select {
 			case sig := <-sigs:
 				if ctx.Err() == nil {
-					cancel(&demoSignal{sig: sig.(syscall.Signal)})
+					cancel(&Signal{Sig: sig.(syscall.Signal)})
 					continue
 				}
 				select {
@@ -92,13 +90,13 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	if *keep {
+	if cfg.Keep {
 		fmt.Fprintf(stdout, "demo files kept in %s\n", dir)
 	} else {
 		defer os.RemoveAll(dir)
 	}
 
-	mock, err := mockmodel.New(mockmodel.Config{Latency: *latency})
+	mock, err := mockmodel.New(mockmodel.Config{Latency: cfg.Latency})
 	if err != nil {
 		return fmt.Errorf("start mock model: %w", err)
 	}
@@ -232,12 +230,12 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("%w (daemon log: %s)", err, tail(logPath))
 	}
 
-	doc, err = fetchStatus(ctx, stateDir)
+	doc, err = control.NewClient(stateDir).Status(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "== supervisor status")
-	renderStatus(stdout, doc, time.Now())
+	control.Render(stdout, doc, time.Now())
 	fmt.Fprintln(stdout)
 
 	var pids []int
@@ -323,23 +321,23 @@ func sendDemo(ctx context.Context, client *http.Client, base string, m demoMsg) 
 }
 
 // waitForDaemon polls the control socket until the daemon answers, exits, or the timeout passes.
-func waitForDaemon(ctx context.Context, stateDir string, exited <-chan struct{}, timeout time.Duration) (StatusDoc, error) {
+func waitForDaemon(ctx context.Context, stateDir string, exited <-chan struct{}, timeout time.Duration) (control.StatusDoc, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		doc, err := fetchStatus(ctx, stateDir)
+		doc, err := control.NewClient(stateDir).Status(ctx)
 		if err == nil && doc.Daemon.Listen != "" {
 			return doc, nil
 		}
 		select {
 		case <-exited:
-			return StatusDoc{}, errors.New("daemon exited before it was ready")
+			return control.StatusDoc{}, errors.New("daemon exited before it was ready")
 		case <-deadline.C:
-			return StatusDoc{}, fmt.Errorf("daemon not ready after %s", timeout)
+			return control.StatusDoc{}, fmt.Errorf("daemon not ready after %s", timeout)
 		case <-ctx.Done():
-			return StatusDoc{}, ctx.Err()
+			return control.StatusDoc{}, ctx.Err()
 		case <-tick.C:
 		}
 	}
@@ -365,7 +363,7 @@ func tail(path string) string {
 	return path + ":\n" + string(b)
 }
 
-// demoSignal is the cause of a demo cut short by a signal.
-type demoSignal struct{ sig syscall.Signal }
+// Signal is the error of a demo cut short by a signal.
+type Signal struct{ Sig syscall.Signal }
 
-func (d *demoSignal) Error() string { return "interrupted by signal " + d.sig.String() }
+func (d *Signal) Error() string { return "interrupted by signal " + d.Sig.String() }

@@ -1,10 +1,9 @@
-package main
+package doctor
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/codexauth"
+	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
@@ -30,30 +30,32 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
-// checkStatus is the outcome of one doctor check.
-type checkStatus int
+// Status is the outcome of one doctor check.
+type Status int
 
+// Statuses of a check.
 const (
-	checkOK   checkStatus = iota
-	checkWarn             // works, but worth fixing; does not fail doctor
-	checkFail             // run would fail, or the daemon could not answer messages
-	checkSkip             // does not apply to this configuration
+	OK   Status = iota // works
+	Warn               // works, but worth fixing; does not fail doctor
+	Fail               // run would fail, or the daemon could not answer messages
+	Skip               // does not apply to this configuration
 )
 
-func (s checkStatus) mark() string {
+func (s Status) mark() string {
 	return [...]string{"✓", "!", "✗", "-"}[s]
 }
 
-// checkResult is one line of `supervisor doctor`.
-type checkResult struct {
+// Result is one line of `supervisor doctor`.
+type Result struct {
 	Name   string
-	Status checkStatus
+	Status Status
 	Detail string
-	// Fix says what to do; empty for checkOK and checkSkip.
+	// Fix says what to do; empty for OK and Skip.
 	Fix string
 }
 
-func (r checkResult) String() string {
+// String is the line as `supervisor doctor` prints it: mark, name, detail and fix.
+func (r Result) String() string {
 	s := fmt.Sprintf("%s %-14s %s", r.Status.mark(), r.Name, r.Detail)
 	if r.Fix != "" {
 		s += " — fix: " + r.Fix
@@ -61,71 +63,46 @@ func (r checkResult) String() string {
 	return s
 }
 
-func ok(name, format string, a ...any) checkResult {
-	return checkResult{Name: name, Status: checkOK, Detail: fmt.Sprintf(format, a...)}
+func ok(name, format string, a ...any) Result {
+	return Result{Name: name, Status: OK, Detail: fmt.Sprintf(format, a...)}
 }
 
-func skip(name, detail string) checkResult {
-	return checkResult{Name: name, Status: checkSkip, Detail: detail}
+func skip(name, detail string) Result {
+	return Result{Name: name, Status: Skip, Detail: detail}
 }
 
-func warn(name, detail, fix string) checkResult {
-	return checkResult{Name: name, Status: checkWarn, Detail: detail, Fix: fix}
+func warn(name, detail, fix string) Result {
+	return Result{Name: name, Status: Warn, Detail: detail, Fix: fix}
 }
 
-func fail(name, detail, fix string) checkResult {
-	return checkResult{Name: name, Status: checkFail, Detail: detail, Fix: fix}
+func fail(name, detail, fix string) Result {
+	return Result{Name: name, Status: Fail, Detail: detail, Fix: fix}
 }
 
 // doctorTimeout bounds each check that waits on something outside (codex, the platform).
 const doctorTimeout = 30 * time.Second
 
-func cmdDoctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, cfgErr := parseDaemonFlags("doctor", args, getenv, stderr)
-	var ec exitCode
-	if errors.As(cfgErr, &ec) {
-		return ec
-	}
-	// The same environment run gives its children: the secrets removed, HOME of --child-user.
-	env := childEnv(os.Environ())
-	cred, childEnvironment, credErr := childCredential(cfg.ChildUser, env)
-	if credErr == nil {
-		env = childEnvironment
-	}
-	doc := &doctor{cfg: cfg, getenv: getenv, env: env, cred: cred}
-	fmt.Fprintf(stdout, "supervisor doctor: checking what `supervisor run` would use (inbox %s, state dir %s)\n\n", cfg.Inbox, cfg.StateDir)
-	results := doc.run(ctx, errors.Join(cfgErr, credErr))
-	var warns, fails int
-	for _, r := range results {
-		fmt.Fprintln(stdout, r)
-		switch r.Status {
-		case checkWarn:
-			warns++
-		case checkFail:
-			fails++
-		}
-	}
-	fmt.Fprintf(stdout, "\n%d checks: %d failed, %d warnings\n", len(results), fails, warns)
-	if fails > 0 {
-		return exitCode(1)
-	}
-	return nil
-}
-
-// doctor runs the checks of `supervisor doctor` for one configuration.
+// doctor runs the checks for one configuration.
 type doctor struct {
-	cfg    runConfig
+	cfg    Config
 	getenv func(string) string
 	env    []string
 	cred   *syscall.Credential
 
 	// Set by the checks for the ones after them.
-	codex   codexLocation
-	running *StatusDoc // the daemon running on the state dir, if any
+	codex   Codex
+	running *control.StatusDoc // the daemon running on the state dir, if any
 }
 
-func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
-	var out []checkResult
+// Run runs every check for cfg, in order, each after what it depends on; cfgErr is what was
+// wrong with the configuration (a line of its own).
+func Run(ctx context.Context, cfg Config, cfgErr error) []Result {
+	d := &doctor{cfg: cfg, getenv: cfg.Getenv, env: cfg.Env, cred: cfg.Credential}
+	return d.run(ctx, cfgErr)
+}
+
+func (d *doctor) run(ctx context.Context, cfgErr error) []Result {
+	var out []Result
 	// An exposed listen address has a line of its own below.
 	if cfgErr != nil && !errors.Is(cfgErr, local.ErrExposedWithoutToken) {
 		out = append(out, fail("configuration", cfgErr.Error(), "see `supervisor run -h`"))
@@ -133,12 +110,12 @@ func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
 	bin := d.checkCodexBinary()
 	out = append(out, bin)
 	version := skip("codex version", "not checked: no codex binary")
-	if bin.Status != checkFail {
+	if bin.Status != Fail {
 		version = d.checkCodexVersion(ctx)
 	}
 	out = append(out, version, d.checkChildUser(ctx))
 	home, homeUsable := d.checkCodexHome()
-	if version.Status == checkFail || version.Status == checkSkip || !homeUsable {
+	if version.Status == Fail || version.Status == Skip || !homeUsable {
 		out = append(out, home, skip("codex login", "not checked: codex cannot start"))
 	} else {
 		out = append(out, d.checkCodexLogin(ctx, home)...)
@@ -151,7 +128,7 @@ func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
 	out = append(out, d.checkRunningLogin())
 	state := d.checkStateDir()
 	out = append(out, state)
-	if state.Status == checkFail {
+	if state.Status == Fail {
 		out = append(out, skip("sessions.json", "not checked: no usable state directory"))
 	} else {
 		out = append(out, d.checkSessions())
@@ -162,13 +139,12 @@ func (d *doctor) run(ctx context.Context, cfgErr error) []checkResult {
 	return out
 }
 
-func (d *doctor) checkCodexBinary() checkResult {
+func (d *doctor) checkCodexBinary() Result {
 	const name = "codex binary"
-	loc, err := findCodex(d.cfg.CodexBin, d.cfg.CodexBinFrom)
-	var nc *noCodexError
+	loc, err := d.cfg.Steps.FindCodex()
 	switch {
-	case errors.As(err, &nc):
-		return fail(name, "no codex given, none beside supervisor, none in PATH", noCodexHint)
+	case errors.Is(err, appserver.ErrNoCodex):
+		return fail(name, "no codex given, none beside supervisor, none in PATH", d.cfg.NoCodexHint)
 	case err != nil:
 		return fail(name, err.Error(), "point --codex-bin (CODEX_BIN) at the native codex binary")
 	}
@@ -180,7 +156,7 @@ func (d *doctor) checkCodexBinary() checkResult {
 	return ok(name, "%s: %s, from %s", loc.Bin, kind, loc.From)
 }
 
-func (d *doctor) checkCodexVersion(ctx context.Context) checkResult {
+func (d *doctor) checkCodexVersion(ctx context.Context) Result {
 	const name = "codex version"
 	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
 	defer cancel()
@@ -194,7 +170,7 @@ func (d *doctor) checkCodexVersion(ctx context.Context) checkResult {
 			"install @openai/codex@"+codexversion.Newest+" (`make install` puts it beside supervisor)")
 	}
 	if where != 0 {
-		detail, fix := codexRangeRisk(v, where)
+		detail, fix := codexversion.Risk(v, where)
 		return warn(name, detail, fix)
 	}
 	return ok(name, "codex-cli %s, within the versions this release is tested with (%s to %s)", v, codexversion.Oldest, codexversion.Newest)
@@ -202,7 +178,7 @@ func (d *doctor) checkCodexVersion(ctx context.Context) checkResult {
 
 // checkCodexHome checks that the CODEX_HOME codex will use can be used; usable is false when
 // codex would refuse to start with it.
-func (d *doctor) checkCodexHome() (res checkResult, usable bool) {
+func (d *doctor) checkCodexHome() (res Result, usable bool) {
 	const name = "CODEX_HOME"
 	home := appserver.EffectiveCodexHome(d.env)
 	from := "from CODEX_HOME"
@@ -225,12 +201,12 @@ func (d *doctor) checkCodexHome() (res checkResult, usable bool) {
 
 // checkCodexLogin starts a short-lived codex app-server as run's login check does and reports
 // its login and its effective model provider, which is what the login depends on.
-func (d *doctor) checkCodexLogin(ctx context.Context, home checkResult) []checkResult {
+func (d *doctor) checkCodexLogin(ctx context.Context, home Result) []Result {
 	tmpl := appserver.Config{Bin: d.codex.Bin, Env: d.env, Credential: d.cred, ConfigOverrides: d.cfg.CodexConfig,
 		HandshakeTimeout: loginCheckTimeout, Logger: zap.NewNop()}
 	var conf protocol.EffectiveConfig
 	var confErr error
-	a := probeCodex(ctx, tmpl, func(ctx context.Context, c *appserver.Client) {
+	a := d.cfg.Steps.ProbeCodex(ctx, tmpl, func(ctx context.Context, c *appserver.Client) {
 		var res protocol.ConfigReadResult
 		res, confErr = c.ReadConfig(ctx, d.cfg.Cwd)
 		conf = res.Config
@@ -249,7 +225,7 @@ func (d *doctor) checkCodexLogin(ctx context.Context, home checkResult) []checkR
 	} else {
 		home.Detail += fmt.Sprintf("; no config.toml: model %s, model provider %s", model, provider)
 	}
-	if confErr != nil && a.State != CodexAuthUnknown {
+	if confErr != nil && a.State != control.CodexAuthUnknown {
 		home.Detail += " (config/read failed: " + confErr.Error() + ")"
 	}
 
@@ -259,13 +235,13 @@ func (d *doctor) checkCodexLogin(ctx context.Context, home checkResult) []checkR
 	if d.cfg.ChildUser != "" {
 		as = "as " + d.cfg.ChildUser
 	}
-	var res checkResult
+	var res Result
 	switch {
-	case a.State == CodexLoggedIn && a.Account != "":
+	case a.State == control.CodexLoggedIn && a.Account != "":
 		res = ok(name, "logged in (%s)", a.Account)
-	case a.State == CodexLoggedIn:
+	case a.State == control.CodexLoggedIn:
 		res = ok(name, "no login needed: model provider %s brings its own credentials", provider)
-	case a.State == CodexNotLoggedIn:
+	case a.State == control.CodexNotLoggedIn:
 		res = fail(name, fmt.Sprintf("not logged in, and model provider %s needs an OpenAI login: every message would be answered with a login hint", provider),
 			fmt.Sprintf("%s, run `%s` (with --with-api-key it reads an API key from stdin)", as, login))
 	default:
@@ -273,11 +249,11 @@ func (d *doctor) checkCodexLogin(ctx context.Context, home checkResult) []checkR
 	}
 	switch {
 	case confErr != nil:
-		return []checkResult{home, res, skip("model endpoint", "not checked: config/read failed")}
-	case res.Status == checkFail:
-		return []checkResult{home, res, skip("model endpoint", "not checked: codex cannot log in")}
+		return []Result{home, res, skip("model endpoint", "not checked: config/read failed")}
+	case res.Status == Fail:
+		return []Result{home, res, skip("model endpoint", "not checked: codex cannot log in")}
 	}
-	return []checkResult{home, res, d.checkModelEndpoint(ctx, conf, a.Account)}
+	return []Result{home, res, d.checkModelEndpoint(ctx, conf, a.Account)}
 }
 
 // Endpoints of codex's built-in openai provider (codex 0.169): the ChatGPT backend with a
@@ -290,7 +266,7 @@ const (
 // checkModelEndpoint asks the model provider's endpoint for anything: an HTTP answer of any status
 // means codex can reach it; no answer (DNS, refused, TLS, proxy) means every turn would wait for a
 // model that never answers. It sends no credentials and spends nothing.
-func (d *doctor) checkModelEndpoint(ctx context.Context, conf protocol.EffectiveConfig, account string) checkResult {
+func (d *doctor) checkModelEndpoint(ctx context.Context, conf protocol.EffectiveConfig, account string) Result {
 	const name = "model endpoint"
 	provider := "openai"
 	if conf.ModelProvider != nil {
@@ -325,35 +301,25 @@ func (d *doctor) checkModelEndpoint(ctx context.Context, conf protocol.Effective
 // provides it (the daemon only reads it), the daemon (a ChatGPT login in CODEX_HOME, refreshed
 // once for every child), or each child. off with a login the platform owns is an error: each
 // child would spend the org's single-use refresh token.
-func (d *doctor) checkChatGPTTokens() checkResult {
+func (d *doctor) checkChatGPTTokens() Result {
 	const name = "ChatGPT tokens"
 	home := appserver.EffectiveCodexHome(d.env)
-	in := loginInputs{mode: d.cfg.ChatGPTTokens, env: map[string]string{}, codexHome: home}
-	for _, k := range platformLoginEnv {
-		in.env[k] = d.getenv(k)
-	}
-	if d.cfg.Inbox == "molecule" {
-		if mcfg, err := molecule.ConfigFromEnv(d.getenv); err == nil {
-			mcfg.RequestTimeout = d.cfg.PlatformTimeout
-			in.platform = &mcfg
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.PlatformTimeout)
 	defer cancel()
-	plan, err := planLogin(ctx, in, zap.NewNop())
+	plan, err := d.cfg.Steps.PlanLogin(ctx, home)
 	if err != nil {
 		return fail(name, err.Error(), "set --chatgpt-tokens (CODEX_WARM_CHATGPT_TOKENS) to auto or platform, or remove the platform's CODEX_AUTH_JSON")
 	}
-	if plan.owner == codexauth.OwnerPlatform {
-		m, _, err := codexauth.Open(codexauth.Config{CodexHome: home, Platform: plan.sources, RequestTimeout: d.cfg.PlatformTimeout})
+	if plan.Owner == codexauth.OwnerPlatform {
+		m, _, err := codexauth.Open(codexauth.Config{CodexHome: home, Platform: plan.Sources, RequestTimeout: d.cfg.PlatformTimeout})
 		if err != nil {
-			return fail(name, "the platform owns the ChatGPT login ("+plan.why+") but it cannot be read: "+err.Error(),
+			return fail(name, "the platform owns the ChatGPT login ("+plan.Why+") but it cannot be read: "+err.Error(),
 				"check the workspace's CODEX_AUTH_JSON on the platform and the daemon's platform settings")
 		}
 		defer m.Close()
 		st := m.Status()
 		return ok(name, "owned by the platform (%s): the daemon reads it (now from %s, plan %s, %s), hands it to every codex child, "+
-			"reads it again every %s and never calls the token endpoint", plan.why, st.Source, orDash(st.PlanType), expiry(st), d.cfg.ChatGPTPlatformCheck)
+			"reads it again every %s and never calls the token endpoint", plan.Why, st.Source, orDash(st.PlanType), expiry(st), d.cfg.ChatGPTPlatformCheck)
 	}
 	m, kind, err := codexauth.Open(codexauth.Config{CodexHome: home, TokenURL: codexauth.TokenURLFrom(os.Getenv)})
 	switch {
@@ -368,18 +334,18 @@ func (d *doctor) checkChatGPTTokens() checkResult {
 		return warn(name, fmt.Sprintf("%s is readable by other users (mode %04o): it holds the ChatGPT refresh token",
 			filepath.Join(home, codexauth.AuthFile), fi.Mode().Perm()), "chmod 600 "+filepath.Join(home, codexauth.AuthFile))
 	}
-	if plan.owner == codexauth.OwnerChild {
+	if plan.Owner == codexauth.OwnerChild {
 		return warn(name, "--chatgpt-tokens off: each codex child refreshes the ChatGPT login on its own, and children that meet an expired token together spend one refresh token several times (all but one are then told to log in)",
 			"drop --chatgpt-tokens off (CODEX_WARM_CHATGPT_TOKENS)")
 	}
 	return ok(name, "owned by the daemon (%s; plan %s, %s): it refreshes the login once for every codex child, %s before expiry and on a child's 401, writes it back to auth.json, and children never touch auth.json; token endpoint %s",
-		plan.why, orDash(st.PlanType), expiry(st), d.cfg.TokenRefreshAhead, codexauth.TokenURLFrom(os.Getenv))
+		plan.Why, orDash(st.PlanType), expiry(st), d.cfg.TokenRefreshAhead, codexauth.TokenURLFrom(os.Getenv))
 }
 
 // checkRunningLogin reports what the running daemon knows of the login it holds: a rotated
 // login it could not write back (it holds the only copy of the live refresh token), or a
 // refresh in doubt.
-func (d *doctor) checkRunningLogin() checkResult {
+func (d *doctor) checkRunningLogin() Result {
 	const name = "running daemon's login"
 	if d.running == nil || d.running.Daemon.CodexAuth == nil || d.running.Daemon.CodexAuth.Tokens == nil {
 		return skip(name, "no running daemon holds a ChatGPT login on this state dir")
@@ -411,7 +377,7 @@ func orDash(s string) string {
 	return s
 }
 
-func (d *doctor) checkBubblewrap() checkResult {
+func (d *doctor) checkBubblewrap() Result {
 	const name = "bubblewrap"
 	p, err := exec.LookPath("bwrap")
 	if err != nil {
@@ -426,12 +392,12 @@ func (d *doctor) checkBubblewrap() checkResult {
 func (d *doctor) findRunningDaemon(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if doc, err := fetchStatus(ctx, d.cfg.StateDir); err == nil {
+	if doc, err := control.NewClient(d.cfg.StateDir).Status(ctx); err == nil {
 		d.running = &doc
 	}
 }
 
-func (d *doctor) checkStateDir() checkResult {
+func (d *doctor) checkStateDir() Result {
 	const name = "state dir"
 	dir := d.cfg.StateDir
 	fi, err := os.Stat(dir)
@@ -443,7 +409,7 @@ func (d *doctor) checkStateDir() checkResult {
 			}
 			parent = filepath.Dir(parent)
 		}
-		if err := checkWritable(parent); err != nil {
+		if err := atomicfile.CheckWritable(parent); err != nil {
 			return fail(name, fmt.Sprintf("%s does not exist and cannot be created: %v", dir, err),
 				"create it for the daemon's user: install -d -m 700 "+dir)
 		}
@@ -455,7 +421,7 @@ func (d *doctor) checkStateDir() checkResult {
 	case !fi.IsDir():
 		return fail(name, dir+" is not a directory", "point --state-dir at a directory")
 	}
-	if err := checkWritable(dir); err != nil {
+	if err := atomicfile.CheckWritable(dir); err != nil {
 		return fail(name, err.Error(), "give the daemon's user write access: chown it to that user and chmod 700 "+dir)
 	}
 	detail := fmt.Sprintf("%s (mode %04o, writable)", dir, fi.Mode().Perm())
@@ -472,7 +438,7 @@ func (d *doctor) checkStateDir() checkResult {
 	return ok(name, "%s", detail)
 }
 
-func (d *doctor) checkSessions() checkResult {
+func (d *doctor) checkSessions() Result {
 	const name = "sessions.json"
 	rep, err := sessions.Check(d.cfg.StateDir)
 	switch {
@@ -531,13 +497,13 @@ func missingThreads(codexHome string, threads map[string]string) []string {
 	return missing
 }
 
-func (d *doctor) checkListen() checkResult {
+func (d *doctor) checkListen() Result {
 	const name = "listen"
 	if d.cfg.Inbox != "local" {
 		return skip(name, "not used (--inbox "+d.cfg.Inbox+")")
 	}
 	addr := d.cfg.Listen
-	if err := local.CheckListenAddress(addr, d.cfg.InboxToken != ""); err != nil {
+	if err := local.CheckListenAddress(addr, d.cfg.InboxTokenSet); err != nil {
 		return fail(name, err.Error(), "--listen 127.0.0.1:PORT, or set CODEX_WARM_INBOX_TOKEN (or --inbox-token-file)")
 	}
 	host, port, _ := net.SplitHostPort(addr)
@@ -562,13 +528,13 @@ func (d *doctor) checkListen() checkResult {
 	return fail(name, err.Error(), "choose an address of this machine for --listen")
 }
 
-func (d *doctor) checkMolecule(ctx context.Context) []checkResult {
+func (d *doctor) checkMolecule(ctx context.Context) []Result {
 	if d.cfg.Inbox != "molecule" {
-		return []checkResult{skip("molecule env", "not used (--inbox "+d.cfg.Inbox+")"), skip("platform", "not used")}
+		return []Result{skip("molecule env", "not used (--inbox "+d.cfg.Inbox+")"), skip("platform", "not used")}
 	}
 	mcfg, err := molecule.ConfigFromEnv(d.getenv)
 	if err != nil {
-		return []checkResult{fail("molecule env", err.Error(),
+		return []Result{fail("molecule env", err.Error(),
 			"set MOLECULE_API_URL (or PLATFORM_URL), MOLECULE_WORKSPACE_ID (or WORKSPACE_ID) and MOLECULE_WORKSPACE_TOKEN (or write <configs>/.auth_token)"), skip("platform", "not checked")}
 	}
 	urlVar, _ := molecule.FirstEnv(d.getenv, molecule.PlatformURLEnv)
@@ -583,35 +549,35 @@ func (d *doctor) checkMolecule(ctx context.Context) []checkResult {
 	var he *molecule.HTTPError
 	switch {
 	case err == nil:
-		return []checkResult{env, ok("platform", "answers and accepts the token and workspace (one read of the activity feed; nothing registered)")}
+		return []Result{env, ok("platform", "answers and accepts the token and workspace (one read of the activity feed; nothing registered)")}
 	case errors.As(err, &he) && he.TenantOrgRequired():
-		return []checkResult{env, fail("platform", err.Error()+": the tenant guard wants X-Molecule-Org-Id and MOLECULE_ORG_ID is not set",
+		return []Result{env, fail("platform", err.Error()+": the tenant guard wants X-Molecule-Org-Id and MOLECULE_ORG_ID is not set",
 			"set MOLECULE_ORG_ID to the organization's UUID (a SaaS tenant reached through the control plane needs it on every call)")}
 	case errors.As(err, &he) && he.RateLimited():
-		return []checkResult{env, warn("platform", err.Error()+": the platform's rate limit is spent for now (600 requests a minute, shared by the org when MOLECULE_ORG_ID is set)",
+		return []Result{env, warn("platform", err.Error()+": the platform's rate limit is spent for now (600 requests a minute, shared by the org when MOLECULE_ORG_ID is set)",
 			"try again after the Retry-After; run waits for it by itself")}
 	case errors.As(err, &he) && he.Unauthorized():
-		return []checkResult{env, fail("platform", err.Error()+": the token was refused", "check MOLECULE_WORKSPACE_TOKEN (or <configs>/.auth_token)")}
+		return []Result{env, fail("platform", err.Error()+": the token was refused", "check MOLECULE_WORKSPACE_TOKEN (or <configs>/.auth_token)")}
 	case errors.As(err, &he) && he.Status == http.StatusNotFound && mcfg.OrgID != "":
-		return []checkResult{env, fail("platform", err.Error()+": the workspace is unknown, or MOLECULE_ORG_ID is not this tenant's organization",
+		return []Result{env, fail("platform", err.Error()+": the workspace is unknown, or MOLECULE_ORG_ID is not this tenant's organization",
 			"check "+wsVar+" and MOLECULE_ORG_ID")}
 	case errors.As(err, &he) && he.Status == http.StatusNotFound:
-		return []checkResult{env, fail("platform", err.Error()+": the workspace is unknown", "check "+wsVar)}
+		return []Result{env, fail("platform", err.Error()+": the workspace is unknown", "check "+wsVar)}
 	case errors.As(err, &he) && he.Redirect():
-		return []checkResult{env, fail("platform", err.Error(), "set "+urlVar+" to the address that answers")}
+		return []Result{env, fail("platform", err.Error(), "set "+urlVar+" to the address that answers")}
 	}
-	return []checkResult{env, fail("platform", "not reachable: "+err.Error(), "check "+urlVar+" and the network path to it")}
+	return []Result{env, fail("platform", "not reachable: "+err.Error(), "check "+urlVar+" and the network path to it")}
 }
 
 // checkMemory reports the memory budget run would use (--memory-budget) against MemAvailable,
 // and about how many warm children it holds.
-func (d *doctor) checkMemory() checkResult {
+func (d *doctor) checkMemory() Result {
 	const name = "memory"
 	avail, err := childproc.ProcFS{}.MemAvailable()
 	if err != nil {
 		return warn(name, err.Error()+": run would have no memory budget, only --max-children", "set --memory-budget to a size")
 	}
-	budget, err := d.cfg.memoryBudget()
+	budget, err := d.cfg.MemoryBudget, d.cfg.MemoryBudgetErr
 	if err != nil {
 		return fail(name, err.Error(), "set --memory-budget to a size, a fraction such as 0.5, or off")
 	}
@@ -619,10 +585,10 @@ func (d *doctor) checkMemory() checkResult {
 		budget = int64(float64(avail) * supervisor.DefaultMemoryBudgetFraction)
 	}
 	if budget < 0 {
-		return ok(name, "MemAvailable %s; no memory budget (off): at most --max-children %d codex children", humanBytes(avail), d.cfg.MaxChildren)
+		return ok(name, "MemAvailable %s; no memory budget (off): at most --max-children %d codex children", control.HumanBytes(avail), d.cfg.MaxChildren)
 	}
 	detail := fmt.Sprintf("MemAvailable %s; memory budget %s of the children's PSS: about %d warm children at ~%s each, at most --max-children %d",
-		humanBytes(avail), humanBytes(budget), budget/supervisor.DefaultChildEstimate, humanBytes(supervisor.DefaultChildEstimate), d.cfg.MaxChildren)
+		control.HumanBytes(avail), control.HumanBytes(budget), budget/supervisor.DefaultChildEstimate, control.HumanBytes(supervisor.DefaultChildEstimate), d.cfg.MaxChildren)
 	if budget > avail {
 		return warn(name, detail+": the budget is above MemAvailable, so the kernel may kill children before the budget binds",
 			"lower --memory-budget, or leave it to its default (half of MemAvailable)")

@@ -1,4 +1,4 @@
-package main
+package control
 
 import (
 	"fmt"
@@ -59,7 +59,7 @@ func renderUsage(w io.Writer, usage map[string]supervisor.ChatUsage, now time.Ti
 		u := usage[k]
 		last := "-" // kept since the token totals carry it
 		if !u.LastTurnAt.IsZero() {
-			last = shortDuration(now.Sub(u.LastTurnAt)) + " ago"
+			last = ShortDuration(now.Sub(u.LastTurnAt)) + " ago"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", k, u.Turns, u.InputTokens, u.CachedInputTokens, u.OutputTokens, u.ReasoningOutputTokens, last)
 	}
