@@ -68,6 +68,10 @@ type Doc struct {
 	Executable string `json:"executable"`
 	// Args is the previous image's argv, which a give-back runs it with again.
 	Args []string `json:"args,omitempty"`
+	// TakeoverTimeoutMS bounds the next image's takeover, from its reading of this document to
+	// its serving: past it, an image that has not begun to take anything over gives everything
+	// back, and one that has ends (0: the next image's default).
+	TakeoverTimeoutMS int64 `json:"takeover_timeout_ms,omitempty"`
 	// LockFD holds the state directory's flock (it belongs to the open file, which the exec
 	// keeps).
 	LockFD    int        `json:"lock_fd"`

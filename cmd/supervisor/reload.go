@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -267,6 +268,7 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild, waiting []local.W
 	doc := handoff.Doc{
 		WrittenBy: version, Written: time.Now().UTC(), Started: d.info.Started, Reloads: d.info.Reloads + 1,
 		Attempts: attempt, Trigger: trigger, Executable: d.exe, Args: os.Args, Env: d.secrets,
+		TakeoverTimeoutMS: d.cfg.TakeoverTimeout.Milliseconds(),
 	}
 	fd, err := d.lock.fd()
 	if err != nil {
@@ -443,6 +445,8 @@ type incoming struct {
 	// image gave the handoff back, when this image is the previous binary again.
 	fallback  *os.File
 	givenBack string
+	// takeover bounds this image's takeover (takeover.go).
+	takeover
 }
 
 // readHandoff reads the handoff the previous image left (nil, nil when the daemon was started,
@@ -491,10 +495,11 @@ func readHandoff(getenv func(string) string) (*incoming, error) {
 	return in, nil
 }
 
-// giveBack re-executes the previous image's executable with the handoff it wrote, because this
-// image cannot take over (why). It returns only when that is impossible or failed; the caller
-// then exits, and the children die with the process.
-func (in *incoming) giveBack(mt *mainThread, why error) error {
+// execBack re-executes the previous image's executable with the handoff it wrote, because this
+// image cannot take over (why), on the main thread when it answers within mainThreadWait (the
+// children's parent-death signal follows the thread that forked them) and from this thread
+// otherwise. It returns only when that is impossible or failed.
+func (in *incoming) execBack(mt *mainThread, why error) error {
 	if in == nil || in.fallback == nil || mt == nil {
 		return errors.New("no previous executable to give the handoff back to")
 	}
@@ -526,17 +531,13 @@ func (in *incoming) giveBack(mt *mainThread, why error) error {
 		args = in.doc.Args // what the previous binary ran with, which this one may have refused
 	}
 	signal.Ignore(syscall.SIGHUP) // a reload asked for meanwhile is coalesced, as in a reload
-	mt.do(func() { err = syscall.Exec(path, args, env) })
+	exec := func() { err = syscall.Exec(path, args, env) }
+	if !mt.doWithin(exec, mainThreadWait) {
+		// The main thread is stuck (a hung image): the children die with it at the exec, but
+		// the listeners, the callers' connections and the state go back.
+		runtime.LockOSThread()
+		exec()
+		runtime.UnlockOSThread()
+	}
 	return fmt.Errorf("exec the previous executable %s: %w", path, err)
-}
-
-// taken closes what a give-back would have needed: the image took over.
-func (in *incoming) taken() {
-	if in == nil {
-		return
-	}
-	in.raw = nil
-	if in.fallback != nil {
-		_ = in.fallback.Close()
-	}
 }

@@ -37,6 +37,8 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 	defer signal.Stop(sigs)
 	// First: a reloaded daemon's handoff carries the secret variables its configuration reads.
 	in, herr := readHandoff(getenv)
+	// The takeover's bound runs from here, whatever this image then waits for.
+	in.watch(mt, defaultTakeoverTimeout)
 	flagOut := stderr
 	var flagBuf bytes.Buffer
 	if in != nil {
@@ -61,6 +63,7 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	in.setLogger(log)
 	if herr != nil {
 		log.Error("reload: cannot read the previous image's handoff; giving it back to the previous binary", zap.Error(herr))
 		_ = log.Sync()
@@ -155,8 +158,6 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("create state dir %s: %w", cfg.StateDir, err)
 	}
-	// Past here nothing can be given back: descriptors are taken.
-	r.in.taken()
 	var lock *stateLock
 	var err error
 	if hdoc != nil {
@@ -350,6 +351,10 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	if d.mt != nil {
 		tmpl.Fork = d.mt.fork
+	}
+	// Past here nothing can be given back: the children, listeners and callers are taken.
+	if err := r.in.commit(); err != nil {
+		return err
 	}
 	adopted := adoptChildren(hdoc, tmpl, log)
 	// New also runs the boot sweep: children left by a daemon that was killed would otherwise
@@ -572,6 +577,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	log.Info("supervisor running", zap.String("codex_bin", bin), zap.String("state_dir", cfg.StateDir),
 		zap.String("inbox", cfg.Inbox), zap.Int("max_children", d.sup.Status().Totals.Cap))
 	d.phase.Store(phaseServing)
+	r.in.serving()
 	d.notify(sd.SdNotifyReady)
 
 	var hupWG sync.WaitGroup
