@@ -178,6 +178,7 @@ type Manager struct {
 	calls       []time.Time   // token endpoint calls in the last minute
 	wake        chan struct{} // wakes Run: a write-back to retry
 	flight      *flight       // the refresh in progress, if any
+	held        int           // Hold calls not released: no refresh starts
 	subs        map[int]func()
 	nextSub     int
 }
@@ -351,6 +352,10 @@ func (m *Manager) Refresh(ctx context.Context, stale string) (protocol.ChatGPTAu
 		t := m.tok
 		m.mu.Unlock()
 		return loginOf(t), nil
+	}
+	if m.held > 0 {
+		m.mu.Unlock()
+		return protocol.ChatGPTAuthTokens{}, ErrHeld
 	}
 	f := m.startLocked(stale)
 	m.mu.Unlock()

@@ -188,6 +188,16 @@ func (d *daemon) reload() {
 		},
 		Exec: func() error { return d.execInto(doc) },
 	}
+	if d.tokens != nil {
+		steps.Settle = func(ctx context.Context) (func(), error) {
+			log.Info("reload: holding the ChatGPT login (a refresh in flight is awaited)")
+			release, err := d.tokens.Hold(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("the ChatGPT login cannot cross now: %w", err)
+			}
+			return release, nil
+		}
+	}
 	if d.local != nil {
 		steps.TakeWaiting = func(ctx context.Context) error {
 			var err error

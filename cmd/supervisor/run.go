@@ -21,6 +21,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/cannedmodel"
 	"github.com/molecule-ai/codex-warm/chatfiles"
+	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/inbox/local"
@@ -106,10 +107,11 @@ type daemon struct {
 
 	// What a reload needs (reload.go).
 	mt         *mainThread
-	exe        string            // the executable a reload runs: the path this daemon first started from
-	self       *os.File          // this image's own executable, for a next image that gives everything back
-	secrets    map[string]string // the secret variables hardenProcess removed
-	loginOwner string            // who owns codex's ChatGPT login (codexauth.Owner*)
+	exe        string             // the executable a reload runs: the path this daemon first started from
+	self       *os.File           // this image's own executable, for a next image that gives everything back
+	secrets    map[string]string  // the secret variables hardenProcess removed
+	loginOwner string             // who owns codex's ChatGPT login (codexauth.Owner*)
+	tokens     *codexauth.Manager // the ChatGPT login the daemon holds, nil when each child holds its own
 	lock       *stateLock
 	met        *metrics.Metrics
 	inboxSrv   *server      // nil on the Molecule inbox
@@ -257,6 +259,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	if tokens != nil {
 		defer tokens.Close()
+		d.tokens = tokens
 	}
 	if err := d.preflight(ctx, bin, env, cred, tokens); err != nil {
 		return err
