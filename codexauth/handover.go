@@ -48,3 +48,51 @@ func (m *Manager) Hold(ctx context.Context) (release func(), err error) {
 	}
 	return release, nil
 }
+
+// Carried is what a Manager knows of its login beyond auth.json: the refresh tokens it must never
+// send again. A reload carries it to the next image of the daemon (Config.Carried), which reads
+// the tokens themselves from auth.json.
+type Carried struct {
+	// Doubt is a refresh token a call may have spent without an answer (refresh_uncertain);
+	// Dead one the endpoint refused for good.
+	Doubt string `json:"doubt,omitempty"`
+	Dead  string `json:"dead,omitempty"`
+	// Spent are the refresh tokens rotated away or given up.
+	Spent []string `json:"spent,omitempty"`
+	// Error is why the login is unusable, when it is.
+	Error string `json:"error,omitempty"`
+}
+
+// Carry is what the next image must know of the login.
+func (m *Manager) Carry() Carried {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := Carried{Doubt: m.doubt, Dead: m.dead, Error: m.lastErr}
+	for t := range m.spent {
+		c.Spent = append(c.Spent, t)
+	}
+	return c
+}
+
+// take adopts what the previous image knew: a login auth.json still holds whose refresh token
+// was in doubt or refused stays so.
+func (m *Manager) take(c Carried) {
+	for _, t := range c.Spent {
+		m.spent[t] = true
+	}
+	m.doubt, m.dead = c.Doubt, c.Dead
+	why := c.Error
+	switch m.tok.RefreshToken {
+	case "":
+	case c.Doubt:
+		if why == "" {
+			why = "the previous image of the daemon got no answer to a refresh with this refresh token: it may be spent"
+		}
+		m.state, m.lastOutcome, m.lastErr = StateUncertain, OutcomeUncertain, why
+	case c.Dead:
+		if why == "" {
+			why = "the previous image of the daemon saw this refresh token refused"
+		}
+		m.state, m.lastOutcome, m.lastErr = StateGone, OutcomeRejected, why
+	}
+}

@@ -84,6 +84,9 @@ type Doc struct {
 	// environment, so that /proc/<pid>/environ never shows them; the next image sets them
 	// again before it reads its configuration.
 	Env map[string]string `json:"env,omitempty"`
+	// ChatGPT is what the daemon's ChatGPT login manager knew beyond auth.json
+	// (codexauth.Carried): the refresh tokens never to send again.
+	ChatGPT json.RawMessage `json:"chatgpt,omitempty"`
 }
 
 // Listener names one inherited listening socket.

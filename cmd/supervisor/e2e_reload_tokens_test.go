@@ -3,6 +3,7 @@
 package main
 
 import (
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -58,6 +59,48 @@ func TestE2EReloadTokenRefreshInFlight(t *testing.T) {
 	}
 	if doc := d.status(); doc.Daemon.PID != d.pid || doc.Daemon.Reloads != 1 {
 		t.Fatalf("pid %d (want %d), reloads %d", doc.Daemon.PID, d.pid, doc.Daemon.Reloads)
+	}
+	d.stop(stopTimeout)
+	d.checkLog()
+}
+
+// A refresh token in doubt (the endpoint spent it and its answer was lost) stays in doubt
+// across a reload, though auth.json still holds it: the new image never sends it again, tells
+// the chat an operator must log in, and takes a new login when one is written.
+func TestE2EReloadTokenInDoubtStaysInDoubt(t *testing.T) {
+	t.Parallel()
+	e := newTokenE2E(t, time.Hour)
+	installReloadable(t, e.e2e)
+	d := e.start("--spares", "0")
+	c := newLocalClient(t, d)
+	if r := c.send("x", "before"); r.Status != "completed" {
+		t.Fatalf("before: %+v", r)
+	}
+	e.is.Revoke()
+	e.is.SetFault(codexauthtest.FaultLoseAnswer)
+	if code, body, _ := c.post("x", `{"text": "lost"}`); code != http.StatusBadGateway || !strings.Contains(string(body), "codex login") {
+		t.Fatalf("lost answer: HTTP %d %s, want 502 with the login hint", code, body)
+	}
+	e.is.SetFault(codexauthtest.FaultNone)
+	installBin(t, e.bin)
+	if code, out := e.reloadCmd(); code != 0 {
+		t.Fatalf("reload: exit %d: %s", code, out)
+	}
+	if st := e.tokenStatus(d); st.State != codexauth.StateUncertain {
+		t.Fatalf("the new image's login: %+v, want refresh_uncertain", st)
+	}
+	if code, body, _ := c.post("x", `{"text": "then"}`); code != http.StatusBadGateway || !strings.Contains(string(body), "codex login") {
+		t.Fatalf("after the reload: HTTP %d %s, want 502 with the login hint", code, body)
+	}
+	if calls, reused := e.is.Calls(), e.is.Reused(); calls != 1 || reused != 0 {
+		t.Fatalf("%d token calls, %d with the spent token; want 1 and 0", calls, reused)
+	}
+	access, refresh := e.is.RotateElsewhere()
+	if err := codexauthtest.WriteAuthFile(e.codexHome, e.is.IDToken(), access, refresh, "acct-test"); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.send("x", "back"); r.Status != "completed" {
+		t.Fatalf("after a new login: %+v", r)
 	}
 	d.stop(stopTimeout)
 	d.checkLog()

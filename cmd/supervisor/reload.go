@@ -285,6 +285,11 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild, waiting []local.W
 		return doc, err
 	}
 	doc.LockFD = fd
+	if d.tokens != nil {
+		if doc.ChatGPT, err = json.Marshal(d.tokens.Carry()); err != nil {
+			return doc, fmt.Errorf("the ChatGPT login: %w", err)
+		}
+	}
 	for _, l := range []struct {
 		name string
 		s    *server

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -249,11 +250,17 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		return err
 	}
 	d.loginOwner = plan.owner
+	var carried codexauth.Carried
+	if hdoc != nil && len(hdoc.ChatGPT) > 0 {
+		if err := json.Unmarshal(hdoc.ChatGPT, &carried); err != nil {
+			log.Error("reload: the previous image's ChatGPT login state is unreadable; auth.json alone is read", zap.Error(err))
+		}
+	}
 	tokens, err := openTokens(cfg, plan, codexHome, getenv, func(outcome string) {
 		if m := refreshMetrics.Load(); m != nil {
 			m.ObserveTokenRefresh(outcome)
 		}
-	}, log)
+	}, carried, log)
 	if err != nil {
 		return err
 	}
