@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -17,6 +18,13 @@ func TestMain(m *testing.M) {
 	if os.Getenv(dropCapsEnv) == "1" {
 		dropCapsAndExec() // returns only on failure
 		os.Exit(3)
+	}
+	if os.Getenv(pid1Env) == "1" {
+		_ = os.Unsetenv(pid1Env)
+		if err := mountOwnProc(); err != nil {
+			fmt.Fprintln(os.Stderr, "pid 1 helper:", err)
+			os.Exit(3)
+		}
 	}
 	if os.Getenv(daemonEnv) == "1" {
 		// As main does: the daemon forks its children, and reloads, on the main thread.

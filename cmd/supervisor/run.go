@@ -34,6 +34,10 @@ import (
 )
 
 func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if asInit(getenv) {
+		return exitCode(runInit(mt, stderr))
+	}
+	_ = os.Unsetenv(initChildEnv)
 	hups, sigs, early := takeSignals()
 	defer signal.Stop(hups)
 	defer signal.Stop(sigs)
