@@ -291,6 +291,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 		return c, fmt.Errorf("--chatgpt-platform-check %s: must be > 0", c.ChatGPTPlatformCheck)
 	case c.TokenRefreshAhead <= 0:
 		return c, fmt.Errorf("--token-refresh-ahead %s: must be > 0", c.TokenRefreshAhead)
+	case c.TakeoverTimeout <= 0:
+		return c, fmt.Errorf("--takeover-timeout %s: must be > 0", c.TakeoverTimeout)
 	case c.Approval != "decline" && c.Approval != "accept" && c.Approval != "ask":
 		return c, fmt.Errorf("--approval %q: want decline, accept or ask", c.Approval)
 	case c.Approval == "ask" && !c.ChatCommands:
