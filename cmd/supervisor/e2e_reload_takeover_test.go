@@ -20,25 +20,33 @@ import (
 // re-executes (a give-back) does not hang too.
 const hangAtEnv = "CODEX_WARM_E2E_HANG_AT"
 
-// hangAt returns w, or, when hangAtEnv is set, w behind a writer that never returns from the
-// write of that log line.
+// panicAtEnv is hangAtEnv with a panic in the write instead of a hang: an image that crashes.
+const panicAtEnv = "CODEX_WARM_E2E_PANIC_AT"
+
+// hangAt returns w, or, when hangAtEnv (panicAtEnv) is set, w behind a writer that never returns
+// from (panics in) the write of that log line.
 func hangAt(w io.Writer) io.Writer {
-	msg, ok := os.LookupEnv(hangAtEnv)
-	if !ok {
-		return w
+	for _, env := range []string{hangAtEnv, panicAtEnv} {
+		if msg, ok := os.LookupEnv(env); ok {
+			_ = os.Unsetenv(env)
+			return &hangWriter{w: w, at: []byte(`"msg":"` + msg + `"`), never: make(chan struct{}), panics: env == panicAtEnv}
+		}
 	}
-	_ = os.Unsetenv(hangAtEnv)
-	return &hangWriter{w: w, at: []byte(`"msg":"` + msg + `"`), never: make(chan struct{})}
+	return w
 }
 
 type hangWriter struct {
-	w     io.Writer
-	at    []byte
-	never chan struct{}
+	w      io.Writer
+	at     []byte
+	never  chan struct{}
+	panics bool
 }
 
 func (h *hangWriter) Write(p []byte) (int, error) {
 	if bytes.Contains(p, h.at) {
+		if h.panics {
+			panic("the test's new image crashes at " + string(h.at))
+		}
 		<-h.never
 	}
 	return h.w.Write(p)
@@ -60,6 +68,12 @@ func holdMainThread() bool {
 // when it is run as the daemon (not for the preflight).
 func installHanging(t *testing.T, e *e2e, msg string, holdMain bool) {
 	t.Helper()
+	installFaulty(t, e, hangAtEnv, msg, holdMain)
+}
+
+// installFaulty is installHanging with the fault env names (hangAtEnv or panicAtEnv).
+func installFaulty(t *testing.T, e *e2e, env, msg string, holdMain bool) {
+	t.Helper()
 	hold := ""
 	if holdMain {
 		hold = holdMainEnv + "=1; export " + holdMainEnv + "; "
@@ -67,7 +81,7 @@ func installHanging(t *testing.T, e *e2e, msg string, holdMain bool) {
 	real := filepath.Join(e.root, "supervisor-hangs")
 	installBin(t, real)
 	script := "#!/bin/sh\n" +
-		"if [ \"$1\" = run ]; then " + hold + hangAtEnv + "='" + msg + "'; export " + hangAtEnv + "; fi\n" +
+		"if [ \"$1\" = run ]; then " + hold + env + "='" + msg + "'; export " + env + "; fi\n" +
 		"exec " + real + " \"$@\"\n"
 	installData(t, e.bin, []byte(script))
 }
@@ -218,4 +232,38 @@ func TestE2EReloadNewImageHangsAfterCommitEnds(t *testing.T) {
 	}
 	waitGone(t, waitTimeout, child)
 	d.checkLog()
+}
+
+// A new binary that passes the preflight and then crashes (a panic) while it takes over, before
+// it took anything into use, gives everything back as a hung one does, at once: the previous
+// binary records why and serves on with the same children, and the crossing caller gets its
+// reply once.
+func TestE2EReloadNewImageCrashesGivesBack(t *testing.T) {
+	t.Parallel()
+	g := newGate(0)
+	e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
+	t.Cleanup(g.release)
+	installReloadable(t, e)
+	d := e.start("--drain-timeout", "60s")
+	c := newLocalClient(t, d)
+	running := c.sendAsync("k", "long running")
+	d.waitUntil("the turn held by the model", func() bool { return g.holding() == 1 })
+	child := procOf(t, childPID(d.status(), "k"))
+	installFaulty(t, e, panicAtEnv, "sessions loaded", false)
+	code, out := e.reloadWait("90s")
+	if code == 0 || !strings.Contains(out, "it failed while taking over: it panicked") {
+		t.Fatalf("reload into a crashing binary: exit %d:\n%s\n%s", code, out, d.logTail(3000))
+	}
+	doc := d.status()
+	if doc.Daemon.LastReload.Outcome != reloadFailed || childPID(doc, "k") != child.pid || procOf(t, child.pid) != child {
+		t.Fatalf("after the give-back: last %+v, child %d (want %d)", doc.Daemon.LastReload, childPID(doc, "k"), child.pid)
+	}
+	g.release()
+	if r := <-running; r.Status != "completed" || !strings.Contains(r.Text, "long running") {
+		t.Fatalf("the crossing caller: %+v", r)
+	}
+	if n := len(e.requestsFor("long running")); n != 1 {
+		t.Fatalf("the crossing message reached the model %d times, want once", n)
+	}
+	d.stop(stopTimeout)
 }

@@ -87,7 +87,7 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 		}
 	}
 	catchStops(sigs, early, doc, getenv, log)
-	if err := runDaemon(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc, in: in}); err != nil {
+	if err := runTakingOver(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc, in: in}); err != nil {
 		// The log line is the one report: runMain must not print the error again.
 		log.Error("daemon stopped with an error", zap.Error(err))
 		return exitCode(1)
@@ -167,14 +167,12 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	var lock *stateLock
 	var err error
-	if hdoc != nil {
-		handoff.Reclaim(hdoc.LockFD)
-		// The flock belongs to the open file, which the exec kept.
-		lock = &stateLock{f: os.NewFile(uintptr(hdoc.LockFD), filepath.Join(cfg.StateDir, lockFileName))}
-	} else if lock, err = lockStateDir(cfg.StateDir); err != nil {
-		return err
-	}
-	defer lock.Close()
+	if hdoc == nil {
+		if lock, err = lockStateDir(cfg.StateDir); err != nil {
+			return err
+		}
+		defer lock.Close()
+	} // a reloaded image takes the lock's descriptor when it commits (below)
 	secrets := make(map[string]string)
 	for _, k := range secretEnv() {
 		if v, ok := os.LookupEnv(k); ok {
@@ -366,9 +364,16 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	if d.mt != nil {
 		tmpl.Fork = d.mt.fork
 	}
-	// Past here nothing can be given back: the children, listeners and callers are taken.
+	// Past here nothing can be given back: the state lock, the children, the listeners and the
+	// callers are taken.
 	if err := r.in.commit(); err != nil {
 		return err
+	}
+	if hdoc != nil {
+		handoff.Reclaim(hdoc.LockFD)
+		// The flock belongs to the open file, which the exec kept.
+		d.lock = &stateLock{f: os.NewFile(uintptr(hdoc.LockFD), filepath.Join(cfg.StateDir, lockFileName))}
+		defer d.lock.Close()
 	}
 	adopted := adoptChildren(hdoc, tmpl, log)
 	// New also runs the boot sweep: children left by a daemon that was killed would otherwise

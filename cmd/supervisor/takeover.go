@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -122,6 +123,46 @@ func (in *incoming) commit() error {
 	}
 	in.mu.Unlock()
 	return nil
+}
+
+// pending reports whether the image took nothing handed over into use yet.
+func (in *incoming) pending() bool {
+	if in == nil {
+		return false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.state == takeoverPending
+}
+
+// runTakingOver is runDaemon for an image a reload started: one that fails, or panics on the
+// goroutine of its start, before it took anything handed over into use gives everything back
+// to the previous binary instead of ending the daemon with its children.
+func runTakingOver(ctx context.Context, r daemonRun) (err error) {
+	if r.in == nil {
+		return runDaemon(ctx, r)
+	}
+	defer func() {
+		p := recover()
+		if (p == nil && err == nil) || !r.in.pending() {
+			if p != nil {
+				panic(p)
+			}
+			return
+		}
+		why := err
+		if p != nil {
+			why = fmt.Errorf("it panicked: %v", p)
+		}
+		r.log.Error("reload: this image failed before it took anything over; giving everything back to the previous binary", zap.Error(why))
+		_ = r.log.Sync()
+		gerr := r.in.giveBack(r.mt, fmt.Errorf("it failed while taking over: %w", why))
+		r.log.Error("reload: cannot give the handoff back; exiting", zap.Error(gerr))
+		if p != nil {
+			panic(p)
+		}
+	}()
+	return runDaemon(ctx, r)
 }
 
 // serving ends the bound: the image serves.
