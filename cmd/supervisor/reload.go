@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/reload"
@@ -555,4 +557,46 @@ func (in *incoming) execBack(mt *mainThread, why error) error {
 		runtime.UnlockOSThread()
 	}
 	return fmt.Errorf("exec the previous executable %s: %w", path, err)
+}
+
+// carriedLogin is what the previous image's ChatGPT login manager knew beyond auth.json (none
+// when the daemon was started, not reloaded).
+func carriedLogin(doc *handoff.Doc, log *zap.Logger) codexauth.Carried {
+	var c codexauth.Carried
+	if doc != nil && len(doc.ChatGPT) > 0 {
+		if err := json.Unmarshal(doc.ChatGPT, &c); err != nil {
+			log.Error("reload: the previous image's ChatGPT login state is unreadable; auth.json alone is read", zap.Error(err))
+		}
+	}
+	return c
+}
+
+// takeLock takes the state directory's lock from the handoff: the flock belongs to the open
+// file, which the exec kept.
+func takeLock(doc *handoff.Doc, stateDir string) *stateLock {
+	handoff.Reclaim(doc.LockFD)
+	return &stateLock{f: os.NewFile(uintptr(doc.LockFD), filepath.Join(stateDir, lockFileName))}
+}
+
+// continueFrom makes this image the daemon the handoff describes: its start, its reloads and
+// the last one's outcome (failed when givenBack says why a next binary gave it back).
+func (d *daemon) continueFrom(doc *handoff.Doc, givenBack string) {
+	d.exe = doc.Executable
+	d.info.Started, d.info.Reloads, d.attempts = doc.Started, doc.Reloads, doc.Attempts
+	d.lastReload = &ReloadInfo{Attempt: doc.Attempts, Trigger: doc.Trigger, At: doc.Written, Outcome: reloadOK,
+		From: doc.WrittenBy, To: version, Children: len(doc.Children), Callers: len(doc.Waiting)}
+	for _, c := range doc.Children {
+		if c.Turn != nil {
+			d.lastReload.Turns++
+		}
+	}
+	if why := givenBack; why != "" {
+		d.givenBack = true
+		// The next binary could not take over and re-executed this one: same daemon, same
+		// children, one reload fewer.
+		d.info.Reloads--
+		d.lastReload.Outcome, d.lastReload.To = reloadFailed, ""
+		d.lastReload.Error = "the new binary could not take over and gave everything back: " + why
+		d.log.Error("reload failed: the new binary gave everything back to this one", zap.String("reason", why))
+	}
 }

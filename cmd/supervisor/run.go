@@ -3,13 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -212,24 +210,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		reloadReq: make(chan string, 1), alive: make(chan chan struct{})}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
 	if hdoc != nil {
-		d.exe = hdoc.Executable
-		d.info.Started, d.info.Reloads, d.attempts = hdoc.Started, hdoc.Reloads, hdoc.Attempts
-		d.lastReload = &ReloadInfo{Attempt: hdoc.Attempts, Trigger: hdoc.Trigger, At: hdoc.Written, Outcome: reloadOK,
-			From: hdoc.WrittenBy, To: version, Children: len(hdoc.Children), Callers: len(hdoc.Waiting)}
-		for _, c := range hdoc.Children {
-			if c.Turn != nil {
-				d.lastReload.Turns++
-			}
-		}
-		if why := r.in.givenBack; why != "" {
-			d.givenBack = true
-			// The next binary could not take over and re-executed this one: same daemon, same
-			// children, one reload fewer.
-			d.info.Reloads--
-			d.lastReload.Outcome, d.lastReload.To = reloadFailed, ""
-			d.lastReload.Error = "the new binary could not take over and gave everything back: " + why
-			log.Error("reload failed: the new binary gave everything back to this one", zap.String("reason", why))
-		}
+		d.continueFrom(hdoc, r.in.givenBack)
 	} else if d.exe, err = os.Executable(); err != nil {
 		log.Warn("cannot tell this daemon's executable; it cannot reload in place", zap.Error(err))
 		d.mt = nil
@@ -252,17 +233,11 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		return err
 	}
 	d.loginOwner = plan.owner
-	var carried codexauth.Carried
-	if hdoc != nil && len(hdoc.ChatGPT) > 0 {
-		if err := json.Unmarshal(hdoc.ChatGPT, &carried); err != nil {
-			log.Error("reload: the previous image's ChatGPT login state is unreadable; auth.json alone is read", zap.Error(err))
-		}
-	}
 	tokens, err := openTokens(cfg, plan, codexHome, getenv, func(outcome string) {
 		if m := refreshMetrics.Load(); m != nil {
 			m.ObserveTokenRefresh(outcome)
 		}
-	}, carried, log)
+	}, carriedLogin(hdoc, log), log)
 	if err != nil {
 		return err
 	}
@@ -370,9 +345,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		return err
 	}
 	if hdoc != nil {
-		handoff.Reclaim(hdoc.LockFD)
-		// The flock belongs to the open file, which the exec kept.
-		d.lock = &stateLock{f: os.NewFile(uintptr(hdoc.LockFD), filepath.Join(cfg.StateDir, lockFileName))}
+		d.lock = takeLock(hdoc, cfg.StateDir)
 		defer d.lock.Close()
 	}
 	adopted := adoptChildren(hdoc, tmpl, log)
