@@ -15,6 +15,10 @@
 # and reaps its codex children; give it `docker stop -t 60`. The health check asks the daemon's
 # /healthz over its control socket (`supervisor status --health`), which needs neither the
 # local inbox's address nor its token and works with the Molecule inbox too.
+#
+# No init is needed (`--init` and tini are harmless): as PID 1, `supervisor run` runs the daemon
+# as its child and acts as its init, forwarding SIGTERM, SIGINT and SIGHUP and reaping the
+# orphans codex tool commands leave (docs/HANDOFF.md, "As PID 1").
 
 ARG GO_VERSION=1.26
 ARG NODE_VERSION=20

@@ -120,6 +120,9 @@ type Config struct {
 	OnRefresh func(outcome string)
 	// Logger receives the manager's logs. Nil: none.
 	Logger *zap.Logger
+	// Carried is what the previous image of the daemon knew of the login (Manager.Carry), when
+	// this one was started by a reload: the refresh tokens never to send again.
+	Carried Carried
 }
 
 // TokenURLFrom is the token endpoint codex would call in an environment whose variables getenv
@@ -178,6 +181,7 @@ type Manager struct {
 	calls       []time.Time   // token endpoint calls in the last minute
 	wake        chan struct{} // wakes Run: a write-back to retry
 	flight      *flight       // the refresh in progress, if any
+	held        int           // Hold calls not released: no refresh starts
 	subs        map[int]func()
 	nextSub     int
 }
@@ -261,6 +265,7 @@ func Open(cfg Config) (*Manager, Kind, error) {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.Named("codexauth"), tok: tok, state: StateValid,
 		stamp: stampOf(cfg.CodexHome), subs: map[int]func(){}, spent: map[string]bool{}, wake: make(chan struct{}, 1)}
+	m.take(cfg.Carried)
 	if af.mode&0o077 != 0 {
 		m.log.Warn("auth.json is readable by other users: it holds the ChatGPT refresh token (chmod 600 it)",
 			zap.String("path", filepath.Join(cfg.CodexHome, AuthFile)), zap.String("mode", fmt.Sprintf("%04o", af.mode)))
@@ -351,6 +356,10 @@ func (m *Manager) Refresh(ctx context.Context, stale string) (protocol.ChatGPTAu
 		t := m.tok
 		m.mu.Unlock()
 		return loginOf(t), nil
+	}
+	if m.held > 0 {
+		m.mu.Unlock()
+		return protocol.ChatGPTAuthTokens{}, ErrHeld
 	}
 	f := m.startLocked(stale)
 	m.mu.Unlock()

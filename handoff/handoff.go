@@ -68,6 +68,10 @@ type Doc struct {
 	Executable string `json:"executable"`
 	// Args is the previous image's argv, which a give-back runs it with again.
 	Args []string `json:"args,omitempty"`
+	// TakeoverTimeoutMS bounds the next image's takeover, from its reading of this document to
+	// its serving: past it, an image that has not begun to take anything over gives everything
+	// back, and one that has ends (0: the next image's default).
+	TakeoverTimeoutMS int64 `json:"takeover_timeout_ms,omitempty"`
 	// LockFD holds the state directory's flock (it belongs to the open file, which the exec
 	// keeps).
 	LockFD    int        `json:"lock_fd"`
@@ -80,6 +84,9 @@ type Doc struct {
 	// environment, so that /proc/<pid>/environ never shows them; the next image sets them
 	// again before it reads its configuration.
 	Env map[string]string `json:"env,omitempty"`
+	// ChatGPT is what the daemon's ChatGPT login manager knew beyond auth.json
+	// (codexauth.Carried): the refresh tokens never to send again.
+	ChatGPT json.RawMessage `json:"chatgpt,omitempty"`
 }
 
 // Listener names one inherited listening socket.

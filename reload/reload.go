@@ -49,6 +49,10 @@ type Steps struct {
 	// GiveWaiting gives them back to this image's inbox.
 	TakeWaiting func(ctx context.Context) error
 	GiveWaiting func()
+	// Settle (optional) waits, within Bound, for what is in flight outside the pool and cannot
+	// cross (a token refresh awaiting its answer), holds it until the exec, and returns what
+	// lets it go.
+	Settle func(ctx context.Context) (resume func(), err error)
 	// PauseServers (optional) pauses the status and metrics listeners, last, and returns what
 	// resumes them.
 	PauseServers func() (resume func())
@@ -123,6 +127,14 @@ func Run(s Steps) Result {
 			unwind()
 			return refuse(err)
 		}
+	}
+	if s.Settle != nil {
+		resume, err := s.Settle(ctx)
+		if err != nil {
+			unwind()
+			return refuse(err)
+		}
+		undo = append(undo, resume)
 	}
 	if s.PauseServers != nil {
 		undo = append(undo, s.PauseServers())

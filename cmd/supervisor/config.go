@@ -72,6 +72,7 @@ type runConfig struct {
 	ModelSilentTimeout time.Duration
 	HandshakeTimeout   time.Duration
 	DrainTimeout       time.Duration
+	TakeoverTimeout    time.Duration
 	PollInterval       time.Duration
 	// HeartbeatInterval is the Molecule heartbeat's period (its current_task shows what runs).
 	HeartbeatInterval time.Duration
@@ -235,6 +236,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	e.dur(&c.ResumeSpacing, "resume-spacing", "CODEX_WARM_RESUME_SPACING", supervisor.DefaultResumeSpacing, "at a usage limit's reset, run the parked messages one every this long, oldest first")
 	e.dur(&c.HandshakeTimeout, "handshake-timeout", "CODEX_WARM_HANDSHAKE_TIMEOUT", 30*time.Second, "retire a child that does not finish initialize in time")
 	e.dur(&c.DrainTimeout, "drain-timeout", "CODEX_WARM_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, let running turns finish this long before interrupting them")
+	e.dur(&c.TakeoverTimeout, "takeover-timeout", "CODEX_WARM_TAKEOVER_TIMEOUT", defaultTakeoverTimeout, "reload: a new image that does not serve within this long gives everything back to the previous binary (docs/HANDOFF.md)")
 	e.dur(&c.PollInterval, "poll-interval", "CODEX_WARM_POLL_INTERVAL", molecule.DefaultPollInterval, "Molecule activity poll interval (the platform allows 600 requests a minute, shared by the whole org when MOLECULE_ORG_ID is set)")
 	e.dur(&c.HeartbeatInterval, "heartbeat-interval", "CODEX_WARM_HEARTBEAT_INTERVAL", molecule.DefaultHeartbeatInterval, "Molecule heartbeat interval (the heartbeat's current_task shows what each running turn does)")
 	e.dur(&c.PlatformTimeout, "platform-timeout", "CODEX_WARM_PLATFORM_TIMEOUT", 30*time.Second, "bound on one Molecule platform call (poll, reply, heartbeat)")
@@ -293,6 +295,8 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 		return c, fmt.Errorf("--chatgpt-platform-check %s: must be > 0", c.ChatGPTPlatformCheck)
 	case c.TokenRefreshAhead <= 0:
 		return c, fmt.Errorf("--token-refresh-ahead %s: must be > 0", c.TokenRefreshAhead)
+	case c.TakeoverTimeout <= 0:
+		return c, fmt.Errorf("--takeover-timeout %s: must be > 0", c.TakeoverTimeout)
 	case c.Approval != "decline" && c.Approval != "accept" && c.Approval != "ask":
 		return c, fmt.Errorf("--approval %q: want decline, accept or ask", c.Approval)
 	case c.Approval == "ask" && !c.ChatCommands:

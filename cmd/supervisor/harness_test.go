@@ -83,7 +83,8 @@ type e2e struct {
 	workDir   string
 	stateDir  string
 	daemons   []*daemonProc
-	modelHold func() // releases the model's port held by takeModelAway
+	modelHold func()                     // releases the model's port held by takeModelAway
+	procAttr  func(*syscall.SysProcAttr) // changes how daemons are started (a PID namespace)
 }
 
 func newE2E(t *testing.T, cfg e2eConfig) *e2e {
@@ -205,6 +206,7 @@ type daemonProc struct {
 	exited  chan struct{} // closed once the process was reaped; waitErr is valid then
 	waitErr error
 	ready   StatusDoc // the first status the daemon answered
+	nsPID   int       // the daemon's pid in its own PID namespace (asPID1); 0: d.pid
 }
 
 // start starts a daemon on the environment's state directory and waits until its control
@@ -248,6 +250,9 @@ func (e *e2e) launch(extra ...string) *daemonProc {
 	// Its own process group, as under a service manager: signals from the test reach only it.
 	// Pdeathsig: a test binary that dies (timeout panic) takes its daemons along.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if e.procAttr != nil {
+		e.procAttr(cmd.SysProcAttr)
+	}
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("start daemon: %v", err)
 	}
@@ -550,10 +555,18 @@ func (d *daemonProc) status() StatusDoc {
 	if err != nil {
 		d.e.t.Fatalf("status of daemon %d: %v", d.n, err)
 	}
-	if doc.Daemon.PID != d.pid {
-		d.e.t.Fatalf("status answered by pid %d, want daemon %d (pid %d)", doc.Daemon.PID, d.n, d.pid)
+	if want := d.pidInside(); doc.Daemon.PID != want {
+		d.e.t.Fatalf("status answered by pid %d, want daemon %d (pid %d)", doc.Daemon.PID, d.n, want)
 	}
 	return doc
+}
+
+// pidInside is the daemon's pid as it sees it: another than d.pid in a PID namespace of its own.
+func (d *daemonProc) pidInside() int {
+	if d.nsPID != 0 {
+		return d.nsPID
+	}
+	return d.pid
 }
 
 // bridgeStats decodes the Molecule inbox's counters from a status document.

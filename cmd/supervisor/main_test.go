@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -18,12 +19,25 @@ func TestMain(m *testing.M) {
 		dropCapsAndExec() // returns only on failure
 		os.Exit(3)
 	}
+	if os.Getenv(pid1Env) == "1" {
+		_ = os.Unsetenv(pid1Env)
+		if err := mountOwnProc(); err != nil {
+			fmt.Fprintln(os.Stderr, "pid 1 helper:", err)
+			os.Exit(3)
+		}
+	}
 	if os.Getenv(daemonEnv) == "1" {
 		// As main does: the daemon forks its children, and reloads, on the main thread.
 		mt := newMainThread()
-		os.Exit(mt.serve(func() int {
-			return runMainOn(context.Background(), mt, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-		}))
+		stderr := hangAt(os.Stderr)
+		run := func() int {
+			return runMainOn(context.Background(), mt, os.Args[1:], os.Getenv, os.Stdout, stderr)
+		}
+		if holdMainThread() {
+			go func() { os.Exit(run()) }()
+			select {} // the main thread never serves: a deadlocked main goroutine
+		}
+		os.Exit(mt.serve(run))
 	}
 	if pid := os.Getenv(fdReaderEnv); pid != "" {
 		os.Exit(fdReader(pid))

@@ -1,6 +1,9 @@
 package main
 
-import "runtime"
+import (
+	"runtime"
+	"time"
+)
 
 // The daemon forks its codex children, and re-executes itself, on the process's main thread.
 // Children get the parent-death signal (childproc.SysProcAttr) when the thread that forked them
@@ -49,4 +52,26 @@ func (m *mainThread) fork(start func() error) error {
 	var err error
 	m.do(func() { err = start() })
 	return err
+}
+
+// doWithin is do when the main thread takes f within wait; it reports whether it did (false:
+// f did not run).
+func (m *mainThread) doWithin(f func(), wait time.Duration) bool {
+	if m == nil {
+		f()
+		return true
+	}
+	ok := make(chan struct{})
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case m.calls <- func() {
+		defer close(ok)
+		f()
+	}:
+		<-ok
+		return true
+	case <-t.C:
+		return false
+	}
 }

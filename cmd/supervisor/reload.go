@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/reload"
@@ -168,6 +171,16 @@ func (d *daemon) reload() {
 		},
 		Exec: func() error { return d.execInto(doc) },
 	}
+	if d.tokens != nil {
+		steps.Settle = func(ctx context.Context) (func(), error) {
+			log.Info("reload: holding the ChatGPT login (a refresh in flight is awaited)")
+			release, err := d.tokens.Hold(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("the ChatGPT login cannot cross now: %w", err)
+			}
+			return release, nil
+		}
+	}
 	if d.local != nil {
 		steps.TakeWaiting = func(ctx context.Context) error {
 			var err error
@@ -248,12 +261,18 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild, waiting []local.W
 	doc := handoff.Doc{
 		WrittenBy: version, Written: time.Now().UTC(), Started: d.info.Started, Reloads: d.info.Reloads + 1,
 		Attempts: attempt, Trigger: trigger, Executable: d.exe, Args: os.Args, Env: d.secrets,
+		TakeoverTimeoutMS: d.cfg.TakeoverTimeout.Milliseconds(),
 	}
 	fd, err := d.lock.fd()
 	if err != nil {
 		return doc, err
 	}
 	doc.LockFD = fd
+	if d.tokens != nil {
+		if doc.ChatGPT, err = json.Marshal(d.tokens.Carry()); err != nil {
+			return doc, fmt.Errorf("the ChatGPT login: %w", err)
+		}
+	}
 	for _, l := range []struct {
 		name string
 		s    *server
@@ -424,6 +443,8 @@ type incoming struct {
 	// image gave the handoff back, when this image is the previous binary again.
 	fallback  *os.File
 	givenBack string
+	// takeover bounds this image's takeover (takeover.go).
+	takeover
 }
 
 // readHandoff reads the handoff the previous image left (nil, nil when the daemon was started,
@@ -472,10 +493,11 @@ func readHandoff(getenv func(string) string) (*incoming, error) {
 	return in, nil
 }
 
-// giveBack re-executes the previous image's executable with the handoff it wrote, because this
-// image cannot take over (why). It returns only when that is impossible or failed; the caller
-// then exits, and the children die with the process.
-func (in *incoming) giveBack(mt *mainThread, why error) error {
+// execBack re-executes the previous image's executable with the handoff it wrote, because this
+// image cannot take over (why), on the main thread when it answers within mainThreadWait (the
+// children's parent-death signal follows the thread that forked them) and from this thread
+// otherwise. It returns only when that is impossible or failed.
+func (in *incoming) execBack(mt *mainThread, why error) error {
 	if in == nil || in.fallback == nil || mt == nil {
 		return errors.New("no previous executable to give the handoff back to")
 	}
@@ -507,17 +529,55 @@ func (in *incoming) giveBack(mt *mainThread, why error) error {
 		args = in.doc.Args // what the previous binary ran with, which this one may have refused
 	}
 	signal.Ignore(syscall.SIGHUP) // a reload asked for meanwhile is coalesced, as in a reload
-	mt.do(func() { err = syscall.Exec(path, args, env) })
+	exec := func() { err = syscall.Exec(path, args, env) }
+	if !mt.doWithin(exec, mainThreadWait) {
+		// The main thread is stuck (a hung image): the children die with it at the exec, but
+		// the listeners, the callers' connections and the state go back.
+		runtime.LockOSThread()
+		exec()
+		runtime.UnlockOSThread()
+	}
 	return fmt.Errorf("exec the previous executable %s: %w", path, err)
 }
 
-// taken closes what a give-back would have needed: the image took over.
-func (in *incoming) taken() {
-	if in == nil {
-		return
+// carriedLogin is what the previous image's ChatGPT login manager knew beyond auth.json (none
+// when the daemon was started, not reloaded).
+func carriedLogin(doc *handoff.Doc, log *zap.Logger) codexauth.Carried {
+	var c codexauth.Carried
+	if doc != nil && len(doc.ChatGPT) > 0 {
+		if err := json.Unmarshal(doc.ChatGPT, &c); err != nil {
+			log.Error("reload: the previous image's ChatGPT login state is unreadable; auth.json alone is read", zap.Error(err))
+		}
 	}
-	in.raw = nil
-	if in.fallback != nil {
-		_ = in.fallback.Close()
+	return c
+}
+
+// takeLock takes the state directory's lock from the handoff: the flock belongs to the open
+// file, which the exec kept.
+func takeLock(doc *handoff.Doc, stateDir string) *stateLock {
+	handoff.Reclaim(doc.LockFD)
+	return &stateLock{f: os.NewFile(uintptr(doc.LockFD), filepath.Join(stateDir, lockFileName))}
+}
+
+// continueFrom makes this image the daemon the handoff describes: its start, its reloads and
+// the last one's outcome (failed when givenBack says why a next binary gave it back).
+func (d *daemon) continueFrom(doc *handoff.Doc, givenBack string) {
+	d.exe = doc.Executable
+	d.info.Started, d.info.Reloads, d.attempts = doc.Started, doc.Reloads, doc.Attempts
+	d.lastReload = &ReloadInfo{Attempt: doc.Attempts, Trigger: doc.Trigger, At: doc.Written, Outcome: reloadOK,
+		From: doc.WrittenBy, To: version, Children: len(doc.Children), Callers: len(doc.Waiting)}
+	for _, c := range doc.Children {
+		if c.Turn != nil {
+			d.lastReload.Turns++
+		}
+	}
+	if why := givenBack; why != "" {
+		d.givenBack = true
+		// The next binary could not take over and re-executed this one: same daemon, same
+		// children, one reload fewer.
+		d.info.Reloads--
+		d.lastReload.Outcome, d.lastReload.To = reloadFailed, ""
+		d.lastReload.Error = "the new binary could not take over and gave everything back: " + why
+		d.log.Error("reload failed: the new binary gave everything back to this one", zap.String("reason", why))
 	}
 }

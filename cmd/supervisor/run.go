@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/cannedmodel"
 	"github.com/molecule-ai/codex-warm/chatfiles"
+	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/inbox/local"
@@ -33,11 +33,17 @@ import (
 )
 
 func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if asInit(getenv) {
+		return exitCode(runInit(mt, stderr))
+	}
+	_ = os.Unsetenv(initChildEnv)
 	hups, sigs, early := takeSignals()
 	defer signal.Stop(hups)
 	defer signal.Stop(sigs)
 	// First: a reloaded daemon's handoff carries the secret variables its configuration reads.
 	in, herr := readHandoff(getenv)
+	// The takeover's bound runs from here, whatever this image then waits for.
+	in.watch(mt, defaultTakeoverTimeout)
 	flagOut := stderr
 	var flagBuf bytes.Buffer
 	if in != nil {
@@ -62,6 +68,7 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	in.setLogger(log)
 	if herr != nil {
 		log.Error("reload: cannot read the previous image's handoff; giving it back to the previous binary", zap.Error(herr))
 		_ = log.Sync()
@@ -79,7 +86,7 @@ func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(stri
 		}
 	}
 	catchStops(sigs, early, doc, getenv, log)
-	if err := runDaemon(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc, in: in}); err != nil {
+	if err := runTakingOver(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc, in: in}); err != nil {
 		// The log line is the one report: runMain must not print the error again.
 		log.Error("daemon stopped with an error", zap.Error(err))
 		return exitCode(1)
@@ -104,10 +111,11 @@ type daemon struct {
 
 	// What a reload needs (reload.go).
 	mt         *mainThread
-	exe        string            // the executable a reload runs: the path this daemon first started from
-	self       *os.File          // this image's own executable, for a next image that gives everything back
-	secrets    map[string]string // the secret variables hardenProcess removed
-	loginOwner string            // who owns codex's ChatGPT login (codexauth.Owner*)
+	exe        string             // the executable a reload runs: the path this daemon first started from
+	self       *os.File           // this image's own executable, for a next image that gives everything back
+	secrets    map[string]string  // the secret variables hardenProcess removed
+	loginOwner string             // who owns codex's ChatGPT login (codexauth.Owner*)
+	tokens     *codexauth.Manager // the ChatGPT login the daemon holds, nil when each child holds its own
 	lock       *stateLock
 	met        *metrics.Metrics
 	inboxSrv   *server      // nil on the Molecule inbox
@@ -156,18 +164,14 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("create state dir %s: %w", cfg.StateDir, err)
 	}
-	// Past here nothing can be given back: descriptors are taken.
-	r.in.taken()
 	var lock *stateLock
 	var err error
-	if hdoc != nil {
-		handoff.Reclaim(hdoc.LockFD)
-		// The flock belongs to the open file, which the exec kept.
-		lock = &stateLock{f: os.NewFile(uintptr(hdoc.LockFD), filepath.Join(cfg.StateDir, lockFileName))}
-	} else if lock, err = lockStateDir(cfg.StateDir); err != nil {
-		return err
-	}
-	defer lock.Close()
+	if hdoc == nil {
+		if lock, err = lockStateDir(cfg.StateDir); err != nil {
+			return err
+		}
+		defer lock.Close()
+	} // a reloaded image takes the lock's descriptor when it commits (below)
 	secrets := make(map[string]string)
 	for _, k := range secretEnv() {
 		if v, ok := os.LookupEnv(k); ok {
@@ -207,24 +211,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		reloadReq: make(chan string, 1), alive: make(chan chan struct{})}
 	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
 	if hdoc != nil {
-		d.exe = hdoc.Executable
-		d.info.Started, d.info.Reloads, d.attempts = hdoc.Started, hdoc.Reloads, hdoc.Attempts
-		d.lastReload = &ReloadInfo{Attempt: hdoc.Attempts, Trigger: hdoc.Trigger, At: hdoc.Written, Outcome: reloadOK,
-			From: hdoc.WrittenBy, To: version, Children: len(hdoc.Children), Callers: len(hdoc.Waiting)}
-		for _, c := range hdoc.Children {
-			if c.Turn != nil {
-				d.lastReload.Turns++
-			}
-		}
-		if why := r.in.givenBack; why != "" {
-			d.givenBack = true
-			// The next binary could not take over and re-executed this one: same daemon, same
-			// children, one reload fewer.
-			d.info.Reloads--
-			d.lastReload.Outcome, d.lastReload.To = reloadFailed, ""
-			d.lastReload.Error = "the new binary could not take over and gave everything back: " + why
-			log.Error("reload failed: the new binary gave everything back to this one", zap.String("reason", why))
-		}
+		d.continueFrom(hdoc, r.in.givenBack)
 	} else if d.exe, err = os.Executable(); err != nil {
 		log.Warn("cannot tell this daemon's executable; it cannot reload in place", zap.Error(err))
 		d.mt = nil
@@ -251,12 +238,13 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		if m := refreshMetrics.Load(); m != nil {
 			m.ObserveTokenRefresh(outcome)
 		}
-	}, log)
+	}, carriedLogin(hdoc, log), log)
 	if err != nil {
 		return err
 	}
 	if tokens != nil {
 		defer tokens.Close()
+		d.tokens = tokens
 	}
 	if err := d.preflight(ctx, bin, env, cred, tokens); err != nil {
 		return err
@@ -356,6 +344,15 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	if d.mt != nil {
 		tmpl.Fork = d.mt.fork
+	}
+	// Past here nothing can be given back: the state lock, the children, the listeners and the
+	// callers are taken.
+	if err := r.in.commit(); err != nil {
+		return err
+	}
+	if hdoc != nil {
+		d.lock = takeLock(hdoc, cfg.StateDir)
+		defer d.lock.Close()
 	}
 	adopted := adoptChildren(hdoc, tmpl, log)
 	// New also runs the boot sweep: children left by a daemon that was killed would otherwise
@@ -582,6 +579,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	log.Info("supervisor running", zap.String("codex_bin", bin), zap.String("state_dir", cfg.StateDir),
 		zap.String("inbox", cfg.Inbox), zap.Int("max_children", d.sup.Status().Totals.Cap))
 	d.phase.Store(phaseServing)
+	r.in.serving()
 	d.notify(sd.SdNotifyReady)
 
 	var hupWG sync.WaitGroup

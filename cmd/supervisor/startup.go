@@ -102,13 +102,14 @@ func (d *daemon) addCodexStatus(doc *StatusDoc) {
 // says: a login the platform owns is read from its sources and never refreshed; the daemon's
 // own (CODEX_HOME/auth.json) is refreshed once for every child. It returns nil when each child
 // holds its login (--chatgpt-tokens off, or not a ChatGPT login).
-func openTokens(cfg runConfig, plan loginPlan, codexHome string, getenv func(string) string, onRefresh func(string), log *zap.Logger) (*codexauth.Manager, error) {
+func openTokens(cfg runConfig, plan loginPlan, codexHome string, getenv func(string) string, onRefresh func(string),
+	carried codexauth.Carried, log *zap.Logger) (*codexauth.Manager, error) {
 	if plan.owner == codexauth.OwnerChild {
 		return nil, nil
 	}
 	m, kind, err := codexauth.Open(codexauth.Config{CodexHome: codexHome, TokenURL: codexauth.TokenURLFrom(getenv),
 		RefreshAhead: cfg.TokenRefreshAhead, Platform: plan.sources, PlatformCheck: cfg.ChatGPTPlatformCheck,
-		OnRefresh: onRefresh, Logger: log})
+		OnRefresh: onRefresh, Carried: carried, Logger: log})
 	if err != nil {
 		return nil, err
 	}
