@@ -37,10 +37,12 @@ func TestImportsRunDownward(t *testing.T) {
 		{"../handoff", []string{"appserver", "childproc", "supervisor", "inbox", "sessions", "cmd"}, true},
 		// The control socket's wire, server and client sit just below the binary: they carry
 		// the supervisor's and the inboxes' status, and run nothing of theirs.
-		{"../control", []string{"appserver", "childproc", "sessions", "cmd"}, true},
+		{"../control", []string{"appserver", "childproc", "sessions", "daemon", "doctor", "cmd"}, true},
 		// The doctor's checks sit beside the daemon, below the binary: the daemon's own start-up
 		// steps reach them as functions (Config.Steps), never as an import of the binary.
-		{"../doctor", []string{"cmd"}, true},
+		{"../doctor", []string{"daemon", "cmd"}, true},
+		// The daemon's assembly sits just below the binary, which parses the command line.
+		{"../daemon", []string{"cmd"}, true},
 		// The demo runs the binary as a child process; it never imports it.
 		{"../internal/demo", []string{"cmd"}, true},
 		// The spares' canned model is a leaf the daemon owns: children reach it over loopback.

@@ -162,6 +162,9 @@ func (c *Client) Do(ctx context.Context, verb string, body []byte, timeout time.
 	return resp.StatusCode, ans, nil
 }
 
+// Excerpt is an answer trimmed and cut to 4 KiB, for an error message that quotes it.
+func Excerpt(b []byte) []byte { return capBytes(b, 4096) }
+
 // capBytes is b trimmed and cut to n bytes, for an error message.
 func capBytes(b []byte, n int) []byte {
 	b = bytes.TrimSpace(b)

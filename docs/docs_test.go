@@ -90,19 +90,23 @@ func TestRelativeLinksResolve(t *testing.T) {
 
 // TestEveryFlagIsDocumented keeps docs/configuration.md whole: every flag the binary defines, of
 // any command, is named there as `--name`, and every environment variable a flag falls back to
-// as `NAME`. The flags are read from cmd/supervisor's source, so a new flag fails here until its
-// row is written.
+// as `NAME`. The flags are read from the source of cmd/supervisor (the commands' own flags) and
+// of package daemon (run's and doctor's), so a new flag fails here until its row is written.
 func TestEveryFlagIsDocumented(t *testing.T) {
 	b, err := os.ReadFile("configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	flags, envs := daemonFlags(t, "../cmd/supervisor")
-	// A few dozen flags are defined today; far fewer means they moved out of cmd/supervisor and
+	var flags, envs []string
+	for _, dir := range []string{"../cmd/supervisor", "../daemon"} {
+		f, e := daemonFlags(t, dir)
+		flags, envs = append(flags, f...), append(envs, e...)
+	}
+	// A few dozen flags are defined today; far fewer means they moved out of these packages and
 	// this test no longer sees them.
 	if len(flags) < 40 {
-		t.Fatalf("found only %d flags in cmd/supervisor (%v): point daemonFlags at where they are defined now", len(flags), flags)
+		t.Fatalf("found only %d flags in cmd/supervisor and daemon (%v): point daemonFlags at where they are defined now", len(flags), flags)
 	}
 	for _, f := range flags {
 		if !strings.Contains(doc, "`--"+f+"`") {
@@ -116,7 +120,7 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 	}
 }
 
-// flagFuncs are the calls that define a flag: the flag package's, and cmd/supervisor's envFlags
+// flagFuncs are the calls that define a flag: the flag package's, and package daemon's envFlags
 // helpers (str, int, bool, dur), whose string after the name is the variable it falls back to.
 var flagFuncs = map[string]bool{
 	"String": true, "StringVar": true, "Int": true, "IntVar": true, "Int64": true, "Int64Var": true,
@@ -125,7 +129,7 @@ var flagFuncs = map[string]bool{
 }
 var envFlagFuncs = map[string]bool{"str": true, "int": true, "bool": true, "dur": true}
 
-// onFlagSet says whether a call's receiver is a flag set as cmd/supervisor names them: fs, e (an
+// onFlagSet says whether a call's receiver is a flag set as the two packages name them: fs, e (an
 // envFlags) or e.fs. It keeps zap.String("dir", …) and the like out.
 func onFlagSet(x ast.Expr) bool {
 	switch x := x.(type) {

@@ -11,7 +11,10 @@ import (
 
 const controlSocketName = control.SocketName
 
-type ReloadAnswer = control.ReloadAnswer
+type (
+	ReloadAnswer = control.ReloadAnswer
+	StatusDoc    = control.StatusDoc
+)
 
 // fetchStatus asks the daemon owning dir for its status.
 func fetchStatus(ctx context.Context, dir string) (StatusDoc, error) {

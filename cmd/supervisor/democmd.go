@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/molecule-ai/codex-warm/daemon"
 	"github.com/molecule-ai/codex-warm/internal/demo"
 )
 
@@ -20,7 +21,7 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err := fs.Parse(args); err != nil {
 		return flagsError(err)
 	}
-	loc, err := findCodex(*codexBin, codexBinSource(fs, *codexBin))
+	loc, err := daemon.FindCodex(*codexBin, daemon.CodexBinSource(fs, *codexBin))
 	if err != nil {
 		return fmt.Errorf("find codex: %w", err)
 	}

@@ -12,23 +12,25 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/daemon"
 )
 
-// hardenHelperEnv selects a helper-process mode of the test binary: "harden" runs hardenProcess,
+// hardenHelperEnv selects a helper-process mode of the test binary: "harden" runs HardenProcess,
 // "plain" does not; either way it prints what its own environment still says about the token,
 // then waits for stdin to close.
 const hardenHelperEnv = "CODEX_WARM_HARDEN_HELPER"
 
 func hardenHelper(mode string) int {
 	if mode == "harden" {
-		hardenProcess(zap.NewNop())
+		daemon.HardenProcess(zap.NewNop())
 	}
 	fmt.Printf("token=%s\n", os.Getenv("MOLECULE_WORKSPACE_TOKEN"))
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
 }
 
-// A command codex runs for the model runs as the daemon's user. After hardenProcess it can no
+// A command codex runs for the model runs as the daemon's user. After HardenProcess it can no
 // longer read the workspace token from the daemon's /proc/<pid>/environ (which keeps the start
 // environment whatever the process unsets); without it, it can. Both processes run as one
 // unprivileged user: root could read any process's files anyway.

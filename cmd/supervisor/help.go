@@ -1,10 +1,11 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+
+	"github.com/molecule-ai/codex-warm/daemon"
 )
 
 // commandSummary is what `supervisor <command> -h` says above the flags.
@@ -49,9 +50,4 @@ func newCommandFlags(name string, stderr io.Writer) *flag.FlagSet {
 
 // flagsError turns a flag parsing error into the exit status: 0 for -h (help was asked for and
 // printed), 2 for a usage error (already printed with the usage).
-func flagsError(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return exitCode(0)
-	}
-	return exitCode(2)
-}
+func flagsError(err error) error { return daemon.FlagsError(err) }

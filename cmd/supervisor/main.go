@@ -18,6 +18,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+
+	"github.com/molecule-ai/codex-warm/daemon"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -39,9 +42,14 @@ commands:
 Run "supervisor <command> -h" for the flags of a command.
 `
 
+// The daemon forks its codex children, and re-executes itself, on the process's main thread
+// (daemon.MainThread): locking the main goroutine to the main thread in init is the documented
+// way to keep package main on it.
+func init() { runtime.LockOSThread() }
+
 func main() {
-	mt := newMainThread()
-	os.Exit(mt.serve(func() int {
+	mt := daemon.NewMainThread()
+	os.Exit(mt.Serve(func() int {
 		return runMainOn(context.Background(), mt, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	}))
 }
@@ -54,7 +62,7 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 
 // runMainOn is runMain for a process whose main thread mt serves (nil: none; the daemon then
 // cannot reload in place).
-func runMainOn(ctx context.Context, mt *mainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func runMainOn(ctx context.Context, mt *daemon.MainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -62,13 +70,15 @@ func runMainOn(ctx context.Context, mt *mainThread, args []string, getenv func(s
 	var err error
 	switch args[0] {
 	case "run":
-		err = cmdRun(ctx, mt, args[1:], getenv, stdout, stderr)
+		err = daemon.Run(ctx, daemon.Program{Version: version, Args: args[1:], Flags: newCommandFlags, MainThread: mt,
+			Getenv: getenv, Stdout: stdout, Stderr: stderr})
 	case "reload":
 		err = cmdReload(ctx, args[1:], getenv, stdout, stderr)
 	case "stop":
 		err = cmdStop(ctx, args[1:], getenv, stdout, stderr)
-	case reloadPreflightCmd:
-		return reloadPreflight(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
+	case daemon.ReloadPreflightCmd:
+		return daemon.ReloadPreflight(ctx, daemon.Program{Version: version, Args: args[1:], Flags: newCommandFlags,
+			Getenv: getenv, Stdout: stdout, Stderr: stderr}, os.Stdin)
 	case "archive":
 		err = cmdArchive(ctx, args[1:], getenv, stdout, stderr)
 	case "status":
@@ -101,6 +111,4 @@ func runMainOn(ctx context.Context, mt *mainThread, args []string, getenv func(s
 
 // exitCode is returned by a command that already reported its failure (for example flag parsing)
 // and only needs the process to exit with that code.
-type exitCode int
-
-func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+type exitCode = daemon.ExitCode

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/molecule-ai/codex-warm/daemon"
 )
 
 // daemonEnv selects the helper-process mode: when it is "1" the test binary is the supervisor
@@ -28,7 +30,7 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(daemonEnv) == "1" {
 		// As main does: the daemon forks its children, and reloads, on the main thread.
-		mt := newMainThread()
+		mt := daemon.NewMainThread()
 		stderr := hangAt(os.Stderr)
 		run := func() int {
 			return runMainOn(context.Background(), mt, os.Args[1:], os.Getenv, os.Stdout, stderr)
@@ -37,7 +39,7 @@ func TestMain(m *testing.M) {
 			go func() { os.Exit(run()) }()
 			select {} // the main thread never serves: a deadlocked main goroutine
 		}
-		os.Exit(mt.serve(run))
+		os.Exit(mt.Serve(run))
 	}
 	if pid := os.Getenv(fdReaderEnv); pid != "" {
 		os.Exit(fdReader(pid))

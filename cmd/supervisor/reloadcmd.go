@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/control"
+	"github.com/molecule-ai/codex-warm/daemon"
+	"github.com/molecule-ai/codex-warm/reload"
 )
 
 // reloadPoll is how often `supervisor reload` asks for the outcome.
@@ -17,7 +19,7 @@ const reloadPoll = 200 * time.Millisecond
 // new image's status, or the old image's reason for serving on.
 func cmdReload(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newCommandFlags("reload", stderr)
-	stateDir := fs.String("state-dir", defaultStateDir(getenv), "state directory of the daemon (env CODEX_CHANNEL_MOLECULE_STATE_DIR)")
+	stateDir := fs.String("state-dir", daemon.DefaultStateDir(getenv), "state directory of the daemon (env CODEX_CHANNEL_MOLECULE_STATE_DIR)")
 	wait := fs.Duration("wait", 5*time.Minute, "how long to wait for the outcome (the daemon lets running turns finish first, up to its --drain-timeout)")
 	if err := fs.Parse(args); err != nil {
 		return flagsError(err)
@@ -45,8 +47,8 @@ func cmdReload(ctx context.Context, args []string, getenv func(string) string, s
 		// image's last answer is cut: both are retried.
 		doc, err := c.Status(wctx)
 		if err == nil {
-			if r := doc.Daemon.LastReload; r != nil && r.Attempt >= ans.Attempt && r.Outcome != reloadRunning {
-				if r.Outcome != reloadOK {
+			if r := doc.Daemon.LastReload; r != nil && r.Attempt >= ans.Attempt && r.Outcome != string(reload.Running) {
+				if r.Outcome != string(reload.OK) {
 					return fmt.Errorf("reload %s: %s; the daemon (pid %d, version %s) serves on", r.Outcome, r.Error, doc.Daemon.PID, doc.Daemon.Version)
 				}
 				fmt.Fprintf(stdout, "reloaded: pid %d now runs version %s (was %s), %d warm children kept, %d reloads since %s\n",

@@ -10,21 +10,8 @@ import (
 
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/control"
+	"github.com/molecule-ai/codex-warm/daemon"
 )
-
-// requestStop asks the daemon to drain and exit as SIGTERM does (POST /v1/stop). The request
-// goes where the signals go, so that a reload running meanwhile is called off by it exactly as
-// by a signal; a stop asked again is the same stop (not the second signal that cuts the drain).
-func (d *daemon) requestStop() {
-	if !d.stopAsked.CompareAndSwap(false, true) {
-		return
-	}
-	d.log.Info("stop asked on the control socket")
-	select {
-	case d.sigs <- syscall.SIGTERM:
-	default: // a stop signal is already waiting
-	}
-}
 
 // cmdStop asks the running daemon to stop (as SIGTERM does) and waits until its process is
 // gone. A service manager's ExecStop= runs it: unlike a signal, the request cannot meet the
@@ -32,7 +19,7 @@ func (d *daemon) requestStop() {
 // the control socket's backlog while the image changes, and the image that answers drains.
 func cmdStop(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newCommandFlags("stop", stderr)
-	stateDir := fs.String("state-dir", defaultStateDir(getenv), "state directory of the daemon (env CODEX_CHANNEL_MOLECULE_STATE_DIR)")
+	stateDir := fs.String("state-dir", daemon.DefaultStateDir(getenv), "state directory of the daemon (env CODEX_CHANNEL_MOLECULE_STATE_DIR)")
 	wait := fs.Duration("wait", 5*time.Minute, "how long to wait for the daemon to exit (it lets running turns finish first, up to its --drain-timeout)")
 	if err := fs.Parse(args); err != nil {
 		return flagsError(err)

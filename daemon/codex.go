@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -14,8 +14,8 @@ const noCodexHint = "pass --codex-bin PATH or set CODEX_BIN to the native codex 
 	"(in a checkout, `make codex` installs the pinned version and `make -s codex-bin` prints its path; " +
 	"`make install` puts it beside supervisor)"
 
-// codexLocation is the codex binary the daemon runs and how it was found.
-type codexLocation struct {
+// CodexLocation is the codex binary the daemon runs and how it was found.
+type CodexLocation struct {
 	// Bin is the native binary.
 	Bin string
 	// Given is what pointed at it: the --codex-bin / CODEX_BIN value, the file beside the
@@ -26,10 +26,10 @@ type codexLocation struct {
 	From string
 }
 
-// codexBinSource names where a --codex-bin value came from, for findCodex: the flag when it was
+// CodexBinSource names where a --codex-bin value came from, for FindCodex: the flag when it was
 // given on the command line (it wins over the variable), else the CODEX_BIN variable it
 // defaults to, else "" (nothing given).
-func codexBinSource(fs *flag.FlagSet, value string) string {
+func CodexBinSource(fs *flag.FlagSet, value string) string {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "codex-bin" })
 	switch {
@@ -42,11 +42,11 @@ func codexBinSource(fs *flag.FlagSet, value string) string {
 	}
 }
 
-// findCodex resolves the codex binary: hint, given by hintFrom (codexBinSource), when set, else
+// FindCodex resolves the codex binary: hint, given by hintFrom (CodexBinSource), when set, else
 // a codex beside the supervisor executable, else the first in PATH. Beside comes before PATH so
 // that `make install`'s pinned codex wins over whatever codex a user installed for themselves.
-func findCodex(hint, hintFrom string) (codexLocation, error) {
-	loc := codexLocation{Given: hint, From: hintFrom}
+func FindCodex(hint, hintFrom string) (CodexLocation, error) {
+	loc := CodexLocation{Given: hint, From: hintFrom}
 	if hint == "" {
 		if p, ok := codexBesideSelf(); ok {
 			loc.Given, loc.From = p, "beside supervisor"
@@ -81,7 +81,7 @@ func codexBesideSelf() (string, bool) {
 	return p, err == nil && fi.Mode().IsRegular()
 }
 
-// noCodexError is findCodex's error when no codex was found: it carries the hint on how to give
+// noCodexError is FindCodex's error when no codex was found: it carries the hint on how to give
 // the daemon one, which doctor prints as the fix.
 type noCodexError struct{ err error }
 

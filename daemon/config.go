@@ -1,10 +1,9 @@
-package main
+package daemon
 
 import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"os"
@@ -20,9 +19,9 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
-// runConfig is everything `supervisor run` is configured with. Every flag has an environment
+// Config is everything `supervisor run` is configured with. Every flag has an environment
 // fallback so the daemon drops into the Python daemon's deployment unchanged.
-type runConfig struct {
+type Config struct {
 	CodexBin string
 	// CodexBinFrom names where CodexBin came from: "--codex-bin", "CODEX_BIN", or "" when
 	// neither was given (doctor says so).
@@ -109,12 +108,12 @@ type runConfig struct {
 	// TokenRefreshAhead is how long before the access token expires the daemon refreshes it.
 	TokenRefreshAhead time.Duration
 
-	// ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery: retention (archivecmd.go).
+	// ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery: retention (retention.go).
 	ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery, UploadsMaxAge time.Duration
 }
 
-// defaultStateDir is the Python daemon's state directory, so its sessions.json is picked up.
-func defaultStateDir(getenv func(string) string) string {
+// DefaultStateDir is the Python daemon's state directory, so its sessions.json is picked up.
+func DefaultStateDir(getenv func(string) string) string {
 	if d := getenv("CODEX_CHANNEL_MOLECULE_STATE_DIR"); d != "" {
 		return d
 	}
@@ -182,18 +181,14 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-func parseRunConfig(args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
-	return parseDaemonFlags("run", args, getenv, stderr)
-}
-
-// parseDaemonFlags parses the flags of run, and of the commands that check what run would use
-// (doctor), so both read the same flags and environment.
-func parseDaemonFlags(name string, args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
-	var c runConfig
-	fs := newCommandFlags(name, stderr)
+// ParseFlags parses the flags of run on fs, and of the commands that check what run would use
+// (doctor), so both read the same flags and environment (getenv) as their fallbacks. A flag
+// error is an ExitCode (FlagsError); the usage went to fs's output.
+func ParseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
+	var c Config
 	e := &envFlags{fs: fs, getenv: getenv}
 	e.str(&c.CodexBin, "codex-bin", "CODEX_BIN", "", "native codex binary (the npm wrapper is resolved to it); default: the codex beside supervisor, else the one in PATH")
-	e.str(&c.StateDir, "state-dir", "CODEX_CHANNEL_MOLECULE_STATE_DIR", defaultStateDir(getenv), "state directory (sessions.json, inbox position, control socket)")
+	e.str(&c.StateDir, "state-dir", "CODEX_CHANNEL_MOLECULE_STATE_DIR", DefaultStateDir(getenv), "state directory (sessions.json, inbox position, control socket)")
 	e.str(&c.Inbox, "inbox", "CODEX_WARM_INBOX", "", "molecule or local; default: molecule when the platform URL is set (MOLECULE_API_URL, MOLECULE_URL, PLATFORM_URL or MOLECULE_PLATFORM_URL), else local")
 	e.str(&c.Listen, "listen", "CODEX_WARM_LISTEN", "127.0.0.1:8377", "address of the local inbox HTTP API")
 	var tokenFile string
@@ -253,7 +248,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	var overrides listFlag
 	fs.Var(&overrides, "codex-config", "extra codex -c key=value override (repeatable)")
 	if err := fs.Parse(args); err != nil {
-		return c, flagsError(err)
+		return c, FlagsError(err)
 	}
 	if len(e.errs) > 0 {
 		return c, errors.Join(e.errs...)
@@ -261,7 +256,7 @@ func parseDaemonFlags(name string, args []string, getenv func(string) string, st
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	c.CodexBinFrom = codexBinSource(fs, c.CodexBin)
+	c.CodexBinFrom = CodexBinSource(fs, c.CodexBin)
 	var err error
 	if c.MemoryBudget, c.MemoryBudgetFraction, err = parseMemoryBudget(budget); err != nil {
 		return c, fmt.Errorf("--memory-budget %q: %w", budget, err)
@@ -406,7 +401,7 @@ func parseMemoryBudget(v string) (bytes int64, fraction float64, err error) {
 
 // memoryBudget is the supervisor's Config.MemoryBudget for the flags: 0 (the supervisor's
 // default), -1 (none), or bytes, a fraction being read from MemAvailable now.
-func (c runConfig) memoryBudget() (int64, error) {
+func (c Config) memoryBudget() (int64, error) {
 	if c.MemoryBudgetFraction > 0 {
 		b, err := supervisor.MemoryBudgetOf(c.MemoryBudgetFraction)
 		if err != nil {
@@ -427,7 +422,7 @@ func parseMemoryLimit(v string) (int64, error) {
 
 // resolveInboxAccess reads the inbox token and refuses a local inbox that other machines could
 // reach without one.
-func (c *runConfig) resolveInboxAccess(tokenFile string) error {
+func (c *Config) resolveInboxAccess(tokenFile string) error {
 	switch {
 	case c.InboxToken != "" && tokenFile != "":
 		return errors.New("set either --inbox-token (CODEX_WARM_INBOX_TOKEN) or --inbox-token-file (CODEX_WARM_INBOX_TOKEN_FILE), not both")
@@ -459,7 +454,7 @@ func (c *runConfig) resolveInboxAccess(tokenFile string) error {
 
 // resolveMetricsAccess refuses a metrics listener that other machines could reach without a
 // metrics token, by the local inbox's rules.
-func (c *runConfig) resolveMetricsAccess() error {
+func (c *Config) resolveMetricsAccess() error {
 	c.MetricsToken = strings.TrimSpace(c.MetricsToken)
 	if strings.ContainsAny(c.MetricsToken, "\r\n") {
 		return errors.New("the metrics token contains a line break")

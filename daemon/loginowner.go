@@ -1,4 +1,4 @@
-package main
+package daemon
 
 // Who owns codex's ChatGPT login (docs/login.md): the platform that provides it, the daemon, or
 // each child. The platform side (the Molecule secrets reader) is wired here, so codexauth never

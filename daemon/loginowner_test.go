@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package daemon
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/codexauth"
+	"github.com/molecule-ai/codex-warm/codexauth/codexauthtest"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 )
@@ -69,4 +71,11 @@ func TestPlanLogin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// orgLogin is an org's ChatGPT login document as the platform provides it.
+func orgLogin() string {
+	access := codexauthtest.JWT(map[string]any{"exp": time.Now().Add(time.Hour).Unix(),
+		"https://api.openai.com/auth": map[string]any{"chatgpt_account_id": "acct-org", "chatgpt_plan_type": "pro"}})
+	return string(codexauthtest.AuthDoc("", access, "rt-org", "acct-org"))
 }

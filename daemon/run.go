@@ -1,15 +1,11 @@
-package main
+package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +17,7 @@ import (
 	"github.com/molecule-ai/codex-warm/cannedmodel"
 	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/codexauth"
+	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/inbox/local"
@@ -32,73 +29,11 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
-func cmdRun(ctx context.Context, mt *mainThread, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if asInit(getenv) {
-		return exitCode(runInit(mt, stderr))
-	}
-	_ = os.Unsetenv(initChildEnv)
-	hups, sigs, early := takeSignals()
-	defer signal.Stop(hups)
-	defer signal.Stop(sigs)
-	// First: a reloaded daemon's handoff carries the secret variables its configuration reads.
-	in, herr := readHandoff(getenv)
-	// The takeover's bound runs from here, whatever this image then waits for.
-	in.watch(mt, defaultTakeoverTimeout)
-	flagOut := stderr
-	var flagBuf bytes.Buffer
-	if in != nil {
-		flagOut = &flagBuf // its first line says why, for the give-back
-	}
-	cfg, err := parseRunConfig(args, getenv, flagOut)
-	if err != nil && in != nil {
-		// This binary refuses the configuration the previous one ran with; the previous binary
-		// logs why (the usage text is not for its JSON log).
-		why, _, _ := strings.Cut(strings.TrimSpace(flagBuf.String()), "\n")
-		gerr := in.giveBack(mt, fmt.Errorf("its configuration was refused: %s (%w)", why, err))
-		_, _ = stderr.Write(flagBuf.Bytes())
-		fmt.Fprintf(stderr, "supervisor run: reload: cannot give the daemon back to the previous binary: %v\n", gerr)
-		return err
-	}
-	_, _ = stderr.Write(flagBuf.Bytes())
-	if err != nil {
-		return err
-	}
-	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
-	in.setLogger(log)
-	if herr != nil {
-		log.Error("reload: cannot read the previous image's handoff; giving it back to the previous binary", zap.Error(herr))
-		_ = log.Sync()
-		gerr := in.giveBack(mt, herr)
-		// Still here: the children and listeners it names cannot be told apart. Exiting ends the
-		// children (parent-death signal), and the next start's boot sweep clears what they left.
-		log.Error("reload: cannot give the handoff back; exiting", zap.Error(gerr))
-		return exitCode(1)
-	}
-	var doc *handoff.Doc
-	if in != nil {
-		doc = in.doc
-		if err := checkBeforeTakeover(ctx, mt, in, cfg, getenv, log); err != nil {
-			return err
-		}
-	}
-	catchStops(sigs, early, doc, getenv, log)
-	if err := runTakingOver(ctx, daemonRun{cfg: cfg, getenv: getenv, log: log, sigs: sigs, hups: hups, mt: mt, handoff: doc, in: in}); err != nil {
-		// The log line is the one report: runMain must not print the error again.
-		log.Error("daemon stopped with an error", zap.Error(err))
-		return exitCode(1)
-	}
-	return nil
-}
-
 // daemon is one running `supervisor run`: the pieces runDaemon starts and must stop in order.
 type daemon struct {
-	cfg     runConfig
+	cfg     Config
 	log     *zap.Logger
-	info    DaemonInfo
+	info    control.DaemonInfo
 	store   *sessions.Store
 	sup     *supervisor.Supervisor
 	mol     atomic.Pointer[molecule.Inbox] // replaced when a reload is called off
@@ -110,10 +45,10 @@ type daemon struct {
 	phase atomic.Int32
 
 	// What a reload needs (reload.go).
-	mt         *mainThread
+	mt         *MainThread
 	exe        string             // the executable a reload runs: the path this daemon first started from
 	self       *os.File           // this image's own executable, for a next image that gives everything back
-	secrets    map[string]string  // the secret variables hardenProcess removed
+	secrets    map[string]string  // the secret variables HardenProcess removed
 	loginOwner string             // who owns codex's ChatGPT login (codexauth.Owner*)
 	tokens     *codexauth.Manager // the ChatGPT login the daemon holds, nil when each child holds its own
 	lock       *stateLock
@@ -142,17 +77,18 @@ type daemon struct {
 	reloading  atomic.Bool
 	reloadMu   sync.Mutex
 	attempts   int
-	lastReload *ReloadInfo
+	lastReload *control.ReloadInfo
 }
 
 // daemonRun is what runDaemon runs with.
 type daemonRun struct {
-	cfg    runConfig
+	cfg    Config
 	getenv func(string) string
 	log    *zap.Logger
 	// sigs stop the daemon (a second one cuts the drain short); hups reload it.
 	sigs, hups chan os.Signal
-	mt         *mainThread
+	mt         *MainThread
+	version    string
 	handoff    *handoff.Doc // the previous image's, when reloaded
 	in         *incoming
 }
@@ -186,7 +122,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		}
 	}
 	// Every secret is read by now.
-	hardenProcess(log)
+	HardenProcess(log)
 	env := childEnv(os.Environ())
 	cred, env, err := childCredential(cfg.ChildUser, env)
 	if err != nil {
@@ -199,7 +135,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		}
 	}
 
-	loc, err := findCodex(cfg.CodexBin, cfg.CodexBinFrom)
+	loc, err := FindCodex(cfg.CodexBin, cfg.CodexBinFrom)
 	if err != nil {
 		return fmt.Errorf("find codex: %w", err)
 	}
@@ -209,7 +145,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	d := &daemon{cfg: cfg, log: log, mt: r.mt, secrets: secrets, lock: lock, sigs: r.sigs, hups: r.hups,
 		reloadReq: make(chan string, 1), alive: make(chan chan struct{})}
-	d.info = DaemonInfo{PID: os.Getpid(), Version: version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
+	d.info = control.DaemonInfo{PID: os.Getpid(), Version: r.version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
 	if hdoc != nil {
 		d.continueFrom(hdoc, r.in.givenBack)
 	} else if d.exe, err = os.Executable(); err != nil {
@@ -318,7 +254,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		Env:             env,
 		Credential:      cred,
 		ConfigOverrides: slices.Concat(d.leanOverrides, cfg.CodexConfig),
-		ClientInfo:      protocol.ClientInfo{Name: "codex-warm", Title: "codex-warm supervisor", Version: version},
+		ClientInfo:      protocol.ClientInfo{Name: "codex-warm", Title: "codex-warm supervisor", Version: d.info.Version},
 		// Deltas repeat the final text token by token; the daemon only needs completed items.
 		// So the local inbox's event stream has no delta events (docs/chat.md says so, and
 		// TestE2EMessageEventStream holds the two together).
@@ -574,7 +510,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	}
 	if hdoc != nil {
 		log.Info("reload: took over from the previous image", zap.String("from_version", hdoc.WrittenBy),
-			zap.String("version", version), zap.Int("children", len(adopted)), zap.Int("reloads", hdoc.Reloads))
+			zap.String("version", d.info.Version), zap.Int("children", len(adopted)), zap.Int("reloads", hdoc.Reloads))
 	}
 	log.Info("supervisor running", zap.String("codex_bin", bin), zap.String("state_dir", cfg.StateDir),
 		zap.String("inbox", cfg.Inbox), zap.Int("max_children", d.sup.Status().Totals.Cap))

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ func asInit(getenv func(string) string) bool {
 // and SIGUSR2 to the daemon, reaps every process that ends under it, and exits as the daemon
 // did (128 + the signal when a signal ended it). Only the init's own child is the daemon, so
 // reaping everything never takes a status os/exec waits for.
-func runInit(mt *mainThread, stderr io.Writer) int {
+func runInit(mt *MainThread, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 32)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1,
 		syscall.SIGUSR2, syscall.SIGCHLD)

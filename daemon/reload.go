@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -21,14 +21,15 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/codexauth"
+	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/reload"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
-// reloadPreflightCmd is the hidden subcommand a daemon runs its successor with before a reload.
-const reloadPreflightCmd = "reload-preflight"
+// ReloadPreflightCmd is the hidden subcommand a daemon runs its successor with before a reload.
+const ReloadPreflightCmd = "reload-preflight"
 
 // preflightTimeout bounds the successor's preflight run.
 const preflightTimeout = 15 * time.Second
@@ -42,12 +43,12 @@ const (
 )
 
 // preflightBinary runs path with the preflight subcommand, the daemon's run flags and secrets
-// (reloadPreflight), and says why it cannot take over.
+// (ReloadPreflight), and says why it cannot take over.
 func preflightBinary(ctx context.Context, path string, secrets map[string]string) (handoff.Preflight, error) {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	args := []string{reloadPreflightCmd}
+	args := []string{ReloadPreflightCmd}
 	if len(os.Args) > 1 && os.Args[1] == "run" {
 		args = append(args, os.Args[2:]...)
 	}
@@ -87,7 +88,7 @@ func (d *daemon) requestReload(trigger string) (int, error) {
 	d.reloadMu.Lock()
 	d.attempts++
 	n := d.attempts
-	d.lastReload = &ReloadInfo{Attempt: n, Trigger: trigger, At: time.Now().UTC(), Outcome: reloadRunning, From: version}
+	d.lastReload = &control.ReloadInfo{Attempt: n, Trigger: trigger, At: time.Now().UTC(), Outcome: reloadRunning, From: d.info.Version}
 	d.reloadMu.Unlock()
 	d.notifyReloading()
 	d.reloadReq <- trigger // buffered: at most one runs
@@ -114,7 +115,7 @@ func (d *daemon) endReload(outcome string, err error) {
 }
 
 // reloadInfo is a copy of the last reload, nil before the first.
-func (d *daemon) reloadInfo() *ReloadInfo {
+func (d *daemon) reloadInfo() *control.ReloadInfo {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	if d.lastReload == nil {
@@ -259,7 +260,7 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild, waiting []local.W
 	trigger := d.lastReload.Trigger
 	d.reloadMu.Unlock()
 	doc := handoff.Doc{
-		WrittenBy: version, Written: time.Now().UTC(), Started: d.info.Started, Reloads: d.info.Reloads + 1,
+		WrittenBy: d.info.Version, Written: time.Now().UTC(), Started: d.info.Started, Reloads: d.info.Reloads + 1,
 		Attempts: attempt, Trigger: trigger, Executable: d.exe, Args: os.Args, Env: d.secrets,
 		TakeoverTimeoutMS: d.cfg.TakeoverTimeout.Milliseconds(),
 	}
@@ -456,7 +457,7 @@ func readHandoff(getenv func(string) string) (*incoming, error) {
 		return nil, nil
 	}
 	// The handoff carries secrets: the image is closed to same-user processes before it reads
-	// anything (execve made it dumpable; hardenProcess, later, is for a first start).
+	// anything (execve made it dumpable; HardenProcess, later, is for a first start).
 	derr := nonDumpable()
 	in := &incoming{givenBack: getenv(handoff.EnvGivenBack)}
 	if v := getenv(handoff.EnvFallbackFD); v != "" {
@@ -497,7 +498,7 @@ func readHandoff(getenv func(string) string) (*incoming, error) {
 // image cannot take over (why), on the main thread when it answers within mainThreadWait (the
 // children's parent-death signal follows the thread that forked them) and from this thread
 // otherwise. It returns only when that is impossible or failed.
-func (in *incoming) execBack(mt *mainThread, why error) error {
+func (in *incoming) execBack(mt *MainThread, why error) error {
 	if in == nil || in.fallback == nil || mt == nil {
 		return errors.New("no previous executable to give the handoff back to")
 	}
@@ -564,8 +565,8 @@ func takeLock(doc *handoff.Doc, stateDir string) *stateLock {
 func (d *daemon) continueFrom(doc *handoff.Doc, givenBack string) {
 	d.exe = doc.Executable
 	d.info.Started, d.info.Reloads, d.attempts = doc.Started, doc.Reloads, doc.Attempts
-	d.lastReload = &ReloadInfo{Attempt: doc.Attempts, Trigger: doc.Trigger, At: doc.Written, Outcome: reloadOK,
-		From: doc.WrittenBy, To: version, Children: len(doc.Children), Callers: len(doc.Waiting)}
+	d.lastReload = &control.ReloadInfo{Attempt: doc.Attempts, Trigger: doc.Trigger, At: doc.Written, Outcome: reloadOK,
+		From: doc.WrittenBy, To: d.info.Version, Children: len(doc.Children), Callers: len(doc.Waiting)}
 	for _, c := range doc.Children {
 		if c.Turn != nil {
 			d.lastReload.Turns++

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -47,14 +47,14 @@ const (
 type takeover struct {
 	mu     sync.Mutex
 	state  takeoverState
-	mt     *mainThread
+	mt     *MainThread
 	timer  *time.Timer
 	failed chan struct{} // closed when a give-back returned: it failed
 	log    atomic.Pointer[zap.Logger]
 }
 
 // watch starts in's takeover bound (from the handoff; bound when it names none).
-func (in *incoming) watch(mt *mainThread, bound time.Duration) {
+func (in *incoming) watch(mt *MainThread, bound time.Duration) {
 	if in == nil || in.doc == nil {
 		return
 	}
@@ -76,7 +76,7 @@ func (in *incoming) setLogger(log *zap.Logger) {
 
 // giveBack gives everything back to the previous binary because of why (execBack). It returns
 // only when that failed, or when the image already began to take over.
-func (in *incoming) giveBack(mt *mainThread, why error) error {
+func (in *incoming) giveBack(mt *MainThread, why error) error {
 	if in == nil {
 		return errors.New("no handoff to give back")
 	}

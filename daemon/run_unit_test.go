@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/inbox/local"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
@@ -40,13 +41,13 @@ func TestParseRunConfig(t *testing.T) {
 		name    string
 		args    []string
 		env     map[string]string
-		check   func(t *testing.T, c runConfig)
+		check   func(t *testing.T, c Config)
 		wantErr string
 	}{
 		{
 			name: "defaults pick the python daemon's state dir and the local inbox",
 			env:  map[string]string{"HOME": "/home/u"},
-			check: func(t *testing.T, c runConfig) {
+			check: func(t *testing.T, c Config) {
 				if c.StateDir != "/home/u/.codex-channel-molecule" || c.Inbox != "local" || c.TurnTimeout != 600*time.Second ||
 					c.PostToolTimeout != 90*time.Second || c.Approval != "decline" || c.LogFormat != "json" {
 					t.Fatalf("defaults: %+v", c)
@@ -57,7 +58,7 @@ func TestParseRunConfig(t *testing.T) {
 			name: "PLATFORM_URL selects molecule; env fallbacks apply",
 			env: map[string]string{"PLATFORM_URL": "http://p", "CODEX_CHANNEL_MOLECULE_STATE_DIR": "/s",
 				"CODEX_WARM_MAX_CHILDREN": "5", "CODEX_WARM_TURN_TIMEOUT": "2m", "CODEX_BIN": "/x/codex"},
-			check: func(t *testing.T, c runConfig) {
+			check: func(t *testing.T, c Config) {
 				if c.Inbox != "molecule" || c.StateDir != "/s" || c.MaxChildren != 5 || c.TurnTimeout != 2*time.Minute || c.CodexBin != "/x/codex" {
 					t.Fatalf("env: %+v", c)
 				}
@@ -67,7 +68,7 @@ func TestParseRunConfig(t *testing.T) {
 			name: "flags beat the environment",
 			args: []string{"--inbox", "local", "--max-children", "3", "--codex-config", "a=1", "--codex-config", "b=2"},
 			env:  map[string]string{"PLATFORM_URL": "http://p", "CODEX_WARM_MAX_CHILDREN": "5"},
-			check: func(t *testing.T, c runConfig) {
+			check: func(t *testing.T, c Config) {
 				if c.Inbox != "local" || c.MaxChildren != 3 || !slices.Equal(c.CodexConfig, []string{"a=1", "b=2"}) {
 					t.Fatalf("flags: %+v", c)
 				}
@@ -75,7 +76,7 @@ func TestParseRunConfig(t *testing.T) {
 		},
 		{
 			name: "memory defaults: supervisor's budget, 2 GiB child limit, no max age or turns",
-			check: func(t *testing.T, c runConfig) {
+			check: func(t *testing.T, c Config) {
 				if c.MemoryBudget != 0 || c.MemoryBudgetFraction != 0 || c.ChildMemoryLimit != supervisor.DefaultChildMemoryLimit ||
 					c.ChildMaxAge != 0 || c.ChildMaxTurns != 0 || c.MaxChildren != supervisor.DefaultMaxChildren {
 					t.Fatalf("memory defaults: %+v", c)
@@ -85,7 +86,7 @@ func TestParseRunConfig(t *testing.T) {
 		{
 			name: "memory budget as a size, recycling flags",
 			args: []string{"--memory-budget", "2GiB", "--child-memory-limit", "500MB", "--child-max-age", "6h", "--child-max-turns", "100"},
-			check: func(t *testing.T, c runConfig) {
+			check: func(t *testing.T, c Config) {
 				if c.MemoryBudget != 2<<30 || c.MemoryBudgetFraction != 0 || c.ChildMemoryLimit != 500e6 ||
 					c.ChildMaxAge != 6*time.Hour || c.ChildMaxTurns != 100 {
 					t.Fatalf("memory flags: %+v", c)
@@ -95,7 +96,7 @@ func TestParseRunConfig(t *testing.T) {
 		{
 			name: "memory budget as a fraction from the environment; limit off",
 			env:  map[string]string{"CODEX_WARM_MEMORY_BUDGET": "0.6", "CODEX_WARM_CHILD_MEMORY_LIMIT": "off"},
-			check: func(t *testing.T, c runConfig) {
+			check: func(t *testing.T, c Config) {
 				if c.MemoryBudget != 0 || c.MemoryBudgetFraction != 0.6 || c.ChildMemoryLimit != 0 {
 					t.Fatalf("memory env: %+v", c)
 				}
@@ -104,7 +105,7 @@ func TestParseRunConfig(t *testing.T) {
 		{
 			name: "memory budget off",
 			args: []string{"--memory-budget", "off"},
-			check: func(t *testing.T, c runConfig) {
+			check: func(t *testing.T, c Config) {
 				if c.MemoryBudget != -1 {
 					t.Fatalf("budget off: %+v", c)
 				}
@@ -113,7 +114,7 @@ func TestParseRunConfig(t *testing.T) {
 		{
 			name: "busy policy: queue by default, steer from the environment, interrupt from the flag",
 			env:  map[string]string{"CODEX_WARM_BUSY": "steer"},
-			check: func(t *testing.T, c runConfig) {
+			check: func(t *testing.T, c Config) {
 				if c.Busy != supervisor.BusySteer {
 					t.Fatalf("busy %q, want steer", c.Busy)
 				}
@@ -149,7 +150,7 @@ func TestParseRunConfig(t *testing.T) {
 			name: "a token allows a listener beyond loopback, and its host is accepted",
 			args: []string{"--listen", "10.1.2.3:8377"},
 			env:  map[string]string{"CODEX_WARM_INBOX_TOKEN": "t0k"},
-			check: func(t *testing.T, c runConfig) {
+			check: func(t *testing.T, c Config) {
 				if c.InboxToken != "t0k" || !slices.Equal(c.InboxAllowHosts, []string{"10.1.2.3"}) {
 					t.Fatalf("token config: %+v", c)
 				}
@@ -158,7 +159,7 @@ func TestParseRunConfig(t *testing.T) {
 		{
 			name: "the molecule inbox does not listen, so --listen is not checked",
 			args: []string{"--inbox", "molecule", "--listen", ":0"},
-			check: func(t *testing.T, c runConfig) {
+			check: func(t *testing.T, c Config) {
 				if c.Inbox != "molecule" {
 					t.Fatalf("inbox %q", c.Inbox)
 				}
@@ -167,7 +168,7 @@ func TestParseRunConfig(t *testing.T) {
 		{
 			name: "loopback defaults and inbox limits",
 			args: []string{"--inbox-allow-origin", "https://a.example", "--inbox-allow-origin", "https://b.example"},
-			check: func(t *testing.T, c runConfig) {
+			check: func(t *testing.T, c Config) {
 				if c.Listen != "127.0.0.1:8377" || c.InboxToken != "" || len(c.InboxAllowHosts) != 0 ||
 					!slices.Equal(c.InboxAllowOrigins, []string{"https://a.example", "https://b.example"}) ||
 					c.InboxMaxConns != 128 || c.InboxBodyTimeout != 15*time.Second ||
@@ -233,7 +234,7 @@ func TestParseBytes(t *testing.T) {
 func TestParseRunConfigBadFlagIsUsageError(t *testing.T) {
 	t.Parallel()
 	_, err := parseRunConfig([]string{"--no-such-flag"}, envOf(nil), io.Discard)
-	var ec exitCode
+	var ec ExitCode
 	if !errors.As(err, &ec) || ec != 2 {
 		t.Fatalf("err = %v, want exit code 2", err)
 	}
@@ -288,12 +289,12 @@ func TestLoginGateRechecks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var probes int
 		loggedIn := false
-		g := newLoginGate(func(context.Context) CodexAuth {
+		g := newLoginGate(func(context.Context) control.CodexAuth {
 			probes++
 			if loggedIn {
-				return CodexAuth{State: CodexLoggedIn, Checked: time.Now()}
+				return control.CodexAuth{State: control.CodexLoggedIn, Checked: time.Now()}
 			}
-			return CodexAuth{State: CodexNotLoggedIn, Detail: "no account", Checked: time.Now()}
+			return control.CodexAuth{State: control.CodexNotLoggedIn, Detail: "no account", Checked: time.Now()}
 		}, 5*time.Second)
 		ctx := context.Background()
 		g.check(ctx)
@@ -307,7 +308,7 @@ func TestLoginGateRechecks(t *testing.T) {
 			t.Fatalf("admit within the interval = %v after %d probes, want the stale refusal", err, probes)
 		}
 		time.Sleep(time.Second)
-		if err := g.admit(ctx, "a"); err != nil || probes != 2 || g.current().State != CodexLoggedIn {
+		if err := g.admit(ctx, "a"); err != nil || probes != 2 || g.current().State != control.CodexLoggedIn {
 			t.Fatalf("admit after the interval = %v after %d probes (state %+v), want a new probe that admits", err, probes, g.current())
 		}
 		if err := g.admit(ctx, "a"); err != nil || probes != 2 {

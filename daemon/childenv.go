@@ -1,4 +1,4 @@
-package main
+package daemon
 
 // The children's environment and credentials, and the daemon's own hardening.
 
@@ -24,12 +24,12 @@ func secretEnv() []string {
 		platformLoginEnv...)
 }
 
-// hardenProcess removes secretEnv from the daemon's environment and makes the process
+// HardenProcess removes secretEnv from the daemon's environment and makes the process
 // non-dumpable. Unsetting alone is not enough: /proc/<pid>/environ shows the environment the
 // process started with, whatever it unset since. A non-dumpable process's /proc files (environ,
 // mem, fds) and ptrace are closed to every process without CAP_SYS_PTRACE, including the
 // same-user commands codex runs for the model. Children start dumpable again (execve resets it).
-func hardenProcess(log *zap.Logger) {
+func HardenProcess(log *zap.Logger) {
 	for _, k := range secretEnv() {
 		_ = os.Unsetenv(k)
 	}

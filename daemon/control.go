@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -23,22 +23,6 @@ import (
 // The file the daemon keeps in its state directory besides those of the packages it runs
 // (and the control socket, control.SocketName).
 const lockFileName = "supervisor.lock"
-
-// The control socket's wire, which run.go, startup.go and ready.go still name as the binary's
-// own: the daemon's assembly moves into a package of its own next, which names control's.
-type (
-	StatusDoc  = control.StatusDoc
-	DaemonInfo = control.DaemonInfo
-	ReloadInfo = control.ReloadInfo
-	CodexAuth  = control.CodexAuth
-)
-
-// CodexAuth.State values.
-const (
-	CodexLoggedIn    = control.CodexLoggedIn
-	CodexNotLoggedIn = control.CodexNotLoggedIn
-	CodexAuthUnknown = control.CodexAuthUnknown
-)
 
 // stateLock holds an exclusive flock on the state directory so that two daemons never share
 // sessions.json and the inbox position. The kernel drops it when the process dies, even on
@@ -79,7 +63,7 @@ type controlServer struct {
 // controlConfig configures the control socket.
 type controlConfig struct {
 	dir    string
-	status func() StatusDoc
+	status func() control.StatusDoc
 	ready  http.Handler // answers /v1/readyz
 	// reload starts a reload (POST /v1/reload) and returns its attempt number.
 	reload func(trigger string) (int, error)
@@ -111,7 +95,7 @@ func startControl(cfg controlConfig) (*controlServer, error) {
 		ul.SetUnlinkOnClose(false)
 	}
 	cs := control.NewServer()
-	control.Handle(cs, control.VerbStatus, http.StatusOK, func(context.Context, control.Empty) (StatusDoc, error) {
+	control.Handle(cs, control.VerbStatus, http.StatusOK, func(context.Context, control.Empty) (control.StatusDoc, error) {
 		return cfg.status(), nil
 	})
 	control.Handle(cs, control.VerbReload, http.StatusAccepted, func(context.Context, control.Empty) (control.ReloadAnswer, error) {

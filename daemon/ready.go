@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 )
@@ -57,11 +58,11 @@ func (d *daemon) readiness(bin, codexHome string) *health.Readiness {
 				}
 				return nil
 			}
-			a := d.login.refresh(ctx, func(a CodexAuth) bool { return a.State != CodexLoggedIn })
+			a := d.login.refresh(ctx, func(a control.CodexAuth) bool { return a.State != control.CodexLoggedIn })
 			switch a.State {
-			case CodexLoggedIn:
+			case control.CodexLoggedIn:
 				return nil
-			case CodexNotLoggedIn:
+			case control.CodexNotLoggedIn:
 				return fmt.Errorf("codex is not logged in: run `codex login` as the daemon's user with CODEX_HOME=%s", codexHome)
 			}
 			return fmt.Errorf("codex login state unknown: %s", a.Detail)

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/codexauth"
+	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/internal/codexversion"
 )
 
@@ -58,13 +59,13 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 		// A nil *Manager in the interface would not be nil.
 		tmpl.Tokens = tokens
 	}
-	d.login = newLoginGate(func(ctx context.Context) CodexAuth { return checkLogin(ctx, tmpl) }, loginRecheckEvery)
+	d.login = newLoginGate(func(ctx context.Context) control.CodexAuth { return checkLogin(ctx, tmpl) }, loginRecheckEvery)
 	d.login.tokens = tokens
 	// The first check's child also says which config keys some layer sets, so the lean
 	// settings never override the operator's.
 	var origins map[string]json.RawMessage
 	originsErr := errors.New("codex did not start")
-	a := d.login.checkWith(ctx, func(ctx context.Context) CodexAuth {
+	a := d.login.checkWith(ctx, func(ctx context.Context) control.CodexAuth {
 		return probeCodex(ctx, tmpl, func(ctx context.Context, c *appserver.Client) {
 			res, err := c.ReadConfig(ctx, d.cfg.Cwd)
 			origins, originsErr = res.Origins, err
@@ -75,11 +76,11 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 	}
 	codexHome := appserver.EffectiveCodexHome(env)
 	switch a.State {
-	case CodexNotLoggedIn:
+	case control.CodexNotLoggedIn:
 		d.log.Error("codex is not logged in and its model provider needs an OpenAI login: every message is answered with "+
 			"a `codex login` hint until an operator runs `codex login` as the daemon's user with the same CODEX_HOME",
 			zap.String("codex_bin", bin), zap.String("codex_home", codexHome), zap.String("detail", a.Detail))
-	case CodexAuthUnknown:
+	case control.CodexAuthUnknown:
 		d.log.Warn("could not check whether codex is logged in; messages are served anyway",
 			zap.String("codex_bin", bin), zap.String("codex_home", codexHome), zap.String("detail", a.Detail))
 	default:
@@ -90,7 +91,7 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 }
 
 // addCodexStatus puts the current login state into a status document.
-func (d *daemon) addCodexStatus(doc *StatusDoc) {
+func (d *daemon) addCodexStatus(doc *control.StatusDoc) {
 	if d.login != nil {
 		a := d.login.current()
 		a.LoginOwner = d.loginOwner
@@ -102,7 +103,7 @@ func (d *daemon) addCodexStatus(doc *StatusDoc) {
 // says: a login the platform owns is read from its sources and never refreshed; the daemon's
 // own (CODEX_HOME/auth.json) is refreshed once for every child. It returns nil when each child
 // holds its login (--chatgpt-tokens off, or not a ChatGPT login).
-func openTokens(cfg runConfig, plan loginPlan, codexHome string, getenv func(string) string, onRefresh func(string),
+func openTokens(cfg Config, plan loginPlan, codexHome string, getenv func(string) string, onRefresh func(string),
 	carried codexauth.Carried, log *zap.Logger) (*codexauth.Manager, error) {
 	if plan.owner == codexauth.OwnerChild {
 		return nil, nil
@@ -133,16 +134,16 @@ func openTokens(cfg runConfig, plan loginPlan, codexHome string, getenv func(str
 // "Not logged in" is codex's own rule: no account while its model provider requires OpenAI
 // auth. A provider configured with its own key, or a local one, does not, and `codex login
 // status` cannot tell that apart (it says "Not logged in" either way).
-func checkLogin(ctx context.Context, tmpl appserver.Config) CodexAuth {
+func checkLogin(ctx context.Context, tmpl appserver.Config) control.CodexAuth {
 	return probeCodex(ctx, tmpl, nil)
 }
 
 // probeCodex is checkLogin that, when also is not nil, calls it with the running app-server
 // before closing it, so `supervisor doctor` asks its other questions of the same process.
-func probeCodex(ctx context.Context, tmpl appserver.Config, also func(context.Context, *appserver.Client)) CodexAuth {
+func probeCodex(ctx context.Context, tmpl appserver.Config, also func(context.Context, *appserver.Client)) control.CodexAuth {
 	ctx, cancel := context.WithTimeout(ctx, loginCheckTimeout)
 	defer cancel()
-	a := CodexAuth{State: CodexAuthUnknown, Checked: time.Now().UTC()}
+	a := control.CodexAuth{State: control.CodexAuthUnknown, Checked: time.Now().UTC()}
 	c, err := appserver.Start(ctx, tmpl)
 	if err != nil {
 		a.Detail = err.Error()
@@ -162,10 +163,10 @@ func probeCodex(ctx context.Context, tmpl appserver.Config, also func(context.Co
 		a.Account = res.Account.Type
 	}
 	if res.Account == nil && res.RequiresOpenaiAuth {
-		a.State, a.Detail = CodexNotLoggedIn, "account/read: no account, and the model provider requires OpenAI auth"
+		a.State, a.Detail = control.CodexNotLoggedIn, "account/read: no account, and the model provider requires OpenAI auth"
 		return a
 	}
-	a.State = CodexLoggedIn
+	a.State = control.CodexLoggedIn
 	return a
 }
 
@@ -174,7 +175,7 @@ func probeCodex(ctx context.Context, tmpl appserver.Config, also func(context.Co
 // message that finds the state older than every asks codex again (one check at a time; the
 // others use the state at hand), so logging codex in needs no daemon restart.
 type loginGate struct {
-	probe func(ctx context.Context) CodexAuth
+	probe func(ctx context.Context) control.CodexAuth
 	every time.Duration
 	// tokens is the ChatGPT login the daemon holds, when it holds one: a login it found gone
 	// refuses messages at once, without a child meeting a 401 first.
@@ -183,18 +184,18 @@ type loginGate struct {
 	checking sync.Mutex // held by the one check in flight
 
 	mu    sync.Mutex
-	state CodexAuth
+	state control.CodexAuth
 }
 
-func newLoginGate(probe func(ctx context.Context) CodexAuth, every time.Duration) *loginGate {
-	return &loginGate{probe: probe, every: every, state: CodexAuth{State: CodexAuthUnknown}}
+func newLoginGate(probe func(ctx context.Context) control.CodexAuth, every time.Duration) *loginGate {
+	return &loginGate{probe: probe, every: every, state: control.CodexAuth{State: control.CodexAuthUnknown}}
 }
 
 // check asks codex now and records the answer.
-func (g *loginGate) check(ctx context.Context) CodexAuth { return g.checkWith(ctx, g.probe) }
+func (g *loginGate) check(ctx context.Context) control.CodexAuth { return g.checkWith(ctx, g.probe) }
 
 // checkWith is check asking with probe instead of the gate's own.
-func (g *loginGate) checkWith(ctx context.Context, probe func(ctx context.Context) CodexAuth) CodexAuth {
+func (g *loginGate) checkWith(ctx context.Context, probe func(ctx context.Context) control.CodexAuth) control.CodexAuth {
 	a := probe(ctx)
 	g.mu.Lock()
 	g.state = a
@@ -202,7 +203,7 @@ func (g *loginGate) checkWith(ctx context.Context, probe func(ctx context.Contex
 	return a
 }
 
-func (g *loginGate) current() CodexAuth {
+func (g *loginGate) current() control.CodexAuth {
 	g.mu.Lock()
 	a := g.state
 	g.mu.Unlock()
@@ -211,9 +212,9 @@ func (g *loginGate) current() CodexAuth {
 		a.Tokens, a.Account = &st, "chatgpt"
 		// The daemon holds the login, so its state is the login's; account/read may fail
 		// offline while turns work.
-		a.State, a.Detail = CodexLoggedIn, ""
+		a.State, a.Detail = control.CodexLoggedIn, ""
 		if st.State == codexauth.StateGone || st.State == codexauth.StateUncertain {
-			a.State, a.Detail = CodexNotLoggedIn, st.LastError
+			a.State, a.Detail = control.CodexNotLoggedIn, st.LastError
 		}
 	}
 	return a
@@ -226,8 +227,8 @@ func (g *loginGate) admit(ctx context.Context, _ string) error {
 			return &appserver.AuthError{Msg: err.Error(), Err: err}
 		}
 	}
-	a := g.refresh(ctx, func(a CodexAuth) bool { return a.State == CodexNotLoggedIn })
-	if a.State == CodexNotLoggedIn {
+	a := g.refresh(ctx, func(a control.CodexAuth) bool { return a.State == control.CodexNotLoggedIn })
+	if a.State == control.CodexNotLoggedIn {
 		return &appserver.AuthError{Msg: a.Detail}
 	}
 	return nil
@@ -235,7 +236,7 @@ func (g *loginGate) admit(ctx context.Context, _ string) error {
 
 // refresh returns the login state, asking codex again first when stale says the state at hand
 // is worth checking and it is older than every (and no other check is in flight).
-func (g *loginGate) refresh(ctx context.Context, stale func(CodexAuth) bool) CodexAuth {
+func (g *loginGate) refresh(ctx context.Context, stale func(control.CodexAuth) bool) control.CodexAuth {
 	a := g.current()
 	if stale(a) && time.Since(a.Checked) >= g.every && g.checking.TryLock() {
 		a = g.check(ctx)

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 // What a --child-user must be able to do before the first message: execute codex, and write in
 // CODEX_HOME and the threads' working directory. The daemon runs as root, and root passes every
@@ -143,7 +143,7 @@ func threadsWorkDir(cwd string) string {
 
 // checkChildUserAtStart is run's check of --child-user before it serves: what would fail every
 // codex child refuses the start, the rest is logged.
-func checkChildUserAtStart(ctx context.Context, cfg runConfig, cred *syscall.Credential, bin string, env []string, log *zap.Logger) error {
+func checkChildUserAtStart(ctx context.Context, cfg Config, cred *syscall.Credential, bin string, env []string, log *zap.Logger) error {
 	if cred == nil {
 		return nil
 	}

@@ -1,25 +1,23 @@
-package main
+package daemon
 
-import (
-	"runtime"
-	"time"
-)
+import "time"
 
 // The daemon forks its codex children, and re-executes itself, on the process's main thread.
 // Children get the parent-death signal (childproc.SysProcAttr) when the thread that forked them
 // exits, and an execve ends every thread but the one calling it: only a thread that calls every
-// exec outlives them all. Locking the main goroutine to the main thread in init is the
-// documented way to keep package main on it.
-func init() { runtime.LockOSThread() }
+// exec outlives them all. The binary locks its main goroutine to the main thread in its init
+// (runtime.LockOSThread), the documented way to keep package main on it, and serves a
+// MainThread there.
 
-// mainThread runs functions on the main thread, which serve keeps for itself.
-type mainThread struct{ calls chan func() }
+// MainThread runs functions on the main thread, which Serve keeps for itself.
+type MainThread struct{ calls chan func() }
 
-func newMainThread() *mainThread { return &mainThread{calls: make(chan func())} }
+// NewMainThread returns a MainThread for the goroutine locked to the main thread to Serve.
+func NewMainThread() *MainThread { return &MainThread{calls: make(chan func())} }
 
-// serve runs run on another goroutine and the calls of do on this one, the main goroutine,
+// Serve runs run on another goroutine and the calls of do on this one, the main goroutine,
 // until run returns; it returns run's result.
-func (m *mainThread) serve(run func() int) int {
+func (m *MainThread) Serve(run func() int) int {
 	done := make(chan int, 1)
 	go func() { done <- run() }()
 	for {
@@ -32,9 +30,9 @@ func (m *mainThread) serve(run func() int) int {
 	}
 }
 
-// do runs f on the main thread and waits for it; on a nil mainThread (in-process tests) f runs
+// do runs f on the main thread and waits for it; on a nil MainThread (in-process tests) f runs
 // on the caller's thread.
-func (m *mainThread) do(f func()) {
+func (m *MainThread) do(f func()) {
 	if m == nil {
 		f()
 		return
@@ -48,7 +46,7 @@ func (m *mainThread) do(f func()) {
 }
 
 // fork is appserver.Config.Fork: start runs on the main thread.
-func (m *mainThread) fork(start func() error) error {
+func (m *MainThread) fork(start func() error) error {
 	var err error
 	m.do(func() { err = start() })
 	return err
@@ -56,7 +54,7 @@ func (m *mainThread) fork(start func() error) error {
 
 // doWithin is do when the main thread takes f within wait; it reports whether it did (false:
 // f did not run).
-func (m *mainThread) doWithin(f func(), wait time.Duration) bool {
+func (m *MainThread) doWithin(f func(), wait time.Duration) bool {
 	if m == nil {
 		f()
 		return true

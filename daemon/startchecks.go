@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -22,8 +22,8 @@ const maxPreflightSecrets = 1 << 20
 // (found where the flags say, or beside the executable, and answering --version). A new image
 // runs them before it takes a reload over (and gives everything back when they fail), and the
 // old image has the new binary run them, with its own flags and environment, in the preflight
-// (reloadPreflight): a binary that would fail them is never executed.
-func startChecks(ctx context.Context, cfg runConfig, getenv func(string) string) error {
+// (ReloadPreflight): a binary that would fail them is never executed.
+func startChecks(ctx context.Context, cfg Config, getenv func(string) string) error {
 	if err := warnStateDirMode(cfg.StateDir, zap.NewNop()); err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func startChecks(ctx context.Context, cfg runConfig, getenv func(string) string)
 	if _, _, err := childCredential(cfg.ChildUser, env); err != nil {
 		return err
 	}
-	loc, err := findCodex(cfg.CodexBin, cfg.CodexBinFrom)
+	loc, err := FindCodex(cfg.CodexBin, cfg.CodexBinFrom)
 	if err != nil {
 		return fmt.Errorf("find codex: %w", err)
 	}
@@ -48,12 +48,13 @@ func startChecks(ctx context.Context, cfg runConfig, getenv func(string) string)
 	return nil
 }
 
-// reloadPreflight prints what a daemon checks before it re-executes into this binary. With the
-// running daemon's `run` flags as args, and its secret variables as a JSON object on stdin (not
+// ReloadPreflight prints what a daemon checks before it re-executes into this binary. With the
+// running daemon's `run` flags as p.Args, and its secret variables as a JSON object on stdin (not
 // in the environment, which /proc shows), it first runs startChecks as the new image would,
 // and fails with their error.
-func reloadPreflight(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
+func ReloadPreflight(ctx context.Context, p Program, stdin io.Reader) int {
+	getenv, stdout, stderr := p.Getenv, p.Stdout, p.Stderr
+	if len(p.Args) > 0 {
 		secrets := map[string]string{}
 		if b, err := io.ReadAll(io.LimitReader(stdin, maxPreflightSecrets)); err == nil && len(b) > 0 {
 			if err := json.Unmarshal(b, &secrets); err != nil {
@@ -67,7 +68,7 @@ func reloadPreflight(ctx context.Context, args []string, getenv func(string) str
 			}
 			return getenv(k)
 		}
-		cfg, err := parseRunConfig(args, env, io.Discard)
+		cfg, err := ParseFlags(p.Flags("run", io.Discard), p.Args, env)
 		if err != nil {
 			fmt.Fprintf(stderr, "preflight: the daemon's flags are refused: %v\n", err)
 			return 1
@@ -77,7 +78,7 @@ func reloadPreflight(ctx context.Context, args []string, getenv func(string) str
 			return 1
 		}
 	}
-	b, _ := json.Marshal(handoff.Preflight{Program: handoff.PreflightProgram, Version: version, Readable: handoff.Readable})
+	b, _ := json.Marshal(handoff.Preflight{Program: handoff.PreflightProgram, Version: p.Version, Readable: handoff.Readable})
 	fmt.Fprintf(stdout, "%s\n", b)
 	return 0
 }
@@ -87,7 +88,7 @@ func reloadPreflight(ctx context.Context, args []string, getenv func(string) str
 // takes everything back instead. That binary, given it back, serves on whatever its checks say
 // now: it ran the daemon until the exec. It returns only when the image goes on, or with the
 // exit code when even the give-back failed.
-func checkBeforeTakeover(ctx context.Context, mt *mainThread, in *incoming, cfg runConfig, getenv func(string) string, log *zap.Logger) error {
+func checkBeforeTakeover(ctx context.Context, mt *MainThread, in *incoming, cfg Config, getenv func(string) string, log *zap.Logger) error {
 	if in.givenBack != "" {
 		return nil
 	}
@@ -99,5 +100,5 @@ func checkBeforeTakeover(ctx context.Context, mt *mainThread, in *incoming, cfg 
 	_ = log.Sync()
 	gerr := in.giveBack(mt, fmt.Errorf("its start checks failed: %w", err))
 	log.Error("reload: cannot give the handoff back; exiting", zap.Error(gerr))
-	return exitCode(1)
+	return ExitCode(1)
 }
