@@ -1,7 +1,7 @@
 // Package reload is the sequence of a reload in place: check the new binary, quiesce the
 // intake, freeze the pool, pause the servers, hand everything over and re-execute, and undo
 // each of these, in reverse, when a step fails or a stop comes. It knows nothing of the pieces
-// it moves: the daemon (cmd/supervisor) gives them as Steps; the document the next image reads
+// it moves: the daemon (package daemon) gives them as Steps; the document the next image reads
 // is package handoff's. docs/HANDOFF.md describes the whole.
 package reload
 

@@ -21,7 +21,7 @@
 // Store needs no Close.
 //
 // The Store assumes it is the only writer of its file: the daemon holds an exclusive lock on the
-// state directory (cmd/supervisor), which is also what makes removing stale temp files safe.
+// state directory (package daemon), which is also what makes removing stale temp files safe.
 package sessions
 
 import (

@@ -15,7 +15,7 @@ import (
 
 // Event names of the local inbox's event stream besides the supervisor.TurnProgress kinds
 // (turn_started, item_started, item_completed; no delta: the daemon opts its children out of
-// item/agentMessage/delta, see cmd/supervisor).
+// item/agentMessage/delta, see package daemon).
 const (
 	// EventReply carries the answer a plain request would get with status 200 (Reply).
 	EventReply = "reply"
