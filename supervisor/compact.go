@@ -99,8 +99,8 @@ func (s *Supervisor) compactIfDue(ctx context.Context, key string, sess *session
 		return ""
 	}
 	sess.compactNoticed = true
-	return fmt.Sprintf("this conversation has grown long (%d turns in this session) and could not be compacted (%v); "+
-		"replies may get slower and costlier; send /new to start a fresh conversation", sess.turns, err)
+	return fmt.Sprintf("this conversation has grown long and could not be compacted (%v); "+
+		"replies may get slower and costlier; send /new to start a fresh conversation", err)
 }
 
 func orNone(status string) string {

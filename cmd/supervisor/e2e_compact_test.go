@@ -102,6 +102,7 @@ func TestE2ECompactFailureNotice(t *testing.T) {
 	if len(notices) != 1 {
 		t.Errorf("replies %q: want the failure notice exactly once", texts)
 	}
+	t.Logf("replies: %q", texts)
 	if three := e.requestsFor("three"); len(three) != 1 || !strings.Contains(strings.Join(rawInputs(three[0]), "\n"), "reply #1: one") {
 		t.Errorf("three was not answered on the whole history")
 	}
