@@ -139,7 +139,7 @@ func quickPreset() preset {
 		memChats: 3, memSamples: 1,
 		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
 		firstSamples: 6, molChats: 32, molMsgs: 3, gbChats: []int{8, 32}, growthTurns: 20,
-		longTurns: 200, longSample: 20,
+		longTurns: 100, longSample: 20,
 		paths:   []string{pathWSS},
 		timeout: 8 * time.Minute,
 	}
@@ -193,7 +193,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.MolMsgs, "mol-msgs", 0, "messages per chat in the Molecule throughput run (default 5, quick 3)")
 	fs.StringVar(&gbLevels, "gb-chats", "", "warm chats at which to measure chats per GB, ascending (default 8,32)")
 	fs.IntVar(&c.GrowthTurns, "growth-turns", 0, "measured warm turns at each number of known chats in the growth run (default 100, quick 20)")
-	fs.IntVar(&c.LongTurns, "long-turns", 0, "turns of the thread in the long-thread run, before its compaction (default 2000, quick 200)")
+	fs.IntVar(&c.LongTurns, "long-turns", 0, "turns of the thread in the long-thread run, before its compaction (default 2000, quick 100)")
 	fs.IntVar(&c.LongSample, "long-sample", 0, "turns each long-thread measurement runs (default 50, quick 20)")
 	fs.Float64Var(&c.OverheadAbsMS, "overhead-target-ms", 2, "daemon overhead target, absolute part")
 	fs.Float64Var(&c.OverheadPct, "overhead-target-pct", 5, "daemon overhead target, relative part")
