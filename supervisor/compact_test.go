@@ -2,10 +2,13 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // A child that cannot compact (the in-memory child has no CompactThread): the turn that finds a
@@ -41,5 +44,20 @@ func TestCompactConfigNegative(t *testing.T) {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%+v accepted", cfg)
 		}
+	}
+}
+
+// The token updates of a compaction as codex 0.171.0 sends them (TestRealCompactThread): the
+// summary's model call, then the compacted context's size with every component zero and the
+// thread's total unchanged. Only the call is spent.
+func TestCompactionUsage(t *testing.T) {
+	const turn = "01a218bf-3b4d-7692-bb29-9be0e74f8177"
+	ns := []protocol.Notification{
+		{Method: protocol.NotifyTokenUsageUpdated, Params: json.RawMessage(`{"threadId":"t","turnId":"` + turn + `","tokenUsage":{"total":{"totalTokens":112,"inputTokens":28,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":84,"reasoningOutputTokens":0},"last":{"totalTokens":79,"inputTokens":10,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":69,"reasoningOutputTokens":0},"modelContextWindow":258400}}`)},
+		{Method: protocol.NotifyTokenUsageUpdated, Params: json.RawMessage(`{"threadId":"t","turnId":"` + turn + `","tokenUsage":{"total":{"totalTokens":112,"inputTokens":28,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":84,"reasoningOutputTokens":0},"last":{"totalTokens":7072,"inputTokens":0,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":0,"reasoningOutputTokens":0},"modelContextWindow":258400}}`)},
+	}
+	got := compactionUsage(ns)
+	if got.InputTokens != 10 || got.OutputTokens != 69 || got.TotalTokens != 79 {
+		t.Errorf("usage %+v, want the one call: 10 in, 69 out, 79 total", got)
 	}
 }
