@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
@@ -59,5 +60,41 @@ func TestCompactionUsage(t *testing.T) {
 	got := compactionUsage(ns)
 	if got.InputTokens != 10 || got.OutputTokens != 69 || got.TotalTokens != 79 {
 		t.Errorf("usage %+v, want the one call: 10 in, 69 out, 79 total", got)
+	}
+}
+
+// --compact-above: a child whose private memory passed the bound has its thread compacted
+// before its next turn, once per child (the in-memory child cannot compact: the chat is told,
+// once, and the policy does not try again in that child).
+func TestCompactAboveMemoryOncePerChild(t *testing.T) {
+	s, err := New(Config{
+		Spawn: newFakeWorld().spawn, Logger: zap.NewNop(), CompactAboveBytes: 100 << 20,
+		MemorySampleInterval: -1, // sampled by the test
+		Memory: func(int) (childproc.Memory, error) {
+			return childproc.Memory{RSS: 300 << 20, PSS: 250 << 20, USS: 200 << 20}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	told := func() bool {
+		t.Helper()
+		r, err := s.Submit(context.Background(), "k", "hi")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(r.Notices) == 1 && strings.Contains(r.Notices[0], "could not be compacted")
+	}
+	if told() {
+		t.Fatal("told before any memory reading")
+	}
+	s.sampleOnce()
+	if !told() {
+		t.Fatal("the memory bound did not make the compaction due")
+	}
+	s.sampleOnce()
+	if told() {
+		t.Error("the memory bound fired twice in one child")
 	}
 }
