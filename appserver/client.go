@@ -344,6 +344,7 @@ func (c *Client) connect(out, in *os.File, pending []byte) {
 			close(c.writeFail)
 		})
 	}
+	c.stream.onNotification = handler{c}.notification
 	c.conn = jsonrpc2.NewConn(context.Background(), c.stream, handler{c},
 		jsonrpc2.SetLogger(rpcLogger{c}), jsonrpc2.OnRecv(c.onResponse))
 }
@@ -672,6 +673,12 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 	if !h.c.queue.push(it) && !req.Notif {
 		h.c.logger().Debug("server request dropped: client is shutting down", zap.String("method", req.Method))
 	}
+}
+
+// notification queues a notification: from Handle, or straight from the stream (notifyfast.go).
+func (h handler) notification(method string, params json.RawMessage) {
+	h.c.queue.push(inbound{kind: inNotification, notif: protocol.Notification{Method: method, Params: params},
+		size: len(method) + len(params)})
 }
 
 // rpcLogger routes jsonrpc2's own messages (protocol errors on close, stray responses) to zap.

@@ -28,6 +28,9 @@ type lineStream struct {
 	onLine       func()          // called for every line read (liveness)
 	onReadEnd    func(err error) // called once, with the error that ended reading
 	onWriteErr   func(err error) // called for a write that failed
+	// onNotification, when set, takes every plain notification (plainNotification) off the
+	// stream on the reading goroutine, in stream order; jsonrpc2 never sees those lines.
+	onNotification func(method string, params json.RawMessage)
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -66,6 +69,12 @@ func (s *lineStream) ReadObject(v any) error {
 			continue
 		}
 		s.onLine()
+		if s.onNotification != nil {
+			if method, params, ok := plainNotification(line); ok {
+				s.onNotification(method, params)
+				continue
+			}
+		}
 		if err := json.Unmarshal(line, v); err != nil {
 			err = fmt.Errorf("%w: line is not a JSON-RPC message (%v): %s", ErrProtocol, err, clip(line, 200))
 			s.readEnd(err)

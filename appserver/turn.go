@@ -379,6 +379,7 @@ type turnState struct {
 	onNotif  func(protocol.Notification)
 	approve  Approver
 	callTool ToolHandler
+	compact  bool            // a compaction (CompactThread): its id comes with turn/started
 	askCtx   context.Context // the Approver's and the ToolHandler's: ends with the turn
 	done     chan struct{}   // closed by finish
 	// startedCh is closed when the turn's turn/started arrived: codex has registered the turn
@@ -521,6 +522,9 @@ func (c *Client) route(n protocol.Notification) {
 	}
 	if threadID != t.threadID {
 		return
+	}
+	if t.id == "" && t.compact && n.Method == protocol.NotifyTurnStarted && turnID != "" {
+		c.setTurnID(t.threadID, turnID) // a compaction's id comes with its turn/started (compact.go)
 	}
 	if t.id == "" {
 		t.pending = append(t.pending, pendingNotif{n: n, turnID: turnID})

@@ -100,6 +100,9 @@ type Config struct {
 	ChildMemoryLimit int64
 	ChildMaxAge      time.Duration
 	ChildMaxTurns    int
+	// CompactAfterTurns and CompactAboveBytes are the long-thread policy (compactflags.go).
+	CompactAfterTurns int
+	CompactAboveBytes int64
 	// ChatGPTTokens says who renews a ChatGPT login (docs/login.md): auto (the platform when it
 	// provides the login, else the daemon), platform, own (the daemon), or off (each child).
 	ChatGPTTokens string
@@ -212,6 +215,8 @@ func ParseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 	e.str(&memLimit, "child-memory-limit", "CODEX_WARM_CHILD_MEMORY_LIMIT", "2GiB", "recycle a codex child whose private memory passed this size (idle: at once; busy: after its turn); off disables")
 	e.dur(&c.ChildMaxAge, "child-max-age", "CODEX_WARM_CHILD_MAX_AGE", 0, "recycle a codex child older than this (idle: at once; busy: after its turn); 0: never")
 	e.int(&c.ChildMaxTurns, "child-max-turns", "CODEX_WARM_CHILD_MAX_TURNS", 0, "recycle a codex child after this many turns; 0: never")
+	var compact compactFlags
+	compact.register(e)
 	// One spare: a new chat's first message then skips spawn + initialize (~80 ms measured) and,
 	// with no stored thread, thread/start (~22 ms). An idle spare costs ~12 MB private memory.
 	e.int(&c.Spares, "spares", "CODEX_WARM_SPARES", 1, "codex children kept started, with a thread open, for new chats' first messages; they count against --max-children; 0 turns them off")
@@ -263,6 +268,9 @@ func ParseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 	}
 	if c.ChildMemoryLimit, err = parseMemoryLimit(memLimit); err != nil {
 		return c, fmt.Errorf("--child-memory-limit %q: %w", memLimit, err)
+	}
+	if err := compact.apply(&c); err != nil {
+		return c, err
 	}
 	if c.Busy, err = supervisor.ParseBusyPolicy(busy); err != nil {
 		return c, fmt.Errorf("--busy: %w", err)

@@ -308,6 +308,10 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		ChildMemoryLimit: cfg.ChildMemoryLimit,
 		ChildMaxAge:      cfg.ChildMaxAge,
 		ChildMaxTurns:    cfg.ChildMaxTurns,
+		// The long-thread policy (compactflags.go).
+		CompactAfterTurns: cfg.CompactAfterTurns,
+		CompactAboveBytes: cfg.CompactAboveBytes,
+
 		MaxQueuePerKey:   cfg.MaxQueue,
 		Busy:             cfg.Busy,
 		SlotWait:         cfg.SlotWait,

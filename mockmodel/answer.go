@@ -86,6 +86,9 @@ func (m *Model) answer(ctx context.Context, req Request, e emitter) (string, []m
 			return "", nil, false
 		}
 	}
+	if !m.pause(ctx, reply.FinishLatency) {
+		return "", nil, false
+	}
 	// Token counts are small and deterministic so tests can assert on them: one input token
 	// per input item, one output token per word.
 	inputTokens := len(req.Input)

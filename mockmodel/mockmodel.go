@@ -114,6 +114,9 @@ type Reply struct {
 	// requests in flight until an event of the test's choosing, e.g. a barrier that opens once
 	// enough requests have arrived.
 	Hold <-chan struct{}
+	// FinishLatency is added between the output items and response.completed: a model that has
+	// started answering and takes its time to finish.
+	FinishLatency time.Duration
 	// UsageLimit answers 429 usage_limit_reached instead (see limits.go).
 	UsageLimit *UsageLimit
 	// RateLimits are the x-codex-* rate limits of the answer (of a usage limit too).

@@ -173,6 +173,12 @@ type Config struct {
 	// child is retired at the sample that sees it (reason ReasonMemory), a busy one when its turn
 	// ends. The chat's next message resumes the thread in a new child. Zero: off.
 	ChildMemoryLimit int64
+	// CompactAfterTurns compacts a chat's thread (codex's thread/compact/start) before the turn
+	// that follows this many turns in one child since it opened or last compacted the thread;
+	// CompactAboveBytes before the turn of a child whose private memory (USS) passed it, once per
+	// child. 0: off (compact.go).
+	CompactAfterTurns int
+	CompactAboveBytes int64
 	// ChildMaxAge recycles a child older than this (reason ReasonMaxAge): an idle one at the next
 	// memory sample, a busy one when its turn ends. Zero: off.
 	ChildMaxAge time.Duration
@@ -285,6 +291,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.Busy = busy
 	if cfg.MaxChildren == 0 {
 		cfg.MaxChildren = DefaultMaxChildren
+	}
+	if cfg.CompactAfterTurns < 0 || cfg.CompactAboveBytes < 0 {
+		return cfg, fmt.Errorf("supervisor: CompactAfterTurns %d and CompactAboveBytes %d must not be negative",
+			cfg.CompactAfterTurns, cfg.CompactAboveBytes)
 	}
 	if cfg.ChildMemoryLimit < 0 || cfg.ChildMaxAge < 0 || cfg.ChildMaxTurns < 0 {
 		return cfg, fmt.Errorf("supervisor: ChildMemoryLimit %d, ChildMaxAge %s and ChildMaxTurns %d must not be negative",

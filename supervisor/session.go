@@ -54,6 +54,13 @@ type session struct {
 	completed int       // turns that reached turn/completed without error
 	restarts  int
 
+	// compactedAt is turns when the thread was last compacted, or a compaction was due
+	// (compact.go); compactedForMemory: the memory bound fired; compactNoticed: the chat was
+	// told a compaction failed.
+	compactedAt        int
+	compactedForMemory bool
+	compactNoticed     bool
+
 	mem          childproc.Memory // latest reading of the memory sampler, when measured
 	measured     bool
 	memErrLogged bool // a failed reading was logged

@@ -19,6 +19,10 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	defer cancel(nil)
 	stopLife := context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })
 	defer stopLife()
+	var compactNotice string
+	if !j.adopted { // before the turn's watchdogs start: the compaction is bound on its own
+		compactNotice = s.compactIfDue(ctx, k.key, sess)
+	}
 	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, s.model.watchFor(s.cfg.ModelUnreachable), cancel)
 	watch.expectModel(s.cfg.ModelSilent)
 	first := sess.turns == 0
@@ -57,6 +61,9 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	cause := context.Cause(ctx)
 
 	r := Reply{ChatKey: k.key, ThreadID: sess.threadID, PID: sess.pid, Notices: notes.take()}
+	if compactNotice != "" {
+		r.Notices = append(r.Notices, compactNotice)
+	}
 	if first {
 		r.NewThread, r.ResumeFailed = sess.newThread, sess.resumeFailed
 		if sess.lostThread != "" {

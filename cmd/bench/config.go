@@ -25,6 +25,7 @@ const (
 	cmpMolecule   = "molecule"
 	cmpChatsGB    = "chatsgb"
 	cmpGrowth     = "growth"
+	cmpLongThread = "longthread"
 )
 
 // Table labels of the comparisons, numbered as in the brief; the table is sorted by them.
@@ -39,11 +40,12 @@ const (
 	labelMolecule   = "8 molecule throughput"
 	labelChatsGB    = "9 chats per GB"
 	labelGrowth     = "9b growth" // after 9 in the string order the table is sorted by
+	labelLongThread = "9c long thread"
 )
 
 // allComparisons lists every comparison in run order.
 func allComparisons() []string {
-	return []string{cmpScale, cmpLatency, cmpOverhead, cmpThroughput, cmpHistory, cmpMemory, cmpFirstMsg, cmpMolecule, cmpChatsGB, cmpGrowth}
+	return []string{cmpScale, cmpLatency, cmpOverhead, cmpThroughput, cmpHistory, cmpMemory, cmpFirstMsg, cmpMolecule, cmpChatsGB, cmpGrowth, cmpLongThread}
 }
 
 // Config is everything a bench run is configured with. Size fields left zero by the flags are
@@ -85,6 +87,10 @@ type Config struct {
 	MolMsgs          int
 	GBChats          []int
 	GrowthTurns      int
+	// LongTurns is the long-thread comparison's thread length; LongSample the turns each of
+	// its measurements runs.
+	LongTurns  int
+	LongSample int
 
 	// OverheadAbsMS and OverheadPct are the daemon-overhead target: max(abs, pct of a bare turn).
 	OverheadAbsMS float64
@@ -101,6 +107,7 @@ type preset struct {
 	firstSamples, molChats, molMsgs             int
 	gbChats                                     []int
 	growthTurns                                 int
+	longTurns, longSample                       int
 	paths                                       []string
 	timeout                                     time.Duration
 }
@@ -115,6 +122,7 @@ func fullPreset() preset {
 		memChats: 8, memSamples: 2,
 		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
 		firstSamples: 20, molChats: 32, molMsgs: 5, gbChats: []int{8, 32}, growthTurns: 100,
+		longTurns: 2000, longSample: 50,
 		paths:   []string{pathWSS, pathHTTP},
 		timeout: 45 * time.Minute,
 	}
@@ -131,6 +139,7 @@ func quickPreset() preset {
 		memChats: 3, memSamples: 1,
 		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
 		firstSamples: 6, molChats: 32, molMsgs: 3, gbChats: []int{8, 32}, growthTurns: 20,
+		longTurns: 100, longSample: 20,
 		paths:   []string{pathWSS},
 		timeout: 8 * time.Minute,
 	}
@@ -184,6 +193,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.MolMsgs, "mol-msgs", 0, "messages per chat in the Molecule throughput run (default 5, quick 3)")
 	fs.StringVar(&gbLevels, "gb-chats", "", "warm chats at which to measure chats per GB, ascending (default 8,32)")
 	fs.IntVar(&c.GrowthTurns, "growth-turns", 0, "measured warm turns at each number of known chats in the growth run (default 100, quick 20)")
+	fs.IntVar(&c.LongTurns, "long-turns", 0, "turns of the thread in the long-thread run, before its compaction (default 2000, quick 100)")
+	fs.IntVar(&c.LongSample, "long-sample", 0, "turns each long-thread measurement runs (default 50, quick 20)")
 	fs.Float64Var(&c.OverheadAbsMS, "overhead-target-ms", 2, "daemon overhead target, absolute part")
 	fs.Float64Var(&c.OverheadPct, "overhead-target-pct", 5, "daemon overhead target, relative part")
 	if err := fs.Parse(args); err != nil {
@@ -224,6 +235,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	def(&c.MolChats, p.molChats)
 	def(&c.MolMsgs, p.molMsgs)
 	def(&c.GrowthTurns, p.growthTurns)
+	def(&c.LongTurns, p.longTurns)
+	def(&c.LongSample, p.longSample)
 	if c.Timeout == 0 {
 		c.Timeout = p.timeout
 	}
@@ -279,7 +292,7 @@ func (c Config) validate() error {
 		{"tp-msgs", c.TPMsgs}, {"tp-rounds", c.TPRounds}, {"history-samples", c.HistorySamples},
 		{"mem-chats", c.MemChats}, {"mem-samples", c.MemSamples}, {"scale-sessions", c.ScaleSessions},
 		{"scale-turns", c.ScaleTurns}, {"scale-concurrency", c.ScaleConcurrency},
-		{"first-samples", c.FirstSamples}, {"mol-chats", c.MolChats}, {"mol-msgs", c.MolMsgs}, {"growth-turns", c.GrowthTurns},
+		{"first-samples", c.FirstSamples}, {"mol-chats", c.MolChats}, {"mol-msgs", c.MolMsgs}, {"growth-turns", c.GrowthTurns}, {"long-sample", c.LongSample},
 	} {
 		if v.n < 1 {
 			errs = append(errs, fmt.Errorf("--%s %d: must be at least 1", v.name, v.n))
@@ -288,6 +301,9 @@ func (c Config) validate() error {
 	if c.LatencyMsgs < 2 {
 		// The first message (thread start / spawn) is reported apart from the rest.
 		errs = append(errs, fmt.Errorf("--latency-msgs %d: must be at least 2", c.LatencyMsgs))
+	}
+	if c.LongTurns <= c.LongSample {
+		errs = append(errs, fmt.Errorf("--long-turns %d must exceed --long-sample %d", c.LongTurns, c.LongSample))
 	}
 	if c.RTT < 0 {
 		errs = append(errs, fmt.Errorf("--rtt %s: must not be negative", c.RTT))

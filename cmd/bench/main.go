@@ -117,6 +117,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		{cmpMolecule, labelMolecule, b.runMolecule},
 		{cmpChatsGB, labelChatsGB, b.runChatsPerGB},
 		{cmpGrowth, labelGrowth, b.runGrowth},
+		{cmpLongThread, labelLongThread, b.runLongThread},
 	}
 	// Every codex process the bench starts inherits this: the mocks serving TLS write their CA
 	// there (workspace.caFile).

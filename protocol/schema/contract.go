@@ -83,6 +83,7 @@ func DaemonContract() Contract {
 			use(protocol.MethodThreadDelete, FromDaemon, "ThreadDeleteParams", "ThreadDeleteResponse", protocol.ThreadIDParams{}, nil),
 			use(protocol.MethodThreadArchive, FromDaemon, "ThreadArchiveParams", "ThreadArchiveResponse", protocol.ThreadIDParams{}, nil),
 			use(protocol.MethodThreadUnarchive, FromDaemon, "ThreadUnarchiveParams", "ThreadUnarchiveResponse", protocol.ThreadIDParams{}, nil),
+			use(protocol.MethodThreadCompactStart, FromDaemon, "ThreadCompactStartParams", "ThreadCompactStartResponse", protocol.ThreadIDParams{}, nil),
 			use(protocol.MethodTurnStart, FromDaemon, "TurnStartParams", "TurnStartResponse", protocol.TurnStartParams{}, protocol.TurnResult{}),
 			use(protocol.MethodTurnSteer, FromDaemon, "TurnSteerParams", "TurnSteerResponse", protocol.TurnSteerParams{}, protocol.TurnSteerResult{}),
 			use(protocol.MethodTurnInterrupt, FromDaemon, "TurnInterruptParams", "TurnInterruptResponse", protocol.TurnInterruptParams{}, nil),
@@ -113,7 +114,8 @@ func DaemonContract() Contract {
 		Enums: []Enum{
 			{Def: "TurnStatus", Values: []string{protocol.TurnInProgress, protocol.TurnCompleted, protocol.TurnInterrupted, protocol.TurnFailed}},
 			{Def: "ThreadItem", Prop: "type", Values: []string{protocol.ItemUserMessage, protocol.ItemAgentMessage, protocol.ItemCommandExecution,
-				protocol.ItemFileChange, protocol.ItemMCPToolCall, protocol.ItemDynamicToolCall, protocol.ItemReasoning}},
+				protocol.ItemFileChange, protocol.ItemMCPToolCall, protocol.ItemDynamicToolCall, protocol.ItemReasoning,
+				protocol.ItemContextCompaction}},
 			{Def: "MessagePhase", Values: []string{protocol.PhaseCommentary, protocol.PhaseFinalAnswer}},
 			{Def: "CodexErrorInfo", Values: []string{protocol.CodexErrorUnauthorized, protocol.CodexErrorOther, protocol.CodexErrorHTTPConnectionFailed,
 				protocol.CodexErrorResponseStreamConnectionFailed, protocol.CodexErrorResponseStreamDisconnected,

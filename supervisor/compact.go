@@ -1,0 +1,133 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/projector"
+	"github.com/molecule-ai/codex-warm/protocol"
+)
+
+// The long-thread policy. A thread's history grows with every turn, and with it the child's
+// private memory and codex's CPU per turn; recycling the child does not help, because a fresh
+// child loads the same history. Compaction (codex's thread/compact/start) replaces the history
+// with a summary the model writes and the recent user messages. It runs between turns, inside
+// the chat's job, before the turn that finds it due: the chat's queue runs one job at a time, so
+// no turn of the chat can race it, and the session is busy, so nothing else takes the child.
+
+// compacter is a Child that can compact its thread (appserver.Client).
+type compacter interface {
+	CompactThread(ctx context.Context, threadID string) (*appserver.TurnResult, error)
+}
+
+var _ compacter = (*appserver.Client)(nil)
+
+// Reasons a compaction ran, in logs and metrics.
+const (
+	CompactReasonTurns  = "turns"
+	CompactReasonMemory = "memory"
+)
+
+// compactReason says why sess's thread is to be compacted before its next turn; "" when not.
+// Turns count in this child since it opened the thread or last compacted it (a fresh child,
+// which loads the whole history again, is caught by the memory bound). The memory bound, on
+// the sampler's latest reading, fires once per child: a compaction that does not bring the
+// child back under it is not repeated before every turn.
+func (s *Supervisor) compactReason(sess *session) string {
+	switch {
+	case sess.threadID == "":
+		return ""
+	case s.cfg.CompactAfterTurns > 0 && sess.turns-sess.compactedAt >= s.cfg.CompactAfterTurns:
+		return CompactReasonTurns
+	case s.cfg.CompactAboveBytes > 0 && !sess.compactedForMemory && sess.turns > sess.compactedAt &&
+		sess.measured && sess.mem.USS > s.cfg.CompactAboveBytes:
+		return CompactReasonMemory
+	}
+	return ""
+}
+
+// compactIfDue runs the policy on a busy session before a turn. It returns the notice for the
+// chat when a due compaction was not available or failed (once per child), else "". The turn
+// goes ahead either way: a child that died meanwhile fails it the usual way.
+func (s *Supervisor) compactIfDue(ctx context.Context, key string, sess *session) string {
+	s.mu.Lock()
+	why := s.compactReason(sess)
+	if why == "" {
+		s.mu.Unlock()
+		return ""
+	}
+	// Counted as done whatever happens next: a failed compaction is tried again after as
+	// many turns, not before each one.
+	sess.compactedAt = sess.turns
+	sess.compactedForMemory = sess.compactedForMemory || why == CompactReasonMemory
+	uss := sess.mem.USS
+	s.mu.Unlock()
+	log := sess.log.With(zap.String("reason", why), zap.Int("turns", sess.turns), zap.Int64("uss_bytes", uss))
+
+	c, ok := sess.child.(compacter)
+	var err error
+	var status string
+	if !ok {
+		err = fmt.Errorf("this child cannot compact a thread")
+	} else {
+		cctx := ctx
+		if s.cfg.TurnDeadline > 0 {
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithTimeout(ctx, s.cfg.TurnDeadline)
+			defer cancel()
+		}
+		var res *appserver.TurnResult
+		res, err = c.CompactThread(cctx, sess.threadID)
+		if res != nil {
+			status = res.Status
+			// The model wrote the summary: its tokens are the chat's (counted as one turn).
+			s.usage.add(key, compactionUsage(res.Notifications))
+		}
+		if err == nil && status != protocol.TurnCompleted {
+			err = fmt.Errorf("compaction ended %s", orNone(status))
+		}
+	}
+	if err == nil {
+		log.Info("thread compacted")
+		return ""
+	}
+	log.Warn("thread compaction failed; the turn runs on the whole history", zap.Error(err))
+	if ctx.Err() != nil || sess.compactNoticed {
+		return ""
+	}
+	sess.compactNoticed = true
+	return fmt.Sprintf("this conversation has grown long and could not be compacted (%v); "+
+		"replies may get slower and costlier; send /new to start a fresh conversation", err)
+}
+
+// compactionUsage is the tokens a compaction spent. codex 0.171.0 reports the summary's model
+// call (thread/tokenUsage/updated, `last` of that call), then a second update whose `last` is
+// the compacted context's size with every component zero and the thread's total unchanged: not
+// a model call, so it is left out of the sum projector.Project would make.
+func compactionUsage(ns []protocol.Notification) projector.Usage {
+	calls := make([]protocol.Notification, 0, len(ns))
+	for _, n := range ns {
+		if n.Method == protocol.NotifyTokenUsageUpdated {
+			var tu protocol.TokenUsageNotification
+			if json.Unmarshal(n.Params, &tu) != nil {
+				continue
+			}
+			if l := tu.TokenUsage.Last; l.InputTokens == 0 && l.OutputTokens == 0 {
+				continue
+			}
+		}
+		calls = append(calls, n)
+	}
+	return projector.Project(calls).Usage
+}
+
+func orNone(status string) string {
+	if status == "" {
+		return "without a status"
+	}
+	return status
+}
