@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import "fmt"
 
@@ -19,7 +19,7 @@ func (f *compactFlags) register(e *envFlags) {
 }
 
 // apply checks the flags and sets them on c.
-func (f compactFlags) apply(c *runConfig) error {
+func (f compactFlags) apply(c *Config) error {
 	if f.afterTurns < 0 {
 		return fmt.Errorf("--compact-after-turns %d: must be >= 0", f.afterTurns)
 	}
