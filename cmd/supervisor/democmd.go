@@ -17,7 +17,7 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 	fs := newCommandFlags("demo", stderr)
 	codexBin := fs.String("codex-bin", getenv("CODEX_BIN"), "native codex binary (env CODEX_BIN)")
 	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, sessions.json)")
-	latency := fs.Duration("model-latency", 0, "delay every mock model answer by this much (watch busy children with `supervisor status --state-dir <state dir>`)")
+	latency := fs.Duration("model-latency", 0, "delay every mock model answer by this much (watch busy children with: supervisor status --state-dir <state dir>)")
 	if err := fs.Parse(args); err != nil {
 		return flagsError(err)
 	}

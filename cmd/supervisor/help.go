@@ -28,6 +28,19 @@ inbox and three chats. Nothing leaves the machine and no login is needed.`
 			"and its login, CODEX_HOME, bubblewrap, the state directory, sessions.json, the listen address,\n" +
 			"the Molecule platform and the memory budget. One line per check: ✓ fine, ! warning, ✗ failed,\n" +
 			"- not used, each with the fix. Exit status 1 when a check failed."
+	case "reload":
+		return `Replaces the daemon running on --state-dir with the binary now on disk, in place: same pid,
+same warm codex children, callers whose turns cross get their answers. The new binary is checked
+first (the same start checks as run); one that fails them, or does not take over in time, gives
+everything back. Waits for the outcome (--wait); exit status 1 when the reload was refused or failed.`
+	case "stop":
+		return `Stops the daemon running on --state-dir as SIGTERM does (running turns drain, --drain-timeout)
+and waits until it exited (--wait). It is the systemd unit's ExecStop=: unlike a signal, it
+cannot land in the moment of a reload's exec. A state directory with no daemon is already stopped (exit 0).`
+	case "archive":
+		return `Runs the retention sweep once: archives the codex threads of chats idle --idle-after, deletes
+threads archived --delete-after ago (this frees disk), removes uploads older than --uploads-after.
+Through the running daemon when there is one, else on --state-dir under its lock.`
 	case "mock-model":
 		return `Runs the mock model (a Responses API on loopback that answers "reply #N: <your text>") and
 prints the CODEX_HOME config.toml and the environment that point codex at it, so the daemon can

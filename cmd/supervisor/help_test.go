@@ -19,6 +19,9 @@ func TestCommandHelpExitsZero(t *testing.T) {
 		{"demo", "offline demo", "-model-latency"},
 		{"doctor", "Checks what `supervisor run` would use", "-codex-bin"},
 		{"mock-model", "mock model", "-listen"},
+		{"reload", "binary now on disk", "-wait"},
+		{"stop", "as SIGTERM does", "-wait"},
+		{"archive", "retention sweep once", "-idle-after"},
 	} {
 		for _, h := range []string{"-h", "--help"} {
 			var out, errOut bytes.Buffer
