@@ -126,8 +126,13 @@ func Render(w io.Writer, doc StatusDoc, now time.Time) {
 	}
 
 	t := doc.Snapshot.Totals
-	fmt.Fprintf(w, "\nlive %d/%d  busy %d  spares %d  queued %d  turns %d  overload retries %d",
-		t.Live, t.Cap, t.Busy, t.Spares, t.Queued, t.Turns, t.OverloadRetries)
+	// The pool's counters start again with each image; the TURNS column is carried across.
+	since := "start"
+	if doc.Daemon.Reloads > 0 {
+		since = "reload"
+	}
+	fmt.Fprintf(w, "\nlive %d/%d  busy %d  spares %d  queued %d  turns %d since %s  overload retries %d",
+		t.Live, t.Cap, t.Busy, t.Spares, t.Queued, t.Turns, since, t.OverloadRetries)
 	if len(t.Retired) > 0 {
 		reasons := make([]string, 0, len(t.Retired))
 		for r, n := range t.Retired {

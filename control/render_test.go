@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -120,11 +121,18 @@ func TestRenderStatusTable(t *testing.T) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
 	}
+	if !strings.Contains(out, fmt.Sprintf("turns %d since start", doc.Snapshot.Totals.Turns)) {
+		t.Errorf("status output lacks the turns since start:\n%s", out)
+	}
 	doc.Snapshot.Totals.MemoryBudgetBytes = 0
+	doc.Daemon.Reloads = 2 // the pool's counters start again with each image
 	b.Reset()
 	Render(&b, doc, now)
 	if want := "daemon pss 9M; no memory budget\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("status output without a budget lacks %q:\n%s", want, b.String())
+	}
+	if !strings.Contains(b.String(), fmt.Sprintf("turns %d since reload", doc.Snapshot.Totals.Turns)) {
+		t.Errorf("status output after reloads lacks the turns since reload:\n%s", b.String())
 	}
 }
 
