@@ -100,6 +100,15 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 	}
 	c.renewed.Store(false)
 	r, err := c.runTurn(ctx, threadID, input, opts)
+	if err != nil && c.renewed.Load() && startRefused(err) && ctx.Err() == nil {
+		// The same renewal met during turn/start itself: codex 0.171 refuses the turn while it
+		// loads its configuration ("failed to load configuration: application network
+		// permission was revoked"). No turn was created, so it is simply asked for again, once.
+		c.logger().Info("turn/start refused right after codex's ChatGPT token was renewed; asking again",
+			zap.String("thread", threadID), zap.Error(err))
+		c.renewed.Store(false)
+		r, err = c.runTurn(ctx, threadID, input, opts)
+	}
 	if err == nil && c.renewed.Load() && unansweredFailure(r) && ctx.Err() == nil {
 		// The model refused the token, the child got a new one from the daemon, and codex
 		// 0.169 still failed the turn before the model saw it ("application network policy is
@@ -113,6 +122,13 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 		r, err = c.runTurn(ctx, threadID, input, opts)
 	}
 	return r, err
+}
+
+// startRefused reports a turn/start that codex answered with an error (so no turn exists), other
+// than for a thread it does not know: runTurn's only JSON-RPC errors are turn/start's.
+func startRefused(err error) bool {
+	var re *jsonrpc2.Error
+	return errors.As(err, &re) && re.Code == protocol.CodeInvalidRequest && !errors.Is(err, ErrThreadNotFound)
 }
 
 // unansweredFailure reports a failed turn whose only item is the user's message: the model

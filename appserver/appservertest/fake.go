@@ -78,6 +78,13 @@ const (
 	// the fake forgets the turn just before it writes the last line, so that the next turn/start
 	// starts a new turn.
 	FakeScript = "script"
+	// FakeRefreshOnStart makes the process's first turn/start ask the client for a new ChatGPT
+	// token (account/chatgptAuthTokens/refresh), wait for the answer and then refuse that
+	// turn/start with -32600 "failed to load configuration: application network permission was
+	// revoked", as codex 0.171 does when its token is renewed while it loads its configuration
+	// for a turn. Later turns are answered as FakeOK. account/login/start is answered as codex
+	// answers client-owned tokens.
+	FakeRefreshOnStart = "refresh-on-start"
 	// FakeLateStart answers turn/start at once but makes the turn active only when a
 	// turn/interrupt for it has been refused with codex's -32600 "no active turn to interrupt":
 	// real codex answers turn/start before it registers the turn, and refuses an interrupt
@@ -181,7 +188,8 @@ func parseFakeModes(mode string) (fakeModes, error) {
 		switch name {
 		case FakeOK, FakeExitHandshake, FakeExitMidTurn, FakeNoComplete, FakeHangFirst, FakeIgnoreInterrupt,
 			FakeQuietAfterTool, FakeGarbage, FakeHugeLine, FakeApproval, FakeUnknownThread,
-			FakeStubborn, FakeFail, FakeAuthFail, FakeRetryError, FakeEarlyNotify, FakeScript, FakeLateStart:
+			FakeStubborn, FakeFail, FakeAuthFail, FakeRetryError, FakeEarlyNotify, FakeScript, FakeLateStart,
+			FakeRefreshOnStart:
 		case FakeDieAfter:
 			n, err := strconv.Atoi(val)
 			if err != nil || n < 1 {

@@ -30,6 +30,7 @@ type fakeServer struct {
 	initialized bool
 	threads     map[string]*fakeThread
 	nextReqID   int64
+	refreshed   bool                   // FakeRefreshOnStart: the first turn/start was refused
 	waiting     map[int64]chan fakeMsg // server requests awaiting the client's answer
 	completed   int
 
@@ -233,7 +234,14 @@ func (f *fakeServer) handleRequest(m fakeMsg) {
 		// Each fake process starts without history, and a resumed thread has none: an empty page.
 		f.reply(m.ID, map[string]any{"data": []any{}, "nextCursor": nil})
 	case "turn/start":
+		if f.modes.set[FakeRefreshOnStart] && f.refreshOnStart() {
+			// Off the read loop: the answer to the refresh request comes through it.
+			go f.refuseAfterRefresh(m)
+			return
+		}
 		f.startTurn(m)
+	case "account/login/start":
+		f.reply(m.ID, map[string]any{"type": "chatgptAuthTokens"})
 	case "turn/interrupt":
 		var p struct {
 			ThreadID string `json:"threadId"`
@@ -267,6 +275,23 @@ func (f *fakeServer) handleRequest(m fakeMsg) {
 	default:
 		f.replyError(m.ID, -32601, "method not found: "+m.Method)
 	}
+}
+
+// refreshOnStart reports whether this turn/start is the process's first (FakeRefreshOnStart).
+func (f *fakeServer) refreshOnStart() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first := !f.refreshed
+	f.refreshed = true
+	return first
+}
+
+// refuseAfterRefresh asks the client for a new token, waits for its answer and refuses the
+// turn/start m as codex 0.171 does when the token changes while it loads its configuration.
+func (f *fakeServer) refuseAfterRefresh(m fakeMsg) {
+	_, answer := f.serverRequest("account/chatgptAuthTokens/refresh", map[string]any{"reason": "unauthorized"})
+	<-answer
+	f.replyError(m.ID, -32600, "failed to load configuration: application network permission was revoked")
 }
 
 // initialize answers the initialize request m.
