@@ -160,6 +160,9 @@ func ArchiveOffline(ctx context.Context, dir, cwd, codexHome, bin, binFrom strin
 	if err != nil && !dry {
 		return supervisor.SweepResult{}, fmt.Errorf("find codex: %w", err)
 	}
+	if loc.Bin == "" {
+		loc.Bin = "codex" // a dry run starts no child: only the pool's config needs a name
+	}
 	sup, err := supervisor.New(supervisor.Config{
 		AppServer:            appserver.Config{Bin: loc.Bin, CodexHome: codexHome, Env: childEnv(os.Environ()), Logger: log},
 		Store:                store,
