@@ -12,8 +12,8 @@ type RetentionCounts struct {
 }
 
 var (
-	descArchived    = desc("threads_archived_total", "Threads of idle chats archived (thread/archive) since the daemon started.")
-	descDeleted     = desc("threads_deleted_total", "Archived threads deleted for good (thread/delete) since the daemon started.")
+	descArchived    = desc("threads_archived_total", "Threads of idle chats, and threads chats left (/new) that long ago, archived (thread/archive) since the daemon started.")
+	descDeleted     = desc("threads_deleted_total", "Archived threads (chats' and left ones) deleted for good (thread/delete) since the daemon started.")
 	descUnarchived  = desc("threads_unarchived_total", "Archived threads brought back because their chat wrote again, since the daemon started.")
 	descTold        = desc("threads_gone_total", "Chats that came back to a deleted thread, started a new one and were told, since the daemon started.")
 	descArchivedNow = desc("chats_archived", "Chats whose thread is archived or deleted and that have not written since.")

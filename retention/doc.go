@@ -11,6 +11,10 @@
 // then resumes, so its conversation continues either way. Deleting is two steps (delete-intent,
 // codex's thread/delete, deleted); an intent without its result is retried by the next sweep.
 //
-// The file is shared with sessions.Store.Archive, which appends the threads chats leave with
-// /new: those lines have no event and are kept for the operator, not read back here.
+// The file is shared with sessions.Store.Archive, which appends the threads chats leave (/new, a
+// thread codex could not resume) as lines without an event. Those threads fall under the same
+// retention (left.go): Open reads them back, the daemon reports new ones with Left, and a sweep
+// archives each one IdleAfter after it was left and deletes it DeleteAfter later. They are kept
+// by thread id apart from the chats' entries, so a returning chat never brings one back and its
+// live thread is never one of them.
 package retention

@@ -29,6 +29,9 @@ const (
 	// EventTold: the chat came back after its thread was deleted (or lost), started a new
 	// thread and was told so, once.
 	EventTold = "told"
+	// EventLeft is the state of a thread a chat left (the event-less lines of
+	// sessions.Store.Archive); no line carries it.
+	EventLeft = "left"
 )
 
 // Line is one line of threads-archive.jsonl. Lines without Event are sessions.Store.Archive's.
@@ -38,15 +41,19 @@ type Line struct {
 	At       time.Time `json:"archived_at"`
 	Reason   string    `json:"reason,omitempty"`
 	Event    string    `json:"event,omitempty"`
+	// Left marks a step on a thread its chat left (left.go), not on the chat's own thread.
+	Left bool `json:"left,omitempty"`
 }
 
-// Entry is where a chat's archived thread stands: the newest retention line of the chat.
+// Entry is where a chat's archived thread stands: the newest retention line of the chat. For a
+// thread the chat left (LeftThreads) it is the newest line of that thread.
 type Entry struct {
-	ThreadID string
-	// Event is EventArchiveIntent (only until Open recovers it), EventArchived,
-	// EventDeleteIntent or EventDeleted.
+	ChatKey, ThreadID string
+	// Event is EventArchiveIntent (only until Open recovers it; a left thread's until the next
+	// sweep retries it), EventArchived, EventDeleteIntent or EventDeleted; for a left thread
+	// also EventLeft.
 	Event string
-	// At is when the thread was archived (for EventDeleted: deleted).
+	// At is when the thread was archived (for EventDeleted: deleted; for EventLeft: left).
 	At time.Time
 }
 
@@ -70,6 +77,9 @@ type Counts struct {
 	Archived, Deleted, Unarchived, Told int64
 	// Current counts the chats whose thread is archived (or deleted) and that have not come back.
 	Current int64
+	// Left counts the threads chats left that are not deleted yet (live or archived). Archived
+	// and Deleted include the left threads archived and deleted.
+	Left int64
 }
 
 // Config configures Open.
@@ -93,6 +103,7 @@ type Log struct {
 
 	mu      sync.Mutex
 	entries map[string]Entry // chat key → its archived thread
+	left    map[string]Entry // thread id → a thread a chat left, until it is deleted
 
 	archived, deleted, unarchived, told atomic.Int64
 }
@@ -105,7 +116,7 @@ func Open(cfg Config) (*Log, error) {
 		return nil, errors.New("retention: config needs Dir and Store")
 	}
 	l := &Log{path: filepath.Join(cfg.Dir, sessions.ArchiveFileName), store: cfg.Store, log: cfg.Logger,
-		now: cfg.Now, entries: map[string]Entry{}}
+		now: cfg.Now, entries: map[string]Entry{}, left: map[string]Entry{}}
 	if l.log == nil {
 		l.log = zap.NewNop()
 	}
@@ -116,6 +127,7 @@ func Open(cfg Config) (*Log, error) {
 	if err := l.load(); err != nil {
 		return nil, err
 	}
+	l.dropResumedLeft()
 	for key, e := range l.entries {
 		if e.Event != EventArchiveIntent {
 			continue
@@ -161,9 +173,15 @@ func (l *Log) load() error {
 
 // apply moves the index by one line.
 func (l *Log) apply(ln Line) {
+	if ln.Event == "" || ln.Left {
+		l.applyLeft(ln)
+		return
+	}
 	switch ln.Event {
 	case EventArchiveIntent, EventArchived:
-		l.entries[ln.ChatKey] = Entry{ThreadID: ln.ThreadID, Event: ln.Event, At: ln.At}
+		// A thread archived as a chat's is no longer one it left (a kill cut the leave short).
+		delete(l.left, ln.ThreadID)
+		l.entries[ln.ChatKey] = Entry{ChatKey: ln.ChatKey, ThreadID: ln.ThreadID, Event: ln.Event, At: ln.At}
 	case EventDeleteIntent, EventDeleted:
 		if e, ok := l.entries[ln.ChatKey]; ok && e.ThreadID == ln.ThreadID {
 			e.Event = ln.Event
@@ -226,9 +244,10 @@ func (l *Log) Entries() map[string]Entry {
 // Counts returns what the Log did since Open.
 func (l *Log) Counts() Counts {
 	l.mu.Lock()
-	n := len(l.entries)
+	n, left := len(l.entries), len(l.left)
 	l.mu.Unlock()
-	return Counts{Archived: l.archived.Load(), Deleted: l.deleted.Load(), Unarchived: l.unarchived.Load(), Told: l.told.Load(), Current: int64(n)}
+	return Counts{Archived: l.archived.Load(), Deleted: l.deleted.Load(), Unarchived: l.unarchived.Load(), Told: l.told.Load(),
+		Current: int64(n), Left: int64(left)}
 }
 
 // Path is the file's path.

@@ -244,7 +244,7 @@ func TestCutLine(t *testing.T) {
 	}
 }
 
-// Lines sessions.Store.Archive writes (/new) are not archived chats.
+// Lines sessions.Store.Archive writes (/new) are not archived chats: they are left threads.
 func TestNewLinesIgnored(t *testing.T) {
 	e := newEnv(t)
 	if err := e.store.Set("k", "t1"); err != nil {
@@ -256,6 +256,9 @@ func TestNewLinesIgnored(t *testing.T) {
 	e.reopen(t)
 	if _, ok := e.log.Lookup("k"); ok {
 		t.Fatal("a /new line made the chat archived")
+	}
+	if lt := e.log.LeftThreads(); len(lt) != 1 || lt[0].ThreadID != "t1" || lt[0].ChatKey != "k" || lt[0].Event != EventLeft {
+		t.Fatalf("left threads %+v", lt)
 	}
 	if _, err := os.Stat(filepath.Join(e.dir, sessions.ArchiveFileName)); err != nil {
 		t.Fatal(err)

@@ -56,27 +56,39 @@ func (l *Log) Archive(ctx context.Context, c Codex, chatKey, threadID, reason st
 // next sweep to retry.
 func (l *Log) Delete(ctx context.Context, c Codex, chatKey string) error {
 	e, ok := l.Lookup(chatKey)
-	if !ok || (e.Event != EventArchived && e.Event != EventDeleteIntent) {
+	if !ok {
 		return nil
+	}
+	return l.deleteEntry(ctx, c, e, false)
+}
+
+// deleteEntry runs Delete's steps on e, a chat's archived thread or (left) a thread it left.
+func (l *Log) deleteEntry(ctx context.Context, c Codex, e Entry, left bool) error {
+	if e.Event != EventArchived && e.Event != EventDeleteIntent {
+		return nil
+	}
+	what := "chat " + e.ChatKey
+	if left {
+		what += " left thread"
 	}
 	retry := e.Event == EventDeleteIntent
 	if !retry {
-		if err := l.append(Line{ChatKey: chatKey, ThreadID: e.ThreadID, Event: EventDeleteIntent}); err != nil {
+		if err := l.append(Line{ChatKey: e.ChatKey, ThreadID: e.ThreadID, Event: EventDeleteIntent, Left: left}); err != nil {
 			return err
 		}
 	}
 	if err := c.DeleteThread(ctx, e.ThreadID); err != nil {
 		if !retry {
-			return fmt.Errorf("retention: chat %s: %w", chatKey, err)
+			return fmt.Errorf("retention: %s: %w", what, err)
 		}
 		// A retry after a kill: the first call may have deleted it already, and codex says the
 		// same (-32600) for a thread it has not and for one it cannot delete. Recorded, so it
 		// is not retried for ever; a rollout that did survive is still unarchived should the
 		// chat come back.
-		l.log.Warn("retried delete failed; recording the thread deleted", zap.String("chat_key", chatKey),
-			zap.String("thread_id", e.ThreadID), zap.Error(err))
+		l.log.Warn("retried delete failed; recording the thread deleted", zap.String("chat_key", e.ChatKey),
+			zap.String("thread_id", e.ThreadID), zap.Bool("left", left), zap.Error(err))
 	}
-	if err := l.append(Line{ChatKey: chatKey, ThreadID: e.ThreadID, Event: EventDeleted}); err != nil {
+	if err := l.append(Line{ChatKey: e.ChatKey, ThreadID: e.ThreadID, Event: EventDeleted, Left: left}); err != nil {
 		return err
 	}
 	l.deleted.Add(1)
@@ -104,8 +116,12 @@ func (l *Log) Told(chatKey, oldThread, newThread string) error {
 // Candidate is a chat a sweep works on.
 type Candidate struct {
 	ChatKey, ThreadID string
-	// Since is the chat's last turn (to archive) or when it was archived (to delete).
+	// Since is the chat's last turn (to archive) or when it was archived (to delete); for a
+	// left thread, when the chat left it (to archive).
 	Since time.Time
+	// Left is set for a thread the chat left (/new): ArchiveLeft and DeleteLeft work on it, and
+	// the chat itself is not touched.
+	Left bool `json:",omitempty"`
 }
 
 // Plan is what a sweep would do now.
@@ -126,7 +142,8 @@ func (p Policy) Any() bool { return p.IdleAfter > 0 || p.DeleteAfter > 0 || p.Up
 
 // Plan lists the chats of live (chat key → thread id) whose last turn (lastTurn; a chat without
 // one is left alone) is IdleAfter or more ago, and the archived threads archived DeleteAfter or
-// more ago, plus deletions a kill cut short. Oldest first.
+// more ago, plus deletions a kill cut short; and the threads chats left, by the same ages
+// (planLeft). Oldest first.
 func (l *Log) Plan(p Policy, live map[string]string, lastTurn func(key string) (time.Time, bool)) Plan {
 	now := l.now()
 	var plan Plan
@@ -144,6 +161,7 @@ func (l *Log) Plan(p Policy, live map[string]string, lastTurn func(key string) (
 			plan.Delete = append(plan.Delete, Candidate{ChatKey: key, ThreadID: e.ThreadID, Since: e.At})
 		}
 	}
+	l.planLeft(&plan, p, live, now)
 	for _, cs := range [][]Candidate{plan.Archive, plan.Delete} {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].Since.Before(cs[j].Since) })
 	}

@@ -607,7 +607,8 @@ func truncate(s string, n int) string {
 // ArchiveFileName is the file in the store's folder that keeps the thread ids chats left with
 // Archive (the chat command /new, a stored thread codex could not resume): one JSON object a
 // line, {"chat_key", "thread_id", "archived_at", "reason"}, oldest first. sessions.json keeps the Python daemon's flat shape, so archived
-// ids live beside it rather than in it; an operator can still find, read or resume the old thread.
+// ids live beside it rather than in it; an operator can still find, read or resume the old thread
+// (until the retention settings archive and delete it: package retention reads these lines).
 const ArchiveFileName = "threads-archive.jsonl"
 
 // archived is one line of ArchiveFileName.

@@ -84,6 +84,10 @@ func (s *Supervisor) sweepThreads(ctx context.Context, p retention.Policy, plan 
 	}
 	defer done()
 	for _, c := range plan.Archive {
+		if c.Left {
+			s.archiveLeft(ctx, codex, c, p.IdleAfter, res)
+			continue
+		}
 		busy, err := s.archiveChat(ctx, codex, c, p.IdleAfter)
 		switch {
 		case busy:
@@ -99,7 +103,11 @@ func (s *Supervisor) sweepThreads(ctx context.Context, p retention.Policy, plan 
 		}
 	}
 	for _, c := range plan.Delete {
-		if err := l.Delete(ctx, codex, c.ChatKey); err != nil {
+		del := func() error { return l.Delete(ctx, codex, c.ChatKey) }
+		if c.Left {
+			del = func() error { return l.DeleteLeft(ctx, codex, c.ThreadID) }
+		}
+		if err := del(); err != nil {
 			res.Errors = append(res.Errors, err.Error())
 			s.log.Warn("could not delete an archived thread", zap.String("chat_key", c.ChatKey),
 				zap.String("thread_id", c.ThreadID), zap.Error(err))
@@ -107,9 +115,32 @@ func (s *Supervisor) sweepThreads(ctx context.Context, p retention.Policy, plan 
 		}
 		res.Deleted = append(res.Deleted, c)
 		s.log.Info("deleted an archived thread for good", zap.String("chat_key", c.ChatKey),
-			zap.String("thread_id", c.ThreadID))
+			zap.String("thread_id", c.ThreadID), zap.Bool("left", c.Left))
 	}
 	return nil
+}
+
+// archiveLeft archives c, a thread its chat left. No child holds it (the chat's child was
+// retired when it left, and its new thread is another), so the chat's queue is not involved.
+func (s *Supervisor) archiveLeft(ctx context.Context, codex retention.Codex, c retention.Candidate, idleAfter time.Duration, res *SweepResult) {
+	reason := fmt.Sprintf("left since %s (archive after %s)", c.Since.UTC().Format(time.RFC3339), idleAfter)
+	if err := s.cfg.Retention.ArchiveLeft(ctx, codex, c.ThreadID, reason); err != nil {
+		res.Errors = append(res.Errors, err.Error())
+		s.log.Warn("could not archive a thread a chat left", zap.String("chat_key", c.ChatKey),
+			zap.String("thread_id", c.ThreadID), zap.Error(err))
+		return
+	}
+	res.Archived = append(res.Archived, c)
+	s.log.Info("archived a thread a chat left", zap.String("chat_key", c.ChatKey),
+		zap.String("thread_id", c.ThreadID), zap.Time("left_at", c.Since))
+}
+
+// leftThread tells the archive log that chatKey left threadID (sessions.Store.Archive wrote
+// the line), so that the next sweep counts its age.
+func (s *Supervisor) leftThread(chatKey, threadID string) {
+	if s.cfg.Retention != nil {
+		s.cfg.Retention.Left(chatKey, threadID, time.Now())
+	}
 }
 
 // pruneUploads removes the uploads of the chats res deleted and, with p.UploadsAfter, every
@@ -127,7 +158,9 @@ func (s *Supervisor) pruneUploads(res *SweepResult, p retention.Policy) {
 		}
 	}
 	for _, c := range res.Deleted {
-		add(chatfiles.RemoveUploads(s.cfg.WorkDir, c.ChatKey))
+		if !c.Left { // the chat of a left thread goes on, with its files
+			add(chatfiles.RemoveUploads(s.cfg.WorkDir, c.ChatKey))
+		}
 	}
 	if p.UploadsAfter > 0 {
 		add(chatfiles.PruneUploads(s.cfg.WorkDir, time.Now().Add(-p.UploadsAfter)))

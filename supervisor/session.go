@@ -322,7 +322,9 @@ func (s *Supervisor) openThread(key string, sess *session, text string) (string,
 		}
 		// Kept, with the reason, where an operator (a rollback, a CODEX_HOME put right) finds it.
 		reason := fmt.Sprintf("not resumable: thread %s not found in CODEX_HOME %s", id, s.codexHome())
-		if _, aerr := s.cfg.Store.Archive(key, reason); aerr != nil {
+		left, aerr := s.cfg.Store.Archive(key, reason)
+		s.leftThread(key, left)
+		if aerr != nil {
 			sess.log.Error("could not archive the unresumable thread id; it is overwritten by the new thread's",
 				zap.String("thread_id", id), zap.Error(aerr))
 		}

@@ -61,10 +61,18 @@ func printSweep(w io.Writer, res supervisor.SweepResult, asJSON bool) {
 	}
 	verb := map[bool]string{true: "would ", false: ""}[res.DryRun]
 	for _, c := range res.Archived {
-		fmt.Fprintf(w, "%sarchive chat %s thread %s (last turn %s)\n", verb, c.ChatKey, c.ThreadID, c.Since.Format(time.RFC3339))
+		since := "last turn"
+		if c.Left {
+			since = "the chat left it"
+		}
+		fmt.Fprintf(w, "%sarchive chat %s thread %s (%s %s)\n", verb, c.ChatKey, c.ThreadID, since, c.Since.Format(time.RFC3339))
 	}
 	for _, c := range res.Deleted {
-		fmt.Fprintf(w, "%sdelete chat %s thread %s (archived %s)\n", verb, c.ChatKey, c.ThreadID, c.Since.Format(time.RFC3339))
+		left := ""
+		if c.Left {
+			left = ", left by the chat"
+		}
+		fmt.Fprintf(w, "%sdelete chat %s thread %s (archived %s%s)\n", verb, c.ChatKey, c.ThreadID, c.Since.Format(time.RFC3339), left)
 	}
 	for _, k := range res.Busy {
 		fmt.Fprintf(w, "busy, left for later: chat %s\n", k)
