@@ -492,7 +492,8 @@ type routing struct {
 	} `json:"turn"`
 }
 
-func routeOf(params json.RawMessage) (threadID, turnID string) {
+// routeOfDecode is routeOf by a full decode: the answer routeOfFast must match.
+func routeOfDecode(params json.RawMessage) (threadID, turnID string) {
 	var r routing
 	if len(params) == 0 || json.Unmarshal(params, &r) != nil {
 		return "", ""
