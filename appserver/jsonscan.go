@@ -203,3 +203,56 @@ func routeOf(params json.RawMessage) (threadID, turnID string) {
 	}
 	return routeOfDecode(params)
 }
+
+// ItemType returns the type of the item an item/* notification's params carry, and whether the
+// params decode as encoding/json would decode them into struct{ Item struct{ Type string } }:
+// the same answer, read by a scan where the members are plain. The supervisor's watchdogs look
+// at nothing else of most items.
+func ItemType(params json.RawMessage) (typ string, ok bool) {
+	if typ, ok, plain := itemTypeFast(params); plain {
+		return typ, ok
+	}
+	var p struct {
+		Item struct {
+			Type string `json:"type"`
+		} `json:"item"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return "", false
+	}
+	return p.Item.Type, true
+}
+
+// itemTypeFast is ItemType by a scan; plain is false when the scan cannot answer.
+func itemTypeFast(params []byte) (typ string, ok, plain bool) {
+	if len(params) == 0 || !json.Valid(params) {
+		return "", false, true
+	}
+	var seenItem bool
+	plain = eachMember(params, func(key, value []byte) bool {
+		if string(key) != "item" {
+			return !foldsTo(key, "item")
+		}
+		if seenItem || len(value) == 0 || value[0] != '{' {
+			return false
+		}
+		seenItem = true
+		var seenType bool
+		return eachMember(value, func(k, v []byte) bool {
+			if string(k) != "type" {
+				return !foldsTo(k, "type")
+			}
+			if seenType {
+				return false
+			}
+			seenType = true
+			var good bool
+			typ, good = plainString(v)
+			return good
+		})
+	})
+	if !plain {
+		return "", false, false
+	}
+	return typ, true, true
+}

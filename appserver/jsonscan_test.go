@@ -2,6 +2,7 @@ package appserver
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/protocol"
@@ -28,6 +29,10 @@ var scanSeeds = []string{
 	`{"method":"m","params":{"threadId":"t"},"ſd":1}`,
 	`{}`, `[]`, `"x"`, `null`, `{"method":"m","params":{"a":[1,2,{"b":"}"}]}}`,
 	"{\"method\":\"m\",\"params\":{\"threadId\":\"bad \xff\"}}",
+	`{"item":{"type":"agentMessage","id":"a","text":"x"},"threadId":"t"}`,
+	`{"item":{"type":"userMessage","type":"commandExecution"}}`,
+	`{"item":null}`, `{"item":{"type":null}}`, `{"item":{"type":3}}`, `{"item":[]}`, `{"Item":{"type":"x"}}`,
+	`{"item":{"Type":"x"}}`, `{"item":{"type":"\u0078"}}`, `{"item":{}}`,
 }
 
 // FuzzFastScanMatchesDecode: the scanner's plainNotification and routeOf answer as the full
@@ -65,6 +70,16 @@ func checkScanMatchesDecode(t *testing.T, line []byte) {
 	m2, p2, ok2 := plainNotificationDecode(line)
 	if ok1 != ok2 || m1 != m2 || !bytes.Equal(p1, p2) {
 		t.Errorf("%q: scan %q %s %v, decode %q %s %v", line, m1, p1, ok1, m2, p2, ok2)
+	}
+	typ, okScan := ItemType(line)
+	var p struct {
+		Item struct {
+			Type string `json:"type"`
+		} `json:"item"`
+	}
+	okDecode := json.Unmarshal(line, &p) == nil
+	if okScan != okDecode || (okDecode && typ != p.Item.Type) {
+		t.Errorf("%q: item type %q %v, decode %q %v", line, typ, okScan, p.Item.Type, okDecode)
 	}
 	th1, tu1 := routeOf(line)
 	th2, tu2 := routeOfDecode(line)
