@@ -1,6 +1,7 @@
 package appserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,7 +76,7 @@ type approvalParams struct {
 // noteFileChange keeps the changes of a fileChange item from its item/started, for the approval
 // request that may follow. It runs on the dispatcher, which owns t.files.
 func (t *turnState) noteFileChange(n protocol.Notification) {
-	if n.Method != protocol.NotifyItemStarted {
+	if n.Method != protocol.NotifyItemStarted || !mayNameFileChange(n.Params) {
 		return
 	}
 	var in protocol.ItemNotification
@@ -90,6 +91,13 @@ func (t *turnState) noteFileChange(n protocol.Notification) {
 		t.files = make(map[string][]protocol.FileUpdateChange)
 	}
 	t.files[it.ID] = it.Changes
+}
+
+// mayNameFileChange is false for params that cannot hold a fileChange item: the type's name
+// appears neither plainly nor with an escape in it. Most items of a turn are not file changes,
+// and this spares each of them a full decode.
+func mayNameFileChange(params []byte) bool {
+	return bytes.Contains(params, []byte(protocol.ItemFileChange)) || bytes.Contains(params, []byte(`\u`))
 }
 
 // ask hands an approval request to the running turn's Approver on a goroutine of its own (the

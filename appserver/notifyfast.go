@@ -27,6 +27,49 @@ var reservedKeys = []string{"id", "method", "params", "result", "error", "meta"}
 // string method that is not empty, an object as params, and no id, result, error or meta, and
 // is valid UTF-8: jsonrpc2's re-encoding replaces invalid bytes, on which the rest relies.
 func plainNotification(line []byte) (method string, params json.RawMessage, ok bool) {
+	if !utf8.Valid(line) || !json.Valid(line) {
+		return "", nil, false
+	}
+	var rawMethod, rawParams []byte
+	reserved := false
+	plain := eachMember(line, func(key, value []byte) bool {
+		switch string(key) {
+		case "method":
+			rawMethod = value
+		case "params":
+			rawParams = value
+		default:
+			for _, r := range reservedKeys {
+				if strings.EqualFold(string(key), r) {
+					reserved = true
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if reserved {
+		return "", nil, false
+	}
+	if !plain {
+		return plainNotificationDecode(line)
+	}
+	if len(rawMethod) == 0 || rawMethod[0] != '"' || len(rawParams) == 0 || rawParams[0] != '{' {
+		return "", nil, false
+	}
+	method, plain = plainString(rawMethod)
+	if !plain && json.Unmarshal(rawMethod, &method) != nil {
+		return "", nil, false
+	}
+	if method == "" {
+		return "", nil, false
+	}
+	return method, append(json.RawMessage(nil), rawParams...), true
+}
+
+// plainNotificationDecode is plainNotification by a full decode of the line's members: the
+// answer for the lines eachMember does not read (an escaped key), and the one it must match.
+func plainNotificationDecode(line []byte) (method string, params json.RawMessage, ok bool) {
 	if !utf8.Valid(line) {
 		return "", nil, false
 	}

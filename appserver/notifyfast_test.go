@@ -125,7 +125,7 @@ func TestPlainNotificationLeavesTheRestToJSONRPC2(t *testing.T) {
 }
 
 // BenchmarkReadNotification compares reading one recorded item/completed notification through
-// jsonrpc2 and through the fast path.
+// jsonrpc2, through the fast path's full decode of the members, and through its scanner.
 func BenchmarkReadNotification(b *testing.B) {
 	line := []byte(`{"method":"item/completed","params":{"item":{"type":"agentMessage","id":"msg_0001","text":"Hello from the mock model, turn 12.","phase":"final_answer","memoryCitation":null},"threadId":"01a218b6-380d-7af1-87d2-5678e229f9f3","turnId":"01a218b6-392d-71e1-a56b-c2d5a13116e9","completedAtMs":1795710925270},"emittedAtMs":1795710925270}`)
 	b.Run("jsonrpc2", func(b *testing.B) {
@@ -134,6 +134,14 @@ func BenchmarkReadNotification(b *testing.B) {
 			var req jsonrpc2.Request
 			if err := json.Unmarshal(line, &req); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, ok := plainNotificationDecode(line); !ok {
+				b.Fatal("not taken")
 			}
 		}
 	})

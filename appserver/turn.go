@@ -166,7 +166,7 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	if grace <= 0 {
 		grace = DefaultInterruptGrace
 	}
-	log := c.logger().With(zap.String("thread", threadID))
+	log := c.logger().WithLazy(zap.String("thread", threadID))
 
 	t := &turnState{threadID: threadID, onNotif: opts.OnNotification, approve: opts.Approve, callTool: opts.CallTool,
 		done: make(chan struct{}), startedCh: make(chan struct{}), started: time.Now()}
@@ -237,7 +237,7 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 		c.abandon(t, nil)
 		return nil, fmt.Errorf("run turn on thread %s: %w: turn/start result of pid %d has no turn id", threadID, ErrProtocol, c.pid)
 	}
-	log = log.With(zap.String("turn", turnID))
+	log = log.WithLazy(zap.String("turn", turnID))
 	log.Debug("turn started")
 	if opts.OnStarted != nil {
 		opts.OnStarted(turnID)
@@ -508,7 +508,8 @@ type routing struct {
 	} `json:"turn"`
 }
 
-func routeOf(params json.RawMessage) (threadID, turnID string) {
+// routeOfDecode is routeOf by a full decode: the answer routeOfFast must match.
+func routeOfDecode(params json.RawMessage) (threadID, turnID string) {
 	var r routing
 	if len(params) == 0 || json.Unmarshal(params, &r) != nil {
 		return "", ""

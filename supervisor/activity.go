@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
@@ -87,6 +88,9 @@ func (a *activity) get() (string, time.Time) {
 // describeItem is the one-line activity of an item/started: "" for an item that says nothing
 // of what the turn does (the user's own message).
 func describeItem(params json.RawMessage) string {
+	if typ, ok := appserver.ItemType(params); ok && (typ == protocol.ItemUserMessage || typ == "") {
+		return "" // what the full decode below makes of it too, and the item may be long
+	}
 	var n protocol.ItemNotification
 	if json.Unmarshal(params, &n) != nil {
 		return ""

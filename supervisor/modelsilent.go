@@ -1,11 +1,11 @@
 package supervisor
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
@@ -52,12 +52,8 @@ func fromModel(n protocol.Notification) bool {
 	case protocol.NotifyTokenUsageUpdated, protocol.NotifyRateLimitsUpdated:
 		return true
 	case protocol.NotifyItemStarted, protocol.NotifyItemCompleted:
-		var p struct {
-			Item struct {
-				Type string `json:"type"`
-			} `json:"item"`
-		}
-		return json.Unmarshal(n.Params, &p) == nil && p.Item.Type != "" && p.Item.Type != protocol.ItemUserMessage
+		typ, ok := appserver.ItemType(n.Params)
+		return ok && typ != "" && typ != protocol.ItemUserMessage
 	}
 	return strings.HasPrefix(n.Method, "item/")
 }

@@ -40,15 +40,11 @@ func isDone(c Child) bool {
 }
 
 func isToolItem(params json.RawMessage) bool {
-	var n struct {
-		Item struct {
-			Type string `json:"type"`
-		} `json:"item"`
-	}
-	if json.Unmarshal(params, &n) != nil {
+	typ, ok := appserver.ItemType(params)
+	if !ok {
 		return false
 	}
-	switch n.Item.Type {
+	switch typ {
 	case protocol.ItemCommandExecution, protocol.ItemFileChange, protocol.ItemMCPToolCall, protocol.ItemDynamicToolCall:
 		return true
 	}

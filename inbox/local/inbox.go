@@ -237,7 +237,7 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	log := h.log.With(zap.String("chat_key", key))
+	log := h.log.WithLazy(zap.String("chat_key", key))
 	body, status, le := h.readMessage(w, r)
 	if status != 0 {
 		writeJSON(w, status, le)
@@ -296,7 +296,7 @@ func (h *Inbox) postMessage(w http.ResponseWriter, r *http.Request) {
 // respond writes the answer of a message from its Submit result. gone says the caller went away.
 func (h *Inbox) respond(w http.ResponseWriter, gone bool, log *zap.Logger, key string, start time.Time, reply supervisor.Reply, err error, box *fileBox) {
 	oc := chat.Classify(reply, err)
-	log = log.With(zap.Duration("took", time.Since(start)))
+	log = log.WithLazy(zap.Duration("took", time.Since(start)))
 	if gone && oc != chat.OutcomeAnswered {
 		log.Info("caller went away before the turn ended", zap.Error(err))
 		writeJSON(w, http.StatusServiceUnavailable, ErrorReply{Error: "request canceled"})
