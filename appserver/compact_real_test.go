@@ -13,7 +13,7 @@ import (
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
-// compactPrompt is how codex 0.171.0's compaction request to the model begins (its last user
+// compactPrompt is how codex 0.171's compaction request to the model begins (its last user
 // message); summaryText is what the mock answers it.
 const (
 	compactPrompt = "You are performing a CONTEXT CHECKPOINT COMPACTION"

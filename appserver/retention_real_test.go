@@ -12,7 +12,7 @@ import (
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
-// What codex 0.171.0 does with the calls retention relies on, on disk: thread/delete removes an
+// What codex 0.171 does with the calls retention relies on, on disk: thread/delete removes an
 // archived thread's rollout from archived_sessions (the space comes back), unarchiving a deleted
 // thread fails, and archiving twice or unarchiving a live thread fails without harm.
 func TestRealRetentionCalls(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/molecule-ai/codex-warm/sessions"
 )
 
-// fakeCodex keeps the folder each thread's rollout is in, as codex 0.171.0 does.
+// fakeCodex keeps the folder each thread's rollout is in, as codex 0.171 does.
 type fakeCodex struct {
 	where map[string]string // thread → "sessions" | "archived_sessions"; absent: deleted
 	fail  error

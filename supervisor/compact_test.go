@@ -48,7 +48,7 @@ func TestCompactConfigNegative(t *testing.T) {
 	}
 }
 
-// The token updates of a compaction as codex 0.171.0 sends them (TestRealCompactThread): the
+// The token updates of a compaction as codex 0.171 sends them (TestRealCompactThread): the
 // summary's model call, then the compacted context's size with every component zero and the
 // thread's total unchanged. Only the call is spent.
 func TestCompactionUsage(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/molecule-ai/codex-warm/mockmodel"
 )
 
-// compactPrompt begins codex 0.171.0's compaction request (its last user message);
+// compactPrompt begins codex 0.171's compaction request (its last user message);
 // compactSummary is what the mock answers it.
 const (
 	compactPrompt  = "You are performing a CONTEXT CHECKPOINT COMPACTION"
