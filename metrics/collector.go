@@ -34,6 +34,7 @@ var (
 	descCharged       = desc("memory_charged_bytes", "What the memory budget counts as used: measured PSS plus the estimate for children not measured yet.")
 	descEstimate      = desc("child_estimate_bytes", "What one more codex child is expected to cost.")
 	descOverload      = desc("overload_retries_total", "Requests to codex children that codex refused as overloaded and that were sent again.")
+	descCompactions   = desc("thread_compactions_total", "Threads compacted by the long-thread policy (--compact-after-turns, --compact-above), by outcome.", "outcome")
 	descStoreErrors   = desc("thread_store_errors_total", "Failed writes of thread ids to sessions.json.")
 	descModelUp       = desc("model_reachable", "1 while the model service can be reached as the turns find it; 0 from a turn that could not reach it until one gets through.")
 	descModelOutages  = desc("model_outages_total", "Times the model service became unreachable.")
@@ -46,7 +47,7 @@ type poolCollector struct {
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueue, descSlotWaiters, descChildren, descChildrenMax, descRetirements,
-		descRestarts, descCrashBackoffs, descPSS, descUSS, descBudget, descCharged, descEstimate, descOverload, descStoreErrors, descModelUp, descModelOutages} {
+		descRestarts, descCrashBackoffs, descPSS, descUSS, descBudget, descCharged, descEstimate, descOverload, descCompactions, descStoreErrors, descModelUp, descModelOutages} {
 		ch <- d
 	}
 }
@@ -82,6 +83,8 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descCharged, float64(t.ChargedBytes))
 	gauge(descEstimate, float64(t.ChildEstimateBytes))
 	counter(descOverload, float64(t.OverloadRetries))
+	counter(descCompactions, float64(t.Compactions), "ok")
+	counter(descCompactions, float64(t.CompactionFailures), "failed")
 	counter(descStoreErrors, float64(t.StoreErrors))
 	up := 0.0
 	if !snap.Model.Unreachable {

@@ -47,7 +47,7 @@ func TestCollectorReadsSourceAtScrape(t *testing.T) {
 		},
 		Totals: supervisor.Totals{Queued: 3, WaitingForSlot: 1, Cap: 8, Retired: map[string]int{"idle": 4, supervisor.WatchdogTurn: 1},
 			Restarts: 2, CrashBackoffs: 5, PSSBytes: 100 << 20, USSBytes: 40 << 20, MemoryBudgetBytes: 1 << 30,
-			ChargedBytes: 150 << 20, ChildEstimateBytes: 53 << 20, OverloadRetries: 6, StoreErrors: 7},
+			ChargedBytes: 150 << 20, ChildEstimateBytes: 53 << 20, OverloadRetries: 6, StoreErrors: 7, Compactions: 3, CompactionFailures: 1},
 	}
 	src.st = molecule.Stats{Received: 10, Delivered: 9, DeliveryRetries: 2, DeliveryFailed: 1, Poison: 3, Duplicates: 4,
 		BusyRetries: 5, Commands: 6, PollErrors: 7, Unacked: 2, PendingReplies: 1, InFlight: 1}
@@ -79,6 +79,11 @@ func TestCollectorReadsSourceAtScrape(t *testing.T) {
 	}
 	if got := f.MustValue(t, "codex_warm_child_retirements_total", metricstest.Labels{"reason": "turn_deadline"}); got != 1 {
 		t.Errorf("retirements{turn_deadline} = %v", got)
+	}
+	for outcome, want := range map[string]float64{"ok": 3, "failed": 1} {
+		if got := f.MustValue(t, "codex_warm_thread_compactions_total", metricstest.Labels{"outcome": outcome}); got != want {
+			t.Errorf("thread_compactions_total{%s} = %v, want %v", outcome, got, want)
+		}
 	}
 	// The Go and process collectors are registered (daemon goroutines and heap).
 	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_resident_memory_bytes"} {

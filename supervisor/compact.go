@@ -92,9 +92,11 @@ func (s *Supervisor) compactIfDue(ctx context.Context, key string, sess *session
 		}
 	}
 	if err == nil {
+		s.compactions.Add(1)
 		log.Info("thread compacted")
 		return ""
 	}
+	s.compactFailures.Add(1)
 	log.Warn("thread compaction failed; the turn runs on the whole history", zap.Error(err))
 	if ctx.Err() != nil || sess.compactNoticed {
 		return ""

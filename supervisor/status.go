@@ -48,6 +48,7 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 	u := s.memUseLocked()
 	t.MeasuredPSSBytes, t.ChargedBytes, t.ChildEstimateBytes = u.measured, u.held, u.estimate
 	t.OverloadRetries = s.overloadRetries.Load()
+	t.Compactions, t.CompactionFailures = s.compactions.Load(), s.compactFailures.Load()
 	for sess := range s.sessions {
 		if sess.spare {
 			t.Spares++

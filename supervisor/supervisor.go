@@ -60,6 +60,8 @@ type Supervisor struct {
 	usage  *usageTotals // each chat's token usage
 
 	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
+	compactions     atomic.Int64 // threads compacted by the long-thread policy
+	compactFailures atomic.Int64 // compactions the policy asked for that failed
 	warmUpFailed    atomic.Bool  // a spare's warm-up failed and was logged (warmup.go)
 
 	records childRecords // what children.json holds besides the live children (sweep.go)

@@ -174,6 +174,10 @@ type Totals struct {
 	// OverloadRetries counts requests to children that codex refused as overloaded (-32001) and
 	// that were sent again; see appserver.Config.Overload.
 	OverloadRetries int64 `json:"overload_retries"`
+	// Compactions and CompactionFailures count the long-thread policy's thread/compact/start
+	// calls that succeeded and that failed (Config.CompactAfterTurns, CompactAboveBytes).
+	Compactions        int64 `json:"compactions"`
+	CompactionFailures int64 `json:"compaction_failures"`
 	// RSSBytes, PSSBytes and USSBytes sum the children's readings. PSSBytes is what the children
 	// cost together; RSSBytes overstates it by the shared pages.
 	RSSBytes int64 `json:"rss_bytes"`

@@ -76,6 +76,9 @@ func TestE2ECompactAfterTurns(t *testing.T) {
 	if got := len(d.logsWith("thread compacted")); got != 2 {
 		t.Errorf("%d \"thread compacted\" log lines, want 2", got)
 	}
+	if tot := d.status().Snapshot.Totals; tot.Compactions != 2 || tot.CompactionFailures != 0 {
+		t.Errorf("status counts %d compactions and %d failures, want 2 and 0", tot.Compactions, tot.CompactionFailures)
+	}
 	for _, text := range e.notifyTexts() {
 		if strings.Contains(text, "could not be compacted") {
 			t.Errorf("a reply carries the failure notice: %q", text)
@@ -103,6 +106,9 @@ func TestE2ECompactFailureNotice(t *testing.T) {
 		t.Errorf("replies %q: want the failure notice exactly once", texts)
 	}
 	t.Logf("replies: %q", texts)
+	if tot := d.status().Snapshot.Totals; tot.Compactions != 0 || tot.CompactionFailures < 2 {
+		t.Errorf("status counts %d compactions and %d failures, want 0 and at least 2", tot.Compactions, tot.CompactionFailures)
+	}
 	if three := e.requestsFor("three"); len(three) != 1 || !strings.Contains(strings.Join(rawInputs(three[0]), "\n"), "reply #1: one") {
 		t.Errorf("three was not answered on the whole history")
 	}
