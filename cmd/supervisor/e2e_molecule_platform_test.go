@@ -178,21 +178,7 @@ func TestE2EMoleculeTokenRotation(t *testing.T) {
 	d.waitPlatform("the first reply", func() bool { return e.countReplies("reply #1: before") == 1 })
 
 	const rotated = "rotated-workspace-token-5f4e3d2c1b"
-	e.plat.RotateToken(rotated)
-	d.waitPlatform("a call answered 401 to the old token", func() bool {
-		return e.plat.CountCalls(moleculetest.RouteActivity, http.StatusUnauthorized) > 0
-	})
-	configs := filepath.Join(e.root, "no-configs")
-	if err := os.MkdirAll(configs, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	tmp := filepath.Join(configs, ".auth_token.tmp")
-	if err := os.WriteFile(tmp, []byte(rotated+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(configs, ".auth_token")); err != nil {
-		t.Fatal(err)
-	}
+	rotateWorkspaceToken(t, e, d, rotated)
 	e.plat.Enqueue(moleculetest.CanvasMessage("after"))
 	d.waitPlatform("the reply after the rotation", func() bool { return e.countReplies("reply #2: after") == 1 })
 	if got := e.plat.Notifies()[1].Header.Get("Authorization"); got != "Bearer "+rotated {
@@ -243,4 +229,26 @@ func TestE2EMoleculeColdStart150Rows(t *testing.T) {
 	}
 	d.stop(stopTimeout)
 	d.checkLog()
+}
+
+// rotateWorkspaceToken rotates the workspace token on the platform, waits until the daemon's
+// old token was refused, and writes the new one to the configs directory's .auth_token
+// (atomically, as the runtime does), where the daemon takes it up.
+func rotateWorkspaceToken(t *testing.T, e *e2e, d *daemonProc, rotated string) {
+	t.Helper()
+	e.plat.RotateToken(rotated)
+	d.waitPlatform("a call answered 401 to the old token", func() bool {
+		return e.plat.CountCalls(moleculetest.RouteActivity, http.StatusUnauthorized) > 0
+	})
+	configs := filepath.Join(e.root, "no-configs")
+	if err := os.MkdirAll(configs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(configs, ".auth_token.tmp")
+	if err := os.WriteFile(tmp, []byte(rotated+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(configs, ".auth_token")); err != nil {
+		t.Fatal(err)
+	}
 }

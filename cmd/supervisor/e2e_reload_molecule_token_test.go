@@ -4,8 +4,6 @@ package main
 
 import (
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
@@ -25,21 +23,7 @@ func TestE2EReloadMoleculeRotatedToken(t *testing.T) {
 	d.waitPlatform("the first reply", func() bool { return e.countReplies("reply #1: before") == 1 })
 
 	const rotated = "rotated-workspace-token-9a8b7c6d5e"
-	e.plat.RotateToken(rotated)
-	d.waitPlatform("a call answered 401 to the old token", func() bool {
-		return e.plat.CountCalls(moleculetest.RouteActivity, http.StatusUnauthorized) > 0
-	})
-	configs := filepath.Join(e.root, "no-configs")
-	if err := os.MkdirAll(configs, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	tmp := filepath.Join(configs, ".auth_token.tmp")
-	if err := os.WriteFile(tmp, []byte(rotated+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(configs, ".auth_token")); err != nil {
-		t.Fatal(err)
-	}
+	rotateWorkspaceToken(t, e, d, rotated)
 	e.plat.Enqueue(moleculetest.CanvasMessage("rotated"))
 	d.waitPlatform("the reply after the rotation", func() bool { return e.countReplies("reply #2: rotated") == 1 })
 
