@@ -184,11 +184,7 @@ func TestE2EReloadSignalTermDuringReload(t *testing.T) {
 	t.Parallel()
 	for _, m := range reloadMarks {
 		t.Run(strings.ReplaceAll(m.name, " ", "_"), func(t *testing.T) {
-			g := newGate(0)
-			e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
-			t.Cleanup(g.release)
-			installReloadable(t, e)
-			d := e.start("--drain-timeout", "60s")
+			e, d, g := startReloadableHolding(t, "--drain-timeout", "60s")
 			c := newLocalClient(t, d)
 			if r := c.send("busy", "warm up"); r.Status != "completed" {
 				t.Fatalf("warm up: %+v", r)
@@ -260,11 +256,7 @@ func TestE2EReloadStopCommandDuringReload(t *testing.T) {
 	t.Parallel()
 	for _, m := range reloadMarks {
 		t.Run(strings.ReplaceAll(m.name, " ", "_"), func(t *testing.T) {
-			g := newGate(0)
-			e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
-			t.Cleanup(g.release)
-			installReloadable(t, e)
-			d := e.start("--drain-timeout", "60s")
+			e, d, g := startReloadableHolding(t, "--drain-timeout", "60s")
 			c := newLocalClient(t, d)
 			if r := c.send("busy", "warm up"); r.Status != "completed" {
 				t.Fatalf("warm up: %+v", r)

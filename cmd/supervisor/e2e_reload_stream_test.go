@@ -17,11 +17,7 @@ import (
 // stream then ends with its reply.
 func TestE2EReloadRefusesAtOnceWhatCannotCross(t *testing.T) {
 	t.Parallel()
-	g := newGate(0)
-	e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
-	t.Cleanup(g.release)
-	installReloadable(t, e)
-	d := e.start("--drain-timeout", "10m")
+	e, d, g := startReloadableHolding(t, "--drain-timeout", "10m")
 	c := newLocalClient(t, d)
 	if r := c.send("idle", "warm up"); r.Status != "completed" {
 		t.Fatalf("idle chat: %+v", r)

@@ -101,11 +101,7 @@ func (e *e2e) reloadWait(wait string) (int, string) {
 // and a good binary then reloads.
 func TestE2EReloadNewImageHangsGivesBack(t *testing.T) {
 	t.Parallel()
-	g := newGate(0)
-	e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
-	t.Cleanup(g.release)
-	installReloadable(t, e)
-	d := e.start("--drain-timeout", "60s", "--takeover-timeout", "8s")
+	e, d, g := startReloadableHolding(t, "--drain-timeout", "60s", "--takeover-timeout", "8s")
 	c := newLocalClient(t, d)
 	if r := c.send("idle", "warm up"); r.Status != "completed" {
 		t.Fatalf("idle chat: %+v", r)
@@ -165,11 +161,7 @@ func TestE2EReloadNewImageHangsGivesBack(t *testing.T) {
 // its child) and serves on with new children.
 func TestE2EReloadNewImageHangsWithMainThread(t *testing.T) {
 	t.Parallel()
-	g := newGate(0)
-	e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
-	t.Cleanup(g.release)
-	installReloadable(t, e)
-	d := e.start("--drain-timeout", "60s", "--takeover-timeout", "8s")
+	e, d, g := startReloadableHolding(t, "--drain-timeout", "60s", "--takeover-timeout", "8s")
 	c := newLocalClient(t, d)
 	if r := c.send("idle", "warm up"); r.Status != "completed" {
 		t.Fatalf("idle chat: %+v", r)
@@ -240,11 +232,7 @@ func TestE2EReloadNewImageHangsAfterCommitEnds(t *testing.T) {
 // reply once.
 func TestE2EReloadNewImageCrashesGivesBack(t *testing.T) {
 	t.Parallel()
-	g := newGate(0)
-	e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
-	t.Cleanup(g.release)
-	installReloadable(t, e)
-	d := e.start("--drain-timeout", "60s")
+	e, d, g := startReloadableHolding(t, "--drain-timeout", "60s")
 	c := newLocalClient(t, d)
 	running := c.sendAsync("k", "long running")
 	d.waitUntil("the turn held by the model", func() bool { return g.holding() == 1 })

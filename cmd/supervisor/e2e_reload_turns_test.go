@@ -37,6 +37,18 @@ func holdLong(g *gate) func(mockmodel.Request) mockmodel.Reply {
 	}
 }
 
+// startReloadableHolding starts a daemon on the local inbox, with a binary a reload can
+// replace, whose model holds each turn on the gate it returns (holdLong) until the test
+// releases it; args are the daemon's flags.
+func startReloadableHolding(t *testing.T, args ...string) (*e2e, *daemonProc, *gate) {
+	t.Helper()
+	g := newGate(0)
+	e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
+	t.Cleanup(g.release)
+	installReloadable(t, e)
+	return e, e.start(args...), g
+}
+
 // SIGHUP while three chats' turns run (one with a message queued behind its turn) and one chat
 // idles warm: the reload does not wait for the turns. They cross to the new image with their
 // callers' connections, and the model answers only after the reload; each caller gets its
@@ -326,11 +338,7 @@ func TestE2EReloadWithPendingApproval(t *testing.T) {
 // its reply once, in order, from the same child.
 func TestE2EReloadExecFailureKeepsRunningTurn(t *testing.T) {
 	t.Parallel()
-	g := newGate(0)
-	e := newE2E(t, e2eConfig{Local: true, Script: holdLong(g)})
-	t.Cleanup(g.release)
-	installReloadable(t, e)
-	d := e.start("--drain-timeout", "60s")
+	e, d, g := startReloadableHolding(t, "--drain-timeout", "60s")
 	c := newLocalClient(t, d)
 	running := c.sendAsync("k", "long running")
 	d.waitUntil("the turn held by the model", func() bool { return g.holding() == 1 })
