@@ -455,3 +455,22 @@ func short(xs []float64) []float64 {
 	}
 	return xs
 }
+
+func TestServerTimingMS(t *testing.T) {
+	for _, tc := range []struct {
+		header, name string
+		want         float64
+	}{
+		{"turn;dur=41.237, daemon;dur=41.902", "turn", 41.237},
+		{"turn;dur=41.237, daemon;dur=41.902", "daemon", 41.902},
+		{`daemon;desc="x";dur=3`, "daemon", 3},
+		{"turn;dur=x", "turn", math.NaN()},
+		{"", "turn", math.NaN()},
+		{"turnover;dur=1", "turn", math.NaN()},
+	} {
+		got := serverTimingMS(tc.header, tc.name)
+		if got != tc.want && !(math.IsNaN(got) && math.IsNaN(tc.want)) {
+			t.Errorf("serverTimingMS(%q, %q) = %v, want %v", tc.header, tc.name, got, tc.want)
+		}
+	}
+}

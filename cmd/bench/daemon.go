@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -109,6 +110,9 @@ type localReply struct {
 	TurnID     string `json:"turn_id"`
 	Status     string `json:"status"`
 	DurationMS int64  `json:"duration_ms"`
+	// TurnMS is the turn's duration to the microsecond, from the answer's Server-Timing
+	// header; NaN from a daemon that does not send it.
+	TurnMS float64 `json:"-"`
 }
 
 // startDaemon launches the daemon with CODEX_HOME and cwd of cfg.Side and returns once
@@ -192,7 +196,27 @@ func (d *daemon) post(ctx context.Context, chatKey, text string) (reply localRep
 	if err := checkReply(reply.Text, text); err != nil {
 		return localReply{}, 0, fmt.Errorf("daemon post to %s: %w", chatKey, err)
 	}
+	reply.TurnMS = serverTimingMS(resp.Header.Get("Server-Timing"), "turn")
 	return reply, wall, nil
+}
+
+// serverTimingMS is the duration of the metric name in a Server-Timing header value
+// ("turn;dur=41.237, daemon;dur=41.902"), or NaN.
+func serverTimingMS(header, name string) float64 {
+	for m := range strings.SplitSeq(header, ",") {
+		parts := strings.Split(strings.TrimSpace(m), ";")
+		if parts[0] != name {
+			continue
+		}
+		for _, p := range parts[1:] {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(p), "dur="); ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					return f
+				}
+			}
+		}
+	}
+	return math.NaN()
 }
 
 // treeCPU is the CPU used so far by the daemon and all its descendants (its codex children).

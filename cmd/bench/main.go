@@ -45,7 +45,7 @@ func summaryKeys() []string {
 		"exec_cpu_ms_per_msg", "warm_cpu_ms_per_msg", "cpu_ratio_exec_over_warm",
 		"exec_first_msg_ms", "warm_first_msg_ms", "exec_first_msg_cpu_ms", "warm_first_msg_cpu_ms",
 		"daemon_overhead_ms", "daemon_overhead_pct", "daemon_overhead_ok",
-		"daemon_overhead_ci_lo_ms", "daemon_overhead_ci_hi_ms", "daemon_path_ms", "daemon_turn_ms", "bare_turn_ms",
+		"daemon_overhead_ci_lo_ms", "daemon_overhead_ci_hi_ms", "daemon_path_ms", "daemon_path_median_ms", "daemon_turn_ms", "bare_turn_ms",
 		"throughput_ratio", "exec_msgs_per_sec", "daemon_msgs_per_sec", "exec_cpu_s_per_msg", "daemon_cpu_s_per_msg",
 		"history_1_ratio", "history_50_ratio", "history_200_ratio",
 		"daemon_rss_per_child_kb", "daemon_rss_mb", "codex_native_rss_mb", "codex_node_rss_mb",

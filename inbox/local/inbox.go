@@ -321,6 +321,7 @@ func (h *Inbox) respond(w http.ResponseWriter, gone bool, log *zap.Logger, key s
 		} else {
 			log.Info("answered", zap.String("status", reply.Status), zap.String("thread_id", reply.ThreadID))
 		}
+		w.Header().Set("Server-Timing", serverTiming(dur, time.Since(start)))
 		writeJSON(w, http.StatusOK, Reply{
 			Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID,
 			Status: reply.Status, DurationMS: dur.Milliseconds(), Error: reply.Error, Steered: reply.Steered,
@@ -414,6 +415,15 @@ func chatKeyOf(w http.ResponseWriter, r *http.Request) (key string, ok bool) {
 		return "", false
 	}
 	return key, true
+}
+
+// serverTiming is the Server-Timing header (W3C Server Timing) of an answer: the turn as codex
+// ran it (turn/start to turn/completed, as the daemon's client saw it) and the message's whole
+// time in the daemon, in milliseconds to the microsecond. duration_ms in the body is whole
+// milliseconds; what the daemon adds to a turn is well under one, so a caller measuring it
+// (the benchmark's "HTTP + supervisor" figure) takes it from here.
+func serverTiming(turn, daemon time.Duration) string {
+	return fmt.Sprintf("turn;dur=%.3f, daemon;dur=%.3f", float64(turn.Microseconds())/1000, float64(daemon.Microseconds())/1000)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

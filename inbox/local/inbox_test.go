@@ -141,3 +141,45 @@ func TestLocalInboxParallelChats(t *testing.T) {
 		must(t, <-errs)
 	}
 }
+
+// An answer carries the turn's duration and the daemon's to the microsecond in Server-Timing:
+// duration_ms is whole milliseconds, too coarse for what the daemon adds to a turn.
+func TestLocalInboxServerTiming(t *testing.T) {
+	t.Parallel()
+	a := chattest.NewAnswerer(func(ctx context.Context, key, text string) (supervisor.Reply, error) {
+		if text == "boom" {
+			return supervisor.Reply{}, errors.New("boom")
+		}
+		r := chattest.EchoReply(key, text)
+		r.Duration = 41*time.Millisecond + 237*time.Microsecond + 900*time.Nanosecond
+		return r, nil
+	})
+	h, err := New(Config{Answerer: a})
+	must(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := srv.Client().Post(srv.URL+"/v1/chats/k/messages", "application/json", strings.NewReader(`{"text":"hi"}`))
+	must(t, err)
+	defer resp.Body.Close()
+	var reply Reply
+	must(t, json.NewDecoder(resp.Body).Decode(&reply))
+	if reply.DurationMS != 41 {
+		t.Errorf("duration_ms = %d, want 41", reply.DurationMS)
+	}
+	st := resp.Header.Get("Server-Timing")
+	var turn, daemon float64
+	if n, err := fmt.Sscanf(st, "turn;dur=%g, daemon;dur=%g", &turn, &daemon); n != 2 || err != nil {
+		t.Fatalf("Server-Timing = %q: %v", st, err)
+	}
+	if turn != 41.237 || daemon <= 0 {
+		t.Errorf("Server-Timing = %q: turn %v ms (want 41.237), daemon %v ms (want > 0)", st, turn, daemon)
+	}
+
+	// No turn answered, no timing.
+	resp, err = srv.Client().Post(srv.URL+"/v1/chats/k/messages", "application/json", strings.NewReader(`{"text":"boom"}`))
+	must(t, err)
+	resp.Body.Close()
+	if st := resp.Header.Get("Server-Timing"); resp.StatusCode != http.StatusInternalServerError || st != "" {
+		t.Errorf("an error's status %d, Server-Timing %q; want 500 and none", resp.StatusCode, st)
+	}
+}
