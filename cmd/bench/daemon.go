@@ -111,7 +111,7 @@ type localReply struct {
 	Status     string `json:"status"`
 	DurationMS int64  `json:"duration_ms"`
 	// TurnMS is the turn's duration to the microsecond, from the answer's Server-Timing
-	// header; NaN from a daemon that does not send it.
+	// header (from an older daemon without it: duration_ms + 0.5).
 	TurnMS float64 `json:"-"`
 }
 
@@ -197,6 +197,11 @@ func (d *daemon) post(ctx context.Context, chatKey, text string) (reply localRep
 		return localReply{}, 0, fmt.Errorf("daemon post to %s: %w", chatKey, err)
 	}
 	reply.TurnMS = serverTimingMS(resp.Header.Get("Server-Timing"), "turn")
+	if math.IsNaN(reply.TurnMS) {
+		// A daemon from before Server-Timing: duration_ms is truncated to whole milliseconds,
+		// half a millisecond short on average.
+		reply.TurnMS = float64(reply.DurationMS) + 0.5
+	}
 	return reply, wall, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"math"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/chatfiles"
+	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // runOverhead is comparison 2: what the daemon adds to a turn. The same kind of child (real
@@ -33,12 +35,14 @@ func (b *bench) runOverhead(ctx context.Context) error {
 
 	var daemonMS, bareMS, reportedMS []float64
 	err = b.withDaemon(ctx, daemonSide, 2, func(d *daemon) error {
-		// The bare client runs codex as the daemon runs its children: with the lean settings.
+		// The bare client runs codex as the daemon runs its children: with the lean settings and
+		// the daemon's send_file tool, whose declaration goes with every model request.
 		var lean []string
 		for _, s := range appserver.LeanSettings() {
 			lean = append(lean, s.Override())
 		}
-		bare, err := startWarm(ctx, warmConfig{Bin: b.cfg.CodexBin, Side: bareSide, ConfigOverrides: lean}, "")
+		bare, err := startWarm(ctx, warmConfig{Bin: b.cfg.CodexBin, Side: bareSide, ConfigOverrides: lean,
+			DynamicTools: []protocol.DynamicToolSpec{chatfiles.Tool()}}, "")
 		if err != nil {
 			return err
 		}

@@ -22,7 +22,10 @@ type warmConfig struct {
 	// ConfigOverrides are codex -c settings (the daemon's lean settings, for a like-for-like
 	// comparison with the daemon's children).
 	ConfigOverrides []string
-	Side            side
+	// DynamicTools are client-defined tools declared to codex (the daemon's send_file, for a
+	// like-for-like comparison: they are part of every model request).
+	DynamicTools []protocol.DynamicToolSpec
+	Side         side
 }
 
 // warmClient is a bare appserver client on one thread: the warm path without the daemon around
@@ -41,6 +44,7 @@ func startWarm(ctx context.Context, cfg warmConfig, threadID string) (*warmClien
 		Bin:             cfg.Bin,
 		Args:            cfg.Args,
 		ConfigOverrides: cfg.ConfigOverrides,
+		DynamicTools:    cfg.DynamicTools,
 		CodexHome:       cfg.Side.codexHome,
 		Dir:             cfg.Side.cwd,
 		ClientInfo:      protocol.ClientInfo{Name: "codex-warm-bench", Title: "codex-warm bench", Version: "dev"},
