@@ -183,5 +183,5 @@ func ArchiveOffline(ctx context.Context, dir, cwd, codexHome, bin, binFrom strin
 // retentionMetrics reads the supervisor's archive log counts for the metrics.
 func retentionMetrics(sup *supervisor.Supervisor) metrics.RetentionCounts {
 	c := sup.RetentionCounts()
-	return metrics.RetentionCounts{Archived: c.Archived, Deleted: c.Deleted, Unarchived: c.Unarchived, Told: c.Told, ArchivedNow: c.Current}
+	return metrics.RetentionCounts{Archived: c.Archived, Deleted: c.Deleted, Unarchived: c.Unarchived, Told: c.Told, ArchivedNow: c.Current, LeftNow: c.Left}
 }

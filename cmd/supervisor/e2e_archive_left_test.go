@@ -47,7 +47,7 @@ func (e *e2e) ageLeftThreads(days int) {
 // its new conversation throughout.
 func TestE2EArchiveLeftThread(t *testing.T) {
 	e := newE2E(t, e2eConfig{Local: true})
-	d := e.start("--spares", "0")
+	d := e.start("--spares", "0", "--metrics-listen", "127.0.0.1:0")
 	c := newLocalClient(t, d)
 	old := c.send("n", "one").ThreadID
 	c.send("n", "/new")
@@ -55,10 +55,13 @@ func TestE2EArchiveLeftThread(t *testing.T) {
 	if fresh == old {
 		t.Fatal("/new kept the thread")
 	}
+	if v := scrapeMetrics(t, d.ready.Daemon.MetricsListen, "").MustValue(t, "codex_warm_threads_left", nil); v != 1 {
+		t.Errorf("codex_warm_threads_left = %v after /new, want 1", v)
+	}
 	d.stop(stopTimeout)
 	e.ageLeftThreads(40)
 
-	d = e.start("--spares", "0", "--archive-idle-after", "30d")
+	d = e.start("--spares", "0", "--archive-idle-after", "30d", "--metrics-listen", "127.0.0.1:0")
 	c = newLocalClient(t, d)
 	d.waitUntil("the left thread archived", func() bool {
 		return slices.ContainsFunc(e.archiveLines(), func(l retention.Line) bool {
@@ -81,6 +84,9 @@ func TestE2EArchiveLeftThread(t *testing.T) {
 	}
 	if got := e.rolloutIn(old); got != "" {
 		t.Errorf("the left thread's rollout is under %q after deleting, want gone", got)
+	}
+	if v := scrapeMetrics(t, d.ready.Daemon.MetricsListen, "").MustValue(t, "codex_warm_threads_left", nil); v != 0 {
+		t.Errorf("codex_warm_threads_left = %v after the left thread was deleted, want 0", v)
 	}
 	r := c.send("n", "three")
 	if r.ThreadID != fresh || strings.Contains(r.Text, "deleted") {
