@@ -188,3 +188,17 @@ func isNoActiveTurn(err error) bool {
 	var re *jsonrpc2.Error
 	return errors.As(err, &re) && re.Code == protocol.CodeInvalidRequest && re.Message == noActiveTurnMessage
 }
+
+// activeWriterSuffix ends codex's refusal of a call on a thread whose rollout another writer
+// holds: -32600 "thread <id> already has an active writer" (codex 0.171; docs/PROTOCOL.md). The
+// writer is another process's (a child that still has the thread loaded), or, for a moment
+// after a turn's turn/completed, the same process's for that turn. As for isNoActiveTurn, the
+// message is all that tells this -32600 apart, and this is the one place that reads it.
+const activeWriterSuffix = " already has an active writer"
+
+// isActiveWriter reports codex's refusal of a thread call for a writer that holds the thread.
+func isActiveWriter(err error) bool {
+	var re *jsonrpc2.Error
+	return errors.As(err, &re) && re.Code == protocol.CodeInvalidRequest && strings.HasPrefix(re.Message, "thread ") &&
+		strings.HasSuffix(re.Message, activeWriterSuffix)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -71,14 +72,45 @@ func (c *Client) LastTurn(ctx context.Context, threadID string) (turn StoredTurn
 	return turn, true, nil
 }
 
+// Waits of RevertThread while codex still holds the thread's writer: the first, the longest,
+// and the most in all (a writer held that long is another process's, which will not let go).
+const (
+	revertBusyFirstWait = 10 * time.Millisecond
+	revertBusyMaxWait   = 320 * time.Millisecond
+	revertBusyMaxTotal  = 5 * time.Second
+)
+
 // RevertThread drops turn beforeTurnID and every later turn from the thread's persisted history,
 // with thread/revert: the model no longer sees them. Files those turns changed stay changed. The
 // thread must be loaded in this process and idle.
+//
+// Right after a turn's turn/completed, codex may still hold the thread's writer for that turn
+// and refuse the revert ("already has an active writer"; seen under load on codex 0.171, 30 ms
+// after a turn that failed at once). codex tells nobody when it lets go, so the revert is sent
+// again after a wait, the waits doubling from revertBusyFirstWait to revertBusyMaxWait, for at
+// most revertBusyMaxTotal and while ctx lasts.
 func (c *Client) RevertThread(ctx context.Context, threadID, beforeTurnID string) error {
 	var res protocol.ThreadResult
-	err := c.call(ctx, protocol.MethodThreadRevert, protocol.ThreadRevertParams{
-		ThreadID: threadID, BeforeTurnID: beforeTurnID,
-	}, &res)
+	params := protocol.ThreadRevertParams{ThreadID: threadID, BeforeTurnID: beforeTurnID}
+	err := c.call(ctx, protocol.MethodThreadRevert, params, &res)
+	wait, waited := revertBusyFirstWait, time.Duration(0)
+	for refusals := 1; isActiveWriter(err); refusals++ {
+		if waited+wait > revertBusyMaxTotal {
+			return fmt.Errorf("revert thread %s before turn %s on codex pid %d: refused %d times in %s: %w",
+				threadID, beforeTurnID, c.pid, refusals, waited, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("revert thread %s before turn %s on codex pid %d: refused %d times: %w (and %w)",
+				threadID, beforeTurnID, c.pid, refusals, err, context.Cause(ctx))
+		case <-t.C:
+		}
+		waited += wait
+		wait = min(2*wait, revertBusyMaxWait)
+		err = c.call(ctx, protocol.MethodThreadRevert, params, &res)
+	}
 	if err != nil {
 		return fmt.Errorf("revert thread %s before turn %s: %w", threadID, beforeTurnID, err)
 	}

@@ -90,6 +90,12 @@ const (
 	// real codex answers turn/start before it registers the turn, and refuses an interrupt
 	// that arrives in between. The turn then starts (turn/started) and runs until interrupted.
 	FakeLateStart = "late-start"
+	// FakeRevertBusy ("revert-busy=<n>") refuses the next n thread/revert requests with -32600
+	// "thread <id> already has an active writer", as codex 0.171 does now and then under load
+	// for a revert sent right after the turn's turn/completed, while it still holds the thread's
+	// writer for that turn. thread/revert is otherwise answered with the thread, its turns
+	// dropped.
+	FakeRevertBusy = "revert-busy"
 )
 
 // FakeScriptEnv names the script file of FakeScript.
@@ -175,6 +181,7 @@ type fakeModes struct {
 	slowTurnStart time.Duration
 	offer         []string
 	overload      map[string]int // FakeOverload: refusals left, by method
+	revertBusy    int            // FakeRevertBusy: refusals left
 }
 
 func parseFakeModes(mode string) (fakeModes, error) {
@@ -217,6 +224,12 @@ func parseFakeModes(mode string) (fakeModes, error) {
 				return m, fmt.Errorf("mode %q: want overload=<method>:<n> with n >= 1", part)
 			}
 			m.overload[method] = n
+		case FakeRevertBusy:
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 {
+				return m, fmt.Errorf("mode %q: want revert-busy=<n> with n >= 1", part)
+			}
+			m.revertBusy = n
 		case "approval-offer":
 			m.offer = strings.Split(val, "+")
 		default:

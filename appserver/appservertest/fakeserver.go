@@ -240,6 +240,20 @@ func (f *fakeServer) handleRequest(m fakeMsg) {
 			return
 		}
 		f.startTurn(m)
+	case "thread/revert":
+		var p struct {
+			ThreadID string `json:"threadId"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		f.mu.Lock()
+		busy := f.modes.revertBusy > 0
+		f.modes.revertBusy--
+		f.mu.Unlock()
+		if busy {
+			f.replyError(m.ID, -32600, "thread "+p.ThreadID+" already has an active writer")
+			return
+		}
+		f.reply(m.ID, map[string]any{"thread": fakeThreadObj(p.ThreadID, "")})
 	case "account/login/start":
 		f.reply(m.ID, map[string]any{"type": "chatgptAuthTokens"})
 	case "turn/interrupt":
