@@ -101,8 +101,8 @@ func (b *bench) runOverhead(ctx context.Context) error {
 	b.addRow(name, fmt.Sprintf("wall ms/turn, median of %d", n), "daemon", dMed, "bare", bMed, "daemon/bare", ratio(dMed, bMed))
 	b.addNote(name, "overhead ms/turn (median of pairs)", fmt.Sprintf("%s ms = %s%%, 95%% CI [%s, %s] ms (difference of medians %s ms)",
 		fmtFloat(overMS), fmtFloat(overPct), fmtFloat(ciLo), fmtFloat(ciHi), fmtFloat(dMed-bMed)))
-	// The daemon reports the turn's duration as its appserver client measured it (whole ms):
-	// what is left of the wall time is HTTP, JSON and the supervisor's queueing.
+	// The daemon reports the turn's duration as its appserver client measured it: what is left
+	// of the wall time is HTTP, JSON and the supervisor's queueing.
 	b.addNote(name, "HTTP + supervisor ms/turn (mean)", fmt.Sprintf("%s ms: daemon wall minus the turn duration it reports (Server-Timing)",
 		fmtFloat(pathMS)))
 	b.addNote(name, "HTTP + supervisor ms/turn (median)", fmtFloat(median(path))+" ms")
