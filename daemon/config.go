@@ -143,39 +143,30 @@ func (e *envFlags) str(p *string, name, env, def, usage string) {
 }
 
 func (e *envFlags) int(p *int, name, env string, def int, usage string) {
-	if v := e.getenv(env); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			e.errs = append(e.errs, fmt.Errorf("env %s=%q: %w", env, v, err))
-		} else {
-			def = n
-		}
-	}
-	e.fs.IntVar(p, name, def, usage+" (env "+env+")")
+	e.fs.IntVar(p, name, envDefault(e, env, def, strconv.Atoi), usage+" (env "+env+")")
 }
 
 func (e *envFlags) bool(p *bool, name, env string, def bool, usage string) {
-	if v := e.getenv(env); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			e.errs = append(e.errs, fmt.Errorf("env %s=%q: %w", env, v, err))
-		} else {
-			def = b
-		}
-	}
-	e.fs.BoolVar(p, name, def, usage+" (env "+env+")")
+	e.fs.BoolVar(p, name, envDefault(e, env, def, strconv.ParseBool), usage+" (env "+env+")")
 }
 
 func (e *envFlags) dur(p *time.Duration, name, env string, def time.Duration, usage string) {
-	if v := e.getenv(env); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			e.errs = append(e.errs, fmt.Errorf("env %s=%q: %w", env, v, err))
-		} else {
-			def = d
-		}
+	e.fs.DurationVar(p, name, envDefault(e, env, def, time.ParseDuration), usage+" (env "+env+")")
+}
+
+// envDefault is def, or env's value parsed by parse when env is set; a value parse refuses is
+// remembered in e.errs and def stays.
+func envDefault[T any](e *envFlags, env string, def T, parse func(string) (T, error)) T {
+	v := e.getenv(env)
+	if v == "" {
+		return def
 	}
-	e.fs.DurationVar(p, name, def, usage+" (env "+env+")")
+	x, err := parse(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("env %s=%q: %w", env, v, err))
+		return def
+	}
+	return x
 }
 
 // listFlag is a repeatable string flag.

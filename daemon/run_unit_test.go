@@ -129,6 +129,21 @@ func TestParseRunConfig(t *testing.T) {
 		{name: "unknown busy policy", args: []string{"--busy", "merge"}, wantErr: "--busy"},
 		{name: "negative progress interval", env: map[string]string{"CODEX_WARM_PROGRESS_INTERVAL": "-1m"}, wantErr: "--progress-interval"},
 		{name: "memory budget of zero", args: []string{"--memory-budget", "0"}, wantErr: "--memory-budget"},
+		{name: "an int in the environment that is not one", env: map[string]string{"CODEX_WARM_MAX_CHILDREN": "many"}, wantErr: `env CODEX_WARM_MAX_CHILDREN="many"`},
+		{name: "a bool in the environment that is not one", env: map[string]string{"CODEX_WARM_WARM_SPARES": "maybe"}, wantErr: `env CODEX_WARM_WARM_SPARES="maybe"`},
+		{name: "a duration in the environment that is not one", env: map[string]string{"CODEX_WARM_SLOT_WAIT": "30"}, wantErr: `env CODEX_WARM_SLOT_WAIT="30"`},
+		{
+			name: "typed defaults from the environment; a flag still wins",
+			args: []string{"--max-slot-waiters", "7"},
+			env: map[string]string{"CODEX_WARM_MAX_CHILDREN": "5", "CODEX_WARM_WARM_SPARES": "false", "CODEX_WARM_SLOT_WAIT": "2m",
+				"CODEX_WARM_MAX_SLOT_WAITERS": "9"},
+			check: func(t *testing.T, c Config) {
+				if c.MaxChildren != 5 || c.WarmSpares || c.SlotWait != 2*time.Minute || c.MaxSlotWaiters != 7 {
+					t.Fatalf("env defaults: max children %d, warm spares %v, slot wait %s, slot waiters %d",
+						c.MaxChildren, c.WarmSpares, c.SlotWait, c.MaxSlotWaiters)
+				}
+			},
+		},
 		{name: "memory budget with a bad unit", args: []string{"--memory-budget", "2 parsecs"}, wantErr: "unknown unit"},
 		{name: "child memory limit not a size", env: map[string]string{"CODEX_WARM_CHILD_MEMORY_LIMIT": "lots"}, wantErr: "--child-memory-limit"},
 		{name: "negative max turns", args: []string{"--child-max-turns", "-1"}, wantErr: "--child-max-turns"},
