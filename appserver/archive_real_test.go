@@ -9,7 +9,6 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/mockmodel"
-	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // On real codex, thread/archive moves the thread's rollout out of CODEX_HOME/sessions into
@@ -20,20 +19,12 @@ func TestRealArchiveAndUnarchiveThread(t *testing.T) {
 	e := newRealEnv(t, mockmodel.Config{})
 	ctx := ctxTimeout(t, 2*time.Minute)
 	opts := appserver.ThreadOptions{Cwd: e.cwd}
-	turn := func(c *appserver.Client, id, text string) string {
-		t.Helper()
-		r, err := c.RunTurn(ctx, id, []protocol.UserInput{{Type: "text", Text: text}}, appserver.TurnOptions{})
-		if err != nil || r.Status != protocol.TurnCompleted {
-			t.Fatalf("turn %q: %v (status %q)", text, err, r.Status)
-		}
-		return r.ThreadID
-	}
 	c := e.start(t, nil)
 	id, err := c.StartThread(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn(c, id, "first")
+	mustComplete(t, c, ctx, id, "first")
 	if got := rolloutDirs(t, e.home, id); got != "sessions" {
 		t.Fatalf("before archiving the rollout is under %q, want sessions", got)
 	}
@@ -58,7 +49,7 @@ func TestRealArchiveAndUnarchiveThread(t *testing.T) {
 	if err := c3.ResumeThread(ctx, id, opts); err != nil {
 		t.Fatalf("resume after unarchive: %v", err)
 	}
-	turn(c3, id, "second")
+	mustComplete(t, c3, ctx, id, "second")
 	reqs := e.mock.Requests()
 	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "first") {
 		t.Errorf("the turn after unarchiving did not carry the earlier conversation: %.300s", last)

@@ -42,15 +42,8 @@ func TestRealCompactThread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn := func(text string) {
-		t.Helper()
-		r, err := c.RunTurn(ctx, id, []protocol.UserInput{{Type: "text", Text: text}}, appserver.TurnOptions{})
-		if err != nil || r.Status != protocol.TurnCompleted {
-			t.Fatalf("turn %q: %v", text, err)
-		}
-	}
 	for i := range 3 {
-		turn(fmt.Sprintf("earlier message %d", i+1))
+		mustComplete(t, c, ctx, id, fmt.Sprintf("earlier message %d", i+1))
 	}
 	reqs := e.mock.Requests()
 	if !strings.Contains(fullInput(reqs[len(reqs)-1]), "reply #2: earlier message 2") {
@@ -73,7 +66,7 @@ func TestRealCompactThread(t *testing.T) {
 		t.Errorf("the compaction request does not carry the history to summarize")
 	}
 
-	turn("after compaction")
+	mustComplete(t, c, ctx, id, "after compaction")
 	reqs = e.mock.Requests()
 	next := fullInput(reqs[len(reqs)-1])
 	for _, want := range []string{summaryText, "earlier message 1", "after compaction"} {

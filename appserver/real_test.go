@@ -108,6 +108,16 @@ func mustTurn(t *testing.T, c *appserver.Client, ctx context.Context, thread, ms
 	return res
 }
 
+// mustComplete is mustTurn for a turn that must complete.
+func mustComplete(t *testing.T, c *appserver.Client, ctx context.Context, thread, msg string) *appserver.TurnResult {
+	t.Helper()
+	res := mustTurn(t, c, ctx, thread, msg)
+	if res.Status != protocol.TurnCompleted {
+		t.Fatalf("turn %q: status %q, want completed (error %+v)", msg, res.Status, res.Error)
+	}
+	return res
+}
+
 func TestRealTwoTurnsOnOneThreadKeepHistory(t *testing.T) {
 	noLeaks(t)
 	e, c, ctx, thread := startRealThread(t, "never")

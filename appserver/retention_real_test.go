@@ -9,7 +9,6 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/mockmodel"
-	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // What codex 0.171 does with the calls retention relies on, on disk: thread/delete removes an
@@ -25,9 +24,7 @@ func TestRealRetentionCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := c.RunTurn(ctx, id, []protocol.UserInput{{Type: "text", Text: "first"}}, appserver.TurnOptions{}); err != nil || r.Status != protocol.TurnCompleted {
-		t.Fatalf("turn: %v", err)
-	}
+	mustComplete(t, c, ctx, id, "first")
 	size := rolloutSize(t, e.home, id)
 	before := homeBytes(t, e.home)
 	err = c.UnarchiveThread(ctx, id)
