@@ -3,7 +3,6 @@ package molecule
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -55,28 +54,7 @@ func (b *busyAnswerer) attempts() []time.Time {
 func runBubble(t *testing.T, p *moleculetest.Platform, a chat.Answerer) (m *Inbox, stop func()) {
 	t.Helper()
 	log, _ := newTestLogger(t)
-	cfg := testConfig(p, t.TempDir(), a, log)
-	cfg.HTTPClient = &http.Client{Transport: p.Transport()}
-	cfg.PollInterval = time.Second
-	cfg.RetryInitial = 0
-	cfg.RetryMax = 0
-	cfg.BusyRetryFor = 0
-	m, err := New(cfg)
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return m, stop
+	return bubbleInbox(t, p, t.TempDir(), a, func(cfg *Config) { cfg.Logger = log })
 }
 
 // A message the pool answers busy (no slot) is not answered "busy": its row stays unacknowledged
