@@ -244,13 +244,19 @@ func (s *Supervisor) spawnInto(sess *session) error {
 	ident := childproc.ReadIdentity(pid)
 	s.mu.Lock()
 	sess.child = child
-	sess.pid = pid
 	sess.proc = ident
+	s.mu.Unlock()
+	// The record is on disk before the pid is shown (status, the spare's readiness): a child
+	// anyone has seen is one the next daemon's boot sweep knows, even if this daemon is killed
+	// right after (TestE2EKillMidTurnAnswersEveryMessageOnce once saw a spare's pid in status
+	// and killed the daemon before its record was written).
+	s.persistRecords()
+	s.mu.Lock()
+	sess.pid = pid
 	sess.log = sess.log.With(zap.Int("pid", pid))
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go s.watch(sess)
-	s.persistRecords()
 	return nil
 }
 
