@@ -47,6 +47,8 @@ func TestImportsRunDownward(t *testing.T) {
 		{"../internal/demo", []string{"cmd"}, true},
 		// The spares' canned model is a leaf the daemon owns: children reach it over loopback.
 		{"../cannedmodel", []string{"appserver", "childproc", "supervisor", "inbox", "cmd", "mockmodel"}, true},
+		// The one secret set is a leaf every outbound path reads: it knows nothing of them.
+		{"../secretset", []string{"appserver", "childproc", "supervisor", "inbox", "codexauth", "chatfiles", "daemon", "cmd"}, true},
 		// Retention keeps the archive log; the codex calls it makes come through an interface.
 		{"../retention", []string{"appserver", "childproc", "supervisor", "inbox", "cmd"}, true},
 	} {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/inbox/molecule"
+	"github.com/molecule-ai/codex-warm/secretset"
 )
 
 // Values of --chatgpt-tokens.
@@ -49,6 +50,8 @@ type loginInputs struct {
 	// platform is the Molecule inbox's configuration, nil when the daemon runs another inbox.
 	platform  *molecule.Config
 	codexHome string
+	// secrets learns every generation of the platform's login any source gives.
+	secrets *secretset.Set
 }
 
 // planLogin decides who owns the login. A login the platform provides is the platform's under
@@ -125,6 +128,9 @@ func planLogin(ctx context.Context, in loginInputs, log *zap.Logger) (loginPlan,
 	}
 	// The auth.json the platform's sync writes (codex_auth_sync.sh) is one more source.
 	sources = append(sources, synced)
+	for i := range sources {
+		sources[i] = learningSource(in.secrets, sources[i])
+	}
 	return loginPlan{owner: codexauth.OwnerPlatform, why: why, sources: sources}, nil
 }
 

@@ -262,7 +262,7 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild, waiting []local.W
 	doc := handoff.Doc{
 		WrittenBy: d.info.Version, Written: time.Now().UTC(), Started: d.info.Started, Reloads: d.info.Reloads + 1,
 		Attempts: attempt, Trigger: trigger, Executable: d.exe, Args: os.Args, Env: d.secrets,
-		TakeoverTimeoutMS: d.cfg.TakeoverTimeout.Milliseconds(),
+		TakeoverTimeoutMS: d.cfg.TakeoverTimeout.Milliseconds(), Secrets: exportSecrets(d.set),
 	}
 	fd, err := d.lock.fd()
 	if err != nil {

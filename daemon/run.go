@@ -25,6 +25,7 @@ import (
 	"github.com/molecule-ai/codex-warm/metrics"
 	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/retention"
+	"github.com/molecule-ai/codex-warm/secretset"
 	"github.com/molecule-ai/codex-warm/sessions"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -49,6 +50,7 @@ type daemon struct {
 	exe        string             // the executable a reload runs: the path this daemon first started from
 	self       *os.File           // this image's own executable, for a next image that gives everything back
 	secrets    map[string]string  // the secret variables HardenProcess removed
+	set        *secretset.Set     // every secret the daemon holds (secrets.go); crosses a reload
 	loginOwner string             // who owns codex's ChatGPT login (codexauth.Owner*)
 	tokens     *codexauth.Manager // the ChatGPT login the daemon holds, nil when each child holds its own
 	lock       *stateLock
@@ -114,12 +116,22 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 			secrets[k] = v
 		}
 	}
+	var carried map[string][][]string
+	if hdoc != nil {
+		carried = hdoc.Secrets
+	}
+	set := newSecretSet(secretInputs{removed: secrets, getenv: getenv, carried: carried,
+		listenerTokens: []string{cfg.InboxToken, cfg.MetricsToken}})
+	// Every log line passes the set: an error text can quote what codex printed or what a
+	// platform echoed.
+	log = set.Logger(log)
 
 	var mcfg molecule.Config
 	if cfg.Inbox == "molecule" {
 		if mcfg, err = molecule.ConfigFromEnv(getenv); err != nil {
 			return fmt.Errorf("molecule config: %w", err)
 		}
+		mcfg.Secrets = set
 	}
 	// Every secret is read by now.
 	HardenProcess(log)
@@ -143,7 +155,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	if err := checkChildUserAtStart(ctx, cfg, cred, bin, env, log); err != nil {
 		return err
 	}
-	d := &daemon{cfg: cfg, log: log, mt: r.mt, secrets: secrets, lock: lock, sigs: r.sigs, hups: r.hups,
+	d := &daemon{cfg: cfg, log: log, mt: r.mt, secrets: secrets, set: set, lock: lock, sigs: r.sigs, hups: r.hups,
 		reloadReq: make(chan string, 1), alive: make(chan chan struct{})}
 	d.info = control.DaemonInfo{PID: os.Getpid(), Version: r.version, Started: time.Now(), Inbox: cfg.Inbox, CodexBin: bin, StateDir: cfg.StateDir}
 	if hdoc != nil {
@@ -159,13 +171,14 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		defer d.self.Close()
 	}
 	codexHome := appserver.EffectiveCodexHome(env)
+	readAuthFile(set, codexHome)
 	// The metrics are built below; refreshes before that (the start-up check's) go uncounted.
 	var refreshMetrics atomic.Pointer[metrics.Metrics]
 	var platform *molecule.Config
 	if cfg.Inbox == "molecule" {
 		platform = &mcfg
 	}
-	plan, err := planLogin(ctx, loginInputs{mode: cfg.ChatGPTTokens, env: platformEnv(secrets), platform: platform, codexHome: codexHome}, log)
+	plan, err := planLogin(ctx, loginInputs{mode: cfg.ChatGPTTokens, env: platformEnv(secrets), platform: platform, codexHome: codexHome, secrets: set}, log)
 	if err != nil {
 		return err
 	}
@@ -360,7 +373,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		h, err := local.New(local.Config{Answerer: d.sup, Controls: controls, Chats: d.sup, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
 			BodyTimeout: cfg.InboxBodyTimeout, WriteTimeout: cfg.InboxWriteTimeout, Ready: ready,
-			WorkDir: workDir(cfg.Cwd), Secrets: daemonSecrets{codexHome: codexHome, tokens: []string{cfg.InboxToken, cfg.MetricsToken}}})
+			WorkDir: workDir(cfg.Cwd), Secrets: set})
 		if err != nil {
 			return d.abort(err)
 		}
@@ -431,7 +444,6 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		mcfg.PeerExchanges = cfg.PeerExchanges
 		mcfg.DrainTimeout = cfg.DrainTimeout
 		mcfg.WorkDir = cfg.Cwd // uploads are saved where codex works
-		mcfg.Secrets = daemonSecrets{codexHome: codexHome, tokens: []string{cfg.InboxToken, cfg.MetricsToken}}
 		if met != nil {
 			mcfg.OnPoll = met.ObservePoll
 		}

@@ -87,6 +87,11 @@ type Doc struct {
 	// ChatGPT is what the daemon's ChatGPT login manager knew beyond auth.json
 	// (codexauth.Carried): the refresh tokens never to send again.
 	ChatGPT json.RawMessage `json:"chatgpt,omitempty"`
+	// Secrets is the daemon's secret set by source, each source's generations oldest first
+	// (package secretset): an access token of a login rotated before the reload is still valid
+	// after it, and must still never leave. An image that does not know the field starts its
+	// set afresh; one that finds it missing does too.
+	Secrets map[string][][]string `json:"secrets,omitempty"`
 }
 
 // Listener names one inherited listening socket.

@@ -172,7 +172,7 @@ func (h *Inbox) resumeChat(list []Waiting) {
 			return
 		}
 		cw := &connWriter{header: http.Header{}}
-		h.respond(cw, false, log, w.ChatKey, start, reply, err, nil)
+		h.respond(h.redacting(cw), false, log, w.ChatKey, start, reply, err, nil)
 		_ = w.Conn.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
 		if err := cw.writeTo(w.Conn); err != nil {
 			log.Info("the answer could not be written to the handed-over connection", zap.Error(err))

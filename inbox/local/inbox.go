@@ -17,9 +17,9 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/secretset"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -79,8 +79,9 @@ type Config struct {
 	// WorkDir is where codex works: a chat's files are sent from its folder there
 	// (chatfiles.Folder). Empty: the agent's send_file calls are refused.
 	WorkDir string
-	// Secrets are the daemon's credentials; a file holding one is never sent.
-	Secrets chatfiles.Secrets
+	// Secrets is the daemon's one secret set: a file holding any of its values is never sent,
+	// and every answer and event is redacted with it (redactWriter). Nil: neither.
+	Secrets *secretset.Set
 	// MaxFileBytes bounds the files of one reply (inline in its JSON), MaxFiles their number.
 	// Defaults DefaultMaxFileBytes, DefaultMaxFiles.
 	MaxFileBytes int64
@@ -219,9 +220,9 @@ func New(cfg Config) (*Inbox, error) {
 
 // ServeHTTP implements http.Handler. Every request passes the guard (Host, token, Origin,
 // content type) before any handler sees it, and every write of its answer has a deadline
-// (Config.WriteTimeout).
+// (Config.WriteTimeout) and is redacted (Config.Secrets).
 func (h *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.guarded.ServeHTTP(newDeadlineWriter(w, h.cfg.WriteTimeout), r)
+	h.guarded.ServeHTTP(h.redacting(newDeadlineWriter(w, h.cfg.WriteTimeout)), r)
 }
 
 // methodNotAllowed answers 405 in JSON (ServeMux's own 405 is plain text).

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/secretset"
 )
 
 // workspaceIDPattern is the Molecule runtime's rule for workspace ids. Ids end up in URL paths
@@ -174,10 +174,12 @@ type Config struct {
 	MaxUploadBytes  int64
 	MaxUploadsBytes int64
 	MaxAttachments  int
-	// Secrets are the daemon's credentials beyond the workspace token (the ChatGPT login, the
-	// local inbox's and the metrics listener's tokens): a file the agent sends that holds any of
-	// them, or the workspace token, is refused (sendfiles.go). Nil: the workspace token only.
-	Secrets chatfiles.Secrets
+	// Secrets is the daemon's one secret set (package secretset). The inbox adds what it learns
+	// (every workspace token in use, platform_inbound_secret from register and heartbeat, every
+	// value of the workspace's secrets it reads), and reads it everywhere text or files leave: a
+	// file the agent sends that holds any of them is refused (sendfiles.go), and every reply,
+	// note, progress line, current_task and log entry is redacted. Nil: a set of the inbox's own.
+	Secrets *secretset.Set
 	// UploadTimeout bounds the download of one file, however steadily it trickles (default
 	// DefaultUploadTimeout).
 	UploadTimeout time.Duration
@@ -222,6 +224,9 @@ type Config struct {
 
 // withDefaults returns cfg with zero fields set to their defaults.
 func (cfg Config) withDefaults() Config {
+	if cfg.Secrets == nil {
+		cfg.Secrets = secretset.New()
+	}
 	setDur := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v

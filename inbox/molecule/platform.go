@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/secretset"
 )
 
 // maxSmallBody caps responses we only inspect for errors (register, notify, a2a, ...).
@@ -105,20 +106,21 @@ func newPlatformClient(cfg Config, hc *http.Client) (*platformClient, error) {
 	own := *hc
 	own.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	hc = &own
-	rotated := &secretSet{}
+	set := cfg.Secrets // nil when a test builds a client by hand: the set's methods then do nothing
+	set.Add(secretset.WorkspaceToken, cfg.Token)
 	return &platformClient{
 		base: base,
 		// Origin carries scheme and host only: a path is not valid in an Origin header.
 		origin:   base.Scheme + "://" + base.Host,
 		ws:       cfg.WorkspaceID,
-		tokens:   newTokenSource(cfg.Token, cfg.TokenFile, rotated),
+		tokens:   newTokenSource(cfg.Token, cfg.TokenFile, set),
 		gate:     &rateGate{},
 		org:      cfg.OrgID,
 		hc:       hc,
 		timeout:  cfg.RequestTimeout,
 		peerTurn: cfg.PeerTurnTimeout,
 		maxRow:   int(cfg.MaxRowBytes),
-		red:      redactor{secret: cfg.Token, rotated: rotated},
+		red:      redactor{set: set},
 	}, nil
 }
 
@@ -297,6 +299,10 @@ type registerAnswer struct {
 	Status       string `json:"status"`
 	DeliveryMode string `json:"delivery_mode"`
 	AuthToken    string `json:"auth_token"`
+	// InboundSecret is what the platform sends push workspaces as their bearer
+	// (a2a_inbound_auth.go). A poll workspace never uses it, but it is the workspace's secret
+	// all the same: it goes into the secret set, never out.
+	InboundSecret string `json:"platform_inbound_secret"`
 }
 
 // register announces the workspace in poll mode (no inbound URL).
@@ -316,6 +322,7 @@ func (c *platformClient) register(ctx context.Context, agentName string) (regist
 		// An older platform answered without a body we know: the workspace is registered.
 		return registerAnswer{}, nil
 	}
+	c.red.set.Add(secretset.InboundSecret, a.InboundSecret)
 	a.AuthToken = strings.TrimSpace(a.AuthToken)
 	if strings.ContainsAny(a.AuthToken, "\r\n") {
 		a.AuthToken = ""
@@ -340,8 +347,19 @@ type heartbeatBody struct {
 func (c *platformClient) heartbeat(ctx context.Context, hb heartbeatBody) error {
 	hb.WorkspaceID = c.ws
 	hb.CurrentTask, hb.SampleError = c.red.String(hb.CurrentTask), c.red.String(hb.SampleError)
-	_, err := c.do(ctx, request{op: "heartbeat", method: http.MethodPost, path: "/registry/heartbeat", body: hb})
-	return err
+	resp, err := c.do(ctx, request{op: "heartbeat", method: http.MethodPost, path: "/registry/heartbeat", body: hb})
+	if err != nil {
+		return err
+	}
+	// The answer carries platform_inbound_secret (registry.go Heartbeat); a platform that
+	// rotates it hands the new one here.
+	var a struct {
+		InboundSecret string `json:"platform_inbound_secret"`
+	}
+	if json.Unmarshal(resp, &a) == nil {
+		c.red.set.Add(secretset.InboundSecret, a.InboundSecret)
+	}
+	return nil
 }
 
 // ack tells the platform's mailbox that rows up to seq are consumed.

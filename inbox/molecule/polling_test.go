@@ -16,6 +16,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/inbox/chat/chattest"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/secretset"
 )
 
 // runIn runs an inbox inside a synctest bubble until the returned stop is called.
@@ -220,7 +221,7 @@ func TestUnauthorizedRereadsTokenFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, TokenFileName)
 	must(t, os.WriteFile(path, []byte("token-aaaa"), 0o600))
-	s := newTokenSource("token-aaaa", path, &secretSet{})
+	s := newTokenSource("token-aaaa", path, secretset.New())
 	fi, err := os.Stat(path)
 	must(t, err)
 	must(t, os.WriteFile(path, []byte("token-bbbb"), 0o600))

@@ -1,12 +1,16 @@
 package molecule
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
+
+	"github.com/molecule-ai/codex-warm/secretset"
 )
 
 // CodexAuthSecret is the secret holding a Molecule workspace's ChatGPT login: the contents of
@@ -22,10 +26,12 @@ var ErrNoSecret = errors.New("the workspace has no such secret on the platform")
 
 // SecretsReader reads one secret of the workspace from the platform, as the codex template's
 // auth sync does: GET /workspaces/{ws}/secrets/values with the workspace token (and
-// X-Molecule-Org-Id when known), never following a redirect, the body capped. Only the
-// asked-for value is kept; the answer's other secrets are dropped as it is decoded.
+// X-Molecule-Org-Id when known), never following a redirect, the body capped. Every value of the
+// answer goes into the secret set (Config.Secrets), the workspace's secrets being all secret and
+// a model able to fetch them with the workspace token; only the asked-for value is returned.
 type SecretsReader struct {
-	c *platformClient
+	c   *platformClient
+	set *secretset.Set
 }
 
 // NewSecretsReader uses cfg's platform URL, workspace, token, org id, RequestTimeout and
@@ -43,7 +49,7 @@ func NewSecretsReader(cfg Config) (*SecretsReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SecretsReader{c: c}, nil
+	return &SecretsReader{c: c, set: cfg.Secrets}, nil
 }
 
 // Secret returns the value of the workspace's secret key; ErrNoSecret when the platform has
@@ -78,6 +84,7 @@ func (r *SecretsReader) Secret(ctx context.Context, key string) (string, error) 
 	if err := json.Unmarshal(data, &all); err != nil || all == nil {
 		return "", fmt.Errorf("%s: the answer is not a JSON object of secrets", op)
 	}
+	r.learn(all)
 	raw, ok := all[key]
 	clear(all)
 	if !ok {
@@ -96,4 +103,51 @@ func (r *SecretsReader) Secret(ctx context.Context, key string) (string, error) 
 		return "", fmt.Errorf("%s: %s is empty: %w", op, key, ErrNoSecret)
 	}
 	return v, nil
+}
+
+// learn adds every value of a secrets answer to the set, as one generation: a string as it is,
+// and a JSON document (an object such as CODEX_AUTH_JSON, given as one or as a string holding
+// one) as its text and every string inside it, so a file holding one token of it is refused.
+func (r *SecretsReader) learn(all map[string]json.RawMessage) {
+	var values []string
+	for _, raw := range all {
+		values = appendStrings(values, raw, 0)
+	}
+	r.set.Add(secretset.WorkspaceSecrets, values...)
+}
+
+// maxSecretDepth bounds how deep learn looks into a secret's JSON.
+const maxSecretDepth = 4
+
+// appendStrings appends the strings a JSON value holds: the value itself when it is a string,
+// else its text and the strings within it, to maxSecretDepth.
+func appendStrings(out []string, raw json.RawMessage, depth int) []string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		out = append(out, s)
+		if t := strings.TrimSpace(s); depth < maxSecretDepth && (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) {
+			out = appendStrings(out, json.RawMessage(t), depth+1)
+		}
+		return out
+	}
+	if depth == 0 {
+		out = append(out, string(bytes.TrimSpace(raw)))
+	}
+	if depth >= maxSecretDepth {
+		return out
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) == nil {
+		for _, v := range obj {
+			out = appendStrings(out, v, depth+1)
+		}
+		return out
+	}
+	var arr []json.RawMessage
+	if json.Unmarshal(raw, &arr) == nil {
+		for _, v := range arr {
+			out = appendStrings(out, v, depth+1)
+		}
+	}
+	return out
 }

@@ -179,19 +179,8 @@ func outboxName(activityID string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// inboxSecrets are every credential the daemon holds: the workspace tokens (the first and every
-// one taken into use since) and Config.Secrets.
-type inboxSecrets struct{ m *Inbox }
-
-func (s inboxSecrets) Secrets() []string {
-	out := append([]string{s.m.client.red.secret}, s.m.client.red.rotated.all()...)
-	if s.m.cfg.Secrets != nil {
-		out = append(out, s.m.cfg.Secrets.Secrets()...)
-	}
-	return out
-}
-
-func (m *Inbox) secrets() chatfiles.Secrets { return inboxSecrets{m} }
+// secrets is every credential the daemon holds (the one secret set the redactor reads too).
+func (m *Inbox) secrets() chatfiles.Secrets { return m.client.red.set }
 
 // withFiles returns text with box's refusals added (the chat reads why), and box's files.
 func withFiles(box *sendBox, text string) (string, []sentFile) {

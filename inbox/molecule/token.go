@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+	"github.com/molecule-ai/codex-warm/secretset"
 )
 
 // TokenFileName is the workspace token's file in the configs directory, where the platform
@@ -31,8 +32,9 @@ const maxTokenFile = 4 << 10
 // runtime does.
 type tokenSource struct {
 	path string // "" when there is no token file (the token came from the environment only)
-	// used holds every token taken into use, so the redactor removes old ones too.
-	used *secretSet
+	// used is the daemon's secret set: every token taken into use goes there, so the redactor
+	// removes old ones too and a file holding one is never sent.
+	used *secretset.Set
 
 	mu    sync.Mutex
 	token string
@@ -55,7 +57,7 @@ func stampOf(fi os.FileInfo) fileStamp {
 	return st
 }
 
-func newTokenSource(token, path string, used *secretSet) *tokenSource {
+func newTokenSource(token, path string, used *secretset.Set) *tokenSource {
 	s := &tokenSource{path: path, used: used, token: token, log: zap.NewNop()}
 	if path != "" {
 		if fi, err := os.Stat(path); err == nil {
@@ -107,7 +109,7 @@ func (s *tokenSource) readLocked(st fileStamp, why string) bool {
 		return false
 	}
 	s.token = t
-	s.used.add(t)
+	s.used.Add(secretset.WorkspaceToken, t)
 	s.log.Info("workspace token rotated: the token file holds a new token; using it",
 		zap.String("token_file", s.path), zap.String("why", why))
 	return true
@@ -116,7 +118,7 @@ func (s *tokenSource) readLocked(st fileStamp, why string) bool {
 // save stores a token register issued in the file (atomically, mode 0600) and uses it. Without
 // a file it is used for this run only.
 func (s *tokenSource) save(token string) error {
-	s.used.add(token)
+	s.used.Add(secretset.WorkspaceToken, token)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.token = token

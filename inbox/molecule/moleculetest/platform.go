@@ -175,6 +175,7 @@ type Platform struct {
 	rng        *rand.Rand
 	changed    chan struct{}
 	token      string // the live token (RotateToken)
+	inbound    string // platform_inbound_secret (SetInboundSecret)
 	live       bool   // a live token exists (NoLiveToken: not until register)
 	orgID      string // the tenant guard's org; "" off
 	buckets    map[string]*rateBucket
@@ -200,6 +201,7 @@ func New(cfg Config) *Platform {
 	}
 	p := &Platform{
 		token:   cfg.Token,
+		inbound: "inbound-secret-" + cfg.WorkspaceID,
 		live:    !cfg.NoLiveToken,
 		orgID:   cfg.OrgID,
 		buckets: make(map[string]*rateBucket),
@@ -411,7 +413,7 @@ func (p *Platform) register(_ *http.Request, body []byte) (int, any) {
 	if mode == "" {
 		mode, _ = m["delivery_mode"].(string)
 	}
-	answer := map[string]string{"status": "registered", "delivery_mode": mode, "platform_inbound_secret": "inbound-secret-" + p.cfg.WorkspaceID}
+	answer := map[string]string{"status": "registered", "delivery_mode": mode, "platform_inbound_secret": p.inbound}
 	if tok, ok := p.issueTokenLocked(); ok {
 		answer["auth_token"] = tok
 	}
@@ -431,8 +433,24 @@ func (p *Platform) heartbeat(_ *http.Request, body []byte) (int, any) {
 	p.mu.Lock()
 	p.heartbeats = append(p.heartbeats, m)
 	p.heartbeatStatusLocked(m)
+	// registry.go Heartbeat answers {"status":"ok","generation":N,"platform_inbound_secret"}.
+	answer := map[string]any{"status": "ok", "generation": len(p.heartbeats), "platform_inbound_secret": p.inbound}
 	p.mu.Unlock()
-	return http.StatusOK, map[string]string{"status": "ok"}
+	return http.StatusOK, answer
+}
+
+// InboundSecret is the platform_inbound_secret register and heartbeat answer with.
+func (p *Platform) InboundSecret() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inbound
+}
+
+// SetInboundSecret changes the platform_inbound_secret the next answers carry.
+func (p *Platform) SetInboundSecret(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inbound = s
 }
 
 // activity serves GET /workspaces/{ws}/activity as handlers/activity.go List does: limit
