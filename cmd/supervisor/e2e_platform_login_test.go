@@ -35,16 +35,21 @@ type platformLoginE2E struct {
 
 func newPlatformLoginE2E(t *testing.T) *platformLoginE2E {
 	t.Helper()
+	return newPlatformLoginE2EWith(t, e2eConfig{})
+}
+
+// newPlatformLoginE2EWith is newPlatformLoginE2E with cfg's script.
+func newPlatformLoginE2EWith(t *testing.T, cfg e2eConfig) *platformLoginE2E {
+	t.Helper()
 	is, err := codexauthtest.New(codexauthtest.Config{TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = is.Close() })
 	seed := string(is.AuthJSON())
-	e := newE2E(t, e2eConfig{Authorize: is.Accepts, Env: []string{
-		codexauth.TokenURLEnv + "=" + is.URL(),
-		"CODEX_AUTH_JSON=" + seed,
-	}})
+	cfg.Authorize = is.Accepts
+	cfg.Env = append(cfg.Env, codexauth.TokenURLEnv+"="+is.URL(), "CODEX_AUTH_JSON="+seed)
+	e := newE2E(t, cfg)
 	if err := e.mock.WriteCodexHomeChatGPT(e.codexHome); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ package codexauthtest
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -186,8 +188,33 @@ func (is *Issuer) RotateElsewhere() (access, refresh string) {
 	defer is.mu.Unlock()
 	is.spent[is.live] = true
 	is.live = is.nextRefreshLocked()
-	is.access = is.mintLocked(time.Now().Add(is.ttl))
+	// A later login expires later, as a real rotation minutes apart does: within one second of
+	// the last mint the claims (whole seconds) would otherwise not tell the two apart.
+	exp := time.Now().Add(is.ttl)
+	if prev, ok := expiryOf(is.access); ok && exp.Unix() <= prev.Unix() {
+		exp = prev.Add(time.Second)
+	}
+	is.access = is.mintLocked(exp)
 	return is.access, is.live
+}
+
+// expiryOf reads the exp claim of an access token this issuer minted.
+func expiryOf(access string) (time.Time, bool) {
+	parts := strings.Split(access, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, false
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	if json.Unmarshal(b, &claims) != nil || claims.Exp == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(claims.Exp, 0), true
 }
 
 // MintExpiring replaces the accepted access token by one at the end of its life: issued one TTL
@@ -263,9 +290,12 @@ func (is *Issuer) mintIssuedLocked(iat, exp time.Time) string {
 		"https://api.openai.com/auth": map[string]any{"chatgpt_account_id": is.account, "chatgpt_plan_type": is.plan}})
 }
 
+// nextRefreshLocked is a new refresh token, as long as a real one is: a secret scan that skips
+// short values must still see it.
 func (is *Issuer) nextRefreshLocked() string {
 	is.serial++
-	return fmt.Sprintf("rt-%d", is.serial)
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/refresh/%d", is.account, is.serial))
+	return fmt.Sprintf("rt-%d-%x", is.serial, sum[:12])
 }
 
 // ServeHTTP is the token endpoint.
