@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net/http"
 	"path/filepath"
@@ -73,11 +74,15 @@ type Limits struct {
 }
 
 // Refusal says why a file may not leave. Path is the path as the agent named it; Kind classifies
-// the reason, Reason says it to a person.
+// the reason, Reason says it to a person. Its text goes to the model and into the reply, so to the
+// chat's people and peer agents: it never names a path of the host's beyond Path.
 type Refusal struct {
 	Path   string
 	Kind   RefusalKind
 	Reason string
+	// Err is the failure behind the refusal, when there is one, naming the host's paths: for the
+	// daemon's log, never part of Error.
+	Err error
 }
 
 // RefusalKind classifies a Refusal.
@@ -97,6 +102,9 @@ const (
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%s not sent: %s", r.Path, r.Reason) }
 
+// Unwrap returns Err.
+func (r *Refusal) Unwrap() error { return r.Err }
+
 // Info describes a file Copy copied.
 type Info struct {
 	// Name is the file's base name.
@@ -112,22 +120,27 @@ const minSecretLen = 8
 
 // Copy opens name beneath dir (the chat's folder) and copies it into w, as described in the
 // package doc. Whatever w got before a refusal must be thrown away by the caller. A *Refusal
-// names a file that may not leave; any other error is a failure to read it.
+// names a file that may not leave, in words fit for the chat; any other error is a failure to
+// read the file or to write w, and names the host's paths: it is for the daemon's log.
 func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) {
 	refuse := func(kind RefusalKind, why string) (Info, error) {
 		return Info{}, &Refusal{Path: name, Kind: kind, Reason: why}
+	}
+	refuseFor := func(kind RefusalKind, why string, cause error) (Info, error) {
+		return Info{}, &Refusal{Path: name, Kind: kind, Reason: why, Err: cause}
 	}
 	rel := name
 	if filepath.IsAbs(name) {
 		r, err := filepath.Rel(dir, name)
 		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-			return refuse(RefusedOutside, "it is outside this chat's folder "+dir)
+			return refuseFor(RefusedOutside, "it is outside this chat's folder", fmt.Errorf("%s is not beneath %s", name, dir))
 		}
 		rel = r
 	}
+	full := filepath.Join(dir, rel)
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return refuse(RefusedOther, fmt.Sprintf("this chat's folder %s cannot be opened: %v", dir, err))
+		return refuseFor(RefusedOther, fmt.Sprintf("this chat's folder cannot be opened (%v)", err), &fs.PathError{Op: "open", Path: dir, Err: err})
 	}
 	defer unix.Close(dfd)
 	// O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below as not regular.
@@ -135,20 +148,22 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
-	switch {
-	case errors.Is(err, unix.EXDEV):
-		return refuse(RefusedOutside, "it is outside this chat's folder "+dir)
-	case errors.Is(err, unix.ELOOP):
-		return refuse(RefusedLink, "it is, or lies behind, a symbolic link")
-	case errors.Is(err, unix.ENOENT):
-		return refuse(RefusedMissing, "there is no such file in this chat's folder "+dir)
-	case err != nil:
-		return refuse(RefusedOther, fmt.Sprintf("it cannot be opened: %v", err))
+	if err != nil {
+		cause := &fs.PathError{Op: "openat2", Path: full, Err: err}
+		switch {
+		case errors.Is(err, unix.EXDEV):
+			return refuseFor(RefusedOutside, "it is outside this chat's folder", cause)
+		case errors.Is(err, unix.ELOOP):
+			return refuseFor(RefusedLink, "it is, or lies behind, a symbolic link", cause)
+		case errors.Is(err, unix.ENOENT):
+			return refuseFor(RefusedMissing, "there is no such file in this chat's folder", cause)
+		}
+		return refuseFor(RefusedOther, fmt.Sprintf("it cannot be opened (%v)", err), cause)
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return Info{}, fmt.Errorf("stat %s: %w", name, err)
+		return Info{}, fmt.Errorf("stat %s: %w", full, err)
 	}
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
@@ -195,7 +210,7 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 				head = append(head, b[:min(len(b), 512-len(head))]...)
 			}
 			if _, err := w.Write(b); err != nil {
-				return Info{}, fmt.Errorf("copy %s: %w", name, err)
+				return Info{}, fmt.Errorf("copy %s: %w", full, err)
 			}
 			n += int64(k)
 		}
@@ -203,7 +218,7 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 			continue
 		}
 		if rerr != nil {
-			return Info{}, fmt.Errorf("read %s: %w", name, rerr)
+			return Info{}, fmt.Errorf("read %s: %w", full, rerr)
 		}
 		if k == 0 {
 			break

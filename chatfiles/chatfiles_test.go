@@ -146,3 +146,40 @@ func TestParseArgs(t *testing.T) {
 		}
 	}
 }
+
+// A refusal's text goes to the model and into the reply, and from there to the chat's people and
+// peer agents: it names the file as the agent did and never the host's paths. The cause behind
+// it, with the paths, is for the daemon's log.
+func TestCopyRefusalsNameNoHostPath(t *testing.T) {
+	l := newLayout(t)
+	for _, name := range []string{
+		filepath.Join(l.home, "auth.json"),
+		"../../../codex-home/auth.json",
+		"../canvas_b-4567/uploads/f1-secret-plan.pdf",
+		"missing.txt",
+		"uploads/missing.txt",
+	} {
+		_, _, err := copyOf(l, name)
+		var r *chatfiles.Refusal
+		if !errors.As(err, &r) {
+			t.Fatalf("Copy(%q) = %v; want a refusal", name, err)
+		}
+		if why := strings.ReplaceAll(err.Error(), name, "<name>"); strings.Contains(why, l.root) {
+			t.Errorf("Copy(%q) = %q; it names a host path", name, err)
+		}
+	}
+	_, _, err := copyOf(l, "missing.txt")
+	if cause := errors.Unwrap(err); cause == nil || !strings.Contains(cause.Error(), filepath.Join(l.chat, "missing.txt")) {
+		t.Errorf("Copy(missing.txt)'s cause is %v; want one naming the file's full path, for the log", cause)
+	}
+
+	gone := filepath.Join(l.root, "work", ".chats", "gone-89ab")
+	_, err = chatfiles.Copy(gone, "a.txt", lim, nil, &bytes.Buffer{})
+	var r *chatfiles.Refusal
+	if !errors.As(err, &r) || r.Kind != chatfiles.RefusedOther || strings.Contains(err.Error(), l.root) {
+		t.Errorf("Copy from a folder that is not there = %q; want a refusal naming no host path", err)
+	}
+	if cause := errors.Unwrap(err); cause == nil || !strings.Contains(cause.Error(), gone) {
+		t.Errorf("the cause is %v; want one naming the folder, for the log", cause)
+	}
+}
