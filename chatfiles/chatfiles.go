@@ -97,7 +97,7 @@ const (
 	RefusedHardLinks  RefusalKind = "hard_links"  // more than one name
 	RefusedTooLarge   RefusalKind = "too_large"   // over Limits.MaxFileBytes
 	RefusedSecret     RefusalKind = "secret"      // holds a credential of the daemon
-	RefusedOther      RefusalKind = "other"       // cannot be opened; the caller's own limits
+	RefusedOther      RefusalKind = "other"       // cannot be opened or read; the caller's own limits
 )
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%s not sent: %s", r.Path, r.Reason) }
