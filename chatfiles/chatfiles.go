@@ -129,13 +129,21 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 	refuseFor := func(kind RefusalKind, why string, cause error) (Info, error) {
 		return Info{}, &Refusal{Path: name, Kind: kind, Reason: why, Err: cause}
 	}
+	outside := func() (Info, error) {
+		return refuseFor(RefusedOutside, "it is outside this chat's folder", fmt.Errorf("%s is not beneath %s", name, dir))
+	}
 	rel := name
 	if filepath.IsAbs(name) {
 		r, err := filepath.Rel(dir, name)
-		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-			return refuseFor(RefusedOutside, "it is outside this chat's folder", fmt.Errorf("%s is not beneath %s", name, dir))
+		if err != nil {
+			return outside()
 		}
 		rel = r
+	}
+	// openat2 below is the guard; this only gives the right reason for a path that climbs out
+	// through a folder that is not there, which openat2 would call missing.
+	if c := filepath.Clean(rel); c == ".." || strings.HasPrefix(c, "../") {
+		return outside()
 	}
 	full := filepath.Join(dir, rel)
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

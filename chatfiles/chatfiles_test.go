@@ -121,13 +121,41 @@ func TestCopyFindsASecretAcrossReads(t *testing.T) {
 	}
 }
 
+// A relative path that climbs out of the chat's folder is refused as outside it, whatever lies on
+// the way: a path named from the working directory (.chats/<this chat>/../..) as much as one from
+// the folder, and one through a folder that does not exist (which openat2 would call missing).
+func TestCopyRefusesClimbingOutAsOutside(t *testing.T) {
+	l := newLayout(t)
+	workDir := filepath.Join(l.root, "work")
+	own := filepath.Join(chatfiles.ChatsDirName, filepath.Base(l.chat))
+	for _, name := range []string{
+		own + "/../../../codex-home/auth.json",
+		"./" + own + "/../../../codex-home/auth.json",
+		own + "/../canvas_b-4567/uploads/f1-secret-plan.pdf",
+		"../../x",
+		"..",
+		"nowhere/../../x",
+		"uploads/../../canvas_b-4567/uploads/f1-secret-plan.pdf",
+	} {
+		_, err := chatfiles.Copy(l.chat, chatfiles.FromWorkDir(workDir, name), lim, chatfiles.SecretList{token}, &bytes.Buffer{})
+		var r *chatfiles.Refusal
+		if !errors.As(err, &r) || r.Kind != chatfiles.RefusedOutside || !strings.Contains(r.Reason, "outside this chat's folder") {
+			t.Errorf("Copy(%q) = %v; want it refused as outside this chat's folder", name, err)
+		}
+	}
+}
+
 func TestFromWorkDir(t *testing.T) {
 	for in, want := range map[string]string{
-		".chats/c-1/a.txt":   "/w/.chats/c-1/a.txt",
-		"./.chats/c-1/a.txt": "/w/.chats/c-1/a.txt",
-		"a.txt":              "a.txt",
-		"/abs/a.txt":         "/abs/a.txt",
-		"../.chats/x":        "../.chats/x",
+		".chats/c-1/a.txt":                   "/w/.chats/c-1/a.txt",
+		"./.chats/c-1/a.txt":                 "/w/.chats/c-1/a.txt",
+		".chats/c-1/../../../h/auth.json":    "/h/auth.json",
+		"./.chats/c-1/../../../h/auth.json":  "/h/auth.json",
+		".chats/c-1/../c-2/uploads/f1-a.pdf": "/w/.chats/c-2/uploads/f1-a.pdf",
+		"a.txt":                              "a.txt",
+		"/abs/a.txt":                         "/abs/a.txt",
+		"../.chats/x":                        "../.chats/x",
+		"x/../.chats/c-1/a.txt":              "x/../.chats/c-1/a.txt",
 	} {
 		if got := chatfiles.FromWorkDir("/w", in); got != want {
 			t.Errorf("FromWorkDir(%q) = %q, want %q", in, got, want)
