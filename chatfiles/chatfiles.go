@@ -67,10 +67,47 @@ type SecretList []string
 // Secrets returns the list.
 func (l SecretList) Secrets() []string { return l }
 
-// Limits bound what Copy takes.
+// Limits bound what Copy takes: a file's own limit and, when the files of one reply share a
+// budget, what is left of it. A file over them is refused naming the one that applies, so the
+// agent knows whether a smaller file, or none more in this reply, would go.
 type Limits struct {
 	// MaxFileBytes is the largest file sent; 0 means no file at all.
 	MaxFileBytes int64
+	// ReplyBytes is the budget for all the files of one reply; 0 means there is none.
+	ReplyBytes int64
+	// ReplyUsed is what the reply's files taken before this one hold of ReplyBytes.
+	ReplyUsed int64
+}
+
+// Max is the most the next file may hold, and whether what is left of the reply's budget, rather
+// than a file's own limit, sets it.
+func (l Limits) Max() (n int64, byReply bool) {
+	n = max(l.MaxFileBytes, 0)
+	if l.ReplyBytes > 0 {
+		if left := max(l.ReplyBytes-l.ReplyUsed, 0); left <= n {
+			return left, true
+		}
+	}
+	return n, false
+}
+
+// limitText names the limit Max sets, for a person.
+func (l Limits) limitText() string {
+	n, byReply := l.Max()
+	switch {
+	case !byReply:
+		return "the limit of " + bytesText(n) + " a file"
+	case l.ReplyUsed == 0:
+		return "this reply's budget of " + bytesText(l.ReplyBytes) + " for files"
+	}
+	return "the " + bytesText(n) + " left of this reply's budget of " + bytesText(l.ReplyBytes) + " for files"
+}
+
+func bytesText(n int64) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // Refusal says why a file may not leave. Path is the path as the agent named it; Kind classifies
@@ -95,7 +132,7 @@ const (
 	RefusedMissing    RefusalKind = "missing"     // no such file
 	RefusedNotRegular RefusalKind = "not_regular" // a directory, FIFO, device, socket
 	RefusedHardLinks  RefusalKind = "hard_links"  // more than one name
-	RefusedTooLarge   RefusalKind = "too_large"   // over Limits.MaxFileBytes
+	RefusedTooLarge   RefusalKind = "too_large"   // over Limits (a file's own, or the reply's budget)
 	RefusedSecret     RefusalKind = "secret"      // holds a credential of the daemon
 	RefusedOther      RefusalKind = "other"       // cannot be opened or read; the caller's own limits
 )
@@ -169,6 +206,7 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 		return refuseFor(RefusedOther, fmt.Sprintf("it cannot be opened (%v)", err), cause)
 	}
 	defer unix.Close(fd)
+	limit, _ := lim.Max()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return Info{}, fmt.Errorf("stat %s: %w", full, err)
@@ -178,8 +216,8 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 		return refuse(RefusedNotRegular, "it is not a regular file")
 	case st.Nlink != 1:
 		return refuse(RefusedHardLinks, fmt.Sprintf("it has %d hard links (a file with another name elsewhere is not sent)", st.Nlink))
-	case st.Size > lim.MaxFileBytes:
-		return refuse(RefusedTooLarge, fmt.Sprintf("it is %d bytes, over the limit of %d bytes a file", st.Size, lim.MaxFileBytes))
+	case st.Size > limit:
+		return refuse(RefusedTooLarge, "it is "+bytesText(st.Size)+", over "+lim.limitText())
 	}
 	var secrets [][]byte
 	longest := 0
@@ -201,8 +239,8 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 		k, rerr := unix.Read(fd, chunk)
 		if k > 0 {
 			b := chunk[:k]
-			if n+int64(k) > lim.MaxFileBytes {
-				return refuse(RefusedTooLarge, fmt.Sprintf("it grew over the limit of %d bytes a file while being read", lim.MaxFileBytes))
+			if n+int64(k) > limit {
+				return refuse(RefusedTooLarge, "it grew over "+lim.limitText()+" while being read")
 			}
 			// A secret may straddle two reads: search the end of the last read with this one.
 			win := append(tail, b...)

@@ -111,6 +111,82 @@ func TestCopyRefusesWhatMayNotLeave(t *testing.T) {
 	}
 }
 
+// A file too large is refused naming the limit that applies: the file's own, or what is left of
+// the reply's budget for its files. A file exactly at the limit goes.
+func TestCopyTooLargeNamesTheLimit(t *testing.T) {
+	l := newLayout(t)
+	for _, c := range []struct {
+		size int
+		lim  chatfiles.Limits
+		why  string // "" when it goes
+	}{
+		{101, chatfiles.Limits{MaxFileBytes: 100}, "it is 101 bytes, over the limit of 100 bytes a file"},
+		{100, chatfiles.Limits{MaxFileBytes: 100}, ""},
+		{101, chatfiles.Limits{MaxFileBytes: 100, ReplyBytes: 1000, ReplyUsed: 500}, "it is 101 bytes, over the limit of 100 bytes a file"},
+		{1001, chatfiles.Limits{MaxFileBytes: 1000, ReplyBytes: 1000}, "it is 1001 bytes, over this reply's budget of 1000 bytes for files"},
+		{60, chatfiles.Limits{MaxFileBytes: 1000, ReplyBytes: 1000, ReplyUsed: 950}, "it is 60 bytes, over the 50 bytes left of this reply's budget of 1000 bytes for files"},
+		{50, chatfiles.Limits{MaxFileBytes: 1000, ReplyBytes: 1000, ReplyUsed: 950}, ""},
+		{60, chatfiles.Limits{MaxFileBytes: 100, ReplyBytes: 1000, ReplyUsed: 950}, "it is 60 bytes, over the 50 bytes left of this reply's budget of 1000 bytes for files"},
+		{1, chatfiles.Limits{MaxFileBytes: 1000, ReplyBytes: 1000, ReplyUsed: 1000}, "it is 1 byte, over the 0 bytes left of this reply's budget of 1000 bytes for files"},
+	} {
+		write(t, filepath.Join(l.chat, "f.bin"), strings.Repeat("x", c.size))
+		_, err := chatfiles.Copy(l.chat, "f.bin", c.lim, nil, &bytes.Buffer{})
+		var r *chatfiles.Refusal
+		switch {
+		case c.why == "" && err != nil:
+			t.Errorf("%d bytes under %+v: %v; want it sent", c.size, c.lim, err)
+		case c.why != "" && (!errors.As(err, &r) || r.Kind != chatfiles.RefusedTooLarge || r.Reason != c.why):
+			t.Errorf("%d bytes under %+v: %v; want a too_large refusal saying %q", c.size, c.lim, err, c.why)
+		}
+	}
+}
+
+// growingWriter appends to the file at path when it is first written to: the file grows while
+// Copy reads it.
+type growingWriter struct {
+	path  string
+	grown bool
+}
+
+func (w *growingWriter) Write(b []byte) (int, error) {
+	if !w.grown {
+		w.grown = true
+		f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		if _, err := f.WriteString(strings.Repeat("y", 100)); err != nil {
+			return 0, err
+		}
+	}
+	return len(b), nil
+}
+
+// A file that grows past the limit while it is read is refused naming the limit, as one too large
+// to begin with is.
+func TestCopyGrowingFileNamesTheLimit(t *testing.T) {
+	l := newLayout(t)
+	// One whole read (Copy reads 64 KiB at a time) before the file grows.
+	const size = 64 << 10
+	for _, c := range []struct {
+		lim chatfiles.Limits
+		why string
+	}{
+		{chatfiles.Limits{MaxFileBytes: size + 10}, "it grew over the limit of 65546 bytes a file while being read"},
+		{chatfiles.Limits{MaxFileBytes: 1 << 20, ReplyBytes: size + 10}, "it grew over this reply's budget of 65546 bytes for files while being read"},
+		{chatfiles.Limits{MaxFileBytes: 1 << 20, ReplyBytes: size + 20, ReplyUsed: 10}, "it grew over the 65546 bytes left of this reply's budget of 65556 bytes for files while being read"},
+	} {
+		path := filepath.Join(l.chat, "growing.bin")
+		write(t, path, strings.Repeat("x", size))
+		_, err := chatfiles.Copy(l.chat, "growing.bin", c.lim, nil, &growingWriter{path: path})
+		var r *chatfiles.Refusal
+		if !errors.As(err, &r) || r.Kind != chatfiles.RefusedTooLarge || r.Reason != c.why {
+			t.Errorf("under %+v: %v; want a too_large refusal saying %q", c.lim, err, c.why)
+		}
+	}
+}
+
 // A secret that straddles two reads is found all the same.
 func TestCopyFindsASecretAcrossReads(t *testing.T) {
 	l := newLayout(t)
