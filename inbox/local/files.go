@@ -79,8 +79,10 @@ func (h *Inbox) takeFile(dir string, box *fileBox, args chatfiles.Args) (File, e
 	if len(box.files) >= h.cfg.MaxFiles {
 		return File{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: fmt.Sprintf("this reply has %d files already, the most one reply takes", len(box.files))}
 	}
+	// MaxFileBytes is the reply's budget; no one file may be larger than all of it.
+	lim := chatfiles.Limits{MaxFileBytes: h.cfg.MaxFileBytes, ReplyBytes: h.cfg.MaxFileBytes, ReplyUsed: box.bytes}
 	var buf bytes.Buffer
-	info, err := chatfiles.Copy(dir, chatfiles.FromWorkDir(h.cfg.WorkDir, args.Path), chatfiles.Limits{MaxFileBytes: max(h.cfg.MaxFileBytes-box.bytes, 0)}, h.cfg.Secrets, &buf)
+	info, err := chatfiles.Copy(dir, chatfiles.FromWorkDir(h.cfg.WorkDir, args.Path), lim, h.cfg.Secrets, &buf)
 	var r *chatfiles.Refusal
 	if errors.As(err, &r) {
 		// Copy names the path it was given, which FromWorkDir may have made absolute.

@@ -76,3 +76,25 @@ func TestSendFileNamesNoHostPath(t *testing.T) {
 		t.Errorf("logged %+v; want the cause with the full path", logged[0].ContextMap())
 	}
 }
+
+// Config.MaxFileBytes is a budget for all the files of one reply: a file over it, or over what
+// the reply's earlier files left of it, is refused saying which.
+func TestSendFileOverTheReplyBudget(t *testing.T) {
+	t.Parallel()
+	c := newFileChat(t, 1000)
+	c.write(t, "a.bin", 600)
+	c.write(t, "b.bin", 500)
+	c.write(t, "c.bin", 1001)
+	if res := c.send(t, "c.bin"); res.OK || res.Text != "c.bin not sent: it is 1001 bytes, over this reply's budget of 1000 bytes for files" {
+		t.Errorf("send_file(c.bin) = %+v; want it refused as over the reply's budget", res)
+	}
+	if res := c.send(t, "a.bin"); !res.OK {
+		t.Fatalf("send_file(a.bin) = %+v; want it taken", res)
+	}
+	if res := c.send(t, "b.bin"); res.OK || res.Text != "b.bin not sent: it is 500 bytes, over the 400 bytes left of this reply's budget of 1000 bytes for files" {
+		t.Errorf("send_file(b.bin) = %+v; want it refused as over what is left of the reply's budget", res)
+	}
+	if _, files := c.box.take(""); len(files) != 1 || files[0].Name != "a.bin" {
+		t.Errorf("files %+v; want a.bin alone", files)
+	}
+}
