@@ -121,14 +121,14 @@ func (m *Inbox) takeFile(ctx context.Context, log *zap.Logger, msg message, box 
 	}
 	dir := filepath.Dir(uploads)
 	path := chatfiles.FromWorkDir(m.cfg.WorkDir, args.Path)
-	lim := m.limits(ctx, log)
-	perFile, most := lim.perFile, lim.maxAttachments
+	up := m.limits(ctx, log)
 	box.mu.Lock()
 	defer box.mu.Unlock()
+	lim := chatfiles.Limits{MaxFileBytes: up.perFile}
 	if msg.Route.Kind == routeA2A {
-		perFile = min(perFile, peerInlineBytes-box.bytes)
+		lim.ReplyBytes, lim.ReplyUsed = peerInlineBytes, box.bytes
 	}
-	if most > 0 && len(box.files) >= most {
+	if most := up.maxAttachments; most > 0 && len(box.files) >= most {
 		return refuse(fmt.Sprintf("this reply has %d files already, the most one message takes", len(box.files)), nil)
 	}
 	outbox := filepath.Join(m.cfg.StateDir, outboxDirName, outboxName(msg.ActivityID))
@@ -146,12 +146,12 @@ func (m *Inbox) takeFile(ctx context.Context, log *zap.Logger, msg message, box 
 			os.Remove(tmp.Name())
 		}
 	}()
-	info, err := chatfiles.Copy(dir, path, chatfiles.Limits{MaxFileBytes: max(perFile, 0)}, m.secrets(), tmp)
+	info, err := chatfiles.Copy(dir, path, lim, m.secrets(), tmp)
 	var r *chatfiles.Refusal
 	if errors.As(err, &r) {
 		r.Path = args.Path
-		if msg.Route.Kind == routeA2A && r.Kind == chatfiles.RefusedTooLarge {
-			r.Reason += " (a peer gets the files of one reply inline, 11 MiB in all)"
+		if _, byReply := lim.Max(); byReply && r.Kind == chatfiles.RefusedTooLarge {
+			r.Reason += " (a peer gets the files of one reply inline, in one request)"
 		}
 		return sentFile{}, r
 	}

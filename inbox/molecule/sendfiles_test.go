@@ -113,3 +113,41 @@ func TestSendFileNamesNoHostPath(t *testing.T) {
 		c.refused(t, "report.txt", "no folder to send files from", filepath.Join(c.workDir, chatfiles.ChatsDirName))
 	})
 }
+
+// A file too large is refused naming the limit that applies: the platform's limit a file, or, to
+// a peer, what is left of the 11 MiB its reply's files travel inline in.
+func TestSendFileTooLargeNamesTheLimit(t *testing.T) {
+	t.Parallel()
+	t.Run("canvas", func(t *testing.T) {
+		t.Parallel()
+		c := newFileChat(t, routeNotify)
+		c.p.SetUploadLimits(moleculetest.UploadLimits{PerFileBytes: 1000, PerRequestBytes: 1000, MaxAttachmentsPerMessage: 10})
+		c.write(t, "big.bin", 1001)
+		if res := c.send(t, "big.bin"); res.OK || res.Text != "big.bin not sent: it is 1001 bytes, over the limit of 1000 bytes a file" {
+			t.Errorf("send_file = %+v; want it refused as over the limit a file", res)
+		}
+	})
+	t.Run("peer over the file limit", func(t *testing.T) {
+		t.Parallel()
+		c := newFileChat(t, routeA2A)
+		c.p.SetUploadLimits(moleculetest.UploadLimits{PerFileBytes: 1000, PerRequestBytes: 1000, MaxAttachmentsPerMessage: 10})
+		c.write(t, "big.bin", 1001)
+		if res := c.send(t, "big.bin"); res.OK || res.Text != "big.bin not sent: it is 1001 bytes, over the limit of 1000 bytes a file" {
+			t.Errorf("send_file = %+v; want it refused as over the limit a file", res)
+		}
+	})
+	t.Run("peer over the reply's budget", func(t *testing.T) {
+		t.Parallel()
+		c := newFileChat(t, routeA2A)
+		c.write(t, "ten.bin", 10<<20)
+		c.write(t, "two.bin", 2<<20)
+		if res := c.send(t, "ten.bin"); !res.OK {
+			t.Fatalf("send_file(ten.bin) = %+v; want it taken", res)
+		}
+		want := "two.bin not sent: it is 2097152 bytes, over the 1048576 bytes left of this reply's budget of 11534336 bytes for files" +
+			" (a peer gets the files of one reply inline, in one request)"
+		if res := c.send(t, "two.bin"); res.OK || res.Text != want {
+			t.Errorf("send_file(two.bin) = %+v; want %q", res, want)
+		}
+	})
+}
