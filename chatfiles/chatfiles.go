@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net/http"
 	"path/filepath"
@@ -66,18 +67,59 @@ type SecretList []string
 // Secrets returns the list.
 func (l SecretList) Secrets() []string { return l }
 
-// Limits bound what Copy takes.
+// Limits bound what Copy takes: a file's own limit and, when the files of one reply share a
+// budget, what is left of it. A file over them is refused naming the one that applies, so the
+// agent knows whether a smaller file, or none more in this reply, would go.
 type Limits struct {
 	// MaxFileBytes is the largest file sent; 0 means no file at all.
 	MaxFileBytes int64
+	// ReplyBytes is the budget for all the files of one reply; 0 means there is none.
+	ReplyBytes int64
+	// ReplyUsed is what the reply's files taken before this one hold of ReplyBytes.
+	ReplyUsed int64
+}
+
+// Max is the most the next file may hold, and whether what is left of the reply's budget, rather
+// than a file's own limit, sets it.
+func (l Limits) Max() (n int64, byReply bool) {
+	n = max(l.MaxFileBytes, 0)
+	if l.ReplyBytes > 0 {
+		if left := max(l.ReplyBytes-l.ReplyUsed, 0); left <= n {
+			return left, true
+		}
+	}
+	return n, false
+}
+
+// limitText names the limit Max sets, for a person.
+func (l Limits) limitText() string {
+	n, byReply := l.Max()
+	switch {
+	case !byReply:
+		return "the limit of " + bytesText(n) + " a file"
+	case l.ReplyUsed == 0:
+		return "this reply's budget of " + bytesText(l.ReplyBytes) + " for files"
+	}
+	return "the " + bytesText(n) + " left of this reply's budget of " + bytesText(l.ReplyBytes) + " for files"
+}
+
+func bytesText(n int64) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // Refusal says why a file may not leave. Path is the path as the agent named it; Kind classifies
-// the reason, Reason says it to a person.
+// the reason, Reason says it to a person. Its text goes to the model and into the reply, so to the
+// chat's people and peer agents: it never names a path of the host's beyond Path.
 type Refusal struct {
 	Path   string
 	Kind   RefusalKind
 	Reason string
+	// Err is the failure behind the refusal, when there is one, naming the host's paths: for the
+	// daemon's log, never part of Error.
+	Err error
 }
 
 // RefusalKind classifies a Refusal.
@@ -90,12 +132,15 @@ const (
 	RefusedMissing    RefusalKind = "missing"     // no such file
 	RefusedNotRegular RefusalKind = "not_regular" // a directory, FIFO, device, socket
 	RefusedHardLinks  RefusalKind = "hard_links"  // more than one name
-	RefusedTooLarge   RefusalKind = "too_large"   // over Limits.MaxFileBytes
+	RefusedTooLarge   RefusalKind = "too_large"   // over Limits (a file's own, or the reply's budget)
 	RefusedSecret     RefusalKind = "secret"      // holds a credential of the daemon
-	RefusedOther      RefusalKind = "other"       // cannot be opened; the caller's own limits
+	RefusedOther      RefusalKind = "other"       // cannot be opened or read; the caller's own limits
 )
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%s not sent: %s", r.Path, r.Reason) }
+
+// Unwrap returns Err.
+func (r *Refusal) Unwrap() error { return r.Err }
 
 // Info describes a file Copy copied.
 type Info struct {
@@ -112,22 +157,35 @@ const minSecretLen = 8
 
 // Copy opens name beneath dir (the chat's folder) and copies it into w, as described in the
 // package doc. Whatever w got before a refusal must be thrown away by the caller. A *Refusal
-// names a file that may not leave; any other error is a failure to read it.
+// names a file that may not leave, in words fit for the chat; any other error is a failure to
+// read the file or to write w, and names the host's paths: it is for the daemon's log.
 func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) {
 	refuse := func(kind RefusalKind, why string) (Info, error) {
 		return Info{}, &Refusal{Path: name, Kind: kind, Reason: why}
 	}
+	refuseFor := func(kind RefusalKind, why string, cause error) (Info, error) {
+		return Info{}, &Refusal{Path: name, Kind: kind, Reason: why, Err: cause}
+	}
+	outside := func() (Info, error) {
+		return refuseFor(RefusedOutside, "it is outside this chat's folder", fmt.Errorf("%s is not beneath %s", name, dir))
+	}
 	rel := name
 	if filepath.IsAbs(name) {
 		r, err := filepath.Rel(dir, name)
-		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-			return refuse(RefusedOutside, "it is outside this chat's folder "+dir)
+		if err != nil {
+			return outside()
 		}
 		rel = r
 	}
+	// openat2 below is the guard; this only gives the right reason for a path that climbs out
+	// through a folder that is not there, which openat2 would call missing.
+	if c := filepath.Clean(rel); c == ".." || strings.HasPrefix(c, "../") {
+		return outside()
+	}
+	full := filepath.Join(dir, rel)
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return refuse(RefusedOther, fmt.Sprintf("this chat's folder %s cannot be opened: %v", dir, err))
+		return refuseFor(RefusedOther, fmt.Sprintf("this chat's folder cannot be opened (%v)", err), &fs.PathError{Op: "open", Path: dir, Err: err})
 	}
 	defer unix.Close(dfd)
 	// O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below as not regular.
@@ -135,28 +193,31 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
-	switch {
-	case errors.Is(err, unix.EXDEV):
-		return refuse(RefusedOutside, "it is outside this chat's folder "+dir)
-	case errors.Is(err, unix.ELOOP):
-		return refuse(RefusedLink, "it is, or lies behind, a symbolic link")
-	case errors.Is(err, unix.ENOENT):
-		return refuse(RefusedMissing, "there is no such file in this chat's folder "+dir)
-	case err != nil:
-		return refuse(RefusedOther, fmt.Sprintf("it cannot be opened: %v", err))
+	if err != nil {
+		cause := &fs.PathError{Op: "openat2", Path: full, Err: err}
+		switch {
+		case errors.Is(err, unix.EXDEV):
+			return refuseFor(RefusedOutside, "it is outside this chat's folder", cause)
+		case errors.Is(err, unix.ELOOP):
+			return refuseFor(RefusedLink, "it is, or lies behind, a symbolic link", cause)
+		case errors.Is(err, unix.ENOENT):
+			return refuseFor(RefusedMissing, "there is no such file in this chat's folder", cause)
+		}
+		return refuseFor(RefusedOther, fmt.Sprintf("it cannot be opened (%v)", err), cause)
 	}
 	defer unix.Close(fd)
+	limit, _ := lim.Max()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return Info{}, fmt.Errorf("stat %s: %w", name, err)
+		return Info{}, fmt.Errorf("stat %s: %w", full, err)
 	}
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return refuse(RefusedNotRegular, "it is not a regular file")
 	case st.Nlink != 1:
 		return refuse(RefusedHardLinks, fmt.Sprintf("it has %d hard links (a file with another name elsewhere is not sent)", st.Nlink))
-	case st.Size > lim.MaxFileBytes:
-		return refuse(RefusedTooLarge, fmt.Sprintf("it is %d bytes, over the limit of %d bytes a file", st.Size, lim.MaxFileBytes))
+	case st.Size > limit:
+		return refuse(RefusedTooLarge, "it is "+bytesText(st.Size)+", over "+lim.limitText())
 	}
 	var secrets [][]byte
 	longest := 0
@@ -178,8 +239,8 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 		k, rerr := unix.Read(fd, chunk)
 		if k > 0 {
 			b := chunk[:k]
-			if n+int64(k) > lim.MaxFileBytes {
-				return refuse(RefusedTooLarge, fmt.Sprintf("it grew over the limit of %d bytes a file while being read", lim.MaxFileBytes))
+			if n+int64(k) > limit {
+				return refuse(RefusedTooLarge, "it grew over "+lim.limitText()+" while being read")
 			}
 			// A secret may straddle two reads: search the end of the last read with this one.
 			win := append(tail, b...)
@@ -195,7 +256,7 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 				head = append(head, b[:min(len(b), 512-len(head))]...)
 			}
 			if _, err := w.Write(b); err != nil {
-				return Info{}, fmt.Errorf("copy %s: %w", name, err)
+				return Info{}, fmt.Errorf("copy %s: %w", full, err)
 			}
 			n += int64(k)
 		}
@@ -203,7 +264,7 @@ func Copy(dir, name string, lim Limits, sec Secrets, w io.Writer) (Info, error) 
 			continue
 		}
 		if rerr != nil {
-			return Info{}, fmt.Errorf("read %s: %w", name, rerr)
+			return Info{}, fmt.Errorf("read %s: %w", full, rerr)
 		}
 		if k == 0 {
 			break

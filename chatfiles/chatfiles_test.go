@@ -111,6 +111,82 @@ func TestCopyRefusesWhatMayNotLeave(t *testing.T) {
 	}
 }
 
+// A file too large is refused naming the limit that applies: the file's own, or what is left of
+// the reply's budget for its files. A file exactly at the limit goes.
+func TestCopyTooLargeNamesTheLimit(t *testing.T) {
+	l := newLayout(t)
+	for _, c := range []struct {
+		size int
+		lim  chatfiles.Limits
+		why  string // "" when it goes
+	}{
+		{101, chatfiles.Limits{MaxFileBytes: 100}, "it is 101 bytes, over the limit of 100 bytes a file"},
+		{100, chatfiles.Limits{MaxFileBytes: 100}, ""},
+		{101, chatfiles.Limits{MaxFileBytes: 100, ReplyBytes: 1000, ReplyUsed: 500}, "it is 101 bytes, over the limit of 100 bytes a file"},
+		{1001, chatfiles.Limits{MaxFileBytes: 1000, ReplyBytes: 1000}, "it is 1001 bytes, over this reply's budget of 1000 bytes for files"},
+		{60, chatfiles.Limits{MaxFileBytes: 1000, ReplyBytes: 1000, ReplyUsed: 950}, "it is 60 bytes, over the 50 bytes left of this reply's budget of 1000 bytes for files"},
+		{50, chatfiles.Limits{MaxFileBytes: 1000, ReplyBytes: 1000, ReplyUsed: 950}, ""},
+		{60, chatfiles.Limits{MaxFileBytes: 100, ReplyBytes: 1000, ReplyUsed: 950}, "it is 60 bytes, over the 50 bytes left of this reply's budget of 1000 bytes for files"},
+		{1, chatfiles.Limits{MaxFileBytes: 1000, ReplyBytes: 1000, ReplyUsed: 1000}, "it is 1 byte, over the 0 bytes left of this reply's budget of 1000 bytes for files"},
+	} {
+		write(t, filepath.Join(l.chat, "f.bin"), strings.Repeat("x", c.size))
+		_, err := chatfiles.Copy(l.chat, "f.bin", c.lim, nil, &bytes.Buffer{})
+		var r *chatfiles.Refusal
+		switch {
+		case c.why == "" && err != nil:
+			t.Errorf("%d bytes under %+v: %v; want it sent", c.size, c.lim, err)
+		case c.why != "" && (!errors.As(err, &r) || r.Kind != chatfiles.RefusedTooLarge || r.Reason != c.why):
+			t.Errorf("%d bytes under %+v: %v; want a too_large refusal saying %q", c.size, c.lim, err, c.why)
+		}
+	}
+}
+
+// growingWriter appends to the file at path when it is first written to: the file grows while
+// Copy reads it.
+type growingWriter struct {
+	path  string
+	grown bool
+}
+
+func (w *growingWriter) Write(b []byte) (int, error) {
+	if !w.grown {
+		w.grown = true
+		f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		if _, err := f.WriteString(strings.Repeat("y", 100)); err != nil {
+			return 0, err
+		}
+	}
+	return len(b), nil
+}
+
+// A file that grows past the limit while it is read is refused naming the limit, as one too large
+// to begin with is.
+func TestCopyGrowingFileNamesTheLimit(t *testing.T) {
+	l := newLayout(t)
+	// One whole read (Copy reads 64 KiB at a time) before the file grows.
+	const size = 64 << 10
+	for _, c := range []struct {
+		lim chatfiles.Limits
+		why string
+	}{
+		{chatfiles.Limits{MaxFileBytes: size + 10}, "it grew over the limit of 65546 bytes a file while being read"},
+		{chatfiles.Limits{MaxFileBytes: 1 << 20, ReplyBytes: size + 10}, "it grew over this reply's budget of 65546 bytes for files while being read"},
+		{chatfiles.Limits{MaxFileBytes: 1 << 20, ReplyBytes: size + 20, ReplyUsed: 10}, "it grew over the 65546 bytes left of this reply's budget of 65556 bytes for files while being read"},
+	} {
+		path := filepath.Join(l.chat, "growing.bin")
+		write(t, path, strings.Repeat("x", size))
+		_, err := chatfiles.Copy(l.chat, "growing.bin", c.lim, nil, &growingWriter{path: path})
+		var r *chatfiles.Refusal
+		if !errors.As(err, &r) || r.Kind != chatfiles.RefusedTooLarge || r.Reason != c.why {
+			t.Errorf("under %+v: %v; want a too_large refusal saying %q", c.lim, err, c.why)
+		}
+	}
+}
+
 // A secret that straddles two reads is found all the same.
 func TestCopyFindsASecretAcrossReads(t *testing.T) {
 	l := newLayout(t)
@@ -121,13 +197,41 @@ func TestCopyFindsASecretAcrossReads(t *testing.T) {
 	}
 }
 
+// A relative path that climbs out of the chat's folder is refused as outside it, whatever lies on
+// the way: a path named from the working directory (.chats/<this chat>/../..) as much as one from
+// the folder, and one through a folder that does not exist (which openat2 would call missing).
+func TestCopyRefusesClimbingOutAsOutside(t *testing.T) {
+	l := newLayout(t)
+	workDir := filepath.Join(l.root, "work")
+	own := filepath.Join(chatfiles.ChatsDirName, filepath.Base(l.chat))
+	for _, name := range []string{
+		own + "/../../../codex-home/auth.json",
+		"./" + own + "/../../../codex-home/auth.json",
+		own + "/../canvas_b-4567/uploads/f1-secret-plan.pdf",
+		"../../x",
+		"..",
+		"nowhere/../../x",
+		"uploads/../../canvas_b-4567/uploads/f1-secret-plan.pdf",
+	} {
+		_, err := chatfiles.Copy(l.chat, chatfiles.FromWorkDir(workDir, name), lim, chatfiles.SecretList{token}, &bytes.Buffer{})
+		var r *chatfiles.Refusal
+		if !errors.As(err, &r) || r.Kind != chatfiles.RefusedOutside || !strings.Contains(r.Reason, "outside this chat's folder") {
+			t.Errorf("Copy(%q) = %v; want it refused as outside this chat's folder", name, err)
+		}
+	}
+}
+
 func TestFromWorkDir(t *testing.T) {
 	for in, want := range map[string]string{
-		".chats/c-1/a.txt":   "/w/.chats/c-1/a.txt",
-		"./.chats/c-1/a.txt": "/w/.chats/c-1/a.txt",
-		"a.txt":              "a.txt",
-		"/abs/a.txt":         "/abs/a.txt",
-		"../.chats/x":        "../.chats/x",
+		".chats/c-1/a.txt":                   "/w/.chats/c-1/a.txt",
+		"./.chats/c-1/a.txt":                 "/w/.chats/c-1/a.txt",
+		".chats/c-1/../../../h/auth.json":    "/h/auth.json",
+		"./.chats/c-1/../../../h/auth.json":  "/h/auth.json",
+		".chats/c-1/../c-2/uploads/f1-a.pdf": "/w/.chats/c-2/uploads/f1-a.pdf",
+		"a.txt":                              "a.txt",
+		"/abs/a.txt":                         "/abs/a.txt",
+		"../.chats/x":                        "../.chats/x",
+		"x/../.chats/c-1/a.txt":              "x/../.chats/c-1/a.txt",
 	} {
 		if got := chatfiles.FromWorkDir("/w", in); got != want {
 			t.Errorf("FromWorkDir(%q) = %q, want %q", in, got, want)
@@ -144,5 +248,42 @@ func TestParseArgs(t *testing.T) {
 		if _, err := chatfiles.ParseArgs([]byte(bad)); err == nil {
 			t.Errorf("ParseArgs(%s) took it", bad)
 		}
+	}
+}
+
+// A refusal's text goes to the model and into the reply, and from there to the chat's people and
+// peer agents: it names the file as the agent did and never the host's paths. The cause behind
+// it, with the paths, is for the daemon's log.
+func TestCopyRefusalsNameNoHostPath(t *testing.T) {
+	l := newLayout(t)
+	for _, name := range []string{
+		filepath.Join(l.home, "auth.json"),
+		"../../../codex-home/auth.json",
+		"../canvas_b-4567/uploads/f1-secret-plan.pdf",
+		"missing.txt",
+		"uploads/missing.txt",
+	} {
+		_, _, err := copyOf(l, name)
+		var r *chatfiles.Refusal
+		if !errors.As(err, &r) {
+			t.Fatalf("Copy(%q) = %v; want a refusal", name, err)
+		}
+		if why := strings.ReplaceAll(err.Error(), name, "<name>"); strings.Contains(why, l.root) {
+			t.Errorf("Copy(%q) = %q; it names a host path", name, err)
+		}
+	}
+	_, _, err := copyOf(l, "missing.txt")
+	if cause := errors.Unwrap(err); cause == nil || !strings.Contains(cause.Error(), filepath.Join(l.chat, "missing.txt")) {
+		t.Errorf("Copy(missing.txt)'s cause is %v; want one naming the file's full path, for the log", cause)
+	}
+
+	gone := filepath.Join(l.root, "work", ".chats", "gone-89ab")
+	_, err = chatfiles.Copy(gone, "a.txt", lim, nil, &bytes.Buffer{})
+	var r *chatfiles.Refusal
+	if !errors.As(err, &r) || r.Kind != chatfiles.RefusedOther || strings.Contains(err.Error(), l.root) {
+		t.Errorf("Copy from a folder that is not there = %q; want a refusal naming no host path", err)
+	}
+	if cause := errors.Unwrap(err); cause == nil || !strings.Contains(cause.Error(), gone) {
+		t.Errorf("the cause is %v; want one naming the folder, for the log", cause)
 	}
 }

@@ -30,11 +30,13 @@ func Folder(workDir, chatKey string) string {
 	return filepath.Join(workDir, ChatsDirName, DirName(chatKey))
 }
 
-// FromWorkDir is path as Copy takes it: a relative path that starts with .chats/ is named from
-// the working directory (where codex works), so it becomes absolute; any other path is left as
-// it is (relative: from the chat's folder).
+// FromWorkDir is path as Copy takes it: a path the agent wrote starting with .chats/ or
+// ./.chats/ is named from the working directory (where codex works), so it becomes absolute; any
+// other path is left as it is (relative: from the chat's folder). The prefix is read as written,
+// not after cleaning: .chats/<chat>/../../x cleans to ../x, which is still named from the working
+// directory, so Copy sees where it leads and refuses it as outside.
 func FromWorkDir(workDir, path string) string {
-	if !filepath.IsAbs(path) && strings.HasPrefix(filepath.Clean(path), ChatsDirName+"/") {
+	if strings.HasPrefix(path, ChatsDirName+"/") || strings.HasPrefix(path, "./"+ChatsDirName+"/") {
 		return filepath.Join(workDir, path)
 	}
 	return path

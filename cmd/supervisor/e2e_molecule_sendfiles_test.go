@@ -429,13 +429,15 @@ func TestE2EMoleculeSendFileToPeerUnderTheRequestCap(t *testing.T) {
 	if len(s.Files) != 1 || !bytes.Equal(s.Files[0].Bytes, content[s.Files[0].Name]) {
 		t.Fatalf("%d file parts, want one of the two whole", len(s.Files))
 	}
-	other := "big.bin"
-	if s.Files[0].Name == "big.bin" {
+	taken, other := s.Files[0].Name, "big.bin"
+	if taken == "big.bin" {
 		other = "more.bin"
 	}
-	if !strings.Contains(s.Text, "["+other+" not sent: it is "+strconv.Itoa(len(content[other]))+" bytes, over the limit of") ||
-		!strings.Contains(s.Text, "(a peer gets the files of one reply inline, 11 MiB in all)]") {
-		t.Errorf("reply %q does not name %s as over the peer limit", s.Text, other)
+	want := "[" + other + " not sent: it is " + strconv.Itoa(len(content[other])) + " bytes, over the " +
+		strconv.Itoa(11<<20-len(content[taken])) + " bytes left of this reply's budget of 11534336 bytes for files" +
+		" (a peer gets the files of one reply inline, in one request)]"
+	if !strings.Contains(s.Text, want) {
+		t.Errorf("reply %q does not name %s as over what is left of the peer's budget: want %q", s.Text, other, want)
 	}
 	d.stop(stopTimeout)
 }

@@ -62,7 +62,7 @@ func (h *Inbox) sendFileTool(chatKey string, box *fileBox, log *zap.Logger) apps
 		if err != nil {
 			h.refused.Add(1)
 			box.refused = append(box.refused, err.Error())
-			log.Warn("file not sent", zap.String("path", args.Path), zap.Error(err))
+			log.Warn("file not sent", zap.String("path", args.Path), zap.Error(err), zap.NamedError("cause", errors.Unwrap(err)))
 			return appserver.ToolResult{Text: err.Error()}
 		}
 		box.files = append(box.files, f)
@@ -72,19 +72,25 @@ func (h *Inbox) sendFileTool(chatKey string, box *fileBox, log *zap.Logger) apps
 	}
 }
 
-// takeFile checks and reads the file args names; box.mu is held.
+// takeFile checks and reads the file args names; box.mu is held. Its error is a
+// *chatfiles.Refusal, whose text the model and the chat get: it names the file as the agent
+// wrote it and no path of the host's.
 func (h *Inbox) takeFile(dir string, box *fileBox, args chatfiles.Args) (File, error) {
 	if len(box.files) >= h.cfg.MaxFiles {
 		return File{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: fmt.Sprintf("this reply has %d files already, the most one reply takes", len(box.files))}
 	}
+	// MaxFileBytes is the reply's budget; no one file may be larger than all of it.
+	lim := chatfiles.Limits{MaxFileBytes: h.cfg.MaxFileBytes, ReplyBytes: h.cfg.MaxFileBytes, ReplyUsed: box.bytes}
 	var buf bytes.Buffer
-	info, err := chatfiles.Copy(dir, chatfiles.FromWorkDir(h.cfg.WorkDir, args.Path), chatfiles.Limits{MaxFileBytes: max(h.cfg.MaxFileBytes-box.bytes, 0)}, h.cfg.Secrets, &buf)
+	info, err := chatfiles.Copy(dir, chatfiles.FromWorkDir(h.cfg.WorkDir, args.Path), lim, h.cfg.Secrets, &buf)
 	var r *chatfiles.Refusal
 	if errors.As(err, &r) {
+		// Copy names the path it was given, which FromWorkDir may have made absolute.
+		r.Path = args.Path
 		return File{}, r
 	}
 	if err != nil {
-		return File{}, fmt.Errorf("%s not sent: %w", args.Path, err)
+		return File{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: "it cannot be read (the daemon's log says why)", Err: err}
 	}
 	return File{Name: info.Name, MimeType: info.MimeType, Size: info.Size, Caption: args.Caption, Data: buf.Bytes()}, nil
 }

@@ -96,7 +96,7 @@ func (m *Inbox) sendFileTool(msg message) appserver.ToolHandler {
 		f, err := m.takeFile(ctx, log, msg, box, args)
 		if err != nil {
 			m.c.filesRefused.Add(1)
-			log.Warn("file not sent", zap.String("path", args.Path), zap.Error(err))
+			log.Warn("file not sent", zap.String("path", args.Path), zap.Error(err), zap.NamedError("cause", errors.Unwrap(err)))
 			box.mu.Lock()
 			box.refused = append(box.refused, err.Error())
 			box.mu.Unlock()
@@ -108,34 +108,36 @@ func (m *Inbox) sendFileTool(msg message) appserver.ToolHandler {
 }
 
 // takeFile checks the file args names against the chat's folder and the limits of msg's route,
-// and copies it to the outbox.
+// and copies it to the outbox. Its error is a *chatfiles.Refusal, whose text the model and the
+// chat (the canvas user or a peer agent) get: it names the file as the agent wrote it and no path
+// of the host's; a failure of the daemon's own is its Err, for the log.
 func (m *Inbox) takeFile(ctx context.Context, log *zap.Logger, msg message, box *sendBox, args chatfiles.Args) (sentFile, error) {
-	refuse := func(why string) (sentFile, error) {
-		return sentFile{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: why}
+	refuse := func(why string, cause error) (sentFile, error) {
+		return sentFile{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: why, Err: cause}
 	}
 	uploads, err := chatUploadDir(m.cfg.WorkDir, msg.ChatKey)
 	if err != nil {
-		return refuse("this chat has no folder to send files from: " + err.Error())
+		return refuse("this chat has no folder to send files from (the daemon's log says why)", err)
 	}
 	dir := filepath.Dir(uploads)
 	path := chatfiles.FromWorkDir(m.cfg.WorkDir, args.Path)
-	lim := m.limits(ctx, log)
-	perFile, most := lim.perFile, lim.maxAttachments
+	up := m.limits(ctx, log)
 	box.mu.Lock()
 	defer box.mu.Unlock()
+	lim := chatfiles.Limits{MaxFileBytes: up.perFile}
 	if msg.Route.Kind == routeA2A {
-		perFile = min(perFile, peerInlineBytes-box.bytes)
+		lim.ReplyBytes, lim.ReplyUsed = peerInlineBytes, box.bytes
 	}
-	if most > 0 && len(box.files) >= most {
-		return refuse(fmt.Sprintf("this reply has %d files already, the most one message takes", len(box.files)))
+	if most := up.maxAttachments; most > 0 && len(box.files) >= most {
+		return refuse(fmt.Sprintf("this reply has %d files already, the most one message takes", len(box.files)), nil)
 	}
 	outbox := filepath.Join(m.cfg.StateDir, outboxDirName, outboxName(msg.ActivityID))
 	if err := os.MkdirAll(outbox, 0o700); err != nil {
-		return sentFile{}, fmt.Errorf("%s not sent: the outbox cannot be made: %w", args.Path, err)
+		return refuse("the outbox cannot be made (the daemon's log says why)", err)
 	}
 	tmp, err := os.CreateTemp(outbox, ".copy-*")
 	if err != nil {
-		return sentFile{}, fmt.Errorf("%s not sent: the outbox cannot be written: %w", args.Path, err)
+		return refuse("the outbox cannot be written (the daemon's log says why)", err)
 	}
 	keep := false
 	defer func() {
@@ -144,27 +146,27 @@ func (m *Inbox) takeFile(ctx context.Context, log *zap.Logger, msg message, box 
 			os.Remove(tmp.Name())
 		}
 	}()
-	info, err := chatfiles.Copy(dir, path, chatfiles.Limits{MaxFileBytes: max(perFile, 0)}, m.secrets(), tmp)
+	info, err := chatfiles.Copy(dir, path, lim, m.secrets(), tmp)
 	var r *chatfiles.Refusal
 	if errors.As(err, &r) {
 		r.Path = args.Path
-		if msg.Route.Kind == routeA2A && r.Kind == chatfiles.RefusedTooLarge {
-			r.Reason += " (a peer gets the files of one reply inline, 11 MiB in all)"
+		if _, byReply := lim.Max(); byReply && r.Kind == chatfiles.RefusedTooLarge {
+			r.Reason += " (a peer gets the files of one reply inline, in one request)"
 		}
 		return sentFile{}, r
 	}
 	if err != nil {
-		return sentFile{}, fmt.Errorf("%s not sent: %w", args.Path, err)
+		return refuse("it cannot be copied (the daemon's log says why)", err)
 	}
 	if err := tmp.Sync(); err != nil {
-		return sentFile{}, fmt.Errorf("%s not sent: the copy cannot be written: %w", args.Path, err)
+		return refuse("the copy cannot be written (the daemon's log says why)", err)
 	}
 	if err := tmp.Close(); err != nil {
-		return sentFile{}, fmt.Errorf("%s not sent: the copy cannot be written: %w", args.Path, err)
+		return refuse("the copy cannot be written (the daemon's log says why)", err)
 	}
 	final := filepath.Join(outbox, strconv.Itoa(len(box.files)+1)+"-"+sanitizeFilename(info.Name))
 	if err := os.Rename(tmp.Name(), final); err != nil {
-		return sentFile{}, fmt.Errorf("%s not sent: the copy cannot be written: %w", args.Path, err)
+		return refuse("the copy cannot be written (the daemon's log says why)", err)
 	}
 	keep = true
 	f := sentFile{Name: sanitizeFilename(info.Name), MimeType: info.MimeType, Size: info.Size, Caption: args.Caption, Path: final}
