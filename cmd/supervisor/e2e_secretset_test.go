@@ -263,3 +263,35 @@ func TestE2ESecretsLearnedAfterStart(t *testing.T) {
 	checkMoleculeLeaks(t, e.e2e, d, l)
 	d.stop(stopTimeout)
 }
+
+// The set crosses a reload: L1, which the platform rotated away from before the reload (its
+// access token may still be valid), is in no source the new image reads (the secrets hold L2,
+// auth.json and the environment L0), and it still never leaves, as a file or as text.
+func TestE2ESecretsCrossAReload(t *testing.T) {
+	t.Parallel()
+	l := &leaks{}
+	e := newPlatformLoginE2EWith(t, e2eConfig{Script: leakScript(l)})
+	installReloadable(t, e.e2e)
+	d := e.start("--chatgpt-platform-check", "100ms")
+	e.rotate() // L1
+	d.waitUntil("the daemon adopted L1", func() bool { return chatgptStatus(t, d).LastOutcome == codexauth.OutcomeAdopted })
+	l1At, l1Rt := e.is.AccessToken(), e.is.LiveRefreshToken()
+	l1Expires := chatgptStatus(t, d).Expires
+	e.rotate() // L2: it expires later than L1
+	d.waitUntil("the daemon adopted L2", func() bool { return chatgptStatus(t, d).Expires.After(l1Expires) })
+	if got := e.send(d, "before the reload"); !strings.Contains(got, "before the reload") {
+		t.Fatalf("reply %q", got)
+	}
+
+	installBin(t, e.bin)
+	if code, out := e.reloadCmd(); code != 0 {
+		t.Fatalf("reload: exit %d: %s", code, out)
+	}
+	if doc := d.status(); doc.Daemon.Reloads != 1 {
+		t.Fatalf("reloads %d, want 1", doc.Daemon.Reloads)
+	}
+	l.set("l1_at", l1At)
+	l.set("l1_rt", l1Rt)
+	checkMoleculeLeaks(t, e.e2e, d, l)
+	d.stop(stopTimeout)
+}
