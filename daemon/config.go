@@ -73,6 +73,10 @@ type Config struct {
 	DrainTimeout       time.Duration
 	TakeoverTimeout    time.Duration
 	PollInterval       time.Duration
+	// EventStream subscribes to the Molecule workspace's event stream and polls when it
+	// announces a message; SafetyPollInterval is the poll's interval while the stream is up.
+	EventStream        bool
+	SafetyPollInterval time.Duration
 	// HeartbeatInterval is the Molecule heartbeat's period (its current_task shows what runs).
 	HeartbeatInterval time.Duration
 	PlatformTimeout   time.Duration
@@ -228,7 +232,9 @@ func ParseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 	e.dur(&c.HandshakeTimeout, "handshake-timeout", "CODEX_WARM_HANDSHAKE_TIMEOUT", 30*time.Second, "retire a child that does not finish initialize in time")
 	e.dur(&c.DrainTimeout, "drain-timeout", "CODEX_WARM_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, let running turns finish this long before interrupting them")
 	e.dur(&c.TakeoverTimeout, "takeover-timeout", "CODEX_WARM_TAKEOVER_TIMEOUT", defaultTakeoverTimeout, "reload: a new image that does not serve within this long gives everything back to the previous binary (docs/HANDOFF.md)")
-	e.dur(&c.PollInterval, "poll-interval", "CODEX_WARM_POLL_INTERVAL", molecule.DefaultPollInterval, "Molecule activity poll interval (the platform allows 600 requests a minute, shared by the whole org when MOLECULE_ORG_ID is set)")
+	e.dur(&c.PollInterval, "poll-interval", "CODEX_WARM_POLL_INTERVAL", molecule.DefaultPollInterval, "Molecule activity poll interval (the platform allows 600 requests a minute, shared by the whole org when MOLECULE_ORG_ID is set); with the event stream up, the poll runs every --safety-poll-interval instead")
+	e.bool(&c.EventStream, "event-stream", "CODEX_WARM_EVENT_STREAM", true, "Molecule: subscribe to the workspace's event stream and poll as soon as it announces a message (false: poll every --poll-interval only)")
+	e.dur(&c.SafetyPollInterval, "safety-poll-interval", "CODEX_WARM_SAFETY_POLL_INTERVAL", molecule.DefaultSafetyPollInterval, "Molecule: the activity poll's interval while the event stream is up, to catch what the stream lost")
 	e.dur(&c.HeartbeatInterval, "heartbeat-interval", "CODEX_WARM_HEARTBEAT_INTERVAL", molecule.DefaultHeartbeatInterval, "Molecule heartbeat interval (the heartbeat's current_task shows what each running turn does)")
 	e.dur(&c.PlatformTimeout, "platform-timeout", "CODEX_WARM_PLATFORM_TIMEOUT", 30*time.Second, "bound on one Molecule platform call (poll, reply, heartbeat)")
 	e.dur(&c.PeerTurnTimeout, "peer-turn-timeout", "CODEX_WARM_PEER_TURN_TIMEOUT", molecule.DefaultPeerTurnTimeout, "Molecule: how long a reply to a peer agent may wait for the peer's answer, sent as X-Timeout (a push peer answers after its whole turn)")
@@ -325,7 +331,7 @@ func ParseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"idle-ttl", c.IdleTTL}, {"turn-timeout", c.TurnTimeout}, {"post-tool-timeout", c.PostToolTimeout}, {"handshake-timeout", c.HandshakeTimeout}, {"poll-interval", c.PollInterval}, {"heartbeat-interval", c.HeartbeatInterval}, {"platform-timeout", c.PlatformTimeout}, {"peer-turn-timeout", c.PeerTurnTimeout},
+	}{{"idle-ttl", c.IdleTTL}, {"turn-timeout", c.TurnTimeout}, {"post-tool-timeout", c.PostToolTimeout}, {"handshake-timeout", c.HandshakeTimeout}, {"poll-interval", c.PollInterval}, {"safety-poll-interval", c.SafetyPollInterval}, {"heartbeat-interval", c.HeartbeatInterval}, {"platform-timeout", c.PlatformTimeout}, {"peer-turn-timeout", c.PeerTurnTimeout},
 		{"inbox-body-timeout", c.InboxBodyTimeout}, {"inbox-write-timeout", c.InboxWriteTimeout}, {"slot-wait", c.SlotWait}} {
 		if d.v <= 0 {
 			return c, fmt.Errorf("--%s %s: must be positive", d.name, d.v)

@@ -438,6 +438,8 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		mcfg.ParkLimit = cfg.ParkLimit
 		mcfg.Logger = log
 		mcfg.PollInterval = cfg.PollInterval
+		mcfg.EventStream = cfg.EventStream
+		mcfg.SafetyPollInterval = cfg.SafetyPollInterval
 		mcfg.HeartbeatInterval = cfg.HeartbeatInterval
 		mcfg.RequestTimeout = cfg.PlatformTimeout
 		mcfg.PeerTurnTimeout = cfg.PeerTurnTimeout

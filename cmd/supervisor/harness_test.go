@@ -230,7 +230,10 @@ func (e *e2e) launch(extra ...string) *daemonProc {
 	defer f.Close()
 	args := []string{"run",
 		"--state-dir", e.stateDir, "--codex-bin", e.codexBin, "--cwd", e.workDir,
-		"--poll-interval", pollInterval, "--drain-timeout", "5s", "--max-children", "8",
+		// The safety poll as fast as the interval: the suite's waits count polls, whether the
+		// event stream is up or not. The real-time tests set both as in production.
+		"--poll-interval", pollInterval, "--safety-poll-interval", pollInterval,
+		"--drain-timeout", "5s", "--max-children", "8",
 		"--log-level", "info", "--log-format", "json"}
 	switch {
 	case e.local:

@@ -29,11 +29,14 @@ func validWorkspaceID(id string) bool { return workspaceIDPattern.MatchString(id
 // rate limit (600 requests a minute) is shared by the whole org when X-Molecule-Org-Id is sent,
 // and a workspace polling every second alone would spend a tenth of it.
 const (
-	DefaultPollInterval      = 5 * time.Second
-	DefaultHeartbeatInterval = 20 * time.Second
-	DefaultRequestTimeout    = 30 * time.Second
-	DefaultMaxPollBytes      = 32 << 20
-	DefaultMaxRowBytes       = 16 << 20
+	DefaultPollInterval = 5 * time.Second
+	// DefaultSafetyPollInterval is the poll's interval while the event stream is up: it only
+	// catches what the stream lost (events are best effort).
+	DefaultSafetyPollInterval = 30 * time.Second
+	DefaultHeartbeatInterval  = 20 * time.Second
+	DefaultRequestTimeout     = 30 * time.Second
+	DefaultMaxPollBytes       = 32 << 20
+	DefaultMaxRowBytes        = 16 << 20
 	// DefaultMaxImageBytes caps one decoded image: the size hosted models take per image (5 MiB).
 	DefaultMaxImageBytes = 5 << 20
 	// DefaultMaxImagesBytes caps the decoded images of one message; a row is at most
@@ -140,6 +143,12 @@ type Config struct {
 
 	PollInterval      time.Duration
 	HeartbeatInterval time.Duration
+	// EventStream subscribes to the workspace's event stream once registered (stream.go): a
+	// message is polled for as soon as the platform announces it, and the poll runs every
+	// SafetyPollInterval (default DefaultSafetyPollInterval) while the stream is up, every
+	// PollInterval while it is down or the platform has none.
+	EventStream        bool
+	SafetyPollInterval time.Duration
 	// RequestTimeout bounds each platform call.
 	RequestTimeout time.Duration
 	// MaxPollBytes bounds the row text one poll holds in memory, whatever the size of the
@@ -238,6 +247,7 @@ func (cfg Config) withDefaults() Config {
 		}
 	}
 	setDur(&cfg.PollInterval, DefaultPollInterval)
+	setDur(&cfg.SafetyPollInterval, DefaultSafetyPollInterval)
 	setDur(&cfg.HeartbeatInterval, DefaultHeartbeatInterval)
 	setDur(&cfg.RequestTimeout, DefaultRequestTimeout)
 	setDur(&cfg.DrainTimeout, DefaultDrainTimeout)

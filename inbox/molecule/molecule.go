@@ -38,6 +38,12 @@ type Inbox struct {
 	ledger  *ledger
 	ncfg    normalizeConfig
 	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
+	// pollWake (cap 1) asks for a poll now (an event, the stream's catch-up): at most one poll
+	// runs and one waits. streamMoved (cap 1) says the stream went up or down, which changes the
+	// poll's interval.
+	pollWake    chan pollCause
+	streamMoved chan struct{}
+	streamStats *streamStats
 	// reach turns the outcomes of polls and heartbeats into one log line per outage and one
 	// when it ends.
 	reach reachability
@@ -110,12 +116,15 @@ func New(cfg Config) (*Inbox, error) {
 		log:     log,
 		ncfg: normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes,
 			maxImageBytes: cfg.MaxImageBytes, maxImagesBytes: cfg.MaxImagesBytes},
-		ackWake:    make(chan struct{}, 1),
-		inflight:   make(map[string]string),
-		boxes:      make(map[string]*sendBox),
-		poisonSeen: newIDRing(cfg.RecentIDs),
-		images:     &imageBudget{max: int64(cfg.MaxPendingImageBytes)},
-		peers:      newPeerExchanges(cfg.PeerExchanges, cfg.PeerQuietReset),
+		ackWake:     make(chan struct{}, 1),
+		pollWake:    make(chan pollCause, 1),
+		streamMoved: make(chan struct{}, 1),
+		streamStats: newStreamStats(),
+		inflight:    make(map[string]string),
+		boxes:       make(map[string]*sendBox),
+		poisonSeen:  newIDRing(cfg.RecentIDs),
+		images:      &imageBudget{max: int64(cfg.MaxPendingImageBytes)},
+		peers:       newPeerExchanges(cfg.PeerExchanges, cfg.PeerQuietReset),
 	}
 	client.onLimited = m.rateLimited
 	l, err := openLedger(cfg.StateDir, cfg.WorkspaceID, cfg.RecentIDs, log)
@@ -172,6 +181,13 @@ func (m *Inbox) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { runEvery(ctx, m.cfg.HeartbeatInterval, m.beat) })
 	wg.Go(func() { m.ackLoop(ctx) })
+	if m.cfg.EventStream {
+		st := &streamer{c: m.client, log: m.log.Named("stream"), self: m.cfg.WorkspaceID, stats: m.streamStats,
+			budget: m.client.gate, live: livenessBeats * m.cfg.HeartbeatInterval, timeout: m.cfg.RequestTimeout,
+			wake: m.wakePoll, changed: m.streamChanged}
+		m.streamStats.state.Store(StreamConnecting)
+		wg.Go(func() { st.run(ctx) })
+	}
 	m.pollLoop(ctx, disp)
 
 	m.log.Info("stopping: polling stopped, letting running turns finish", zap.Duration("drain_timeout", m.cfg.DrainTimeout))
@@ -225,6 +241,10 @@ func (m *Inbox) Stats() Stats {
 		Unacked:            unacked,
 		PendingReplies:     pending,
 		InFlight:           inflight,
+		Polls:              m.c.pollCounts(),
+		Stream: StreamStats{State: m.streamStats.current(), Connects: m.streamStats.connects.Load(),
+			Wakeups: m.streamStats.wakeups.Load(), Events: m.streamStats.eventCounts()},
+		Budget: m.client.gate.budget(),
 	}
 }
 
@@ -269,9 +289,13 @@ func retryableStatus(status int) bool {
 	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
 }
 
-// pollLoop polls until ctx is done: every PollInterval, at once while a page is read in pieces,
-// with backoff after errors, and not while the unacked window is full. A poll keeps at most the
-// room left in that window and MaxPollBytes of row text.
+// pollLoop polls until ctx is done: every PollInterval (every SafetyPollInterval while the event
+// stream is up), at once when an event may mean a new row and after each connect of the stream,
+// at once while a page is read in pieces, with backoff after errors, and not while the unacked
+// window is full. A poll keeps at most the room left in that window and MaxPollBytes of row
+// text. An event never cuts short a wait the daemon keeps (a backoff, a full window, the rate
+// gate, a pause): it only ends the idle wait between polls, and at most one poll runs and one
+// waits.
 //
 // A 410 (cursor unknown) falls back to the recent window after a wait that grows with every 410
 // in a row and starts over once the platform accepts a cursor again: a platform that has lost
@@ -282,12 +306,33 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 	goneBo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	cause := causeInterval
+	// idle says the timer is the wait between polls, which an event ends; lastPoll is when the
+	// last poll ended.
+	idle := false
+	var lastPoll time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+			if idle {
+				cause = m.idleCause()
+			}
+		case c := <-m.pollWake:
+			if !idle {
+				// A wait the daemon keeps: the poll at its end reads what the event announced.
+				continue
+			}
+			timer.Stop()
+			cause = c
+		case <-m.streamMoved:
+			if idle {
+				timer.Reset(max(time.Until(lastPoll.Add(m.idleInterval())), 0))
+			}
+			continue
 		}
+		idle = false
 		if m.pause.wait(ctx) != nil {
 			return
 		}
@@ -301,6 +346,12 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 			unacked, _ = m.ledger.counts()
 		}
 		withCursor := cursor != ""
+		// This poll reads whatever was announced until now.
+		select {
+		case <-m.pollWake:
+		default:
+		}
+		m.c.polls[cause].Add(1)
 		pollStart := time.Now()
 		page, err := m.client.poll(ctx, cursor, m.cfg.SinceSecs, pageLimits{rows: m.cfg.MaxUnacked - unacked, bytes: m.cfg.MaxPollBytes})
 		if ctx.Err() != nil {
@@ -320,6 +371,7 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 			m.log.Warn("platform no longer knows the cursor (HTTP 410); falling back to the recent window",
 				zap.String("cursor", cursor), zap.Int("since_secs", m.cfg.SinceSecs), zap.Duration("retry_in", wait))
 			cursor = ""
+			cause = causeRetry
 			timer.Reset(wait)
 			continue
 		case err != nil:
@@ -333,6 +385,7 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 			default:
 				m.platformCallFailed(callPoll, err, zap.String("cursor", cursor), zap.Duration("retry_in", wait))
 			}
+			cause = causeRetry
 			timer.Reset(wait)
 			continue
 		}
@@ -349,10 +402,45 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 		if page.more && last != "" {
 			m.log.Debug("activity page larger than one poll keeps; reading on from the last row kept",
 				zap.Int("rows", len(page.rows)), zap.String("cursor", cursor))
+			cause = causeMore
 			timer.Reset(0)
 			continue
 		}
-		timer.Reset(m.cfg.PollInterval)
+		idle, lastPoll = true, time.Now()
+		timer.Reset(m.idleInterval())
+	}
+}
+
+// idleInterval is the wait between polls: the safety poll's while the event stream is up,
+// PollInterval otherwise.
+func (m *Inbox) idleInterval() time.Duration {
+	if m.streamStats.current() == StreamConnected {
+		return m.cfg.SafetyPollInterval
+	}
+	return m.cfg.PollInterval
+}
+
+// idleCause is why a poll at the end of the idle wait runs.
+func (m *Inbox) idleCause() pollCause {
+	if m.streamStats.current() == StreamConnected {
+		return causeSafety
+	}
+	return causeInterval
+}
+
+// wakePoll asks the poll loop for a poll now; a poll already waiting covers it.
+func (m *Inbox) wakePoll(c pollCause) {
+	select {
+	case m.pollWake <- c:
+	default:
+	}
+}
+
+// streamChanged tells the poll loop the stream went up or down.
+func (m *Inbox) streamChanged() {
+	select {
+	case m.streamMoved <- struct{}{}:
+	default:
 	}
 }
 

@@ -146,6 +146,8 @@ type request struct {
 	timeout time.Duration
 	// header holds further headers (X-Timeout).
 	header map[string]string
+	// accept is the Accept header; default application/json.
+	accept string
 	// stream, when set, is the body instead of body: called for every attempt, it returns the
 	// body and its Content-Type (a multipart upload, sendfiles.go).
 	stream func() (io.Reader, string)
@@ -205,7 +207,11 @@ func (c *platformClient) send(ctx context.Context, req request) (*http.Response,
 	}
 	hr.Header.Set("Authorization", "Bearer "+bearer)
 	hr.Header.Set("Origin", c.origin)
-	hr.Header.Set("Accept", "application/json")
+	accept := "application/json"
+	if req.accept != "" {
+		accept = req.accept
+	}
+	hr.Header.Set("Accept", accept)
 	if req.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}

@@ -27,9 +27,97 @@ const (
 // the platform's bucket. A 429 closes it for its Retry-After; an answer saying the bucket is
 // empty (X-RateLimit-Remaining 0) closes it until the window refills, so the next call is not
 // one more 429.
+//
+// It also keeps the bucket's budget as the last answer told it (X-RateLimit-Limit, -Remaining,
+// -Reset), so that optional traffic (the stream's reconnects beyond the first, tool chips)
+// spends at most a quarter of what remains in a window: replies, acks, heartbeats and polls come
+// first.
 type rateGate struct {
 	mu    sync.Mutex
 	until time.Time
+	// The budget, from the last answer with the headers: limit -1 is "unlimited" (dev), 0 not
+	// known yet.
+	limit, remaining int
+	resetAt          time.Time
+	// optionalSpent and optionalDropped count optional requests in the current window and in
+	// all.
+	optionalSpent   int
+	optionalDropped int64
+	optionalTotal   int64
+}
+
+// Budget is the platform's rate budget as the daemon last saw it.
+type Budget struct {
+	// Limit is requests per window: -1 unlimited (a dev platform), 0 not known yet.
+	Limit     int       `json:"limit"`
+	Remaining int       `json:"remaining"`
+	ResetAt   time.Time `json:"reset_at,omitzero"`
+	// OptionalSent and OptionalDropped count optional requests (stream reconnects beyond the
+	// first, tool chips) sent and dropped for budget.
+	OptionalSent    int64 `json:"optional_sent"`
+	OptionalDropped int64 `json:"optional_dropped"`
+}
+
+// budget returns the budget as last seen.
+func (g *rateGate) budget() Budget {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return Budget{Limit: g.limit, Remaining: g.remaining, ResetAt: g.resetAt,
+		OptionalSent: g.optionalTotal, OptionalDropped: g.optionalDropped}
+}
+
+// optional reports whether an optional request may go now, and counts it: while the budget is
+// unknown or unlimited, yes; else while this window's optional requests are fewer than a
+// quarter of what remains.
+func (g *rateGate) optional(now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.resetAt.IsZero() && now.After(g.resetAt) {
+		g.optionalSpent = 0 // a new window
+		if g.limit > 0 {
+			g.remaining = g.limit
+		}
+	}
+	if g.limit > 0 && g.optionalSpent >= g.remaining/4 {
+		g.optionalDropped++
+		return false
+	}
+	g.optionalSpent++
+	g.optionalTotal++
+	return true
+}
+
+// windowLeft is how long until the current window refills (0 when unknown).
+func (g *rateGate) windowLeft(now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return max(g.resetAt.Sub(now), 0)
+}
+
+// note records the budget an answer's headers carry.
+func (g *rateGate) note(h http.Header, now time.Time) {
+	lim := strings.TrimSpace(h.Get("X-RateLimit-Limit"))
+	if lim == "" {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if strings.EqualFold(lim, "unlimited") {
+		g.limit = -1
+		return
+	}
+	n, err := strconv.Atoi(lim)
+	if err != nil || n <= 0 {
+		return
+	}
+	resetAt := now.Add(headerSeconds(h.Get("X-RateLimit-Reset")))
+	if g.resetAt.IsZero() || resetAt.After(g.resetAt.Add(time.Second)) {
+		g.optionalSpent = 0 // the answer is from a new window
+	}
+	g.limit, g.resetAt = n, resetAt
+	if r, err := strconv.Atoi(strings.TrimSpace(h.Get("X-RateLimit-Remaining"))); err == nil && r >= 0 {
+		g.remaining = r
+	}
 }
 
 // wait returns once the gate is open, or ctx's error.
@@ -54,6 +142,7 @@ func (g *rateGate) wait(ctx context.Context) error {
 // observe reads an answer's rate-limit headers. It returns the wait it closed the gate for (0:
 // none) and whether the answer was a 429.
 func (g *rateGate) observe(resp *http.Response, now time.Time) (wait time.Duration, limited bool) {
+	g.note(resp.Header, now)
 	limited = resp.StatusCode == http.StatusTooManyRequests
 	switch {
 	case limited:

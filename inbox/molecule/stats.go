@@ -69,6 +69,24 @@ type Stats struct {
 	PendingReplies int `json:"pending_replies"`
 	// InFlight is the number of Submit calls running.
 	InFlight int `json:"in_flight"`
+
+	// Polls counts activity polls by why they ran (interval, safety, event, catch_up, retry,
+	// more).
+	Polls map[string]int64 `json:"polls"`
+	// Stream is the event stream's subscription (stream.go).
+	Stream StreamStats `json:"stream"`
+	// Budget is the platform's rate budget as last seen (ratelimit.go).
+	Budget Budget `json:"budget"`
+}
+
+// StreamStats is the event stream's state and counters.
+type StreamStats struct {
+	State StreamState `json:"state"`
+	// Connects counts connects tried; Wakeups events that woke the poll.
+	Connects int64 `json:"connects"`
+	Wakeups  int64 `json:"wakeups"`
+	// Events counts events seen, by type.
+	Events map[string]int64 `json:"events,omitempty"`
 }
 
 // counters are the atomic fields behind Stats.
@@ -77,4 +95,14 @@ type counters struct {
 	poison, skippedEchoes, duplicates, truncated, pollErrors, heartbeatErrors, persistErrors,
 	abandoned, busyRetries, unreachableRetries, commands, parked, parkedTooLong, rateLimited, peerCapped,
 	deliveryUnknown, filesSent, filesRefused atomic.Int64
+	polls [numCauses]atomic.Int64
+}
+
+// pollCounts are the polls by cause, by name.
+func (c *counters) pollCounts() map[string]int64 {
+	out := make(map[string]int64, numCauses)
+	for i := range numCauses {
+		out[i.String()] = c.polls[i].Load()
+	}
+	return out
 }
