@@ -77,6 +77,8 @@ type Config struct {
 	// announces a message; SafetyPollInterval is the poll's interval while the stream is up.
 	EventStream        bool
 	SafetyPollInterval time.Duration
+	// ToolChips posts a canvas chat's tool calls as the canvas's tool chips.
+	ToolChips bool
 	// HeartbeatInterval is the Molecule heartbeat's period (its current_task shows what runs).
 	HeartbeatInterval time.Duration
 	PlatformTimeout   time.Duration
@@ -234,6 +236,7 @@ func ParseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 	e.dur(&c.TakeoverTimeout, "takeover-timeout", "CODEX_WARM_TAKEOVER_TIMEOUT", defaultTakeoverTimeout, "reload: a new image that does not serve within this long gives everything back to the previous binary (docs/HANDOFF.md)")
 	e.dur(&c.PollInterval, "poll-interval", "CODEX_WARM_POLL_INTERVAL", molecule.DefaultPollInterval, "Molecule activity poll interval (the platform allows 600 requests a minute, shared by the whole org when MOLECULE_ORG_ID is set); with the event stream up, the poll runs every --safety-poll-interval instead")
 	e.bool(&c.EventStream, "event-stream", "CODEX_WARM_EVENT_STREAM", true, "Molecule: subscribe to the workspace's event stream and poll as soon as it announces a message (false: poll every --poll-interval only)")
+	e.bool(&c.ToolChips, "tool-chips", "CODEX_WARM_TOOL_CHIPS", true, "Molecule: show each completed tool call of a canvas chat's turn on the canvas as a tool chip (an agent_log row, at most one a second, dropped first when the rate budget runs low)")
 	e.dur(&c.SafetyPollInterval, "safety-poll-interval", "CODEX_WARM_SAFETY_POLL_INTERVAL", molecule.DefaultSafetyPollInterval, "Molecule: the activity poll's interval while the event stream is up, to catch what the stream lost")
 	e.dur(&c.HeartbeatInterval, "heartbeat-interval", "CODEX_WARM_HEARTBEAT_INTERVAL", molecule.DefaultHeartbeatInterval, "Molecule heartbeat interval (the heartbeat's current_task shows what each running turn does)")
 	e.dur(&c.PlatformTimeout, "platform-timeout", "CODEX_WARM_PLATFORM_TIMEOUT", 30*time.Second, "bound on one Molecule platform call (poll, reply, heartbeat)")

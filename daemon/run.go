@@ -440,6 +440,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		mcfg.PollInterval = cfg.PollInterval
 		mcfg.EventStream = cfg.EventStream
 		mcfg.SafetyPollInterval = cfg.SafetyPollInterval
+		mcfg.ToolChips = cfg.ToolChips
 		mcfg.HeartbeatInterval = cfg.HeartbeatInterval
 		mcfg.RequestTimeout = cfg.PlatformTimeout
 		mcfg.PeerTurnTimeout = cfg.PeerTurnTimeout

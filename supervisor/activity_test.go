@@ -176,3 +176,40 @@ func TestProgressOfNotification(t *testing.T) {
 		t.Error("the user's own message reported as a step")
 	}
 }
+
+// A completed tool call names its tool, its main argument on one short line, and whether it
+// failed; other items name no tool.
+func TestProgressToolCall(t *testing.T) {
+	t.Parallel()
+	zero, two, no := 0, 2, false
+	for _, tc := range []struct {
+		item               map[string]any
+		tool, arg          string
+		failed, notAnyTool bool
+	}{
+		{item: map[string]any{"type": "commandExecution", "command": "/bin/bash -lc 'npm  test\n--watch'", "exitCode": zero, "status": "completed"}, tool: "shell", arg: "npm test --watch"},
+		{item: map[string]any{"type": "commandExecution", "command": "make", "exitCode": two, "status": "failed"}, tool: "shell", arg: "make", failed: true},
+		{item: map[string]any{"type": "fileChange", "changes": []any{map[string]any{"path": "a.go"}, map[string]any{"path": "b.go"}}, "status": "completed"}, tool: "apply_patch", arg: "a.go, b.go"},
+		{item: map[string]any{"type": "mcpToolCall", "server": "gh", "tool": "search", "arguments": map[string]any{"q": "x"}, "status": "completed"}, tool: "gh.search", arg: `{"q":"x"}`},
+		{item: map[string]any{"type": "dynamicToolCall", "tool": "send_file", "arguments": map[string]any{"path": "r.pdf"}, "status": "completed", "success": no}, tool: "send_file", arg: `{"path":"r.pdf"}`, failed: true},
+		{item: map[string]any{"type": "webSearch", "query": "codex app-server"}, tool: "web_search", arg: "codex app-server"},
+		{item: map[string]any{"type": "agentMessage", "text": "hi"}, notAnyTool: true},
+		{item: map[string]any{"type": "commandExecution", "command": strings.Repeat("x", 500), "status": "declined"}, tool: "shell", arg: strings.Repeat("x", toolArgMax-1) + "…", failed: true},
+	} {
+		tc.item["id"] = "i"
+		raw, _ := json.Marshal(map[string]any{"turnId": "u", "item": tc.item})
+		p, ok := progressOfNotification(protocol.Notification{Method: protocol.NotifyItemCompleted, Params: raw})
+		if !ok || p.Kind != ProgressItemCompleted {
+			t.Fatalf("%v: %+v %v", tc.item["type"], p, ok)
+		}
+		if tc.notAnyTool {
+			if p.Tool != "" {
+				t.Errorf("%v named tool %q", tc.item["type"], p.Tool)
+			}
+			continue
+		}
+		if p.Tool != tc.tool || p.ToolArg != tc.arg || p.Failed != tc.failed {
+			t.Errorf("%v: tool %q arg %q failed %v, want %q %q %v", tc.item["type"], p.Tool, p.ToolArg, p.Failed, tc.tool, tc.arg, tc.failed)
+		}
+	}
+}

@@ -30,6 +30,14 @@ type TurnProgress struct {
 	Summary  string `json:"summary,omitempty"`
 	// Delta is a piece of the agent's text (ProgressDelta).
 	Delta string `json:"delta,omitempty"`
+	// Tool names a completed tool call (ProgressItemCompleted of a command, a file change, an MCP
+	// or client tool call, a web search): "shell", "apply_patch", "<server>.<tool>", the client
+	// tool's name, "web_search"; ToolArg is its main argument in one short line, and Failed says
+	// the call failed (a non-zero exit, a failed or declined status). Empty for other items. The
+	// Molecule inbox shows them on the canvas as tool chips.
+	Tool    string `json:"tool,omitempty"`
+	ToolArg string `json:"tool_arg,omitempty"`
+	Failed  bool   `json:"failed,omitempty"`
 }
 
 type progressKey struct{}
@@ -75,10 +83,49 @@ func progressOfNotification(n protocol.Notification) (p TurnProgress, ok bool) {
 			p.Kind, p.Summary = ProgressItemStarted, describeItem(n.Params)
 		} else {
 			p.Kind, p.Summary = ProgressItemCompleted, describeDone(it)
+			p.Tool, p.ToolArg, p.Failed = toolCall(it, in.Item)
 		}
 		return p, true
 	}
 	return p, false
+}
+
+// itemWebSearch is codex's web search item; protocol.Item does not carry its query.
+const itemWebSearch = "webSearch"
+
+// toolArgMax bounds a tool call's argument as toolCall gives it.
+const toolArgMax = 200
+
+// toolCall names a completed item that is a tool call, its main argument and whether it failed;
+// tool is "" for items that are not one.
+func toolCall(it protocol.Item, raw json.RawMessage) (tool, arg string, failed bool) {
+	failed = it.Status == "failed" || it.Status == "declined" || (it.Success != nil && !*it.Success)
+	switch it.Type {
+	case protocol.ItemCommandExecution:
+		return "shell", oneLine(unwrapShell(it.Command)), failed || (it.ExitCode != nil && *it.ExitCode != 0)
+	case protocol.ItemFileChange:
+		paths := make([]string, 0, len(it.Changes))
+		for _, c := range it.Changes {
+			paths = append(paths, c.Path)
+		}
+		return "apply_patch", oneLine(strings.Join(paths, ", ")), failed
+	case protocol.ItemMCPToolCall:
+		return it.Server + "." + it.Tool, oneLine(string(it.Arguments)), failed
+	case protocol.ItemDynamicToolCall:
+		return it.Tool, oneLine(string(it.Arguments)), failed
+	case itemWebSearch:
+		var q struct {
+			Query string `json:"query"`
+		}
+		_ = json.Unmarshal(raw, &q)
+		return "web_search", oneLine(q.Query), failed
+	}
+	return "", "", false
+}
+
+// oneLine is s on one line (runs of white space as one space), at most toolArgMax runes.
+func oneLine(s string) string {
+	return truncateRunes(strings.Join(strings.Fields(s), " "), toolArgMax)
 }
 
 // describeDone is the one-line summary of a completed item.

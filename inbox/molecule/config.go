@@ -149,6 +149,9 @@ type Config struct {
 	// PollInterval while it is down or the platform has none.
 	EventStream        bool
 	SafetyPollInterval time.Duration
+	// ToolChips posts each completed tool call of a canvas chat's turn as an agent_log row, which
+	// the canvas shows as a tool chip and the live progress line (chips.go).
+	ToolChips bool
 	// RequestTimeout bounds each platform call.
 	RequestTimeout time.Duration
 	// MaxPollBytes bounds the row text one poll holds in memory, whatever the size of the

@@ -65,8 +65,9 @@ type Inbox struct {
 	line   handedLine // the order of handed-over messages that wait
 
 	mu        sync.Mutex
-	inflight  map[string]string   // activity id → chat key, for running Submits
-	boxes     map[string]*sendBox // activity id → the files its turn sent (sendfiles.go)
+	inflight  map[string]string    // activity id → chat key, for running Submits
+	boxes     map[string]*sendBox  // activity id → the files its turn sent (sendfiles.go)
+	chipLast  map[string]time.Time // chat key → its last tool chip (chips.go)
 	runStart  time.Time
 	winTotal  int    // answers since the last heartbeat
 	winFailed int    // failures since the last heartbeat
@@ -245,6 +246,8 @@ func (m *Inbox) Stats() Stats {
 		Stream: StreamStats{State: m.streamStats.current(), Connects: m.streamStats.connects.Load(),
 			Wakeups: m.streamStats.wakeups.Load(), Events: m.streamStats.eventCounts()},
 		Budget: m.client.gate.budget(),
+		Chips: ChipStats{Sent: m.c.chipsSent.Load(), Coalesced: m.c.chipsCoalesced.Load(),
+			Dropped: m.c.chipsDropped.Load(), Failed: m.c.chipsFailed.Load()},
 	}
 }
 

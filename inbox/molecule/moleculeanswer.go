@@ -55,7 +55,10 @@ func (m *Inbox) answer(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 		relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
 	}
 	m.startProgressNotes(relayCtx, &relay, log, msg, start)
-	reply, err := m.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) { return m.submitInput(drainCtx, msg) })
+	q := m.newChips(msg)
+	m.startChips(relayCtx, &relay, log, msg, q)
+	turnCtx := m.withChips(drainCtx, q)
+	reply, err := m.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) { return m.submitInput(turnCtx, msg) })
 	stopRelay()
 	relay.Wait()
 	return m.settle(ctx, drainCtx, log, msg, start, reply, err)
@@ -68,13 +71,15 @@ func (m *Inbox) answer(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg message) {
 	start := time.Now()
 	var ticket *supervisor.Ticket
+	q := m.newChips(msg)
+	turnCtx := m.withChips(drainCtx, q)
 	_, err := m.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) {
 		// Not before the chat's earlier messages that wait: it would overtake them.
 		if err := m.line.await(ctx, msg.ChatKey, 0); err != nil {
 			return supervisor.Reply{ChatKey: msg.ChatKey}, fmt.Errorf("%w: %w", err, supervisor.ErrClosed)
 		}
 		var err error
-		ticket, err = m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, m.input(msg))
+		ticket, err = m.cfg.HandOff.EnqueueInput(turnCtx, msg.ChatKey, m.input(msg))
 		return supervisor.Reply{ChatKey: msg.ChatKey}, err
 	})
 	seq := m.line.next()
@@ -95,6 +100,7 @@ func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 			relay.Go(func() { m.relayApprovals(relayCtx, log, msg) })
 		}
 		m.startProgressNotes(relayCtx, &relay, log, msg, start)
+		m.startChips(relayCtx, &relay, log, msg, q)
 		// The first try is the ticket at hand; a message that has to wait is handed over again.
 		first := true
 		reply, err := m.submit(ctx, drainCtx, log, msg, seq, func() (supervisor.Reply, error) {
@@ -102,7 +108,7 @@ func (m *Inbox) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 				first = false
 				return ticket.Wait()
 			}
-			t, err := m.cfg.HandOff.EnqueueInput(drainCtx, msg.ChatKey, m.input(msg))
+			t, err := m.cfg.HandOff.EnqueueInput(turnCtx, msg.ChatKey, m.input(msg))
 			m.line.set(msg.ChatKey, seq, false) // in the supervisor's queue: later ones may follow
 			if err != nil {
 				return supervisor.Reply{ChatKey: msg.ChatKey}, err

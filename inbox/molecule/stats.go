@@ -77,6 +77,17 @@ type Stats struct {
 	Stream StreamStats `json:"stream"`
 	// Budget is the platform's rate budget as last seen (ratelimit.go).
 	Budget Budget `json:"budget"`
+	// Chips counts tool chips (agent_log rows of canvas turns, chips.go): sent, coalesced into
+	// a later one, dropped (low budget, a burst beyond the queue) and failed.
+	Chips ChipStats `json:"chips"`
+}
+
+// ChipStats count tool chips.
+type ChipStats struct {
+	Sent      int64 `json:"sent"`
+	Coalesced int64 `json:"coalesced"`
+	Dropped   int64 `json:"dropped"`
+	Failed    int64 `json:"failed"`
 }
 
 // StreamStats is the event stream's state and counters.
@@ -95,7 +106,8 @@ type counters struct {
 	poison, skippedEchoes, duplicates, truncated, pollErrors, heartbeatErrors, persistErrors,
 	abandoned, busyRetries, unreachableRetries, commands, parked, parkedTooLong, rateLimited, peerCapped,
 	deliveryUnknown, filesSent, filesRefused atomic.Int64
-	polls [numCauses]atomic.Int64
+	chipsSent, chipsCoalesced, chipsDropped, chipsFailed atomic.Int64
+	polls                                                [numCauses]atomic.Int64
 }
 
 // pollCounts are the polls by cause, by name.

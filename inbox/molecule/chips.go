@@ -1,0 +1,177 @@
+package molecule
+
+// Tool chips: the canvas shows each completed tool call of a chat's turn as a chip and as the
+// live progress line, from one agent_log row per call, the way Molecule's own runtime posts them
+// (runtime tool_trace.py emit_tool_call; docs/molecule.md "Tool chips"). Only a canvas chat's
+// turns send them; a peer gets none. They are optional traffic: coalesced to at most one row a
+// second per chat, and dropped first when the platform's rate budget runs low (rateGate).
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/supervisor"
+)
+
+const (
+	// chipEvery is the least time between two chips of one chat: a burst of tool calls becomes
+	// one row a second, the latest call, naming how many it stands for.
+	chipEvery = time.Second
+	// maxChipSummary is the summary's length in characters (runes), as the canvas shows it.
+	maxChipSummary = 120
+	// chipTimeout bounds one agent_log post, as the runtime's (5 s).
+	chipTimeout = 5 * time.Second
+	// chipQueue bounds the calls of one turn waiting to be posted: the codex reader never waits.
+	chipQueue = 64
+)
+
+// chips carries one message's tool calls from the codex child's reader to relayChips.
+type chips struct {
+	ch chan supervisor.TurnProgress
+}
+
+// newChips is msg's chip queue, nil when chips are off or msg is not a canvas user's.
+func (m *Inbox) newChips(msg message) *chips {
+	if !m.cfg.ToolChips || msg.Route.Kind != routeNotify {
+		return nil
+	}
+	return &chips{ch: make(chan supervisor.TurnProgress, chipQueue)}
+}
+
+// withChips is ctx reporting the turn's steps to q (supervisor.WithProgress).
+func (m *Inbox) withChips(ctx context.Context, q *chips) context.Context {
+	if q == nil {
+		return ctx
+	}
+	return supervisor.WithProgress(ctx, func(p supervisor.TurnProgress) {
+		if p.Kind != supervisor.ProgressItemCompleted || p.Tool == "" {
+			return
+		}
+		select {
+		case q.ch <- p:
+		default:
+			m.c.chipsDropped.Add(1) // a burst beyond the queue: coalesced anyway
+		}
+	})
+}
+
+// startChips runs relayChips on wg until ctx ends (the turn's reply is in).
+func (m *Inbox) startChips(ctx context.Context, wg *sync.WaitGroup, log *zap.Logger, msg message, q *chips) {
+	if q != nil {
+		wg.Go(func() { m.relayChips(ctx, log, msg.ChatKey, q) })
+	}
+}
+
+// relayChips posts q's tool calls, at most one a chipEvery, until ctx ends; what is held back
+// then goes as the last chip.
+func (m *Inbox) relayChips(ctx context.Context, log *zap.Logger, chatKey string, q *chips) {
+	var (
+		held  *supervisor.TurnProgress
+		more  int // calls the held one stands for beyond itself
+		timer *time.Timer
+		fire  <-chan time.Time
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	send := func(p supervisor.TurnProgress, n int) {
+		m.postChip(log, chatKey, p, n)
+		held, more = nil, 0
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if held != nil {
+				send(*held, more)
+			}
+			return
+		case p := <-q.ch:
+			if held != nil {
+				more++
+				m.c.chipsCoalesced.Add(1)
+			}
+			held = &p
+			if wait := m.chipWait(chatKey); wait > 0 {
+				if fire == nil {
+					timer = time.NewTimer(wait)
+					fire = timer.C
+				}
+				continue
+			}
+			send(p, more)
+		case <-fire:
+			fire = nil
+			if held != nil {
+				send(*held, more)
+			}
+		}
+	}
+}
+
+// chipWait is how long chatKey's next chip must wait (0: it may go now).
+func (m *Inbox) chipWait(chatKey string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return max(time.Until(m.chipLast[chatKey].Add(chipEvery)), 0)
+}
+
+// postChip posts one agent_log row for p (standing for more calls besides), unless the budget
+// is low.
+func (m *Inbox) postChip(log *zap.Logger, chatKey string, p supervisor.TurnProgress, more int) {
+	now := time.Now()
+	m.mu.Lock()
+	m.chipLast[chatKey] = now
+	m.mu.Unlock()
+	if !m.client.gate.optional(now) {
+		m.c.chipsDropped.Add(1)
+		return
+	}
+	status := "ok"
+	if p.Failed {
+		status = "error"
+	}
+	summary := chipSummary(m.client.red, p, more)
+	ctx, cancel := context.WithTimeout(context.Background(), chipTimeout)
+	defer cancel()
+	if err := m.client.agentLog(ctx, p.Tool, summary, status); err != nil {
+		m.c.chipsFailed.Add(1)
+		log.Debug("tool chip not posted", zap.Error(err))
+		return
+	}
+	m.c.chipsSent.Add(1)
+}
+
+// chipSummary is "🛠 name(argument)" as the runtime writes it, with " +N" for the calls it
+// stands for, redacted with the daemon's whole secret set before it is cut (a cut token would
+// no longer match) and cut to maxChipSummary characters.
+func chipSummary(red redactor, p supervisor.TurnProgress, more int) string {
+	s := red.String("🛠 " + p.Tool + "(" + p.ToolArg + ")")
+	suffix := ""
+	if more > 0 {
+		suffix = " +" + strconv.Itoa(more)
+	}
+	if n := maxChipSummary - utf8.RuneCountInString(suffix); utf8.RuneCountInString(s) > n {
+		r := []rune(s)
+		s = string(r[:n-1]) + "…"
+	}
+	return s + suffix
+}
+
+// agentLog posts one agent_log row, as the runtime's tool trace does:
+// POST /workspaces/{ws}/activity {"activity_type":"agent_log","source_id":ws,"target_id":ws,
+// "summary","status","method"} (activity.go Report: a foreign source_id is refused).
+func (c *platformClient) agentLog(ctx context.Context, method, summary, status string) error {
+	_, err := c.do(ctx, request{op: "tool chip", method: http.MethodPost,
+		path: "/workspaces/" + c.ws + "/activity", timeout: chipTimeout,
+		body: map[string]string{"activity_type": "agent_log", "source_id": c.ws, "target_id": c.ws,
+			"summary": summary, "status": status, "method": method}})
+	return err
+}
