@@ -26,7 +26,31 @@ func renderMolecule(w io.Writer, s *molecule.Stats) {
 	}
 	fmt.Fprintf(w, "  poll errors %d  heartbeat errors %d  state write errors %d  cursor %s\n",
 		s.PollErrors, s.HeartbeatErrors, s.PersistErrors, cursor)
-	fmt.Fprintf(w, "  files sent %d  refused %d\n", s.FilesSent, s.FilesRefused)
+	fmt.Fprintf(w, "  files sent %d  refused %d  tool chips sent %d (coalesced %d, dropped %d, failed %d)\n",
+		s.FilesSent, s.FilesRefused, s.Chips.Sent, s.Chips.Coalesced, s.Chips.Dropped, s.Chips.Failed)
+	state := s.Stream.State
+	if state == "" {
+		state = molecule.StreamOff
+	}
+	fmt.Fprintf(w, "  event stream %s  connects %d  wake-ups %d  polls", state, s.Stream.Connects, s.Stream.Wakeups)
+	causes := make([]string, 0, len(s.Polls))
+	for c := range s.Polls {
+		causes = append(causes, c)
+	}
+	sort.Strings(causes)
+	for _, c := range causes {
+		fmt.Fprintf(w, " %s %d", c, s.Polls[c])
+	}
+	fmt.Fprintln(w)
+	switch b := s.Budget; {
+	case b.Limit < 0:
+		fmt.Fprintf(w, "  rate budget unlimited")
+	case b.Limit == 0:
+		fmt.Fprintf(w, "  rate budget not known yet")
+	default:
+		fmt.Fprintf(w, "  rate budget %d of %d left", b.Remaining, b.Limit)
+	}
+	fmt.Fprintf(w, "  optional requests sent %d, held back %d\n", s.Budget.OptionalSent, s.Budget.OptionalDropped)
 }
 
 // Render prints the process table like ps: one aligned row per live child, then totals.

@@ -119,12 +119,27 @@ var bridgeCounters = []struct {
 	{desc("molecule_heartbeat_errors_total", "Failed heartbeats."), func(s molecule.Stats) int64 { return s.HeartbeatErrors }},
 	{desc("molecule_persist_errors_total", "Failed writes of the inbox state file."), func(s molecule.Stats) int64 { return s.PersistErrors }},
 	{desc("molecule_rate_limited_total", "Platform answers 429 (rate limit); every platform call waited for their Retry-After."), func(s molecule.Stats) int64 { return s.RateLimited }},
+	{desc("molecule_stream_connects_total", "Connects tried to the workspace's event stream."), func(s molecule.Stats) int64 { return s.Stream.Connects }},
+	{desc("molecule_stream_wakeups_total", "Events of the stream that woke the activity poll (a message may have landed)."), func(s molecule.Stats) int64 { return s.Stream.Wakeups }},
+	{desc("molecule_tool_chips_sent_total", "Tool chips (agent_log rows of canvas turns) the platform took."), func(s molecule.Stats) int64 { return s.Chips.Sent }},
+	{desc("molecule_tool_chips_coalesced_total", "Tool calls folded into a later chip (at most one chip a second per chat)."), func(s molecule.Stats) int64 { return s.Chips.Coalesced }},
+	{desc("molecule_tool_chips_dropped_total", "Tool chips not sent: the rate budget was low, or a burst outran the queue."), func(s molecule.Stats) int64 { return s.Chips.Dropped }},
+	{desc("molecule_tool_chips_failed_total", "Tool chips the platform did not take."), func(s molecule.Stats) int64 { return s.Chips.Failed }},
+	{desc("molecule_optional_dropped_total", "Optional requests (stream reconnects beyond the first, tool chips) held back for the rate budget."), func(s molecule.Stats) int64 { return s.Budget.OptionalDropped }},
 }
 
+// streamStates are the state label values of codex_warm_molecule_stream, always all reported.
+var streamStates = []molecule.StreamState{molecule.StreamOff, molecule.StreamConnecting, molecule.StreamConnected,
+	molecule.StreamReconnecting, molecule.StreamAbsent}
+
 var (
-	descUnacked = desc("molecule_unacked_rows", "Received rows not yet behind the durable inbox position.")
-	descPending = desc("molecule_pending_replies", "Replies waiting for delivery.")
-	descRunning = desc("molecule_in_flight", "Platform messages being answered now.")
+	descUnacked    = desc("molecule_unacked_rows", "Received rows not yet behind the durable inbox position.")
+	descPending    = desc("molecule_pending_replies", "Replies waiting for delivery.")
+	descRunning    = desc("molecule_in_flight", "Platform messages being answered now.")
+	descPolls      = desc("molecule_polls_total", "Activity polls, by why they ran: interval (the stream down, absent or off), safety (the stream up), event, catch_up (after a connect), retry, more (reading on).", "cause")
+	descStream     = desc("molecule_stream", "The event stream's state: 1 for the current one.", "state")
+	descEvents     = desc("molecule_stream_events_total", "Events the stream brought, by type.", "type")
+	descRateBudget = desc("molecule_rate_budget_remaining", "Requests left in the platform's rate window as its last answer said (-1: unlimited or not known yet).")
 )
 
 // bridgeCollector reads the Molecule inbox's counters at scrape time.
@@ -160,6 +175,10 @@ func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descUnacked
 	ch <- descPending
 	ch <- descRunning
+	ch <- descPolls
+	ch <- descStream
+	ch <- descEvents
+	ch <- descRateBudget
 }
 
 func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -170,4 +189,22 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descUnacked, prometheus.GaugeValue, float64(s.Unacked))
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(s.PendingReplies))
 	ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(s.InFlight))
+	for cause, n := range s.Polls {
+		ch <- prometheus.MustNewConstMetric(descPolls, prometheus.CounterValue, float64(n), cause)
+	}
+	for _, st := range streamStates {
+		v := 0.0
+		if s.Stream.State == st {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descStream, prometheus.GaugeValue, v, string(st))
+	}
+	for typ, n := range s.Stream.Events {
+		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(n), typ)
+	}
+	remaining := float64(s.Budget.Remaining)
+	if s.Budget.Limit <= 0 {
+		remaining = -1
+	}
+	ch <- prometheus.MustNewConstMetric(descRateBudget, prometheus.GaugeValue, remaining)
 }
