@@ -28,7 +28,7 @@ func DoctorConfig(cfg Config, getenv func(string) string) (doctor.Config, error)
 		CodexConfig: cfg.CodexConfig, Cwd: cfg.Cwd, WorkDir: threadsWorkDir(cfg.Cwd),
 		ChildUser: cfg.ChildUser, Credential: cred, Env: env, Getenv: getenv,
 		ChatGPTTokens: cfg.ChatGPTTokens, ChatGPTPlatformCheck: cfg.ChatGPTPlatformCheck,
-		TokenRefreshAhead: cfg.TokenRefreshAhead, PlatformTimeout: cfg.PlatformTimeout,
+		TokenRefreshAhead: cfg.TokenRefreshAhead, PlatformTimeout: cfg.PlatformTimeout, EventStream: cfg.EventStream,
 		MaxChildren: cfg.MaxChildren, MemoryBudget: budget, MemoryBudgetErr: budgetErr,
 		NoCodexHint: noCodexHint,
 		Steps: doctor.Steps{

@@ -37,6 +37,8 @@ type Config struct {
 	ChatGPTPlatformCheck time.Duration
 	TokenRefreshAhead    time.Duration
 	PlatformTimeout      time.Duration
+	// EventStream is --event-stream: whether run subscribes to the Molecule event stream.
+	EventStream bool
 
 	MaxChildren int
 	// MemoryBudget is --memory-budget in bytes: 0 the default (a fraction of MemAvailable),

@@ -549,7 +549,8 @@ func (d *doctor) checkMolecule(ctx context.Context) []Result {
 	var he *molecule.HTTPError
 	switch {
 	case err == nil:
-		return []Result{env, ok("platform", "answers and accepts the token and workspace (one read of the activity feed; nothing registered)")}
+		return []Result{env, ok("platform", "answers and accepts the token and workspace (one read of the activity feed; nothing registered)"),
+			d.checkEventStream(ctx, mcfg)}
 	case errors.As(err, &he) && he.TenantOrgRequired():
 		return []Result{env, fail("platform", err.Error()+": the tenant guard wants X-Molecule-Org-Id and MOLECULE_ORG_ID is not set",
 			"set MOLECULE_ORG_ID to the organization's UUID (a SaaS tenant reached through the control plane needs it on every call)")}
@@ -567,6 +568,25 @@ func (d *doctor) checkMolecule(ctx context.Context) []Result {
 		return []Result{env, fail("platform", err.Error(), "set "+urlVar+" to the address that answers")}
 	}
 	return []Result{env, fail("platform", "not reachable: "+err.Error(), "check "+urlVar+" and the network path to it")}
+}
+
+// checkEventStream says whether the platform offers the workspace's event stream: with it a
+// message is answered as it arrives, without it at the next poll.
+func (d *doctor) checkEventStream(ctx context.Context, mcfg molecule.Config) Result {
+	const name = "event stream"
+	if !d.cfg.EventStream {
+		return skip(name, "not used (--event-stream=false): messages wait for the next poll")
+	}
+	offered, err := molecule.ProbeEventStream(ctx, mcfg)
+	switch {
+	case err != nil:
+		return warn(name, "could not tell whether the platform offers it: "+err.Error(),
+			"run polls every --poll-interval until the stream connects")
+	case !offered:
+		return warn(name, "the platform offers none: messages wait for the next poll (every --poll-interval)",
+			"nothing to do here; run looks for the stream again every 10 minutes")
+	}
+	return ok(name, "offered: messages are polled for as they arrive (one connect; the poll runs every --safety-poll-interval while it is up)")
 }
 
 // checkMemory reports the memory budget run would use (--memory-budget) against MemAvailable,

@@ -2,6 +2,7 @@ package molecule
 
 import (
 	"context"
+	"errors"
 	"net/http"
 )
 
@@ -29,4 +30,32 @@ func ProbePlatform(ctx context.Context, cfg Config) error {
 	defer cancel()
 	_, err = c.poll(ctx, "", 1, pageLimits{rows: 1, bytes: cfg.MaxPollBytes})
 	return err
+}
+
+// ProbeEventStream reports whether the platform in cfg offers the workspace's event stream
+// (stream.go): it connects, reads the answer's headers and hangs up, costing one request. An
+// error is a failure to tell (the platform unreachable, the token refused).
+func ProbeEventStream(ctx context.Context, cfg Config) (offered bool, err error) {
+	cfg = cfg.withDefaults()
+	hc := cfg.HTTPClient
+	if hc == nil {
+		own := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		defer own.CloseIdleConnections()
+		hc = own
+	}
+	c, err := newPlatformClient(cfg, hc)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	resp, err := openStream(ctx, cancel, c, cfg.RequestTimeout)
+	switch {
+	case errors.Is(err, errStreamAbsent):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	resp.Body.Close()
+	return true, nil
 }

@@ -227,29 +227,11 @@ func (s *streamer) setState(st StreamState) {
 func (s *streamer) session(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// The answer's headers must come within the request timeout; after them, liveness bounds it.
-	headers := time.AfterFunc(s.timeout, func() { cancel(errors.New("no answer within the request timeout")) })
-	resp, err := s.c.start(ctx, request{op: "event stream", method: http.MethodGet,
-		path: "/workspaces/" + s.c.ws + "/events/stream", accept: "text/event-stream"})
-	headers.Stop()
+	resp, err := openStream(ctx, cancel, s.c, s.timeout)
 	if err != nil {
-		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
-			return c
-		}
 		return err
 	}
 	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
-		return fmt.Errorf("%w (HTTP %d)", errStreamAbsent, resp.StatusCode)
-	}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := s.c.readSmall("event stream", resp)
-		return s.c.statusErr("event stream", resp, body)
-	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		return fmt.Errorf("%w (the answer is %q, not an event stream)", errStreamAbsent, resp.Header.Get("Content-Type"))
-	}
 	s.setState(StreamConnected)
 	s.log.Info("event stream connected: messages are polled for as they arrive")
 	// Whatever landed while the stream was down was announced to nobody.
@@ -266,6 +248,38 @@ func (s *streamer) session(ctx context.Context) error {
 		return errors.New("the platform ended the stream")
 	}
 	return err
+}
+
+// openStream connects to the workspace's event stream. The answer's headers must come within
+// timeout (cancel ends ctx with the reason); after them the caller bounds the stream. It returns
+// errStreamAbsent (wrapped) when the platform has none: 404, 405 or 501, or an answer that is
+// not an event stream.
+func openStream(ctx context.Context, cancel context.CancelCauseFunc, c *platformClient, timeout time.Duration) (*http.Response, error) {
+	headers := time.AfterFunc(timeout, func() { cancel(errors.New("no answer within the request timeout")) })
+	resp, err := c.start(ctx, request{op: "event stream", method: http.MethodGet,
+		path: "/workspaces/" + c.ws + "/events/stream", accept: "text/event-stream"})
+	headers.Stop()
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			return nil, cause
+		}
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w (HTTP %d)", errStreamAbsent, resp.StatusCode)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		body, _ := c.readSmall("event stream", resp)
+		return nil, c.statusErr("event stream", resp, body)
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w (the answer is %q, not an event stream)", errStreamAbsent, resp.Header.Get("Content-Type"))
+	}
+	return resp, nil
 }
 
 // read reads events from body until it ends, calling alive on every line (a comment too) and
