@@ -15,37 +15,39 @@ import (
 
 // Comparison names, in the order they run (the cheap, codex-free one first).
 const (
-	cmpScale      = "scale"
-	cmpLatency    = "latency"
-	cmpOverhead   = "overhead"
-	cmpThroughput = "throughput"
-	cmpHistory    = "history"
-	cmpMemory     = "memory"
-	cmpFirstMsg   = "firstmsg"
-	cmpMolecule   = "molecule"
-	cmpChatsGB    = "chatsgb"
-	cmpGrowth     = "growth"
-	cmpLongThread = "longthread"
+	cmpScale       = "scale"
+	cmpLatency     = "latency"
+	cmpOverhead    = "overhead"
+	cmpThroughput  = "throughput"
+	cmpHistory     = "history"
+	cmpMemory      = "memory"
+	cmpFirstMsg    = "firstmsg"
+	cmpMolecule    = "molecule"
+	cmpMolRealtime = "molrealtime"
+	cmpChatsGB     = "chatsgb"
+	cmpGrowth      = "growth"
+	cmpLongThread  = "longthread"
 )
 
 // Table labels of the comparisons, numbered as in the brief; the table is sorted by them.
 const (
-	labelLatency    = "1 latency"
-	labelOverhead   = "2 daemon overhead"
-	labelThroughput = "3 throughput"
-	labelHistory    = "4 history"
-	labelMemory     = "5 memory"
-	labelScale      = "6 scale (no codex)"
-	labelFirstMsg   = "7 first message"
-	labelMolecule   = "8 molecule throughput"
-	labelChatsGB    = "9 chats per GB"
-	labelGrowth     = "9b growth" // after 9 in the string order the table is sorted by
-	labelLongThread = "9c long thread"
+	labelLatency     = "1 latency"
+	labelOverhead    = "2 daemon overhead"
+	labelThroughput  = "3 throughput"
+	labelHistory     = "4 history"
+	labelMemory      = "5 memory"
+	labelScale       = "6 scale (no codex)"
+	labelFirstMsg    = "7 first message"
+	labelMolecule    = "8 molecule throughput"
+	labelMolRealtime = "8b molecule real-time"
+	labelChatsGB     = "9 chats per GB"
+	labelGrowth      = "9b growth" // after 9 in the string order the table is sorted by
+	labelLongThread  = "9c long thread"
 )
 
 // allComparisons lists every comparison in run order.
 func allComparisons() []string {
-	return []string{cmpScale, cmpLatency, cmpOverhead, cmpThroughput, cmpHistory, cmpMemory, cmpFirstMsg, cmpMolecule, cmpChatsGB, cmpGrowth, cmpLongThread}
+	return []string{cmpScale, cmpLatency, cmpOverhead, cmpThroughput, cmpHistory, cmpMemory, cmpFirstMsg, cmpMolecule, cmpMolRealtime, cmpChatsGB, cmpGrowth, cmpLongThread}
 }
 
 // Config is everything a bench run is configured with. Size fields left zero by the flags are
@@ -85,8 +87,12 @@ type Config struct {
 	FirstSpares      int // --spares of the spares side of the first-message comparison
 	MolChats         int
 	MolMsgs          int
-	GBChats          []int
-	GrowthTurns      int
+	// MrtMsgs and MrtIdle size the Molecule real-time comparison: canvas messages per side, and
+	// the idle window whose requests are counted.
+	MrtMsgs     int
+	MrtIdle     time.Duration
+	GBChats     []int
+	GrowthTurns int
 	// LongTurns is the long-thread comparison's thread length; LongSample the turns each of
 	// its measurements runs.
 	LongTurns  int
@@ -105,6 +111,8 @@ type preset struct {
 	historySamples, memChats, memSamples        int
 	scaleSessions, scaleTurns, scaleConcurrency int
 	firstSamples, molChats, molMsgs             int
+	mrtMsgs                                     int
+	mrtIdle                                     time.Duration
 	gbChats                                     []int
 	growthTurns                                 int
 	longTurns, longSample                       int
@@ -121,7 +129,7 @@ func fullPreset() preset {
 		historyLevels: []int{1, 50, 200}, historySamples: 5,
 		memChats: 8, memSamples: 2,
 		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
-		firstSamples: 20, molChats: 32, molMsgs: 5, gbChats: []int{8, 32}, growthTurns: 100,
+		firstSamples: 20, molChats: 32, molMsgs: 5, mrtMsgs: 20, mrtIdle: time.Minute, gbChats: []int{8, 32}, growthTurns: 100,
 		longTurns: 2000, longSample: 50,
 		paths:   []string{pathWSS, pathHTTP},
 		timeout: 45 * time.Minute,
@@ -138,7 +146,7 @@ func quickPreset() preset {
 		historyLevels: []int{1, 50, 200}, historySamples: 2,
 		memChats: 3, memSamples: 1,
 		scaleSessions: 1000, scaleTurns: 20000, scaleConcurrency: 1,
-		firstSamples: 6, molChats: 32, molMsgs: 3, gbChats: []int{8, 32}, growthTurns: 20,
+		firstSamples: 6, molChats: 32, molMsgs: 3, mrtMsgs: 6, mrtIdle: 20 * time.Second, gbChats: []int{8, 32}, growthTurns: 20,
 		longTurns: 100, longSample: 20,
 		paths:   []string{pathWSS},
 		timeout: 8 * time.Minute,
@@ -191,6 +199,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.FirstSpares, "spares", 2, "--spares of the daemon side with spare children in the first-message run")
 	fs.IntVar(&c.MolChats, "mol-chats", 0, "chats in the Molecule throughput run; also the daemons' --max-children there (default 32)")
 	fs.IntVar(&c.MolMsgs, "mol-msgs", 0, "messages per chat in the Molecule throughput run (default 5, quick 3)")
+	fs.IntVar(&c.MrtMsgs, "mrt-msgs", 0, "canvas messages per side in the Molecule real-time run (default 20, quick 6)")
+	fs.DurationVar(&c.MrtIdle, "mrt-idle", 0, "idle window whose platform requests are counted per side in the Molecule real-time run (default 1m, quick 20s)")
 	fs.StringVar(&gbLevels, "gb-chats", "", "warm chats at which to measure chats per GB, ascending (default 8,32)")
 	fs.IntVar(&c.GrowthTurns, "growth-turns", 0, "measured warm turns at each number of known chats in the growth run (default 100, quick 20)")
 	fs.IntVar(&c.LongTurns, "long-turns", 0, "turns of the thread in the long-thread run, before its compaction (default 2000, quick 100)")
@@ -234,6 +244,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	def(&c.FirstSamples, p.firstSamples)
 	def(&c.MolChats, p.molChats)
 	def(&c.MolMsgs, p.molMsgs)
+	def(&c.MrtMsgs, p.mrtMsgs)
+	if c.MrtIdle <= 0 {
+		c.MrtIdle = p.mrtIdle
+	}
 	def(&c.GrowthTurns, p.growthTurns)
 	def(&c.LongTurns, p.longTurns)
 	def(&c.LongSample, p.longSample)
@@ -292,7 +306,7 @@ func (c Config) validate() error {
 		{"tp-msgs", c.TPMsgs}, {"tp-rounds", c.TPRounds}, {"history-samples", c.HistorySamples},
 		{"mem-chats", c.MemChats}, {"mem-samples", c.MemSamples}, {"scale-sessions", c.ScaleSessions},
 		{"scale-turns", c.ScaleTurns}, {"scale-concurrency", c.ScaleConcurrency},
-		{"first-samples", c.FirstSamples}, {"mol-chats", c.MolChats}, {"mol-msgs", c.MolMsgs}, {"growth-turns", c.GrowthTurns}, {"long-sample", c.LongSample},
+		{"first-samples", c.FirstSamples}, {"mol-chats", c.MolChats}, {"mol-msgs", c.MolMsgs}, {"mrt-msgs", c.MrtMsgs}, {"growth-turns", c.GrowthTurns}, {"long-sample", c.LongSample},
 	} {
 		if v.n < 1 {
 			errs = append(errs, fmt.Errorf("--%s %d: must be at least 1", v.name, v.n))

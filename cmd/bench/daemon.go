@@ -46,7 +46,9 @@ type daemonConfig struct {
 	Platform *moleculetest.Platform
 	// PollInterval is the Molecule poll interval (0: the daemon's default).
 	PollInterval time.Duration
-	Marker       string // NAME=value put in the daemon's environment for the leftover check
+	// Extra are further flags of `supervisor run`.
+	Extra  []string
+	Marker string // NAME=value put in the daemon's environment for the leftover check
 }
 
 // stateDir is the daemon's state directory (control socket, sessions, inbox position).
@@ -70,6 +72,7 @@ func (cfg daemonConfig) args() []string {
 	if cfg.Spares != nil {
 		args = append(args, "--spares", strconv.Itoa(*cfg.Spares))
 	}
+	args = append(args, cfg.Extra...)
 	return append(args, "--log-level", "warn")
 }
 

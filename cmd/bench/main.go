@@ -55,6 +55,8 @@ func summaryKeys() []string {
 		"first_msg_ratio_exec_over_daemon", "first_msg_ratio_exec_over_spares",
 		"molecule_msgs_per_sec", "molecule_local_msgs_per_sec", "molecule_max_in_flight",
 		"molecule_local_max_in_flight", "molecule_cpu_s_per_msg",
+		"molecule_stream_median_ms", "molecule_stream_p95_ms", "molecule_poll_median_ms", "molecule_poll_p95_ms",
+		"molecule_stream_idle_rpm", "molecule_poll_idle_rpm",
 		"chats_per_gb_rss_8", "chats_per_gb_pss_8", "chats_per_gb_rss_32", "chats_per_gb_pss_32",
 		"growth_daemon_write_bytes_per_turn_2", "growth_daemon_write_bytes_per_turn_1000",
 		"growth_daemon_cpu_ms_per_turn_2", "growth_daemon_cpu_ms_per_turn_1000",
@@ -115,6 +117,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		{cmpMemory, labelMemory, b.runMemory},
 		{cmpFirstMsg, labelFirstMsg, b.runFirstMessage},
 		{cmpMolecule, labelMolecule, b.runMolecule},
+		{cmpMolRealtime, labelMolRealtime, b.runMolRealtime},
 		{cmpChatsGB, labelChatsGB, b.runChatsPerGB},
 		{cmpGrowth, labelGrowth, b.runGrowth},
 		{cmpLongThread, labelLongThread, b.runLongThread},
@@ -138,8 +141,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			b.sum = newSummary(summaryKeys()...)
 		}
 		for _, st := range steps {
-			if !cfg.runs(st.name) || (i > 0 && st.name == cmpScale) {
-				continue // scale runs no codex: once is enough
+			if !cfg.runs(st.name) || (i > 0 && (st.name == cmpScale || st.name == cmpMolRealtime)) {
+				continue // scale runs no codex, and the real-time run measures the platform's road: once is enough
 			}
 			name := st.name + " (" + pathName + ")"
 			if ctx.Err() != nil {
