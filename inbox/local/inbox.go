@@ -309,6 +309,11 @@ func (h *Inbox) respond(w http.ResponseWriter, gone bool, log *zap.Logger, key s
 	if box != nil {
 		text, files = box.take(text)
 	}
+	if oc == chat.OutcomeStopped {
+		// /stop asks for the work to end, not for what it had made so far: the answer names the
+		// turn's files instead, and keeps the refusals (why a file did not come).
+		text, files = withoutFiles(text, files, chatfiles.WhyStopped), nil
+	}
 	switch oc {
 	case chat.OutcomeAnswered, chat.OutcomeTurnFailed:
 		dur := reply.Duration
