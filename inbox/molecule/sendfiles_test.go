@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -118,7 +119,67 @@ func TestStoppedTurnSendsNoFiles(t *testing.T) {
 			t.Errorf("reply %q\nwant it to hold %q", n.Message, want)
 		}
 	}
+	must(t, e.r.stop()) // the delivery ends: the counts are final
 	if s := e.r.m.Stats(); s.FilesSent != 0 || s.FilesRefused != 1 {
 		t.Errorf("files sent %d refused %d, want 0 and 1 (the stopped ones were not refused)", s.FilesSent, s.FilesRefused)
+	}
+}
+
+// A turn that failed still sends the files it had taken, with the failure's note and the
+// refusals: the agent was told they would go, and what it made may be what the chat needs to
+// go on. So does a turn a newer message interrupted (--busy interrupt): nobody asked to drop its
+// work.
+func TestFailedTurnSendsItsFiles(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		end  func(key string) (supervisor.Reply, error)
+		note string // in the reply
+	}{
+		{"turn failed", func(key string) (supervisor.Reply, error) {
+			return supervisor.Reply{ChatKey: key, ThreadID: "th", TurnID: "tu", Status: "failed", Error: "model 500"}, nil
+		}, "codex failed (status failed): model 500"},
+		{"turn deadline", func(key string) (supervisor.Reply, error) {
+			return supervisor.Reply{ChatKey: key, ThreadID: "th", TurnID: "tu", Text: "half a report"},
+				&supervisor.WatchdogError{ChatKey: key, Watchdog: supervisor.WatchdogTurn, Err: errors.New("deadline")}
+		}, "half a report\n\n[codex ran past the time limit"},
+		{"child exited", func(key string) (supervisor.Reply, error) {
+			return supervisor.Reply{ChatKey: key, ThreadID: "th", TurnID: "tu"}, fmt.Errorf("turn: %w", appserver.ErrChildExited)
+		}, "the codex session for this chat ended unexpectedly"},
+		{"superseded", func(key string) (supervisor.Reply, error) {
+			return supervisor.Reply{ChatKey: key, ThreadID: "th", TurnID: "tu", Text: "half a report"},
+				errors.Join(errors.New("chat "+key), supervisor.ErrSuperseded)
+		}, "interrupted by a newer message. What codex had written so far:\n\nhalf a report"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newFileEnv(t, tc.end)
+			e.p.Enqueue(moleculetest.CanvasMessage("SEND report.txt missing.txt data.csv"))
+			must(t, e.p.WaitFor(waitCtx(t), func() bool { return len(e.p.Notifies()) == 1 }))
+			n := e.p.Notifies()[0]
+			var names []string
+			for _, a := range n.Attachments {
+				names = append(names, a.Name)
+			}
+			if strings.Join(names, " ") != "report.txt data.csv" {
+				t.Errorf("attachments %q, want report.txt and data.csv", names)
+			}
+			for _, want := range []string{tc.note, "[missing.txt not sent: "} {
+				if !strings.Contains(n.Message, want) {
+					t.Errorf("reply %q\nwant it to hold %q", n.Message, want)
+				}
+			}
+			if strings.Contains(n.Message, "report.txt") {
+				t.Errorf("reply %q names a file that went", n.Message)
+			}
+			// A stop lets the delivery end: what it left is final.
+			must(t, e.r.stop())
+			if s := e.r.m.Stats(); s.FilesSent != 2 {
+				t.Errorf("files sent %d, want 2", s.FilesSent)
+			}
+			if left := e.outbox(t); len(left) != 0 {
+				t.Errorf("copies left in the outbox after delivery: %v", left)
+			}
+		})
 	}
 }
