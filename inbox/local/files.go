@@ -99,6 +99,9 @@ func (b *fileBox) take(text string) (string, []File) {
 	return text, b.files
 }
 
+// whyErrorAnswer is why the files of a turn answered with an error (504, 500, ...) do not go.
+const whyErrorAnswer = "the turn ended in an error"
+
 // withoutFiles returns text naming files as not sent (why), for an answer that does not carry
 // them.
 func withoutFiles(text string, files []File, why string) string {

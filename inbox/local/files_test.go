@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -100,5 +101,70 @@ func TestStoppedTurnSendsNoFiles(t *testing.T) {
 		if !strings.Contains(r.Text, want) {
 			t.Errorf("text %q\nwant it to hold %q", r.Text, want)
 		}
+	}
+}
+
+// A turn that failed still sends the files it had taken, with the failure's note and the
+// refusals, and so does one a newer message interrupted (--busy interrupt): nobody asked to drop
+// its work. A failure answered with an error instead of a reply names them as not sent.
+func TestFailedTurnSendsItsFiles(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		end    func(key string) (supervisor.Reply, error)
+		status int
+		note   string // in the answer's text (or error)
+		files  bool   // the answer carries the two files; else it names them as not sent
+	}{
+		{"turn failed", func(key string) (supervisor.Reply, error) {
+			return supervisor.Reply{ChatKey: key, ThreadID: "th", TurnID: "tu", Status: "failed", Error: "model 500"}, nil
+		}, http.StatusOK, "codex failed (status failed): model 500", true},
+		{"superseded", func(key string) (supervisor.Reply, error) {
+			return supervisor.Reply{ChatKey: key, ThreadID: "th", TurnID: "tu", Text: "half a report"},
+				errors.Join(errors.New("chat "+key), supervisor.ErrSuperseded)
+		}, http.StatusOK, "interrupted by a newer message. What codex had written so far:\n\nhalf a report", true},
+		{"turn deadline", func(key string) (supervisor.Reply, error) {
+			return supervisor.Reply{ChatKey: key, ThreadID: "th", TurnID: "tu", Text: "half a report"},
+				&supervisor.WatchdogError{ChatKey: key, Watchdog: supervisor.WatchdogTurn, Err: errors.New("deadline")}
+		}, http.StatusGatewayTimeout, "half a report\n\n[codex ran past the time limit", false},
+		{"child exited", func(key string) (supervisor.Reply, error) {
+			return supervisor.Reply{ChatKey: key, ThreadID: "th", TurnID: "tu"}, fmt.Errorf("turn: %w", appserver.ErrChildExited)
+		}, http.StatusInternalServerError, "the codex session for this chat ended unexpectedly", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			status, raw, accepted := postFiles(t, tc.end)
+			var r Reply
+			var er ErrorReply
+			must(t, json.Unmarshal(raw, &r))
+			must(t, json.Unmarshal(raw, &er))
+			text := r.Text
+			if status != http.StatusOK {
+				text = er.Error
+			}
+			if status != tc.status || accepted != 2 {
+				t.Fatalf("HTTP %d %s after %d files accepted; want %d after 2", status, raw, accepted, tc.status)
+			}
+			var names []string
+			for _, f := range r.Files {
+				names = append(names, f.Name)
+			}
+			wants := []string{tc.note, "[missing.txt not sent: "}
+			if tc.files {
+				if strings.Join(names, " ") != "report.txt data.csv" {
+					t.Errorf("files %q, want report.txt and data.csv", names)
+				}
+				if strings.Contains(text, "report.txt") {
+					t.Errorf("text %q names a file that went", text)
+				}
+			} else {
+				wants = append(wants, "[report.txt, data.csv not sent: ")
+			}
+			for _, want := range wants {
+				if !strings.Contains(text, want) {
+					t.Errorf("text %q\nwant it to hold %q", text, want)
+				}
+			}
+		})
 	}
 }
