@@ -142,6 +142,16 @@ func (r *Refusal) Error() string { return fmt.Sprintf("%s not sent: %s", r.Path,
 // Unwrap returns Err.
 func (r *Refusal) Unwrap() error { return r.Err }
 
+// WhyStopped is why a turn the chat stopped (/stop) sends none of the files it had taken: the
+// person asked for the work to end, not for what it had made so far.
+const WhyStopped = "the turn was stopped"
+
+// NotSent is the note a reply carries for files the agent was told would go and that do not:
+// "[report.pdf, data.csv not sent: why]", in the shape of a Refusal's.
+func NotSent(names []string, why string) string {
+	return "[" + strings.Join(names, ", ") + " not sent: " + why + "]"
+}
+
 // Info describes a file Copy copied.
 type Info struct {
 	// Name is the file's base name.

@@ -79,8 +79,8 @@ func (d *daemon) requestReload(trigger string) (int, error) {
 	if d.mt == nil {
 		return 0, errors.New("this daemon cannot reload in place (it does not own its main thread)")
 	}
-	if d.phase.Load() != phaseServing {
-		return 0, errors.New("the daemon is not serving (starting or stopping)")
+	if phase := d.phase.Load(); phase != phaseServing {
+		return 0, d.notServing(phase)
 	}
 	if !d.reloading.CompareAndSwap(false, true) {
 		return 0, errReloadBusy
@@ -93,6 +93,21 @@ func (d *daemon) requestReload(trigger string) (int, error) {
 	d.notifyReloading()
 	d.reloadReq <- trigger // buffered: at most one runs
 	return n, nil
+}
+
+// notServing is why a daemon in phase, not serving, refuses a reload. An image a reload
+// started is that reload still under way: the control socket it took over answers before it
+// serves, the requests made during the exec first (they waited in the socket's backlog).
+func (d *daemon) notServing(phase int32) error {
+	switch {
+	case phase == phaseDraining:
+		return errors.New("the daemon is stopping")
+	case d.givenBack:
+		return fmt.Errorf("%w: the new binary could not take over and the previous image is starting again; try again once it serves", errReloadBusy)
+	case d.reloaded:
+		return fmt.Errorf("%w: the new image is starting; try again once it serves", errReloadBusy)
+	}
+	return errors.New("the daemon is starting; try again once it serves")
 }
 
 // endReload records a reload's outcome; the daemon serves on.
@@ -563,6 +578,7 @@ func takeLock(doc *handoff.Doc, stateDir string) *stateLock {
 // continueFrom makes this image the daemon the handoff describes: its start, its reloads and
 // the last one's outcome (failed when givenBack says why a next binary gave it back).
 func (d *daemon) continueFrom(doc *handoff.Doc, givenBack string) {
+	d.reloaded = true
 	d.exe = doc.Executable
 	d.info.Started, d.info.Reloads, d.attempts = doc.Started, doc.Reloads, doc.Attempts
 	d.lastReload = &control.ReloadInfo{Attempt: doc.Attempts, Trigger: doc.Trigger, At: doc.Written, Outcome: reloadOK,

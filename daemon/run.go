@@ -70,6 +70,7 @@ type daemon struct {
 	// without waiting for its requests in flight (an event stream goes on by itself).
 	cutIntake func()
 	reloadReq chan string        // a requested reload, for the main loop
+	reloaded  bool               // a reload's exec started this image (continueFrom)
 	givenBack bool               // this image took the daemon back from a next image that could not run it
 	alive     chan chan struct{} // the watchdog's checks, answered by the main loop
 	stopAsked atomic.Bool        // a stop came on the control socket

@@ -105,6 +105,22 @@ func (b *fileBox) take(text string) (string, []File) {
 	return text, b.files
 }
 
+// whyErrorAnswer is why the files of a turn answered with an error (504, 500, ...) do not go.
+const whyErrorAnswer = "the turn ended in an error"
+
+// withoutFiles returns text naming files as not sent (why), for an answer that does not carry
+// them.
+func withoutFiles(text string, files []File, why string) string {
+	if len(files) == 0 {
+		return text
+	}
+	names := make([]string, 0, len(files))
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	return text + "\n\n" + chatfiles.NotSent(names, why)
+}
+
 // FileStats count the files the agents sent with replies and the ones refused.
 type FileStats struct {
 	Sent    int64 `json:"files_sent"`

@@ -17,6 +17,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"go.uber.org/zap"
 
+	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/health"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/secretset"
@@ -311,6 +312,20 @@ func (h *Inbox) respond(w http.ResponseWriter, gone bool, log *zap.Logger, key s
 		text, files = box.take(text)
 	}
 	switch oc {
+	case chat.OutcomeAnswered, chat.OutcomeTurnFailed, chat.OutcomeSuperseded:
+		// A failed turn's files go with its note, and so do those of a turn a newer message
+		// interrupted (--busy interrupt): nobody asked to drop its work, and the agent answering
+		// the newer message in the same thread was told they would go.
+	case chat.OutcomeStopped:
+		// /stop asks for the work to end, not for what it had made so far: the answer names the
+		// turn's files instead, and keeps the refusals (why a file did not come).
+		text, files = withoutFiles(text, files, chatfiles.WhyStopped), nil
+	default:
+		// An error answer has no files: it names them, so that the caller knows what the turn
+		// had made before it failed.
+		text, files = withoutFiles(text, files, whyErrorAnswer), nil
+	}
+	switch oc {
 	case chat.OutcomeAnswered, chat.OutcomeTurnFailed:
 		dur := reply.Duration
 		if dur <= 0 {
@@ -334,7 +349,8 @@ func (h *Inbox) respond(w http.ResponseWriter, gone bool, log *zap.Logger, key s
 		writeJSON(w, http.StatusOK, Reply{Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID, Status: StatusStopped})
 	case chat.OutcomeSuperseded:
 		log.Info("interrupted by a newer message", zap.String("turn_id", reply.TurnID))
-		writeJSON(w, http.StatusOK, Reply{Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID, Status: StatusSuperseded})
+		writeJSON(w, http.StatusOK, Reply{Text: text, ChatKey: key, ThreadID: reply.ThreadID, TurnID: reply.TurnID, Status: StatusSuperseded, Files: files})
+		h.sent.Add(int64(len(files)))
 	case chat.OutcomeModelUnreachable:
 		// Not the caller's fault and not a failed turn: the service is away. The caller holds
 		// the message; it is told when to send it again.

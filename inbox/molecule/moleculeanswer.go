@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -156,6 +157,17 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 	reply.Notices = append(slices.Clip(reply.Notices), msg.Notices...)
 	text = reply.WithNotices(text) // images and files codex was not given
 	text, files := withFiles(m.takeBox(msg.ActivityID), text)
+	// A stopped turn sends none of its files: /stop asks for the work to end, not for what it
+	// had made so far. The reply names them and keeps the refusals (they say why a file did not
+	// come), and the copies leave the outbox now rather than at delivery. A turn a newer message
+	// interrupted (--busy interrupt) sends its files, as a failed turn does: nobody asked to
+	// drop its work, and the agent answering the newer message in the same thread was told
+	// they would go.
+	if oc == chat.OutcomeStopped {
+		text = withoutFiles(text, files, chatfiles.WhyStopped)
+		files = nil
+		m.removeOutbox(msg.ActivityID)
+	}
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
 	// and error texts can quote request headers: it must not reach a user or a peer.
 	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")

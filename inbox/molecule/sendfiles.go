@@ -23,7 +23,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -197,6 +196,18 @@ func withFiles(box *sendBox, text string) (string, []sentFile) {
 	return text, box.files
 }
 
+// withoutFiles returns text naming files as not sent (why), for a reply that does not carry them.
+func withoutFiles(text string, files []sentFile, why string) string {
+	if len(files) == 0 {
+		return text
+	}
+	names := make([]string, 0, len(files))
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	return text + "\n\n" + chatfiles.NotSent(names, why)
+}
+
 // removeOutbox deletes the copies of a reply that is done with.
 func (m *Inbox) removeOutbox(activityID string) {
 	_ = os.RemoveAll(filepath.Join(m.cfg.StateDir, outboxDirName, outboxName(activityID)))
@@ -287,7 +298,7 @@ func (m *Inbox) dropFiles(log *zap.Logger, p *pendingReply, why string, err erro
 	m.c.filesRefused.Add(int64(len(p.Files)))
 	log.Warn("the reply's files cannot go; sending the reply without them",
 		zap.Strings("files", names), zap.String("reason", why), zap.Error(err))
-	p.Text += "\n\n[" + strings.Join(names, ", ") + " not sent: " + why + "]"
+	p.Text += "\n\n" + chatfiles.NotSent(names, why)
 	p.Files = nil
 	m.ledger.setPending(*p)
 	m.syncState(log, "storing the reply without the files the platform refused")
