@@ -244,7 +244,7 @@ func (s *streamer) session(ctx context.Context) error {
 	if c := context.Cause(ctx); c != nil && ctx.Err() != nil && !errors.Is(c, context.Canceled) {
 		return c
 	}
-	if err == nil {
+	if errors.Is(err, io.EOF) {
 		return errors.New("the platform ended the stream")
 	}
 	return err
@@ -282,8 +282,8 @@ func openStream(ctx context.Context, cancel context.CancelCauseFunc, c *platform
 	return resp, nil
 }
 
-// read reads events from body until it ends, calling alive on every line (a comment too) and
-// waking the poll for events that may mean a new row.
+// read reads events from body until it ends (io.EOF, or why it broke), calling alive on every
+// line (a comment too) and waking the poll for events that may mean a new row.
 func (s *streamer) read(body io.Reader, alive func()) error {
 	r := bufio.NewReaderSize(body, 16<<10)
 	var data, line []byte
