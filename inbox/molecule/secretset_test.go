@@ -76,8 +76,9 @@ func TestEverySecretTheInboxLearnsStaysIn(t *testing.T) {
 		t.Errorf("%d redactions in %q, want %d", n, got, len(all))
 	}
 
-	// send_file: a file in the chat's own folder holding any one of them is refused.
-	msg := message{ActivityID: "act-1", ChatKey: "canvas:" + p.WorkspaceID(), Route: route{Kind: routeNotify}}
+	// send_file: a file in the chat's own folder holding any one of them is refused. The turn is
+	// one of its own: act-1's outbox is removed once its reply went out, which races the copies.
+	msg := message{ActivityID: "act-send-file", ChatKey: "canvas:" + p.WorkspaceID(), Route: route{Kind: routeNotify}}
 	tool := r.m.sendFileTool(msg)
 	dir := chatfiles.Folder(cfg.WorkDir, msg.ChatKey)
 	must(t, os.MkdirAll(dir, 0o700))
