@@ -174,7 +174,7 @@ func (p *Platform) echoLocked(peer Peer, s A2ASend) {
 	if peer.Echo == "" {
 		return
 	}
-	p.appendLocked(PeerMessage(s.Peer, peer.Echo+s.Text))
+	p.logRowLocked(PeerMessage(s.Peer, peer.Echo+s.Text))
 }
 
 // DelegationResult is a delegate_result row as the platform writes it into the caller's feed

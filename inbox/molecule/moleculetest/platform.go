@@ -10,6 +10,17 @@
 // 100 by default and 500 at most, newest first without a cursor, since_id pages capped too,
 // before_ts), token rotation (RotateToken: the old token is answered 401) and register issuing
 // a token to a workspace without a live one (NoLiveToken).
+//
+// It serves the workspace's event stream, GET /workspaces/{ws}/events/stream (events.go;
+// docs/molecule.md, "The event stream"): each write broadcasts what the platform's write
+// broadcasts (a queued row ACTIVITY_LOGGED, and USER_MESSAGE for a canvas message; a delegation
+// result DELEGATION_COMPLETE or _FAILED; a heartbeat WORKSPACE_HEARTBEAT and, when current_task
+// changed, TASK_UPDATED; a notify AGENT_MESSAGE; a report ACTIVITY_LOGGED), best effort as
+// there: a buffer of EventBuffer events per stream, drops counted, no replay. Knobs: the route
+// absent (NoEventStream, SetEventStream), events dropped at random (EventDropRate), streams cut
+// (EventCutEvery, CutStreams). POST /workspaces/{ws}/activity takes the workspace's reports
+// about itself, such as the runtime's agent_log tool chips (report.go). Transport streams too,
+// so a test under testing/synctest can hold a stream open without a socket.
 package moleculetest
 
 import (
@@ -70,6 +81,15 @@ type Config struct {
 	// OrgScopedToken makes Token pass the auth check of GET /state after Delete, as an org API
 	// token does: /state then answers 404 {"deleted":true} (workspace.go).
 	OrgScopedToken bool
+	// NoEventStream makes GET /workspaces/{ws}/events/stream answer 404, as a platform without
+	// the route does (SetEventStream switches it at run time).
+	NoEventStream bool
+	// EventDropRate is the fraction of events a stream should get that are dropped at random,
+	// by the source Seed seeds (SetEventDropRate).
+	EventDropRate float64
+	// EventCutEvery makes the platform end each stream that long after it connected, as an
+	// edge that cuts long requests does; 0: never (SetEventCutEvery).
+	EventCutEvery time.Duration
 }
 
 // Route names one platform endpoint, for failure injection and call filtering.
@@ -87,7 +107,10 @@ const (
 	// RouteChatHistory and RouteChatSession are GET chat-history and POST chat-session/new.
 	RouteChatHistory Route = "chat-history"
 	RouteChatSession Route = "chat-session"
-	RouteUnknown     Route = "unknown"
+	// RouteAgentLog is POST /workspaces/{ws}/activity, a row the workspace reports about itself
+	// (the runtime's tool chips are agent_log rows; report.go).
+	RouteAgentLog Route = "agent-log"
+	RouteUnknown  Route = "unknown"
 )
 
 // StatusHung is the Status recorded for a call the platform never answered (HangNext, SetChaos).
@@ -139,6 +162,10 @@ type storedRow struct {
 	raw  []byte
 	open func() io.Reader
 	at   time.Time
+	// kind is the activity_type of a row the platform wrote from a workspace's own report
+	// (report.go): a poll for another type does not see it. Rows a test enqueues have none and
+	// are served to the daemon's a2a_receive polls whatever they hold.
+	kind string
 }
 
 // failure is a queued injected failure of one route.
@@ -151,10 +178,9 @@ type failure struct {
 
 // Platform is the fake. Create it with New or NewPlatform; Close it when done.
 type Platform struct {
-	cfg     Config
-	srv     *httptest.Server
-	closing chan struct{}
-	once    sync.Once
+	cfg  Config
+	srv  *httptest.Server
+	once sync.Once
 
 	mu         sync.Mutex
 	rows       []storedRow
@@ -183,6 +209,10 @@ type Platform struct {
 	ws         workspace   // status, pause, deletion (workspace.go)
 	chat       chatSession // the canvas's chat session (session.go)
 	peers      peerState
+	events     eventHub                   // the event stream (events.go)
+	reports    []ActivityReport           // accepted POST /activity (report.go)
+	holds      map[chan struct{}]struct{} // hung requests' release channels (hold)
+	closed     bool
 }
 
 // New starts a platform on a loopback port.
@@ -206,10 +236,12 @@ func New(cfg Config) *Platform {
 		orgID:   cfg.OrgID,
 		buckets: make(map[string]*rateBucket),
 		cfg:     cfg,
-		closing: make(chan struct{}),
 		fail:    make(map[Route][]failure),
 		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		changed: make(chan struct{}),
+		events: eventHub{off: cfg.NoEventStream, dropRate: cfg.EventDropRate, cutEvery: cfg.EventCutEvery,
+			subs: make(map[*subscriber]struct{}), sent: make(map[string]int)},
+		holds: make(map[chan struct{}]struct{}),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /registry/register", p.serve(RouteRegister, p.register))
@@ -226,6 +258,8 @@ func New(cfg Config) *Platform {
 	mux.HandleFunc("GET /workspaces/{ws}/chat-history", p.serve(RouteChatHistory, p.chatHistory))
 	mux.HandleFunc("POST /workspaces/{ws}/chat-session/new", p.serve(RouteChatSession, p.chatSessionNew))
 	mux.HandleFunc("GET /workspaces/{ws}/secrets/values", p.serve(RouteSecrets, p.secretValues))
+	mux.HandleFunc("GET /workspaces/{ws}/events/stream", p.serve(RouteEvents, p.eventsRoute))
+	mux.HandleFunc("POST /workspaces/{ws}/activity", p.serve(RouteAgentLog, p.report))
 	mux.HandleFunc("/", p.serve(RouteUnknown, func(*http.Request, []byte) (int, any) {
 		return http.StatusNotFound, map[string]string{"error": "not found"}
 	}))
@@ -249,28 +283,6 @@ func (p *Platform) URL() string { return p.srv.URL }
 // bubble's clock from moving).
 func (p *Platform) Handler() http.Handler { return p.srv.Config.Handler }
 
-// Transport is an http.RoundTripper that hands each request to Handler in the calling goroutine
-// and returns the recorded answer. Hung requests (HangNext) block until the request's context
-// ends.
-func (p *Platform) Transport() http.RoundTripper { return handlerTransport{p.Handler()} }
-
-type handlerTransport struct{ h http.Handler }
-
-func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	in := r.Clone(r.Context())
-	if in.Body == nil {
-		in.Body = http.NoBody
-	}
-	defer in.Body.Close()
-	in.RequestURI = r.URL.RequestURI()
-	rec := httptest.NewRecorder()
-	t.h.ServeHTTP(rec, in)
-	if err := r.Context().Err(); err != nil {
-		return nil, err
-	}
-	return rec.Result(), nil
-}
-
 // WorkspaceID is the workspace the platform serves.
 func (p *Platform) WorkspaceID() string { return p.cfg.WorkspaceID }
 
@@ -281,10 +293,13 @@ func (p *Platform) Token() string {
 	return p.token
 }
 
-// Close releases hung requests and stops the server, waiting for its handlers. Idempotent.
+// Close releases hung requests, ends the event streams and stops the server, waiting for its
+// handlers. Idempotent.
 func (p *Platform) Close() {
 	p.once.Do(func() {
-		close(p.closing)
+		p.mu.Lock()
+		p.releaseLocked()
+		p.mu.Unlock()
 		p.srv.Close()
 	})
 }
@@ -320,10 +335,7 @@ func (p *Platform) serve(route Route, h handlerFunc) http.HandlerFunc {
 			switch inj := p.injected(route); {
 			case inj.status == StatusHung:
 				p.record(call, StatusHung)
-				select {
-				case <-r.Context().Done():
-				case <-p.closing:
-				}
+				p.hold(r.Context())
 				return
 			case inj.status != 0:
 				if inj.location != "" {
@@ -338,8 +350,8 @@ func (p *Platform) serve(route Route, h handlerFunc) http.HandlerFunc {
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if raw, ok := resp.(rawBody); ok {
-			for k, v := range raw.header {
+		if a, ok := resp.(answer); ok {
+			for k, v := range a.answerHeader() {
 				w.Header()[k] = v
 			}
 		}
@@ -350,12 +362,19 @@ func (p *Platform) serve(route Route, h handlerFunc) http.HandlerFunc {
 		case nil:
 		case rowPage:
 			resp.writeTo(w)
-		case rawBody:
+		case answer:
 			resp.writeTo(w, r)
 		default:
 			_ = json.NewEncoder(w).Encode(resp)
 		}
 	}
+}
+
+// answer is a handler's answer that is not JSON: it sets its own headers and writes its own body
+// (a file's content, the event stream).
+type answer interface {
+	answerHeader() http.Header
+	writeTo(w http.ResponseWriter, r *http.Request)
 }
 
 // errBody is an error answer, quoting the Authorization header when LeakAuthInErrors is set.
@@ -417,6 +436,9 @@ func (p *Platform) register(_ *http.Request, body []byte) (int, any) {
 	if tok, ok := p.issueTokenLocked(); ok {
 		answer["auth_token"] = tok
 	}
+	// registry.go:1232-1236 (the card as registered; the platform may reconcile its name).
+	agentURL, _ := m["url"].(string)
+	p.broadcastLocked(EventWorkspaceOnline, map[string]any{"url": agentURL, "agent_card": m["agent_card"], "delivery_mode": mode})
 	return http.StatusOK, answer
 }
 
@@ -433,6 +455,13 @@ func (p *Platform) heartbeat(_ *http.Request, body []byte) (int, any) {
 	p.mu.Lock()
 	p.heartbeats = append(p.heartbeats, m)
 	p.heartbeatStatusLocked(m)
+	// registry.go:1619-1625: TASK_UPDATED when current_task differs from the stored one ("" for
+	// a new workspace); 1642-1645: WORKSPACE_HEARTBEAT on every beat.
+	if task, _ := m["current_task"].(string); task != p.events.task {
+		p.events.task = task
+		p.broadcastLocked(EventTaskUpdated, map[string]any{"current_task": task, "active_tasks": m["active_tasks"]})
+	}
+	p.broadcastLocked(EventWorkspaceHeartbeat, map[string]any{"active_tasks": m["active_tasks"], "uptime_seconds": m["uptime_seconds"]})
 	// registry.go Heartbeat answers {"status":"ok","generation":N,"platform_inbound_secret"}.
 	answer := map[string]any{"status": "ok", "generation": len(p.heartbeats), "platform_inbound_secret": p.inbound}
 	p.mu.Unlock()
@@ -488,7 +517,8 @@ func (p *Platform) activity(r *http.Request, _ []byte) (int, any) {
 		before = t
 	}
 	in := func(s storedRow) bool {
-		return (from.IsZero() || !s.at.Before(from)) && (before.IsZero() || s.at.Before(before))
+		return (s.kind == "" || s.kind == q.Get("type")) &&
+			(from.IsZero() || !s.at.Before(from)) && (before.IsZero() || s.at.Before(before))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -571,6 +601,9 @@ func (p *Platform) notify(r *http.Request, body []byte) (int, any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.notifies = append(p.notifies, Notify{Workspace: r.PathValue("ws"), Message: *m.Message, Header: r.Header.Clone(), Attachments: m.Attachments})
+	// agent_message_writer.go:141-149 broadcasts AGENT_MESSAGE; its row (185-188) is a raw
+	// INSERT, which broadcasts nothing more.
+	p.broadcastLocked(EventAgentMessage, p.agentMessage(*m.Message, m.Attachments))
 	if p.cfg.EchoNotifies {
 		p.appendLocked(NotifyEcho(*m.Message))
 	}

@@ -116,16 +116,24 @@ func (r Row) WithAttachments(names ...string) Row {
 	return r
 }
 
-// Enqueue appends rows to the activity feed, oldest first, and returns their ids.
+// Enqueue appends rows to the activity feed, oldest first, and returns their ids. Each row
+// broadcasts the events the platform's write of such a row broadcasts (rowEventsLocked).
 func (p *Platform) Enqueue(rows ...Row) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ids := make([]string, len(rows))
 	for i, r := range rows {
-		ids[i] = p.appendLocked(r)
+		ids[i] = p.logRowLocked(r)
 	}
 	p.changedLocked()
 	return ids
+}
+
+// logRowLocked stores r and broadcasts its events.
+func (p *Platform) logRowLocked(r Row) string {
+	id := p.appendLocked(r)
+	p.rowEventsLocked(r)
+	return id
 }
 
 // EnqueueRaw appends rows given as raw JSON. Valid JSON that is not a usable row (an array, a row
@@ -142,8 +150,19 @@ func (p *Platform) EnqueueRaw(raw ...string) {
 			id = idString(m["id"])
 		}
 		p.rows = append(p.rows, storedRow{id: id, raw: []byte(r), at: p.nowLocked()})
+		if m != nil {
+			p.rowEventsLocked(m)
+		} else {
+			p.broadcastLocked(EventActivityLogged, p.bareActivity())
+		}
 	}
 	p.changedLocked()
+}
+
+// bareActivity is the ACTIVITY_LOGGED payload of a row the fake cannot read (raw JSON that is
+// not an object, a generated row): an a2a_receive row of the workspace, nothing more.
+func (p *Platform) bareActivity() map[string]any {
+	return activityPayload(Row{"activity_type": "a2a_receive", "target_id": p.cfg.WorkspaceID}, "")
 }
 
 // appendLocked stores r, assigning an id when it has none.
@@ -192,6 +211,7 @@ func (p *Platform) EnqueueStream(id string, open func() io.Reader) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rows = append(p.rows, storedRow{id: id, open: open, at: p.nowLocked()})
+	p.broadcastLocked(EventActivityLogged, p.bareActivity())
 	p.changedLocked()
 }
 

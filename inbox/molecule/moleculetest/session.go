@@ -43,7 +43,11 @@ func (p *Platform) NewChatSession() time.Time {
 }
 
 func (p *Platform) newChatSessionLocked() time.Time {
+	prev := !p.chat.marker.IsZero()
 	p.chat.marker = time.Now().UTC()
+	// handlers/chat_session.go:125-130 broadcasts SESSION_RESET (the button and the route alike).
+	p.broadcastLocked(EventSessionReset, map[string]any{"workspace_id": p.cfg.WorkspaceID,
+		"chat_session_started_at": p.chat.marker.Format(time.RFC3339Nano), "prev_marker_set": prev})
 	p.chat.resets++
 	for d := range p.chat.devices {
 		p.chat.devices[d] = "sess-" + p.cfg.WorkspaceID + "-" + newUUID()

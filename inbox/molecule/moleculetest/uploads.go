@@ -11,6 +11,7 @@ package moleculetest
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -120,7 +121,7 @@ func (p *Platform) uploadLocked(files []File) []Uploaded {
 			"attachments": []any{map[string]any{"kind": kindOf(f.MimeType), "uri": uri, "mime_type": f.MimeType, "name": f.Name}},
 			"created_at":  time.Now().UTC().Format(time.RFC3339Nano),
 		}
-		out[i] = Uploaded{FileID: id, URI: uri, Name: f.Name, MimeType: f.MimeType, Size: size, RowID: p.appendLocked(row)}
+		out[i] = Uploaded{FileID: id, URI: uri, Name: f.Name, MimeType: f.MimeType, Size: size, RowID: p.logRowLocked(row)}
 	}
 	p.changedLocked()
 	return out
@@ -250,7 +251,7 @@ func (p *Platform) uploadContent(r *http.Request, _ []byte) (int, any) {
 	return http.StatusOK, rawBody{
 		header: http.Header{"Content-Type": {mime}, "Content-Length": {strconv.FormatInt(u.f.Size, 10)},
 			"Content-Disposition": {`attachment; filename="` + u.f.Name + `"`}},
-		open: open, trickle: u.trickle, closing: p.closing,
+		open: open, trickle: u.trickle, hold: p.hold,
 	}
 }
 
@@ -282,8 +283,10 @@ type rawBody struct {
 	header  http.Header
 	open    func() io.Reader
 	trickle int
-	closing chan struct{}
+	hold    func(context.Context) // Platform.hold
 }
+
+func (b rawBody) answerHeader() http.Header { return b.header }
 
 func (b rawBody) writeTo(w http.ResponseWriter, r *http.Request) {
 	if b.trickle <= 0 {
@@ -294,8 +297,5 @@ func (b rawBody) writeTo(w http.ResponseWriter, r *http.Request) {
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
-	select {
-	case <-r.Context().Done():
-	case <-b.closing:
-	}
+	b.hold(r.Context())
 }

@@ -51,37 +51,64 @@ func (p *Platform) WorkspaceStatus() string {
 }
 
 // Pause pauses the workspace as POST /workspaces/{ws}/pause does: /state answers paused; the
-// other routes keep answering (the token stays valid).
-func (p *Platform) Pause() { p.setStatus(StatusPaused) }
+// other routes keep answering (the token stays valid). It broadcasts WORKSPACE_PAUSED {name}
+// (workspace_restart.go:1828-1830).
+func (p *Platform) Pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.setStatusLocked(StatusPaused)
+	p.broadcastLocked(EventWorkspacePaused, map[string]any{"name": p.cfg.WorkspaceID})
+}
 
-// Resume unpauses it (POST /workspaces/{ws}/resume; the fake goes straight back to online).
-func (p *Platform) Resume() { p.setStatus(StatusOnline) }
+// Resume unpauses it (POST /workspaces/{ws}/resume; the fake goes straight back to online and
+// broadcasts nothing: the platform restarts the workspace, whose own events the fake does not
+// model).
+func (p *Platform) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.setStatusLocked(StatusOnline)
+}
 
 // Delete deletes the workspace as DELETE /workspaces/{ws} does: status removed and its tokens
-// revoked; see the comment at the top of this file for what each route then answers.
-func (p *Platform) Delete() { p.setStatus(StatusRemoved) }
-
-func (p *Platform) setStatus(s string) {
+// revoked; see the comment at the top of this file for what each route then answers. It
+// broadcasts WORKSPACE_REMOVED {cascade_deleted} (workspace_crud.go:1059-1061); a stream open
+// before stays open (its auth was checked at connect).
+func (p *Platform) Delete() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.setStatusLocked(StatusRemoved)
+	p.broadcastLocked(EventWorkspaceRemoved, map[string]any{"cascade_deleted": 0})
+}
+
+func (p *Platform) setStatusLocked(s string) {
 	p.ws.status = s
 	p.changedLocked()
-	p.mu.Unlock()
 }
 
 // heartbeatStatusLocked moves the status as the platform's heartbeat handler does: online →
 // degraded on error_rate >= 0.5 or runtime_state "wedged"; degraded → online once error_rate <
 // 0.1 and runtime_state is empty. Paused and removed workspaces keep their status.
+//
+// Each move broadcasts as registry.go evaluateStatus does: WORKSPACE_DEGRADED {runtime_state,
+// sample_error} for a wedged runtime (registry.go:3086-3098) and {error_rate, sample_error} for
+// the error rate (3112-3122), both when both hold; WORKSPACE_ONLINE {} on recovery (3154-3168).
 func (p *Platform) heartbeatStatusLocked(hb map[string]any) {
 	rate, _ := hb["error_rate"].(float64)
 	state, _ := hb["runtime_state"].(string)
 	switch p.ws.current() {
 	case StatusOnline:
-		if rate >= 0.5 || state == "wedged" {
+		if state == "wedged" {
 			p.ws.status = StatusDegraded
+			p.broadcastLocked(EventWorkspaceDegraded, map[string]any{"runtime_state": "wedged", "sample_error": hb["sample_error"]})
+		}
+		if rate >= 0.5 {
+			p.ws.status = StatusDegraded
+			p.broadcastLocked(EventWorkspaceDegraded, map[string]any{"error_rate": rate, "sample_error": hb["sample_error"]})
 		}
 	case StatusDegraded:
 		if rate < 0.1 && state == "" {
 			p.ws.status = StatusOnline
+			p.broadcastLocked(EventWorkspaceOnline, map[string]any{})
 		}
 	}
 }
