@@ -86,19 +86,32 @@ func (m *Inbox) relayChips(ctx context.Context, log *zap.Logger, chatKey string,
 		m.postChip(log, chatKey, p, n)
 		held, more = nil, 0
 	}
+	hold := func(p supervisor.TurnProgress) {
+		if held != nil {
+			more++
+			m.c.chipsCoalesced.Add(1)
+		}
+		held = &p
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			// The turn is over: what it reported and was not posted yet goes as one last chip.
+			for {
+				select {
+				case p := <-q.ch:
+					hold(p)
+					continue
+				default:
+				}
+				break
+			}
 			if held != nil {
 				send(*held, more)
 			}
 			return
 		case p := <-q.ch:
-			if held != nil {
-				more++
-				m.c.chipsCoalesced.Add(1)
-			}
-			held = &p
+			hold(p)
 			if wait := m.chipWait(chatKey); wait > 0 {
 				if fire == nil {
 					timer = time.NewTimer(wait)

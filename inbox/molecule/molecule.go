@@ -123,6 +123,7 @@ func New(cfg Config) (*Inbox, error) {
 		streamStats: newStreamStats(),
 		inflight:    make(map[string]string),
 		boxes:       make(map[string]*sendBox),
+		chipLast:    make(map[string]time.Time),
 		poisonSeen:  newIDRing(cfg.RecentIDs),
 		images:      &imageBudget{max: int64(cfg.MaxPendingImageBytes)},
 		peers:       newPeerExchanges(cfg.PeerExchanges, cfg.PeerQuietReset),
@@ -309,7 +310,8 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 	goneBo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	cause := causeInterval
+	// The first poll catches up on what landed while the daemon was not running.
+	cause := causeCatchUp
 	// idle says the timer is the wait between polls, which an event ends; lastPoll is when the
 	// last poll ended.
 	idle := false
