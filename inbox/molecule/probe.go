@@ -16,16 +16,11 @@ import (
 // rejected token, 404 for an unknown workspace).
 func ProbePlatform(ctx context.Context, cfg Config) error {
 	cfg = cfg.withDefaults()
-	hc := cfg.HTTPClient
-	if hc == nil {
-		own := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-		defer own.CloseIdleConnections()
-		hc = own
-	}
-	c, err := newPlatformClient(cfg, hc)
+	c, done, err := probeClient(cfg)
 	if err != nil {
 		return err
 	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	defer cancel()
 	_, err = c.poll(ctx, "", 1, pageLimits{rows: 1, bytes: cfg.MaxPollBytes})
@@ -37,16 +32,11 @@ func ProbePlatform(ctx context.Context, cfg Config) error {
 // error is a failure to tell (the platform unreachable, the token refused).
 func ProbeEventStream(ctx context.Context, cfg Config) (offered bool, err error) {
 	cfg = cfg.withDefaults()
-	hc := cfg.HTTPClient
-	if hc == nil {
-		own := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-		defer own.CloseIdleConnections()
-		hc = own
-	}
-	c, err := newPlatformClient(cfg, hc)
+	c, done, err := probeClient(cfg)
 	if err != nil {
 		return false, err
 	}
+	defer done()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	resp, err := openStream(ctx, cancel, c, cfg.RequestTimeout)
@@ -58,4 +48,19 @@ func ProbeEventStream(ctx context.Context, cfg Config) (offered bool, err error)
 	}
 	resp.Body.Close()
 	return true, nil
+}
+
+// probeClient is a platform client for one probe, on cfg.HTTPClient or a private client whose
+// idle connections done closes.
+func probeClient(cfg Config) (c *platformClient, done func(), err error) {
+	hc, done := cfg.HTTPClient, func() {}
+	if hc == nil {
+		own := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		hc, done = own, own.CloseIdleConnections
+	}
+	if c, err = newPlatformClient(cfg, hc); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return c, done, nil
 }

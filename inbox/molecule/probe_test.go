@@ -44,3 +44,28 @@ func TestProbePlatform(t *testing.T) {
 		t.Error("closed port: no error")
 	}
 }
+
+// ProbeEventStream connects once and hangs up: true where the platform serves the stream, false
+// where it answers 404, an error for a refused token.
+func TestProbeEventStream(t *testing.T) {
+	t.Parallel()
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	cfg := Config{PlatformURL: p.URL(), WorkspaceID: p.WorkspaceID(), Token: p.Token()}
+	if offered, err := ProbeEventStream(context.Background(), cfg); !offered || err != nil {
+		t.Fatalf("probe of a platform with the stream: %v, %v", offered, err)
+	}
+	if n := p.StreamConnects(); n != 1 {
+		t.Errorf("%d connects, want 1", n)
+	}
+	must(t, p.WaitFor(waitCtx(t), func() bool { return p.StreamsOpen() == 0 }))
+	p.SetEventStream(false)
+	if offered, err := ProbeEventStream(context.Background(), cfg); offered || err != nil {
+		t.Fatalf("probe of a platform without the stream: %v, %v", offered, err)
+	}
+	p.SetEventStream(true)
+	cfg.Token = "wrong-token-0123"
+	var he *HTTPError
+	if _, err := ProbeEventStream(context.Background(), cfg); !errors.As(err, &he) || !he.Unauthorized() {
+		t.Fatalf("probe with a refused token: %v", err)
+	}
+}
