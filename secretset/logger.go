@@ -47,8 +47,10 @@ func (c *redactCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 	return nil
 }
 
-// fields rewrites every field that can carry text into a redacted string field. Numbers, bools
-// and durations cannot hold a secret and pass unchanged.
+// fields redacts every field that can carry text. A string stays a string; a field of another
+// kind (an error, an array, an object, a Stringer) becomes a redacted string only when it holds
+// a secret, so that the log keeps its shape (an array stays a JSON array) for every entry that
+// has nothing to hide. Numbers, bools and durations cannot hold a secret and pass unchanged.
 func (c *redactCore) fields(in []zapcore.Field) []zapcore.Field {
 	out := make([]zapcore.Field, len(in))
 	for i, f := range in {
@@ -61,13 +63,21 @@ func (c *redactCore) fields(in []zapcore.Field) []zapcore.Field {
 			}
 		case zapcore.ErrorType:
 			if err, ok := f.Interface.(error); ok && err != nil {
-				f = zap.String(f.Key, c.s.RedactKnown(err.Error()))
+				f = c.ifSecret(f, err.Error())
 			}
 		case zapcore.StringerType, zapcore.ReflectType, zapcore.ObjectMarshalerType,
 			zapcore.ArrayMarshalerType, zapcore.InlineMarshalerType, zapcore.BinaryType:
-			f = zap.String(f.Key, c.s.RedactKnown(fmt.Sprintf("%+v", f.Interface)))
+			f = c.ifSecret(f, fmt.Sprintf("%+v", f.Interface))
 		}
 		out[i] = f
 	}
 	return out
+}
+
+// ifSecret is f, or a string field of text redacted when text holds a secret.
+func (c *redactCore) ifSecret(f zapcore.Field, text string) zapcore.Field {
+	if red := c.s.RedactKnown(text); red != text {
+		return zap.String(f.Key, red)
+	}
+	return f
 }
