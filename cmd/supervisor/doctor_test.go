@@ -256,9 +256,17 @@ func TestDoctorPassesMolecule(t *testing.T) {
 	if _, text := r.line("listen"); !strings.Contains(text, "not used (--inbox molecule)") {
 		t.Errorf("listen: %q", text)
 	}
-	// One read of the activity feed, and one of the secrets (whose login it is): nothing written.
-	if calls := p.Calls(); len(calls) != 2 || p.CountCalls(moleculetest.RouteActivity, 200) != 1 || p.CountCalls(moleculetest.RouteSecrets, 200) != 1 {
-		t.Errorf("platform calls %+v, want one activity read and one secrets read", calls)
+	r.expect(t, 0, "event stream", "✓", "offered")
+	// One read of the activity feed, one of the secrets (whose login it is) and one connect to
+	// the event stream: nothing written.
+	if calls := p.Calls(); len(calls) != 3 || p.CountCalls(moleculetest.RouteActivity, 200) != 1 ||
+		p.CountCalls(moleculetest.RouteSecrets, 200) != 1 || p.CountCalls(moleculetest.RouteEvents, 200) != 1 {
+		t.Errorf("platform calls %+v, want one activity read, one secrets read and one stream connect", calls)
+	}
+	// A platform without the stream is a warning: messages wait for the poll.
+	p.SetEventStream(false)
+	if r := e.run(); !strings.Contains(r.out, "the platform offers none") {
+		t.Errorf("doctor on a platform without the stream:\n%s", r.out)
 	}
 	if strings.Contains(r.out, p.Token()) {
 		t.Error("doctor printed the token")
