@@ -3,6 +3,9 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -12,8 +15,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/moby/buildkit/frontend/dockerfile/parser"
 
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
 )
@@ -223,36 +224,101 @@ type stage struct {
 	// args are the stage's ARG defaults (a bare ARG takes the global default).
 	args map[string]string
 	// nodes are the stage's instructions after FROM.
-	nodes []*parser.Node
+	nodes []instruction
 }
 
-// dockerfile parses the Dockerfile with buildkit's parser: the global ARG defaults and the stages.
+// instruction is one Dockerfile instruction: its name in upper case, its --flags, and its
+// arguments: a JSON (exec) form's elements, a shell form's whole command for RUN, CMD and
+// ENTRYPOINT (HEALTHCHECK's after its CMD word), the words of any other.
+type instruction struct {
+	name  string
+	flags []string
+	args  []string
+}
+
+// parseDockerfile reads a Dockerfile as the builder does for what these tests look at: comment
+// and blank lines dropped (inside a continued instruction too), lines ending in a backslash
+// continued, a leading run of --flags, and the exec form's JSON array. A test needs no more, and
+// a full parser (buildkit's) pulled a large module graph into go.mod for it.
+func parseDockerfile(text string) ([]instruction, error) {
+	var out []instruction
+	var cur strings.Builder
+	for i, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		if more, ok := strings.CutSuffix(trimmed, "\\"); ok {
+			cur.WriteString(more + " ")
+			continue
+		}
+		cur.WriteString(trimmed)
+		in, err := parseInstruction(cur.String())
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		out = append(out, in)
+		cur.Reset()
+	}
+	if cur.Len() > 0 {
+		return nil, errors.New("the last instruction ends in a continuation")
+	}
+	return out, nil
+}
+
+// parseInstruction parses one logical line.
+func parseInstruction(line string) (instruction, error) {
+	name, rest, _ := strings.Cut(line, " ")
+	in := instruction{name: strings.ToUpper(name)}
+	rest = strings.TrimSpace(rest)
+	for strings.HasPrefix(rest, "--") {
+		flag, after, _ := strings.Cut(rest, " ")
+		in.flags = append(in.flags, flag)
+		rest = strings.TrimSpace(after)
+	}
+	if in.name == "HEALTHCHECK" {
+		word, after, _ := strings.Cut(rest, " ")
+		in.args = append(in.args, word)
+		rest = strings.TrimSpace(after)
+	}
+	switch {
+	case strings.HasPrefix(rest, "["):
+		var elems []string
+		if err := json.Unmarshal([]byte(rest), &elems); err != nil {
+			return in, fmt.Errorf("%s: exec form %s: %w", in.name, rest, err)
+		}
+		in.args = append(in.args, elems...)
+	case in.name == "RUN" || in.name == "CMD" || in.name == "ENTRYPOINT" || in.name == "HEALTHCHECK":
+		in.args = append(in.args, rest)
+	default:
+		in.args = append(in.args, strings.Fields(rest)...)
+	}
+	return in, nil
+}
+
+// dockerfile parses the Dockerfile: the global ARG defaults and the stages.
 func dockerfile(t *testing.T) (map[string]string, []stage) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(repoRoot, "Dockerfile"))
+	b, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	res, err := parser.Parse(f)
+	instrs, err := parseDockerfile(string(b))
 	if err != nil {
 		t.Fatalf("parse Dockerfile: %v", err)
 	}
-	if len(res.Warnings) > 0 {
-		t.Errorf("parser warnings: %+v", res.Warnings)
-	}
 	global := map[string]string{}
 	var stages []stage
-	for _, n := range res.AST.Children {
+	for _, n := range instrs {
 		switch {
-		case n.Value == "FROM":
-			s := stage{from: n.Next.Value, args: map[string]string{}}
-			if n.Next.Next != nil && strings.EqualFold(n.Next.Next.Value, "AS") {
-				s.name = n.Next.Next.Next.Value
+		case n.name == "FROM":
+			s := stage{from: n.args[0], args: map[string]string{}}
+			if len(n.args) == 3 && strings.EqualFold(n.args[1], "AS") {
+				s.name = n.args[2]
 			}
 			stages = append(stages, s)
-		case n.Value == "ARG":
-			k, v, hasDefault := strings.Cut(n.Next.Value, "=")
+		case n.name == "ARG":
+			k, v, hasDefault := strings.Cut(n.args[0], "=")
 			if !hasDefault {
 				v = global[k]
 			}
@@ -269,10 +335,10 @@ func dockerfile(t *testing.T) (map[string]string, []stage) {
 }
 
 // instr returns the stage's instructions named name (upper case).
-func (s stage) instr(name string) []*parser.Node {
-	var out []*parser.Node
+func (s stage) instr(name string) []instruction {
+	var out []instruction
 	for _, n := range s.nodes {
-		if n.Value == name {
+		if n.name == name {
 			out = append(out, n)
 		}
 	}
@@ -280,13 +346,7 @@ func (s stage) instr(name string) []*parser.Node {
 }
 
 // words is an instruction's arguments.
-func words(n *parser.Node) []string {
-	var w []string
-	for a := n.Next; a != nil; a = a.Next {
-		w = append(w, a.Value)
-	}
-	return w
-}
+func words(n instruction) []string { return n.args }
 
 // The Dockerfile parses, builds in stages (Go, the codex npm package, a slim run time), pins the
 // Makefile's codex version, and its run time has bubblewrap, a non-root user, the /state volume,
@@ -326,14 +386,14 @@ func TestDockerfile(t *testing.T) {
 	}
 	var runs string
 	for _, n := range rt.instr("RUN") {
-		runs += n.Next.Value + "\n"
+		runs += n.args[0] + "\n"
 	}
 	if !regexp.MustCompile(`apt-get install [^\n]*\bbubblewrap\b`).MatchString(runs) || !strings.Contains(runs, "useradd --system") {
 		t.Errorf("run time RUNs lack bubblewrap or the user:\n%s", runs)
 	}
 	copies := map[string]string{}
 	for _, n := range rt.instr("COPY") {
-		copies[strings.Join(n.Flags, " ")] = strings.Join(words(n), " ")
+		copies[strings.Join(n.flags, " ")] = strings.Join(words(n), " ")
 	}
 	if copies["--from=build"] != "/out/supervisor /usr/local/libexec/codex-warm/supervisor" ||
 		copies["--from=codex"] != "/out/codex /usr/local/libexec/codex-warm/codex" {
@@ -370,13 +430,13 @@ func TestDockerfileStagesRunHere(t *testing.T) {
 			env = append(env, k+"="+v)
 		}
 		for _, n := range s.instr("RUN") {
-			t.Logf("stage %s: RUN %s", s.name, n.Next.Value)
-			run(t, repoRoot, env, "/bin/sh", "-c", n.Next.Value)
+			t.Logf("stage %s: RUN %s", s.name, n.args[0])
+			run(t, repoRoot, env, "/bin/sh", "-c", n.args[0])
 		}
 	}
 	// The run time stage's COPY sources, where the stages' OUT (/out) now lies.
 	for _, n := range stages[2].instr("COPY") {
-		from := strings.TrimPrefix(strings.Join(n.Flags, ""), "--from=")
+		from := strings.TrimPrefix(strings.Join(n.flags, ""), "--from=")
 		src := strings.Replace(words(n)[0], "/out", filepath.Join(out, from), 1)
 		if _, err := os.Stat(src); err != nil {
 			t.Errorf("COPY --from=%s %s: %v", from, words(n)[0], err)
@@ -389,5 +449,33 @@ func TestDockerfileStagesRunHere(t *testing.T) {
 	c := stdoutOf(t, out, filepath.Join(out, "codex", "codex"), "--version")
 	if strings.TrimSpace(c) != "codex-cli "+global["CODEX_VERSION"] {
 		t.Errorf("codex stage's binary says %q", c)
+	}
+}
+
+// The Dockerfile reader: continuations (with a comment line inside), flags, the exec and shell
+// forms, HEALTHCHECK's CMD, and an instruction left continued at the end.
+func TestParseDockerfile(t *testing.T) {
+	t.Parallel()
+	got, err := parseDockerfile("# c\nFROM a:1 AS b\n\nRUN x \\\n# inside\n  && y\nCOPY --from=b --chown=u /o /p\n" +
+		"HEALTHCHECK --interval=3s CMD [\"s\", \"--h\"]\nCMD [\"run\"]\nENV A=1 \\\n    B=2\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []instruction{
+		{name: "FROM", args: []string{"a:1", "AS", "b"}},
+		{name: "RUN", args: []string{"x  && y"}},
+		{name: "COPY", flags: []string{"--from=b", "--chown=u"}, args: []string{"/o", "/p"}},
+		{name: "HEALTHCHECK", flags: []string{"--interval=3s"}, args: []string{"CMD", "s", "--h"}},
+		{name: "CMD", args: []string{"run"}},
+		{name: "ENV", args: []string{"A=1", "B=2"}},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	if _, err := parseDockerfile("RUN x \\\n"); err == nil {
+		t.Error("an instruction continued past the end parsed")
+	}
+	if _, err := parseDockerfile("CMD [\"unterminated\"\n"); err == nil {
+		t.Error("a broken exec form parsed")
 	}
 }
