@@ -2,10 +2,14 @@ package childproc
 
 import (
 	"encoding/binary"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,5 +225,42 @@ func TestClockTick(t *testing.T) {
 	}
 	if got := (ProcFS{Mount: root}).ClockTick(); got != 4*time.Millisecond {
 		t.Errorf("ClockTick with USER_HZ 250 = %s, want 4ms", got)
+	}
+}
+
+// FlockHolder names the process holding a flock on a file from the real /proc/locks: another
+// process (flock(1)) holding it is named by pid and command; a file nobody locks, and the
+// caller's own lock, name nobody.
+func TestFlockHolder(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "auth.lock")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	p := ProcFS{}
+	if got := p.FlockHolder(st.Dev, st.Ino, os.Getpid()); got != "" {
+		t.Fatalf("nobody holds it, got %q", got)
+	}
+	holder := exec.Command("flock", "-x", path, "-c", "echo locked; read x || true")
+	holder.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, _ := holder.StdinPipe()
+	out, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = holder.Wait() }()
+	buf := make([]byte, 7)
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "locked\n" {
+		t.Fatalf("lock holder: %q %v", buf, err)
+	}
+	if got, want := p.FlockHolder(st.Dev, st.Ino, os.Getpid()), fmt.Sprintf("pid %d (flock)", holder.Process.Pid); got != want {
+		t.Errorf("FlockHolder = %q, want %q", got, want)
+	}
+	if got := p.FlockHolder(st.Dev, st.Ino, holder.Process.Pid); got != "" {
+		t.Errorf("the excluded process was named: %q", got)
 	}
 }

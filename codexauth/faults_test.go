@@ -9,12 +9,12 @@ package codexauth_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -121,7 +121,16 @@ func TestWriteBackOnFullDisk(t *testing.T) {
 // the holder, and Close does not hang. Once the lock is free the refresh works.
 func TestLockHeldByAnotherProcess(t *testing.T) {
 	e := newEnv(t)
-	m := e.open(func(c *codexauth.Config) { c.LockWait = 200 * time.Millisecond })
+	// Who holds the lock is the daemon's /proc reader's to say (childproc.ProcFS.FlockHolder):
+	// here a function that names the file it was asked about.
+	var asked atomic.Value
+	m := e.open(func(c *codexauth.Config) {
+		c.LockWait = 200 * time.Millisecond
+		c.LockHolder = func(dev, ino uint64) string {
+			asked.Store([2]uint64{dev, ino})
+			return "pid 42 (flock)"
+		}
+	})
 	holder := exec.Command("flock", "-x", filepath.Join(e.home, codexauth.LockFile), "-c", "echo locked; read x || true")
 	holder.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, _ := holder.StdinPipe()
@@ -137,8 +146,15 @@ func TestLockHeldByAnotherProcess(t *testing.T) {
 	e.is.Revoke()
 	_, err := m.Refresh(ctxT(t), stale)
 	var held *codexauth.LockHeldError
-	if !errors.As(err, &held) || held.Holder != fmt.Sprintf("pid %d (flock)", holder.Process.Pid) {
-		t.Fatalf("refresh with the lock held: %v, want a LockHeldError naming pid %d", err, holder.Process.Pid)
+	if !errors.As(err, &held) || held.Holder != "pid 42 (flock)" {
+		t.Fatalf("refresh with the lock held: %v, want a LockHeldError naming the holder LockHolder gave", err)
+	}
+	var lockSt syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(e.home, codexauth.LockFile), &lockSt); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := asked.Load().([2]uint64); got != [2]uint64{lockSt.Dev, lockSt.Ino} {
+		t.Errorf("LockHolder asked about %v, want auth.lock's device and inode %v", got, [2]uint64{lockSt.Dev, lockSt.Ino})
 	}
 	if e.is.Calls() != 0 {
 		t.Errorf("%d token calls while another process held the lock", e.is.Calls())

@@ -1,14 +1,11 @@
 package codexauth
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -51,8 +48,8 @@ func (e *LockHeldError) Error() string {
 // auth.json is a link to a shared file: a codex whose CODEX_HOME is elsewhere shares only that
 // one), so the daemon holds that lock too, after auth.lock. Both waits are bounded, so a process
 // taking them in the other order delays the daemon's refresh at worst, never deadlocks it.
-func lockAuth(ctx context.Context, dir string, wait time.Duration) (unlock func(), err error) {
-	unlock, err = lockOne(ctx, filepath.Join(dir, LockFile), wait)
+func lockAuth(ctx context.Context, dir string, wait time.Duration, holder LockHolderFunc) (unlock func(), err error) {
+	unlock, err = lockOne(ctx, filepath.Join(dir, LockFile), wait, holder)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +58,7 @@ func lockAuth(ctx context.Context, dir string, wait time.Duration) (unlock func(
 		unlock()
 		return nil, err
 	}
-	unlockFile, err := lockOne(ctx, target+".lock", wait)
+	unlockFile, err := lockOne(ctx, target+".lock", wait, holder)
 	if err != nil {
 		unlock()
 		return nil, err
@@ -70,8 +67,13 @@ func lockAuth(ctx context.Context, dir string, wait time.Duration) (unlock func(
 	return func() { unlockFile(); first() }, nil
 }
 
+// LockHolderFunc names the process holding a flock on the file with device dev and inode ino
+// ("pid 123 (codex)"), or "" when it cannot tell. Looking at other processes is not this
+// package's business: the daemon passes one backed by its /proc reader.
+type LockHolderFunc func(dev, ino uint64) string
+
 // lockOne takes the flock on path.
-func lockOne(ctx context.Context, path string, wait time.Duration) (unlock func(), err error) {
+func lockOne(ctx context.Context, path string, wait time.Duration, holder LockHolderFunc) (unlock func(), err error) {
 	f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -96,9 +98,9 @@ func lockOne(ctx context.Context, path string, wait time.Duration) (unlock func(
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			holder := lockHolder(f)
+			who := lockHolder(f, holder)
 			f.Close()
-			return nil, &LockHeldError{Path: path, Waited: time.Since(start).Round(time.Millisecond), Holder: holder}
+			return nil, &LockHeldError{Path: path, Waited: time.Since(start).Round(time.Millisecond), Holder: who}
 		case <-ctx.Done():
 			f.Close()
 			return nil, fmt.Errorf("waiting for %s: %w", path, context.Cause(ctx))
@@ -106,31 +108,11 @@ func lockOne(ctx context.Context, path string, wait time.Duration) (unlock func(
 	}
 }
 
-// lockHolder names the process holding a flock on f's file, from /proc/locks.
-func lockHolder(f *os.File) string {
+// lockHolder asks holder who holds the lock on f's file.
+func lockHolder(f *os.File, holder LockHolderFunc) string {
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	if holder == nil || unix.Fstat(int(f.Fd()), &st) != nil {
 		return ""
 	}
-	dev := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
-	locks, err := os.Open("/proc/locks")
-	if err != nil {
-		return ""
-	}
-	defer locks.Close()
-	sc := bufio.NewScanner(locks)
-	for sc.Scan() {
-		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; blocked waiters have "->".
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[1] != "FLOCK" || fields[5] != dev {
-			continue
-		}
-		pid, err := strconv.Atoi(fields[4])
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		return fmt.Sprintf("pid %d (%s)", pid, strings.TrimSpace(string(comm)))
-	}
-	return ""
+	return holder(st.Dev, st.Ino)
 }

@@ -104,6 +104,9 @@ type Config struct {
 	RetryMax time.Duration
 	// LockWait bounds the wait for auth.lock. Default DefaultLockWait.
 	LockWait time.Duration
+	// LockHolder names the process holding auth.lock when the wait runs out (LockHeldError);
+	// nil: it is not named.
+	LockHolder LockHolderFunc
 	// CallBound is how long a refresh call's answer is awaited, off the children's path, before
 	// its refresh token is held in doubt. Default DefaultCallBound.
 	CallBound time.Duration

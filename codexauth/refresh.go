@@ -55,7 +55,7 @@ func (m *Manager) refresh(ctx context.Context, stale string) (Tokens, error) {
 // decision made, the endpoint called and the answer written back, so that nobody who follows
 // the lock can spend the same refresh token meanwhile.
 func (m *Manager) refreshOwn(ctx context.Context, stale string) (Tokens, error) {
-	unlock, err := lockAuth(ctx, m.cfg.CodexHome, m.cfg.LockWait)
+	unlock, err := lockAuth(ctx, m.cfg.CodexHome, m.cfg.LockWait, m.cfg.LockHolder)
 	if err != nil {
 		m.mu.Lock()
 		cur := m.tok
@@ -188,7 +188,7 @@ func (m *Manager) pendingWrite() bool {
 // retryWriteBack writes the held login to auth.json again, under the lock, unless the file now
 // holds a newer one (which checkFile adopts).
 func (m *Manager) retryWriteBack(ctx context.Context) {
-	unlock, err := lockAuth(ctx, m.cfg.CodexHome, m.cfg.LockWait)
+	unlock, err := lockAuth(ctx, m.cfg.CodexHome, m.cfg.LockWait, m.cfg.LockHolder)
 	if err != nil {
 		m.log.Warn("write-back of the ChatGPT login waits: auth.lock is not free", zap.Error(err))
 		return

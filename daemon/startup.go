@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/codexauth"
 	"github.com/molecule-ai/codex-warm/control"
 	"github.com/molecule-ai/codex-warm/internal/codexversion"
@@ -110,7 +111,7 @@ func openTokens(cfg Config, plan loginPlan, codexHome string, getenv func(string
 	}
 	m, kind, err := codexauth.Open(codexauth.Config{CodexHome: codexHome, TokenURL: codexauth.TokenURLFrom(getenv),
 		RefreshAhead: cfg.TokenRefreshAhead, Platform: plan.sources, PlatformCheck: cfg.ChatGPTPlatformCheck,
-		OnRefresh: onRefresh, Carried: carried, Logger: log})
+		OnRefresh: onRefresh, Carried: carried, Logger: log, LockHolder: lockHolder})
 	if err != nil {
 		return nil, err
 	}
@@ -258,4 +259,10 @@ func warnStateDirMode(dir string, log *zap.Logger) error {
 			zap.String("dir", dir), zap.String("mode", fmt.Sprintf("%04o", perm)))
 	}
 	return nil
+}
+
+// lockHolder names the process holding a flock on a file, for the login's lock waits: looking
+// at other processes is childproc's one /proc reader's job.
+func lockHolder(dev, ino uint64) string {
+	return childproc.ProcFS{}.FlockHolder(dev, ino, os.Getpid())
 }
