@@ -55,7 +55,7 @@ func (c *Client) Pause(ctx context.Context) (Handover, error) {
 	}
 	// The gate is held for a whole turn, and briefly for a token push: a pause waits out the
 	// push (the caller pauses only children its pool has idle).
-	for !c.turnGate.TryLock() {
+	for !c.gate.tryAlone() {
 		t := time.NewTimer(10 * time.Millisecond)
 		select {
 		case <-ctx.Done():
@@ -65,12 +65,12 @@ func (c *Client) Pause(ctx context.Context) (Handover, error) {
 		}
 	}
 	if err := c.Err(); err != nil {
-		c.turnGate.Unlock()
+		c.gate.release()
 		return Handover{}, fmt.Errorf("codex pid %d: %w", c.pid, err)
 	}
 	pending, err := c.stream.pause(ctx)
 	if err != nil {
-		c.turnGate.Unlock()
+		c.gate.release()
 		return Handover{}, fmt.Errorf("codex pid %d: pause reading: %w", c.pid, err)
 	}
 	c.pauseMu.Lock()
@@ -96,7 +96,7 @@ func (c *Client) Resume() {
 	}
 	c.stream.resume()
 	close(thawed)
-	c.turnGate.Unlock()
+	c.gate.release()
 }
 
 // Adopt returns the client of a child an earlier image of this process handed over (see

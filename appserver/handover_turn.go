@@ -74,16 +74,14 @@ func (c *Client) untrackAsk(req *jsonrpc2.Request) {
 	c.asksMu.Unlock()
 }
 
-// Running reports whether a turn runs on the client.
-func (c *Client) Running() bool { return c.busy.Load() }
-
 // PauseRunning is Pause for a client whose turn runs: the handover's Turn holds the turn. It
 // waits (up to ctx, at most pauseRunningBound) until the turn's id is known and none of our
 // requests is unanswered; then the reader is held at a message boundary, every message read is
 // dispatched, and writes wait (an approval's answer, an interrupt) until Resume. A client whose
-// turn ended meanwhile is paused as an idle one.
+// turn ended meanwhile is paused as an idle one. A handover carries one turn: a client with
+// turns running on several threads is refused (ErrNotIdle) once ctx is done.
 func (c *Client) PauseRunning(ctx context.Context) (Handover, error) {
-	if !c.busy.Load() {
+	if !c.Running() {
 		return c.Pause(ctx)
 	}
 	se, ok := c.proc.(interface{ Stderr() *os.File })
@@ -96,10 +94,10 @@ func (c *Client) PauseRunning(ctx context.Context) (Handover, error) {
 		if err := c.Err(); err != nil {
 			return Handover{}, fmt.Errorf("codex pid %d: %w", c.pid, err)
 		}
-		if !c.busy.Load() {
+		if !c.Running() {
 			return c.Pause(ctx)
 		}
-		if c.calls.Load() == 0 && c.activeID() != "" {
+		if c.calls.Load() == 0 && c.Threads() == 1 && c.activeID() != "" {
 			h, again, err := c.holdRunning(ctx)
 			if err != nil {
 				return Handover{}, err
@@ -113,6 +111,9 @@ func (c *Client) PauseRunning(ctx context.Context) (Handover, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if n := c.Threads(); n > 1 {
+				return Handover{}, fmt.Errorf("codex pid %d: %w: turns run on %d threads: %w", c.pid, ErrNotIdle, n, context.Cause(ctx))
+			}
 			return Handover{}, fmt.Errorf("codex pid %d: a request of the running turn is unanswered: %w", c.pid, context.Cause(ctx))
 		case <-t.C:
 		}
@@ -121,9 +122,7 @@ func (c *Client) PauseRunning(ctx context.Context) (Handover, error) {
 
 // activeID is the running turn's id as the dispatcher knows it, "" before.
 func (c *Client) activeID() string {
-	c.mu.Lock()
-	t := c.active
-	c.mu.Unlock()
+	t, _ := c.soleTurn()
 	if t == nil {
 		return ""
 	}
@@ -158,10 +157,8 @@ func (c *Client) holdRunning(ctx context.Context) (h Handover, again bool, err e
 	c.held = hold
 	c.thawed = make(chan struct{})
 	c.pauseMu.Unlock()
-	c.mu.Lock()
-	t := c.active
-	c.mu.Unlock()
-	if c.calls.Load() != 0 || t == nil || !c.busy.Load() {
+	t, _ := c.soleTurn()
+	if c.calls.Load() != 0 || t == nil || c.Threads() != 1 {
 		c.Resume()
 		return Handover{}, true, nil
 	}
@@ -229,9 +226,11 @@ func (c *Client) installTurn(th *TurnHandover) {
 		}
 		t.deferred = append(t.deferred, req)
 	}
-	c.busy.Store(true)
-	c.turnGate.Lock()
-	c.active, c.adopted = t, t
+	c.gate.enterNow()
+	c.mu.Lock()
+	c.busy[t.threadID] = true
+	c.turns[t.threadID], c.adopted = t, t
+	c.mu.Unlock()
 }
 
 // ResumeTurn goes on with the turn a previous image handed over with the child (Adopt), as
@@ -246,9 +245,13 @@ func (c *Client) ResumeTurn(ctx context.Context, opts TurnOptions) (*TurnResult,
 	if t == nil {
 		return nil, fmt.Errorf("resume turn on codex pid %d: no handed-over turn: %w", c.pid, ErrTurnInProgress)
 	}
-	defer c.kickTokens()
-	defer c.turnGate.Unlock()
-	defer c.busy.Store(false)
+	defer func() {
+		c.gate.leave()
+		c.mu.Lock()
+		delete(c.busy, t.threadID)
+		c.mu.Unlock()
+		c.kickTokens()
+	}()
 	grace := opts.InterruptGrace
 	if grace <= 0 {
 		grace = DefaultInterruptGrace
