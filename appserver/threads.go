@@ -56,6 +56,9 @@ func (c *Client) Wedged() bool {
 	return len(c.wedged) > 0
 }
 
+// WedgedThread reports whether threadID's turn ignored turn/interrupt: codex never unloads it.
+func (c *Client) WedgedThread(threadID string) bool { return c.threadWedged(threadID) }
+
 // Running reports whether a turn (or a compaction) runs on any thread of the client.
 func (c *Client) Running() bool {
 	c.mu.Lock()

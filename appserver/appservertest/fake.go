@@ -98,8 +98,8 @@ const (
 	FakeRevertBusy = "revert-busy"
 	// FakeMarked decides each turn by the start of its text, so that the threads of one
 	// process can behave differently: "hang" never completes by itself but honours
-	// turn/interrupt; "wedge" never completes and ignores turn/interrupt (answering it {}); any
-	// other text is answered as FakeOK.
+	// turn/interrupt; "wedge" never completes and ignores turn/interrupt (answering it {}); "die"
+	// exits with status 2, as FakeExitMidTurn; any other text is answered as FakeOK.
 	FakeMarked = "marked"
 )
 

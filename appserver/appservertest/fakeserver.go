@@ -483,6 +483,10 @@ func (f *fakeServer) runTurn(t *fakeTurn, text string, n int, startedSent bool) 
 		waitInterrupt()
 		return
 	}
+	if f.modes.set[FakeMarked] && strings.HasPrefix(text, "die") {
+		fmt.Fprintln(f.stderr, "fake app-server: dying mid-turn (mode marked)")
+		os.Exit(2)
+	}
 	if f.modes.set[FakeMarked] && strings.HasPrefix(text, "wedge") {
 		return // turn/interrupt is answered and ignored: the turn never ends
 	}
