@@ -105,6 +105,10 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 			// process that just went away reads as zero.
 			fresh, err := s.cfg.Memory(r.cs.PID)
 			m, ok = fresh, err == nil
+			if n := int64(r.cs.Threads); n > 1 {
+				// A shared child: the row's share, as the sampler charges it.
+				m = childproc.Memory{RSS: m.RSS / n, PSS: m.PSS / n, USS: m.USS / n}
+			}
 		}
 		if ok {
 			r.cs.RSSBytes, r.cs.PSSBytes, r.cs.USSBytes = m.RSS, m.PSS, m.USS

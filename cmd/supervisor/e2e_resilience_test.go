@@ -98,8 +98,8 @@ func TestE2EParallelChatsAnsweredInOrder(t *testing.T) {
 	for _, c := range children {
 		pids[c.PID] = true
 	}
-	if len(children) != chats || len(pids) != chats {
-		t.Errorf("children = %+v, want %d, one codex per chat", children, chats)
+	if len(children) != chats || len(pids) != childrenFor(t, chats) {
+		t.Errorf("children = %+v, want %d chats in %d codex children", children, chats, childrenFor(t, chats))
 	}
 	d.stop(stopTimeout)
 }
