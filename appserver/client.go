@@ -86,8 +86,12 @@ type Client struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	tokenMu   sync.Mutex
-	token     string        // the ChatGPT access token the child was last given (Config.Tokens)
+	tokenMu sync.Mutex
+	token   string // the ChatGPT access token the child was last given (Config.Tokens)
+	// prevToken is the token before the last renewal, renewedAt when that was: a refresh
+	// request another thread sent before the renewal reached codex is for prevToken.
+	prevToken string
+	renewedAt time.Time
 	tokenKick chan struct{} // wakes pushTokens: a new token, or a turn ended
 	// gate is held by each turn for its whole length, and alone by a token push or a pause.
 	gate turnGate

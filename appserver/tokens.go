@@ -59,10 +59,37 @@ func (c *Client) logIn(ctx context.Context) error {
 	if err := c.call(ctx, protocol.MethodLoginStart, l, &res); err != nil {
 		return fmt.Errorf("log codex pid %d in with the daemon's ChatGPT token: %w", c.pid, err)
 	}
-	c.tokenMu.Lock()
-	c.token = l.AccessToken
-	c.tokenMu.Unlock()
+	c.setToken(l.AccessToken)
 	return nil
+}
+
+// setToken records tok as the child's token.
+func (c *Client) setToken(tok string) {
+	c.tokenMu.Lock()
+	defer c.tokenMu.Unlock()
+	if tok != c.token {
+		c.prevToken, c.renewedAt = c.token, time.Now()
+	}
+	c.token = tok
+}
+
+// refreshRaceWindow is how long after a renewal a refresh request may still be one codex sent
+// for the token before it: turns of several threads meet the same 401 together and each asks,
+// and the answer to the first reaches codex after the others were sent. A loaded machine
+// dispatches them within milliseconds; codex itself waits 10 s for an answer.
+const refreshRaceWindow = 5 * time.Second
+
+// staleToken is the token a refresh request asks to replace: the child's, or, while several
+// turns run and a renewal is recent, the one before it, so that the token source (which
+// refreshes only a token it still holds) hands every such request the one new token instead
+// of refreshing again for each.
+func (c *Client) staleToken(turns int) string {
+	c.tokenMu.Lock()
+	defer c.tokenMu.Unlock()
+	if turns > 1 && c.prevToken != "" && time.Since(c.renewedAt) < refreshRaceWindow {
+		return c.prevToken
+	}
+	return c.token
 }
 
 // heldToken is the access token the child was last given.
@@ -151,13 +178,14 @@ func (c *Client) answerTokenRefresh(req *jsonrpc2.Request, log *zap.Logger) {
 	// The request names no thread: its answer is the child's, and every running turn may be
 	// the one whose model refused the token.
 	ts := c.runningTurns()
+	stale := c.staleToken(len(ts))
 	// The dispatcher is in wg while it runs, so Add cannot race with Close's Wait.
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		ctx, cancel := context.WithTimeout(c.life, tokenAnswerTimeout)
 		defer cancel()
-		l, err := c.cfg.Tokens.Refresh(ctx, c.heldToken())
+		l, err := c.cfg.Tokens.Refresh(ctx, stale)
 		if err != nil {
 			log.Warn("no new ChatGPT token for codex", zap.Error(err))
 			for _, t := range ts {
@@ -169,9 +197,7 @@ func (c *Client) answerTokenRefresh(req *jsonrpc2.Request, log *zap.Logger) {
 			}
 			return
 		}
-		c.tokenMu.Lock()
-		c.token = l.AccessToken
-		c.tokenMu.Unlock()
+		c.setToken(l.AccessToken)
 		c.markRenewed()
 		l.Type = "" // the answer has no type
 		if err := c.conn.Reply(context.Background(), req.ID, l); err != nil {
