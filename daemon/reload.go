@@ -43,8 +43,8 @@ const (
 )
 
 // preflightBinary runs path with the preflight subcommand, the daemon's run flags and secrets
-// (ReloadPreflight), and says why it cannot take over.
-func preflightBinary(ctx context.Context, path string, secrets map[string]string) (handoff.Preflight, error) {
+// (ReloadPreflight), and says why it cannot take over a handoff of version need.
+func preflightBinary(ctx context.Context, path string, secrets map[string]string, need int) (handoff.Preflight, error) {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	var out, errOut bytes.Buffer
@@ -63,7 +63,7 @@ func preflightBinary(ctx context.Context, path string, secrets map[string]string
 	if err := cmd.Run(); err != nil {
 		return handoff.Preflight{}, fmt.Errorf("preflight of %s: %w; stderr: %s", path, err, capBytes(bytes.TrimSpace(errOut.Bytes()), 500))
 	}
-	p, err := handoff.CheckPreflight(bytes.TrimSpace(out.Bytes()))
+	p, err := handoff.CheckPreflight(bytes.TrimSpace(out.Bytes()), need)
 	if err != nil {
 		return p, fmt.Errorf("preflight of %s: %w", path, err)
 	}
@@ -138,7 +138,13 @@ func (d *daemon) reload() {
 	steps := reload.Steps{
 		Preflight: func(ctx context.Context) (string, error) {
 			log.Info("reload: checking the new binary", zap.String("executable", d.exe))
-			pf, err := preflightBinary(ctx, d.exe, d.secrets)
+			// A daemon that shares children hands them over in a version 3 document: a binary
+			// that knows no shared children is refused here, before anything stops.
+			need := handoff.VersionUnshared
+			if d.cfg.ThreadsPerChild > 1 {
+				need = handoff.Version
+			}
+			pf, err := preflightBinary(ctx, d.exe, d.secrets, need)
 			if err != nil {
 				return "", err
 			}
@@ -292,6 +298,9 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild, waiting []local.W
 		hc := handoff.Child{ChatKey: c.ChatKey, ThreadID: c.ThreadID, PID: h.PID,
 			Started: c.Started, Turns: c.Turns, Stdin: rawFD(h.Stdin), Stdout: rawFD(h.Stdout),
 			Stderr: rawFD(h.Stderr), Pending: h.Pending}
+		for _, th := range c.Shared {
+			hc.Threads = append(hc.Threads, handoff.Thread{ChatKey: th.ChatKey, ThreadID: th.ThreadID, Started: th.Started, Turns: th.Turns})
+		}
 		if h.Turn != nil && c.Turn != nil {
 			state, err := json.Marshal(h.Turn)
 			if err != nil {
@@ -419,6 +428,9 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 		if err == nil {
 			cfg := tmpl
 			cfg.Logger = log.With(zap.String("chat_key", c.ChatKey))
+			if len(c.Threads) > 0 {
+				cfg.Logger = log // a shared child serves several chats
+			}
 			cl, err = appserver.Adopt(cfg, h)
 		}
 		if err != nil {
@@ -430,8 +442,12 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 			_ = syscall.Kill(-c.PID, syscall.SIGKILL)
 			continue
 		}
-		out = append(out, supervisor.AdoptedChild{ChatKey: c.ChatKey, ThreadID: c.ThreadID, Started: c.Started,
-			Turns: c.Turns, Child: cl, Turn: turn})
+		ac := supervisor.AdoptedChild{ChatKey: c.ChatKey, ThreadID: c.ThreadID, Started: c.Started,
+			Turns: c.Turns, Child: cl, Turn: turn}
+		for _, th := range c.Threads {
+			ac.Shared = append(ac.Shared, supervisor.SharedThread{ChatKey: th.ChatKey, ThreadID: th.ThreadID, Started: th.Started, Turns: th.Turns})
+		}
+		out = append(out, ac)
 	}
 	return out
 }

@@ -44,6 +44,17 @@ type HandedChild struct {
 	Handover appserver.Handover
 	// Turn is the chat's running turn, with Handover.Turn; nil for an idle child.
 	Turn *HandedTurn
+	// Shared are the other chats' threads in this child when it is shared
+	// (Config.ThreadsPerChild > 1); such a child is handed over idle, with all of them.
+	Shared []SharedThread
+}
+
+// SharedThread is one more chat's idle thread in a shared child that crosses a reload.
+type SharedThread struct {
+	ChatKey  string
+	ThreadID string
+	Started  time.Time
+	Turns    int
 }
 
 // HandedTurn is what the supervisor knows of a running turn that crosses a reload.
@@ -71,6 +82,8 @@ type AdoptedChild struct {
 	// Turn is the running turn handed over with the child (the child's ResumeTurn goes on
 	// with it); nil for an idle child.
 	Turn *HandedTurn
+	// Shared are the other chats' threads in the child (see HandedChild.Shared).
+	Shared []SharedThread
 }
 
 // pausable is a Child that can be handed over: the appserver client.
@@ -119,7 +132,17 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	}
 	var out []HandedChild
 	var paused []pausable
+	// A shared child is paused once and handed over with all its threads.
+	shared := make(map[*host][]*session)
+	var hosts []*host
 	for _, sess := range idle {
+		if sess.host != nil {
+			if shared[sess.host] == nil {
+				hosts = append(hosts, sess.host)
+			}
+			shared[sess.host] = append(shared[sess.host], sess)
+			continue
+		}
 		p, ok := sess.child.(pausable)
 		if !ok {
 			err = fmt.Errorf("chat %s: codex pid %d: %w", sess.key.key, sess.pid, appserver.ErrNoHandover)
@@ -139,6 +162,20 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		out = append(out, HandedChild{ChatKey: sess.key.key, ThreadID: sess.threadID, Started: sess.started,
 			Turns: sess.turns, Handover: h})
 		s.mu.Unlock()
+	}
+	for _, h := range hosts {
+		if err != nil {
+			break
+		}
+		var hc HandedChild
+		if hc, err = s.pauseShared(ctx, h, shared[h]); err != nil {
+			break
+		}
+		if hc.Handover.PID == 0 {
+			continue // it died meanwhile
+		}
+		paused = append(paused, h.child.(pausable))
+		out = append(out, hc)
 	}
 	var handed []*job
 	for _, r := range running {
@@ -247,6 +284,10 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 				busy = append(busy, "a spare "+string(sess.state))
 			case sess.state == StateIdle && !s.queue.BusyLocked(sess.key.key):
 				idle = append(idle, sess)
+			case sess.host != nil:
+				// A handover carries one running turn per child: a shared child crosses
+				// with its threads idle, so its turns are waited for.
+				busy = append(busy, fmt.Sprintf("chat %s %s in a shared child", sess.key.key, sess.state))
 			case sess.state == StateBusy && s.handableLocked(sess.key):
 				running = append(running, runningTurn{sess: sess, job: sess.key.running, live: sess.key.live})
 			case sess.state == StateBusy && s.neverCrossesLocked(sess.key) != "":
@@ -374,6 +415,10 @@ func joinFirst(items []string, n int) string {
 // One that finds no slot (the new image allows fewer children) is closed.
 func (s *Supervisor) adopt(children []AdoptedChild) {
 	for _, a := range children {
+		if len(a.Shared) > 0 {
+			s.adoptShared(a)
+			continue
+		}
 		s.mu.Lock()
 		if !s.slots.take(s.memUseLocked()) {
 			s.mu.Unlock()

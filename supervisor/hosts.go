@@ -183,6 +183,23 @@ func (p *hostPool) giveUp(h *host) {
 	}
 }
 
+// adopt registers a child the previous image handed over with n threads in it, placing, and
+// returns a view for each.
+func (p *hostPool) adopt(child Child, n int) []*threadView {
+	p.mu.Lock()
+	p.nextID++
+	h := &host{id: p.nextID, ready: make(chan struct{}), child: child, pid: child.PID(), state: hostPlacing,
+		views: n, started: time.Now(), left: make(chan struct{})}
+	close(h.ready)
+	p.hosts[h] = struct{}{}
+	p.mu.Unlock()
+	views := make([]*threadView, n)
+	for i := range views {
+		views[i] = &threadView{pool: p, host: h}
+	}
+	return views
+}
+
 // leave takes a view off h; the last view of a host that failed to start, or of an ended one,
 // has nothing more to do. It reports how many views are left.
 func (p *hostPool) leave(h *host) int {

@@ -1,10 +1,15 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/childproc"
 )
 
 // The pool's side of shared children (hosts.go): who gets a child of its own, what recycles a
@@ -95,4 +100,76 @@ func (s *Supervisor) retireHostIdleLocked(h *host) {
 			s.retireLocked(sess, ReasonHostDrain, nil)
 		}
 	}
+}
+
+// pauseShared pauses host h, whose threads are the idle sessions ss, for a reload and describes
+// it: the first session's chat is the child's, the others are Shared. A child that died
+// meanwhile yields a zero Handover (the next image does without it).
+func (s *Supervisor) pauseShared(ctx context.Context, h *host, ss []*session) (HandedChild, error) {
+	p, ok := h.child.(pausable)
+	if !ok {
+		return HandedChild{}, fmt.Errorf("shared codex pid %d: %w", h.pid, appserver.ErrNoHandover)
+	}
+	if n := s.hosts.threads(h); n != len(ss) {
+		// A thread of the child is not an idle chat's (a spare's, one leaving): awaitQuiet
+		// waits those out, so this is a bug rather than a state to hand over.
+		return HandedChild{}, fmt.Errorf("shared codex pid %d holds %d threads, %d of them idle chats'", h.pid, n, len(ss))
+	}
+	ho, err := p.Pause(ctx)
+	if err != nil {
+		if h.child.Err() != nil {
+			return HandedChild{}, nil
+		}
+		return HandedChild{}, fmt.Errorf("shared codex pid %d: %w", h.pid, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := ss[0]
+	hc := HandedChild{ChatKey: first.key.key, ThreadID: first.threadID, Started: first.started, Turns: first.turns, Handover: ho}
+	for _, o := range ss[1:] {
+		hc.Shared = append(hc.Shared, SharedThread{ChatKey: o.key.key, ThreadID: o.threadID, Started: o.started, Turns: o.turns})
+	}
+	return hc, nil
+}
+
+// adoptShared registers a shared child the previous image handed over, with each of its chats'
+// threads as an idle session. A pool of one thread per child closes it instead: its chats'
+// next messages resume their threads in children of their own.
+func (s *Supervisor) adoptShared(a AdoptedChild) {
+	threads := append([]SharedThread{{ChatKey: a.ChatKey, ThreadID: a.ThreadID, Started: a.Started, Turns: a.Turns}}, a.Shared...)
+	pid := a.Child.PID()
+	if s.hosts == nil {
+		s.log.Warn("a shared codex child was handed over to a pool of one child per chat; closing it (its chats resume their threads in children of their own)",
+			zap.Int("pid", pid), zap.Int("threads", len(threads)))
+		_ = a.Child.Close()
+		return
+	}
+	views := s.hosts.adopt(a.Child, len(threads))
+	ident := childproc.ReadIdentity(pid)
+	for i, th := range threads {
+		v := views[i]
+		v.setThread(th.ThreadID)
+		s.mu.Lock()
+		if !s.slots.take(s.memUseLocked()) {
+			s.mu.Unlock()
+			s.log.Warn("no slot for a handed-over chat's thread; letting it go", zap.String("chat_key", th.ChatKey), zap.Int("pid", pid))
+			_ = v.Close()
+			continue
+		}
+		k := s.keyLocked(th.ChatKey)
+		sess := s.newSessionLocked(k, s.log.With(zap.String("chat_key", th.ChatKey), zap.Int("pid", pid),
+			zap.String("thread_id", th.ThreadID)))
+		k.sess = sess
+		sess.child, sess.host, sess.pid, sess.proc = v, v.host, pid, ident
+		sess.threadID, sess.recorded, sess.ready = th.ThreadID, true, true
+		sess.turns = th.Turns
+		if !th.Started.IsZero() {
+			sess.started = th.Started
+		}
+		s.setStateLocked(sess, StateIdle)
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.watch(sess)
+	}
+	s.log.Info("shared codex child adopted from the previous image; its chats stay warm", zap.Int("pid", pid), zap.Int("threads", len(threads)))
 }
