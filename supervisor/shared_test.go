@@ -84,7 +84,7 @@ func TestSharedHungTurnHoldsNoNeighbourAndStops(t *testing.T) {
 		_, err := s.Submit(ctx, "a", "hang on")
 		hung <- err
 	}()
-	waitFor(t, "chat a's turn to run", func() bool { return row(t, s, "a").State == StateBusy })
+	waitFor(t, "chat a's turn to run", func() bool { return stateOf(s, "a") == StateBusy })
 	b := mustAnswer(t, s, ctx, "b", "hi", "reply #1: hi")
 	if b.PID != a.PID {
 		t.Fatalf("chat b in pid %d, chat a in %d: want one shared child", b.PID, a.PID)
@@ -138,9 +138,7 @@ func TestSharedChildKilledMidTurn(t *testing.T) {
 	for i, key := range []string{"a", "b"} {
 		wg.Go(func() { _, errs[i] = s.Submit(ctx, key, "hang on") })
 	}
-	waitFor(t, "both turns to run", func() bool {
-		return row(t, s, "a").State == StateBusy && row(t, s, "b").State == StateBusy
-	})
+	waitFor(t, "both turns to run", func() bool { return stateOf(s, "a") == StateBusy && stateOf(s, "b") == StateBusy })
 	if err := syscall.Kill(a.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -241,4 +239,43 @@ func TestSharedChildRecycledAfterMaxTurns(t *testing.T) {
 			t.Errorf("chat %s still in the recycled child", key)
 		}
 	}
+}
+
+func TestSharedDrainInterruptsTurnsPastTheBound(t *testing.T) {
+	t.Parallel()
+	s, _ := sharedSup(t, 4, func(c *Config) {
+		c.ChildMaxTurns = 1
+		c.HostDrain = 300 * time.Millisecond
+	})
+	ctx := testCtx(t)
+	hung := make(chan error, 1)
+	go func() {
+		_, err := s.Submit(ctx, "a", "hang on")
+		hung <- err
+	}()
+	waitFor(t, "chat a's turn to run", func() bool { return stateOf(s, "a") == StateBusy })
+	pid := row(t, s, "a").PID
+	// Chat b's turn is the child's first to end: the child recycles, and chat a's turn, still
+	// running past the drain bound, is interrupted.
+	b := mustAnswer(t, s, ctx, "b", "hi", "reply #1: hi")
+	if b.PID != pid {
+		t.Fatalf("chat b in pid %d, want the shared child %d", b.PID, pid)
+	}
+	if err := <-hung; !errors.Is(err, errHostDrained) {
+		t.Fatalf("the turn running in the draining child: %v, want it interrupted by the drain", err)
+	}
+	waitFor(t, "the drained child to end", func() bool { return processGone(pid) && s.Status().Totals.Live == 0 })
+	if r := mustAnswer(t, s, ctx, "a", "back", "reply #1: back"); r.PID == pid {
+		t.Errorf("chat a still in the drained child")
+	}
+}
+
+// stateOf is chatKey's child's state, "" while it has none.
+func stateOf(s *Supervisor, chatKey string) State {
+	for _, c := range s.Status().Children {
+		if c.ChatKey == chatKey {
+			return c.State
+		}
+	}
+	return ""
 }
