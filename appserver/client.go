@@ -109,8 +109,9 @@ type Client struct {
 	// their JSON-RPC id's text; a handed-over turn carries them.
 	asksMu sync.Mutex
 	asks   map[string]PendingRequest
-	// adopted is the running turn a previous image handed over, until ResumeTurn takes it.
-	adopted *turnState
+	// adopted are the running turns a previous image handed over, by thread, until
+	// ResumeTurn or ResumeThreadTurn takes each.
+	adopted map[string]*turnState
 }
 
 // Start spawns the child as the leader of its own session and process group and completes the handshake (initialize +

@@ -33,8 +33,10 @@ type Handover struct {
 	// Pending is what was read from Stdout but not parsed: the start of a line, never a whole
 	// message.
 	Pending []byte
-	// Turn is the child's running turn (PauseRunning); nil for an idle child.
-	Turn *TurnHandover
+	// Turn is the child's running turn (PauseRunning); nil for an idle child. A child whose
+	// threads run turns side by side (several chats' threads) has them in Turns instead.
+	Turn  *TurnHandover
+	Turns []*TurnHandover
 }
 
 // streamHold is one pause of a lineStream's reader.
@@ -115,6 +117,9 @@ func Adopt(cfg Config, h Handover) (*Client, error) {
 	c := newClientPending(cfg, p, h.Pending)
 	if h.Turn != nil {
 		c.installTurn(h.Turn)
+	}
+	for _, th := range h.Turns {
+		c.installTurn(th)
 	}
 	c.wg.Add(2)
 	go c.monitor()

@@ -112,19 +112,6 @@ func (c *Client) runningTurns() []*turnState {
 	return ts
 }
 
-// soleTurn is the running turn when exactly one is registered, else nil; n is how many are.
-func (c *Client) soleTurn() (t *turnState, n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.turns) != 1 {
-		return nil, len(c.turns)
-	}
-	for _, t := range c.turns {
-		return t, 1
-	}
-	return nil, 0
-}
-
 // markRenewed tells every running turn that the child's token changed under it: a turn that
 // then fails before the model answered is run again once (RunTurn).
 func (c *Client) markRenewed() {
