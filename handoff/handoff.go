@@ -131,7 +131,7 @@ type Child struct {
 	// Turn is the child's running turn (version 2); nil for an idle child.
 	Turn *Turn `json:"turn,omitempty"`
 	// Threads are the other chats whose threads live in this child (version 3): a shared
-	// child is handed over with all its threads, idle.
+	// child is handed over with all its threads and their running turns.
 	Threads []Thread `json:"threads,omitempty"`
 }
 
@@ -141,6 +141,8 @@ type Thread struct {
 	ThreadID string    `json:"thread_id"`
 	Started  time.Time `json:"started"`
 	Turns    int       `json:"turns"`
+	// Turn is the chat's running turn; nil for an idle thread.
+	Turn *Turn `json:"turn,omitempty"`
 }
 
 // WriteVersion is the version d is written as: Version when a child is shared, else

@@ -45,16 +45,20 @@ type HandedChild struct {
 	// Turn is the chat's running turn, with Handover.Turn; nil for an idle child.
 	Turn *HandedTurn
 	// Shared are the other chats' threads in this child when it is shared
-	// (Config.ThreadsPerChild > 1); such a child is handed over idle, with all of them.
+	// (Config.ThreadsPerChild > 1): it is handed over with all of them, their running turns
+	// included.
 	Shared []SharedThread
 }
 
-// SharedThread is one more chat's idle thread in a shared child that crosses a reload.
+// SharedThread is one more chat's thread in a shared child that crosses a reload.
 type SharedThread struct {
 	ChatKey  string
 	ThreadID string
 	Started  time.Time
 	Turns    int
+	// Turn is the chat's running turn (the child's Handover.Turns holds its state); nil when
+	// idle.
+	Turn *HandedTurn
 }
 
 // HandedTurn is what the supervisor knows of a running turn that crosses a reload.
@@ -163,12 +167,23 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 			Turns: sess.turns, Handover: h})
 		s.mu.Unlock()
 	}
+	var handed []*job
+	sharedRunning := make(map[*host][]runningTurn)
+	for _, r := range running {
+		if h := r.sess.host; h != nil {
+			if shared[h] == nil && sharedRunning[h] == nil {
+				hosts = append(hosts, h)
+			}
+			sharedRunning[h] = append(sharedRunning[h], r)
+		}
+	}
 	for _, h := range hosts {
 		if err != nil {
 			break
 		}
 		var hc HandedChild
-		if hc, err = s.pauseShared(ctx, h, shared[h]); err != nil {
+		var jobs []*job
+		if hc, jobs, err = s.pauseShared(ctx, h, shared[h], sharedRunning[h]); err != nil {
 			break
 		}
 		if hc.Handover.PID == 0 {
@@ -176,13 +191,16 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		}
 		paused = append(paused, h.child.(pausable))
 		out = append(out, hc)
+		handed = append(handed, jobs...)
 	}
-	var handed []*job
 	for _, r := range running {
 		if err != nil {
 			break
 		}
 		sess := r.sess
+		if sess.host != nil {
+			continue // handed over with its shared child
+		}
 		rp, ok := sess.child.(runningPausable)
 		p, ok2 := sess.child.(pausable)
 		if !ok || !ok2 {
@@ -284,10 +302,6 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 				busy = append(busy, "a spare "+string(sess.state))
 			case sess.state == StateIdle && !s.queue.BusyLocked(sess.key.key):
 				idle = append(idle, sess)
-			case sess.host != nil:
-				// A handover carries one running turn per child: a shared child crosses
-				// with its threads idle, so its turns are waited for.
-				busy = append(busy, fmt.Sprintf("chat %s %s in a shared child", sess.key.key, sess.state))
 			case sess.state == StateBusy && s.handableLocked(sess.key):
 				running = append(running, runningTurn{sess: sess, job: sess.key.running, live: sess.key.live})
 			case sess.state == StateBusy && s.neverCrossesLocked(sess.key) != "":
@@ -411,6 +425,18 @@ func joinFirst(items []string, n int) string {
 	return out
 }
 
+// adoptTurnLocked makes the running turn handed over with k's child k's first job: its message
+// attaches to it when its inbox gives it again, and the messages after it queue behind.
+func (s *Supervisor) adoptTurnLocked(k *keyState, t *HandedTurn) {
+	s.approvals.keep(k.key, t.Approvals)
+	j := &job{key: k, ctx: context.Background(), askApprovalsOf: t.AskApprovalsOf, done: make(chan outcome, 1),
+		messageID: t.MessageID, handed: make(chan struct{}), adopted: true, deadlineLeft: t.DeadlineLeft, turnStarted: t.Started}
+	if j.messageID != "" {
+		s.detachLocked(j)
+	}
+	s.queue.PushLocked(k.key, j)
+}
+
 // adopt registers the children the previous image handed over as idle sessions of their chats.
 // One that finds no slot (the new image allows fewer children) is closed.
 func (s *Supervisor) adopt(children []AdoptedChild) {
@@ -438,15 +464,7 @@ func (s *Supervisor) adopt(children []AdoptedChild) {
 		}
 		s.setStateLocked(sess, StateIdle)
 		if a.Turn != nil {
-			// The running turn goes on as the chat's first job; its message attaches to it
-			// when its inbox gives it again, and the messages after it queue behind.
-			s.approvals.keep(a.ChatKey, a.Turn.Approvals)
-			j := &job{key: k, ctx: context.Background(), askApprovalsOf: a.Turn.AskApprovalsOf, done: make(chan outcome, 1),
-				messageID: a.Turn.MessageID, handed: make(chan struct{}), adopted: true, deadlineLeft: a.Turn.DeadlineLeft, turnStarted: a.Turn.Started}
-			if j.messageID != "" {
-				s.detachLocked(j)
-			}
-			s.queue.PushLocked(a.ChatKey, j)
+			s.adoptTurnLocked(k, a.Turn)
 		}
 		s.mu.Unlock()
 		s.wg.Add(1)

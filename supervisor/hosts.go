@@ -407,6 +407,20 @@ func (v *threadView) UnarchiveThread(ctx context.Context, threadID string) error
 	return a.UnarchiveThread(ctx, threadID)
 }
 
+// ResumeTurn goes on with the view's thread's turn handed over with the host's child.
+func (v *threadView) ResumeTurn(ctx context.Context, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
+	r, ok := v.host.child.(interface {
+		ResumeThreadTurn(context.Context, string, appserver.TurnOptions) (*appserver.TurnResult, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("codex pid %d: %w", v.host.pid, appserver.ErrNoHandover)
+	}
+	v.mu.Lock()
+	thread := v.thread
+	v.mu.Unlock()
+	return r.ResumeThreadTurn(ctx, thread, opts)
+}
+
 // unloader is a host child that can let one of its threads go (*appserver.Client).
 type unloader interface {
 	UnloadThread(ctx context.Context, threadID string) error

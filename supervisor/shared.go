@@ -102,41 +102,76 @@ func (s *Supervisor) retireHostIdleLocked(h *host) {
 	}
 }
 
-// pauseShared pauses host h, whose threads are the idle sessions ss, for a reload and describes
-// it: the first session's chat is the child's, the others are Shared. A child that died
-// meanwhile yields a zero Handover (the next image does without it).
-func (s *Supervisor) pauseShared(ctx context.Context, h *host, ss []*session) (HandedChild, error) {
+// pauseShared pauses host h for a reload, whose threads are the idle sessions idle and the
+// sessions whose turns run, and describes it: the first session's chat is the child's, the
+// others are Shared; each running turn travels with its chat (jobs are their jobs). A child
+// that died meanwhile yields a zero Handover (the next image does without it).
+func (s *Supervisor) pauseShared(ctx context.Context, h *host, idle []*session, running []runningTurn) (HandedChild, []*job, error) {
 	p, ok := h.child.(pausable)
-	if !ok {
-		return HandedChild{}, fmt.Errorf("shared codex pid %d: %w", h.pid, appserver.ErrNoHandover)
+	rp, ok2 := h.child.(runningPausable)
+	if !ok || !ok2 && len(running) > 0 {
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d: %w", h.pid, appserver.ErrNoHandover)
+	}
+	ss := append([]*session(nil), idle...)
+	for _, r := range running {
+		ss = append(ss, r.sess)
 	}
 	if n := s.hosts.threads(h); n != len(ss) {
-		// A thread of the child is not an idle chat's (a spare's, one leaving): awaitQuiet
-		// waits those out, so this is a bug rather than a state to hand over.
-		return HandedChild{}, fmt.Errorf("shared codex pid %d holds %d threads, %d of them idle chats'", h.pid, n, len(ss))
+		// A thread of the child is not a chat's that can cross (a spare's, one leaving):
+		// awaitQuiet waits those out, so this is a bug rather than a state to hand over.
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d holds %d threads, %d of them chats' that can cross", h.pid, n, len(ss))
 	}
-	ho, err := p.Pause(ctx)
+	var ho appserver.Handover
+	var err error
+	if len(running) > 0 {
+		ho, err = rp.PauseRunning(ctx)
+	} else {
+		ho, err = p.Pause(ctx)
+	}
 	if err != nil {
 		if h.child.Err() != nil {
-			return HandedChild{}, nil
+			return HandedChild{}, nil, nil
 		}
-		return HandedChild{}, fmt.Errorf("shared codex pid %d: %w", h.pid, err)
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d: %w", h.pid, err)
+	}
+	turns := make(map[string]bool)
+	if ho.Turn != nil {
+		turns[ho.Turn.ThreadID] = true
+	}
+	for _, th := range ho.Turns {
+		turns[th.ThreadID] = true
+	}
+	run := make(map[*session]runningTurn, len(running))
+	for _, r := range running {
+		run[r.sess] = r
+	}
+	var jobs []*job
+	turnOf := func(sess *session) *HandedTurn {
+		r, ok := run[sess]
+		if !ok || !turns[sess.threadID] {
+			return nil // idle, or its turn ended meanwhile
+		}
+		jobs = append(jobs, r.job)
+		return &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.askApprovalsOf,
+			Approvals: s.approvals.seqsOf(sess.key.key), DeadlineLeft: r.live.watch.leftNow()}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	first := ss[0]
-	hc := HandedChild{ChatKey: first.key.key, ThreadID: first.threadID, Started: first.started, Turns: first.turns, Handover: ho}
+	hc := HandedChild{ChatKey: first.key.key, ThreadID: first.threadID, Started: first.started, Turns: first.turns,
+		Handover: ho, Turn: turnOf(first)}
 	for _, o := range ss[1:] {
-		hc.Shared = append(hc.Shared, SharedThread{ChatKey: o.key.key, ThreadID: o.threadID, Started: o.started, Turns: o.turns})
+		hc.Shared = append(hc.Shared, SharedThread{ChatKey: o.key.key, ThreadID: o.threadID, Started: o.started,
+			Turns: o.turns, Turn: turnOf(o)})
 	}
-	return hc, nil
+	return hc, jobs, nil
 }
 
 // adoptShared registers a shared child the previous image handed over, with each of its chats'
 // threads as an idle session. A pool of one thread per child closes it instead: its chats'
 // next messages resume their threads in children of their own.
 func (s *Supervisor) adoptShared(a AdoptedChild) {
-	threads := append([]SharedThread{{ChatKey: a.ChatKey, ThreadID: a.ThreadID, Started: a.Started, Turns: a.Turns}}, a.Shared...)
+	threads := append([]SharedThread{{ChatKey: a.ChatKey, ThreadID: a.ThreadID, Started: a.Started, Turns: a.Turns, Turn: a.Turn}}, a.Shared...)
 	pid := a.Child.PID()
 	if s.hosts == nil {
 		s.log.Warn("a shared codex child was handed over to a pool of one child per chat; closing it (its chats resume their threads in children of their own)",
@@ -167,6 +202,9 @@ func (s *Supervisor) adoptShared(a AdoptedChild) {
 			sess.started = th.Started
 		}
 		s.setStateLocked(sess, StateIdle)
+		if th.Turn != nil {
+			s.adoptTurnLocked(k, th.Turn)
+		}
 		s.mu.Unlock()
 		s.wg.Add(1)
 		go s.watch(sess)
