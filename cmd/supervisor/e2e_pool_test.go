@@ -92,7 +92,9 @@ func TestE2EMoleculeBusyPoolRetriesInsteadOfAnsweringBusy(t *testing.T) {
 		return r
 	}
 	e := newE2E(t, e2eConfig{Script: script})
-	d := e.start("--max-children", "1", "--slot-wait", "200ms")
+	// One slot: one child of one thread (a shared child has --threads-per-child slots, and the
+	// pool is full the same way at --max-children × N chats: supervisor's shared tests).
+	d := e.start("--max-children", "1", "--threads-per-child", "1", "--slot-wait", "200ms")
 	e.plat.Enqueue(moleculetest.CanvasMessage("busy/canvas"), moleculetest.PeerMessage("peer-1", "busy/peer"))
 
 	// One turn holds the only slot; the other chat is refused and waits for its next try.
