@@ -26,7 +26,7 @@ CODEX_BIN  := $(CODEX_PREFIX)/node_modules/@openai/codex-linux-$(CODEX_ARCH)/ven
 
 export CODEX_BIN
 
-.PHONY: all build codex codex-bin codex-snapshot compat npm systemd-analyze check-tree test test-report test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
+.PHONY: all build codex codex-bin codex-snapshot compat npm systemd-analyze check-tree test test-report test-shared test-stress vet lint demo bench bench-smoke soak soak-ci clean install uninstall
 
 all: build
 
@@ -138,6 +138,14 @@ GO_TEST = CODEX_WARM_REQUIRE_CODEX=1 $(GO) test $(GOFLAGS_TEST) ./...
 # test is what CI runs.
 test: check-tree codex systemd-analyze vet lint
 	$(GO_TEST)
+
+# test-shared runs the end-to-end suite (cmd/supervisor) with shared codex children: every
+# daemon the suite starts runs --threads-per-child SHARED_THREADS (8), chats' threads eight to a
+# child (docs/operating.md), unless a test sets its own.
+SHARED_THREADS ?= 8
+
+test-shared: codex
+	CODEX_WARM_TEST_THREADS_PER_CHILD=$(SHARED_THREADS) CODEX_WARM_REQUIRE_CODEX=1 $(GO) test $(GOFLAGS_TEST) ./cmd/supervisor/
 
 # test-report runs the test command with -json into TEST_JSON and prints where the time went:
 # the run's wall time, each package's time and the slowest tests (cmd/testreport; the figures in

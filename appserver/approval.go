@@ -113,10 +113,8 @@ func (c *Client) ask(req *jsonrpc2.Request, log *zap.Logger) bool {
 	if json.Unmarshal(raw, &ap) != nil {
 		return false
 	}
-	c.mu.Lock()
-	t := c.active
-	c.mu.Unlock()
-	if t == nil || ap.ThreadID != t.threadID {
+	t := c.turnOf(ap.ThreadID)
+	if t == nil || ap.ThreadID == "" {
 		return false
 	}
 	t.mu.Lock()

@@ -69,21 +69,32 @@ type Client struct {
 	writeOnce sync.Once
 	wg        sync.WaitGroup
 
-	busy   atomic.Bool // a RunTurn is in progress
-	wedged atomic.Bool // a turn ignored turn/interrupt: no more turns on this child
-
-	mu     sync.Mutex
-	active *turnState // the turn notifications are routed to
-	gone   bool       // the dispatcher has exited: no turn can be routed any more
+	mu sync.Mutex
+	// busy are the threads a RunTurn or CompactThread is in progress on: one at a time per
+	// thread, since codex merges a second turn/start into the running turn.
+	busy map[string]bool
+	// wedged are the threads whose turn ignored turn/interrupt: no more turns on them. codex
+	// still runs that turn, so the thread cannot be unloaded and the child is suspect; the
+	// pool decides when to retire the child (Wedged).
+	wedged map[string]bool
+	// turns are the running turns notifications are routed to, by thread.
+	turns map[string]*turnState
+	// unloading are the threads an UnloadThread waits on, closed by their thread/closed.
+	unloading map[string]chan struct{}
+	gone      bool // the dispatcher has exited: no turn can be routed any more
 
 	closeOnce sync.Once
 	closeErr  error
 
-	tokenMu   sync.Mutex
-	token     string        // the ChatGPT access token the child was last given (Config.Tokens)
+	tokenMu sync.Mutex
+	token   string // the ChatGPT access token the child was last given (Config.Tokens)
+	// prevToken is the token before the last renewal, renewedAt when that was: a refresh
+	// request another thread sent before the renewal reached codex is for prevToken.
+	prevToken string
+	renewedAt time.Time
 	tokenKick chan struct{} // wakes pushTokens: a new token, or a turn ended
-	turnGate  sync.Mutex    // held by RunTurn for the whole turn, and by pushTokens for a push
-	renewed   atomic.Bool   // the running turn's child was given a new token (answerTokenRefresh)
+	// gate is held by each turn for its whole length, and alone by a token push or a pause.
+	gate turnGate
 
 	pauseMu sync.Mutex
 	thawed  chan struct{} // non-nil while paused (Pause); closed by Resume
@@ -98,8 +109,9 @@ type Client struct {
 	// their JSON-RPC id's text; a handed-over turn carries them.
 	asksMu sync.Mutex
 	asks   map[string]PendingRequest
-	// adopted is the running turn a previous image handed over, until ResumeTurn takes it.
-	adopted *turnState
+	// adopted are the running turns a previous image handed over, by thread, until
+	// ResumeTurn or ResumeThreadTurn takes each.
+	adopted map[string]*turnState
 }
 
 // Start spawns the child as the leader of its own session and process group and completes the handshake (initialize +
@@ -214,6 +226,10 @@ func newClientPending(cfg Config, p child, pending []byte) *Client {
 		readEnd:   make(chan struct{}),
 		writeFail: make(chan struct{}),
 		tokenKick: make(chan struct{}, 1),
+		busy:      make(map[string]bool),
+		wedged:    make(map[string]bool),
+		turns:     make(map[string]*turnState),
+		unloading: make(map[string]chan struct{}),
 	}
 	c.logp.Store(clientLogger(cfg.Logger, pid))
 	c.life, c.kill = context.WithCancelCause(context.Background())

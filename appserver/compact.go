@@ -16,19 +16,21 @@ import (
 // model for a summary of the conversation; the thread's later turns send the model that summary
 // and the recent user messages instead of every earlier item.
 //
-// It takes the client's turn slot like RunTurn (ErrTurnInProgress while a turn runs): a turn
+// It takes the thread's turn slot like RunTurn (ErrTurnInProgress while a turn of the thread runs): a turn
 // started during a compaction would be merged into it. When ctx ends first the compaction is
 // interrupted as a turn is. A compaction codex ran but failed is a result with Status
 // TurnFailed, not an error.
 func (c *Client) CompactThread(ctx context.Context, threadID string) (*TurnResult, error) {
-	if !c.busy.CompareAndSwap(false, true) {
-		return nil, fmt.Errorf("compact thread %s: %w (codex pid %d)", threadID, ErrTurnInProgress, c.pid)
+	release, err := c.claim("compact thread", threadID)
+	if err != nil {
+		return nil, err
 	}
-	defer c.busy.Store(false)
-	defer c.kickTokens()
-	c.turnGate.Lock()
-	defer c.turnGate.Unlock()
-	if c.wedged.Load() {
+	defer release()
+	if err := c.gate.enter(ctx); err != nil {
+		return nil, fmt.Errorf("compact thread %s: waiting for a token push to codex pid %d: %w", threadID, c.pid, err)
+	}
+	defer c.gate.leave()
+	if c.threadWedged(threadID) {
 		return nil, fmt.Errorf("compact thread %s: %w: codex pid %d still has a turn that was not interrupted", threadID, ErrWedged, c.pid)
 	}
 	if err := c.Err(); err != nil {
@@ -38,13 +40,9 @@ func (c *Client) CompactThread(ctx context.Context, threadID string) (*TurnResul
 	// The compaction's turn id comes with its turn/started (the response carries none): the
 	// dispatcher takes it from there (route), holding what came before.
 	t := &turnState{threadID: threadID, compact: true, askCtx: ctx, done: make(chan struct{}), startedCh: make(chan struct{}), started: time.Now()}
-	c.mu.Lock()
-	if c.gone {
-		c.mu.Unlock()
+	if !c.register(t) {
 		return nil, fmt.Errorf("compact thread %s: %w", threadID, c.Err())
 	}
-	c.active = t
-	c.mu.Unlock()
 	start := time.Now()
 	stderrMark := c.proc.Tail().Total()
 	var ack json.RawMessage
@@ -65,7 +63,7 @@ func (c *Client) CompactThread(ctx context.Context, threadID string) (*TurnResul
 		case <-t.done:
 		case <-timer.C:
 			c.abandon(t, nil)
-			c.wedged.Store(true)
+			c.setWedged(threadID)
 			return nil, fmt.Errorf("compact thread %s: %w: codex pid %d did not start the compaction within %s: %w",
 				threadID, ErrWedged, c.pid, DefaultInterruptGrace, context.Cause(ctx))
 		}

@@ -71,6 +71,11 @@ type Config struct {
 	// endpoint), is logged in with Tokens.Login after initialize, gets every new token pushed,
 	// and its refresh requests are answered from Tokens. Nil leaves the login to codex.
 	Tokens TokenSource
+	// TokenPushWait bounds how long a new token waits for a moment when none of the child's
+	// turns runs, before it is handed over beside them (pushTokens). Zero waits for such a
+	// moment however long it takes: right for a child of one chat, whose turns end; a child
+	// hosting several chats' threads may never be without one.
+	TokenPushWait time.Duration
 	// DynamicTools are client-defined tools offered on every thread started (tools.go).
 	DynamicTools []protocol.DynamicToolSpec
 	// WarmUpURL, when set, is the base URL of the daemon's canned model responder on loopback

@@ -33,8 +33,10 @@ type Handover struct {
 	// Pending is what was read from Stdout but not parsed: the start of a line, never a whole
 	// message.
 	Pending []byte
-	// Turn is the child's running turn (PauseRunning); nil for an idle child.
-	Turn *TurnHandover
+	// Turn is the child's running turn (PauseRunning); nil for an idle child. A child whose
+	// threads run turns side by side (several chats' threads) has them in Turns instead.
+	Turn  *TurnHandover
+	Turns []*TurnHandover
 }
 
 // streamHold is one pause of a lineStream's reader.
@@ -55,7 +57,7 @@ func (c *Client) Pause(ctx context.Context) (Handover, error) {
 	}
 	// The gate is held for a whole turn, and briefly for a token push: a pause waits out the
 	// push (the caller pauses only children its pool has idle).
-	for !c.turnGate.TryLock() {
+	for !c.gate.tryAlone() {
 		t := time.NewTimer(10 * time.Millisecond)
 		select {
 		case <-ctx.Done():
@@ -65,12 +67,12 @@ func (c *Client) Pause(ctx context.Context) (Handover, error) {
 		}
 	}
 	if err := c.Err(); err != nil {
-		c.turnGate.Unlock()
+		c.gate.release()
 		return Handover{}, fmt.Errorf("codex pid %d: %w", c.pid, err)
 	}
 	pending, err := c.stream.pause(ctx)
 	if err != nil {
-		c.turnGate.Unlock()
+		c.gate.release()
 		return Handover{}, fmt.Errorf("codex pid %d: pause reading: %w", c.pid, err)
 	}
 	c.pauseMu.Lock()
@@ -96,7 +98,7 @@ func (c *Client) Resume() {
 	}
 	c.stream.resume()
 	close(thawed)
-	c.turnGate.Unlock()
+	c.gate.release()
 }
 
 // Adopt returns the client of a child an earlier image of this process handed over (see
@@ -115,6 +117,9 @@ func Adopt(cfg Config, h Handover) (*Client, error) {
 	c := newClientPending(cfg, p, h.Pending)
 	if h.Turn != nil {
 		c.installTurn(h.Turn)
+	}
+	for _, th := range h.Turns {
+		c.installTurn(th)
 	}
 	c.wg.Add(2)
 	go c.monitor()

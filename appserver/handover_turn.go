@@ -74,16 +74,14 @@ func (c *Client) untrackAsk(req *jsonrpc2.Request) {
 	c.asksMu.Unlock()
 }
 
-// Running reports whether a turn runs on the client.
-func (c *Client) Running() bool { return c.busy.Load() }
-
 // PauseRunning is Pause for a client whose turn runs: the handover's Turn holds the turn. It
 // waits (up to ctx, at most pauseRunningBound) until the turn's id is known and none of our
 // requests is unanswered; then the reader is held at a message boundary, every message read is
 // dispatched, and writes wait (an approval's answer, an interrupt) until Resume. A client whose
-// turn ended meanwhile is paused as an idle one.
+// turn ended meanwhile is paused as an idle one. Turns running on several threads (a child
+// several chats share) are all handed over, in Handover.Turns.
 func (c *Client) PauseRunning(ctx context.Context) (Handover, error) {
-	if !c.busy.Load() {
+	if !c.Running() {
 		return c.Pause(ctx)
 	}
 	se, ok := c.proc.(interface{ Stderr() *os.File })
@@ -96,10 +94,10 @@ func (c *Client) PauseRunning(ctx context.Context) (Handover, error) {
 		if err := c.Err(); err != nil {
 			return Handover{}, fmt.Errorf("codex pid %d: %w", c.pid, err)
 		}
-		if !c.busy.Load() {
+		if !c.Running() {
 			return c.Pause(ctx)
 		}
-		if c.calls.Load() == 0 && c.activeID() != "" {
+		if c.calls.Load() == 0 && c.idsKnown() {
 			h, again, err := c.holdRunning(ctx)
 			if err != nil {
 				return Handover{}, err
@@ -119,17 +117,18 @@ func (c *Client) PauseRunning(ctx context.Context) (Handover, error) {
 	}
 }
 
-// activeID is the running turn's id as the dispatcher knows it, "" before.
-func (c *Client) activeID() string {
-	c.mu.Lock()
-	t := c.active
-	c.mu.Unlock()
-	if t == nil {
-		return ""
+// idsKnown reports whether a turn runs and the dispatcher knows the id of every running turn.
+func (c *Client) idsKnown() bool {
+	ts := c.runningTurns()
+	for _, t := range ts {
+		t.mu.Lock()
+		id := t.handedID
+		t.mu.Unlock()
+		if id == "" {
+			return false
+		}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.handedID
+	return len(ts) > 0
 }
 
 // holdRunning holds the reader, the dispatcher and the writes, and describes the turn. again
@@ -158,20 +157,43 @@ func (c *Client) holdRunning(ctx context.Context) (h Handover, again bool, err e
 	c.held = hold
 	c.thawed = make(chan struct{})
 	c.pauseMu.Unlock()
-	c.mu.Lock()
-	t := c.active
-	c.mu.Unlock()
-	if c.calls.Load() != 0 || t == nil || !c.busy.Load() {
+	ts := c.runningTurns()
+	if c.calls.Load() != 0 || len(ts) == 0 || len(ts) != c.Threads() {
+		// A request went out meanwhile, or a turn is being started or ended.
 		c.Resume()
 		return Handover{}, true, nil
 	}
-	th := t.handover()
+	byThread := make(map[string]*TurnHandover, len(ts))
+	var ths []*TurnHandover
+	for _, t := range ts {
+		th := t.handover()
+		byThread[th.ThreadID] = &th
+		ths = append(ths, &th)
+	}
 	c.asksMu.Lock()
 	for _, a := range c.asks {
+		th := ths[0]
+		if len(ths) > 1 {
+			// Each approval belongs to the turn of the thread it names.
+			var p struct {
+				ThreadID string `json:"threadId"`
+			}
+			_ = json.Unmarshal(a.Params, &p)
+			if byThread[p.ThreadID] == nil {
+				continue
+			}
+			th = byThread[p.ThreadID]
+		}
 		th.Asks = append(th.Asks, a)
 	}
 	c.asksMu.Unlock()
-	return Handover{PID: c.pid, Stdin: c.proc.Stdin(), Stdout: c.proc.Stdout(), Pending: pending, Turn: &th}, false, nil
+	h = Handover{PID: c.pid, Stdin: c.proc.Stdin(), Stdout: c.proc.Stdout(), Pending: pending}
+	if len(ths) == 1 {
+		h.Turn = ths[0]
+	} else {
+		h.Turns = ths
+	}
+	return h, false, nil
 }
 
 // handover describes t; it runs while the dispatcher holds.
@@ -229,9 +251,15 @@ func (c *Client) installTurn(th *TurnHandover) {
 		}
 		t.deferred = append(t.deferred, req)
 	}
-	c.busy.Store(true)
-	c.turnGate.Lock()
-	c.active, c.adopted = t, t
+	c.gate.enterNow()
+	c.mu.Lock()
+	c.busy[t.threadID] = true
+	c.turns[t.threadID] = t
+	if c.adopted == nil {
+		c.adopted = make(map[string]*turnState)
+	}
+	c.adopted[t.threadID] = t
+	c.mu.Unlock()
 }
 
 // ResumeTurn goes on with the turn a previous image handed over with the child (Adopt), as
@@ -240,15 +268,33 @@ func (c *Client) installTurn(th *TurnHandover) {
 // fails with ErrTurnInProgress when the client has no handed-over turn (or it was taken).
 func (c *Client) ResumeTurn(ctx context.Context, opts TurnOptions) (*TurnResult, error) {
 	c.mu.Lock()
-	t := c.adopted
-	c.adopted = nil
+	thread := ""
+	if len(c.adopted) == 1 {
+		for id := range c.adopted {
+			thread = id
+		}
+	}
+	c.mu.Unlock()
+	return c.ResumeThreadTurn(ctx, thread, opts)
+}
+
+// ResumeThreadTurn is ResumeTurn for the handed-over turn of threadID, in a child whose
+// threads' turns crossed together.
+func (c *Client) ResumeThreadTurn(ctx context.Context, threadID string, opts TurnOptions) (*TurnResult, error) {
+	c.mu.Lock()
+	t := c.adopted[threadID]
+	delete(c.adopted, threadID)
 	c.mu.Unlock()
 	if t == nil {
 		return nil, fmt.Errorf("resume turn on codex pid %d: no handed-over turn: %w", c.pid, ErrTurnInProgress)
 	}
-	defer c.kickTokens()
-	defer c.turnGate.Unlock()
-	defer c.busy.Store(false)
+	defer func() {
+		c.gate.leave()
+		c.mu.Lock()
+		delete(c.busy, t.threadID)
+		c.mu.Unlock()
+		c.kickTokens()
+	}()
 	grace := opts.InterruptGrace
 	if grace <= 0 {
 		grace = DefaultInterruptGrace

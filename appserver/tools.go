@@ -37,14 +37,12 @@ func (c *Client) callTool(req *jsonrpc2.Request, log *zap.Logger) {
 	if req.Params != nil {
 		_ = json.Unmarshal(*req.Params, &p)
 	}
-	c.mu.Lock()
-	t := c.active
-	c.mu.Unlock()
+	t := c.turnOf(p.ThreadID)
 	var (
 		handler ToolHandler
 		ctx     context.Context
 	)
-	if t != nil && p.ThreadID == t.threadID {
+	if t != nil && p.ThreadID != "" {
 		t.mu.Lock()
 		handler, ctx = t.callTool, t.askCtx
 		t.mu.Unlock()

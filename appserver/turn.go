@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -65,24 +66,25 @@ type TurnResult struct {
 // When ctx is done (cancel or deadline) it sends turn/interrupt and waits InterruptGrace for
 // turn/completed: it then returns the (interrupted) result and an error wrapping
 // context.Cause(ctx) (no error if the turn had completed normally after all). Past the grace it
-// returns an error wrapping ErrWedged, and the client accepts no further turns. When the child
-// dies it returns at once an error wrapping ErrChildExited that carries the stderr tail. Once the
+// returns an error wrapping ErrWedged, and the client accepts no further turns on that thread
+// (Wedged). When the child dies it returns at once an error wrapping ErrChildExited that carries the stderr tail. Once the
 // turn id is known, the result is non-nil even alongside an error and holds what arrived.
 //
-// One turn runs at a time: a RunTurn while another is in progress fails at once with
-// ErrTurnInProgress, because codex would merge the second turn into the first.
+// One turn runs at a time per thread: a RunTurn while another is in progress on the same thread
+// fails at once with ErrTurnInProgress, because codex would merge the second turn into the
+// first. Turns of different threads of the child run side by side.
 func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts TurnOptions) (*TurnResult, error) {
-	if !c.busy.CompareAndSwap(false, true) {
-		return nil, fmt.Errorf("run turn on thread %s: %w (codex pid %d)", threadID, ErrTurnInProgress, c.pid)
+	release, err := c.claim("run turn", threadID)
+	if err != nil {
+		return nil, err
 	}
-	defer c.busy.Store(false)
-	// A token handed over while a model request is in flight makes codex fail that request
-	// ("application network permission was revoked"): new tokens wait for the turn's end.
-	defer c.kickTokens()
-	c.turnGate.Lock()
-	defer c.turnGate.Unlock()
-	if c.wedged.Load() {
-		return nil, fmt.Errorf("run turn on thread %s: %w: codex pid %d still has a turn that was not interrupted", threadID, ErrWedged, c.pid)
+	defer release()
+	if err := c.gate.enter(ctx); err != nil {
+		return nil, fmt.Errorf("run turn on thread %s: waiting for a token push to codex pid %d: %w", threadID, c.pid, err)
+	}
+	defer c.gate.leave()
+	if c.threadWedged(threadID) {
+		return nil, fmt.Errorf("run turn on thread %s: %w: codex pid %d still has a turn of it that was not interrupted", threadID, ErrWedged, c.pid)
 	}
 	if err := c.Err(); err != nil {
 		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, err)
@@ -90,26 +92,27 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, context.Cause(ctx))
 	}
-	if c.cfg.Tokens != nil && c.cfg.Tokens.Login().AccessToken != c.heldToken() {
+	if c.cfg.Tokens != nil && c.cfg.Tokens.Login().AccessToken != c.heldToken() && c.gate.running() == 1 {
 		// A token the daemon got while this child was busy, not handed over yet: a turn never
-		// starts with a token the daemon already replaced.
+		// starts with a token the daemon already replaced. With other threads' turns running
+		// the swap would fail their model requests: pushTokens hands it over in a gap.
 		if err := c.logIn(ctx); err != nil {
 			log := c.logger().With(zap.String("thread", threadID))
 			log.Warn("could not hand the new ChatGPT token to codex before the turn; it asks for one on a 401", zap.Error(err))
 		}
 	}
-	c.renewed.Store(false)
-	r, err := c.runTurn(ctx, threadID, input, opts)
-	if err != nil && c.renewed.Load() && startRefused(err) && ctx.Err() == nil {
+	renewed := new(atomic.Bool)
+	r, err := c.runTurn(ctx, threadID, input, opts, renewed)
+	if err != nil && renewed.Load() && startRefused(err) && ctx.Err() == nil {
 		// The same renewal met during turn/start itself: codex 0.171 refuses the turn while it
 		// loads its configuration ("failed to load configuration: application network
 		// permission was revoked"). No turn was created, so it is simply asked for again, once.
 		c.logger().Info("turn/start refused right after codex's ChatGPT token was renewed; asking again",
 			zap.String("thread", threadID), zap.Error(err))
-		c.renewed.Store(false)
-		r, err = c.runTurn(ctx, threadID, input, opts)
+		renewed.Store(false)
+		r, err = c.runTurn(ctx, threadID, input, opts, renewed)
 	}
-	if err == nil && c.renewed.Load() && unansweredFailure(r) && ctx.Err() == nil {
+	if err == nil && renewed.Load() && unansweredFailure(r) && ctx.Err() == nil {
 		// The model refused the token, the child got a new one from the daemon, and codex
 		// 0.169 still failed the turn before the model saw it ("application network policy is
 		// unavailable"); the child's next turn works. Nothing was answered, so the turn runs
@@ -119,7 +122,7 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 		if rerr := c.RevertThread(ctx, threadID, r.TurnID); rerr != nil {
 			c.logger().Warn("could not drop the failed turn before running it again", zap.Error(rerr))
 		}
-		r, err = c.runTurn(ctx, threadID, input, opts)
+		r, err = c.runTurn(ctx, threadID, input, opts, nil)
 	}
 	return r, err
 }
@@ -160,8 +163,9 @@ func turnErrorText(r *TurnResult) string {
 	return r.Error.Message
 }
 
-// runTurn is one turn of RunTurn.
-func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts TurnOptions) (*TurnResult, error) {
+// runTurn is one turn of RunTurn. renewed, if not nil, is set when the child's token changes
+// while the turn runs.
+func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts TurnOptions, renewed *atomic.Bool) (*TurnResult, error) {
 	grace := opts.InterruptGrace
 	if grace <= 0 {
 		grace = DefaultInterruptGrace
@@ -169,7 +173,7 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	log := c.logger().WithLazy(zap.String("thread", threadID))
 
 	t := &turnState{threadID: threadID, onNotif: opts.OnNotification, approve: opts.Approve, callTool: opts.CallTool,
-		done: make(chan struct{}), startedCh: make(chan struct{}), started: time.Now()}
+		done: make(chan struct{}), startedCh: make(chan struct{}), started: time.Now(), renewed: renewed}
 	// An approval waiting for a person ends with the turn: with RunTurn's ctx (a watchdog, a
 	// stop), when RunTurn returns, or when the child fails.
 	askCtx, endAsk := context.WithCancelCause(ctx)
@@ -177,15 +181,11 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	stopAskOnFailure := context.AfterFunc(c.life, func() { endAsk(context.Cause(c.life)) })
 	defer stopAskOnFailure()
 	t.askCtx = askCtx
-	c.mu.Lock()
-	if c.gone {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, c.Err()) // gone implies failed
-	}
 	// Registered before turn/start is sent: codex may send the turn's first notifications before
 	// the response that tells us its id.
-	c.active = t
-	c.mu.Unlock()
+	if !c.register(t) {
+		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, c.Err()) // gone implies failed
+	}
 	start := time.Now()
 	stderrMark := c.proc.Tail().Total()
 
@@ -219,7 +219,7 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	})
 	if unanswered {
 		c.abandon(t, nil)
-		c.wedged.Store(true)
+		c.setWedged(threadID)
 		return nil, fmt.Errorf("run turn on thread %s: %w: codex pid %d did not answer turn/start within %s: %w",
 			threadID, ErrWedged, c.pid, grace, context.Cause(ctx))
 	}
@@ -269,7 +269,7 @@ func (c *Client) awaitTurn(ctx context.Context, log *zap.Logger, t *turnState, t
 	case <-t.done:
 	case <-timer.C:
 		if c.abandon(t, errAbandoned) {
-			c.wedged.Store(true)
+			c.setWedged(threadID)
 			res, _ := c.turnResult(t, turnID, start, stderrMark, nil)
 			log.Warn("turn ignored turn/interrupt", zap.Duration("grace", grace))
 			return res, fmt.Errorf("%w: turn %s on thread %s (codex pid %d) did not end within %s of turn/interrupt: %w",
@@ -378,11 +378,7 @@ func orUnknown(status string) string {
 // abandon unregisters t and finishes it with err; it reports false when t had already
 // finished (the dispatcher completed it first).
 func (c *Client) abandon(t *turnState, err error) bool {
-	c.mu.Lock()
-	if c.active == t {
-		c.active = nil
-	}
-	c.mu.Unlock()
+	c.unregister(t)
 	if err == nil {
 		err = errAbandoned
 	}
@@ -422,6 +418,9 @@ type turnState struct {
 	ended    bool
 	// refreshErr is why the daemon could not answer the turn's token refresh request.
 	refreshErr error
+	// renewed is set when the child's token changed while the turn ran (RunTurn's); nil for
+	// turns that are not run again.
+	renewed *atomic.Bool
 }
 
 func (t *turnState) setRefreshErr(err error) {
@@ -491,10 +490,14 @@ func (c *Client) dispatcher() {
 		}
 	}
 	c.mu.Lock()
-	t := c.active
-	c.active, c.gone = nil, true
+	ts := c.turns
+	c.turns, c.gone = map[string]*turnState{}, true
+	for id, ch := range c.unloading {
+		close(ch) // the child is gone, and the thread with it
+		delete(c.unloading, id)
+	}
 	c.mu.Unlock()
-	if t != nil {
+	for _, t := range ts {
 		t.finish(nil, c.Err())
 	}
 }
@@ -521,25 +524,32 @@ func routeOfDecode(params json.RawMessage) (threadID, turnID string) {
 	return r.ThreadID, turnID
 }
 
-// route hands a notification to the running turn if it belongs to it: same thread, and the
-// same turn or no turn at all (thread-level notifications such as thread/status/changed).
-// Notifications of other threads and turns are dropped.
+// route hands a notification to the running turn of its thread if it belongs to it: the same
+// turn or no turn at all (thread-level notifications such as thread/status/changed).
+// Notifications of threads without a running turn, and of other turns, are dropped; a
+// thread/closed ends an UnloadThread's wait.
 func (c *Client) route(n protocol.Notification) {
-	c.mu.Lock()
-	t := c.active
-	c.mu.Unlock()
-	if t == nil {
-		return
-	}
 	threadID, turnID := routeOf(n.Params)
-	if threadID == "" && n.Method == protocol.NotifyRateLimitsUpdated {
-		// Process-wide, but sent for the model answer of the running turn (the client runs
-		// one turn at a time): the turn's usage-limit failure is read from it.
-		threadID = t.threadID
-	}
-	if threadID != t.threadID {
+	if n.Method == protocol.NotifyThreadClosed {
+		c.threadClosed(threadID)
 		return
 	}
+	if threadID == "" && n.Method == protocol.NotifyRateLimitsUpdated {
+		// Process-wide, but sent for the model answer of a running turn: the turn's
+		// usage-limit failure is read from it. The limits are the account's, so every running
+		// turn may read them.
+		for _, t := range c.runningTurns() {
+			c.routeTo(t, n, turnID)
+		}
+		return
+	}
+	if t := c.turnOf(threadID); t != nil && threadID != "" {
+		c.routeTo(t, n, turnID)
+	}
+}
+
+// routeTo hands n to t, held until t's id is known.
+func (c *Client) routeTo(t *turnState, n protocol.Notification, turnID string) {
 	if t.id == "" && t.compact && n.Method == protocol.NotifyTurnStarted && turnID != "" {
 		c.setTurnID(t.threadID, turnID) // a compaction's id comes with its turn/started (compact.go)
 	}
@@ -571,11 +581,7 @@ func (c *Client) deliver(t *turnState, n protocol.Notification, turnID string) {
 			terr = fmt.Errorf("%w: codex pid %d sent turn/completed without a status (status must be a string): %s",
 				ErrProtocol, c.pid, clip(n.Params, 200))
 		}
-		c.mu.Lock()
-		if c.active == t {
-			c.active = nil
-		}
-		c.mu.Unlock()
+		c.unregister(t)
 		t.finish(&tn, terr)
 	}
 }
@@ -602,10 +608,8 @@ func (c *Client) onResponse(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
 
 // setTurnID records the id of the running turn and flushes what arrived before it.
 func (c *Client) setTurnID(threadID, id string) {
-	c.mu.Lock()
-	t := c.active
-	c.mu.Unlock()
-	if t == nil || t.threadID != threadID || t.id != "" {
+	t := c.turnOf(threadID)
+	if t == nil || t.id != "" {
 		return // the turn was abandoned meanwhile
 	}
 	t.id = id

@@ -125,7 +125,14 @@ func Render(w io.Writer, doc StatusDoc, now time.Time) {
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ChatKey < rows[j].ChatKey })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// PSS, not RSS: warm children share the codex binary's pages, which RSS counts once per child.
-	fmt.Fprintln(tw, "CHAT\tTHREAD\tPID\tSTATE\tTURN AGE\tTURNS\tRESTARTS\tQUEUED\tPSS\tIDLE\tACTIVITY")
+	// With shared children (--threads-per-child) a row is a chat's thread: THREADS says how many
+	// share its child, and PSS is the row's share of the child's.
+	shared := doc.Snapshot.Totals.ThreadsPerChild > 1
+	threadsCol := ""
+	if shared {
+		threadsCol = "\tTHREADS"
+	}
+	fmt.Fprintln(tw, "CHAT\tTHREAD\tPID"+threadsCol+"\tSTATE\tTURN AGE\tTURNS\tRESTARTS\tQUEUED\tPSS\tIDLE\tACTIVITY")
 	for _, c := range rows {
 		turnAge, idle := "-", "-"
 		if c.State == supervisor.StateBusy {
@@ -141,8 +148,12 @@ func Render(w io.Writer, doc StatusDoc, now time.Time) {
 		if activity == "" {
 			activity = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n",
-			chat, shortID(c.ThreadID), c.PID, c.State, turnAge, c.Turns, c.Restarts, c.Queued, HumanBytes(c.PSSBytes), idle, activity)
+		pid := fmt.Sprint(c.PID)
+		if shared {
+			pid += fmt.Sprintf("\t%d", c.Threads)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n",
+			chat, shortID(c.ThreadID), pid, c.State, turnAge, c.Turns, c.Restarts, c.Queued, HumanBytes(c.PSSBytes), idle, activity)
 	}
 	tw.Flush()
 	if len(rows) == 0 {
@@ -157,6 +168,9 @@ func Render(w io.Writer, doc StatusDoc, now time.Time) {
 	}
 	fmt.Fprintf(w, "\nlive %d/%d  busy %d  spares %d  queued %d  turns %d since %s  overload retries %d",
 		t.Live, t.Cap, t.Busy, t.Spares, t.Queued, t.Turns, since, t.OverloadRetries)
+	if shared {
+		fmt.Fprintf(w, "  children %d (up to %d threads each)", t.Children, t.ThreadsPerChild)
+	}
 	if len(t.Retired) > 0 {
 		reasons := make([]string, 0, len(t.Retired))
 		for r, n := range t.Retired {

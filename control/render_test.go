@@ -168,3 +168,34 @@ func TestRenderStatusCodexLogin(t *testing.T) {
 		}
 	}
 }
+
+// With shared children the table says how many threads share each row's child, and the totals
+// count the processes.
+func TestRenderStatusSharedChildren(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	doc := StatusDoc{
+		Daemon: DaemonInfo{PID: 42, Version: "v1", Started: now.Add(-time.Minute), Inbox: "local", StateDir: "/s"},
+		Snapshot: supervisor.Snapshot{
+			Children: []supervisor.ChildStatus{
+				{ChatKey: "a", ThreadID: "t-a", PID: 7, State: supervisor.StateIdle, Threads: 2},
+				{ChatKey: "b", ThreadID: "t-b", PID: 7, State: supervisor.StateIdle, Threads: 2},
+			},
+			Totals: supervisor.Totals{Cap: 4, Live: 2, Children: 1, ThreadsPerChild: 8},
+		},
+	}
+	var b bytes.Buffer
+	Render(&b, doc, now)
+	out := b.String()
+	for _, want := range []string{"PID  THREADS  STATE", "children 1 (up to 8 threads each)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	doc.Snapshot.Totals.ThreadsPerChild = 1
+	b.Reset()
+	Render(&b, doc, now)
+	if strings.Contains(b.String(), "THREADS") || strings.Contains(b.String(), "children 1") {
+		t.Errorf("one thread per child shows shared columns:\n%s", b.String())
+	}
+}

@@ -52,7 +52,9 @@ type Config struct {
 	ChildUser   string
 	Cwd         string
 	MaxChildren int
-	Spares      int
+	// ThreadsPerChild is how many chats' threads share one codex child (supervisor.Config).
+	ThreadsPerChild int
+	Spares          int
 	// WarmSpares warms each spare up before a chat takes it (a throwaway turn against the
 	// daemon's canned responder on loopback).
 	WarmSpares bool
@@ -216,6 +218,7 @@ func ParseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 	compact.register(e)
 	// One spare: a new chat's first message then skips spawn + initialize (~80 ms measured) and,
 	// with no stored thread, thread/start (~22 ms). An idle spare costs ~12 MB private memory.
+	e.int(&c.ThreadsPerChild, "threads-per-child", "CODEX_WARM_THREADS_PER_CHILD", 1, "chats' threads one codex child hosts; above 1 more chats stay warm per GB, and one crash touches up to this many chats (docs/operating.md)")
 	e.int(&c.Spares, "spares", "CODEX_WARM_SPARES", 1, "codex children kept started, with a thread open, for new chats' first messages; they count against --max-children; 0 turns them off")
 	e.bool(&c.WarmSpares, "warm-spares", "CODEX_WARM_WARM_SPARES", true, "before a spare is handed to a chat, run one throwaway turn in it against a canned model on loopback (nothing leaves the machine), so the chat's first message is as fast as its later ones")
 	e.bool(&c.LeanChildren, "lean-children", "CODEX_WARM_LEAN_CHILDREN", true, "run codex children with features.skill_search=false and feedback.enabled=false unless codex's config sets them, and without SSL_CERT_DIR when SSL_CERT_FILE is that directory's bundle; false leaves both to codex's defaults and the environment")
@@ -310,6 +313,8 @@ func ParseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 		return c, fmt.Errorf("--progress-interval %s: must be >= 0", c.ProgressInterval)
 	case c.MaxChildren < 0:
 		return c, fmt.Errorf("--max-children %d: must be >= 0", c.MaxChildren)
+	case c.ThreadsPerChild < 1:
+		return c, fmt.Errorf("--threads-per-child %d: must be >= 1", c.ThreadsPerChild)
 	case c.Spares < 0:
 		return c, fmt.Errorf("--spares %d: must be >= 0", c.Spares)
 	case c.ChildMaxTurns < 0:

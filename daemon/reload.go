@@ -43,8 +43,8 @@ const (
 )
 
 // preflightBinary runs path with the preflight subcommand, the daemon's run flags and secrets
-// (ReloadPreflight), and says why it cannot take over.
-func preflightBinary(ctx context.Context, path string, secrets map[string]string) (handoff.Preflight, error) {
+// (ReloadPreflight), and says why it cannot take over a handoff of version need.
+func preflightBinary(ctx context.Context, path string, secrets map[string]string, need int) (handoff.Preflight, error) {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	var out, errOut bytes.Buffer
@@ -63,7 +63,7 @@ func preflightBinary(ctx context.Context, path string, secrets map[string]string
 	if err := cmd.Run(); err != nil {
 		return handoff.Preflight{}, fmt.Errorf("preflight of %s: %w; stderr: %s", path, err, capBytes(bytes.TrimSpace(errOut.Bytes()), 500))
 	}
-	p, err := handoff.CheckPreflight(bytes.TrimSpace(out.Bytes()))
+	p, err := handoff.CheckPreflight(bytes.TrimSpace(out.Bytes()), need)
 	if err != nil {
 		return p, fmt.Errorf("preflight of %s: %w", path, err)
 	}
@@ -153,7 +153,13 @@ func (d *daemon) reload() {
 	steps := reload.Steps{
 		Preflight: func(ctx context.Context) (string, error) {
 			log.Info("reload: checking the new binary", zap.String("executable", d.exe))
-			pf, err := preflightBinary(ctx, d.exe, d.secrets)
+			// A daemon that shares children hands them over in a version 3 document: a binary
+			// that knows no shared children is refused here, before anything stops.
+			need := handoff.VersionUnshared
+			if d.cfg.ThreadsPerChild > 1 {
+				need = handoff.Version
+			}
+			pf, err := preflightBinary(ctx, d.exe, d.secrets, need)
 			if err != nil {
 				return "", err
 			}
@@ -307,13 +313,36 @@ func (d *daemon) handoffDoc(children []supervisor.HandedChild, waiting []local.W
 		hc := handoff.Child{ChatKey: c.ChatKey, ThreadID: c.ThreadID, PID: h.PID,
 			Started: c.Started, Turns: c.Turns, Stdin: rawFD(h.Stdin), Stdout: rawFD(h.Stdout),
 			Stderr: rawFD(h.Stderr), Pending: h.Pending}
-		if h.Turn != nil && c.Turn != nil {
-			state, err := json.Marshal(h.Turn)
-			if err != nil {
-				return doc, fmt.Errorf("chat %s: running turn: %w", c.ChatKey, err)
+		// The client's turns by thread: one (Turn), or a shared child's several (Turns).
+		states := make(map[string]*appserver.TurnHandover)
+		if h.Turn != nil {
+			states[h.Turn.ThreadID] = h.Turn
+		}
+		for _, th := range h.Turns {
+			states[th.ThreadID] = th
+		}
+		turnOf := func(chat, thread string, t *supervisor.HandedTurn) (*handoff.Turn, error) {
+			st := states[thread]
+			if t == nil || st == nil {
+				return nil, nil
 			}
-			hc.Turn = &handoff.Turn{MessageID: c.Turn.MessageID, AskApprovalsOf: c.Turn.AskApprovalsOf,
-				Approvals: c.Turn.Approvals, DeadlineLeftMS: c.Turn.DeadlineLeft.Milliseconds(), State: state}
+			state, err := json.Marshal(st)
+			if err != nil {
+				return nil, fmt.Errorf("chat %s: running turn: %w", chat, err)
+			}
+			return &handoff.Turn{MessageID: t.MessageID, AskApprovalsOf: t.AskApprovalsOf,
+				Approvals: t.Approvals, DeadlineLeftMS: t.DeadlineLeft.Milliseconds(), State: state}, nil
+		}
+		var err error
+		if hc.Turn, err = turnOf(c.ChatKey, c.ThreadID, c.Turn); err != nil {
+			return doc, err
+		}
+		for _, th := range c.Shared {
+			ht := handoff.Thread{ChatKey: th.ChatKey, ThreadID: th.ThreadID, Started: th.Started, Turns: th.Turns}
+			if ht.Turn, err = turnOf(th.ChatKey, th.ThreadID, th.Turn); err != nil {
+				return doc, err
+			}
+			hc.Threads = append(hc.Threads, ht)
 		}
 		doc.Children = append(doc.Children, hc)
 	}
@@ -415,25 +444,36 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 			Stdin:  os.NewFile(uintptr(c.Stdin), fmt.Sprintf("codex-%d-stdin", c.PID)),
 			Stdout: os.NewFile(uintptr(c.Stdout), fmt.Sprintf("codex-%d-stdout", c.PID)),
 			Stderr: os.NewFile(uintptr(c.Stderr), fmt.Sprintf("codex-%d-stderr", c.PID))}
-		var turn *supervisor.HandedTurn
-		var err error
-		if c.Turn != nil {
-			// A child in the middle of a turn nobody follows would take the chat's next
-			// turn/start into that turn: it is not adopted without it.
-			var th appserver.TurnHandover
-			if err = json.Unmarshal(c.Turn.State, &th); err == nil {
-				h.Turn = &th
-				turn = &supervisor.HandedTurn{MessageID: c.Turn.MessageID, AskApprovalsOf: c.Turn.AskApprovalsOf,
-					Approvals: c.Turn.Approvals, DeadlineLeft: time.Duration(c.Turn.DeadlineLeftMS) * time.Millisecond,
-					Started: th.Started}
-			} else {
-				err = fmt.Errorf("its running turn is unreadable: %w", err)
+		// A child in the middle of a turn nobody follows would take the chat's next
+		// turn/start into that turn: it is not adopted without it.
+		turn, th, err := adoptedTurn(c.Turn)
+		var shared []supervisor.SharedThread
+		if err == nil && len(c.Threads) > 0 {
+			// A shared child: its turns go to the client together (Turns), one per thread.
+			if th != nil {
+				h.Turns = append(h.Turns, th)
 			}
+			for _, t := range c.Threads {
+				st := supervisor.SharedThread{ChatKey: t.ChatKey, ThreadID: t.ThreadID, Started: t.Started, Turns: t.Turns}
+				var sth *appserver.TurnHandover
+				if st.Turn, sth, err = adoptedTurn(t.Turn); err != nil {
+					break
+				}
+				if sth != nil {
+					h.Turns = append(h.Turns, sth)
+				}
+				shared = append(shared, st)
+			}
+		} else if th != nil {
+			h.Turn = th
 		}
 		var cl *appserver.Client
 		if err == nil {
 			cfg := tmpl
 			cfg.Logger = log.With(zap.String("chat_key", c.ChatKey))
+			if len(c.Threads) > 0 {
+				cfg.Logger = log // a shared child serves several chats
+			}
 			cl, err = appserver.Adopt(cfg, h)
 		}
 		if err != nil {
@@ -446,9 +486,23 @@ func adoptChildren(doc *handoff.Doc, tmpl appserver.Config, log *zap.Logger) []s
 			continue
 		}
 		out = append(out, supervisor.AdoptedChild{ChatKey: c.ChatKey, ThreadID: c.ThreadID, Started: c.Started,
-			Turns: c.Turns, Child: cl, Turn: turn})
+			Turns: c.Turns, Child: cl, Turn: turn, Shared: shared})
 	}
 	return out
+}
+
+// adoptedTurn decodes a running turn of the handoff: what the pool and the client go on with.
+func adoptedTurn(t *handoff.Turn) (*supervisor.HandedTurn, *appserver.TurnHandover, error) {
+	if t == nil {
+		return nil, nil, nil
+	}
+	var th appserver.TurnHandover
+	if err := json.Unmarshal(t.State, &th); err != nil {
+		return nil, nil, fmt.Errorf("its running turn is unreadable: %w", err)
+	}
+	return &supervisor.HandedTurn{MessageID: t.MessageID, AskApprovalsOf: t.AskApprovalsOf,
+		Approvals: t.Approvals, DeadlineLeft: time.Duration(t.DeadlineLeftMS) * time.Millisecond,
+		Started: th.Started}, &th, nil
 }
 
 // incoming is what a reloaded image received from the previous one.
@@ -586,6 +640,11 @@ func (d *daemon) continueFrom(doc *handoff.Doc, givenBack string) {
 	for _, c := range doc.Children {
 		if c.Turn != nil {
 			d.lastReload.Turns++
+		}
+		for _, t := range c.Threads {
+			if t.Turn != nil {
+				d.lastReload.Turns++
+			}
 		}
 	}
 	if why := givenBack; why != "" {

@@ -317,6 +317,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		Thread:           thread,
 		StateDir:         cfg.StateDir,
 		MaxChildren:      cfg.MaxChildren,
+		ThreadsPerChild:  cfg.ThreadsPerChild,
 		Spares:           cfg.Spares,
 		MemoryBudget:     budget,
 		ChildMemoryLimit: cfg.ChildMemoryLimit,

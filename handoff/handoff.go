@@ -23,12 +23,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Version is the version this build writes. Version 2 adds Child.Turn: a child may be handed
-// over in the middle of a turn, which a reader of version 1 would take for an idle child.
-const Version = 2
+// Version is the newest version this build writes. Version 2 adds Child.Turn: a child may be
+// handed over in the middle of a turn, which a reader of version 1 would take for an idle
+// child. Version 3 adds Child.Threads: a child may host several chats' threads
+// (--threads-per-child), which a reader of version 2 would take for the first chat's alone,
+// and resume the others' threads elsewhere while this child still holds them.
+const Version = 3
+
+// VersionUnshared is the version of a document without a shared child: it is written as
+// version 2, so that an image of a build that knows no shared children still takes it.
+const VersionUnshared = 2
 
 // Readable are the versions this build reads.
-var Readable = []int{1, 2}
+var Readable = []int{1, 2, 3}
 
 // EnvFD is the environment variable that names the handoff's file descriptor in the next image.
 const EnvFD = "CODEX_WARM_HANDOFF_FD"
@@ -123,6 +130,30 @@ type Child struct {
 	Pending []byte `json:"pending,omitempty"`
 	// Turn is the child's running turn (version 2); nil for an idle child.
 	Turn *Turn `json:"turn,omitempty"`
+	// Threads are the other chats whose threads live in this child (version 3): a shared
+	// child is handed over with all its threads and their running turns.
+	Threads []Thread `json:"threads,omitempty"`
+}
+
+// Thread is one more chat's thread in a shared child.
+type Thread struct {
+	ChatKey  string    `json:"chat_key"`
+	ThreadID string    `json:"thread_id"`
+	Started  time.Time `json:"started"`
+	Turns    int       `json:"turns"`
+	// Turn is the chat's running turn; nil for an idle thread.
+	Turn *Turn `json:"turn,omitempty"`
+}
+
+// WriteVersion is the version d is written as: Version when a child is shared, else
+// VersionUnshared.
+func (d Doc) WriteVersion() int {
+	for _, c := range d.Children {
+		if len(c.Threads) > 0 {
+			return Version
+		}
+	}
+	return VersionUnshared
 }
 
 // Waiting is a caller of the local inbox waiting, on an HTTP/1.1 connection whose request was
@@ -179,7 +210,7 @@ func (e *VersionError) Error() string {
 // Write puts d in a new anonymous file and returns it, at offset 0, with close-on-exec set
 // (Inherit clears it).
 func Write(d Doc) (*os.File, error) {
-	d.Version = Version
+	d.Version = d.WriteVersion()
 	b, err := json.Marshal(d)
 	if err != nil {
 		return nil, fmt.Errorf("encode handoff: %w", err)
@@ -304,8 +335,9 @@ type Preflight struct {
 const PreflightProgram = "codex-warm"
 
 // CheckPreflight decodes a preflight answer and says why the binary cannot take over a handoff
-// of Version, or returns its Preflight.
-func CheckPreflight(out []byte) (Preflight, error) {
+// of version need (Version for a daemon that shares children, else VersionUnshared), or
+// returns its Preflight.
+func CheckPreflight(out []byte, need int) (Preflight, error) {
 	var p Preflight
 	if err := json.Unmarshal(out, &p); err != nil {
 		return p, fmt.Errorf("its preflight answer is not JSON (%v): %q", err, clip(out, 200))
@@ -313,8 +345,8 @@ func CheckPreflight(out []byte) (Preflight, error) {
 	if p.Program != PreflightProgram {
 		return p, fmt.Errorf("its preflight answer names program %q, not %q", p.Program, PreflightProgram)
 	}
-	if !slices.Contains(p.Readable, Version) {
-		return p, &VersionError{Got: Version, Readable: p.Readable}
+	if !slices.Contains(p.Readable, need) {
+		return p, &VersionError{Got: need, Readable: p.Readable}
 	}
 	return p, nil
 }

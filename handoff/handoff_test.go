@@ -52,7 +52,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Version != Version || out.Children[0].PID != 42 || string(out.Children[0].Pending) != `{"jsonrpc":` ||
+	if out.Version != VersionUnshared || out.Children[0].PID != 42 || string(out.Children[0].Pending) != `{"jsonrpc":` ||
 		out.Env["MOLECULE_WORKSPACE_TOKEN"] != "s" || out.Listeners[0].FD != 8 || out.Trigger != "SIGHUP" {
 		t.Fatalf("read back %+v", out)
 	}
@@ -72,12 +72,12 @@ func TestVersionsRefusedCleanly(t *testing.T) {
 	if _, err := Read(strings.NewReader(`not json`)); err == nil {
 		t.Fatal("Read of garbage succeeded")
 	}
-	if _, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v2","handoff_readable":[3,4]}`)); !errors.As(err, &ve) {
+	if _, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v2","handoff_readable":[3,4]}`), VersionUnshared); !errors.As(err, &ve) {
 		t.Fatalf("preflight of a binary reading [3 4]: %v", err)
 	}
 	// A binary that reads only version 1 would take a child handed over mid-turn for an idle
 	// one: it is refused.
-	if _, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v1","handoff_readable":[1]}`)); !errors.As(err, &ve) {
+	if _, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v1","handoff_readable":[1]}`), VersionUnshared); !errors.As(err, &ve) {
 		t.Fatalf("preflight of a binary reading [1]: %v", err)
 	}
 	// The previous version's document is still read: its children are idle.
@@ -85,12 +85,17 @@ func TestVersionsRefusedCleanly(t *testing.T) {
 	if err != nil || len(old.Children) != 1 || old.Children[0].Turn != nil || old.Children[0].PID != 7 {
 		t.Fatalf("version 1 document: %+v %v", old, err)
 	}
-	if _, err := CheckPreflight([]byte(`{"program":"other","handoff_readable":[1]}`)); err == nil {
+	if _, err := CheckPreflight([]byte(`{"program":"other","handoff_readable":[1]}`), VersionUnshared); err == nil {
 		t.Fatal("preflight of another program accepted")
 	}
-	p, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v2","handoff_readable":[1,2]}`))
+	p, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v2","handoff_readable":[1,2]}`), VersionUnshared)
 	if err != nil || p.Version != "v2" {
 		t.Fatalf("good preflight: %+v %v", p, err)
+	}
+	// A binary that knows no shared children is refused by a daemon that shares them, and
+	// taken by one that does not.
+	if _, err := CheckPreflight([]byte(`{"program":"codex-warm","version":"v2","handoff_readable":[1,2]}`), Version); !errors.As(err, &ve) || ve.Got != Version {
+		t.Fatalf("preflight of a binary reading [1 2] for shared children: %v", err)
 	}
 	if _, ok, _ := FromEnv(func(string) string { return "" }); ok {
 		t.Fatal("FromEnv without the variable said ok")
@@ -118,5 +123,29 @@ func TestWriteFileHasNoMode(t *testing.T) {
 	d, err := Read(f)
 	if err != nil || d.Env["MOLECULE_WORKSPACE_TOKEN"] != "s" {
 		t.Fatalf("read through the descriptor: %+v, %v", d, err)
+	}
+}
+
+// A document is written as version 3 only when a child hosts several chats' threads, so that
+// an image of a build without shared children still takes the others; the threads survive the
+// round trip.
+func TestSharedChildWritesVersion3(t *testing.T) {
+	d := Doc{Children: []Child{{ChatKey: "a", ThreadID: "ta", PID: 7}}}
+	if v := d.WriteVersion(); v != VersionUnshared {
+		t.Fatalf("unshared document writes version %d, want %d", v, VersionUnshared)
+	}
+	d.Children[0].Threads = []Thread{{ChatKey: "b", ThreadID: "tb", Turns: 2}}
+	f, err := Write(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != Version || len(got.Children) != 1 || len(got.Children[0].Threads) != 1 ||
+		got.Children[0].Threads[0] != d.Children[0].Threads[0] {
+		t.Fatalf("read back %+v, want version %d with the shared thread", got, Version)
 	}
 }

@@ -23,7 +23,9 @@ var childStates = []supervisor.State{supervisor.StateStarting, supervisor.StateS
 var (
 	descQueue         = desc("queue_depth", "Messages waiting in the chats' queues (not yet running).")
 	descSlotWaiters   = desc("slot_waiters", "Chats waiting for a free codex child slot.")
-	descChildren      = desc("children", "Live codex children by state.", "state")
+	descChildren      = desc("children", "Live codex children by state; with --threads-per-child above 1, the chats' threads in them.", "state")
+	descProcesses     = desc("child_processes", "Live codex child processes (fewer than codex_warm_children when --threads-per-child is above 1).")
+	descPerChild      = desc("threads_per_child", "Chats' threads one codex child may hold (--threads-per-child).")
 	descChildrenMax   = desc("children_max", "Hard cap on live codex children (--max-children).")
 	descRetirements   = desc("child_retirements_total", "Codex children retired, by reason (idle, evicted, memory, max_age, max_turns, reset, shutdown, start_failed, protocol_error, or a watchdog name).", "reason")
 	descRestarts      = desc("child_restarts_total", "Codex children started for a chat whose previous child a watchdog or a failure ended.")
@@ -47,7 +49,7 @@ type poolCollector struct {
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueue, descSlotWaiters, descChildren, descChildrenMax, descRetirements,
-		descRestarts, descCrashBackoffs, descPSS, descUSS, descBudget, descCharged, descEstimate, descOverload, descCompactions, descStoreErrors, descModelUp, descModelOutages} {
+		descProcesses, descPerChild, descRestarts, descCrashBackoffs, descPSS, descUSS, descBudget, descCharged, descEstimate, descOverload, descCompactions, descStoreErrors, descModelUp, descModelOutages} {
 		ch <- d
 	}
 }
@@ -71,6 +73,8 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descChildren, float64(byState[st]), string(st))
 	}
 	gauge(descChildrenMax, float64(t.Cap))
+	gauge(descProcesses, float64(t.Children))
+	gauge(descPerChild, float64(t.ThreadsPerChild))
 	// Reasons are the supervisor's constants: a small fixed set.
 	for _, reason := range slices.Sorted(maps.Keys(t.Retired)) {
 		counter(descRetirements, float64(t.Retired[reason]), reason)

@@ -47,7 +47,8 @@ func TestCollectorReadsSourceAtScrape(t *testing.T) {
 		},
 		Totals: supervisor.Totals{Queued: 3, WaitingForSlot: 1, Cap: 8, Retired: map[string]int{"idle": 4, supervisor.WatchdogTurn: 1},
 			Restarts: 2, CrashBackoffs: 5, PSSBytes: 100 << 20, USSBytes: 40 << 20, MemoryBudgetBytes: 1 << 30,
-			ChargedBytes: 150 << 20, ChildEstimateBytes: 53 << 20, OverloadRetries: 6, StoreErrors: 7, Compactions: 3, CompactionFailures: 1},
+			ChargedBytes: 150 << 20, ChildEstimateBytes: 53 << 20, OverloadRetries: 6, StoreErrors: 7, Compactions: 3, CompactionFailures: 1,
+			Children: 2, ThreadsPerChild: 4},
 	}
 	src.st = molecule.Stats{Received: 10, Delivered: 9, DeliveryRetries: 2, DeliveryFailed: 1, Poison: 3, Duplicates: 4,
 		BusyRetries: 5, Commands: 6, PollErrors: 7, Unacked: 2, PendingReplies: 1, InFlight: 1}
@@ -60,8 +61,8 @@ func TestCollectorReadsSourceAtScrape(t *testing.T) {
 		"codex_warm_children_pss_bytes": 100 << 20, "codex_warm_children_uss_bytes": 40 << 20,
 		"codex_warm_memory_budget_bytes": 1 << 30, "codex_warm_memory_charged_bytes": 150 << 20,
 		"codex_warm_child_estimate_bytes": 53 << 20, "codex_warm_overload_retries_total": 6,
-		"codex_warm_thread_store_errors_total": 7,
-		"codex_warm_molecule_received_total":   10, "codex_warm_molecule_delivered_total": 9,
+		"codex_warm_thread_store_errors_total": 7, "codex_warm_child_processes": 2, "codex_warm_threads_per_child": 4,
+		"codex_warm_molecule_received_total": 10, "codex_warm_molecule_delivered_total": 9,
 		"codex_warm_molecule_delivery_retries_total": 2, "codex_warm_molecule_delivery_failures_total": 1,
 		"codex_warm_molecule_poison_rows_total": 3, "codex_warm_molecule_duplicates_total": 4,
 		"codex_warm_molecule_busy_retries_total": 5, "codex_warm_molecule_commands_total": 6,

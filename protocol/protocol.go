@@ -44,6 +44,9 @@ const (
 	NotifyError              = "error"
 	NotifyThreadStatus       = "thread/status/changed"
 	NotifyServerRequestClear = "serverRequest/resolved"
+	// NotifyThreadClosed says a thread was unloaded from the process (after thread/unsubscribe
+	// and the unload delay): another process may take its writer now.
+	NotifyThreadClosed = "thread/closed"
 )
 
 // Method names of server-initiated requests.
@@ -221,6 +224,22 @@ type ThreadNameSetParams struct {
 type ThreadIDParams struct {
 	ThreadID string `json:"threadId"`
 }
+
+// ThreadUnsubscribeResult is the result of thread/unsubscribe.
+type ThreadUnsubscribeResult struct {
+	// Status is UnsubscribeDone, UnsubscribeNotSubscribed or UnsubscribeNotLoaded.
+	Status string `json:"status"`
+}
+
+// thread/unsubscribe's statuses (ThreadUnsubscribeStatus).
+const (
+	// UnsubscribeDone: the thread unloads once idle for thread_unload_delay_secs, then
+	// thread/closed.
+	UnsubscribeDone          = "unsubscribed"
+	UnsubscribeNotSubscribed = "notSubscribed"
+	// UnsubscribeNotLoaded: the process does not hold the thread (any more).
+	UnsubscribeNotLoaded = "notLoaded"
+)
 
 // ThreadResumeParams are the params of thread/resume. The optional overrides mirror thread/start.
 // ExcludeTurns leaves thread.turns out of the result: codex then skips the full-history

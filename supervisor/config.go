@@ -82,6 +82,22 @@ const (
 	DefaultCrashBackoffMax     = 5 * time.Minute
 	DefaultCrashLoopAfter      = 3
 	DefaultSweepGrace          = 2 * time.Second
+	// DefaultHostDrain: a shared child being recycled lets its chats' running turns finish for
+	// this long; most turns on a mock or a warm model end in seconds, a long tool run is cut.
+	DefaultHostDrain = time.Minute
+	// hostUnloadTimeout bounds the wait for codex to unload a thread that leaves a shared
+	// child (about 1 ms after thread/unsubscribe with thread_unload_delay_secs = 0).
+	hostUnloadTimeout = 10 * time.Second
+	// unloadAtOnce is the children's setting when they host several chats' threads: a thread
+	// that leaves (eviction, idle, a recycled child) is unloaded at once, not after codex's
+	// default 60 s. Its memory is what the eviction is for, and its chat's next child can
+	// resume it only once it is unloaded (one writer); a thread that is merely idle stays
+	// subscribed and loaded, so the delay would buy nothing.
+	unloadAtOnce = "thread_unload_delay_secs=0"
+	// sharedTokenPushWait bounds how long a new ChatGPT token waits for a moment when none of
+	// a shared child's turns runs (appserver.Config.TokenPushWait): codexauth renews a token
+	// minutes ahead of its expiry, so the old one still works meanwhile.
+	sharedTokenPushWait = 30 * time.Second
 
 	// DefaultMaxChildren is the default hard cap on live children. The memory budget decides how
 	// many children fit; this cap bounds what the budget does not see. A codex child measured 19
@@ -139,6 +155,20 @@ type Config struct {
 	// MaxChildren is the hard cap on live children (starting, idle, busy and retiring all
 	// count). Default DefaultMaxChildren; the memory budget usually binds first.
 	MaxChildren int
+	// ThreadsPerChild is how many chats' threads share one codex child (hosts.go). 1, the
+	// default, is one child per chat. With N > 1: MaxChildren still caps the children, so up to
+	// MaxChildren × N chats are warm (a slot is a thread); each thread is charged its child's
+	// PSS divided by the threads in it, and the estimate is the mean of those shares; a spare
+	// is a thread opened ahead in a child with room; ChildMemoryLimit, ChildMaxAge and
+	// ChildMaxTurns recycle a whole child (its turns summed); a crash counts against the chats
+	// whose turns ran in it, and such a chat's next child is one of its own until a turn of it
+	// completes.
+	ThreadsPerChild int
+	// HostDrain bounds how long a shared child that stopped taking threads (recycling, a wedged
+	// thread) waits for its chats' running turns to end before they are interrupted. Default
+	// DefaultHostDrain.
+	HostDrain time.Duration
+
 	// Spares is how many spare children to keep: spawned, initialized and holding a thread
 	// started in advance, bound to no chat key (see spares.go). They count against MaxChildren.
 	// Zero: none.
@@ -291,6 +321,21 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.Busy = busy
 	if cfg.MaxChildren == 0 {
 		cfg.MaxChildren = DefaultMaxChildren
+	}
+	if cfg.ThreadsPerChild < 0 {
+		return cfg, fmt.Errorf("supervisor: ThreadsPerChild %d must not be negative", cfg.ThreadsPerChild)
+	}
+	if cfg.ThreadsPerChild == 0 {
+		cfg.ThreadsPerChild = 1
+	}
+	if cfg.ThreadsPerChild > 1 {
+		cfg.AppServer.ConfigOverrides = append(append([]string(nil), cfg.AppServer.ConfigOverrides...), unloadAtOnce)
+		if cfg.AppServer.TokenPushWait == 0 {
+			cfg.AppServer.TokenPushWait = sharedTokenPushWait
+		}
+	}
+	if cfg.HostDrain <= 0 {
+		cfg.HostDrain = DefaultHostDrain
 	}
 	if cfg.CompactAfterTurns < 0 || cfg.CompactAboveBytes < 0 {
 		return cfg, fmt.Errorf("supervisor: CompactAfterTurns %d and CompactAboveBytes %d must not be negative",

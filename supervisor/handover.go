@@ -44,6 +44,21 @@ type HandedChild struct {
 	Handover appserver.Handover
 	// Turn is the chat's running turn, with Handover.Turn; nil for an idle child.
 	Turn *HandedTurn
+	// Shared are the other chats' threads in this child when it is shared
+	// (Config.ThreadsPerChild > 1): it is handed over with all of them, their running turns
+	// included.
+	Shared []SharedThread
+}
+
+// SharedThread is one more chat's thread in a shared child that crosses a reload.
+type SharedThread struct {
+	ChatKey  string
+	ThreadID string
+	Started  time.Time
+	Turns    int
+	// Turn is the chat's running turn (the child's Handover.Turns holds its state); nil when
+	// idle.
+	Turn *HandedTurn
 }
 
 // HandedTurn is what the supervisor knows of a running turn that crosses a reload.
@@ -71,6 +86,8 @@ type AdoptedChild struct {
 	// Turn is the running turn handed over with the child (the child's ResumeTurn goes on
 	// with it); nil for an idle child.
 	Turn *HandedTurn
+	// Shared are the other chats' threads in the child (see HandedChild.Shared).
+	Shared []SharedThread
 }
 
 // pausable is a Child that can be handed over: the appserver client.
@@ -119,7 +136,17 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	}
 	var out []HandedChild
 	var paused []pausable
+	// A shared child is paused once and handed over with all its threads.
+	shared := make(map[*host][]*session)
+	var hosts []*host
 	for _, sess := range idle {
+		if sess.host != nil {
+			if shared[sess.host] == nil {
+				hosts = append(hosts, sess.host)
+			}
+			shared[sess.host] = append(shared[sess.host], sess)
+			continue
+		}
 		p, ok := sess.child.(pausable)
 		if !ok {
 			err = fmt.Errorf("chat %s: codex pid %d: %w", sess.key.key, sess.pid, appserver.ErrNoHandover)
@@ -141,11 +168,39 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		s.mu.Unlock()
 	}
 	var handed []*job
+	sharedRunning := make(map[*host][]runningTurn)
+	for _, r := range running {
+		if h := r.sess.host; h != nil {
+			if shared[h] == nil && sharedRunning[h] == nil {
+				hosts = append(hosts, h)
+			}
+			sharedRunning[h] = append(sharedRunning[h], r)
+		}
+	}
+	for _, h := range hosts {
+		if err != nil {
+			break
+		}
+		var hc HandedChild
+		var jobs []*job
+		if hc, jobs, err = s.pauseShared(ctx, h, shared[h], sharedRunning[h]); err != nil {
+			break
+		}
+		if hc.Handover.PID == 0 {
+			continue // it died meanwhile
+		}
+		paused = append(paused, h.child.(pausable))
+		out = append(out, hc)
+		handed = append(handed, jobs...)
+	}
 	for _, r := range running {
 		if err != nil {
 			break
 		}
 		sess := r.sess
+		if sess.host != nil {
+			continue // handed over with its shared child
+		}
 		rp, ok := sess.child.(runningPausable)
 		p, ok2 := sess.child.(pausable)
 		if !ok || !ok2 {
@@ -370,10 +425,26 @@ func joinFirst(items []string, n int) string {
 	return out
 }
 
+// adoptTurnLocked makes the running turn handed over with k's child k's first job: its message
+// attaches to it when its inbox gives it again, and the messages after it queue behind.
+func (s *Supervisor) adoptTurnLocked(k *keyState, t *HandedTurn) {
+	s.approvals.keep(k.key, t.Approvals)
+	j := &job{key: k, ctx: context.Background(), askApprovalsOf: t.AskApprovalsOf, done: make(chan outcome, 1),
+		messageID: t.MessageID, handed: make(chan struct{}), adopted: true, deadlineLeft: t.DeadlineLeft, turnStarted: t.Started}
+	if j.messageID != "" {
+		s.detachLocked(j)
+	}
+	s.queue.PushLocked(k.key, j)
+}
+
 // adopt registers the children the previous image handed over as idle sessions of their chats.
 // One that finds no slot (the new image allows fewer children) is closed.
 func (s *Supervisor) adopt(children []AdoptedChild) {
 	for _, a := range children {
+		if len(a.Shared) > 0 {
+			s.adoptShared(a)
+			continue
+		}
 		s.mu.Lock()
 		if !s.slots.take(s.memUseLocked()) {
 			s.mu.Unlock()
@@ -393,15 +464,7 @@ func (s *Supervisor) adopt(children []AdoptedChild) {
 		}
 		s.setStateLocked(sess, StateIdle)
 		if a.Turn != nil {
-			// The running turn goes on as the chat's first job; its message attaches to it
-			// when its inbox gives it again, and the messages after it queue behind.
-			s.approvals.keep(a.ChatKey, a.Turn.Approvals)
-			j := &job{key: k, ctx: context.Background(), askApprovalsOf: a.Turn.AskApprovalsOf, done: make(chan outcome, 1),
-				messageID: a.Turn.MessageID, handed: make(chan struct{}), adopted: true, deadlineLeft: a.Turn.DeadlineLeft, turnStarted: a.Turn.Started}
-			if j.messageID != "" {
-				s.detachLocked(j)
-			}
-			s.queue.PushLocked(a.ChatKey, j)
+			s.adoptTurnLocked(k, a.Turn)
 		}
 		s.mu.Unlock()
 		s.wg.Add(1)

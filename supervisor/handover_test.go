@@ -136,3 +136,84 @@ func TestAdoptedChildIsWarm(t *testing.T) {
 		shutdown(t, old)
 	})
 }
+
+// A shared child (ThreadsPerChild > 1) is paused once and handed over with all its chats'
+// threads; the next image's pool adopts it as one child holding each chat's warm thread, and a
+// pool of one child per chat closes it instead (its chats resume elsewhere).
+func TestFreezeHandsSharedChildOverWithItsThreads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		var kids []*pausableChild
+		shared := func(c *Config) {
+			c.ThreadsPerChild = 4
+			c.Spawn = func(ctx context.Context, key string) (Child, error) {
+				ch, err := w.spawn(ctx, key)
+				if err != nil {
+					return nil, err
+				}
+				pc := &pausableChild{fakeChild: ch.(*fakeChild)}
+				kids = append(kids, pc)
+				return pc, nil
+			}
+		}
+		s := newSup(t, w, shared)
+		threads := map[string]string{}
+		for _, key := range []string{"a", "b", "c"} {
+			r, err := s.Submit(context.Background(), key, "hello")
+			if err != nil {
+				t.Fatal(err)
+			}
+			threads[key] = r.ThreadID
+		}
+		handed, err := s.Freeze(context.Background())
+		if err != nil || len(handed) != 1 || len(kids) != 1 || kids[0].paused != 1 {
+			t.Fatalf("Freeze: %+v %v; want one child paused once", handed, err)
+		}
+		h := handed[0]
+		got := map[string]string{h.ChatKey: h.ThreadID}
+		for _, th := range h.Shared {
+			got[th.ChatKey] = th.ThreadID
+		}
+		if len(got) != 3 || got["a"] != threads["a"] || got["b"] != threads["b"] || got["c"] != threads["c"] {
+			t.Fatalf("handed over %v, want every chat's thread %v", got, threads)
+		}
+		adopted := AdoptedChild{ChatKey: h.ChatKey, ThreadID: h.ThreadID, Turns: h.Turns, Child: kids[0], Shared: h.Shared}
+
+		next := newSup(t, w, func(c *Config) {
+			shared(c)
+			c.Adopted = []AdoptedChild{adopted}
+		})
+		for _, key := range []string{"a", "b", "c"} {
+			r, err := next.Submit(context.Background(), key, "again")
+			if err != nil || r.ThreadID != threads[key] || r.PID != kids[0].PID() {
+				t.Fatalf("chat %s after the handover: %+v %v; want its thread in the adopted child", key, r, err)
+			}
+		}
+		if st := next.Status(); st.Totals.Children != 1 || st.Totals.Live != 3 || w.spawnCount() != 1 {
+			t.Fatalf("adopted pool: %d children, %d live, %d spawns; want the one child", st.Totals.Children, st.Totals.Live, w.spawnCount())
+		}
+		shutdown(t, next)
+
+		// The same child handed to a pool of one child per chat is closed, not taken.
+		other := newFakeWorld()
+		lone := &pausableChild{fakeChild: mustSpawn(t, other)}
+		one := newSup(t, other, func(c *Config) {
+			c.Adopted = []AdoptedChild{{ChatKey: "a", ThreadID: threads["a"], Child: lone,
+				Shared: []SharedThread{{ChatKey: "b", ThreadID: threads["b"]}}}}
+		})
+		if !lone.isDead() || one.Status().Totals.Live != 0 {
+			t.Fatalf("a shared child handed to an unshared pool: dead %v, live %d", lone.isDead(), one.Status().Totals.Live)
+		}
+		shutdown(t, one)
+		shutdown(t, s)
+	})
+}
+
+func mustSpawn(t *testing.T, w *fakeWorld) *fakeChild {
+	t.Helper()
+	c, err := w.spawn(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*fakeChild)
+}

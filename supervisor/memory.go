@@ -62,6 +62,9 @@ func (s *Supervisor) memUseLocked() memUse {
 // recycleReasonLocked says why sess, idle or ending a turn, is to be replaced by a fresh child
 // that resumes its thread; "" when it is not.
 func (s *Supervisor) recycleReasonLocked(sess *session, now time.Time) string {
+	if sess.host != nil {
+		return s.hostRecycleReasonLocked(sess, now)
+	}
 	switch {
 	case s.cfg.ChildMemoryLimit > 0 && sess.measured && sess.mem.USS > s.cfg.ChildMemoryLimit:
 		return ReasonMemory
@@ -104,8 +107,10 @@ func (s *Supervisor) sampleOnce() {
 	type reading struct {
 		sess *session
 		pid  int
-		mem  childproc.Memory
-		err  error
+		mem  childproc.Memory // the session's share of its child's
+		// whole is the child's own reading (the same as mem unless the child is shared).
+		whole childproc.Memory
+		err   error
 	}
 	s.mu.Lock()
 	rs := make([]reading, 0, len(s.sessions))
@@ -115,8 +120,26 @@ func (s *Supervisor) sampleOnce() {
 		}
 	}
 	s.mu.Unlock()
+	// A shared child is read once, and each of its threads is charged its share.
+	type child struct {
+		mem childproc.Memory
+		err error
+		n   int64
+	}
+	byPID := make(map[int]*child, len(rs))
 	for i := range rs {
-		rs[i].mem, rs[i].err = s.cfg.Memory(rs[i].pid)
+		c := byPID[rs[i].pid]
+		if c == nil {
+			c = &child{}
+			c.mem, c.err = s.cfg.Memory(rs[i].pid)
+			byPID[rs[i].pid] = c
+		}
+		c.n++
+	}
+	for i := range rs {
+		c := byPID[rs[i].pid]
+		rs[i].whole, rs[i].err = c.mem, c.err
+		rs[i].mem = childproc.Memory{RSS: c.mem.RSS / c.n, PSS: c.mem.PSS / c.n, USS: c.mem.USS / c.n}
 	}
 
 	now := time.Now()
@@ -132,7 +155,7 @@ func (s *Supervisor) sampleOnce() {
 		}
 		switch {
 		case r.err == nil:
-			sess.mem, sess.measured = r.mem, true
+			sess.mem, sess.hostMem, sess.measured = r.mem, r.whole, true
 		case !sess.memErrLogged:
 			// A child that just exited is the watcher's business. Any other failure (no
 			// smaps_rollup, no permission) repeats at every sample: say it once per child.

@@ -61,6 +61,14 @@ type session struct {
 	compactedForMemory bool
 	compactNoticed     bool
 
+	// host is the shared child the session's thread lives in (ThreadsPerChild > 1; nil
+	// otherwise): child is then its threadView. busyAtDeath says the host died while this
+	// session's turn or thread setup ran: only then is the death the chat's crash.
+	host        *host
+	busyAtDeath bool
+	// hostMem is the host's whole reading, mem its share (divided by its threads).
+	hostMem childproc.Memory
+
 	mem          childproc.Memory // latest reading of the memory sampler, when measured
 	measured     bool
 	memErrLogged bool // a failed reading was logged
@@ -222,7 +230,22 @@ func (s *Supervisor) newSessionLocked(k *keyState, log *zap.Logger) *session {
 // freed) and the error says why; a handshake timeout wraps appserver.ErrHandshakeTimeout.
 func (s *Supervisor) spawnInto(sess *session) error {
 	spawnCtx, cancel := context.WithTimeoutCause(s.accepting, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
-	child, err := s.cfg.Spawn(spawnCtx, sess.key.key)
+	var child Child
+	var err error
+	if s.hosts != nil {
+		s.mu.Lock()
+		own := ownChildLocked(sess.key)
+		s.mu.Unlock()
+		var v *threadView
+		if v, err = s.hosts.place(spawnCtx, sess.key.key, own); err == nil {
+			child = v
+			s.mu.Lock()
+			sess.host = v.host
+			s.mu.Unlock()
+		}
+	} else {
+		child, err = s.cfg.Spawn(spawnCtx, sess.key.key)
+	}
 	cause := context.Cause(spawnCtx)
 	cancel()
 	if err == nil && child == nil {

@@ -159,7 +159,7 @@ func (s *Supervisor) takeSpare(k *keyState) *session {
 			break
 		}
 	}
-	if sess == nil || s.closed {
+	if sess == nil || s.closed || s.hosts != nil && ownChildLocked(k) {
 		s.mu.Unlock()
 		return nil
 	}

@@ -31,6 +31,15 @@ const (
 	ReasonMaxAge = "max_age"
 	// ReasonMaxTurns: the child ran Config.ChildMaxTurns turns.
 	ReasonMaxTurns = "max_turns"
+
+	// Shared children (Config.ThreadsPerChild > 1).
+
+	// ReasonHostDrain: the chat's thread left a shared child that stopped taking threads
+	// (recycled, or holding a wedged thread); its next message resumes it elsewhere.
+	ReasonHostDrain = "host_drain"
+	// ReasonHostWedged: a shared child drains because one of its threads cannot leave it (its
+	// turn ignored turn/interrupt, or codex did not unload it).
+	ReasonHostWedged = "host_wedged"
 )
 
 // transitions is the lifecycle table. starting → retiring exists besides the issue's
@@ -85,6 +94,8 @@ func (s *Supervisor) retireLocked(sess *session, reason string, cause error) {
 	if sess.state == StateRetiring || sess.state == StateDead {
 		return
 	}
+	// Read before the state changes: whether the chat's work ran when its child died.
+	sess.busyAtDeath = sess.state == StateBusy || sess.state == StateStarting
 	if !s.setStateLocked(sess, StateRetiring) {
 		return
 	}
@@ -105,6 +116,11 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 		k.sess = nil
 	}
 	crash := !s.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), s.cfg.CrashWindow)
+	if sess.host != nil && reason == WatchdogDead && sess.ready && !sess.busyAtDeath {
+		// A shared child died under this chat while its thread was idle: a neighbour's turn
+		// did it, not this chat's.
+		crash = false
+	}
 	if crash {
 		s.streak.crashed(cause, time.Now())
 	}
@@ -118,7 +134,7 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 				zap.Duration("retry_in", d), zap.Error(cause))
 		}
 	case reason == ReasonIdle, reason == ReasonEvicted, reason == ReasonShutdown, reason == ReasonReset,
-		reason == ReasonMemory, reason == ReasonMaxAge, reason == ReasonMaxTurns:
+		reason == ReasonMemory, reason == ReasonMaxAge, reason == ReasonMaxTurns, reason == ReasonHostDrain:
 	default:
 		k.needRestart = true
 	}

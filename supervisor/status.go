@@ -33,14 +33,15 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 	s.mu.Lock()
 	rows := make([]row, 0, len(s.sessions))
 	t := Totals{
-		Live:           len(s.sessions),
-		Cap:            s.cfg.MaxChildren,
-		Turns:          s.turns,
-		Retired:        maps.Clone(s.retired),
-		StoreErrors:    s.storeErrors,
-		Restarts:       s.restarts,
-		CrashBackoffs:  s.crashBackoffs,
-		WaitingForSlot: s.slots.waiting(),
+		Live:            len(s.sessions),
+		Cap:             s.cfg.MaxChildren,
+		ThreadsPerChild: s.cfg.ThreadsPerChild,
+		Turns:           s.turns,
+		Retired:         maps.Clone(s.retired),
+		StoreErrors:     s.storeErrors,
+		Restarts:        s.restarts,
+		CrashBackoffs:   s.crashBackoffs,
+		WaitingForSlot:  s.slots.waiting(),
 	}
 	if s.slots.budget > 0 {
 		t.MemoryBudgetBytes = s.slots.budget
@@ -49,6 +50,13 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 	t.MeasuredPSSBytes, t.ChargedBytes, t.ChildEstimateBytes = u.measured, u.held, u.estimate
 	t.OverloadRetries = s.overloadRetries.Load()
 	t.Compactions, t.CompactionFailures = s.compactions.Load(), s.compactFailures.Load()
+	perPID := make(map[int]int, len(s.sessions))
+	for sess := range s.sessions {
+		if sess.pid > 0 {
+			perPID[sess.pid]++
+		}
+	}
+	t.Children = len(perPID)
 	for sess := range s.sessions {
 		if sess.spare {
 			t.Spares++
@@ -68,6 +76,9 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 			Restarts: sess.restarts,
 			Queued:   s.queue.LenLocked(sess.key.key),
 			Uptime:   now.Sub(sess.started),
+		}
+		if sess.host != nil {
+			cs.Threads = perPID[sess.pid]
 		}
 		if sess.state == StateBusy {
 			cs.TurnAge = now.Sub(sess.turnStart)
@@ -94,6 +105,10 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 			// process that just went away reads as zero.
 			fresh, err := s.cfg.Memory(r.cs.PID)
 			m, ok = fresh, err == nil
+			if n := int64(r.cs.Threads); n > 1 {
+				// A shared child: the row's share, as the sampler charges it.
+				m = childproc.Memory{RSS: m.RSS / n, PSS: m.PSS / n, USS: m.USS / n}
+			}
 		}
 		if ok {
 			r.cs.RSSBytes, r.cs.PSSBytes, r.cs.USSBytes = m.RSS, m.PSS, m.USS

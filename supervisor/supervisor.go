@@ -54,6 +54,7 @@ type Supervisor struct {
 	sweepMu sync.Mutex
 
 	spares spareState // the spares' keeper and backoff (spares.go)
+	hosts  *hostPool  // the shared children, when ThreadsPerChild > 1 (hosts.go); nil otherwise
 
 	model  *modelState  // whether the model could be reached, across every chat
 	limits *limitState  // the account's usage limits, and the work parked until their reset
@@ -124,12 +125,16 @@ func New(cfg Config) (*Supervisor, error) {
 		model:        newModelState(),
 		limits:       newLimitState(cfg.StateDir, cfg.ResumeSpacing, cfg.Logger.Named("supervisor")),
 		usage:        newUsageTotals(cfg.StateDir, cfg.Logger.Named("supervisor")),
-		slots:        slots{max: cfg.MaxChildren, maxWaiters: cfg.MaxSlotWaiters, budget: cfg.MemoryBudget},
+		slots:        slots{max: cfg.MaxChildren * cfg.ThreadsPerChild, maxWaiters: cfg.MaxSlotWaiters, budget: cfg.MemoryBudget},
 		spares:       spareState{kick: make(chan struct{}, 1), changed: make(chan struct{}), done: make(chan struct{})},
 	}
 	if s.cfg.Spawn == nil {
 		s.cfg.Spawn = appServerSpawn(cfg.AppServer, cfg.HandshakeTimeout, cfg.Logger,
 			func(string) { s.overloadRetries.Add(1) })
+	}
+	if cfg.ThreadsPerChild > 1 {
+		s.hosts = newHostPool(hostPoolConfig{PerChild: cfg.ThreadsPerChild, Spawn: s.cfg.Spawn, Log: s.log,
+			UnloadTimeout: hostUnloadTimeout, Drain: cfg.HostDrain, OnDrain: s.onHostDrain})
 	}
 	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Take: s.takeLocked, Idle: s.keyIdleLocked, Lock: &s.mu})
 	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
@@ -182,7 +187,7 @@ func New(cfg Config) (*Supervisor, error) {
 			zap.Int("max_children", cfg.MaxChildren), zap.Error(budgetErr))
 	}
 	s.log.Info("supervisor ready",
-		zap.Int("max_children", cfg.MaxChildren), zap.Int("spares", cfg.Spares), zap.Int64("memory_budget_bytes", max(cfg.MemoryBudget, 0)),
+		zap.Int("max_children", cfg.MaxChildren), zap.Int("threads_per_child", cfg.ThreadsPerChild), zap.Int("spares", cfg.Spares), zap.Int64("memory_budget_bytes", max(cfg.MemoryBudget, 0)),
 		zap.Int64("child_memory_limit_bytes", cfg.ChildMemoryLimit), zap.Duration("child_max_age", cfg.ChildMaxAge),
 		zap.Int("child_max_turns", cfg.ChildMaxTurns), zap.Int("max_queue_per_key", cfg.MaxQueuePerKey),
 		zap.Duration("idle_ttl", cfg.IdleTTL), zap.Duration("turn_deadline", cfg.TurnDeadline),

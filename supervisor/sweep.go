@@ -40,8 +40,11 @@ func (s *Supervisor) writeRecords() error {
 	f := childproc.RecordFile{DaemonPID: os.Getpid(), BootID: s.records.bootID, Written: time.Now().UTC()}
 	f.Children = append(f.Children, s.records.leftover...)
 	s.mu.Lock()
+	seen := make(map[int]bool, len(s.sessions))
 	for sess := range s.sessions {
-		if sess.proc.StartTime != 0 {
+		if sess.proc.StartTime != 0 && !seen[sess.proc.PID] {
+			// A shared child is recorded once, under the first chat found in it.
+			seen[sess.proc.PID] = true
 			f.Children = append(f.Children, childproc.RecordOf(sess.proc, sess.key.key))
 		}
 	}

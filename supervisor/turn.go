@@ -121,6 +121,9 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	s.mu.Lock()
 	sess.turns++
 	s.turns++
+	if sess.host != nil {
+		sess.host.turns.Add(1)
+	}
 	if settled && err == nil {
 		sess.completed++
 		k.crash.reset()

@@ -149,12 +149,21 @@ type ChildStatus struct {
 	RSSBytes int64 `json:"rss_bytes"`
 	PSSBytes int64 `json:"pss_bytes"`
 	USSBytes int64 `json:"uss_bytes"`
+	// Threads is how many chats' threads (spares' included) live in this row's child when
+	// children are shared (Config.ThreadsPerChild > 1); the memory figures are then the row's
+	// share: the child's divided by Threads. 0 when the child is the chat's alone.
+	Threads int `json:"threads,omitempty"`
 }
 
 // Totals summarizes the pool.
 type Totals struct {
+	// Live counts the sessions: a chat's (or a spare's) thread in a child. With shared
+	// children several share one child; Children counts the processes.
 	Live int `json:"live"`
-	Busy int `json:"busy"`
+	// Children counts the codex children, ThreadsPerChild is Config.ThreadsPerChild.
+	Children        int `json:"children"`
+	ThreadsPerChild int `json:"threads_per_child"`
+	Busy            int `json:"busy"`
 	// Spares counts spare children, ready or starting; they are part of Live.
 	Spares  int            `json:"spares"`
 	Queued  int            `json:"queued"`

@@ -96,6 +96,11 @@ const (
 	// writer for that turn. thread/revert is otherwise answered with the thread, its turns
 	// dropped.
 	FakeRevertBusy = "revert-busy"
+	// FakeMarked decides each turn by the start of its text, so that the threads of one
+	// process can behave differently: "hang" never completes by itself but honours
+	// turn/interrupt; "wedge" never completes and ignores turn/interrupt (answering it {}); "die"
+	// exits with status 2, as FakeExitMidTurn; any other text is answered as FakeOK.
+	FakeMarked = "marked"
 )
 
 // FakeScriptEnv names the script file of FakeScript.
@@ -196,7 +201,7 @@ func parseFakeModes(mode string) (fakeModes, error) {
 		case FakeOK, FakeExitHandshake, FakeExitMidTurn, FakeNoComplete, FakeHangFirst, FakeIgnoreInterrupt,
 			FakeQuietAfterTool, FakeGarbage, FakeHugeLine, FakeApproval, FakeUnknownThread,
 			FakeStubborn, FakeFail, FakeAuthFail, FakeRetryError, FakeEarlyNotify, FakeScript, FakeLateStart,
-			FakeRefreshOnStart:
+			FakeRefreshOnStart, FakeMarked:
 		case FakeDieAfter:
 			n, err := strconv.Atoi(val)
 			if err != nil || n < 1 {

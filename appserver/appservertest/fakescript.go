@@ -62,7 +62,7 @@ func (f *fakeServer) playScript(t *fakeTurn) scriptEnd {
 		}
 		switch {
 		case strings.HasPrefix(s, ScriptAwait):
-			if !f.awaitAnswer(strings.TrimSpace(strings.TrimPrefix(s, ScriptAwait)), t) {
+			if !f.awaitAnswer(subst.Replace(strings.TrimSpace(strings.TrimPrefix(s, ScriptAwait))), t) {
 				return scriptInterrupted
 			}
 		case s == ScriptComplete:

@@ -230,6 +230,27 @@ func (f *fakeServer) handleRequest(m fakeMsg) {
 		}
 		f.mu.Unlock()
 		f.reply(m.ID, map[string]any{"thread": fakeThreadObj(p.ThreadID, p.Cwd), "model": "fake-model"})
+	case "thread/unsubscribe":
+		// thread_unload_delay_secs = 0: the thread unloads at once unless a turn runs.
+		var p struct {
+			ThreadID string `json:"threadId"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		f.mu.Lock()
+		th := f.threads[p.ThreadID]
+		busy := th != nil && th.active != nil
+		if th != nil && !busy {
+			delete(f.threads, p.ThreadID)
+		}
+		f.mu.Unlock()
+		if th == nil {
+			f.reply(m.ID, map[string]any{"status": "notLoaded"})
+			return
+		}
+		f.reply(m.ID, map[string]any{"status": "unsubscribed"})
+		if !busy {
+			f.notify("thread/closed", map[string]any{"threadId": p.ThreadID})
+		}
 	case "thread/turns/list":
 		// Each fake process starts without history, and a resumed thread has none: an empty page.
 		f.reply(m.ID, map[string]any{"data": []any{}, "nextCursor": nil})
@@ -457,6 +478,17 @@ func (f *fakeServer) runTurn(t *fakeTurn, text string, n int, startedSent bool) 
 	if f.modes.set[FakeHangFirst] && n == 1 {
 		waitInterrupt()
 		return
+	}
+	if f.modes.set[FakeMarked] && strings.HasPrefix(text, "hang") {
+		waitInterrupt()
+		return
+	}
+	if f.modes.set[FakeMarked] && strings.HasPrefix(text, "die") {
+		fmt.Fprintln(f.stderr, "fake app-server: dying mid-turn (mode marked)")
+		os.Exit(2)
+	}
+	if f.modes.set[FakeMarked] && strings.HasPrefix(text, "wedge") {
+		return // turn/interrupt is answered and ignored: the turn never ends
 	}
 	if f.modes.set[FakeExitMidTurn] {
 		fmt.Fprintln(f.stderr, "fake app-server: dying mid-turn (mode exit-midturn)")

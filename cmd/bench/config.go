@@ -27,6 +27,7 @@ const (
 	cmpChatsGB     = "chatsgb"
 	cmpGrowth      = "growth"
 	cmpLongThread  = "longthread"
+	cmpShared      = "shared"
 )
 
 // Table labels of the comparisons, numbered as in the brief; the table is sorted by them.
@@ -43,11 +44,12 @@ const (
 	labelChatsGB     = "9 chats per GB"
 	labelGrowth      = "9b growth" // after 9 in the string order the table is sorted by
 	labelLongThread  = "9c long thread"
+	labelShared      = "9d shared children"
 )
 
 // allComparisons lists every comparison in run order.
 func allComparisons() []string {
-	return []string{cmpScale, cmpLatency, cmpOverhead, cmpThroughput, cmpHistory, cmpMemory, cmpFirstMsg, cmpMolecule, cmpMolRealtime, cmpChatsGB, cmpGrowth, cmpLongThread}
+	return []string{cmpScale, cmpLatency, cmpOverhead, cmpThroughput, cmpHistory, cmpMemory, cmpFirstMsg, cmpMolecule, cmpMolRealtime, cmpChatsGB, cmpGrowth, cmpLongThread, cmpShared}
 }
 
 // Config is everything a bench run is configured with. Size fields left zero by the flags are
@@ -89,9 +91,13 @@ type Config struct {
 	MolMsgs          int
 	// MrtMsgs and MrtIdle size the Molecule real-time comparison: canvas messages per side, and
 	// the idle window whose requests are counted.
-	MrtMsgs     int
-	MrtIdle     time.Duration
-	GBChats     []int
+	MrtMsgs int
+	MrtIdle time.Duration
+	GBChats []int
+	// SharedN are the --threads-per-child settings the shared-children comparison runs side
+	// by side; it measures chats per GB at SharedChats (ascending).
+	SharedN     []int
+	SharedChats []int
 	GrowthTurns int
 	// LongTurns is the long-thread comparison's thread length; LongSample the turns each of
 	// its measurements runs.
@@ -156,7 +162,7 @@ func quickPreset() preset {
 // parseConfig parses the command line. getenv supplies CODEX_BIN as the default codex binary.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	var c Config
-	var only, levels, gbLevels, paths string
+	var only, levels, gbLevels, sharedN, paths string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -201,6 +207,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.MolMsgs, "mol-msgs", 0, "messages per chat in the Molecule throughput run (default 5, quick 3)")
 	fs.IntVar(&c.MrtMsgs, "mrt-msgs", 0, "canvas messages per side in the Molecule real-time run (default 20, quick 6)")
 	fs.DurationVar(&c.MrtIdle, "mrt-idle", 0, "idle window whose platform requests are counted per side in the Molecule real-time run (default 1m, quick 20s)")
+	fs.StringVar(&sharedN, "shared-n", "", "--threads-per-child settings of the shared-children run, ascending (default 1,4,8,16)")
 	fs.StringVar(&gbLevels, "gb-chats", "", "warm chats at which to measure chats per GB, ascending (default 8,32)")
 	fs.IntVar(&c.GrowthTurns, "growth-turns", 0, "measured warm turns at each number of known chats in the growth run (default 100, quick 20)")
 	fs.IntVar(&c.LongTurns, "long-turns", 0, "turns of the thread in the long-thread run, before its compaction (default 2000, quick 100)")
@@ -259,6 +266,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		var err error
 		if c.HistoryLevels, err = parseInts(levels); err != nil {
 			return c, fmt.Errorf("--history-levels: %w", err)
+		}
+	}
+	c.SharedN, c.SharedChats = []int{1, 4, 8, 16}, []int{24, 32}
+	if c.Quick {
+		c.SharedN, c.SharedChats = []int{1, 8}, []int{8, 16}
+	}
+	if sharedN != "" {
+		var err error
+		if c.SharedN, err = parseInts(sharedN); err != nil {
+			return c, fmt.Errorf("--shared-n: %w", err)
 		}
 	}
 	c.GBChats = p.gbChats

@@ -38,6 +38,8 @@ type daemonConfig struct {
 	CodexBin      string
 	Side          side
 	MaxChildren   int
+	// ThreadsPerChild, when above 0, is passed as --threads-per-child (shared children).
+	ThreadsPerChild int
 	// Spares, when not nil, is passed as --spares: spare children the daemon keeps ready for new
 	// chats. Nil leaves the flag out, for the daemon's default (and for a daemon without the flag).
 	Spares *int
@@ -71,6 +73,9 @@ func (cfg daemonConfig) args() []string {
 		"--max-children", strconv.Itoa(cfg.MaxChildren))
 	if cfg.Spares != nil {
 		args = append(args, "--spares", strconv.Itoa(*cfg.Spares))
+	}
+	if cfg.ThreadsPerChild > 0 {
+		args = append(args, "--threads-per-child", strconv.Itoa(cfg.ThreadsPerChild))
 	}
 	args = append(args, cfg.Extra...)
 	return append(args, "--log-level", "warn")

@@ -121,6 +121,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		{cmpChatsGB, labelChatsGB, b.runChatsPerGB},
 		{cmpGrowth, labelGrowth, b.runGrowth},
 		{cmpLongThread, labelLongThread, b.runLongThread},
+		{cmpShared, labelShared, b.runShared},
 	}
 	// Every codex process the bench starts inherits this: the mocks serving TLS write their CA
 	// there (workspace.caFile).

@@ -56,10 +56,19 @@ func runLean(t *testing.T, toml string, flags ...string) leanRun {
 	}
 	run := leanRun{env: strings.Split(string(bytes.TrimRight(environ, "\x00")), "\x00")}
 	for _, l := range d.logsWith("codex app-server started") {
-		if l.str("chat_key") == "alpha" || l["pid"] == float64(pid) {
-			for _, a := range l["args"].([]any) {
+		// With shared children (make test-shared) the client's line names no chat: the pid
+		// finds it. The args are a list; a field holding a secret would be written redacted as
+		// one string, "[-c k=v app-server]".
+		if l.str("chat_key") != "alpha" && l["pid"] != float64(pid) {
+			continue
+		}
+		switch args := l["args"].(type) {
+		case []any:
+			for _, a := range args {
 				run.args = append(run.args, a.(string))
 			}
+		case string:
+			run.args = append(run.args, strings.Fields(strings.Trim(args, "[]"))...)
 		}
 	}
 	d.stop(stopTimeout)

@@ -71,8 +71,8 @@ func TestE2EMoleculeRunsAsManyTurnsAsThePool(t *testing.T) {
 	for _, c := range chatChildren(d.status()) {
 		pids[c.PID] = true
 	}
-	if len(pids) != chats {
-		t.Errorf("%d codex children, want %d: one per chat", len(pids), chats)
+	if want := childrenFor(t, chats); len(pids) != want {
+		t.Errorf("%d codex children, want %d: one per chat, or %s to a child", len(pids), want, testThreadsPerChild())
 	}
 	d.stop(stopTimeout)
 }
@@ -92,7 +92,9 @@ func TestE2EMoleculeBusyPoolRetriesInsteadOfAnsweringBusy(t *testing.T) {
 		return r
 	}
 	e := newE2E(t, e2eConfig{Script: script})
-	d := e.start("--max-children", "1", "--slot-wait", "200ms")
+	// One slot: one child of one thread (a shared child has --threads-per-child slots, and the
+	// pool is full the same way at --max-children × N chats: supervisor's shared tests).
+	d := e.start("--max-children", "1", "--threads-per-child", "1", "--slot-wait", "200ms")
 	e.plat.Enqueue(moleculetest.CanvasMessage("busy/canvas"), moleculetest.PeerMessage("peer-1", "busy/peer"))
 
 	// One turn holds the only slot; the other chat is refused and waits for its next try.

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/molecule-ai/codex-warm/handoff"
 	"github.com/molecule-ai/codex-warm/internal/exectest"
 )
 
@@ -181,7 +183,7 @@ func TestE2EReloadRefusesBrokenBinary(t *testing.T) {
 		{"not a program", "this is not a program\n", "exec format error"},
 		{"says other things", "#!/bin/sh\necho hello\n", "not JSON"},
 		{"crashes", "#!/bin/sh\nkill -SEGV $$\n", "signal"},
-		{"reads another version", "#!/bin/sh\necho '{\"program\":\"codex-warm\",\"version\":\"v9\",\"handoff_readable\":[7]}'\n", "handoff version 2"},
+		{"reads another version", "#!/bin/sh\necho '{\"program\":\"codex-warm\",\"version\":\"v9\",\"handoff_readable\":[7]}'\n", fmt.Sprintf("handoff version %d", handoffNeeded())},
 	} {
 		installData(t, e.bin, []byte(tc.data))
 		code, out := e.reloadCmd()
@@ -337,7 +339,7 @@ func TestE2EReloadExecFailureResumes(t *testing.T) {
 	}
 	pid := childPID(d.status(), "warm")
 	inheritedAtStart := inheritableFDs(t, d.pid)
-	installData(t, e.bin, []byte("#!/bin/sh\nrm -f \"$0\"\necho '{\"program\":\"codex-warm\",\"version\":\"gone\",\"handoff_readable\":[1,2]}'\n"))
+	installData(t, e.bin, []byte("#!/bin/sh\nrm -f \"$0\"\necho '{\"program\":\"codex-warm\",\"version\":\"gone\",\"handoff_readable\":[1,2,3]}'\n"))
 	code, out := e.reloadCmd()
 	if code == 0 || !strings.Contains(out, "reload failed") || !strings.Contains(out, "no such file") {
 		t.Fatalf("reload whose exec fails: exit %d:\n%s", code, out)
@@ -361,4 +363,13 @@ func TestE2EReloadExecFailureResumes(t *testing.T) {
 	}
 	d.stop(stopTimeout)
 	d.checkLog()
+}
+
+// handoffNeeded is the handoff version a reload of the suite's daemons writes: 3 with shared
+// children (make test-shared), else 2.
+func handoffNeeded() int {
+	if n := testThreadsPerChild(); n != "" && n != "1" {
+		return handoff.Version
+	}
+	return handoff.VersionUnshared
 }

@@ -105,7 +105,7 @@ func TestE2EReloadTurnsCross(t *testing.T) {
 		return len(d.logsWith("reload: took over from the previous image")) == 1
 	})
 	after := d.status()
-	if r := after.Daemon.LastReload; r.Outcome != reloadOK || after.Daemon.PID != d.pid || r.Trigger != "SIGHUP" || r.Children != 4 ||
+	if r := after.Daemon.LastReload; r.Outcome != reloadOK || after.Daemon.PID != d.pid || r.Trigger != "SIGHUP" || r.Children != childrenFor(t, 4) ||
 		r.Turns != 3 || r.Callers != 4 {
 		t.Fatalf("reload: %+v (pid %d)", r, after.Daemon.PID)
 	}
@@ -189,7 +189,7 @@ func TestE2EReloadMoleculeTurnsCross(t *testing.T) {
 		return len(d.logsWith("reload: took over from the previous image")) == 1
 	})
 	after := d.status()
-	if r := after.Daemon.LastReload; r.Outcome != reloadOK || r.Children < 2 {
+	if r := after.Daemon.LastReload; r.Outcome != reloadOK || r.Children < childrenFor(t, 2) {
 		t.Fatalf("reload: %+v", r)
 	}
 	for key, pid := range pids {
@@ -352,7 +352,7 @@ func TestE2EReloadExecFailureKeepsRunningTurn(t *testing.T) {
 		return false
 	})
 	pid := childPID(d.status(), "k")
-	installData(t, e.bin, []byte("#!/bin/sh\nrm -f \"$0\"\necho '{\"program\":\"codex-warm\",\"version\":\"gone\",\"handoff_readable\":[1,2]}'\n"))
+	installData(t, e.bin, []byte("#!/bin/sh\nrm -f \"$0\"\necho '{\"program\":\"codex-warm\",\"version\":\"gone\",\"handoff_readable\":[1,2,3]}'\n"))
 	code, out := e.reloadCmd()
 	if code == 0 || !strings.Contains(out, "reload failed") {
 		t.Fatalf("reload whose exec fails: exit %d:\n%s", code, out)

@@ -98,8 +98,8 @@ func TestE2EParallelChatsAnsweredInOrder(t *testing.T) {
 	for _, c := range children {
 		pids[c.PID] = true
 	}
-	if len(children) != chats || len(pids) != chats {
-		t.Errorf("children = %+v, want %d, one codex per chat", children, chats)
+	if len(children) != chats || len(pids) != childrenFor(t, chats) {
+		t.Errorf("children = %+v, want %d chats in %d codex children", children, chats, childrenFor(t, chats))
 	}
 	d.stop(stopTimeout)
 }
@@ -693,6 +693,14 @@ func (e *e2e) addSleeperMCP() (pidFile string) {
 func (d *daemonProc) waitSleeperMCP(pidFile string, sid int) []proc {
 	t := d.e.t
 	t.Helper()
+	// codex starts the MCP servers for each thread it loads: a shared child (make test-shared)
+	// runs a pair for each of its threads.
+	want := 2
+	for _, c := range d.status().Snapshot.Children {
+		if c.PID == sid && c.Threads > 1 {
+			want = 2 * c.Threads
+		}
+	}
 	var servers []proc
 	d.waitUntil("the MCP server and its job", func() bool {
 		b, _ := os.ReadFile(pidFile)
@@ -706,7 +714,7 @@ func (d *daemonProc) waitSleeperMCP(pidFile string, sid int) []proc {
 				servers = append(servers, proc{pid: pid, start: start})
 			}
 		}
-		return len(servers) == 2
+		return len(servers) == want
 	})
 	t.Cleanup(func() {
 		for _, s := range servers {

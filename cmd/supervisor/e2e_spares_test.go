@@ -51,7 +51,8 @@ func TestE2ESpareServesNewChats(t *testing.T) {
 	var second supervisor.ChildStatus
 	d.waitUntil("a replacement spare", func() bool {
 		sp := spares(d.status())
-		if len(sp) == 1 && sp[0].PID != first.PID {
+		// A new thread: in a new child, or, shared (make test-shared), in the same one.
+		if len(sp) == 1 && sp[0].ThreadID != first.ThreadID {
 			second = sp[0]
 			return true
 		}
@@ -101,6 +102,20 @@ func TestE2ESpareLogsCarryTheChatKeyOnceTaken(t *testing.T) {
 	}
 	d.stop(stopTimeout)
 
+	if testThreadsPerChild() != "" {
+		// A shared child serves several chats: its own lines name none, and the pool's line
+		// for the chat's thread leaving it names the chat, once.
+		var retired []string
+		for _, l := range strings.Split(d.log(), "\n") {
+			if strings.Contains(l, `"codex child retired"`) && strings.Contains(l, `"chat_key":"`+key+`"`) {
+				retired = append(retired, l)
+			}
+		}
+		if len(retired) != 1 || strings.Count(retired[0], `"chat_key"`) != 1 {
+			t.Errorf("chat %s's thread leaving the shared child: %q, want one line naming it once", key, retired)
+		}
+		return
+	}
 	pid := fmt.Sprintf(`"pid":%d`, spare.PID)
 	var closed []string
 	for _, l := range strings.Split(d.log(), "\n") {

@@ -44,7 +44,8 @@ func runSpareChat(t *testing.T, flags ...string) spareChat {
 	}
 	d.waitUntil("a replacement spare", func() bool {
 		sp := spares(d.status())
-		return len(sp) == 1 && sp[0].PID != spare.PID
+		// A new thread: in a new child, or, shared (make test-shared), in the same one.
+		return len(sp) == 1 && sp[0].ThreadID != spare.ThreadID
 	})
 	d.stop(stopTimeout)
 	d.checkLog()

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -154,6 +155,29 @@ func newE2E(t *testing.T, cfg e2eConfig) *e2e {
 	return e
 }
 
+// threadsPerChildEnv names the variable that runs the suite's daemons with shared children
+// (--threads-per-child): make test-shared sets it to 8. The daemon's own variable is not passed
+// through, as no CODEX_WARM_ variable of the test's environment is.
+const threadsPerChildEnv = "CODEX_WARM_TEST_THREADS_PER_CHILD"
+
+// testThreadsPerChild is threadsPerChildEnv's value, "" when unset (one thread per child).
+func testThreadsPerChild() string { return strings.TrimSpace(os.Getenv(threadsPerChildEnv)) }
+
+// childrenFor is how many codex children chats warm chats take: one each, or N to a child
+// with shared children.
+func childrenFor(t *testing.T, chats int) int {
+	t.Helper()
+	s := testThreadsPerChild()
+	if s == "" {
+		return chats
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a count >= 1", threadsPerChildEnv, s)
+	}
+	return (chats + n - 1) / n
+}
+
 // env is the daemon's environment: the test's, minus anything that would configure the daemon
 // behind the test's back, plus the Molecule variables the Python daemon's deployment sets.
 func (e *e2e) env() []string {
@@ -179,6 +203,10 @@ func (e *e2e) env() []string {
 		"CODEX_CHANNEL_MOLECULE_STATE_DIR="+e.stateDir,
 		"CONFIGS_DIR="+filepath.Join(e.root, "no-configs"),
 	)
+	if n := testThreadsPerChild(); n != "" {
+		// The suite run with shared children (make test-shared); a test's own setting wins.
+		env = append(env, "CODEX_WARM_THREADS_PER_CHILD="+n)
+	}
 	switch {
 	case e.plat != nil && e.canonical:
 		env = append(env,

@@ -79,7 +79,7 @@ func DaemonContract() Contract {
 			use(protocol.MethodThreadRevert, FromDaemon, "ThreadRevertParams", "ThreadRevertResponse", protocol.ThreadRevertParams{}, thread),
 			use(protocol.MethodThreadTurns, FromDaemon, "ThreadTurnsListParams", "ThreadTurnsListResponse", protocol.ThreadTurnsParams{}, protocol.ThreadTurnsResult{}),
 			use(protocol.MethodThreadNameSet, FromDaemon, "ThreadSetNameParams", "ThreadSetNameResponse", protocol.ThreadNameSetParams{}, nil),
-			use(protocol.MethodThreadUnsubscribe, FromDaemon, "ThreadUnsubscribeParams", "ThreadUnsubscribeResponse", protocol.ThreadIDParams{}, nil),
+			use(protocol.MethodThreadUnsubscribe, FromDaemon, "ThreadUnsubscribeParams", "ThreadUnsubscribeResponse", protocol.ThreadIDParams{}, protocol.ThreadUnsubscribeResult{}),
 			use(protocol.MethodThreadDelete, FromDaemon, "ThreadDeleteParams", "ThreadDeleteResponse", protocol.ThreadIDParams{}, nil),
 			use(protocol.MethodThreadArchive, FromDaemon, "ThreadArchiveParams", "ThreadArchiveResponse", protocol.ThreadIDParams{}, nil),
 			use(protocol.MethodThreadUnarchive, FromDaemon, "ThreadUnarchiveParams", "ThreadUnarchiveResponse", protocol.ThreadIDParams{}, nil),
@@ -99,6 +99,7 @@ func DaemonContract() Contract {
 			use(protocol.NotifyTokenUsageUpdated, FromCodex, "ThreadTokenUsageUpdatedNotification", "", protocol.TokenUsageNotification{}, nil),
 			use(protocol.NotifyError, FromCodex, "ErrorNotification", "", protocol.ErrorNotification{}, nil),
 			use(protocol.NotifyThreadStatus, FromCodex, "ThreadStatusChangedNotification", "", protocol.ThreadStatusNotification{}, nil),
+			use(protocol.NotifyThreadClosed, FromCodex, "ThreadClosedNotification", "", protocol.ThreadIDParams{}, nil),
 			use(protocol.NotifyServerRequestClear, FromCodex, "ServerRequestResolvedNotification", "", nil, nil),
 			use(protocol.NotifyRateLimitsUpdated, FromCodex, "AccountRateLimitsUpdatedNotification", "", protocol.RateLimitsNotification{}, nil),
 
@@ -135,6 +136,8 @@ func DaemonContract() Contract {
 			{Def: "DynamicToolSpec", Prop: "type", Values: []string{"function"}},
 			{Def: "DynamicToolCallOutputContentItem", Prop: "type", Values: []string{"inputText"}},
 			{Def: "AskForApproval", Values: []string{"untrusted"}},
+			// Unloading a thread of a child that hosts several (appserver.UnloadThread).
+			{Def: "ThreadUnsubscribeStatus", Values: []string{protocol.UnsubscribeDone, protocol.UnsubscribeNotSubscribed, protocol.UnsubscribeNotLoaded}},
 		},
 		// mockmodel/codexhome.go switches plugins and shell_snapshot off for the tests.
 		Features: []string{"plugins", "shell_snapshot"},

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+// sharedFirstSamples is how many new chats the shared-children comparison times per setting.
+const sharedFirstSamples = 10
+
+// runShared is comparison 9d: shared children (--threads-per-child N) side by side for each N
+// of SharedN. For each N one daemon opens SharedChats[i] warm chats in turn (one turn each) and
+// the bench reads the codex processes' memory from /proc: chats per GB of the children's PSS
+// (the daemon's own RSS, the same whatever N, is in the note). On the same daemon it then times
+// the warm latency (one warm chat, LatencyMsgs messages in sequence, the median) and the first
+// message of a new chat (sharedFirstSamples new chats, each with a spare ready, the median). A
+// second daemon per N, on a mock taking TPLatency per response, runs 16 chats at once (TPChats):
+// one round to open them, then TPMsgs messages each, timed.
+func (b *bench) runShared(ctx context.Context) error {
+	const name = labelShared
+	mock, err := b.newMock(0)
+	if err != nil {
+		return err
+	}
+	defer mock.Close()
+	slow, err := b.newMock(b.cfg.TPLatency)
+	if err != nil {
+		return err
+	}
+	defer slow.Close()
+	levels := b.cfg.SharedChats
+	top := levels[len(levels)-1]
+	b.logf("shared children: --threads-per-child %v; chats per GB at %v warm chats, warm and first-message latency, %d chats at once", b.cfg.SharedN, levels, b.cfg.TPChats)
+	perGB := make(map[int][]float64) // by level, one per N
+	for _, n := range b.cfg.SharedN {
+		s, err := b.ws.newSide(fmt.Sprintf("shared-%d", n), mock)
+		if err != nil {
+			return err
+		}
+		cfg := b.daemonConfig(s, top+sharedFirstSamples+4, nil)
+		cfg.ThreadsPerChild = n
+		var warm, first []float64
+		err = b.withDaemonConfig(ctx, cfg, func(d *daemon) error {
+			opened := 0
+			for _, chats := range levels {
+				if err := openChats(ctx, d, opened, chats); err != nil {
+					return err
+				}
+				opened = chats
+				doc, err := d.status.Get(ctx)
+				if err != nil {
+					return err
+				}
+				if live := countChats(doc.Snapshot); live != chats {
+					return fmt.Errorf("N=%d: daemon reports %d warm chats, want %d", n, live, chats)
+				}
+				m, err := treeMemory(d.pid)
+				if err != nil {
+					return err
+				}
+				pss := chatsPerGB(m.Children.PSS, chats)
+				perGB[chats] = append(perGB[chats], pss)
+				b.addNote(name, fmt.Sprintf("N=%d, %d warm chats", n, chats), fmt.Sprintf("%d codex processes: PSS %s MB (%s MB a chat), USS %s MB, RSS %s MB; daemon RSS %s MB",
+					m.Procs, fmtFloat(mb(m.Children.PSS)), fmtFloat(mb(m.Children.PSS)/float64(chats)), fmtFloat(mb(m.Children.USS)),
+					fmtFloat(mb(m.Children.RSS)), fmtFloat(mb(m.RootRSS))))
+				b.sum.set(fmt.Sprintf("shared_%d_chats_per_gb_pss_%d", n, chats), pss)
+			}
+			for i := range b.cfg.LatencyMsgs {
+				s, _, err := b.daemonSample(ctx, d, "peer:bench-gb-0", fmt.Sprintf("warm message %d", i+1))
+				if err != nil {
+					return err
+				}
+				warm = append(warm, ms(s.Wall))
+			}
+			for i := range sharedFirstSamples {
+				if err := waitSpares(ctx, d.status, 1); err != nil {
+					return err
+				}
+				_, wall, err := d.post(ctx, fmt.Sprintf("peer:bench-shared-first-%d", i), "first message")
+				if err != nil {
+					return err
+				}
+				first = append(first, ms(wall))
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("shared children, N=%d: %w", n, err)
+		}
+		ts, err := b.ws.newSide(fmt.Sprintf("shared-tp-%d", n), slow)
+		if err != nil {
+			return err
+		}
+		tcfg := b.daemonConfig(ts, max(16, b.cfg.TPChats)+2, nil)
+		tcfg.ThreadsPerChild = n
+		var rate float64
+		err = b.withDaemonConfig(ctx, tcfg, func(d *daemon) error {
+			if _, _, err := b.daemonRound(ctx, d, b.cfg.TPChats, 0, 1); err != nil {
+				return err
+			}
+			wall, _, err := b.daemonRound(ctx, d, b.cfg.TPChats, 1, b.cfg.TPMsgs)
+			if err != nil {
+				return err
+			}
+			rate = float64(b.cfg.TPChats*b.cfg.TPMsgs) / wall.Seconds()
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("shared children, N=%d, %d chats at once: %w", n, b.cfg.TPChats, err)
+		}
+		w, f := median(warm), median(first)
+		b.addRow(name, fmt.Sprintf("N=%d: warm ms/msg (median of %d), first msg ms (median of %d)", n, len(warm), len(first)),
+			"warm", w, "first", f, "first/warm", ratio(f, w))
+		b.addRow(name, fmt.Sprintf("N=%d: %d chats at once, msgs/s (%s model latency)", n, b.cfg.TPChats, b.cfg.TPLatency),
+			"msgs/s", rate, "msgs", float64(b.cfg.TPChats*b.cfg.TPMsgs), "per chat", rate/float64(b.cfg.TPChats))
+		b.sum.set(fmt.Sprintf("shared_%d_warm_ms", n), w)
+		b.sum.set(fmt.Sprintf("shared_%d_first_msg_ms", n), f)
+		b.sum.set(fmt.Sprintf("shared_%d_msgs_per_sec", n), rate)
+	}
+	// Chats per GB side by side: each setting against the first (N=1 by default).
+	for _, chats := range levels {
+		got := perGB[chats]
+		for i := 1; i < len(got); i++ {
+			b.addRow(name, fmt.Sprintf("chats per GB of children's PSS at %d warm chats", chats),
+				fmt.Sprintf("N=%d", b.cfg.SharedN[0]), got[0], fmt.Sprintf("N=%d", b.cfg.SharedN[i]), got[i],
+				"ratio", ratio(got[i], got[0]))
+		}
+		if len(got) == 1 {
+			b.addRow(name, fmt.Sprintf("chats per GB of children's PSS at %d warm chats", chats),
+				fmt.Sprintf("N=%d", b.cfg.SharedN[0]), got[0], "", 0, "", 0)
+		}
+	}
+	return nil
+}
