@@ -266,26 +266,6 @@ func (p *hostPool) awaitAlone(h *host) {
 	}
 }
 
-// HostCounts are the shared children and the threads in them.
-type HostCounts struct {
-	Children int
-	Threads  int
-}
-
-func (p *hostPool) counts() HostCounts {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var c HostCounts
-	for h := range p.hosts {
-		if h.state == hostStarting {
-			continue
-		}
-		c.Children++
-		c.Threads += h.views
-	}
-	return c
-}
-
 // threads is the number of views on h.
 func (p *hostPool) threads(h *host) int {
 	p.mu.Lock()

@@ -52,7 +52,7 @@ func (b *bench) runShared(ctx context.Context) error {
 					return err
 				}
 				if live := countChats(doc.Snapshot); live != chats {
-					return fmt.Errorf("N=%d: daemon reports %d warm chats, want %d", n, live, chats)
+					return fmt.Errorf("with --threads-per-child %d the daemon reports %d warm chats, want %d", n, live, chats)
 				}
 				m, err := treeMemory(d.pid)
 				if err != nil {
