@@ -18,28 +18,65 @@ const sharedFirstSamples = 10
 // one round to open them, then TPMsgs messages each, timed.
 func (b *bench) runShared(ctx context.Context) error {
 	const name = labelShared
+	levels := b.cfg.SharedChats
+	b.logf("shared children: --threads-per-child %v; chats per GB at %v warm chats, warm and first-message latency, %d chats at once", b.cfg.SharedN, levels, b.cfg.TPChats)
+	perGB, warm, first, err := b.sharedMemory(ctx)
+	if err != nil {
+		return err
+	}
+	// The throughput daemons run after the first mock closed: a mock serving TLS writes its CA
+	// where every codex child reads it (workspace.caFile), so two mocks at once would leave the
+	// first one's children distrusting it.
+	rates, err := b.sharedThroughput(ctx)
+	if err != nil {
+		return err
+	}
+	for i, n := range b.cfg.SharedN {
+		w, f := median(warm[i]), median(first[i])
+		b.addRow(name, fmt.Sprintf("N=%d: warm ms/msg (median of %d), first msg ms (median of %d)", n, len(warm[i]), len(first[i])),
+			"warm", w, "first", f, "first/warm", ratio(f, w))
+		b.addRow(name, fmt.Sprintf("N=%d: %d chats at once, msgs/s (%s model latency)", n, b.cfg.TPChats, b.cfg.TPLatency),
+			"msgs/s", rates[i], "msgs", float64(b.cfg.TPChats*b.cfg.TPMsgs), "per chat", rates[i]/float64(b.cfg.TPChats))
+		b.sum.set(fmt.Sprintf("shared_%d_warm_ms", n), w)
+		b.sum.set(fmt.Sprintf("shared_%d_first_msg_ms", n), f)
+		b.sum.set(fmt.Sprintf("shared_%d_msgs_per_sec", n), rates[i])
+	}
+	// Chats per GB side by side: each setting against the first (N=1 by default).
+	for _, chats := range levels {
+		got := perGB[chats]
+		for i := 1; i < len(got); i++ {
+			b.addRow(name, fmt.Sprintf("chats per GB of children's PSS at %d warm chats", chats),
+				fmt.Sprintf("N=%d", b.cfg.SharedN[0]), got[0], fmt.Sprintf("N=%d", b.cfg.SharedN[i]), got[i],
+				"ratio", ratio(got[i], got[0]))
+		}
+		if len(got) == 1 {
+			b.addRow(name, fmt.Sprintf("chats per GB of children's PSS at %d warm chats", chats),
+				fmt.Sprintf("N=%d", b.cfg.SharedN[0]), got[0], "", 0, "", 0)
+		}
+	}
+	return nil
+}
+
+// sharedMemory runs runShared's density daemons, one per N: chats per GB by level (one value
+// per N), and each N's warm and first-message wall times in ms.
+func (b *bench) sharedMemory(ctx context.Context) (perGB map[int][]float64, warm, first [][]float64, err error) {
+	const name = labelShared
 	mock, err := b.newMock(0)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	defer mock.Close()
-	slow, err := b.newMock(b.cfg.TPLatency)
-	if err != nil {
-		return err
-	}
-	defer slow.Close()
 	levels := b.cfg.SharedChats
 	top := levels[len(levels)-1]
-	b.logf("shared children: --threads-per-child %v; chats per GB at %v warm chats, warm and first-message latency, %d chats at once", b.cfg.SharedN, levels, b.cfg.TPChats)
-	perGB := make(map[int][]float64) // by level, one per N
+	perGB = make(map[int][]float64)
 	for _, n := range b.cfg.SharedN {
 		s, err := b.ws.newSide(fmt.Sprintf("shared-%d", n), mock)
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 		cfg := b.daemonConfig(s, top+sharedFirstSamples+4, nil)
 		cfg.ThreadsPerChild = n
-		var warm, first []float64
+		var w, f []float64
 		err = b.withDaemonConfig(ctx, cfg, func(d *daemon) error {
 			opened := 0
 			for _, chats := range levels {
@@ -70,7 +107,7 @@ func (b *bench) runShared(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				warm = append(warm, ms(s.Wall))
+				w = append(w, ms(s.Wall))
 			}
 			for i := range sharedFirstSamples {
 				if err := waitSpares(ctx, d.status, 1); err != nil {
@@ -80,20 +117,34 @@ func (b *bench) runShared(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				first = append(first, ms(wall))
+				f = append(f, ms(wall))
 			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("shared children, N=%d: %w", n, err)
+			return nil, nil, nil, fmt.Errorf("shared children, N=%d: %w", n, err)
 		}
+		warm, first = append(warm, w), append(first, f)
+	}
+	return perGB, warm, first, nil
+}
+
+// sharedThroughput runs runShared's throughput daemons, one per N, on a mock taking TPLatency
+// per response: TPChats chats at once, one round to open them, then TPMsgs messages each.
+func (b *bench) sharedThroughput(ctx context.Context) ([]float64, error) {
+	slow, err := b.newMock(b.cfg.TPLatency)
+	if err != nil {
+		return nil, err
+	}
+	defer slow.Close()
+	var rates []float64
+	for _, n := range b.cfg.SharedN {
 		ts, err := b.ws.newSide(fmt.Sprintf("shared-tp-%d", n), slow)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		tcfg := b.daemonConfig(ts, max(16, b.cfg.TPChats)+2, nil)
 		tcfg.ThreadsPerChild = n
-		var rate float64
 		err = b.withDaemonConfig(ctx, tcfg, func(d *daemon) error {
 			if _, _, err := b.daemonRound(ctx, d, b.cfg.TPChats, 0, 1); err != nil {
 				return err
@@ -102,33 +153,12 @@ func (b *bench) runShared(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			rate = float64(b.cfg.TPChats*b.cfg.TPMsgs) / wall.Seconds()
+			rates = append(rates, float64(b.cfg.TPChats*b.cfg.TPMsgs)/wall.Seconds())
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("shared children, N=%d, %d chats at once: %w", n, b.cfg.TPChats, err)
-		}
-		w, f := median(warm), median(first)
-		b.addRow(name, fmt.Sprintf("N=%d: warm ms/msg (median of %d), first msg ms (median of %d)", n, len(warm), len(first)),
-			"warm", w, "first", f, "first/warm", ratio(f, w))
-		b.addRow(name, fmt.Sprintf("N=%d: %d chats at once, msgs/s (%s model latency)", n, b.cfg.TPChats, b.cfg.TPLatency),
-			"msgs/s", rate, "msgs", float64(b.cfg.TPChats*b.cfg.TPMsgs), "per chat", rate/float64(b.cfg.TPChats))
-		b.sum.set(fmt.Sprintf("shared_%d_warm_ms", n), w)
-		b.sum.set(fmt.Sprintf("shared_%d_first_msg_ms", n), f)
-		b.sum.set(fmt.Sprintf("shared_%d_msgs_per_sec", n), rate)
-	}
-	// Chats per GB side by side: each setting against the first (N=1 by default).
-	for _, chats := range levels {
-		got := perGB[chats]
-		for i := 1; i < len(got); i++ {
-			b.addRow(name, fmt.Sprintf("chats per GB of children's PSS at %d warm chats", chats),
-				fmt.Sprintf("N=%d", b.cfg.SharedN[0]), got[0], fmt.Sprintf("N=%d", b.cfg.SharedN[i]), got[i],
-				"ratio", ratio(got[i], got[0]))
-		}
-		if len(got) == 1 {
-			b.addRow(name, fmt.Sprintf("chats per GB of children's PSS at %d warm chats", chats),
-				fmt.Sprintf("N=%d", b.cfg.SharedN[0]), got[0], "", 0, "", 0)
+			return nil, fmt.Errorf("shared children, N=%d, %d chats at once: %w", n, b.cfg.TPChats, err)
 		}
 	}
-	return nil
+	return rates, nil
 }
