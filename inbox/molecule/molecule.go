@@ -207,51 +207,6 @@ func (m *Inbox) Run(ctx context.Context) error {
 	return nil
 }
 
-// Stats returns the counters and gauges.
-func (m *Inbox) Stats() Stats {
-	unacked, pending := m.ledger.counts()
-	m.mu.Lock()
-	inflight := len(m.inflight)
-	m.mu.Unlock()
-	return Stats{
-		Received:           m.c.received.Load(),
-		Answered:           m.c.answered.Load(),
-		CodexFailures:      m.c.codexFailures.Load(),
-		Delivered:          m.c.delivered.Load(),
-		DeliveryRetries:    m.c.deliveryRetries.Load(),
-		DeliveryFailed:     m.c.deliveryFailed.Load(),
-		Recovered:          m.c.recovered.Load(),
-		Poison:             m.c.poison.Load(),
-		SkippedEchoes:      m.c.skippedEchoes.Load(),
-		Duplicates:         m.c.duplicates.Load(),
-		Truncated:          m.c.truncated.Load(),
-		PollErrors:         m.c.pollErrors.Load(),
-		HeartbeatErrors:    m.c.heartbeatErrors.Load(),
-		PersistErrors:      m.c.persistErrors.Load(),
-		RateLimited:        m.c.rateLimited.Load(),
-		Abandoned:          m.c.abandoned.Load(),
-		BusyRetries:        m.c.busyRetries.Load(),
-		UnreachableRetries: m.c.unreachableRetries.Load(),
-		Parked:             m.c.parked.Load(),
-		ParkedTooLong:      m.c.parkedTooLong.Load(),
-		Commands:           m.c.commands.Load(),
-		PeerCapped:         m.c.peerCapped.Load(),
-		FilesSent:          m.c.filesSent.Load(),
-		FilesRefused:       m.c.filesRefused.Load(),
-		DeliveryUnknown:    m.c.deliveryUnknown.Load(),
-		Cursor:             m.ledger.Cursor(),
-		Unacked:            unacked,
-		PendingReplies:     pending,
-		InFlight:           inflight,
-		Polls:              m.c.pollCounts(),
-		Stream: StreamStats{State: m.streamStats.current(), Connects: m.streamStats.connects.Load(),
-			Wakeups: m.streamStats.wakeups.Load(), Events: m.streamStats.eventCounts()},
-		Budget: m.client.gate.budget(),
-		Chips: ChipStats{Sent: m.c.chipsSent.Load(), Coalesced: m.c.chipsCoalesced.Load(),
-			Dropped: m.c.chipsDropped.Load(), Failed: m.c.chipsFailed.Load()},
-	}
-}
-
 // register comes online before the first poll. A rejected token (401/403) and other client
 // errors are fatal; network errors and 5xx are retried until ctx is done (the platform may be
 // starting).
@@ -413,39 +368,6 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 		}
 		idle, lastPoll = true, time.Now()
 		timer.Reset(m.idleInterval())
-	}
-}
-
-// idleInterval is the wait between polls: the safety poll's while the event stream is up,
-// PollInterval otherwise.
-func (m *Inbox) idleInterval() time.Duration {
-	if m.streamStats.current() == StreamConnected {
-		return m.cfg.SafetyPollInterval
-	}
-	return m.cfg.PollInterval
-}
-
-// idleCause is why a poll at the end of the idle wait runs.
-func (m *Inbox) idleCause() pollCause {
-	if m.streamStats.current() == StreamConnected {
-		return causeSafety
-	}
-	return causeInterval
-}
-
-// wakePoll asks the poll loop for a poll now; a poll already waiting covers it.
-func (m *Inbox) wakePoll(c pollCause) {
-	select {
-	case m.pollWake <- c:
-	default:
-	}
-}
-
-// streamChanged tells the poll loop the stream went up or down.
-func (m *Inbox) streamChanged() {
-	select {
-	case m.streamMoved <- struct{}{}:
-	default:
 	}
 }
 

@@ -118,3 +118,48 @@ func (c *counters) pollCounts() map[string]int64 {
 	}
 	return out
 }
+
+// Stats returns the counters and gauges.
+func (m *Inbox) Stats() Stats {
+	unacked, pending := m.ledger.counts()
+	m.mu.Lock()
+	inflight := len(m.inflight)
+	m.mu.Unlock()
+	return Stats{
+		Received:           m.c.received.Load(),
+		Answered:           m.c.answered.Load(),
+		CodexFailures:      m.c.codexFailures.Load(),
+		Delivered:          m.c.delivered.Load(),
+		DeliveryRetries:    m.c.deliveryRetries.Load(),
+		DeliveryFailed:     m.c.deliveryFailed.Load(),
+		Recovered:          m.c.recovered.Load(),
+		Poison:             m.c.poison.Load(),
+		SkippedEchoes:      m.c.skippedEchoes.Load(),
+		Duplicates:         m.c.duplicates.Load(),
+		Truncated:          m.c.truncated.Load(),
+		PollErrors:         m.c.pollErrors.Load(),
+		HeartbeatErrors:    m.c.heartbeatErrors.Load(),
+		PersistErrors:      m.c.persistErrors.Load(),
+		RateLimited:        m.c.rateLimited.Load(),
+		Abandoned:          m.c.abandoned.Load(),
+		BusyRetries:        m.c.busyRetries.Load(),
+		UnreachableRetries: m.c.unreachableRetries.Load(),
+		Parked:             m.c.parked.Load(),
+		ParkedTooLong:      m.c.parkedTooLong.Load(),
+		Commands:           m.c.commands.Load(),
+		PeerCapped:         m.c.peerCapped.Load(),
+		FilesSent:          m.c.filesSent.Load(),
+		FilesRefused:       m.c.filesRefused.Load(),
+		DeliveryUnknown:    m.c.deliveryUnknown.Load(),
+		Cursor:             m.ledger.Cursor(),
+		Unacked:            unacked,
+		PendingReplies:     pending,
+		InFlight:           inflight,
+		Polls:              m.c.pollCounts(),
+		Stream: StreamStats{State: m.streamStats.current(), Connects: m.streamStats.connects.Load(),
+			Wakeups: m.streamStats.wakeups.Load(), Events: m.streamStats.eventCounts()},
+		Budget: m.client.gate.budget(),
+		Chips: ChipStats{Sent: m.c.chipsSent.Load(), Coalesced: m.c.chipsCoalesced.Load(),
+			Dropped: m.c.chipsDropped.Load(), Failed: m.c.chipsFailed.Load()},
+	}
+}

@@ -369,3 +369,36 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// idleInterval is the wait between polls: the safety poll's while the event stream is up,
+// PollInterval otherwise.
+func (m *Inbox) idleInterval() time.Duration {
+	if m.streamStats.current() == StreamConnected {
+		return m.cfg.SafetyPollInterval
+	}
+	return m.cfg.PollInterval
+}
+
+// idleCause is why a poll at the end of the idle wait runs.
+func (m *Inbox) idleCause() pollCause {
+	if m.streamStats.current() == StreamConnected {
+		return causeSafety
+	}
+	return causeInterval
+}
+
+// wakePoll asks the poll loop for a poll now; a poll already waiting covers it.
+func (m *Inbox) wakePoll(c pollCause) {
+	select {
+	case m.pollWake <- c:
+	default:
+	}
+}
+
+// streamChanged tells the poll loop the stream went up or down.
+func (m *Inbox) streamChanged() {
+	select {
+	case m.streamMoved <- struct{}{}:
+	default:
+	}
+}
