@@ -437,6 +437,24 @@ func (s *Supervisor) adoptTurnLocked(k *keyState, t *HandedTurn) {
 	s.queue.PushLocked(k.key, j)
 }
 
+// adoptedLocked makes sess, whose child the previous image handed over, k's idle session on
+// threadID (with the turns it ran and when it started, and its running turn when it had one),
+// unlocks s.mu and starts its watcher.
+func (s *Supervisor) adoptedLocked(k *keyState, sess *session, threadID string, turns int, started time.Time, turn *HandedTurn) {
+	sess.threadID, sess.recorded, sess.ready = threadID, true, true
+	sess.turns = turns
+	if !started.IsZero() {
+		sess.started = started
+	}
+	s.setStateLocked(sess, StateIdle)
+	if turn != nil {
+		s.adoptTurnLocked(k, turn)
+	}
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.watch(sess)
+}
+
 // adopt registers the children the previous image handed over as idle sessions of their chats.
 // One that finds no slot (the new image allows fewer children) is closed.
 func (s *Supervisor) adopt(children []AdoptedChild) {
@@ -457,18 +475,7 @@ func (s *Supervisor) adopt(children []AdoptedChild) {
 			zap.String("thread_id", a.ThreadID)))
 		k.sess = sess
 		sess.child, sess.pid, sess.proc = a.Child, a.Child.PID(), childproc.ReadIdentity(a.Child.PID())
-		sess.threadID, sess.recorded, sess.ready = a.ThreadID, true, true
-		sess.turns = a.Turns
-		if !a.Started.IsZero() {
-			sess.started = a.Started
-		}
-		s.setStateLocked(sess, StateIdle)
-		if a.Turn != nil {
-			s.adoptTurnLocked(k, a.Turn)
-		}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go s.watch(sess)
+		s.adoptedLocked(k, sess, a.ThreadID, a.Turns, a.Started, a.Turn)
 		sess.log.Info("codex child adopted from the previous image; its chat stays warm", zap.Bool("running_turn", a.Turn != nil))
 	}
 }

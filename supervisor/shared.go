@@ -196,18 +196,7 @@ func (s *Supervisor) adoptShared(a AdoptedChild) {
 			zap.String("thread_id", th.ThreadID)))
 		k.sess = sess
 		sess.child, sess.host, sess.pid, sess.proc = v, v.host, pid, ident
-		sess.threadID, sess.recorded, sess.ready = th.ThreadID, true, true
-		sess.turns = th.Turns
-		if !th.Started.IsZero() {
-			sess.started = th.Started
-		}
-		s.setStateLocked(sess, StateIdle)
-		if th.Turn != nil {
-			s.adoptTurnLocked(k, th.Turn)
-		}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go s.watch(sess)
+		s.adoptedLocked(k, sess, th.ThreadID, th.Turns, th.Started, th.Turn)
 	}
 	s.log.Info("shared codex child adopted from the previous image; its chats stay warm", zap.Int("pid", pid), zap.Int("threads", len(threads)))
 }
