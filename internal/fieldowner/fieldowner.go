@@ -1,0 +1,268 @@
+// Package fieldowner checks, from a package's tests, who may touch a struct's fields and how big a
+// type's method set has grown. A package split into parts (a pool, a feed, a handover) keeps each
+// part's state in a type of its own; Go's visibility rules cannot say "only these files", so the
+// part's owner says it in a test, and a change that reaches into another part's state fails
+// there instead of in review.
+//
+// It type-checks the package's non-test files from source against the export data of its
+// imports (`go list -export`), so it needs the go command, as the tests do.
+package fieldowner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Package is one package's non-test files, parsed and type-checked.
+type Package struct {
+	Dir   string
+	Fset  *token.FileSet
+	Files map[string]*ast.File // by base name
+	Types *types.Package
+	Info  *types.Info
+}
+
+// Load parses and type-checks the non-test Go files of the package in dir.
+func Load(dir string) (*Package, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	exports, importPath, err := exportData(abs)
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	names, err := filepath.Glob(filepath.Join(abs, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	p := &Package{Dir: abs, Fset: fset, Files: map[string]*ast.File{}}
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		if !buildable(f) {
+			continue
+		}
+		p.Files[filepath.Base(name)] = f
+		files = append(files, f)
+	}
+	lookup := func(path string) (io.ReadCloser, error) {
+		file, ok := exports[path]
+		if !ok || file == "" {
+			return nil, fmt.Errorf("no export data for %s", path)
+		}
+		return os.Open(file)
+	}
+	p.Info = &types.Info{
+		Uses:       map[*ast.Ident]types.Object{},
+		Defs:       map[*ast.Ident]types.Object{},
+		Selections: map[*ast.SelectorExpr]*types.Selection{},
+	}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "gc", lookup)}
+	p.Types, err = conf.Check(importPath, fset, files, p.Info)
+	if err != nil {
+		return nil, fmt.Errorf("type-check %s: %w", importPath, err)
+	}
+	return p, nil
+}
+
+// buildable drops files whose //go:build line excludes linux/amd64-like builds; the packages
+// this is used on have none, and a file for another OS would only fail the type check.
+func buildable(f *ast.File) bool {
+	for _, cg := range f.Comments {
+		for _, c := range cg.List {
+			if strings.HasPrefix(c.Text, "//go:build ") && strings.Contains(c.Text, "ignore") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// exportData runs `go list -export -deps` on dir and returns each dependency's export file and
+// the package's own import path.
+func exportData(dir string) (map[string]string, string, error) {
+	cmd := exec.Command("go", "list", "-export", "-deps", "-json=ImportPath,Export,DepOnly", ".")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, "", fmt.Errorf("go list -export in %s: %w\n%s", dir, err, ee.Stderr)
+		}
+		return nil, "", fmt.Errorf("go list -export in %s: %w", dir, err)
+	}
+	exports := map[string]string{}
+	var self string
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p struct {
+			ImportPath, Export string
+			DepOnly            bool
+		}
+		if err := dec.Decode(&p); err != nil {
+			return nil, "", fmt.Errorf("go list -export in %s: %w", dir, err)
+		}
+		exports[p.ImportPath] = p.Export
+		if !p.DepOnly {
+			self = p.ImportPath
+		}
+	}
+	if self == "" {
+		return nil, "", fmt.Errorf("go list -export in %s: no package", dir)
+	}
+	return exports, self, nil
+}
+
+// Touch is one place a field is used.
+type Touch struct {
+	Type, Field string
+	Pos         token.Position
+}
+
+// Strays lists the uses of owned types' fields outside their owners' files. owners maps a type
+// name of the package to the base names of the files that may touch its fields; a type or file
+// that does not exist is an error, so the list cannot go stale silently.
+func (p *Package) Strays(owners map[string][]string) ([]Touch, error) {
+	fieldOf := map[*types.Var]string{} // field → its type's name
+	for name, files := range owners {
+		obj := p.Types.Scope().Lookup(name)
+		if obj == nil {
+			return nil, fmt.Errorf("%s: no type %s", p.Types.Path(), name)
+		}
+		st, ok := obj.Type().Underlying().(*types.Struct)
+		if !ok {
+			return nil, fmt.Errorf("%s: %s is not a struct", p.Types.Path(), name)
+		}
+		for i := range st.NumFields() {
+			fieldOf[st.Field(i)] = name
+		}
+		for _, f := range files {
+			if _, ok := p.Files[f]; !ok {
+				return nil, fmt.Errorf("%s: owner file %s of %s does not exist", p.Types.Path(), f, name)
+			}
+		}
+	}
+	var strays []Touch
+	for id, obj := range p.Info.Uses {
+		v, ok := obj.(*types.Var)
+		if !ok || !v.IsField() {
+			continue
+		}
+		typ, owned := fieldOf[v]
+		if !owned {
+			continue
+		}
+		pos := p.Fset.Position(id.Pos())
+		if !slices.Contains(owners[typ], filepath.Base(pos.Filename)) {
+			strays = append(strays, Touch{Type: typ, Field: v.Name(), Pos: pos})
+		}
+	}
+	sort.Slice(strays, func(i, j int) bool {
+		a, b := strays[i].Pos, strays[j].Pos
+		if a.Filename != b.Filename {
+			return a.Filename < b.Filename
+		}
+		return a.Offset < b.Offset
+	})
+	return strays, nil
+}
+
+// Methods counts what a type carries: its methods (value and pointer receivers) plus the
+// package's functions that take the type, or a pointer to it, as a parameter. embedded names the
+// type's embedded fields, which would promote another type's methods onto it.
+func (p *Package) Methods(typeName string) (count int, embedded []string, err error) {
+	obj := p.Types.Scope().Lookup(typeName)
+	if obj == nil {
+		return 0, nil, fmt.Errorf("%s: no type %s", p.Types.Path(), typeName)
+	}
+	named, ok := obj.Type().(*types.Named)
+	if !ok {
+		return 0, nil, fmt.Errorf("%s: %s is not a named type", p.Types.Path(), typeName)
+	}
+	count = named.NumMethods()
+	if st, ok := named.Underlying().(*types.Struct); ok {
+		for i := range st.NumFields() {
+			if st.Field(i).Embedded() {
+				embedded = append(embedded, st.Field(i).Name())
+			}
+		}
+	}
+	takes := func(t types.Type) bool {
+		if ptr, ok := t.(*types.Pointer); ok {
+			t = ptr.Elem()
+		}
+		return types.Identical(t, named)
+	}
+	scope := p.Types.Scope()
+	for _, name := range scope.Names() {
+		fn, ok := scope.Lookup(name).(*types.Func)
+		if !ok {
+			continue
+		}
+		params := fn.Type().(*types.Signature).Params()
+		for i := range params.Len() {
+			if takes(params.At(i).Type()) {
+				count++
+				break
+			}
+		}
+	}
+	return count, embedded, nil
+}
+
+// Check fails t for every use of an owned type's field outside its owners' files (see Strays).
+func Check(t testing.TB, dir string, owners map[string][]string) {
+	t.Helper()
+	p, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strays, err := p.Strays(owners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range strays {
+		t.Errorf("%s:%d: %s.%s is touched outside its owner's files %v", filepath.Base(s.Pos.Filename), s.Pos.Line, s.Type, s.Field, owners[s.Type])
+	}
+}
+
+// AtMost fails t when typeName carries more than limit methods (see Methods) or embeds a field.
+func AtMost(t testing.TB, dir, typeName string, limit int) {
+	t.Helper()
+	p, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, embedded, err := p.Methods(typeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n > limit {
+		t.Errorf("%s carries %d methods and functions, at most %d: a new one belongs in one of its parts", typeName, n, limit)
+	}
+	if len(embedded) > 0 {
+		t.Errorf("%s embeds %v: embedding promotes a part's methods onto it; name the field", typeName, embedded)
+	}
+}
