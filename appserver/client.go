@@ -56,6 +56,9 @@ type Client struct {
 	queue  *inboundQueue
 
 	lastActivity atomic.Int64 // unix nanoseconds of the last line read
+	// turned is set once a turn of any thread (a warm-up's too) completed in this process: the
+	// process is warm, and a spare thread opened in it later needs no throwaway turn (WarmUp).
+	turned atomic.Bool
 
 	// life is cancelled, with the failure as its cause, when the client becomes unusable.
 	life context.Context

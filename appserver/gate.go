@@ -13,20 +13,32 @@ import (
 //
 // A push that found turns running may be forced (forcePush): it then holds the gate against
 // new turns only, while the running ones go on; see Config.TokenPushWait.
+//
+// A spare's throwaway warm-up turn holds the gate lightly: a pause waits for it, a push does
+// not. It reaches only the daemon's canned responder, and a push it holds back would let a
+// chat's turn beside it start on the replaced token; a push that fails it costs the spare its
+// warm-up, nothing more.
 type turnGate struct {
 	mu        sync.Mutex
 	turns     int           // turns holding the gate
+	light     int           // warm-up turns holding the gate
 	exclusive bool          // a push or a pause holds it
 	free      chan struct{} // closed and replaced when exclusive ends
 }
 
 // enter holds the gate for a turn, waiting while a push or a pause holds it. It fails only
 // when ctx ends first.
-func (g *turnGate) enter(ctx context.Context) error {
+func (g *turnGate) enter(ctx context.Context) error { return g.enterAs(ctx, &g.turns) }
+
+// enterLight holds the gate for a warm-up turn, waiting like enter.
+func (g *turnGate) enterLight(ctx context.Context) error { return g.enterAs(ctx, &g.light) }
+
+// enterAs counts a hold in count (turns or light) once no push or pause holds the gate.
+func (g *turnGate) enterAs(ctx context.Context, count *int) error {
 	for {
 		g.mu.Lock()
 		if !g.exclusive {
-			g.turns++
+			*count++
 			g.mu.Unlock()
 			return nil
 		}
@@ -59,15 +71,34 @@ func (g *turnGate) leave() int {
 	return g.turns
 }
 
-// running is the number of turns holding the gate.
+// leaveLight ends a warm-up turn's hold.
+func (g *turnGate) leaveLight() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.light--
+}
+
+// running is the number of turns holding the gate, warm-up turns aside.
 func (g *turnGate) running() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.turns
 }
 
-// tryAlone holds the gate alone when no turn and nothing else holds it.
+// tryAlone holds the gate alone when no turn, no warm-up and nothing else holds it (a pause).
 func (g *turnGate) tryAlone() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.exclusive || g.turns > 0 || g.light > 0 {
+		return false
+	}
+	g.exclusive = true
+	return true
+}
+
+// tryPush holds the gate for a token push when no turn and nothing else holds it; warm-up
+// turns may go on beside it.
+func (g *turnGate) tryPush() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.exclusive || g.turns > 0 {

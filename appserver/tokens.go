@@ -144,7 +144,7 @@ func (c *Client) pushTokens() {
 			forced = nil
 			continue // up to date
 		}
-		alone := c.gate.tryAlone()
+		alone := c.gate.tryPush()
 		if !alone && forcing && c.gate.forcePush() {
 			c.logger().Info("no gap in the child's turns for the new ChatGPT token; handing it over beside them",
 				zap.Int("turns", c.gate.running()), zap.Duration("waited", c.cfg.TokenPushWait))

@@ -74,15 +74,25 @@ type TurnResult struct {
 // fails at once with ErrTurnInProgress, because codex would merge the second turn into the
 // first. Turns of different threads of the child run side by side.
 func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts TurnOptions) (*TurnResult, error) {
+	return c.runTurnGated(ctx, threadID, input, opts, false)
+}
+
+// runTurnGated is RunTurn; warmUp says the turn is a spare's throwaway one (WarmUp), which
+// holds the turn gate lightly and needs no ChatGPT token.
+func (c *Client) runTurnGated(ctx context.Context, threadID string, input []protocol.UserInput, opts TurnOptions, warmUp bool) (*TurnResult, error) {
 	release, err := c.claim("run turn", threadID)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if err := c.gate.enter(ctx); err != nil {
+	enter, leave := c.gate.enter, func() { c.gate.leave() }
+	if warmUp {
+		enter, leave = c.gate.enterLight, c.gate.leaveLight
+	}
+	if err := enter(ctx); err != nil {
 		return nil, fmt.Errorf("run turn on thread %s: waiting for a token push to codex pid %d: %w", threadID, c.pid, err)
 	}
-	defer c.gate.leave()
+	defer leave()
 	if c.threadWedged(threadID) {
 		return nil, fmt.Errorf("run turn on thread %s: %w: codex pid %d still has a turn of it that was not interrupted", threadID, ErrWedged, c.pid)
 	}
@@ -92,7 +102,7 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("run turn on thread %s: %w", threadID, context.Cause(ctx))
 	}
-	if c.cfg.Tokens != nil && c.cfg.Tokens.Login().AccessToken != c.heldToken() && c.gate.running() == 1 {
+	if !warmUp && c.cfg.Tokens != nil && c.cfg.Tokens.Login().AccessToken != c.heldToken() && c.gate.running() == 1 {
 		// A token the daemon got while this child was busy, not handed over yet: a turn never
 		// starts with a token the daemon already replaced. With other threads' turns running
 		// the swap would fail their model requests: pushTokens hands it over in a gap.
@@ -123,6 +133,9 @@ func (c *Client) RunTurn(ctx context.Context, threadID string, input []protocol.
 			c.logger().Warn("could not drop the failed turn before running it again", zap.Error(rerr))
 		}
 		r, err = c.runTurn(ctx, threadID, input, opts, nil)
+	}
+	if err == nil && r.Status == protocol.TurnCompleted {
+		c.turned.Store(true)
 	}
 	return r, err
 }

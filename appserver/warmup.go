@@ -42,6 +42,11 @@ func warmUpOverrides(url string) []string {
 //   - it runs one turn on a second thread started with `ephemeral: true` on WarmUpProvider, so
 //     skills, context capture and the turn machinery are loaded, then unsubscribes that thread.
 //
+// In a process that already completed a turn (a shared child whose chats have talked), only
+// the name is set: the process is warm, and a throwaway turn would only hold the child's turn
+// gate beside its chats' turns, which holds back a new ChatGPT token's push (pushTokens) while
+// a chat's next turn starts on the old one.
+//
 // The model never sees any of it: the throwaway turn goes to the canned responder only, the
 // ephemeral thread leaves nothing in CODEX_HOME, and threadID's history stays empty. opts are
 // the settings chats' threads use (cwd above all, which decides what skills and project files
@@ -52,6 +57,10 @@ func (c *Client) WarmUp(ctx context.Context, threadID, name string, opts ThreadO
 	}
 	if err := c.SetThreadName(ctx, threadID, name); err != nil {
 		return fmt.Errorf("warm up: %w", err)
+	}
+	if c.turned.Load() {
+		c.logger().Debug("warmed up: the process already ran a turn", zap.String("thread", threadID))
+		return nil
 	}
 	var res protocol.ThreadResult
 	err := c.call(ctx, protocol.MethodThreadStart, protocol.ThreadStartParams{
@@ -71,7 +80,7 @@ func (c *Client) WarmUp(ctx context.Context, threadID, name string, opts ThreadO
 	if eph == "" {
 		return fmt.Errorf("warm up: start ephemeral thread on codex pid %d: %w: result has no thread id", c.pid, ErrProtocol)
 	}
-	r, err := c.RunTurn(ctx, eph, []protocol.UserInput{{Type: "text", Text: WarmUpText}}, TurnOptions{})
+	r, err := c.runTurnGated(ctx, eph, []protocol.UserInput{{Type: "text", Text: WarmUpText}}, TurnOptions{}, true)
 	if err == nil && r.Status != protocol.TurnCompleted {
 		err = fmt.Errorf("throwaway turn on ephemeral thread %s ended %q: %s", eph, r.Status, turnErrorText(r))
 	}

@@ -183,3 +183,52 @@ func homeFiles(t *testing.T, home, thread string) []string {
 	}
 	return files
 }
+
+// TestRealWarmUpOfAWarmProcessOnlyNames opens a spare's thread in a child whose chat already
+// ran a turn (a shared child): the process is warm, so the warm-up names the thread and runs no
+// throwaway turn, which would hold the child's turn gate beside its chats' turns.
+func TestRealWarmUpOfAWarmProcessOnlyNames(t *testing.T) {
+	canned, err := cannedmodel.New(cannedmodel.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = canned.Close() })
+	e := newRealEnv(t, mockmodel.Config{})
+	c := e.start(t, func(cfg *appserver.Config) { cfg.WarmUpURL = canned.URL() })
+	ctx := ctxTimeout(t, time.Minute)
+	opts := appserver.ThreadOptions{Cwd: e.cwd}
+	first, err := c.StartThread(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WarmUp(ctx, first, "spare-1", opts); err != nil {
+		t.Fatalf("warm up a cold process: %v", err)
+	}
+	if n := canned.Requests(); n != 1 {
+		t.Fatalf("a cold process's warm-up reached the canned responder %d times; want 1", n)
+	}
+	r, err := c.RunTurn(ctx, first, []protocol.UserInput{{Type: "text", Text: "hello"}}, appserver.TurnOptions{})
+	if err != nil || r.Status != protocol.TurnCompleted {
+		t.Fatalf("chat turn: %v (status %v)", err, r)
+	}
+	second, err := c.StartThread(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WarmUp(ctx, second, "spare-2", opts); err != nil {
+		t.Fatalf("warm up a second thread: %v", err)
+	}
+	if n := canned.Requests(); n != 1 {
+		t.Errorf("the warm-up of a process that already ran a turn reached the canned responder (%d requests in all); want no new one", n)
+	}
+	if n := e.mock.RequestCount(); n != 1 {
+		t.Errorf("the model saw %d requests; want the chat's one", n)
+	}
+	index, err := os.ReadFile(filepath.Join(e.home, "session_index.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(index), second) || !strings.Contains(string(index), `"spare-2"`) {
+		t.Errorf("session_index.jsonl = %q; want thread %s named spare-2", index, second)
+	}
+}
