@@ -551,7 +551,10 @@ func TestE2EBootSweepKillsWhatAKilledChildLeft(t *testing.T) {
 	e := newE2E(t, e2eConfig{Local: true})
 	pidFile := e.addSleeperMCP()
 
-	d1 := e.start()
+	// No spare: a spare's thread, and its warm-up's throwaway thread, start MCP servers of their
+	// own in the child's session while the test counts them (a shared child hosts the spare's
+	// thread beside the chat's), and the sweep does the same whatever their number.
+	d1 := e.start("--spares", "0")
 	if r := newLocalClient(t, d1).send("alpha", "hi"); r.Text != "reply #1: hi" {
 		t.Fatalf("reply = %+v", r)
 	}
