@@ -65,6 +65,10 @@ type Memory struct {
 	// USS is the memory private to the process (Private_Clean + Private_Dirty): what its exit
 	// gives back.
 	USS int64
+	// Anon is the resident memory that belongs to no file: heap, stacks. For a codex child, PSS
+	// minus Anon is its share of the pages of the binary it maps, which the children share: the
+	// part of their summed PSS that does not grow with the number of children.
+	Anon int64
 }
 
 func (p ProcFS) fs() (procfs.FS, error) {
@@ -164,7 +168,7 @@ func (p ProcFS) Memory(pid int) (Memory, error) {
 	if err != nil {
 		return Memory{}, fmt.Errorf("read smaps_rollup of pid %d: %w", pid, err)
 	}
-	return Memory{RSS: st.RSSBytes, PSS: int64(r.Pss), USS: int64(r.PrivateClean + r.PrivateDirty)}, nil
+	return Memory{RSS: st.RSSBytes, PSS: int64(r.Pss), USS: int64(r.PrivateClean + r.PrivateDirty), Anon: int64(r.Anonymous)}, nil
 }
 
 // WriteChars reads the bytes pid has handed to write(2) and its kin so far (wchar of

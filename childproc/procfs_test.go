@@ -127,7 +127,7 @@ func TestMemoryFromRollup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Memory{RSS: 2560 * int64(os.Getpagesize()), PSS: 6144 << 10, USS: (1024 + 3072) << 10}
+	want := Memory{RSS: 2560 * int64(os.Getpagesize()), PSS: 6144 << 10, USS: (1024 + 3072) << 10, Anon: 3072 << 10}
 	if m != want {
 		t.Errorf("Memory = %+v, want %+v", m, want)
 	}

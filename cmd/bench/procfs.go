@@ -153,6 +153,7 @@ func treeMemory(root int) (treeMem, error) {
 		t.Children.RSS += m.RSS
 		t.Children.PSS += m.PSS
 		t.Children.USS += m.USS
+		t.Children.Anon += m.Anon
 		t.Procs++
 	}
 	return t, nil
