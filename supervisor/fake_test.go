@@ -514,3 +514,11 @@ func (s *testStore) Archive(key, _ string) (string, error) {
 	}
 	return id, nil
 }
+
+// dieUnseen makes the child report err from Err() while its Done channel stays open: the
+// process is gone, and its watcher has not noticed yet. exit completes the death.
+func (c *fakeChild) dieUnseen(err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+}

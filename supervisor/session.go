@@ -118,6 +118,16 @@ func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
 			}
 			s.mu.Unlock()
 			return s.startSession(k, j)
+		case sess.state == StateIdle && sess.child != nil && sess.child.Err() != nil:
+			// The child died while the chat was idle and its watcher has not retired the
+			// session yet (a shared child's death retires every thread in it, one by one):
+			// the message waits for that and gets a new child, not the dead one's error.
+			s.mu.Unlock()
+			select {
+			case <-sess.reaped:
+			case <-j.ctx.Done():
+				return nil, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
+			}
 		case sess.state == StateIdle:
 			s.setStateLocked(sess, StateBusy)
 			sess.turnStart = time.Now()
