@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // party is who is shown an approval prompt and answers it: a chat key and where its messages go.
@@ -45,17 +46,17 @@ func (m *Inbox) relayApprovals(ctx context.Context, log *zap.Logger, msg message
 			return
 		}
 		after = a.Seq
-		text := chat.Truncate(m.client.red.String(chat.ApprovalPrompt(a)), m.cfg.MaxReplyBytes, "approval prompt")
+		text := chat.Truncate(m.red.String(chat.ApprovalPrompt(a)), m.cfg.MaxReplyBytes, "approval prompt")
 		to := m.approvalParty()
 		p := pendingReply{
 			ActivityID: msg.ActivityID,
 			ChatKey:    to.ChatKey,
 			Route:      to.Route,
 			Text:       text,
-			MessageID:  replyID(m.cfg.WorkspaceID, msg.ActivityID+"/approval/"+a.TurnID+"/"+a.RequestID),
+			MessageID:  platform.ReplyID(m.cfg.WorkspaceID, msg.ActivityID+"/approval/"+a.TurnID+"/"+a.RequestID),
 		}
 		plog := log.With(zap.String("request_id", a.RequestID), zap.String("turn_id", a.TurnID))
-		err = retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
+		err = platform.RetryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
 			err := m.sendAs(ctx, plog, &p, p.MessageID)
 			if err != nil && permanentDeliveryError(err) {
 				return backoff.Permanent(err)

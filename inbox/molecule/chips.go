@@ -8,7 +8,6 @@ package molecule
 
 import (
 	"context"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -143,7 +142,7 @@ func (m *Inbox) postChip(log *zap.Logger, chatKey string, p supervisor.TurnProgr
 	m.mu.Lock()
 	m.chipLast[chatKey] = now
 	m.mu.Unlock()
-	if !m.client.gate.optional(now) {
+	if !m.client.Optional(now) {
 		m.c.chipsDropped.Add(1)
 		return
 	}
@@ -151,10 +150,10 @@ func (m *Inbox) postChip(log *zap.Logger, chatKey string, p supervisor.TurnProgr
 	if p.Failed {
 		status = "error"
 	}
-	summary := chipSummary(m.client.red, p, more)
+	summary := chipSummary(m.red, p, more)
 	ctx, cancel := context.WithTimeout(context.Background(), chipTimeout)
 	defer cancel()
-	if err := m.client.agentLog(ctx, p.Tool, summary, status); err != nil {
+	if err := m.client.AgentLog(ctx, chipTimeout, p.Tool, summary, status); err != nil {
 		m.c.chipsFailed.Add(1)
 		log.Debug("tool chip not posted", zap.Error(err))
 		return
@@ -176,15 +175,4 @@ func chipSummary(red redactor, p supervisor.TurnProgress, more int) string {
 		s = string(r[:n-1]) + "…"
 	}
 	return s + suffix
-}
-
-// agentLog posts one agent_log row, as the runtime's tool trace does:
-// POST /workspaces/{ws}/activity {"activity_type":"agent_log","source_id":ws,"target_id":ws,
-// "summary","status","method"} (activity.go Report: a foreign source_id is refused).
-func (c *platformClient) agentLog(ctx context.Context, method, summary, status string) error {
-	_, err := c.do(ctx, request{op: "tool chip", method: http.MethodPost,
-		path: "/workspaces/" + c.ws + "/activity", timeout: chipTimeout,
-		body: map[string]string{"activity_type": "agent_log", "source_id": c.ws, "target_id": c.ws,
-			"summary": summary, "status": status, "method": method}})
-	return err
 }

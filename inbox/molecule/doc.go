@@ -7,7 +7,7 @@
 // notify, peer agent → A2A message/send) and only then moves its durable inbox position
 // (bridge-state.json in the state directory). A reply that cannot be delivered is retried
 // without asking codex again, also across restarts, and every attempt carries the same
-// messageId and Idempotency-Key (replyID); notify has no deduplication, so an attempt whose
+// messageId and Idempotency-Key (platform.ReplyID); notify has no deduplication, so an attempt whose
 // answer was lost is sent once more at most (outbound.go). The activity page is read as a stream, one row at a time with a
 // per-row cap (rowscan.go), so memory does not grow with the page. Platform calls never follow a
 // redirect: the token stays with the platform URL's origin. Chats run at once as far as the

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -73,21 +74,21 @@ func (m *Inbox) noteAnswer(failed bool, errText string) {
 // failure is counted and the next tick tries again.
 func (m *Inbox) sendHeartbeat(ctx context.Context) bool {
 	hb := m.heartbeatBody()
-	err := m.client.heartbeat(ctx, hb)
+	err := m.client.Heartbeat(ctx, hb)
 	switch {
 	case ctx.Err() != nil:
 	case err != nil:
 		m.c.heartbeatErrors.Add(1)
-		m.platformCallFailed(callHeartbeat, err)
+		m.platformCallFailed(platform.CallHeartbeat, err)
 	default:
 		m.log.Debug("heartbeat sent", zap.Int("active_tasks", hb.ActiveTasks))
-		m.platformCallOK(callHeartbeat)
+		m.platformCallOK(platform.CallHeartbeat)
 	}
 	return err == nil
 }
 
 // heartbeatBody reports the running turns and the failure rate since the previous heartbeat.
-func (m *Inbox) heartbeatBody() heartbeatBody {
+func (m *Inbox) heartbeatBody() platform.HeartbeatBody {
 	// Asked before taking m.mu: the supervisor takes its own lock.
 	var acts []supervisor.ChatActivity
 	if m.cfg.Progress != nil {
@@ -97,14 +98,14 @@ func (m *Inbox) heartbeatBody() heartbeatBody {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	hb := heartbeatBody{
+	hb := platform.HeartbeatBody{
 		ActiveTasks:   max(len(m.inflight), len(acts)),
 		UptimeSeconds: int64(time.Since(m.runStart) / time.Second),
 		IsBusy:        len(m.inflight) > 0 || len(acts) > 0,
 		RuntimeState:  runtime,
 	}
 	if len(acts) > 0 {
-		hb.CurrentTask = currentTask(m.client.red, acts, now)
+		hb.CurrentTask = currentTask(m.red, acts, now)
 	} else {
 		for _, key := range m.inflight {
 			if hb.CurrentTask == "" || key < hb.CurrentTask {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // platformIdleConns is how many idle connections to the platform the inbox's own HTTP client
@@ -33,7 +34,8 @@ var ErrUnauthorized = errors.New("platform rejected the workspace token")
 type Inbox struct {
 	cfg     Config
 	log     *zap.Logger
-	client  *platformClient
+	client  *platform.Client
+	red     redactor     // what leaves: replies, notes, the heartbeat, the log
 	ownHTTP *http.Client // the client New created, closed by Run; nil when injected
 	ledger  *ledger
 	ncfg    normalizeConfig
@@ -46,7 +48,7 @@ type Inbox struct {
 	streamStats *streamStats
 	// reach turns the outcomes of polls and heartbeats into one log line per outage and one
 	// when it ends.
-	reach reachability
+	reach platform.Reachability
 	// writes turns failed state writes into one log line when they start and one when they end.
 	writes stateWrites
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
@@ -103,15 +105,20 @@ func New(cfg Config) (*Inbox, error) {
 		hc = &http.Client{Transport: tr}
 		ownHTTP = hc
 	}
-	client, err := newPlatformClient(cfg, hc)
+	m := &Inbox{}
+	opts := clientOptions(cfg)
+	opts.OnLimited = func(op string, wait time.Duration, status int) { m.rateLimited(op, wait, status) }
+	client, err := platform.New(opts, hc)
 	if err != nil {
 		return nil, fmt.Errorf("molecule inbox: %w", err)
 	}
-	// The client's redactor: it also knows the tokens a rotation brings later.
-	log := client.red.Logger(cfg.Logger).Named("bridge").With(zap.String("workspace_id", cfg.WorkspaceID))
-	client.tokens.log = log
-	m := &Inbox{
+	// The redactor of every log line: the secret set also knows the tokens a rotation brings later.
+	red := redactor{set: cfg.Secrets}
+	log := red.Logger(cfg.Logger).Named("bridge").With(zap.String("workspace_id", cfg.WorkspaceID))
+	client.SetLogger(log)
+	*m = Inbox{
 		client:  client,
+		red:     red,
 		ownHTTP: ownHTTP,
 		cfg:     cfg,
 		log:     log,
@@ -128,7 +135,6 @@ func New(cfg Config) (*Inbox, error) {
 		images:      &imageBudget{max: int64(cfg.MaxPendingImageBytes)},
 		peers:       newPeerExchanges(cfg.PeerExchanges, cfg.PeerQuietReset),
 	}
-	client.onLimited = m.rateLimited
 	l, err := openLedger(cfg.StateDir, cfg.WorkspaceID, cfg.RecentIDs, log)
 	if err != nil {
 		return nil, fmt.Errorf("molecule inbox: %w", err)
@@ -181,11 +187,11 @@ func (m *Inbox) Run(ctx context.Context) error {
 
 	m.checkState(ctx, false) // a paused workspace answers nothing, from the first poll on
 	var wg sync.WaitGroup
-	wg.Go(func() { runEvery(ctx, m.cfg.HeartbeatInterval, m.beat) })
+	wg.Go(func() { platform.RunEvery(ctx, m.cfg.HeartbeatInterval, m.beat) })
 	wg.Go(func() { m.ackLoop(ctx) })
 	if m.cfg.EventStream {
 		st := &streamer{c: m.client, log: m.log.Named("stream"), self: m.cfg.WorkspaceID, stats: m.streamStats,
-			budget: m.client.gate, live: livenessBeats * m.cfg.HeartbeatInterval, timeout: m.cfg.RequestTimeout,
+			live: livenessBeats * m.cfg.HeartbeatInterval, timeout: m.cfg.RequestTimeout,
 			wake: m.wakePoll, changed: m.streamChanged}
 		m.streamStats.state.Store(StreamConnecting)
 		wg.Go(func() { st.run(ctx) })
@@ -211,16 +217,16 @@ func (m *Inbox) Run(ctx context.Context) error {
 // errors are fatal; network errors and 5xx are retried until ctx is done (the platform may be
 // starting).
 func (m *Inbox) register(ctx context.Context) error {
-	var answer registerAnswer
-	err := retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
+	var answer platform.RegisterAnswer
+	err := platform.RetryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
 		var err error
-		answer, err = m.client.register(ctx, m.cfg.AgentName)
+		answer, err = m.client.Register(ctx, m.cfg.AgentName)
 		if answer.AuthToken != "" {
 			m.mu.Lock()
 			m.issued = answer.AuthToken
 			m.mu.Unlock()
 		}
-		if he := (*HTTPError)(nil); errors.As(err, &he) && !retryableStatus(he.Status) {
+		if he := (*platform.HTTPError)(nil); errors.As(err, &he) && !platform.RetryableStatus(he.Status) {
 			return backoff.Permanent(err)
 		}
 		return err
@@ -228,11 +234,11 @@ func (m *Inbox) register(ctx context.Context) error {
 		m.log.Warn("register failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
 	})
 	if err == nil {
-		m.log.Info("registered with the platform", zap.String("platform", m.client.origin), zap.String("delivery_mode", answer.DeliveryMode))
+		m.log.Info("registered with the platform", zap.String("platform", m.client.Origin()), zap.String("delivery_mode", answer.DeliveryMode))
 		m.registered(answer)
 		return nil
 	}
-	var he *HTTPError
+	var he *platform.HTTPError
 	if errors.As(err, &he) && he.Unauthorized() {
 		return fmt.Errorf("%w: workspace %s, HTTP %d at register: check MOLECULE_WORKSPACE_TOKEN (or <CONFIGS_DIR>/.auth_token) and MOLECULE_ORG_ID",
 			ErrUnauthorized, m.cfg.WorkspaceID, he.Status)
@@ -241,11 +247,6 @@ func (m *Inbox) register(ctx context.Context) error {
 		return fmt.Errorf("register workspace %s: %w: set PLATFORM_URL to the address that answers", m.cfg.WorkspaceID, err)
 	}
 	return fmt.Errorf("register workspace %s: %w", m.cfg.WorkspaceID, err)
-}
-
-// retryableStatus says whether an HTTP status may go away by itself.
-func retryableStatus(status int) bool {
-	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
 }
 
 // pollLoop polls until ctx is done: every PollInterval (every SafetyPollInterval while the event
@@ -261,8 +262,8 @@ func retryableStatus(status int) bool {
 // every cursor would otherwise be asked for the whole window twice per PollInterval.
 func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 	cursor := m.ledger.Cursor()
-	bo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
-	goneBo := newBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
+	bo := platform.NewBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
+	goneBo := platform.NewBackoff(m.cfg.RetryInitial, m.cfg.RetryMax)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	// The first poll catches up on what landed while the daemon was not running.
@@ -313,7 +314,7 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 		}
 		m.c.polls[cause].Add(1)
 		pollStart := time.Now()
-		page, err := m.client.poll(ctx, cursor, m.cfg.SinceSecs, pageLimits{rows: m.cfg.MaxUnacked - unacked, bytes: m.cfg.MaxPollBytes})
+		page, err := m.client.Poll(ctx, cursor, m.cfg.SinceSecs, platform.PageLimits{Rows: m.cfg.MaxUnacked - unacked, Bytes: m.cfg.MaxPollBytes})
 		if ctx.Err() != nil {
 			return
 		}
@@ -321,12 +322,12 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 			m.cfg.OnPoll(time.Since(pollStart), err)
 		}
 		// With a cursor, rows read before a failure are complete and follow it: keep them.
-		last := m.ingest(page.rows, disp)
+		last := m.ingest(page.Rows, disp)
 		if last != "" {
 			cursor = last
 		}
 		switch {
-		case errors.Is(err, errCursorGone):
+		case errors.Is(err, platform.ErrCursorGone):
 			wait := goneBo.NextBackOff()
 			m.log.Warn("platform no longer knows the cursor (HTTP 410); falling back to the recent window",
 				zap.String("cursor", cursor), zap.Int("since_secs", m.cfg.SinceSecs), zap.Duration("retry_in", wait))
@@ -338,30 +339,30 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 			m.c.pollErrors.Add(1)
 			wait := bo.NextBackOff()
 			switch {
-			case isTenantOrgRequired(err):
-				m.tenantRefused(callPoll, err, zap.Duration("retry_in", wait))
-			case isRateLimited(err):
+			case platform.IsTenantOrgRequired(err):
+				m.tenantRefused(platform.CallPoll, err, zap.Duration("retry_in", wait))
+			case platform.IsRateLimited(err):
 				// Logged by rateLimited; the gate holds the next call back until it ends.
 			default:
-				m.platformCallFailed(callPoll, err, zap.String("cursor", cursor), zap.Duration("retry_in", wait))
+				m.platformCallFailed(platform.CallPoll, err, zap.String("cursor", cursor), zap.Duration("retry_in", wait))
 			}
 			cause = causeRetry
 			timer.Reset(wait)
 			continue
 		}
 		m.orgMissingLogged.Store(false)
-		m.log.Debug("polled", zap.Int("rows", len(page.rows)), zap.Bool("more", page.more),
+		m.log.Debug("polled", zap.Int("rows", len(page.Rows)), zap.Bool("more", page.More),
 			zap.String("cursor", cursor), zap.Duration("took", time.Since(pollStart)))
-		m.platformCallOK(callPoll)
+		m.platformCallOK(platform.CallPoll)
 		bo.Reset()
 		if withCursor {
 			goneBo.Reset()
 		}
 		// Reading on at once needs a row to read on from: a page whose kept rows have no id
 		// would only be fetched again.
-		if page.more && last != "" {
+		if page.More && last != "" {
 			m.log.Debug("activity page larger than one poll keeps; reading on from the last row kept",
-				zap.Int("rows", len(page.rows)), zap.String("cursor", cursor))
+				zap.Int("rows", len(page.Rows)), zap.String("cursor", cursor))
 			cause = causeMore
 			timer.Reset(0)
 			continue
@@ -373,7 +374,7 @@ func (m *Inbox) pollLoop(ctx context.Context, disp *dispatcher) {
 
 // ingest classifies a page of rows (oldest first) and queues the new messages. It returns the id
 // of the last row that has one: the next poll's since_id.
-func (m *Inbox) ingest(rows []scannedRow, disp *dispatcher) (last string) {
+func (m *Inbox) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 	for i, row := range rows {
 		n := m.normalize(row)
 		id, seq := n.msg.ActivityID, n.msg.Seq
@@ -396,8 +397,8 @@ func (m *Inbox) ingest(rows []scannedRow, disp *dispatcher) (last string) {
 			}
 			m.c.poison.Add(1)
 			log.Warn("poison row: cannot be answered, moving past it",
-				zap.String("reason", n.reason), zap.Int("row_index", i), zap.Int64("row_bytes", row.size),
-				zap.String("row_excerpt", chat.CapText(string(row.raw), 200)))
+				zap.String("reason", n.reason), zap.Int("row_index", i), zap.Int64("row_bytes", row.Size),
+				zap.String("row_excerpt", chat.CapText(string(row.Raw), 200)))
 		case dispMessage:
 			log = log.With(zap.String("chat_key", n.msg.ChatKey))
 			switch m.ledger.admit(id, seq) {
@@ -445,11 +446,11 @@ func (m *Inbox) ingest(rows []scannedRow, disp *dispatcher) (last string) {
 // and counted once. A row with an id is finished in the ledger. A row without one cannot be
 // moved past with since_id until a row with an id follows it, so every poll fetches it again:
 // its content names it instead.
-func (m *Inbox) firstPoisonSighting(id string, seq int64, row scannedRow) bool {
+func (m *Inbox) firstPoisonSighting(id string, seq int64, row platform.Row) bool {
 	if id != "" {
 		return m.ledger.admitDone(id, seq)
 	}
-	fp := row.fingerprint()
+	fp := row.Fingerprint()
 	if m.poisonSeen.has(fp) {
 		return false
 	}
@@ -459,14 +460,14 @@ func (m *Inbox) firstPoisonSighting(id string, seq int64, row scannedRow) bool {
 
 // normalize judges a row read from the page. A row over the row cap was not kept: it is poison,
 // known by the id read on the way past it. A row that is not valid JSON gets that id too.
-func (m *Inbox) normalize(row scannedRow) normalized {
-	if row.oversized() {
-		return normalized{disp: dispPoison, msg: message{ActivityID: row.id},
-			reason: fmt.Sprintf("row is %d bytes, over the %d-byte row cap (MaxRowBytes); skipped without reading it", row.size, m.cfg.MaxRowBytes)}
+func (m *Inbox) normalize(row platform.Row) normalized {
+	if row.Oversized() {
+		return normalized{disp: dispPoison, msg: message{ActivityID: row.ID},
+			reason: fmt.Sprintf("row is %d bytes, over the %d-byte row cap (MaxRowBytes); skipped without reading it", row.Size, m.cfg.MaxRowBytes)}
 	}
-	n := normalize(row.raw, m.ncfg)
+	n := normalize(row.Raw, m.ncfg)
 	if n.disp == dispPoison && n.msg.ActivityID == "" {
-		n.msg.ActivityID = row.id
+		n.msg.ActivityID = row.ID
 	}
 	return n
 }
@@ -576,7 +577,7 @@ func (m *Inbox) send(ctx context.Context, log *zap.Logger, p *pendingReply) erro
 	if !validWorkspaceID(p.Route.Workspace) {
 		return backoff.Permanent(fmt.Errorf("reply for activity %s has an invalid target workspace %q", p.ActivityID, p.Route.Workspace))
 	}
-	return m.sendAs(ctx, log, p, replyID(m.cfg.WorkspaceID, p.ActivityID))
+	return m.sendAs(ctx, log, p, platform.ReplyID(m.cfg.WorkspaceID, p.ActivityID))
 }
 
 // sendAs makes one delivery attempt of p with key as its Idempotency-Key.
@@ -587,22 +588,22 @@ func (m *Inbox) sendAs(ctx context.Context, log *zap.Logger, p *pendingReply, ke
 		if err := m.uploadFiles(ctx, log, p); err != nil {
 			return err
 		}
-		return m.client.notify(ctx, p.Route.Workspace, key, p.Text, attachments(p.Files)...)
+		return m.client.Notify(ctx, p.Route.Workspace, key, p.Text, attachments(p.Files)...)
 	case routeA2A:
 		messageID := p.MessageID
 		if messageID == "" {
 			messageID = key
 		}
 		parts := m.peerFileParts(log, p)
-		ans, err := m.client.a2aSend(ctx, p.Route.Workspace, messageID, key, p.InReplyTo, p.Text, parts...)
+		ans, err := m.client.A2ASend(ctx, p.Route.Workspace, messageID, key, p.InReplyTo, p.Text, parts...)
 		if err != nil {
 			return m.peerSendFailed(log, p, len(parts) > 0, err)
 		}
-		if ans.rpcErr != "" {
-			log.Warn("the platform accepted the reply but the peer answered with an error; not retrying", zap.String("rpc_error", ans.rpcErr))
+		if ans.RPCErr != "" {
+			log.Warn("the platform accepted the reply but the peer answered with an error; not retrying", zap.String("rpc_error", ans.RPCErr))
 		}
 		// A push peer's answer is its turn's reply to ours: not a new message (see a2aSend).
-		log.Debug("peer took the reply", zap.String("how", ans.how), zap.String("queue_id", ans.queueID))
+		log.Debug("peer took the reply", zap.String("how", ans.How), zap.String("queue_id", ans.QueueID))
 		return nil
 	default:
 		return backoff.Permanent(fmt.Errorf("reply for activity %s has an unknown route %q", p.ActivityID, p.Route.Kind))
@@ -621,11 +622,11 @@ func permanentDeliveryError(err error) bool {
 	if errors.As(err, &pe) {
 		return true
 	}
-	var he *HTTPError
+	var he *platform.HTTPError
 	if !errors.As(err, &he) {
 		return false
 	}
-	return he.Status != http.StatusUnauthorized && !he.TenantOrgRequired() && !retryableStatus(he.Status) && he.Status >= 400
+	return he.Status != http.StatusUnauthorized && !he.TenantOrgRequired() && !platform.RetryableStatus(he.Status) && he.Status >= 400
 }
 
 // persist writes the state file if something changed (syncState: a failure is counted, and
@@ -653,8 +654,8 @@ func (m *Inbox) ackLoop(ctx context.Context) {
 		if seq <= sent {
 			continue
 		}
-		err := m.client.ack(ctx, seq)
-		var he *HTTPError
+		err := m.client.Ack(ctx, seq)
+		var he *platform.HTTPError
 		switch {
 		case errors.As(err, &he) && he.Status == http.StatusNotFound:
 			m.log.Info("platform has no activity mailbox (ack returned 404); not acking")

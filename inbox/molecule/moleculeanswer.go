@@ -14,6 +14,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -170,7 +171,7 @@ func (m *Inbox) settle(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 	}
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
 	// and error texts can quote request headers: it must not reach a user or a peer.
-	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
+	text = chat.Truncate(m.red.String(text), m.cfg.MaxReplyBytes, "reply")
 	m.noteAnswer(failed, text)
 	switch {
 	case oc == chat.OutcomeStopped:
@@ -209,7 +210,7 @@ func (m *Inbox) pendingReply(msg message, text string) *pendingReply {
 		ChatKey:    msg.ChatKey,
 		Route:      msg.Route,
 		Text:       text,
-		MessageID:  replyID(m.cfg.WorkspaceID, msg.ActivityID),
+		MessageID:  platform.ReplyID(m.cfg.WorkspaceID, msg.ActivityID),
 		AnsweredAt: time.Now().UTC(),
 		InReplyTo:  msg.MessageID,
 	}
@@ -244,7 +245,7 @@ func (m *Inbox) command(ctx context.Context, log *zap.Logger, disp *dispatcher, 
 	text := chat.RunCommand(ctx, ctl, j.msg.ChatKey, *j.cmd, len(dropped))
 	m.c.commands.Add(1)
 	log.Info("chat command", zap.String("command", j.cmd.Name), zap.Int("dropped_here", len(dropped)))
-	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
+	text = chat.Truncate(m.red.String(text), m.cfg.MaxReplyBytes, "reply")
 	answer := m.pendingReply(j.msg, text)
 	note := chat.ReplyText(supervisor.Reply{}, supervisor.ErrStopped)
 	notes := make([]*pendingReply, 0, len(dropped))

@@ -3,14 +3,15 @@ package molecule
 import (
 	"strconv"
 
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"go.uber.org/zap"
 )
 
 // registered acts on register's answer: it saves a token the platform issued, and says clearly
 // when the platform did not take the workspace as a poll-mode one.
-func (m *Inbox) registered(a registerAnswer) {
+func (m *Inbox) registered(a platform.RegisterAnswer) {
 	if a.AuthToken != "" {
-		if err := m.client.tokens.save(a.AuthToken); err != nil {
+		if err := m.client.SaveToken(a.AuthToken); err != nil {
 			m.log.Warn("the platform issued a workspace token at register; using it, but it could not be saved",
 				zap.String("token_file", m.cfg.TokenFile), zap.Error(err))
 		} else {

@@ -12,33 +12,26 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/chatfiles"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // peerInlineBytes bounds the files of one reply to a peer: they travel base64 inside the A2A
 // request, which the platform caps at 16 MiB (a2a_proxy.go maxProxyRequestBody); 11 MiB is
 // 14.7 MiB as base64, leaving room for the text.
 const peerInlineBytes = 11 << 20
-
-// chatUploadTimeout bounds one chat/uploads request: up to 10 files of 100 MB each.
-const chatUploadTimeout = 10 * time.Minute
 
 // outboxDirName is where the copies wait for delivery: <StateDir>/outbox/<activity>/.
 const outboxDirName = "outbox"
@@ -123,11 +116,11 @@ func (m *Inbox) takeFile(ctx context.Context, log *zap.Logger, msg message, box 
 	up := m.limits(ctx, log)
 	box.mu.Lock()
 	defer box.mu.Unlock()
-	lim := chatfiles.Limits{MaxFileBytes: up.perFile}
+	lim := chatfiles.Limits{MaxFileBytes: up.PerFile}
 	if msg.Route.Kind == routeA2A {
 		lim.ReplyBytes, lim.ReplyUsed = peerInlineBytes, box.bytes
 	}
-	if most := up.maxAttachments; most > 0 && len(box.files) >= most {
+	if most := up.MaxAttachments; most > 0 && len(box.files) >= most {
 		return refuse(fmt.Sprintf("this reply has %d files already, the most one message takes", len(box.files)), nil)
 	}
 	outbox := filepath.Join(m.cfg.StateDir, outboxDirName, outboxName(msg.ActivityID))
@@ -181,7 +174,7 @@ func outboxName(activityID string) string {
 }
 
 // secrets is every credential the daemon holds (the one secret set the redactor reads too).
-func (m *Inbox) secrets() chatfiles.Secrets { return m.client.red.set }
+func (m *Inbox) secrets() chatfiles.Secrets { return m.red.set }
 
 // withFiles returns text with box's refusals added (the chat reads why), and box's files.
 func withFiles(box *sendBox, text string) (string, []sentFile) {
@@ -238,7 +231,7 @@ func (m *Inbox) peerFileParts(log *zap.Logger, p *pendingReply) []any {
 // peerSendFailed is the error of a failed A2A send of p. A send with files that the platform
 // refused as too large (413) goes again without them, saying so, rather than not at all.
 func (m *Inbox) peerSendFailed(log *zap.Logger, p *pendingReply, withFiles bool, err error) error {
-	var he *HTTPError
+	var he *platform.HTTPError
 	if !withFiles || !errors.As(err, &he) || he.Status != http.StatusRequestEntityTooLarge {
 		return err
 	}
@@ -259,11 +252,12 @@ func (m *Inbox) uploadNew(ctx context.Context, log *zap.Logger, p *pendingReply)
 	if len(todo) == 0 {
 		return nil
 	}
-	files := make([]sentFile, len(todo))
+	files := make([]platform.UploadFile, len(todo))
 	for k, i := range todo {
-		files[k] = p.Files[i]
+		f := p.Files[i]
+		files[k] = platform.UploadFile{Name: f.Name, MimeType: f.MimeType, Path: f.Path}
 	}
-	got, err := m.client.chatUpload(ctx, p.Route.Workspace, files)
+	got, err := m.client.ChatUpload(ctx, p.Route.Workspace, files)
 	if err != nil {
 		return err
 	}
@@ -304,73 +298,11 @@ func (m *Inbox) dropFiles(log *zap.Logger, p *pendingReply, why string, err erro
 	m.syncState(log, "storing the reply without the files the platform refused")
 }
 
-// uploadedFile is one file of chat/uploads' answer, and one attachment of notify.
-type uploadedFile struct {
-	URI      string `json:"uri"`
-	Name     string `json:"name"`
-	MimeType string `json:"mimeType,omitempty"`
-	Size     int64  `json:"size,omitempty"`
-}
-
-// chatUpload posts files to POST /workspaces/{ws}/chat/uploads as the canvas does: multipart,
-// one `files` part each, with its type. The body is made anew for every attempt, from the
-// copies on disk.
-func (c *platformClient) chatUpload(ctx context.Context, ws string, files []sentFile) ([]uploadedFile, error) {
-	stream := func() (io.Reader, string) {
-		pr, pw := io.Pipe()
-		mw := multipart.NewWriter(pw)
-		go func() {
-			pw.CloseWithError(writeParts(mw, files))
-		}()
-		return pr, mw.FormDataContentType()
-	}
-	body, err := c.do(ctx, request{op: "chat upload", method: http.MethodPost,
-		path: "/workspaces/" + ws + "/chat/uploads", stream: stream, timeout: max(c.timeout, chatUploadTimeout)})
-	if err != nil {
-		return nil, err
-	}
-	var ans struct {
-		Files []uploadedFile `json:"files"`
-	}
-	if err := json.Unmarshal(body, &ans); err != nil {
-		return nil, fmt.Errorf("chat upload: the answer is not {\"files\": [...]}: %w", err)
-	}
-	for _, f := range ans.Files {
-		if f.URI == "" {
-			return nil, errors.New("chat upload: the answer names a file without a uri")
-		}
-	}
-	return ans.Files, nil
-}
-
-// writeParts writes each file as a `files` part and closes the form.
-func writeParts(mw *multipart.Writer, files []sentFile) error {
-	for _, f := range files {
-		h := make(textproto.MIMEHeader)
-		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="files"; filename=%q`, f.Name))
-		h.Set("Content-Type", f.MimeType)
-		w, err := mw.CreatePart(h)
-		if err != nil {
-			return err
-		}
-		src, err := os.Open(f.Path)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(w, src)
-		src.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return mw.Close()
-}
-
 // attachments are the notify attachments of uploaded files.
-func attachments(files []sentFile) []uploadedFile {
-	out := make([]uploadedFile, 0, len(files))
+func attachments(files []sentFile) []platform.UploadedFile {
+	out := make([]platform.UploadedFile, 0, len(files))
 	for _, f := range files {
-		out = append(out, uploadedFile{URI: f.URI, Name: f.Name, MimeType: f.MimeType, Size: f.Size})
+		out = append(out, platform.UploadedFile{URI: f.URI, Name: f.Name, MimeType: f.MimeType, Size: f.Size})
 	}
 	return out
 }

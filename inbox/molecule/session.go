@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,7 +139,7 @@ func (m *Inbox) followCanvasSession(ctx context.Context, log *zap.Logger, msg me
 	switch {
 	case ref.ActivityID == "", ref.ContextID == msg.ContextID, ref.ActivityID == msg.ActivityID:
 	default:
-		listed, err := m.client.chatHistoryHas(ctx, ref.CreatedAt)
+		listed, err := m.client.ChatHistoryHas(ctx, ref.CreatedAt)
 		switch {
 		case err != nil:
 			log.Warn("cannot tell whether the canvas started a new session (chat-history unreadable); the message continues the current thread (/new starts over)",
@@ -170,22 +168,4 @@ func (m *Inbox) recordSession(log *zap.Logger, ref sessionRef) {
 	if err := m.session.set(ref); err != nil {
 		log.Warn("could not record the canvas session's reference row; a restart may miss a New session", zap.Error(err))
 	}
-}
-
-// chatHistoryHas reports whether GET /workspaces/{ws}/chat-history lists a canvas row created at
-// or before at: false means the New-session marker moved past at. before_ts is strict and the
-// platform stores microseconds, so asking for rows before at+1µs includes the row made at at.
-func (c *platformClient) chatHistoryHas(ctx context.Context, at time.Time) (bool, error) {
-	q := url.Values{"limit": {"1"}, "before_ts": {at.Add(time.Microsecond).UTC().Format(time.RFC3339Nano)}}
-	body, err := c.do(ctx, request{op: "chat-history", method: http.MethodGet, path: "/workspaces/" + c.ws + "/chat-history", query: q})
-	if err != nil {
-		return false, err
-	}
-	var page struct {
-		Messages []json.RawMessage `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &page); err != nil {
-		return false, fmt.Errorf("chat-history: answer is not a page of messages: %w", err)
-	}
-	return len(page.Messages) > 0, nil
 }

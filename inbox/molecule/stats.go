@@ -1,6 +1,10 @@
 package molecule
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
+)
 
 // Stats are the Molecule inbox's counters since New, and a few gauges.
 type Stats struct {
@@ -76,7 +80,7 @@ type Stats struct {
 	// Stream is the event stream's subscription (stream.go).
 	Stream StreamStats `json:"stream"`
 	// Budget is the platform's rate budget as last seen (ratelimit.go).
-	Budget Budget `json:"budget"`
+	Budget platform.Budget `json:"budget"`
 	// Chips counts tool chips (agent_log rows of canvas turns, chips.go): sent, coalesced into
 	// a later one, dropped (low budget, a burst beyond the queue) and failed.
 	Chips ChipStats `json:"chips"`
@@ -158,7 +162,7 @@ func (m *Inbox) Stats() Stats {
 		Polls:              m.c.pollCounts(),
 		Stream: StreamStats{State: m.streamStats.current(), Connects: m.streamStats.connects.Load(),
 			Wakeups: m.streamStats.wakeups.Load(), Events: m.streamStats.eventCounts()},
-		Budget: m.client.gate.budget(),
+		Budget: m.client.Budget(),
 		Chips: ChipStats{Sent: m.c.chipsSent.Load(), Coalesced: m.c.chipsCoalesced.Load(),
 			Dropped: m.c.chipsDropped.Load(), Failed: m.c.chipsFailed.Load()},
 	}

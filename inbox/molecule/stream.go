@@ -15,12 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"go.uber.org/zap"
 )
 
@@ -64,9 +63,6 @@ const (
 	// stream silent for that many heartbeat intervals is dead (a proxy holding a stale connection).
 	livenessBeats = 3
 )
-
-// errStreamAbsent means the platform offers no event stream.
-var errStreamAbsent = errors.New("the platform has no event stream")
 
 // pollCause is why a poll ran.
 type pollCause int
@@ -156,11 +152,10 @@ func (s *streamStats) current() StreamState { return s.state.Load().(StreamState
 
 // streamer keeps the inbox subscribed to the event stream and wakes the poll loop.
 type streamer struct {
-	c       *platformClient
+	c       *platform.Client
 	log     *zap.Logger
 	self    string
 	stats   *streamStats
-	budget  *rateGate
 	live    time.Duration // silence that declares the stream dead
 	timeout time.Duration // for the answer's headers
 	// wake asks the poll loop for a poll (event, catch-up); changed tells it the stream went up
@@ -173,15 +168,15 @@ type streamer struct {
 // two connects closer than streamFloor), and look again every streamAbsentRetry on a platform
 // without the stream. Only the first connect is not optional traffic (see rateGate.optional).
 func (s *streamer) run(ctx context.Context) {
-	bo := newBackoff(streamFloor, streamMaxBackoff)
+	bo := platform.NewBackoff(streamFloor, streamMaxBackoff)
 	bo.RandomizationFactor = 0.5
 	first := true
 	for ctx.Err() == nil {
-		if !first && !s.budget.optional(time.Now()) {
+		if !first && !s.c.Optional(time.Now()) {
 			// Reconnects beyond the first spend what replies and polls need: wait for the next
 			// window, polling at --poll-interval meanwhile.
 			s.setState(StreamReconnecting)
-			if !sleepCtx(ctx, s.budget.windowLeft(time.Now())+streamFloor) {
+			if !sleepCtx(ctx, s.c.WindowLeft(time.Now())+streamFloor) {
 				return
 			}
 			continue
@@ -195,7 +190,7 @@ func (s *streamer) run(ctx context.Context) {
 		}
 		wait := bo.NextBackOff()
 		switch {
-		case errors.Is(err, errStreamAbsent):
+		case errors.Is(err, platform.ErrStreamAbsent):
 			s.setState(StreamAbsent)
 			s.log.Info("the platform offers no event stream; polling every --poll-interval and looking again later",
 				zap.Error(err), zap.Duration("look_again_in", streamAbsentRetry))
@@ -222,12 +217,12 @@ func (s *streamer) setState(st StreamState) {
 	}
 }
 
-// session is one connect: it returns when the stream ends (errStreamAbsent: the platform has
+// session is one connect: it returns when the stream ends (platform.ErrStreamAbsent: the platform has
 // none; nil: it ended cleanly; else why it broke).
 func (s *streamer) session(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	resp, err := openStream(ctx, cancel, s.c, s.timeout)
+	resp, err := s.c.OpenEventStream(ctx, cancel, s.timeout)
 	if err != nil {
 		return err
 	}
@@ -248,38 +243,6 @@ func (s *streamer) session(ctx context.Context) error {
 		return errors.New("the platform ended the stream")
 	}
 	return err
-}
-
-// openStream connects to the workspace's event stream. The answer's headers must come within
-// timeout (cancel ends ctx with the reason); after them the caller bounds the stream. It returns
-// errStreamAbsent (wrapped) when the platform has none: 404, 405 or 501, or an answer that is
-// not an event stream.
-func openStream(ctx context.Context, cancel context.CancelCauseFunc, c *platformClient, timeout time.Duration) (*http.Response, error) {
-	headers := time.AfterFunc(timeout, func() { cancel(errors.New("no answer within the request timeout")) })
-	resp, err := c.start(ctx, request{op: "event stream", method: http.MethodGet,
-		path: "/workspaces/" + c.ws + "/events/stream", accept: "text/event-stream"})
-	headers.Stop()
-	if err != nil {
-		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
-			return nil, cause
-		}
-		return nil, err
-	}
-	switch resp.StatusCode {
-	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
-		resp.Body.Close()
-		return nil, fmt.Errorf("%w (HTTP %d)", errStreamAbsent, resp.StatusCode)
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer resp.Body.Close()
-		body, _ := c.readSmall("event stream", resp)
-		return nil, c.statusErr("event stream", resp, body)
-	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%w (the answer is %q, not an event stream)", errStreamAbsent, resp.Header.Get("Content-Type"))
-	}
-	return resp, nil
 }
 
 // read reads events from body until it ends (io.EOF, or why it broke), calling alive on every

@@ -1,28 +1,12 @@
 package molecule
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"go.uber.org/zap"
 )
-
-// OrgIDHint is what to do about the tenant guard's 400 TENANT_ORG_HEADER_REQUIRED.
-const OrgIDHint = "the platform is a SaaS tenant and needs X-Molecule-Org-Id on every call but register and heartbeat: " +
-	"set MOLECULE_ORG_ID to the organization's UUID and restart the daemon"
-
-// isTenantOrgRequired reports the tenant guard's refusal of a call without X-Molecule-Org-Id.
-func isTenantOrgRequired(err error) bool {
-	var he *HTTPError
-	return errors.As(err, &he) && he.TenantOrgRequired()
-}
-
-// isRateLimited reports a 429.
-func isRateLimited(err error) bool {
-	var he *HTTPError
-	return errors.As(err, &he) && he.RateLimited()
-}
 
 // tenantRefused logs the tenant guard's refusal of a call: as an error naming MOLECULE_ORG_ID
 // the first time (the first poll, when the variable is missing at start) and again after a
@@ -30,7 +14,7 @@ func isRateLimited(err error) bool {
 func (m *Inbox) tenantRefused(call string, err error, fields ...zap.Field) {
 	fields = append(fields, zap.String("call", call), zap.Error(err))
 	if m.orgMissingLogged.CompareAndSwap(false, true) {
-		m.log.Error("MOLECULE_ORG_ID is not set: "+OrgIDHint+"; nothing is dropped meanwhile (replies stay pending and are retried)", fields...)
+		m.log.Error("MOLECULE_ORG_ID is not set: "+platform.OrgIDHint+"; nothing is dropped meanwhile (replies stay pending and are retried)", fields...)
 		return
 	}
 	m.log.Debug(call+" refused by the tenant guard (MOLECULE_ORG_ID not set)", fields...)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/inbox/chat/chattest"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // The heartbeat loop ticks every interval (first one interval after the start) until canceled.
@@ -24,7 +25,7 @@ func TestRunEveryInterval(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			runEvery(ctx, DefaultHeartbeatInterval, func(context.Context) { at = append(at, time.Since(start)) })
+			platform.RunEvery(ctx, DefaultHeartbeatInterval, func(context.Context) { at = append(at, time.Since(start)) })
 		}()
 		time.Sleep(65 * time.Second) // fake time inside the bubble
 		cancel()
@@ -48,10 +49,10 @@ func TestRetryForeverBacksOffUntilSuccess(t *testing.T) {
 		start := time.Now()
 		var waits []time.Duration
 		attempts := 0
-		err := retryForever(context.Background(), time.Second, 8*time.Second, func() error {
+		err := platform.RetryForever(context.Background(), time.Second, 8*time.Second, func() error {
 			attempts++
 			if attempts < 8 {
-				return &HTTPError{Op: "notify", Status: 502}
+				return &platform.HTTPError{Op: "notify", Status: 502}
 			}
 			return nil
 		}, func(_ error, d time.Duration) { waits = append(waits, d) })
@@ -79,8 +80,8 @@ func TestRetryForeverStops(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		attempts := 0
-		perm := &HTTPError{Op: "notify", Status: http.StatusForbidden}
-		err := retryForever(context.Background(), time.Second, time.Minute, func() error {
+		perm := &platform.HTTPError{Op: "notify", Status: http.StatusForbidden}
+		err := platform.RetryForever(context.Background(), time.Second, time.Minute, func() error {
 			attempts++
 			if permanentDeliveryError(perm) {
 				return backoff.Permanent(perm)
@@ -94,7 +95,7 @@ func TestRetryForeverStops(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		attempts = 0
-		err = retryForever(ctx, time.Second, time.Minute, func() error { attempts++; return errors.New("down") }, nil)
+		err = platform.RetryForever(ctx, time.Second, time.Minute, func() error { attempts++; return errors.New("down") }, nil)
 		if !errors.Is(err, context.DeadlineExceeded) || attempts < 10 {
 			t.Fatalf("err = %v after %d attempts", err, attempts)
 		}
@@ -104,7 +105,7 @@ func TestRetryForeverStops(t *testing.T) {
 func TestPermanentDeliveryError(t *testing.T) {
 	t.Parallel()
 	for status, want := range map[int]bool{400: true, 401: false, 403: true, 404: true, 408: false, 413: true, 429: false, 500: false, 502: false, 503: false} {
-		if got := permanentDeliveryError(&HTTPError{Status: status}); got != want {
+		if got := permanentDeliveryError(&platform.HTTPError{Status: status}); got != want {
 			t.Errorf("status %d permanent = %v, want %v", status, got, want)
 		}
 	}

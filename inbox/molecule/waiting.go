@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -52,8 +53,8 @@ func (m *Inbox) await(ctx, tellCtx context.Context, log *zap.Logger, to pendingR
 // tell sends c's notice to to's chat, once: it is tried once, like a progress note, since the
 // answer itself follows. Its message id is the reply id of "<activity id>/<reason>".
 func (m *Inbox) tell(ctx context.Context, log *zap.Logger, to pendingReply, c condition) {
-	p := pendingReply{ActivityID: to.ActivityID, ChatKey: to.ChatKey, Route: to.Route, Text: m.client.red.String(c.notice),
-		MessageID: replyID(m.cfg.WorkspaceID, to.ActivityID+"/"+string(c.reason))}
+	p := pendingReply{ActivityID: to.ActivityID, ChatKey: to.ChatKey, Route: to.Route, Text: m.red.String(c.notice),
+		MessageID: platform.ReplyID(m.cfg.WorkspaceID, to.ActivityID+"/"+string(c.reason))}
 	if err := m.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
 		log.Info("notice of a waiting message not delivered", zap.String("reason", string(c.reason)), zap.Error(err))
 	}
@@ -223,11 +224,11 @@ func (m *Inbox) turnCondition(log *zap.Logger, msg message, reply supervisor.Rep
 // push peer takes a second copy as a second turn, so the second such loss ends the delivery
 // with errFateUnknown. Refusals (permanentDeliveryError) end it at once.
 func deliveryCondition(err error, unknown *int) (condition, error) {
-	var he *HTTPError
+	var he *platform.HTTPError
 	switch {
 	case err == nil, permanentDeliveryError(err):
 		return condition{}, err
-	case fateUnknown(err):
+	case platform.FateUnknown(err):
 		if *unknown++; *unknown > 1 {
 			return condition{}, fmt.Errorf("%w: %w", errFateUnknown, err)
 		}

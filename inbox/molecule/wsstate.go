@@ -2,12 +2,11 @@ package molecule
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"go.uber.org/zap"
 )
 
@@ -45,17 +44,6 @@ var ErrWorkspaceDeleted = errors.New("workspace deleted on the platform")
 // accepted by the heartbeat (no live token) before the workspace counts as deleted: a token
 // revoked and re-issued by the platform is without a live token for an instant only.
 const deletedAfterBeats = 3
-
-// wsState is what /state says.
-type wsState int
-
-const (
-	wsUnknown wsState = iota // no answer that says anything (failure, no route)
-	wsRunning
-	wsPaused
-	wsDeleted
-	wsRefused // 401: the token was refused
-)
 
 // pauseGate holds polling and new turns while the workspace is paused.
 type pauseGate struct {
@@ -114,12 +102,12 @@ func (m *Inbox) beat(ctx context.Context) {
 // same beat was accepted.
 func (m *Inbox) checkState(ctx context.Context, heartbeatOK bool) {
 	bearer := m.issuedToken()
-	st, err := m.client.workspaceState(ctx, bearer)
+	st, err := m.client.WorkspaceState(ctx, bearer)
 	if ctx.Err() != nil {
 		return
 	}
 	refusedBeats := 0
-	if st == wsRefused && heartbeatOK {
+	if st == platform.StateRefused && heartbeatOK {
 		m.mu.Lock()
 		m.refusedBeats++
 		refusedBeats = m.refusedBeats
@@ -130,18 +118,18 @@ func (m *Inbox) checkState(ctx context.Context, heartbeatOK bool) {
 		m.mu.Unlock()
 	}
 	switch {
-	case st == wsDeleted:
+	case st == platform.StateDeleted:
 		m.workspaceDeleted("the platform's state route says the workspace is deleted")
-	case st == wsRefused && bearer != "":
+	case st == platform.StateRefused && bearer != "":
 		m.workspaceDeleted("the platform refuses the token it issued at register, which it does only for a removed workspace")
 	case refusedBeats >= deletedAfterBeats:
 		m.workspaceDeleted(fmt.Sprintf("the platform refused the workspace token on %d state checks in a row while it accepted the heartbeat: it holds no live token for the workspace, as a deletion leaves it", refusedBeats))
-	case st == wsPaused:
+	case st == platform.StatePaused:
 		if m.pause.set(true) {
 			m.log.Warn("workspace paused on the platform: not answering until it is resumed (messages stay on the platform)",
 				zap.Duration("checked_every", m.cfg.HeartbeatInterval))
 		}
-	case st == wsRunning:
+	case st == platform.StateRunning:
 		if m.pause.set(false) {
 			m.log.Info("workspace resumed on the platform: answering again")
 		}
@@ -160,40 +148,4 @@ func (m *Inbox) issuedToken() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.issued
-}
-
-// workspaceState asks GET /workspaces/{ws}/state, with bearer instead of the workspace token
-// when bearer is set.
-func (c *platformClient) workspaceState(ctx context.Context, bearer string) (wsState, error) {
-	body, err := c.do(ctx, request{op: "workspace state", method: http.MethodGet, path: "/workspaces/" + c.ws + "/state", bearer: bearer})
-	var he *HTTPError
-	switch {
-	case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
-		return wsRefused, err
-	case errors.As(err, &he) && he.Status == http.StatusNotFound:
-		var gone struct {
-			Deleted bool `json:"deleted"`
-		}
-		if json.Unmarshal(body, &gone) == nil && gone.Deleted {
-			return wsDeleted, nil
-		}
-		return wsUnknown, err
-	case err != nil:
-		return wsUnknown, err
-	}
-	var st struct {
-		Status  string `json:"status"`
-		Paused  bool   `json:"paused"`
-		Deleted bool   `json:"deleted"`
-	}
-	if err := json.Unmarshal(body, &st); err != nil {
-		return wsUnknown, fmt.Errorf("workspace state: %w", err)
-	}
-	switch {
-	case st.Deleted || st.Status == "removed":
-		return wsDeleted, nil
-	case st.Paused || st.Status == "paused":
-		return wsPaused, nil
-	}
-	return wsRunning, nil
 }

@@ -1,4 +1,4 @@
-package molecule
+package platform
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// newBackoff is an exponential backoff (with jitter) between initial and maxInterval that never
+// NewBackoff is an exponential backoff (with jitter) between initial and maxInterval that never
 // gives up by itself: callers stop it with a context.
-func newBackoff(initial, maxInterval time.Duration) *backoff.ExponentialBackOff {
+func NewBackoff(initial, maxInterval time.Duration) *backoff.ExponentialBackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = initial
 	b.MaxInterval = maxInterval
@@ -18,17 +18,17 @@ func newBackoff(initial, maxInterval time.Duration) *backoff.ExponentialBackOff 
 	return b
 }
 
-// retryForever calls op until it returns nil, returns an error wrapped by backoff.Permanent (that
+// RetryForever calls op until it returns nil, returns an error wrapped by backoff.Permanent (that
 // error is returned unwrapped), or ctx is done (ctx's error is returned). onRetry sees every
 // failure that will be retried and the wait before the next attempt. It is for the inbox's own
 // calls (register, approvals, uploads); a message that waits goes through wait.go.
-func retryForever(ctx context.Context, initial, maxInterval time.Duration, op func() error, onRetry func(err error, wait time.Duration)) error {
-	return backoff.RetryNotify(op, backoff.WithContext(newBackoff(initial, maxInterval), ctx), onRetry)
+func RetryForever(ctx context.Context, initial, maxInterval time.Duration, op func() error, onRetry func(err error, wait time.Duration)) error {
+	return backoff.RetryNotify(op, backoff.WithContext(NewBackoff(initial, maxInterval), ctx), onRetry)
 }
 
-// runEvery calls fn every interval until ctx is done. The first call is one interval after the
+// RunEvery calls fn every interval until ctx is done. The first call is one interval after the
 // start. A slow fn delays the next call instead of queueing calls.
-func runEvery(ctx context.Context, interval time.Duration, fn func(ctx context.Context)) {
+func RunEvery(ctx context.Context, interval time.Duration, fn func(ctx context.Context)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
