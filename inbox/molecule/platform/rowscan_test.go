@@ -262,4 +262,3 @@ func abs(n int) int {
 	}
 	return n
 }
-
