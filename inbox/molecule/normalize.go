@@ -199,7 +199,7 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	if m.Kind == kindCanvasUser {
 		m.ContextID = canvasContextID(body)
 	}
-	if id := a2aMessageID(body); m.Kind == kindPeerAgent && len(id) <= maxMessageIDLen {
+	if id := platform.A2AMessageID(body); m.Kind == kindPeerAgent && len(id) <= platform.MaxMessageIDLen {
 		m.MessageID = strings.ToValidUTF8(id, "")
 	}
 	parts, found := findParts(body)

@@ -5,7 +5,6 @@ package molecule
 // delegation"), each with the platform source it was read from.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -43,19 +42,3 @@ func refusalReason(route string, err error) string {
 // caller did: codex may have read the token, and a text built in a new place must not be the one
 // that carries it. Callers that cut a text redact it before the cut too (see currentTask), since
 // a cut can leave a token's head that no longer matches.
-
-// a2aMessageID is params.message.messageId of a message/send request body, "" if none.
-func a2aMessageID(body map[string]json.RawMessage) string {
-	var params struct {
-		Message struct {
-			MessageID string `json:"messageId"`
-		} `json:"message"`
-	}
-	if body == nil || json.Unmarshal(body["params"], &params) != nil {
-		return ""
-	}
-	return params.Message.MessageID
-}
-
-// maxMessageIDLen bounds a peer's messageId that a reply names; a longer one is not named.
-const maxMessageIDLen = 128

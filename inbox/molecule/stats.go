@@ -126,9 +126,7 @@ func (c *counters) pollCounts() map[string]int64 {
 // Stats returns the counters and gauges.
 func (m *Inbox) Stats() Stats {
 	unacked, pending := m.ledger.counts()
-	m.mu.Lock()
-	inflight := len(m.inflight)
-	m.mu.Unlock()
+	inflight, _ := m.answerer.busy()
 	return Stats{
 		Received:           m.c.received.Load(),
 		Answered:           m.c.answered.Load(),
@@ -160,8 +158,8 @@ func (m *Inbox) Stats() Stats {
 		PendingReplies:     pending,
 		InFlight:           inflight,
 		Polls:              m.c.pollCounts(),
-		Stream: StreamStats{State: m.streamStats.current(), Connects: m.streamStats.connects.Load(),
-			Wakeups: m.streamStats.wakeups.Load(), Events: m.streamStats.eventCounts()},
+		Stream: StreamStats{State: m.stream.current(), Connects: m.stream.connects.Load(),
+			Wakeups: m.stream.wakeups.Load(), Events: m.stream.eventCounts()},
 		Budget: m.client.Budget(),
 		Chips: ChipStats{Sent: m.c.chipsSent.Load(), Coalesced: m.c.chipsCoalesced.Load(),
 			Dropped: m.c.chipsDropped.Load(), Failed: m.c.chipsFailed.Load()},

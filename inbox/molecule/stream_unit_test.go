@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // Which events wake the poll: a message to us from someone else, a canvas user's message and a
@@ -42,12 +44,12 @@ func TestStreamEventWakes(t *testing.T) {
 }
 
 // The reader takes events as sse.go writes them, wakes on the ones that may mean a row, counts
-// every type, and skips a line longer than maxEventBytes without holding it (waking: the poll
+// every type, and skips a line longer than platform.MaxEventBytes without holding it (waking: the poll
 // reads the row properly).
 func TestStreamRead(t *testing.T) {
 	var wakes []pollCause
 	st := &streamer{self: "ws-self", stats: newStreamStats(), wake: func(c pollCause) { wakes = append(wakes, c) }}
-	huge := `data: {"type":"ACTIVITY_LOGGED","data":{"request_body":"` + strings.Repeat("x", 2*maxEventBytes) + `"}}`
+	huge := `data: {"type":"ACTIVITY_LOGGED","data":{"request_body":"` + strings.Repeat("x", 2*platform.MaxEventBytes) + `"}}`
 	body := ": ping\n\n" +
 		`data: {"type":"WORKSPACE_HEARTBEAT","timestamp":"2026-11-28T08:00:00Z","data":{}}` + "\n\n" +
 		`data: {"type":"ACTIVITY_LOGGED","timestamp":"2026-11-28T08:00:01Z","data":{"activity_type":"a2a_receive","method":"message/send","source_id":null}}` + "\n\n" +

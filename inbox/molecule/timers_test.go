@@ -83,7 +83,7 @@ func TestRetryForeverStops(t *testing.T) {
 		perm := &platform.HTTPError{Op: "notify", Status: http.StatusForbidden}
 		err := platform.RetryForever(context.Background(), time.Second, time.Minute, func() error {
 			attempts++
-			if permanentDeliveryError(perm) {
+			if platform.Permanent(perm) {
 				return backoff.Permanent(perm)
 			}
 			return perm
@@ -102,31 +102,25 @@ func TestRetryForeverStops(t *testing.T) {
 	})
 }
 
-func TestPermanentDeliveryError(t *testing.T) {
-	t.Parallel()
-	for status, want := range map[int]bool{400: true, 401: false, 403: true, 404: true, 408: false, 413: true, 429: false, 500: false, 502: false, 503: false} {
-		if got := permanentDeliveryError(&platform.HTTPError{Status: status}); got != want {
-			t.Errorf("status %d permanent = %v, want %v", status, got, want)
-		}
-	}
-	if permanentDeliveryError(errors.New("connection refused")) {
-		t.Error("network error treated as permanent")
-	}
-}
-
 // The heartbeat body reports in-flight turns and the failure rate since the previous beat,
 // then resets the window.
 func TestHeartbeatBody(t *testing.T) {
 	t.Parallel()
-	m := &Inbox{inflight: map[string]string{"a1": "peer:b", "a2": "canvas:ws"}, runStart: time.Now().Add(-90 * time.Second)}
-	m.noteAnswer(false, "")
-	m.noteAnswer(true, "codex failed (status failed): x")
-	hb := m.heartbeatBody()
+	cfg := Config{}
+	win := &answerWindow{}
+	sh := shared{deps: deps{cfg: &cfg}, window: win}
+	a := newAnswerer(sh, nil, nil)
+	a.inflight = map[string]string{"a1": "peer:b", "a2": "canvas:ws"}
+	w := newWorkspace(sh, nil, a.busy)
+	w.runStart = time.Now().Add(-90 * time.Second)
+	win.note(false, "")
+	win.note(true, "codex failed (status failed): x")
+	hb := w.heartbeatBody()
 	if hb.ActiveTasks != 2 || hb.CurrentTask != "answering canvas:ws" || hb.ErrorRate != 0.5 ||
 		hb.SampleError != "codex failed (status failed): x" || hb.UptimeSeconds < 90 {
 		t.Fatalf("heartbeat = %+v", hb)
 	}
-	if hb := m.heartbeatBody(); hb.ErrorRate != 0 || hb.SampleError != "" {
+	if hb := w.heartbeatBody(); hb.ErrorRate != 0 || hb.SampleError != "" {
 		t.Fatalf("window not reset: %+v", hb)
 	}
 }

@@ -93,59 +93,59 @@ func (g *pauseGate) wait(ctx context.Context) error {
 }
 
 // beat sends the heartbeat, then asks the workspace's state.
-func (m *Inbox) beat(ctx context.Context) {
-	ok := m.sendHeartbeat(ctx)
-	m.checkState(ctx, ok)
+func (w *workspace) beat(ctx context.Context) {
+	ok := w.sendHeartbeat(ctx)
+	w.checkState(ctx, ok)
 }
 
 // checkState asks /state and acts on the answer; heartbeatOK says whether the heartbeat of the
 // same beat was accepted.
-func (m *Inbox) checkState(ctx context.Context, heartbeatOK bool) {
-	bearer := m.issuedToken()
-	st, err := m.client.WorkspaceState(ctx, bearer)
+func (w *workspace) checkState(ctx context.Context, heartbeatOK bool) {
+	bearer := w.issuedToken()
+	st, err := w.client.WorkspaceState(ctx, bearer)
 	if ctx.Err() != nil {
 		return
 	}
 	refusedBeats := 0
 	if st == platform.StateRefused && heartbeatOK {
-		m.mu.Lock()
-		m.refusedBeats++
-		refusedBeats = m.refusedBeats
-		m.mu.Unlock()
+		w.mu.Lock()
+		w.refusedBeats++
+		refusedBeats = w.refusedBeats
+		w.mu.Unlock()
 	} else {
-		m.mu.Lock()
-		m.refusedBeats = 0
-		m.mu.Unlock()
+		w.mu.Lock()
+		w.refusedBeats = 0
+		w.mu.Unlock()
 	}
 	switch {
 	case st == platform.StateDeleted:
-		m.workspaceDeleted("the platform's state route says the workspace is deleted")
+		w.workspaceDeleted("the platform's state route says the workspace is deleted")
 	case st == platform.StateRefused && bearer != "":
-		m.workspaceDeleted("the platform refuses the token it issued at register, which it does only for a removed workspace")
+		w.workspaceDeleted("the platform refuses the token it issued at register, which it does only for a removed workspace")
 	case refusedBeats >= deletedAfterBeats:
-		m.workspaceDeleted(fmt.Sprintf("the platform refused the workspace token on %d state checks in a row while it accepted the heartbeat: it holds no live token for the workspace, as a deletion leaves it", refusedBeats))
+		w.workspaceDeleted(fmt.Sprintf("the platform refused the workspace token on %d state checks in a row while it accepted the heartbeat: it holds no live token for the workspace, as a deletion leaves it", refusedBeats))
 	case st == platform.StatePaused:
-		if m.pause.set(true) {
-			m.log.Warn("workspace paused on the platform: not answering until it is resumed (messages stay on the platform)",
-				zap.Duration("checked_every", m.cfg.HeartbeatInterval))
+		if w.pause.set(true) {
+			w.log.Warn("workspace paused on the platform: not answering until it is resumed (messages stay on the platform)",
+				zap.Duration("checked_every", w.cfg.HeartbeatInterval))
 		}
 	case st == platform.StateRunning:
-		if m.pause.set(false) {
-			m.log.Info("workspace resumed on the platform: answering again")
+		if w.pause.set(false) {
+			w.log.Info("workspace resumed on the platform: answering again")
 		}
 	case err != nil:
-		m.log.Debug("workspace state not read", zap.Error(err))
+		w.log.Debug("workspace state not read", zap.Error(err))
 	}
 }
 
 // workspaceDeleted ends Run with ErrWorkspaceDeleted.
-func (m *Inbox) workspaceDeleted(why string) {
-	m.log.Warn("workspace deleted on the platform; stopping", zap.String("evidence", why))
-	m.stopRun(fmt.Errorf("workspace %s: %w (%s)", m.cfg.WorkspaceID, ErrWorkspaceDeleted, why))
+func (w *workspace) workspaceDeleted(why string) {
+	w.log.Warn("workspace deleted on the platform; stopping", zap.String("evidence", why))
+	w.stopRun(fmt.Errorf("workspace %s: %w (%s)", w.cfg.WorkspaceID, ErrWorkspaceDeleted, why))
 }
 
-func (m *Inbox) issuedToken() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.issued
+func (w *workspace) issuedToken() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.issued
 }

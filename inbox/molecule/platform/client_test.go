@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -106,5 +107,17 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPermanentDeliveryError(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[int]bool{400: true, 401: false, 403: true, 404: true, 408: false, 413: true, 429: false, 500: false, 502: false, 503: false} {
+		if got := Permanent(&HTTPError{Status: status}); got != want {
+			t.Errorf("status %d permanent = %v, want %v", status, got, want)
+		}
+	}
+	if Permanent(errors.New("connection refused")) {
+		t.Error("network error treated as permanent")
 	}
 }

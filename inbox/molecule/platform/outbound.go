@@ -161,3 +161,19 @@ func (c *Client) readA2AAnswer(body []byte) A2AAnswer {
 	}
 	return A2AAnswer{How: "accepted"}
 }
+
+// A2AMessageID is params.message.messageId of a message/send request body, "" if none.
+func A2AMessageID(body map[string]json.RawMessage) string {
+	var params struct {
+		Message struct {
+			MessageID string `json:"messageId"`
+		} `json:"message"`
+	}
+	if body == nil || json.Unmarshal(body["params"], &params) != nil {
+		return ""
+	}
+	return params.Message.MessageID
+}
+
+// MaxMessageIDLen bounds a peer's messageId that a reply names; a longer one is not named.
+const MaxMessageIDLen = 128

@@ -40,3 +40,15 @@ func RunEvery(ctx context.Context, interval time.Duration, fn func(ctx context.C
 		}
 	}
 }
+
+// Sleep waits d or until ctx ends; it reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
