@@ -28,6 +28,9 @@ func TestImportsRunDownward(t *testing.T) {
 		{"../inbox/chat/chattest", []string{"inbox/molecule", "inbox/local", "cmd"}, false},
 		{"../inbox/molecule", []string{"inbox/local", "cmd"}, true},
 		{"../inbox/molecule/moleculetest", []string{"inbox/local", "cmd"}, true},
+		// The platform client knows nothing of the inbox that uses it, nor of what answers (its
+		// tests may use the fake platform, moleculetest).
+		{"../inbox/molecule/platform", []string{"inbox/molecule", "inbox/local", "supervisor", "appserver", "cmd"}, false},
 		{"../inbox/local", []string{"inbox/molecule", "cmd"}, true},
 		// The daemon's ChatGPT login sits beside the flow: appserver consumes it through an
 		// interface of its own, and it knows nothing above the wire types.

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // party is who is shown an approval prompt and answers it: a chat key and where its messages go.
@@ -24,10 +25,10 @@ type party struct {
 // answered to the canvas, so its prompt goes there as well. The supervisor takes an answer only
 // from the chat the prompt went to (supervisor.Input.AskApprovalsOf), so the party shown a prompt
 // is the party whose answer counts.
-func (m *Inbox) approvalParty() party {
+func (d *delivery) approvalParty() party {
 	return party{
-		ChatKey: "canvas:" + m.cfg.WorkspaceID,
-		Route:   route{Kind: routeNotify, Workspace: m.cfg.WorkspaceID},
+		ChatKey: "canvas:" + d.cfg.WorkspaceID,
+		Route:   route{Kind: routeNotify, Workspace: d.cfg.WorkspaceID},
 	}
 }
 
@@ -37,32 +38,32 @@ func (m *Inbox) approvalParty() party {
 // prompt from another attempt, is the same message to the platform and the peer. It is not kept
 // in the state file: an approval does not outlive its turn, and after a restart the message is
 // answered again, which asks again.
-func (m *Inbox) relayApprovals(ctx context.Context, log *zap.Logger, msg message) {
+func (d *delivery) relayApprovals(ctx context.Context, log *zap.Logger, msg message) {
 	var after uint64
 	for {
-		a, err := m.cfg.Controls.WaitApproval(ctx, msg.ChatKey, after)
+		a, err := d.cfg.Controls.WaitApproval(ctx, msg.ChatKey, after)
 		if err != nil {
 			return
 		}
 		after = a.Seq
-		text := chat.Truncate(m.client.red.String(chat.ApprovalPrompt(a)), m.cfg.MaxReplyBytes, "approval prompt")
-		to := m.approvalParty()
+		text := chat.Truncate(d.red.String(chat.ApprovalPrompt(a)), d.cfg.MaxReplyBytes, "approval prompt")
+		to := d.approvalParty()
 		p := pendingReply{
 			ActivityID: msg.ActivityID,
 			ChatKey:    to.ChatKey,
 			Route:      to.Route,
 			Text:       text,
-			MessageID:  replyID(m.cfg.WorkspaceID, msg.ActivityID+"/approval/"+a.TurnID+"/"+a.RequestID),
+			MessageID:  platform.ReplyID(d.cfg.WorkspaceID, msg.ActivityID+"/approval/"+a.TurnID+"/"+a.RequestID),
 		}
 		plog := log.With(zap.String("request_id", a.RequestID), zap.String("turn_id", a.TurnID))
-		err = retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
-			err := m.sendAs(ctx, plog, &p, p.MessageID)
-			if err != nil && permanentDeliveryError(err) {
+		err = platform.RetryForever(ctx, d.cfg.RetryInitial, d.cfg.RetryMax, func() error {
+			err := d.sendAs(ctx, plog, &p, p.MessageID)
+			if err != nil && platform.Permanent(err) {
 				return backoff.Permanent(err)
 			}
 			return err
 		}, func(err error, wait time.Duration) {
-			m.c.deliveryRetries.Add(1)
+			d.c.deliveryRetries.Add(1)
 			plog.Warn("approval prompt delivery failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
 		})
 		if err != nil {

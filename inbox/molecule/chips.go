@@ -8,7 +8,6 @@ package molecule
 
 import (
 	"context"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -37,15 +36,15 @@ type chips struct {
 }
 
 // newChips is msg's chip queue, nil when chips are off or msg is not a canvas user's.
-func (m *Inbox) newChips(msg message) *chips {
-	if !m.cfg.ToolChips || msg.Route.Kind != routeNotify {
+func (d *delivery) newChips(msg message) *chips {
+	if !d.cfg.ToolChips || msg.Route.Kind != routeNotify {
 		return nil
 	}
 	return &chips{ch: make(chan supervisor.TurnProgress, chipQueue)}
 }
 
 // withChips is ctx reporting the turn's steps to q (supervisor.WithProgress).
-func (m *Inbox) withChips(ctx context.Context, q *chips) context.Context {
+func (d *delivery) withChips(ctx context.Context, q *chips) context.Context {
 	if q == nil {
 		return ctx
 	}
@@ -56,21 +55,21 @@ func (m *Inbox) withChips(ctx context.Context, q *chips) context.Context {
 		select {
 		case q.ch <- p:
 		default:
-			m.c.chipsDropped.Add(1) // a burst beyond the queue: coalesced anyway
+			d.c.chipsDropped.Add(1) // a burst beyond the queue: coalesced anyway
 		}
 	})
 }
 
 // startChips runs relayChips on wg until ctx ends (the turn's reply is in).
-func (m *Inbox) startChips(ctx context.Context, wg *sync.WaitGroup, log *zap.Logger, msg message, q *chips) {
+func (d *delivery) startChips(ctx context.Context, wg *sync.WaitGroup, log *zap.Logger, msg message, q *chips) {
 	if q != nil {
-		wg.Go(func() { m.relayChips(ctx, log, msg.ChatKey, q) })
+		wg.Go(func() { d.relayChips(ctx, log, msg.ChatKey, q) })
 	}
 }
 
 // relayChips posts q's tool calls, at most one a chipEvery, until ctx ends; what is held back
 // then goes as the last chip.
-func (m *Inbox) relayChips(ctx context.Context, log *zap.Logger, chatKey string, q *chips) {
+func (d *delivery) relayChips(ctx context.Context, log *zap.Logger, chatKey string, q *chips) {
 	var (
 		held  *supervisor.TurnProgress
 		more  int // calls the held one stands for beyond itself
@@ -83,13 +82,13 @@ func (m *Inbox) relayChips(ctx context.Context, log *zap.Logger, chatKey string,
 		}
 	}()
 	send := func(p supervisor.TurnProgress, n int) {
-		m.postChip(log, chatKey, p, n)
+		d.postChip(log, chatKey, p, n)
 		held, more = nil, 0
 	}
 	hold := func(p supervisor.TurnProgress) {
 		if held != nil {
 			more++
-			m.c.chipsCoalesced.Add(1)
+			d.c.chipsCoalesced.Add(1)
 		}
 		held = &p
 	}
@@ -112,7 +111,7 @@ func (m *Inbox) relayChips(ctx context.Context, log *zap.Logger, chatKey string,
 			return
 		case p := <-q.ch:
 			hold(p)
-			if wait := m.chipWait(chatKey); wait > 0 {
+			if wait := d.chipWait(chatKey); wait > 0 {
 				if fire == nil {
 					timer = time.NewTimer(wait)
 					fire = timer.C
@@ -130,36 +129,36 @@ func (m *Inbox) relayChips(ctx context.Context, log *zap.Logger, chatKey string,
 }
 
 // chipWait is how long chatKey's next chip must wait (0: it may go now).
-func (m *Inbox) chipWait(chatKey string) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return max(time.Until(m.chipLast[chatKey].Add(chipEvery)), 0)
+func (d *delivery) chipWait(chatKey string) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return max(time.Until(d.chipLast[chatKey].Add(chipEvery)), 0)
 }
 
 // postChip posts one agent_log row for p (standing for more calls besides), unless the budget
 // is low.
-func (m *Inbox) postChip(log *zap.Logger, chatKey string, p supervisor.TurnProgress, more int) {
+func (d *delivery) postChip(log *zap.Logger, chatKey string, p supervisor.TurnProgress, more int) {
 	now := time.Now()
-	m.mu.Lock()
-	m.chipLast[chatKey] = now
-	m.mu.Unlock()
-	if !m.client.gate.optional(now) {
-		m.c.chipsDropped.Add(1)
+	d.mu.Lock()
+	d.chipLast[chatKey] = now
+	d.mu.Unlock()
+	if !d.client.Optional(now) {
+		d.c.chipsDropped.Add(1)
 		return
 	}
 	status := "ok"
 	if p.Failed {
 		status = "error"
 	}
-	summary := chipSummary(m.client.red, p, more)
+	summary := chipSummary(d.red, p, more)
 	ctx, cancel := context.WithTimeout(context.Background(), chipTimeout)
 	defer cancel()
-	if err := m.client.agentLog(ctx, p.Tool, summary, status); err != nil {
-		m.c.chipsFailed.Add(1)
+	if err := d.client.AgentLog(ctx, chipTimeout, p.Tool, summary, status); err != nil {
+		d.c.chipsFailed.Add(1)
 		log.Debug("tool chip not posted", zap.Error(err))
 		return
 	}
-	m.c.chipsSent.Add(1)
+	d.c.chipsSent.Add(1)
 }
 
 // chipSummary is "🛠 name(argument)" as the runtime writes it, with " +N" for the calls it
@@ -176,15 +175,4 @@ func chipSummary(red redactor, p supervisor.TurnProgress, more int) string {
 		s = string(r[:n-1]) + "…"
 	}
 	return s + suffix
-}
-
-// agentLog posts one agent_log row, as the runtime's tool trace does:
-// POST /workspaces/{ws}/activity {"activity_type":"agent_log","source_id":ws,"target_id":ws,
-// "summary","status","method"} (activity.go Report: a foreign source_id is refused).
-func (c *platformClient) agentLog(ctx context.Context, method, summary, status string) error {
-	_, err := c.do(ctx, request{op: "tool chip", method: http.MethodPost,
-		path: "/workspaces/" + c.ws + "/activity", timeout: chipTimeout,
-		body: map[string]string{"activity_type": "agent_log", "source_id": c.ws, "target_id": c.ws,
-			"summary": summary, "status": status, "method": method}})
-	return err
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/secretset"
 )
 
@@ -271,7 +271,7 @@ func (cfg Config) withDefaults() Config {
 			cfg.WorkDir = wd
 		}
 	}
-	setDur(&cfg.PeerTurnTimeout, DefaultPeerTurnTimeout)
+	setDur(&cfg.PeerTurnTimeout, platform.DefaultPeerTurnTimeout)
 	setDur(&cfg.PeerQuietReset, DefaultPeerQuietReset)
 	setInt(&cfg.PeerExchanges, DefaultPeerExchanges)
 	if cfg.MaxPollBytes <= 0 {
@@ -306,7 +306,7 @@ func (cfg Config) withDefaults() Config {
 
 // validate checks what New needs; the messages name the environment variable to fix.
 func (cfg Config) validate() error {
-	if _, err := parsePlatformURL(cfg.PlatformURL); err != nil {
+	if _, err := platform.ParseURL(cfg.PlatformURL); err != nil {
 		return err
 	}
 	if !validWorkspaceID(cfg.WorkspaceID) {
@@ -330,28 +330,8 @@ func (cfg Config) validate() error {
 	return nil
 }
 
-// parsePlatformURL accepts an absolute http(s) URL without user info (credentials in the URL
-// would end up in logs and errors) and drops a trailing slash.
-func parsePlatformURL(raw string) (*url.URL, error) {
-	if raw == "" {
-		return nil, errors.New("MOLECULE_API_URL (or PLATFORM_URL) is not set")
-	}
-	u, err := url.Parse(strings.TrimRight(raw, "/"))
-	if err != nil {
-		return nil, fmt.Errorf("the platform URL is not a URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("the platform URL must be http or https, got scheme %q", u.Scheme)
-	}
-	if u.Host == "" {
-		return nil, errors.New("the platform URL has no host")
-	}
-	if u.User != nil {
-		return nil, errors.New("the platform URL must not contain user info")
-	}
-	u.RawQuery, u.Fragment = "", ""
-	return u, nil
-}
+// TokenFileName is the workspace token's file in the configs directory (the client's).
+const TokenFileName = platform.TokenFileName
 
 // Environment variables of the Molecule settings, canonical name first, then its aliases in
 // the order they are tried (the runtime's contracts/credentials.contract.json).
@@ -389,7 +369,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		OrgID:       env("MOLECULE_ORG_ID"),
 		StateDir:    env("CODEX_CHANNEL_MOLECULE_STATE_DIR"),
 	}
-	if _, err := parsePlatformURL(cfg.PlatformURL); err != nil {
+	if _, err := platform.ParseURL(cfg.PlatformURL); err != nil {
 		if urlVar != "" {
 			return Config{}, fmt.Errorf("%s: %w", urlVar, err)
 		}
@@ -440,7 +420,7 @@ const containerConfigsDir = "/configs"
 // a token register issued was saved there), and falls back to MOLECULE_WORKSPACE_TOKEN. Errors
 // name the file but never its content.
 func tokenFromEnv(env func(string) string, path string) (string, error) {
-	t, err := readTokenFile(path)
+	t, err := platform.ReadTokenFile(path)
 	if err != nil {
 		return "", err
 	}

@@ -7,34 +7,32 @@
 // notify, peer agent → A2A message/send) and only then moves its durable inbox position
 // (bridge-state.json in the state directory). A reply that cannot be delivered is retried
 // without asking codex again, also across restarts, and every attempt carries the same
-// messageId and Idempotency-Key (replyID); notify has no deduplication, so an attempt whose
-// answer was lost is sent once more at most (outbound.go). The activity page is read as a stream, one row at a time with a
-// per-row cap (rowscan.go), so memory does not grow with the page. Platform calls never follow a
+// messageId and Idempotency-Key (platform.ReplyID); notify has no deduplication, so an attempt whose
+// answer was lost is sent once more at most (outbound.go). The activity page is read as a stream,
+// one row at a time with a per-row cap, so memory does not grow with the page. Platform calls never follow a
 // redirect: the token stays with the platform URL's origin. Chats run at once as far as the
 // supervisor's pool allows, with no limit of the inbox's own; a message that cannot be answered
 // now (the pool busy for up to BusyRetryFor, the model unreachable, the usage limit, a paused
 // workspace; its reply meeting the platform away) stays unacknowledged and waits (wait.go).
 //
-// The platform limits requests (600 a minute per bucket, the whole org's when
-// X-Molecule-Org-Id is sent): every call goes through one rate gate in the client, closed by a
-// 429 for its Retry-After (ratelimit.go). The workspace token rotates in <configs>/.auth_token
-// and is re-read when that file changes and after a 401 (token.go). A SaaS tenant's guard
-// refuses calls without MOLECULE_ORG_ID; that is logged naming the variable and never drops a
-// reply (tenancy.go). The activity feed answers at most a page (500 rows) per call, so a cold
-// start walks its window back with before_ts and a backlog reads on page after page (paging.go).
+// The platform client is package platform (HTTP, the token's rotation, the rate gate, the tenant
+// guard, the activity pages read as a stream); the inbox is four parts along a message's way, each
+// with its own state, lock and goroutines, composed by Inbox (molecule.go: New, Run, Stats, and
+// handle, which routes a job from part to part):
+//   - the feed (feed.go, stream.go): the poll loop woken by the event stream, each row judged
+//     (normalize.go, delegation.go), admitted in the ledger (ledger.go, donelog.go) and queued
+//     on the per-chat dispatcher (dispatcher.go), and the acks;
+//   - the answerer (moleculeanswer.go, waiting.go, newreset.go, pingpong.go): a message's turn,
+//     its one wait while it cannot be answered now (wait.go), its reply stored, chat commands;
+//   - delivery (delivery.go, outbound.go, sendfiles.go, uploads.go, progress.go, chips.go,
+//     approvals.go): replies and notices, files sent and uploads taken, what a running turn shows;
+//   - the workspace (register.go, health.go, wsstate.go, session.go): register, the heartbeat, a
+//     paused or deleted workspace (ErrWorkspaceDeleted), the canvas chat's New session.
 //
-// Files, one job each: platform.go (the platform client), paging.go (the activity pages),
-// rowscan.go (the streamed activity page), normalize.go (a row → a message), ledger.go (the
-// durable position), dispatcher.go (the per-chat queues), molecule.go (poll, heartbeat,
-// delivery), moleculeanswer.go (a message's turn and its reply), wait.go and waiting.go (the one
-// wait of a message that cannot be answered now, whatever the reason), approvals.go and progress.go
-// (what a running turn tells the chat), uploads.go and uploadfetch.go (files the canvas user
-// uploads: fetched, saved or shown, acked), health.go (the heartbeat's is_busy and
-// runtime_state), session.go (the canvas's New session: one new thread, judged from the
-// platform's chat-history marker; <StateDir>/canvas-session.json) and wsstate.go (a paused
-// workspace answers nothing; a deleted one stops Run with ErrWorkspaceDeleted), outbound.go
-// (notify, A2A sends and their retry rules), delegation.go (delegation results) and pingpong.go
-// (the cap on automatic exchanges with one peer).
+// What they share has its own lock: the ledger and its writer (statewrite.go), the counters
+// (stats.go), the image budget, the pause gate, the peer caps, the outage and tenancy logs
+// (reach.go, tenancy.go), the heartbeat's answer window (health.go). No part calls another
+// while it holds its own lock, so locks never nest; owners_test.go pins who touches what.
 //
 // Durable state: <StateDir>/bridge-state.json (StateFileName), written atomically (temp file,
 // fsync, rename, directory fsync). It holds the inbox position as a low-water mark over arrival

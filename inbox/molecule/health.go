@@ -3,11 +3,13 @@ package molecule
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -33,97 +35,109 @@ const runtimeWedged = "wedged"
 
 // runtimeState is the heartbeat's runtime_state ("" or runtimeWedged) and, when wedged, why. It
 // logs when the state changes: one line when it starts, one when it ends.
-func (m *Inbox) runtimeState() (state, why string) {
-	if m.cfg.Health == nil {
+func (w *workspace) runtimeState() (state, why string) {
+	if w.cfg.Health == nil {
 		return "", ""
 	}
-	streak := m.cfg.Health.Crashes()
-	if streak.Crashes >= m.cfg.WedgedAfter {
+	streak := w.cfg.Health.Crashes()
+	if streak.Crashes >= w.cfg.WedgedAfter {
 		state = runtimeWedged
 		why = chat.CapText(fmt.Sprintf("codex keeps crashing: %d children crashed since a turn last completed; last: %s",
 			streak.Crashes, streak.Last), 256)
 	}
-	m.mu.Lock()
-	was := m.lastRuntime
-	m.lastRuntime = state
-	m.mu.Unlock()
+	w.mu.Lock()
+	was := w.lastRuntime
+	w.lastRuntime = state
+	w.mu.Unlock()
 	switch {
 	case state == was:
 	case state == runtimeWedged:
-		m.log.Error("heartbeat reports the runtime wedged (the platform shows the workspace degraded) until a turn completes",
+		w.log.Error("heartbeat reports the runtime wedged (the platform shows the workspace degraded) until a turn completes",
 			zap.Int("crashes", streak.Crashes), zap.String("last_crash", streak.Last))
 	default:
-		m.log.Info("a turn completed; heartbeat no longer reports the runtime wedged")
+		w.log.Info("a turn completed; heartbeat no longer reports the runtime wedged")
 	}
 	return state, why
 }
 
-// noteAnswer feeds the heartbeat's error_rate and sample_error.
-func (m *Inbox) noteAnswer(failed bool, errText string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.winTotal++
+// answerWindow counts answers and failures between two heartbeats, for the heartbeat's
+// error_rate and sample_error. The answerer and delivery note; the workspace takes.
+type answerWindow struct {
+	mu        sync.Mutex
+	total     int    // answers since the last heartbeat
+	failed    int    // failures since the last heartbeat
+	lastError string // a failure since the last heartbeat, for sample_error
+}
+
+// note counts one answer, failed or not.
+func (a *answerWindow) note(failed bool, errText string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.total++
 	if failed {
-		m.winFailed++
-		m.lastError = chat.CapText(errText, 256)
+		a.failed++
+		a.lastError = chat.CapText(errText, 256)
 	}
+}
+
+// take returns the failure rate and a failure of the window, and starts the next one.
+func (a *answerWindow) take() (rate float64, sample string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.total > 0 {
+		rate = float64(a.failed) / float64(a.total)
+	}
+	if a.failed > 0 {
+		sample = a.lastError
+	}
+	a.total, a.failed, a.lastError = 0, 0, ""
+	return rate, sample
 }
 
 // sendHeartbeat keeps the workspace online and reports whether the platform accepted it; a
 // failure is counted and the next tick tries again.
-func (m *Inbox) sendHeartbeat(ctx context.Context) bool {
-	hb := m.heartbeatBody()
-	err := m.client.heartbeat(ctx, hb)
+func (w *workspace) sendHeartbeat(ctx context.Context) bool {
+	hb := w.heartbeatBody()
+	err := w.client.Heartbeat(ctx, hb)
 	switch {
 	case ctx.Err() != nil:
 	case err != nil:
-		m.c.heartbeatErrors.Add(1)
-		m.platformCallFailed(callHeartbeat, err)
+		w.c.heartbeatErrors.Add(1)
+		w.outages.failed(platform.CallHeartbeat, err)
 	default:
-		m.log.Debug("heartbeat sent", zap.Int("active_tasks", hb.ActiveTasks))
-		m.platformCallOK(callHeartbeat)
+		w.log.Debug("heartbeat sent", zap.Int("active_tasks", hb.ActiveTasks))
+		w.outages.ok(platform.CallHeartbeat)
 	}
 	return err == nil
 }
 
 // heartbeatBody reports the running turns and the failure rate since the previous heartbeat.
-func (m *Inbox) heartbeatBody() heartbeatBody {
-	// Asked before taking m.mu: the supervisor takes its own lock.
+func (w *workspace) heartbeatBody() platform.HeartbeatBody {
+	// Asked before any lock of the inbox: the supervisor takes its own lock.
 	var acts []supervisor.ChatActivity
-	if m.cfg.Progress != nil {
-		acts = m.cfg.Progress.Activity()
+	if w.cfg.Progress != nil {
+		acts = w.cfg.Progress.Activity()
 	}
-	runtime, why := m.runtimeState()
+	runtime, why := w.runtimeState()
 	now := time.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	hb := heartbeatBody{
-		ActiveTasks:   max(len(m.inflight), len(acts)),
-		UptimeSeconds: int64(time.Since(m.runStart) / time.Second),
-		IsBusy:        len(m.inflight) > 0 || len(acts) > 0,
+	inflight, first := w.busy()
+	w.mu.Lock()
+	start := w.runStart
+	w.mu.Unlock()
+	hb := platform.HeartbeatBody{
+		ActiveTasks:   max(inflight, len(acts)),
+		UptimeSeconds: int64(time.Since(start) / time.Second),
+		IsBusy:        inflight > 0 || len(acts) > 0,
 		RuntimeState:  runtime,
 	}
 	if len(acts) > 0 {
-		hb.CurrentTask = currentTask(m.client.red, acts, now)
-	} else {
-		for _, key := range m.inflight {
-			if hb.CurrentTask == "" || key < hb.CurrentTask {
-				hb.CurrentTask = key
-			}
-		}
-		if hb.CurrentTask != "" {
-			hb.CurrentTask = "answering " + hb.CurrentTask
-		}
+		hb.CurrentTask = currentTask(w.red, acts, now)
+	} else if first != "" {
+		hb.CurrentTask = "answering " + first
 	}
-	if m.winTotal > 0 {
-		hb.ErrorRate = float64(m.winFailed) / float64(m.winTotal)
-	}
-	if m.winFailed > 0 {
-		hb.SampleError = m.lastError
-	}
+	hb.ErrorRate, hb.SampleError = w.window.take()
 	if hb.SampleError == "" {
 		hb.SampleError = why // the canvas shows it on the degraded card
 	}
-	m.winTotal, m.winFailed, m.lastError = 0, 0, ""
 	return hb
 }

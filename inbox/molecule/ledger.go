@@ -53,7 +53,7 @@ type pendingReply struct {
 	Route      route  `json:"route"`
 	Text       string `json:"text"`
 	// MessageID is the A2A messageId, the same on every attempt so a peer can drop duplicates:
-	// replyID of the activity. Files written by older versions hold a random UUID, which is kept.
+	// platform.ReplyID of the activity. Files written by older versions hold a random UUID, which is kept.
 	MessageID  string    `json:"message_id"`
 	AnsweredAt time.Time `json:"answered_at"`
 	// InReplyTo is the messageId of the peer's message the reply answers, sent with an A2A reply

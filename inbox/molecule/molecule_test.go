@@ -13,6 +13,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/inbox/chat/chattest"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -93,7 +94,7 @@ func TestPeerMessageRepliesWithA2ASend(t *testing.T) {
 	if got := s.Header.Get("Authorization"); got != "Bearer "+p.Token() {
 		t.Errorf("Authorization = %q", got)
 	}
-	if !uuidV4.MatchString(s.RPCID) || !uuidV5.MatchString(s.MessageID) || s.MessageID != replyID(p.WorkspaceID(), ids[0]) {
+	if !uuidV4.MatchString(s.RPCID) || !uuidV5.MatchString(s.MessageID) || s.MessageID != platform.ReplyID(p.WorkspaceID(), ids[0]) {
 		t.Errorf("ids rpc=%q message=%q, want a random v4 uuid and the reply id (v5) of the activity", s.RPCID, s.MessageID)
 	}
 	if got := s.Header.Get("Idempotency-Key"); got != s.MessageID {

@@ -24,8 +24,8 @@ func (queuedResetControls) Reset(context.Context, string) (supervisor.ResetResul
 
 // queuedReset runs a /new's Reset on the chat's queue, after the messages received before it
 // reached the supervisor (which finishes them on the old thread first).
-func (m *Inbox) queuedReset(ctx context.Context, log *zap.Logger, chatKey string) {
-	res, err := m.cfg.Controls.Reset(ctx, chatKey)
+func (a *answerer) queuedReset(ctx context.Context, log *zap.Logger, chatKey string) {
+	res, err := a.cfg.Controls.Reset(ctx, chatKey)
 	if err != nil {
 		log.Error("chat could not start over; its next message resumes the old thread", zap.Error(err))
 		return

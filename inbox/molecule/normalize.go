@@ -1,7 +1,6 @@
 package molecule
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -139,7 +139,7 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 		return normalized{disp: dispPoison, reason: fmt.Sprintf("row is not valid JSON (%d bytes): %v", len(raw), err)}
 	}
 	var n normalized
-	id, ok := rawID(row["id"])
+	id, ok := platform.RawID(row["id"])
 	if !ok {
 		return normalized{disp: dispPoison, reason: "row has no id"}
 	}
@@ -199,7 +199,7 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	if m.Kind == kindCanvasUser {
 		m.ContextID = canvasContextID(body)
 	}
-	if id := a2aMessageID(body); m.Kind == kindPeerAgent && len(id) <= maxMessageIDLen {
+	if id := platform.A2AMessageID(body); m.Kind == kindPeerAgent && len(id) <= platform.MaxMessageIDLen {
 		m.MessageID = strings.ToValidUTF8(id, "")
 	}
 	parts, found := findParts(body)
@@ -519,22 +519,6 @@ func rawString(raw json.RawMessage) string {
 		return ""
 	}
 	return s
-}
-
-// rawID accepts a non-empty string or a number (kept as written): Molecule ids are opaque.
-func rawID(raw json.RawMessage) (string, bool) {
-	raw = bytes.TrimSpace(raw)
-	if s := rawString(raw); s != "" {
-		return s, true
-	}
-	if len(raw) == 0 {
-		return "", false
-	}
-	var num json.Number
-	if json.Unmarshal(raw, &num) == nil && num != "" {
-		return num.String(), true
-	}
-	return "", false
 }
 
 // rawInt reads an integer given as a JSON number or numeric string; 0 otherwise.

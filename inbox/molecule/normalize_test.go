@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 const testWS = "ws-self"
@@ -213,11 +215,11 @@ func abs(n int) int {
 // workspace or activity.
 func TestReplyID(t *testing.T) {
 	t.Parallel()
-	a := replyID("ws-1", "act-1")
-	if !uuidV5.MatchString(a) || a != replyID("ws-1", "act-1") {
+	a := platform.ReplyID("ws-1", "act-1")
+	if !uuidV5.MatchString(a) || a != platform.ReplyID("ws-1", "act-1") {
 		t.Fatalf("replyID = %q, want a stable v5 uuid", a)
 	}
-	for _, other := range []string{replyID("ws-2", "act-1"), replyID("ws-1", "act-2")} {
+	for _, other := range []string{platform.ReplyID("ws-2", "act-1"), platform.ReplyID("ws-1", "act-2")} {
 		if other == a {
 			t.Fatalf("replyID collides: %q", other)
 		}

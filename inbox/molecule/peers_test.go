@@ -294,24 +294,6 @@ func (r *refuseNotify) RoundTrip(req *http.Request) (*http.Response, error) {
 	return r.next.RoundTrip(req)
 }
 
-// An empty reply is never sent empty: the platform refuses a notify without a message.
-func TestNoEmptyReply(t *testing.T) {
-	t.Parallel()
-	p := moleculetest.NewPlatform(t, moleculetest.Config{})
-	c, err := newPlatformClient(Config{PlatformURL: p.URL(), WorkspaceID: p.WorkspaceID(), Token: p.Token(), RequestTimeout: time.Minute}, http.DefaultClient)
-	must(t, err)
-	must(t, c.notify(context.Background(), p.WorkspaceID(), "k", " \n"))
-	if _, err := c.a2aSend(context.Background(), "peer-1", "m-1", "k", "", ""); err != nil {
-		t.Fatal(err)
-	}
-	if n := p.Notifies(); len(n) != 1 || n[0].Message != textNoAnswer {
-		t.Fatalf("notifies %+v", n)
-	}
-	if s := p.A2ASends(); len(s) != 1 || s[0].Text != textNoAnswer {
-		t.Fatalf("sends %+v", s)
-	}
-}
-
 // Automatic exchanges with one peer are capped: each message read after a reply to the peer
 // began counts; a canvas message or a quiet spell starts the count over; a reply being sent keeps
 // the count going; messages read before any reply (a backlog) are no exchange at all.

@@ -133,7 +133,7 @@ func (p *peerExchanges) pruneLocked(now time.Time) {
 
 // admitPeer says whether msg, a peer agent's message, is answered. A message past the cap is
 // finished unanswered: logged (a warning the first time in a run), counted, and acknowledged.
-func (m *Inbox) admitPeer(log *zap.Logger, msg message) bool {
+func (a *answerer) admitPeer(log *zap.Logger, msg message) bool {
 	if msg.Kind != kindPeerAgent {
 		return true
 	}
@@ -142,21 +142,21 @@ func (m *Inbox) admitPeer(log *zap.Logger, msg message) bool {
 	if received.IsZero() {
 		received = now
 	}
-	n, ok, first := m.peers.admit(msg.PeerID, received, now)
+	n, ok, first := a.peers.admit(msg.PeerID, received, now)
 	if ok {
 		return true
 	}
-	m.c.peerCapped.Add(1)
+	a.c.peerCapped.Add(1)
 	if first {
 		log.Warn("not answering this peer: automatic exchanges in a row reached the cap; it is answered again after a message from this workspace's canvas, or after a quiet spell",
-			zap.String("peer", msg.PeerID), zap.Int("exchanges", n), zap.Int("cap", m.cfg.PeerExchanges),
-			zap.Duration("quiet_reset", m.cfg.PeerQuietReset))
+			zap.String("peer", msg.PeerID), zap.Int("exchanges", n), zap.Int("cap", a.cfg.PeerExchanges),
+			zap.Duration("quiet_reset", a.cfg.PeerQuietReset))
 	} else {
 		log.Info("peer message not answered: automatic exchanges with this peer are capped", zap.String("peer", msg.PeerID))
 	}
-	m.images.release(msg.imageBytes())
-	m.ledger.markDone(msg.ActivityID)
-	m.persist(log)
-	m.wakeAck()
+	a.images.release(msg.imageBytes())
+	a.ledger.markDone(msg.ActivityID)
+	a.state.persist(log)
+	a.wakeAck()
 	return false
 }

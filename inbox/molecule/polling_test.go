@@ -16,7 +16,6 @@ import (
 
 	"github.com/molecule-ai/codex-warm/inbox/chat/chattest"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
-	"github.com/molecule-ai/codex-warm/secretset"
 )
 
 // runIn runs an inbox inside a synctest bubble until the returned stop is called.
@@ -103,44 +102,6 @@ func TestRetryAfterHoldsEveryCall(t *testing.T) {
 	})
 }
 
-// The rate gate: a 429 closes it for Retry-After (seconds or a date, at least a second, at most
-// maxRateWait), an answer that spent the bucket until its reset; other answers leave it open.
-func TestRateGateObserve(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	answer := func(status int, kv ...string) *http.Response {
-		h := http.Header{}
-		for i := 0; i < len(kv); i += 2 {
-			h.Set(kv[i], kv[i+1])
-		}
-		return &http.Response{StatusCode: status, Header: h}
-	}
-	for _, tc := range []struct {
-		name string
-		resp *http.Response
-		want time.Duration
-	}{
-		{"429 seconds", answer(429, "Retry-After", "17"), 17 * time.Second},
-		{"429 zero is a second", answer(429, "Retry-After", "0"), time.Second},
-		{"429 date", answer(429, "Retry-After", now.Add(40*time.Second).Format(http.TimeFormat)), 40 * time.Second},
-		{"429 reset only", answer(429, "X-RateLimit-Reset", "9"), 9 * time.Second},
-		{"429 nothing", answer(429), time.Second},
-		{"429 a day", answer(429, "Retry-After", "86400"), maxRateWait},
-		{"bucket spent", answer(200, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "12"), 12 * time.Second},
-		{"bucket not spent", answer(200, "X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "12"), 0},
-		{"503 with Retry-After is a peer's, not the bucket's", answer(503, "Retry-After", "8"), 0},
-	} {
-		var g rateGate
-		got, _ := g.observe(tc.resp, now)
-		if got != tc.want {
-			t.Errorf("%s: wait %v, want %v", tc.name, got, tc.want)
-		}
-		if tc.want > 0 && !g.until.Equal(now.Add(tc.want)) {
-			t.Errorf("%s: gate until %v, want %v", tc.name, g.until, now.Add(tc.want))
-		}
-	}
-}
-
 // On a SaaS tenant without MOLECULE_ORG_ID the first poll is refused 400
 // TENANT_ORG_HEADER_REQUIRED and the log names MOLECULE_ORG_ID. A reply the guard refuses is
 // kept and retried, never given up, and delivered once the guard lets it through.
@@ -212,29 +173,6 @@ func TestTokenRotatesInFile(t *testing.T) {
 		}
 	}
 	must(t, p.WaitFor(ctx, statsCond(r.m, func(s Stats) bool { return s.Delivered == 2 && s.PendingReplies == 0 })))
-}
-
-// A 401 makes the inbox read the token file again even when its stat did not change (the same
-// size and time), and the call is sent again at once with the file's token.
-func TestUnauthorizedRereadsTokenFile(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, TokenFileName)
-	must(t, os.WriteFile(path, []byte("token-aaaa"), 0o600))
-	s := newTokenSource("token-aaaa", path, secretset.New())
-	fi, err := os.Stat(path)
-	must(t, err)
-	must(t, os.WriteFile(path, []byte("token-bbbb"), 0o600))
-	must(t, os.Chtimes(path, fi.ModTime(), fi.ModTime()))
-	if got := s.current(); got != "token-aaaa" {
-		t.Fatalf("current = %q before a 401: the stat did not change", got)
-	}
-	if !s.reload() || s.current() != "token-bbbb" {
-		t.Fatalf("after a 401 the file's token is not used: %q", s.current())
-	}
-	if s.reload() {
-		t.Fatal("reload reports a change when the file holds the token in use")
-	}
 }
 
 // A workspace without a live token gets one from register: it is saved in the token file

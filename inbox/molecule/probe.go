@@ -4,7 +4,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
+
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
+
+// HTTPError is a non-2xx platform answer (the client's; the inbox's callers name it here).
+type HTTPError = platform.HTTPError
+
+// DefaultPeerTurnTimeout is how long an A2A send waits for a push peer's answer (the client's).
+const DefaultPeerTurnTimeout = platform.DefaultPeerTurnTimeout
 
 // ProbePlatform proves that the platform in cfg answers and accepts its token and workspace,
 // changing nothing there: one authenticated read of the last second of the workspace's activity
@@ -23,7 +31,7 @@ func ProbePlatform(ctx context.Context, cfg Config) error {
 	defer done()
 	ctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	defer cancel()
-	_, err = c.poll(ctx, "", 1, pageLimits{rows: 1, bytes: cfg.MaxPollBytes})
+	_, err = c.Poll(ctx, "", 1, platform.PageLimits{Rows: 1, Bytes: cfg.MaxPollBytes})
 	return err
 }
 
@@ -39,9 +47,9 @@ func ProbeEventStream(ctx context.Context, cfg Config) (offered bool, err error)
 	defer done()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	resp, err := openStream(ctx, cancel, c, cfg.RequestTimeout)
+	resp, err := c.OpenEventStream(ctx, cancel, cfg.RequestTimeout)
 	switch {
-	case errors.Is(err, errStreamAbsent):
+	case errors.Is(err, platform.ErrStreamAbsent):
 		return false, nil
 	case err != nil:
 		return false, err
@@ -52,13 +60,13 @@ func ProbeEventStream(ctx context.Context, cfg Config) (offered bool, err error)
 
 // probeClient is a platform client for one probe, on cfg.HTTPClient or a private client whose
 // idle connections done closes.
-func probeClient(cfg Config) (c *platformClient, done func(), err error) {
+func probeClient(cfg Config) (c *platform.Client, done func(), err error) {
 	hc, done := cfg.HTTPClient, func() {}
 	if hc == nil {
 		own := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 		hc, done = own, own.CloseIdleConnections
 	}
-	if c, err = newPlatformClient(cfg, hc); err != nil {
+	if c, err = platform.New(clientOptions(cfg), hc); err != nil {
 		done()
 		return nil, nil, err
 	}

@@ -10,10 +10,11 @@ import (
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // ProbePlatform reads the activity feed once and changes nothing on the platform: no register,
-// no heartbeat, no ack. A rejected token comes back as an Unauthorized *HTTPError, a platform
+// no heartbeat, no ack. A rejected token comes back as an Unauthorized *platform.HTTPError, a platform
 // that is not there as an error.
 func TestProbePlatform(t *testing.T) {
 	t.Parallel()
@@ -28,9 +29,9 @@ func TestProbePlatform(t *testing.T) {
 	}
 
 	cfg.Token = "wrong"
-	var he *HTTPError
+	var he *platform.HTTPError
 	if err := ProbePlatform(context.Background(), cfg); !errors.As(err, &he) || !he.Unauthorized() {
-		t.Errorf("wrong token: %v, want an Unauthorized HTTPError", err)
+		t.Errorf("wrong token: %v, want an Unauthorized platform.HTTPError", err)
 	}
 	if strings.Contains(fmt.Sprint(ProbePlatform(context.Background(), cfg)), "wrong") {
 		t.Error("the error quotes the token")
@@ -64,7 +65,7 @@ func TestProbeEventStream(t *testing.T) {
 	}
 	p.SetEventStream(true)
 	cfg.Token = "wrong-token-0123"
-	var he *HTTPError
+	var he *platform.HTTPError
 	if _, err := ProbeEventStream(context.Background(), cfg); !errors.As(err, &he) || !he.Unauthorized() {
 		t.Fatalf("probe with a refused token: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -43,17 +44,17 @@ func currentTask(red redactor, acts []supervisor.ChatActivity, now time.Time) st
 
 // startProgressNotes starts relayProgress on wg when progress notes are on and msg came from the
 // canvas.
-func (m *Inbox) startProgressNotes(ctx context.Context, wg *sync.WaitGroup, log *zap.Logger, msg message, start time.Time) {
-	if m.cfg.ProgressInterval > 0 && m.cfg.Progress != nil && msg.Route.Kind == routeNotify {
-		wg.Go(func() { m.relayProgress(ctx, log, msg, start) })
+func (d *delivery) startProgressNotes(ctx context.Context, wg *sync.WaitGroup, log *zap.Logger, msg message, start time.Time) {
+	if d.cfg.ProgressInterval > 0 && d.cfg.Progress != nil && msg.Route.Kind == routeNotify {
+		wg.Go(func() { d.relayProgress(ctx, log, msg, start) })
 	}
 }
 
 // relayProgress sends the chat a short note each ProgressInterval while msg's turn runs, until
 // ctx ends (its reply is in). A tick while the message still waits in the chat's queue sends
 // nothing. A note is tried once: the next one supersedes it.
-func (m *Inbox) relayProgress(ctx context.Context, log *zap.Logger, msg message, start time.Time) {
-	t := time.NewTicker(m.cfg.ProgressInterval)
+func (d *delivery) relayProgress(ctx context.Context, log *zap.Logger, msg message, start time.Time) {
+	t := time.NewTicker(d.cfg.ProgressInterval)
 	defer t.Stop()
 	for n := 1; ; n++ {
 		select {
@@ -63,7 +64,7 @@ func (m *Inbox) relayProgress(ctx context.Context, log *zap.Logger, msg message,
 		}
 		now := time.Now()
 		var line string
-		for _, a := range m.cfg.Progress.Activity() {
+		for _, a := range d.cfg.Progress.Activity() {
 			if a.ChatKey == msg.ChatKey {
 				line = supervisor.ChildStatus{Activity: a.What, ActivitySince: a.Since}.ActivityLine(now)
 			}
@@ -73,8 +74,8 @@ func (m *Inbox) relayProgress(ctx context.Context, log *zap.Logger, msg message,
 		}
 		text := fmt.Sprintf("still working (%s): %s", now.Sub(start).Round(time.Second), line)
 		p := pendingReply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route,
-			Text: m.client.red.String(text), MessageID: replyID(m.cfg.WorkspaceID, fmt.Sprintf("%s/progress/%d", msg.ActivityID, n))}
-		if err := m.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
+			Text: d.red.String(text), MessageID: platform.ReplyID(d.cfg.WorkspaceID, fmt.Sprintf("%s/progress/%d", msg.ActivityID, n))}
+		if err := d.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
 			log.Info("progress note not delivered", zap.Error(err))
 		}
 	}

@@ -1,75 +1,36 @@
 package molecule
 
 import (
-	"sync"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"go.uber.org/zap"
 )
 
-// Platform calls whose outcome says whether the platform can be reached.
-const (
-	callPoll      = "poll"
-	callHeartbeat = "heartbeat"
-)
-
-// reachability decides, from the outcome of every poll and heartbeat, whether the platform can
-// be reached, so that an outage is logged twice (when it starts and when it ends) rather than
-// once per poll, every second, for as long as it lasts. The platform is unreachable from the
-// first failed call, and reachable again once every kind of call that failed has gone through:
-// a platform whose polls work but whose heartbeats keep failing is not declared back at every
-// poll, which would log a line per poll again.
-type reachability struct {
-	mu       sync.Mutex
-	failing  map[string]bool // kinds of call whose last try failed
-	since    time.Time       // when the outage began
-	failures int             // failed calls in the outage
+// outages turns the outcomes of polls and heartbeats into one log line per outage and one when
+// it ends (platform.Reachability).
+type outages struct {
+	log   *zap.Logger
+	reach platform.Reachability
 }
 
-// failed records a failed call of that kind and reports whether it begins an outage.
-func (r *reachability) failed(call string, now time.Time) (begins bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	begins = len(r.failing) == 0
-	if begins {
-		r.failing = make(map[string]bool)
-		r.since, r.failures = now, 0
-	}
-	r.failing[call] = true
-	r.failures++
-	return begins
-}
+func newOutages(log *zap.Logger) *outages { return &outages{log: log} }
 
-// succeeded records a call of that kind that went through. It reports whether that ends an
-// outage, with how long it lasted and how many calls failed in it.
-func (r *reachability) succeeded(call string, now time.Time) (ends bool, lasted time.Duration, failures int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.failing[call] {
-		return false, 0, 0
-	}
-	delete(r.failing, call)
-	if len(r.failing) > 0 {
-		return false, 0, 0
-	}
-	return true, now.Sub(r.since), r.failures
-}
-
-// platformCallFailed logs a failed poll or heartbeat at debug, and at info when it begins an
+// failed logs a failed poll or heartbeat at debug, and at info when it begins an
 // outage (the caller counts it).
-func (m *Inbox) platformCallFailed(call string, err error, fields ...zap.Field) {
+func (o *outages) failed(call string, err error, fields ...zap.Field) {
 	fields = append(fields, zap.String("call", call), zap.Error(err))
-	m.log.Debug(call+" failed", fields...)
-	if m.reach.failed(call, time.Now()) {
-		m.log.Info("platform unreachable: retrying with backoff; logged again when it answers", fields...)
+	o.log.Debug(call+" failed", fields...)
+	if o.reach.Failed(call, time.Now()) {
+		o.log.Info("platform unreachable: retrying with backoff; logged again when it answers", fields...)
 	}
 }
 
-// platformCallOK notes a poll or heartbeat that went through, logging at info when it ends an
+// ok notes a poll or heartbeat that went through, logging at info when it ends an
 // outage.
-func (m *Inbox) platformCallOK(call string) {
-	if ends, lasted, failures := m.reach.succeeded(call, time.Now()); ends {
-		m.log.Info("platform reachable again", zap.String("call", call),
+func (o *outages) ok(call string) {
+	if ends, lasted, failures := o.reach.Succeeded(call, time.Now()); ends {
+		o.log.Info("platform reachable again", zap.String("call", call),
 			zap.Duration("unreachable_for", lasted), zap.Int("failed_calls", failures))
 	}
 }

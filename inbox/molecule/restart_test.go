@@ -10,6 +10,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/inbox/chat/chattest"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -167,7 +168,7 @@ func TestOldStateFileRandomMessageIDKept(t *testing.T) {
 	if s.MessageID != oldID || s.Text != "old reply" {
 		t.Errorf("send = %+v, want the stored reply with messageId %s", s, oldID)
 	}
-	if got, want := s.Header.Get("Idempotency-Key"), replyID(p.WorkspaceID(), "act-old"); got != want {
+	if got, want := s.Header.Get("Idempotency-Key"), platform.ReplyID(p.WorkspaceID(), "act-old"); got != want {
 		t.Errorf("Idempotency-Key = %q, want %q", got, want)
 	}
 	if len(a.Calls()) != 0 {

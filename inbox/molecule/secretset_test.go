@@ -78,7 +78,7 @@ func TestEverySecretTheInboxLearnsStaysIn(t *testing.T) {
 
 	// send_file: a file in the chat's own folder holding any one of them is refused.
 	msg := message{ActivityID: "act-files-of-this-test", ChatKey: "canvas:" + p.WorkspaceID(), Route: route{Kind: routeNotify}}
-	tool := r.m.sendFileTool(msg)
+	tool := r.m.delivery.sendFileTool(msg)
 	dir := chatfiles.Folder(cfg.WorkDir, msg.ChatKey)
 	must(t, os.MkdirAll(dir, 0o700))
 	for i, s := range all {

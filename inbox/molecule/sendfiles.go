@@ -12,33 +12,26 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/chatfiles"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // peerInlineBytes bounds the files of one reply to a peer: they travel base64 inside the A2A
 // request, which the platform caps at 16 MiB (a2a_proxy.go maxProxyRequestBody); 11 MiB is
 // 14.7 MiB as base64, leaving room for the text.
 const peerInlineBytes = 11 << 20
-
-// chatUploadTimeout bounds one chat/uploads request: up to 10 files of 100 MB each.
-const chatUploadTimeout = 10 * time.Minute
 
 // outboxDirName is where the copies wait for delivery: <StateDir>/outbox/<activity>/.
 const outboxDirName = "outbox"
@@ -65,25 +58,25 @@ type sendBox struct {
 }
 
 // takeBox returns and forgets the files msg's turn sent (nil when it sent none).
-func (m *Inbox) takeBox(activityID string) *sendBox {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b := m.boxes[activityID]
-	delete(m.boxes, activityID)
+func (d *delivery) takeBox(activityID string) *sendBox {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.boxes[activityID]
+	delete(d.boxes, activityID)
 	return b
 }
 
 // sendFileTool is msg's answer to send_file calls: it checks and copies the file at once and
 // tells the model whether it will go.
-func (m *Inbox) sendFileTool(msg message) appserver.ToolHandler {
-	m.mu.Lock()
-	box := m.boxes[msg.ActivityID]
+func (d *delivery) sendFileTool(msg message) appserver.ToolHandler {
+	d.mu.Lock()
+	box := d.boxes[msg.ActivityID]
 	if box == nil {
 		box = &sendBox{}
-		m.boxes[msg.ActivityID] = box
+		d.boxes[msg.ActivityID] = box
 	}
-	m.mu.Unlock()
-	log := m.log.With(zap.String("chat_key", msg.ChatKey), zap.String("activity_id", msg.ActivityID))
+	d.mu.Unlock()
+	log := d.log.With(zap.String("chat_key", msg.ChatKey), zap.String("activity_id", msg.ActivityID))
 	return func(ctx context.Context, call appserver.ToolCall) appserver.ToolResult {
 		if call.Tool != chatfiles.ToolName {
 			return appserver.ToolResult{Text: "there is no tool " + call.Tool}
@@ -92,9 +85,9 @@ func (m *Inbox) sendFileTool(msg message) appserver.ToolHandler {
 		if err != nil {
 			return appserver.ToolResult{Text: err.Error()}
 		}
-		f, err := m.takeFile(ctx, log, msg, box, args)
+		f, err := d.takeFile(ctx, log, msg, box, args)
 		if err != nil {
-			m.c.filesRefused.Add(1)
+			d.c.filesRefused.Add(1)
 			log.Warn("file not sent", zap.String("path", args.Path), zap.Error(err), zap.NamedError("cause", errors.Unwrap(err)))
 			box.mu.Lock()
 			box.refused = append(box.refused, err.Error())
@@ -110,27 +103,27 @@ func (m *Inbox) sendFileTool(msg message) appserver.ToolHandler {
 // and copies it to the outbox. Its error is a *chatfiles.Refusal, whose text the model and the
 // chat (the canvas user or a peer agent) get: it names the file as the agent wrote it and no path
 // of the host's; a failure of the daemon's own is its Err, for the log.
-func (m *Inbox) takeFile(ctx context.Context, log *zap.Logger, msg message, box *sendBox, args chatfiles.Args) (sentFile, error) {
+func (d *delivery) takeFile(ctx context.Context, log *zap.Logger, msg message, box *sendBox, args chatfiles.Args) (sentFile, error) {
 	refuse := func(why string, cause error) (sentFile, error) {
 		return sentFile{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: why, Err: cause}
 	}
-	uploads, err := chatUploadDir(m.cfg.WorkDir, msg.ChatKey)
+	uploads, err := chatUploadDir(d.cfg.WorkDir, msg.ChatKey)
 	if err != nil {
 		return refuse("this chat has no folder to send files from (the daemon's log says why)", err)
 	}
 	dir := filepath.Dir(uploads)
-	path := chatfiles.FromWorkDir(m.cfg.WorkDir, args.Path)
-	up := m.limits(ctx, log)
+	path := chatfiles.FromWorkDir(d.cfg.WorkDir, args.Path)
+	up := d.limits(ctx, log)
 	box.mu.Lock()
 	defer box.mu.Unlock()
-	lim := chatfiles.Limits{MaxFileBytes: up.perFile}
+	lim := chatfiles.Limits{MaxFileBytes: up.PerFile}
 	if msg.Route.Kind == routeA2A {
 		lim.ReplyBytes, lim.ReplyUsed = peerInlineBytes, box.bytes
 	}
-	if most := up.maxAttachments; most > 0 && len(box.files) >= most {
+	if most := up.MaxAttachments; most > 0 && len(box.files) >= most {
 		return refuse(fmt.Sprintf("this reply has %d files already, the most one message takes", len(box.files)), nil)
 	}
-	outbox := filepath.Join(m.cfg.StateDir, outboxDirName, outboxName(msg.ActivityID))
+	outbox := filepath.Join(d.cfg.StateDir, outboxDirName, outboxName(msg.ActivityID))
 	if err := os.MkdirAll(outbox, 0o700); err != nil {
 		return refuse("the outbox cannot be made (the daemon's log says why)", err)
 	}
@@ -145,7 +138,7 @@ func (m *Inbox) takeFile(ctx context.Context, log *zap.Logger, msg message, box 
 			os.Remove(tmp.Name())
 		}
 	}()
-	info, err := chatfiles.Copy(dir, path, lim, m.secrets(), tmp)
+	info, err := chatfiles.Copy(dir, path, lim, d.secrets(), tmp)
 	var r *chatfiles.Refusal
 	if errors.As(err, &r) {
 		r.Path = args.Path
@@ -181,7 +174,7 @@ func outboxName(activityID string) string {
 }
 
 // secrets is every credential the daemon holds (the one secret set the redactor reads too).
-func (m *Inbox) secrets() chatfiles.Secrets { return m.client.red.set }
+func (d *delivery) secrets() chatfiles.Secrets { return d.red.set }
 
 // withFiles returns text with box's refusals added (the chat reads why), and box's files.
 func withFiles(box *sendBox, text string) (string, []sentFile) {
@@ -209,16 +202,16 @@ func withoutFiles(text string, files []sentFile, why string) string {
 }
 
 // removeOutbox deletes the copies of a reply that is done with.
-func (m *Inbox) removeOutbox(activityID string) {
-	_ = os.RemoveAll(filepath.Join(m.cfg.StateDir, outboxDirName, outboxName(activityID)))
+func (d *delivery) removeOutbox(activityID string) {
+	_ = os.RemoveAll(filepath.Join(d.cfg.StateDir, outboxDirName, outboxName(activityID)))
 }
 
 // uploadFiles uploads p's files that have no URI yet (uploadNew). An upload the platform refuses
 // for good (413, 400) does not cost the reply: the files are dropped from it, saying so.
-func (m *Inbox) uploadFiles(ctx context.Context, log *zap.Logger, p *pendingReply) error {
-	err := m.uploadNew(ctx, log, p)
-	if err != nil && permanentDeliveryError(err) {
-		m.dropFiles(log, p, "the platform refused the upload ("+refusalReason(routeNotify, err)+")", err)
+func (d *delivery) uploadFiles(ctx context.Context, log *zap.Logger, p *pendingReply) error {
+	err := d.uploadNew(ctx, log, p)
+	if err != nil && platform.Permanent(err) {
+		d.dropFiles(log, p, "the platform refused the upload ("+refusalReason(routeNotify, err)+")", err)
 		return nil
 	}
 	return err
@@ -226,10 +219,10 @@ func (m *Inbox) uploadFiles(ctx context.Context, log *zap.Logger, p *pendingRepl
 
 // peerFileParts are p's files as A2A file parts; copies that cannot be read are dropped from the
 // reply, saying so.
-func (m *Inbox) peerFileParts(log *zap.Logger, p *pendingReply) []any {
+func (d *delivery) peerFileParts(log *zap.Logger, p *pendingReply) []any {
 	parts, err := fileParts(p.Files)
 	if err != nil {
-		m.dropFiles(log, p, "their copies cannot be read", err)
+		d.dropFiles(log, p, "their copies cannot be read", err)
 		return nil
 	}
 	return parts
@@ -237,19 +230,19 @@ func (m *Inbox) peerFileParts(log *zap.Logger, p *pendingReply) []any {
 
 // peerSendFailed is the error of a failed A2A send of p. A send with files that the platform
 // refused as too large (413) goes again without them, saying so, rather than not at all.
-func (m *Inbox) peerSendFailed(log *zap.Logger, p *pendingReply, withFiles bool, err error) error {
-	var he *HTTPError
+func (d *delivery) peerSendFailed(log *zap.Logger, p *pendingReply, withFiles bool, err error) error {
+	var he *platform.HTTPError
 	if !withFiles || !errors.As(err, &he) || he.Status != http.StatusRequestEntityTooLarge {
 		return err
 	}
-	m.dropFiles(log, p, "the platform refused them as too large (413)", err)
+	d.dropFiles(log, p, "the platform refused them as too large (413)", err)
 	return errors.New("a2a send: the files made the reply too large (HTTP 413); sending it again without them")
 }
 
 // uploadNew uploads p's files that have no URI yet in one chat/uploads request and stores the
 // URIs in the ledger (written) before the caller's notify: a notify that fails, or a crash
 // after the upload, never uploads them again.
-func (m *Inbox) uploadNew(ctx context.Context, log *zap.Logger, p *pendingReply) error {
+func (d *delivery) uploadNew(ctx context.Context, log *zap.Logger, p *pendingReply) error {
 	var todo []int
 	for i, f := range p.Files {
 		if f.URI == "" {
@@ -259,11 +252,12 @@ func (m *Inbox) uploadNew(ctx context.Context, log *zap.Logger, p *pendingReply)
 	if len(todo) == 0 {
 		return nil
 	}
-	files := make([]sentFile, len(todo))
+	files := make([]platform.UploadFile, len(todo))
 	for k, i := range todo {
-		files[k] = p.Files[i]
+		f := p.Files[i]
+		files[k] = platform.UploadFile{Name: f.Name, MimeType: f.MimeType, Path: f.Path}
 	}
-	got, err := m.client.chatUpload(ctx, p.Route.Workspace, files)
+	got, err := d.client.ChatUpload(ctx, p.Route.Workspace, files)
 	if err != nil {
 		return err
 	}
@@ -282,95 +276,33 @@ func (m *Inbox) uploadNew(ctx context.Context, log *zap.Logger, p *pendingReply)
 			p.Files[i].MimeType = got[k].MimeType
 		}
 	}
-	m.ledger.setPending(*p)
-	m.syncState(log, "storing the uploaded files' URIs before the notify that names them")
+	d.ledger.setPending(*p)
+	d.state.sync(log, "storing the uploaded files' URIs before the notify that names them")
 	log.Info("files uploaded for the reply", zap.Int("files", len(todo)))
 	return nil
 }
 
 // dropFiles takes the files out of p, which cannot go (why), and says so in its text: the reply
 // goes without them rather than not at all. The change is stored before the next attempt.
-func (m *Inbox) dropFiles(log *zap.Logger, p *pendingReply, why string, err error) {
+func (d *delivery) dropFiles(log *zap.Logger, p *pendingReply, why string, err error) {
 	names := make([]string, 0, len(p.Files))
 	for _, f := range p.Files {
 		names = append(names, f.Name)
 	}
-	m.c.filesRefused.Add(int64(len(p.Files)))
+	d.c.filesRefused.Add(int64(len(p.Files)))
 	log.Warn("the reply's files cannot go; sending the reply without them",
 		zap.Strings("files", names), zap.String("reason", why), zap.Error(err))
 	p.Text += "\n\n" + chatfiles.NotSent(names, why)
 	p.Files = nil
-	m.ledger.setPending(*p)
-	m.syncState(log, "storing the reply without the files the platform refused")
-}
-
-// uploadedFile is one file of chat/uploads' answer, and one attachment of notify.
-type uploadedFile struct {
-	URI      string `json:"uri"`
-	Name     string `json:"name"`
-	MimeType string `json:"mimeType,omitempty"`
-	Size     int64  `json:"size,omitempty"`
-}
-
-// chatUpload posts files to POST /workspaces/{ws}/chat/uploads as the canvas does: multipart,
-// one `files` part each, with its type. The body is made anew for every attempt, from the
-// copies on disk.
-func (c *platformClient) chatUpload(ctx context.Context, ws string, files []sentFile) ([]uploadedFile, error) {
-	stream := func() (io.Reader, string) {
-		pr, pw := io.Pipe()
-		mw := multipart.NewWriter(pw)
-		go func() {
-			pw.CloseWithError(writeParts(mw, files))
-		}()
-		return pr, mw.FormDataContentType()
-	}
-	body, err := c.do(ctx, request{op: "chat upload", method: http.MethodPost,
-		path: "/workspaces/" + ws + "/chat/uploads", stream: stream, timeout: max(c.timeout, chatUploadTimeout)})
-	if err != nil {
-		return nil, err
-	}
-	var ans struct {
-		Files []uploadedFile `json:"files"`
-	}
-	if err := json.Unmarshal(body, &ans); err != nil {
-		return nil, fmt.Errorf("chat upload: the answer is not {\"files\": [...]}: %w", err)
-	}
-	for _, f := range ans.Files {
-		if f.URI == "" {
-			return nil, errors.New("chat upload: the answer names a file without a uri")
-		}
-	}
-	return ans.Files, nil
-}
-
-// writeParts writes each file as a `files` part and closes the form.
-func writeParts(mw *multipart.Writer, files []sentFile) error {
-	for _, f := range files {
-		h := make(textproto.MIMEHeader)
-		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="files"; filename=%q`, f.Name))
-		h.Set("Content-Type", f.MimeType)
-		w, err := mw.CreatePart(h)
-		if err != nil {
-			return err
-		}
-		src, err := os.Open(f.Path)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(w, src)
-		src.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return mw.Close()
+	d.ledger.setPending(*p)
+	d.state.sync(log, "storing the reply without the files the platform refused")
 }
 
 // attachments are the notify attachments of uploaded files.
-func attachments(files []sentFile) []uploadedFile {
-	out := make([]uploadedFile, 0, len(files))
+func attachments(files []sentFile) []platform.UploadedFile {
+	out := make([]platform.UploadedFile, 0, len(files))
 	for _, f := range files {
-		out = append(out, uploadedFile{URI: f.URI, Name: f.Name, MimeType: f.MimeType, Size: f.Size})
+		out = append(out, platform.UploadedFile{URI: f.URI, Name: f.Name, MimeType: f.MimeType, Size: f.Size})
 	}
 	return out
 }

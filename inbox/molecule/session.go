@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,8 +114,8 @@ func canvasContextID(body map[string]json.RawMessage) string {
 // followCanvasSession decides whether msg starts a new thread (see the top of this file) and, when
 // it does, resets the chat before msg reaches codex. It runs on the chat's worker, before the
 // message's turn; the supervisor finishes the chat's earlier messages on the old thread first.
-func (m *Inbox) followCanvasSession(ctx context.Context, log *zap.Logger, msg message) {
-	if m.session == nil {
+func (w *workspace) followCanvasSession(ctx context.Context, log *zap.Logger, msg message) {
+	if w.session == nil {
 		return
 	}
 	at, err := time.Parse(time.RFC3339Nano, msg.CreatedAt)
@@ -127,13 +125,13 @@ func (m *Inbox) followCanvasSession(ctx context.Context, log *zap.Logger, msg me
 		return
 	}
 	this := sessionRef{ActivityID: msg.ActivityID, CreatedAt: at, ContextID: msg.ContextID}
-	ref := m.session.current()
+	ref := w.session.current()
 	if !strings.HasPrefix(msg.ContextID, contextSessionPrefix) {
 		// The default id never starts a thread. It seeds the reference of a chat that has none,
 		// and moves it no further: a platform turn after a New session must not hide the press
 		// from the first sess- message after it.
 		if ref.ActivityID == "" {
-			m.recordSession(log, this)
+			w.recordSession(log, this)
 		}
 		return
 	}
@@ -141,7 +139,7 @@ func (m *Inbox) followCanvasSession(ctx context.Context, log *zap.Logger, msg me
 	switch {
 	case ref.ActivityID == "", ref.ContextID == msg.ContextID, ref.ActivityID == msg.ActivityID:
 	default:
-		listed, err := m.client.chatHistoryHas(ctx, ref.CreatedAt)
+		listed, err := w.client.ChatHistoryHas(ctx, ref.CreatedAt)
 		switch {
 		case err != nil:
 			log.Warn("cannot tell whether the canvas started a new session (chat-history unreadable); the message continues the current thread (/new starts over)",
@@ -154,38 +152,20 @@ func (m *Inbox) followCanvasSession(ctx context.Context, log *zap.Logger, msg me
 		}
 	}
 	if reset {
-		if m.cfg.Resetter == nil {
+		if w.cfg.Resetter == nil {
 			log.Warn("the canvas started a new session but the inbox has no Resetter; the message continues the current thread")
-		} else if res, err := m.cfg.Resetter.Reset(ctx, msg.ChatKey); err != nil {
+		} else if res, err := w.cfg.Resetter.Reset(ctx, msg.ChatKey); err != nil {
 			log.Error("the canvas started a new session but the chat could not start over; the message continues the old thread", zap.Error(err))
 		} else {
 			log.Info("the canvas started a new session: this message opens a new thread",
 				zap.String("context_id", msg.ContextID), zap.String("old_thread_id", res.OldThreadID), zap.Bool("after_running_turn", res.Deferred))
 		}
 	}
-	m.recordSession(log, this)
+	w.recordSession(log, this)
 }
 
-func (m *Inbox) recordSession(log *zap.Logger, ref sessionRef) {
-	if err := m.session.set(ref); err != nil {
+func (w *workspace) recordSession(log *zap.Logger, ref sessionRef) {
+	if err := w.session.set(ref); err != nil {
 		log.Warn("could not record the canvas session's reference row; a restart may miss a New session", zap.Error(err))
 	}
-}
-
-// chatHistoryHas reports whether GET /workspaces/{ws}/chat-history lists a canvas row created at
-// or before at: false means the New-session marker moved past at. before_ts is strict and the
-// platform stores microseconds, so asking for rows before at+1µs includes the row made at at.
-func (c *platformClient) chatHistoryHas(ctx context.Context, at time.Time) (bool, error) {
-	q := url.Values{"limit": {"1"}, "before_ts": {at.Add(time.Microsecond).UTC().Format(time.RFC3339Nano)}}
-	body, err := c.do(ctx, request{op: "chat-history", method: http.MethodGet, path: "/workspaces/" + c.ws + "/chat-history", query: q})
-	if err != nil {
-		return false, err
-	}
-	var page struct {
-		Messages []json.RawMessage `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &page); err != nil {
-		return false, fmt.Errorf("chat-history: answer is not a page of messages: %w", err)
-	}
-	return len(page.Messages) > 0, nil
 }

@@ -42,21 +42,34 @@ func (w *stateWrites) succeeded(now time.Time) (ends bool, lasted time.Duration,
 	return true, now.Sub(w.since), w.failures
 }
 
-// syncState writes the state file if something changed. A failure is counted and logged at
+// stateWriter writes the ledger's state file for every part.
+type stateWriter struct {
+	ledger *ledger
+	c      *counters
+	writes stateWrites
+}
+
+func newStateWriter(l *ledger, c *counters) *stateWriter { return &stateWriter{ledger: l, c: c} }
+
+// persist writes the state file if something changed (sync: a failure is counted, and logged
+// once until a write succeeds; the next write retries).
+func (s *stateWriter) persist(log *zap.Logger) { s.sync(log, "recording the inbox position") }
+
+// sync writes the state file if something changed. A failure is counted and logged at
 // error level when writes start failing (what names the write that failed first), at debug
 // after that; the value stays in memory and the next sync writes it. The first write that
 // succeeds again is logged at info.
-func (m *Inbox) syncState(log *zap.Logger, what string) {
-	err := m.ledger.sync()
+func (s *stateWriter) sync(log *zap.Logger, what string) {
+	err := s.ledger.sync()
 	now := time.Now()
 	if err == nil {
-		if ends, lasted, failures := m.writes.succeeded(now); ends {
+		if ends, lasted, failures := s.writes.succeeded(now); ends {
 			log.Info("state file written again", zap.Duration("failing_for", lasted), zap.Int("failed_writes", failures))
 		}
 		return
 	}
-	m.c.persistErrors.Add(1)
-	if m.writes.failed(now) {
+	s.c.persistErrors.Add(1)
+	if s.writes.failed(now) {
 		log.Error("could not write the state file; kept in memory and written on the next success, logged again once a write succeeds",
 			zap.String("while", what), zap.Error(err))
 		return

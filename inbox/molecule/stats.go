@@ -1,6 +1,10 @@
 package molecule
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
+)
 
 // Stats are the Molecule inbox's counters since New, and a few gauges.
 type Stats struct {
@@ -76,7 +80,7 @@ type Stats struct {
 	// Stream is the event stream's subscription (stream.go).
 	Stream StreamStats `json:"stream"`
 	// Budget is the platform's rate budget as last seen (ratelimit.go).
-	Budget Budget `json:"budget"`
+	Budget platform.Budget `json:"budget"`
 	// Chips counts tool chips (agent_log rows of canvas turns, chips.go): sent, coalesced into
 	// a later one, dropped (low budget, a burst beyond the queue) and failed.
 	Chips ChipStats `json:"chips"`
@@ -122,9 +126,7 @@ func (c *counters) pollCounts() map[string]int64 {
 // Stats returns the counters and gauges.
 func (m *Inbox) Stats() Stats {
 	unacked, pending := m.ledger.counts()
-	m.mu.Lock()
-	inflight := len(m.inflight)
-	m.mu.Unlock()
+	inflight, _ := m.answerer.busy()
 	return Stats{
 		Received:           m.c.received.Load(),
 		Answered:           m.c.answered.Load(),
@@ -156,9 +158,9 @@ func (m *Inbox) Stats() Stats {
 		PendingReplies:     pending,
 		InFlight:           inflight,
 		Polls:              m.c.pollCounts(),
-		Stream: StreamStats{State: m.streamStats.current(), Connects: m.streamStats.connects.Load(),
-			Wakeups: m.streamStats.wakeups.Load(), Events: m.streamStats.eventCounts()},
-		Budget: m.client.gate.budget(),
+		Stream: StreamStats{State: m.stream.current(), Connects: m.stream.connects.Load(),
+			Wakeups: m.stream.wakeups.Load(), Events: m.stream.eventCounts()},
+		Budget: m.client.Budget(),
 		Chips: ChipStats{Sent: m.c.chipsSent.Load(), Coalesced: m.c.chipsCoalesced.Load(),
 			Dropped: m.c.chipsDropped.Load(), Failed: m.c.chipsFailed.Load()},
 	}

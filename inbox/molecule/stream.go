@@ -8,19 +8,16 @@ package molecule
 // current_task, upload echoes, tool chips) announce themselves too and never wake it.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"go.uber.org/zap"
 )
 
@@ -56,17 +53,10 @@ const (
 	// after failures: each connect costs a request from the org's shared bucket.
 	streamFloor      = time.Second
 	streamMaxBackoff = time.Minute
-	// maxEventBytes caps one event's line: an ACTIVITY_LOGGED carries the row's request_body,
-	// which a hostile or huge row makes as large as it likes. A longer line is skipped, and
-	// counts as an event that may mean a new row (the poll reads the row properly, capped).
-	maxEventBytes = 256 << 10
 	// livenessBeats: our own heartbeats come back on the stream as WORKSPACE_HEARTBEAT, so a
 	// stream silent for that many heartbeat intervals is dead (a proxy holding a stale connection).
 	livenessBeats = 3
 )
-
-// errStreamAbsent means the platform offers no event stream.
-var errStreamAbsent = errors.New("the platform has no event stream")
 
 // pollCause is why a poll ran.
 type pollCause int
@@ -156,11 +146,10 @@ func (s *streamStats) current() StreamState { return s.state.Load().(StreamState
 
 // streamer keeps the inbox subscribed to the event stream and wakes the poll loop.
 type streamer struct {
-	c       *platformClient
+	c       *platform.Client
 	log     *zap.Logger
 	self    string
 	stats   *streamStats
-	budget  *rateGate
 	live    time.Duration // silence that declares the stream dead
 	timeout time.Duration // for the answer's headers
 	// wake asks the poll loop for a poll (event, catch-up); changed tells it the stream went up
@@ -173,15 +162,15 @@ type streamer struct {
 // two connects closer than streamFloor), and look again every streamAbsentRetry on a platform
 // without the stream. Only the first connect is not optional traffic (see rateGate.optional).
 func (s *streamer) run(ctx context.Context) {
-	bo := newBackoff(streamFloor, streamMaxBackoff)
+	bo := platform.NewBackoff(streamFloor, streamMaxBackoff)
 	bo.RandomizationFactor = 0.5
 	first := true
 	for ctx.Err() == nil {
-		if !first && !s.budget.optional(time.Now()) {
+		if !first && !s.c.Optional(time.Now()) {
 			// Reconnects beyond the first spend what replies and polls need: wait for the next
 			// window, polling at --poll-interval meanwhile.
 			s.setState(StreamReconnecting)
-			if !sleepCtx(ctx, s.budget.windowLeft(time.Now())+streamFloor) {
+			if !platform.Sleep(ctx, s.c.WindowLeft(time.Now())+streamFloor) {
 				return
 			}
 			continue
@@ -195,7 +184,7 @@ func (s *streamer) run(ctx context.Context) {
 		}
 		wait := bo.NextBackOff()
 		switch {
-		case errors.Is(err, errStreamAbsent):
+		case errors.Is(err, platform.ErrStreamAbsent):
 			s.setState(StreamAbsent)
 			s.log.Info("the platform offers no event stream; polling every --poll-interval and looking again later",
 				zap.Error(err), zap.Duration("look_again_in", streamAbsentRetry))
@@ -208,7 +197,7 @@ func (s *streamer) run(ctx context.Context) {
 			bo.Reset() // it was up a good while: this is a fresh failure, not one of a series
 			wait = bo.NextBackOff()
 		}
-		if !sleepCtx(ctx, max(wait, streamFloor)) {
+		if !platform.Sleep(ctx, max(wait, streamFloor)) {
 			return
 		}
 	}
@@ -222,12 +211,12 @@ func (s *streamer) setState(st StreamState) {
 	}
 }
 
-// session is one connect: it returns when the stream ends (errStreamAbsent: the platform has
+// session is one connect: it returns when the stream ends (platform.ErrStreamAbsent: the platform has
 // none; nil: it ended cleanly; else why it broke).
 func (s *streamer) session(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	resp, err := openStream(ctx, cancel, s.c, s.timeout)
+	resp, err := s.c.OpenEventStream(ctx, cancel, s.timeout)
 	if err != nil {
 		return err
 	}
@@ -250,95 +239,10 @@ func (s *streamer) session(ctx context.Context) error {
 	return err
 }
 
-// openStream connects to the workspace's event stream. The answer's headers must come within
-// timeout (cancel ends ctx with the reason); after them the caller bounds the stream. It returns
-// errStreamAbsent (wrapped) when the platform has none: 404, 405 or 501, or an answer that is
-// not an event stream.
-func openStream(ctx context.Context, cancel context.CancelCauseFunc, c *platformClient, timeout time.Duration) (*http.Response, error) {
-	headers := time.AfterFunc(timeout, func() { cancel(errors.New("no answer within the request timeout")) })
-	resp, err := c.start(ctx, request{op: "event stream", method: http.MethodGet,
-		path: "/workspaces/" + c.ws + "/events/stream", accept: "text/event-stream"})
-	headers.Stop()
-	if err != nil {
-		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
-			return nil, cause
-		}
-		return nil, err
-	}
-	switch resp.StatusCode {
-	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
-		resp.Body.Close()
-		return nil, fmt.Errorf("%w (HTTP %d)", errStreamAbsent, resp.StatusCode)
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer resp.Body.Close()
-		body, _ := c.readSmall("event stream", resp)
-		return nil, c.statusErr("event stream", resp, body)
-	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%w (the answer is %q, not an event stream)", errStreamAbsent, resp.Header.Get("Content-Type"))
-	}
-	return resp, nil
-}
-
-// read reads events from body until it ends (io.EOF, or why it broke), calling alive on every
-// line (a comment too) and waking the poll for events that may mean a new row.
+// read reads events from body until it ends, calling alive on every line and waking the poll
+// for events that may mean a new row.
 func (s *streamer) read(body io.Reader, alive func()) error {
-	r := bufio.NewReaderSize(body, 16<<10)
-	var data, line []byte
-	tooLong := false
-	for {
-		var over bool
-		var err error
-		line, over, err = readLine(r, line[:0], maxEventBytes)
-		if err != nil {
-			return err
-		}
-		alive()
-		switch {
-		case over:
-			tooLong = true
-		case len(line) == 0:
-			// The end of an event.
-			if len(data) > 0 || tooLong {
-				s.event(data, tooLong)
-			}
-			data, tooLong = data[:0], false
-		case line[0] == ':':
-			// A comment (the platform's one ": ping" at the start).
-		case bytes.HasPrefix(line, []byte("data:")):
-			v := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
-			if len(data)+len(v)+1 > maxEventBytes {
-				tooLong = true
-				continue
-			}
-			if len(data) > 0 {
-				data = append(data, '\n')
-			}
-			data = append(data, v...)
-		}
-	}
-}
-
-// readLine reads the next line into buf, without its line end. over reports a line longer than
-// limit, whose content is dropped (only its end is looked for).
-func readLine(r *bufio.Reader, buf []byte, limit int) (line []byte, over bool, err error) {
-	for {
-		frag, err := r.ReadSlice('\n')
-		if len(buf)+len(frag) <= limit+2 {
-			buf = append(buf, frag...)
-		} else {
-			over = true
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err != nil {
-			return buf, over, err
-		}
-		return bytes.TrimRight(buf, "\r\n"), over, nil
-	}
+	return platform.ReadEvents(body, alive, s.event)
 }
 
 // event handles one event's data.
@@ -358,47 +262,44 @@ func (s *streamer) event(data []byte, tooLong bool) {
 	}
 }
 
-// sleepCtx waits d or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // idleInterval is the wait between polls: the safety poll's while the event stream is up,
 // PollInterval otherwise.
-func (m *Inbox) idleInterval() time.Duration {
-	if m.streamStats.current() == StreamConnected {
-		return m.cfg.SafetyPollInterval
+func (f *feed) idleInterval() time.Duration {
+	if f.stream.current() == StreamConnected {
+		return f.cfg.SafetyPollInterval
 	}
-	return m.cfg.PollInterval
+	return f.cfg.PollInterval
 }
 
 // idleCause is why a poll at the end of the idle wait runs.
-func (m *Inbox) idleCause() pollCause {
-	if m.streamStats.current() == StreamConnected {
+func (f *feed) idleCause() pollCause {
+	if f.stream.current() == StreamConnected {
 		return causeSafety
 	}
 	return causeInterval
 }
 
 // wakePoll asks the poll loop for a poll now; a poll already waiting covers it.
-func (m *Inbox) wakePoll(c pollCause) {
+func (f *feed) wakePoll(c pollCause) {
 	select {
-	case m.pollWake <- c:
+	case f.pollWake <- c:
 	default:
 	}
 }
 
 // streamChanged tells the poll loop the stream went up or down.
-func (m *Inbox) streamChanged() {
+func (f *feed) streamChanged() {
 	select {
-	case m.streamMoved <- struct{}{}:
+	case f.streamMoved <- struct{}{}:
 	default:
 	}
+}
+
+// startStream subscribes to the event stream on wg until ctx ends.
+func (f *feed) startStream(ctx context.Context, wg *sync.WaitGroup) {
+	st := &streamer{c: f.client, log: f.log.Named("stream"), self: f.cfg.WorkspaceID, stats: f.stream,
+		live: livenessBeats * f.cfg.HeartbeatInterval, timeout: f.cfg.RequestTimeout,
+		wake: f.wakePoll, changed: f.streamChanged}
+	f.stream.state.Store(StreamConnecting)
+	wg.Go(func() { st.run(ctx) })
 }

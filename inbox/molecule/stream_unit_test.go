@@ -2,10 +2,10 @@ package molecule
 
 import (
 	"io"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // Which events wake the poll: a message to us from someone else, a canvas user's message and a
@@ -44,12 +44,12 @@ func TestStreamEventWakes(t *testing.T) {
 }
 
 // The reader takes events as sse.go writes them, wakes on the ones that may mean a row, counts
-// every type, and skips a line longer than maxEventBytes without holding it (waking: the poll
+// every type, and skips a line longer than platform.MaxEventBytes without holding it (waking: the poll
 // reads the row properly).
 func TestStreamRead(t *testing.T) {
 	var wakes []pollCause
 	st := &streamer{self: "ws-self", stats: newStreamStats(), wake: func(c pollCause) { wakes = append(wakes, c) }}
-	huge := `data: {"type":"ACTIVITY_LOGGED","data":{"request_body":"` + strings.Repeat("x", 2*maxEventBytes) + `"}}`
+	huge := `data: {"type":"ACTIVITY_LOGGED","data":{"request_body":"` + strings.Repeat("x", 2*platform.MaxEventBytes) + `"}}`
 	body := ": ping\n\n" +
 		`data: {"type":"WORKSPACE_HEARTBEAT","timestamp":"2026-11-28T08:00:00Z","data":{}}` + "\n\n" +
 		`data: {"type":"ACTIVITY_LOGGED","timestamp":"2026-11-28T08:00:01Z","data":{"activity_type":"a2a_receive","method":"message/send","source_id":null}}` + "\n\n" +
@@ -84,36 +84,5 @@ func TestStreamEventTypesBounded(t *testing.T) {
 	}
 	if n := len(s.eventCounts()); n > maxEventTypes+1 {
 		t.Fatalf("%d types counted, want at most %d", n, maxEventTypes+1)
-	}
-}
-
-// Optional traffic spends at most a quarter of what remains in the window, starts over in the
-// next window, and is not held back while the budget is unknown or unlimited.
-func TestRateGateOptionalBudget(t *testing.T) {
-	now := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
-	g := &rateGate{}
-	if !g.optional(now) {
-		t.Fatal("an unknown budget held optional traffic back")
-	}
-	h := http.Header{"X-Ratelimit-Limit": {"600"}, "X-Ratelimit-Remaining": {"40"}, "X-Ratelimit-Reset": {"30"}}
-	g.note(h, now)
-	sent := 0
-	for g.optional(now) {
-		sent++
-	}
-	if sent != 10 {
-		t.Fatalf("%d optional requests with 40 remaining, want 10 (a quarter)", sent)
-	}
-	if b := g.budget(); b.Limit != 600 || b.Remaining != 40 || b.OptionalDropped != 1 || !b.ResetAt.Equal(now.Add(30*time.Second)) {
-		t.Fatalf("budget %+v", b)
-	}
-	if !g.optional(now.Add(31 * time.Second)) {
-		t.Fatal("the next window did not allow optional traffic again")
-	}
-	g.note(http.Header{"X-Ratelimit-Limit": {"unlimited"}}, now)
-	for range 1000 {
-		if !g.optional(now) {
-			t.Fatal("an unlimited (dev) platform held optional traffic back")
-		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/inbox/chat/chattest"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // The heartbeat loop ticks every interval (first one interval after the start) until canceled.
@@ -24,7 +25,7 @@ func TestRunEveryInterval(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			runEvery(ctx, DefaultHeartbeatInterval, func(context.Context) { at = append(at, time.Since(start)) })
+			platform.RunEvery(ctx, DefaultHeartbeatInterval, func(context.Context) { at = append(at, time.Since(start)) })
 		}()
 		time.Sleep(65 * time.Second) // fake time inside the bubble
 		cancel()
@@ -48,10 +49,10 @@ func TestRetryForeverBacksOffUntilSuccess(t *testing.T) {
 		start := time.Now()
 		var waits []time.Duration
 		attempts := 0
-		err := retryForever(context.Background(), time.Second, 8*time.Second, func() error {
+		err := platform.RetryForever(context.Background(), time.Second, 8*time.Second, func() error {
 			attempts++
 			if attempts < 8 {
-				return &HTTPError{Op: "notify", Status: 502}
+				return &platform.HTTPError{Op: "notify", Status: 502}
 			}
 			return nil
 		}, func(_ error, d time.Duration) { waits = append(waits, d) })
@@ -79,10 +80,10 @@ func TestRetryForeverStops(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		attempts := 0
-		perm := &HTTPError{Op: "notify", Status: http.StatusForbidden}
-		err := retryForever(context.Background(), time.Second, time.Minute, func() error {
+		perm := &platform.HTTPError{Op: "notify", Status: http.StatusForbidden}
+		err := platform.RetryForever(context.Background(), time.Second, time.Minute, func() error {
 			attempts++
-			if permanentDeliveryError(perm) {
+			if platform.Permanent(perm) {
 				return backoff.Permanent(perm)
 			}
 			return perm
@@ -94,38 +95,32 @@ func TestRetryForeverStops(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		attempts = 0
-		err = retryForever(ctx, time.Second, time.Minute, func() error { attempts++; return errors.New("down") }, nil)
+		err = platform.RetryForever(ctx, time.Second, time.Minute, func() error { attempts++; return errors.New("down") }, nil)
 		if !errors.Is(err, context.DeadlineExceeded) || attempts < 10 {
 			t.Fatalf("err = %v after %d attempts", err, attempts)
 		}
 	})
 }
 
-func TestPermanentDeliveryError(t *testing.T) {
-	t.Parallel()
-	for status, want := range map[int]bool{400: true, 401: false, 403: true, 404: true, 408: false, 413: true, 429: false, 500: false, 502: false, 503: false} {
-		if got := permanentDeliveryError(&HTTPError{Status: status}); got != want {
-			t.Errorf("status %d permanent = %v, want %v", status, got, want)
-		}
-	}
-	if permanentDeliveryError(errors.New("connection refused")) {
-		t.Error("network error treated as permanent")
-	}
-}
-
 // The heartbeat body reports in-flight turns and the failure rate since the previous beat,
 // then resets the window.
 func TestHeartbeatBody(t *testing.T) {
 	t.Parallel()
-	m := &Inbox{inflight: map[string]string{"a1": "peer:b", "a2": "canvas:ws"}, runStart: time.Now().Add(-90 * time.Second)}
-	m.noteAnswer(false, "")
-	m.noteAnswer(true, "codex failed (status failed): x")
-	hb := m.heartbeatBody()
+	cfg := Config{}
+	win := &answerWindow{}
+	sh := shared{deps: deps{cfg: &cfg}, window: win}
+	a := newAnswerer(sh, nil, nil)
+	a.inflight = map[string]string{"a1": "peer:b", "a2": "canvas:ws"}
+	w := newWorkspace(sh, nil, a.busy)
+	w.runStart = time.Now().Add(-90 * time.Second)
+	win.note(false, "")
+	win.note(true, "codex failed (status failed): x")
+	hb := w.heartbeatBody()
 	if hb.ActiveTasks != 2 || hb.CurrentTask != "answering canvas:ws" || hb.ErrorRate != 0.5 ||
 		hb.SampleError != "codex failed (status failed): x" || hb.UptimeSeconds < 90 {
 		t.Fatalf("heartbeat = %+v", hb)
 	}
-	if hb := m.heartbeatBody(); hb.ErrorRate != 0 || hb.SampleError != "" {
+	if hb := w.heartbeatBody(); hb.ErrorRate != 0 || hb.SampleError != "" {
 		t.Fatalf("window not reset: %+v", hb)
 	}
 }

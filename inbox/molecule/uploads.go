@@ -31,6 +31,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 )
 
@@ -84,35 +85,35 @@ func pendingPart(f map[string]json.RawMessage, uri string, cfg normalizeConfig) 
 // uploadState is what the inbox keeps about uploads across messages.
 type uploadState struct {
 	mu sync.Mutex
-	// platform are the platform's limits once read (GET /uploads/limits); nil until then.
-	platform *uploadLimits
+	// asked are the platform's limits once read (GET /uploads/limits); nil until then.
+	asked *platform.UploadLimits
 }
 
 // limits are the platform's upload limits, lowered to the daemon's own. The platform is asked
 // once; while it cannot be asked, the daemon's own limits (the platform's defaults) apply and
 // the next message asks again.
-func (m *Inbox) limits(ctx context.Context, log *zap.Logger) uploadLimits {
-	own := uploadLimits{perFile: m.cfg.MaxUploadBytes, perMessage: m.cfg.MaxUploadsBytes, maxAttachments: m.cfg.MaxAttachments}
-	m.uploads.mu.Lock()
-	defer m.uploads.mu.Unlock()
-	if m.uploads.platform == nil {
-		p, err := m.client.uploadLimits(ctx)
+func (d *delivery) limits(ctx context.Context, log *zap.Logger) platform.UploadLimits {
+	own := platform.UploadLimits{PerFile: d.cfg.MaxUploadBytes, PerMessage: d.cfg.MaxUploadsBytes, MaxAttachments: d.cfg.MaxAttachments}
+	d.uploads.mu.Lock()
+	defer d.uploads.mu.Unlock()
+	if d.uploads.asked == nil {
+		p, err := d.client.UploadLimits(ctx)
 		if err != nil {
 			log.Info("the platform's upload limits could not be read; the daemon's own apply", zap.Error(err))
 			return own
 		}
-		m.uploads.platform = &p
+		d.uploads.asked = &p
 	}
-	p := *m.uploads.platform
+	p := *d.uploads.asked
 	lower := func(own, platform int64) int64 {
 		if platform > 0 {
 			return min(own, platform)
 		}
 		return own
 	}
-	own.perFile = lower(own.perFile, p.perFile)
-	own.perMessage = lower(own.perMessage, p.perMessage)
-	own.maxAttachments = int(lower(int64(own.maxAttachments), int64(p.maxAttachments)))
+	own.PerFile = lower(own.PerFile, p.PerFile)
+	own.PerMessage = lower(own.PerMessage, p.PerMessage)
+	own.MaxAttachments = int(lower(int64(own.MaxAttachments), int64(p.MaxAttachments)))
 	return own
 }
 
@@ -124,9 +125,9 @@ func (m *Inbox) limits(ctx context.Context, log *zap.Logger) uploadLimits {
 // redirected, not a real image, not savable) is named in the notices and the rest of the message
 // goes on. nothing reports a message left with nothing to answer: no text, no other attachment,
 // and none of its files taken.
-func (m *Inbox) takeUploads(ctx context.Context, log *zap.Logger, msg message) (_ message, nothing, ok bool) {
-	lim := m.limits(ctx, log)
-	t := uploadTake{budget: m.cfg.MaxImagesBytes - decodedImageBytes(msg.Images)}
+func (d *delivery) takeUploads(ctx context.Context, log *zap.Logger, msg message) (_ message, nothing, ok bool) {
+	lim := d.limits(ctx, log)
+	t := uploadTake{budget: d.cfg.MaxImagesBytes - decodedImageBytes(msg.Images)}
 	// The attachment slice is the message's own from here: the queued job keeps its copy.
 	msg.Attachments = append([]attachment(nil), msg.Attachments...)
 	for _, up := range msg.uploads {
@@ -135,12 +136,12 @@ func (m *Inbox) takeUploads(ctx context.Context, log *zap.Logger, msg message) (
 		switch {
 		case up.refused != "":
 			why = up.refused
-		case t.count >= lim.maxAttachments:
-			why = fmt.Sprintf("not taken: the message names %d files, and %d are taken from one message", len(msg.uploads), lim.maxAttachments)
+		case t.count >= lim.MaxAttachments:
+			why = fmt.Sprintf("not taken: the message names %d files, and %d are taken from one message", len(msg.uploads), lim.MaxAttachments)
 		default:
 			t.count++
 			var err error
-			why, taken, err = m.takeUpload(ctx, log.With(zap.String("file_id", up.fileID)), &msg, up, lim, &t)
+			why, taken, err = d.takeUpload(ctx, log.With(zap.String("file_id", up.fileID)), &msg, up, lim, &t)
 			if err != nil {
 				return msg, false, false
 			}
@@ -154,7 +155,7 @@ func (m *Inbox) takeUploads(ctx context.Context, log *zap.Logger, msg message) (
 			msg.Notices = append(msg.Notices, chat.Truncate(strings.Join(strings.Fields(up.name), " "), maxAttachmentNameLen, "name")+": "+why)
 		}
 	}
-	msg.Text, _ = composeText(msg.body, msg.Attachments, m.cfg.MaxTextBytes)
+	msg.Text, _ = composeText(msg.body, msg.Attachments, d.cfg.MaxTextBytes)
 	nothing = t.taken == 0 && strings.TrimSpace(msg.body) == "" && len(msg.Attachments) == len(msg.uploads) && len(msg.Images) == 0
 	msg.uploads, msg.body = nil, ""
 	return msg, nothing, true
@@ -182,20 +183,20 @@ func decodedImageBytes(images []string) int {
 // takeUpload fetches one file and takes it: an image of a type codex is shown into msg.Images,
 // any other file into the chat's folder. It returns what became of it for the attachment note
 // and whether it was taken; err only when ctx ended.
-func (m *Inbox) takeUpload(ctx context.Context, log *zap.Logger, msg *message, up upload, lim uploadLimits, t *uploadTake) (why string, taken bool, err error) {
+func (d *delivery) takeUpload(ctx context.Context, log *zap.Logger, msg *message, up upload, lim platform.UploadLimits, t *uploadTake) (why string, taken bool, err error) {
 	image := imageTypes[up.mimeType]
-	limit := lim.perFile
+	limit := lim.PerFile
 	if image {
-		limit = min(limit, int64(min(m.cfg.MaxImageBytes, t.budget)))
+		limit = min(limit, int64(min(d.cfg.MaxImageBytes, t.budget)))
 	}
-	left := lim.perMessage - t.bytes
+	left := lim.PerMessage - t.bytes
 	switch {
 	case image && up.size > limit:
-		return overCap(int(min(up.size, 1<<40)), m.ncfg), false, nil
+		return overCap(int(min(up.size, 1<<40)), d.ncfg), false, nil
 	case up.size > limit:
 		return fmt.Sprintf("not taken: %s, over the %s limit for one file", sizeText(up.size), sizeText(limit)), false, nil
 	case up.size > left:
-		return fmt.Sprintf("not taken: with it the message's files pass the %s limit for one message", sizeText(lim.perMessage)), false, nil
+		return fmt.Sprintf("not taken: with it the message's files pass the %s limit for one message", sizeText(lim.PerMessage)), false, nil
 	}
 	limit = min(limit, left)
 
@@ -204,7 +205,7 @@ func (m *Inbox) takeUpload(ctx context.Context, log *zap.Logger, msg *message, u
 	var n int64
 	fetch := func() error {
 		if image {
-			return m.client.fetchUpload(ctx, up.fileID, limit, m.cfg.UploadTimeout, func(r io.Reader) error {
+			return d.client.FetchUpload(ctx, up.fileID, limit, d.cfg.UploadTimeout, func(r io.Reader) error {
 				var err error
 				data, err = io.ReadAll(r)
 				n = int64(len(data))
@@ -212,10 +213,10 @@ func (m *Inbox) takeUpload(ctx context.Context, log *zap.Logger, msg *message, u
 			})
 		}
 		var err error
-		path, n, err = m.saveUpload(ctx, msg.ChatKey, up, limit)
+		path, n, err = d.saveUpload(ctx, msg.ChatKey, up, limit)
 		return err
 	}
-	err = retryForever(ctx, m.cfg.RetryInitial, m.cfg.RetryMax, func() error {
+	err = platform.RetryForever(ctx, d.cfg.RetryInitial, d.cfg.RetryMax, func() error {
 		err := fetch()
 		if err != nil && !transientUploadError(err) {
 			return backoff.Permanent(err)
@@ -229,16 +230,16 @@ func (m *Inbox) takeUpload(ctx context.Context, log *zap.Logger, msg *message, u
 		return "", false, ctx.Err()
 	}
 	if err != nil {
-		return m.uploadRefusal(log, err, image), false, nil
+		return d.uploadRefusal(log, err, image), false, nil
 	}
 	t.bytes += n
 	if image {
-		url, refused := imageURL(up.mimeType, data, m.ncfg, &t.budget)
+		url, refused := imageURL(up.mimeType, data, d.ncfg, &t.budget)
 		if url == "" {
 			return refused, false, nil
 		}
-		if !m.images.reserve(int64(len(url))) {
-			return fmt.Sprintf("image not shown: the images of messages waiting for an answer already fill the daemon's %.1f MiB", float64(m.images.max)/(1<<20)), false, nil
+		if !d.images.reserve(int64(len(url))) {
+			return fmt.Sprintf("image not shown: the images of messages waiting for an answer already fill the daemon's %.1f MiB", float64(d.images.max)/(1<<20)), false, nil
 		}
 		msg.Images = append(msg.Images, url)
 		why = "image"
@@ -246,7 +247,7 @@ func (m *Inbox) takeUpload(ctx context.Context, log *zap.Logger, msg *message, u
 		why = "saved as " + path
 	}
 	// Taken: now, and only now, the platform may let it go.
-	if err := m.client.ackUpload(ctx, up.fileID); err != nil && ctx.Err() == nil {
+	if err := d.client.AckUpload(ctx, up.fileID); err != nil && ctx.Err() == nil {
 		log.Warn("uploaded file taken but its ack failed; the platform lets it go after its TTL", zap.Error(err))
 	}
 	log.Info("uploaded file taken", zap.Int64("bytes", n), zap.Bool("image", image))
@@ -258,31 +259,31 @@ func (m *Inbox) takeUpload(ctx context.Context, log *zap.Logger, msg *message, u
 // replies). Everything else (404 and 410: the upload expired or is gone; 3xx; other 4xx; over a
 // limit; the disk) is final for that file.
 func transientUploadError(err error) bool {
-	var he *HTTPError
-	var tl *tooLargeError
+	var he *platform.HTTPError
+	var tl *platform.TooLargeError
 	var se *saveError
-	var be *bodyError
+	var be *platform.BodyError
 	switch {
 	case errors.As(err, &tl), errors.As(err, &se):
 		return false
 	case errors.As(err, &be):
 		return true
 	case errors.As(err, &he):
-		return retryableStatus(he.Status) || he.Status == http.StatusUnauthorized
+		return platform.RetryableStatus(he.Status) || he.Status == http.StatusUnauthorized
 	}
 	return true
 }
 
 // uploadRefusal is what the chat is told of a file that could not be taken because of err.
-func (m *Inbox) uploadRefusal(log *zap.Logger, err error, image bool) string {
-	var he *HTTPError
-	var tl *tooLargeError
+func (d *delivery) uploadRefusal(log *zap.Logger, err error, image bool) string {
+	var he *platform.HTTPError
+	var tl *platform.TooLargeError
 	var se *saveError
 	switch {
 	case errors.As(err, &tl) && image:
-		return overCap(int(min(tl.size, 1<<40)), m.ncfg)
+		return overCap(int(min(tl.Size, 1<<40)), d.ncfg)
 	case errors.As(err, &tl):
-		return fmt.Sprintf("not taken: more than the %s limit for it", sizeText(tl.limit))
+		return fmt.Sprintf("not taken: more than the %s limit for it", sizeText(tl.Limit))
 	case errors.As(err, &se):
 		log.Error("uploaded file could not be saved in the working directory", zap.Error(err))
 		return "could not be saved in the working directory"
@@ -320,8 +321,8 @@ func (e *saveError) Unwrap() error { return e.err }
 // saveUpload fetches up into the chat's folder, at most limit bytes, and returns its path and
 // size. The file is written whole or not at all (a temp file renamed), mode 0600. A file an
 // earlier try of the same message saved (the same file id in the same chat) is taken as it is.
-func (m *Inbox) saveUpload(ctx context.Context, chatKey string, up upload, limit int64) (string, int64, error) {
-	dir, err := chatUploadDir(m.cfg.WorkDir, chatKey)
+func (d *delivery) saveUpload(ctx context.Context, chatKey string, up upload, limit int64) (string, int64, error) {
+	dir, err := chatUploadDir(d.cfg.WorkDir, chatKey)
 	if err != nil {
 		return "", 0, &saveError{err}
 	}
@@ -330,11 +331,11 @@ func (m *Inbox) saveUpload(ctx context.Context, chatKey string, up upload, limit
 		return path, fi.Size(), nil
 	}
 	var n int64
-	err = m.client.fetchUpload(ctx, up.fileID, limit, m.cfg.UploadTimeout, func(r io.Reader) error {
+	err = d.client.FetchUpload(ctx, up.fileID, limit, d.cfg.UploadTimeout, func(r io.Reader) error {
 		var err error
 		n, err = atomicfile.WriteFrom(path, r, atomicfile.Options{Perm: 0o600})
-		var be *bodyError
-		var tl *tooLargeError
+		var be *platform.BodyError
+		var tl *platform.TooLargeError
 		if err != nil && !errors.As(err, &be) && !errors.As(err, &tl) {
 			return &saveError{err}
 		}
@@ -416,17 +417,3 @@ func sanitizeFilename(name string) string {
 // chatDirName is a chat key as a folder name (chatfiles.DirName: the folder files are sent from
 // too).
 func chatDirName(chatKey string) string { return chatfiles.DirName(chatKey) }
-
-// answerNotices answers msg, left with nothing for codex (no text, none of its files taken),
-// with its notices alone: a turn would only be told what went wrong.
-func (m *Inbox) answerNotices(ctx context.Context, log *zap.Logger, msg message) {
-	m.c.answered.Add(1)
-	m.noteAnswer(true, "none of the message's files could be taken")
-	log.Info("message answered without a turn: it has no text and none of its files could be taken")
-	text := "None of the files of this message could be taken, and it has no text to answer:"
-	for _, n := range msg.Notices {
-		text += "\n\n[" + n + "]"
-	}
-	text = chat.Truncate(m.client.red.String(text), m.cfg.MaxReplyBytes, "reply")
-	m.deliver(ctx, log, *m.storeReply(log, msg, text))
-}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // waitReason is why a message cannot be answered now. The names are stored (waitRecord) and end
@@ -80,7 +81,7 @@ type wait struct {
 
 // newWait is a wait in state retrying, with told restored.
 func newWait(initial, maxInterval time.Duration, told []waitReason) *wait {
-	return &wait{told: slices.Clone(told), bo: newBackoff(initial, maxInterval)}
+	return &wait{told: slices.Clone(told), bo: platform.NewBackoff(initial, maxInterval)}
 }
 
 // settle records what the try that just ended met, at now: retrying → done, failed, or

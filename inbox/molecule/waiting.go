@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -29,56 +30,26 @@ type waitRecord struct {
 	Told       []waitReason `json:"told,omitempty"`
 }
 
-// await runs try through the wait of the message to names until a result stands. It returns
-// nil then, or ctx's error when ctx ended a wait. A notice goes to to's chat on tellCtx, once
-// per reason, after the ledger holds that it was sent. retrying hears of every try put off;
-// newReason says it is the first for its reason in a row.
-func (m *Inbox) await(ctx, tellCtx context.Context, log *zap.Logger, to pendingReply, try func() condition,
-	retrying func(c condition, retryIn time.Duration, newReason bool)) error {
-	w := newWait(m.cfg.RetryInitial, m.cfg.RetryMax, m.ledger.waitOf(to.ActivityID).Told)
-	return w.run(ctx, try, func(c condition, newReason, tell bool) {
-		retrying(c, time.Until(w.until), newReason)
-		if !newReason && !tell {
-			return
-		}
-		m.ledger.setWait(waitRecord{ActivityID: to.ActivityID, Reason: c.reason, Until: c.until, Told: w.told})
-		m.syncState(log, "recording a waiting message")
-		if tell && c.notice != "" {
-			m.tell(tellCtx, log, to, c)
-		}
-	})
-}
-
-// tell sends c's notice to to's chat, once: it is tried once, like a progress note, since the
-// answer itself follows. Its message id is the reply id of "<activity id>/<reason>".
-func (m *Inbox) tell(ctx context.Context, log *zap.Logger, to pendingReply, c condition) {
-	p := pendingReply{ActivityID: to.ActivityID, ChatKey: to.ChatKey, Route: to.Route, Text: m.client.red.String(c.notice),
-		MessageID: replyID(m.cfg.WorkspaceID, to.ActivityID+"/"+string(c.reason))}
-	if err := m.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
-		log.Info("notice of a waiting message not delivered", zap.String("reason", string(c.reason)), zap.Error(err))
-	}
-}
-
 // submit runs msg's turn (try) through its wait: while the pool is busy (for BusyRetryFor),
 // the model service cannot be reached, the account's usage limit holds (until its reset,
 // within ParkLimit of the message's arrival) or the workspace is paused, the row stays
 // unacknowledged and the turn is tried again. It returns the result that stood, or one of
 // OutcomeClosed when ctx ended the wait. Turns run on drainCtx, waits end with ctx. seq, when
 // not 0, is msg's place among its chat's handed-over messages (handedLine).
-func (m *Inbox) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message, seq uint64, try func() (supervisor.Reply, error)) (supervisor.Reply, error) {
+func (a *answerer) submit(ctx, drainCtx context.Context, log *zap.Logger, msg message, seq uint64, try func() (supervisor.Reply, error)) (supervisor.Reply, error) {
 	var (
 		reply supervisor.Reply
 		err   error
 	)
 	to := pendingReply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route}
-	werr := m.await(ctx, drainCtx, log, to, func() condition {
-		if m.pause.isPaused() {
-			return m.pausedCondition()
+	werr := a.delivery.await(ctx, drainCtx, log, to, func() condition {
+		if a.pause.isPaused() {
+			return a.pausedCondition()
 		}
 		reply, err = try()
-		c := m.turnCondition(log, msg, reply, err)
+		c := a.turnCondition(log, msg, reply, err)
 		if seq != 0 && c.reason != "" && !c.giveUp {
-			m.line.set(msg.ChatKey, seq, true)
+			a.line.set(msg.ChatKey, seq, true)
 			hold := c.hold
 			c.hold = func(ctx context.Context) error {
 				if hold != nil {
@@ -86,26 +57,26 @@ func (m *Inbox) submit(ctx, drainCtx context.Context, log *zap.Logger, msg messa
 						return err
 					}
 				}
-				return m.line.await(ctx, msg.ChatKey, seq)
+				return a.line.await(ctx, msg.ChatKey, seq)
 			}
 		}
 		return c
 	}, func(c condition, retryIn time.Duration, newReason bool) {
 		switch c.reason {
 		case reasonBusy:
-			m.c.busyRetries.Add(1)
+			a.c.busyRetries.Add(1)
 		case reasonModelUnreachable:
-			m.c.unreachableRetries.Add(1)
+			a.c.unreachableRetries.Add(1)
 		case reasonUsageLimit:
 			if newReason {
-				m.c.parked.Add(1)
+				a.c.parked.Add(1)
 			}
 		}
 		log.Info("the message cannot be answered now; its row stays unacknowledged and it is tried again",
 			zap.String("waits_for", string(c.reason)), zap.Error(c.cause), zap.Duration("retry_in", retryIn))
 	})
 	if seq != 0 {
-		m.line.set(msg.ChatKey, seq, false)
+		a.line.set(msg.ChatKey, seq, false)
 	}
 	if werr != nil {
 		// settle leaves the row for the next run.
@@ -178,17 +149,17 @@ func (l *handedLine) await(ctx context.Context, key string, seq uint64) error {
 
 // pausedCondition: nothing is answered until the workspace is resumed. The chat is not told:
 // its owner paused it, and the canvas shows it paused.
-func (m *Inbox) pausedCondition() condition {
-	return condition{reason: reasonPaused, hold: m.pause.wait}
+func (a *answerer) pausedCondition() condition {
+	return condition{reason: reasonPaused, hold: a.pause.wait}
 }
 
 // turnCondition judges a turn's result.
-func (m *Inbox) turnCondition(log *zap.Logger, msg message, reply supervisor.Reply, err error) condition {
+func (a *answerer) turnCondition(log *zap.Logger, msg message, reply supervisor.Reply, err error) condition {
 	var wd *supervisor.WatchdogError
 	var ul *supervisor.UsageLimitError
 	switch chat.Classify(reply, err) {
 	case chat.OutcomeBusy:
-		return condition{reason: reasonBusy, within: m.cfg.BusyRetryFor, cause: err}
+		return condition{reason: reasonBusy, within: a.cfg.BusyRetryFor, cause: err}
 	case chat.OutcomeModelUnreachable:
 		cause := ""
 		if errors.As(err, &wd) {
@@ -199,20 +170,20 @@ func (m *Inbox) turnCondition(log *zap.Logger, msg message, reply supervisor.Rep
 		return condition{reason: reasonModelUnreachable, cause: err,
 			notice: chat.ModelUnreachableText(cause) + " It will be answered when the service is back."}
 	case chat.OutcomeUsageLimit:
-		if m.cfg.Limits == nil || !errors.As(err, &ul) {
+		if a.cfg.Limits == nil || !errors.As(err, &ul) {
 			return condition{}
 		}
 		since := msg.arrived()
-		if ul.ResetsAt.Sub(since) > m.cfg.ParkLimit {
+		if ul.ResetsAt.Sub(since) > a.cfg.ParkLimit {
 			log.Info("the account's usage limit resets past the park limit; the message is answered with it",
-				zap.Time("resets_at", ul.ResetsAt), zap.Duration("park_limit", m.cfg.ParkLimit))
-			m.c.parkedTooLong.Add(1)
+				zap.Time("resets_at", ul.ResetsAt), zap.Duration("park_limit", a.cfg.ParkLimit))
+			a.c.parkedTooLong.Add(1)
 			return condition{reason: reasonUsageLimit, giveUp: true}
 		}
 		return condition{reason: reasonUsageLimit, until: ul.ResetsAt, cause: err,
 			// Parked messages go oldest first after the reset, each once the one before it
 			// reached its turn on its chat's queue (supervisor.AwaitUsable).
-			hold:   func(ctx context.Context) error { return m.cfg.Limits.AwaitUsable(ctx, msg.ChatKey, since) },
+			hold:   func(ctx context.Context) error { return a.cfg.Limits.AwaitUsable(ctx, msg.ChatKey, since) },
 			notice: chat.UsageLimitParkedText(ul, time.Now())}
 	}
 	return condition{}
@@ -221,13 +192,13 @@ func (m *Inbox) turnCondition(log *zap.Logger, msg message, reply supervisor.Rep
 // deliveryCondition judges a delivery attempt's error. unknown counts the attempts whose fate
 // is unknown (the request went out, its answer was lost): notify has no deduplication and a
 // push peer takes a second copy as a second turn, so the second such loss ends the delivery
-// with errFateUnknown. Refusals (permanentDeliveryError) end it at once.
+// with errFateUnknown. Refusals (platform.Permanent) end it at once.
 func deliveryCondition(err error, unknown *int) (condition, error) {
-	var he *HTTPError
+	var he *platform.HTTPError
 	switch {
-	case err == nil, permanentDeliveryError(err):
+	case err == nil, platform.Permanent(err):
 		return condition{}, err
-	case fateUnknown(err):
+	case platform.FateUnknown(err):
 		if *unknown++; *unknown > 1 {
 			return condition{}, fmt.Errorf("%w: %w", errFateUnknown, err)
 		}

@@ -2,12 +2,11 @@ package molecule
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 
+	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"go.uber.org/zap"
 )
 
@@ -45,17 +44,6 @@ var ErrWorkspaceDeleted = errors.New("workspace deleted on the platform")
 // accepted by the heartbeat (no live token) before the workspace counts as deleted: a token
 // revoked and re-issued by the platform is without a live token for an instant only.
 const deletedAfterBeats = 3
-
-// wsState is what /state says.
-type wsState int
-
-const (
-	wsUnknown wsState = iota // no answer that says anything (failure, no route)
-	wsRunning
-	wsPaused
-	wsDeleted
-	wsRefused // 401: the token was refused
-)
 
 // pauseGate holds polling and new turns while the workspace is paused.
 type pauseGate struct {
@@ -105,95 +93,59 @@ func (g *pauseGate) wait(ctx context.Context) error {
 }
 
 // beat sends the heartbeat, then asks the workspace's state.
-func (m *Inbox) beat(ctx context.Context) {
-	ok := m.sendHeartbeat(ctx)
-	m.checkState(ctx, ok)
+func (w *workspace) beat(ctx context.Context) {
+	ok := w.sendHeartbeat(ctx)
+	w.checkState(ctx, ok)
 }
 
 // checkState asks /state and acts on the answer; heartbeatOK says whether the heartbeat of the
 // same beat was accepted.
-func (m *Inbox) checkState(ctx context.Context, heartbeatOK bool) {
-	bearer := m.issuedToken()
-	st, err := m.client.workspaceState(ctx, bearer)
+func (w *workspace) checkState(ctx context.Context, heartbeatOK bool) {
+	bearer := w.issuedToken()
+	st, err := w.client.WorkspaceState(ctx, bearer)
 	if ctx.Err() != nil {
 		return
 	}
 	refusedBeats := 0
-	if st == wsRefused && heartbeatOK {
-		m.mu.Lock()
-		m.refusedBeats++
-		refusedBeats = m.refusedBeats
-		m.mu.Unlock()
+	if st == platform.StateRefused && heartbeatOK {
+		w.mu.Lock()
+		w.refusedBeats++
+		refusedBeats = w.refusedBeats
+		w.mu.Unlock()
 	} else {
-		m.mu.Lock()
-		m.refusedBeats = 0
-		m.mu.Unlock()
+		w.mu.Lock()
+		w.refusedBeats = 0
+		w.mu.Unlock()
 	}
 	switch {
-	case st == wsDeleted:
-		m.workspaceDeleted("the platform's state route says the workspace is deleted")
-	case st == wsRefused && bearer != "":
-		m.workspaceDeleted("the platform refuses the token it issued at register, which it does only for a removed workspace")
+	case st == platform.StateDeleted:
+		w.workspaceDeleted("the platform's state route says the workspace is deleted")
+	case st == platform.StateRefused && bearer != "":
+		w.workspaceDeleted("the platform refuses the token it issued at register, which it does only for a removed workspace")
 	case refusedBeats >= deletedAfterBeats:
-		m.workspaceDeleted(fmt.Sprintf("the platform refused the workspace token on %d state checks in a row while it accepted the heartbeat: it holds no live token for the workspace, as a deletion leaves it", refusedBeats))
-	case st == wsPaused:
-		if m.pause.set(true) {
-			m.log.Warn("workspace paused on the platform: not answering until it is resumed (messages stay on the platform)",
-				zap.Duration("checked_every", m.cfg.HeartbeatInterval))
+		w.workspaceDeleted(fmt.Sprintf("the platform refused the workspace token on %d state checks in a row while it accepted the heartbeat: it holds no live token for the workspace, as a deletion leaves it", refusedBeats))
+	case st == platform.StatePaused:
+		if w.pause.set(true) {
+			w.log.Warn("workspace paused on the platform: not answering until it is resumed (messages stay on the platform)",
+				zap.Duration("checked_every", w.cfg.HeartbeatInterval))
 		}
-	case st == wsRunning:
-		if m.pause.set(false) {
-			m.log.Info("workspace resumed on the platform: answering again")
+	case st == platform.StateRunning:
+		if w.pause.set(false) {
+			w.log.Info("workspace resumed on the platform: answering again")
 		}
 	case err != nil:
-		m.log.Debug("workspace state not read", zap.Error(err))
+		w.log.Debug("workspace state not read", zap.Error(err))
 	}
 }
 
 // workspaceDeleted ends Run with ErrWorkspaceDeleted.
-func (m *Inbox) workspaceDeleted(why string) {
-	m.log.Warn("workspace deleted on the platform; stopping", zap.String("evidence", why))
-	m.stopRun(fmt.Errorf("workspace %s: %w (%s)", m.cfg.WorkspaceID, ErrWorkspaceDeleted, why))
+func (w *workspace) workspaceDeleted(why string) {
+	w.log.Warn("workspace deleted on the platform; stopping", zap.String("evidence", why))
+	w.stopRun(fmt.Errorf("workspace %s: %w (%s)", w.cfg.WorkspaceID, ErrWorkspaceDeleted, why))
 }
 
-func (m *Inbox) issuedToken() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.issued
-}
-
-// workspaceState asks GET /workspaces/{ws}/state, with bearer instead of the workspace token
-// when bearer is set.
-func (c *platformClient) workspaceState(ctx context.Context, bearer string) (wsState, error) {
-	body, err := c.do(ctx, request{op: "workspace state", method: http.MethodGet, path: "/workspaces/" + c.ws + "/state", bearer: bearer})
-	var he *HTTPError
-	switch {
-	case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
-		return wsRefused, err
-	case errors.As(err, &he) && he.Status == http.StatusNotFound:
-		var gone struct {
-			Deleted bool `json:"deleted"`
-		}
-		if json.Unmarshal(body, &gone) == nil && gone.Deleted {
-			return wsDeleted, nil
-		}
-		return wsUnknown, err
-	case err != nil:
-		return wsUnknown, err
-	}
-	var st struct {
-		Status  string `json:"status"`
-		Paused  bool   `json:"paused"`
-		Deleted bool   `json:"deleted"`
-	}
-	if err := json.Unmarshal(body, &st); err != nil {
-		return wsUnknown, fmt.Errorf("workspace state: %w", err)
-	}
-	switch {
-	case st.Deleted || st.Status == "removed":
-		return wsDeleted, nil
-	case st.Paused || st.Status == "paused":
-		return wsPaused, nil
-	}
-	return wsRunning, nil
+func (w *workspace) issuedToken() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.issued
 }

@@ -1,4 +1,4 @@
-package molecule
+package platform
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/secretset"
+	"go.uber.org/zap"
 )
 
 // maxSmallBody caps responses we only inspect for errors (register, notify, a2a, ...).
@@ -28,8 +29,8 @@ const maxErrorSnippet = 256
 // X-Molecule-Org-Id (middleware/tenant_guard.go).
 const codeTenantOrgRequired = "TENANT_ORG_HEADER_REQUIRED"
 
-// errCursorGone means the platform no longer knows the since_id cursor (HTTP 410).
-var errCursorGone = errors.New("activity cursor unknown to the platform (HTTP 410)")
+// ErrCursorGone means the platform no longer knows the since_id cursor (HTTP 410).
+var ErrCursorGone = errors.New("activity cursor unknown to the platform (HTTP 410)")
 
 // HTTPError is a non-2xx platform response. Body is a short, token-redacted excerpt.
 type HTTPError struct {
@@ -77,8 +78,10 @@ func (e *HTTPError) Unauthorized() bool {
 	return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
 }
 
-// platformClient speaks the Molecule HTTP API (docs/PROTOCOL.md section 2). It owns no goroutines.
-type platformClient struct {
+// Client speaks the Molecule HTTP API (docs/PROTOCOL.md section 2) for one workspace. It owns no
+// goroutines, and is safe for calls at once: the token, the rate gate and the secret set carry
+// their own locks.
+type Client struct {
 	base   *url.URL
 	origin string
 	ws     string
@@ -89,40 +92,84 @@ type platformClient struct {
 	org       string
 	hc        *http.Client
 	timeout   time.Duration
-	// peerTurn is an A2A send's X-Timeout (Config.PeerTurnTimeout).
+	// peerTurn is an A2A send's X-Timeout (Options.PeerTurnTimeout).
 	peerTurn time.Duration
 	maxRow   int
-	red      redactor
+	// secrets is what the client redacts from every text it sends and every error it returns
+	// (nil: nothing; the set's methods do nothing on nil).
+	secrets *secretset.Set
 }
 
-// newPlatformClient uses a copy of hc that never follows a redirect: following one would send
-// the token to whatever the Location names (another port, plain http), and would turn a reply's
-// POST into a body-less GET whose 2xx looks like a delivery. A 3xx comes back as an *HTTPError.
-func newPlatformClient(cfg Config, hc *http.Client) (*platformClient, error) {
-	base, err := parsePlatformURL(cfg.PlatformURL)
+// Options are what a Client needs of the inbox's configuration.
+type Options struct {
+	URL         string // the platform's base URL (ParseURL)
+	WorkspaceID string
+	Token       string // the workspace token to start with
+	// TokenFile is where the platform rotates the token ("" for none): see tokenSource.
+	TokenFile string
+	OrgID     string // X-Molecule-Org-Id, "" to send none
+	// RequestTimeout bounds every call (and every read of an activity page).
+	RequestTimeout time.Duration
+	// PeerTurnTimeout is an A2A send's X-Timeout (0: DefaultPeerTurnTimeout).
+	PeerTurnTimeout time.Duration
+	MaxRowBytes     int64 // the activity row cap (rowScanner)
+	// Secrets is the daemon's secret set: every token the client takes into use goes there, and
+	// every text that leaves passes it.
+	Secrets *secretset.Set
+	// OnLimited, when set, hears of every answer that closed the rate gate (a 429, or a bucket
+	// spent), so the caller can log it once per closing.
+	OnLimited func(op string, wait time.Duration, status int)
+}
+
+// New uses a copy of hc that never follows a redirect: following one would send the token to
+// whatever the Location names (another port, plain http), and would turn a reply's POST into a
+// body-less GET whose 2xx looks like a delivery. A 3xx comes back as an *HTTPError.
+func New(o Options, hc *http.Client) (*Client, error) {
+	base, err := ParseURL(o.URL)
 	if err != nil {
 		return nil, err
 	}
 	own := *hc
 	own.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	hc = &own
-	set := cfg.Secrets // nil when a test builds a client by hand: the set's methods then do nothing
-	set.Add(secretset.WorkspaceToken, cfg.Token)
-	return &platformClient{
+	set := o.Secrets // nil when a test builds a client by hand: the set's methods then do nothing
+	set.Add(secretset.WorkspaceToken, o.Token)
+	return &Client{
 		base: base,
 		// Origin carries scheme and host only: a path is not valid in an Origin header.
-		origin:   base.Scheme + "://" + base.Host,
-		ws:       cfg.WorkspaceID,
-		tokens:   newTokenSource(cfg.Token, cfg.TokenFile, set),
-		gate:     &rateGate{},
-		org:      cfg.OrgID,
-		hc:       hc,
-		timeout:  cfg.RequestTimeout,
-		peerTurn: cfg.PeerTurnTimeout,
-		maxRow:   int(cfg.MaxRowBytes),
-		red:      redactor{set: set},
+		origin:    base.Scheme + "://" + base.Host,
+		ws:        o.WorkspaceID,
+		tokens:    newTokenSource(o.Token, o.TokenFile, set),
+		gate:      &rateGate{},
+		onLimited: o.OnLimited,
+		org:       o.OrgID,
+		hc:        hc,
+		timeout:   o.RequestTimeout,
+		peerTurn:  o.PeerTurnTimeout,
+		maxRow:    int(o.MaxRowBytes),
+		secrets:   set,
 	}, nil
 }
+
+// Origin is the platform's scheme and host, for the log.
+func (c *Client) Origin() string { return c.origin }
+
+// SetLogger names the logger the token rotation logs to (the inbox's, which redacts).
+func (c *Client) SetLogger(log *zap.Logger) { c.tokens.log = log }
+
+// SaveToken stores a token register issued in the token file and uses it from now on; without a
+// token file it is used for this run only, and the error says so.
+func (c *Client) SaveToken(token string) error { return c.tokens.save(token) }
+
+// Budget is the platform's rate budget as the last answer told it.
+func (c *Client) Budget() Budget { return c.gate.budget() }
+
+// Optional reports whether an optional request (a stream reconnect, a tool chip) may spend the
+// budget now, and counts it (see rateGate.optional).
+func (c *Client) Optional(now time.Time) bool { return c.gate.optional(now) }
+
+// WindowLeft is how long until the rate window refills (0 when unknown).
+func (c *Client) WindowLeft(now time.Time) time.Duration { return c.gate.windowLeft(now) }
 
 // request is one platform call.
 type request struct {
@@ -156,7 +203,7 @@ type request struct {
 // start sends req and returns the response, whatever its status, with the body unread. The
 // caller closes the body. It waits while the rate gate is closed, and a 401 answered to a token
 // the token file no longer holds is sent once more with the file's token.
-func (c *platformClient) start(ctx context.Context, req request) (*http.Response, error) {
+func (c *Client) start(ctx context.Context, req request) (*http.Response, error) {
 	if err := c.gate.wait(ctx); err != nil {
 		return nil, fmt.Errorf("%s: waiting for the platform's rate limit: %w", req.op, err)
 	}
@@ -173,7 +220,7 @@ func (c *platformClient) start(ctx context.Context, req request) (*http.Response
 }
 
 // send makes one attempt of req and lets the rate gate see the answer.
-func (c *platformClient) send(ctx context.Context, req request) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, req request) (*http.Response, error) {
 	u := *c.base
 	u.Path = c.base.Path + req.path
 	u.RawPath = ""
@@ -231,7 +278,7 @@ func (c *platformClient) send(ctx context.Context, req request) (*http.Response,
 	if err != nil {
 		// *url.Error names the method and URL; neither carries the token, but redact anyway in
 		// case a proxy error quotes headers.
-		return nil, &requestError{op: req.op, msg: c.red.String(err.Error()), sent: wrote.Load()}
+		return nil, &requestError{op: req.op, msg: c.secrets.Redact(err.Error()), sent: wrote.Load()}
 	}
 	if wait, _ := c.gate.observe(resp, time.Now()); wait > 0 && c.onLimited != nil {
 		c.onLimited(req.op, wait, resp.StatusCode)
@@ -241,7 +288,7 @@ func (c *platformClient) send(ctx context.Context, req request) (*http.Response,
 
 // do performs req within RequestTimeout and returns the body, read up to maxSmallBody bytes.
 // Non-2xx statuses are returned as *HTTPError.
-func (c *platformClient) do(ctx context.Context, req request) ([]byte, error) {
+func (c *Client) do(ctx context.Context, req request) ([]byte, error) {
 	// The wait for the rate gate is not the call's: RequestTimeout starts after it.
 	if err := c.gate.wait(ctx); err != nil {
 		return nil, fmt.Errorf("%s: waiting for the platform's rate limit: %w", req.op, err)
@@ -267,16 +314,16 @@ func (c *platformClient) do(ctx context.Context, req request) ([]byte, error) {
 }
 
 // readSmall reads a body we only inspect, up to maxSmallBody bytes.
-func (c *platformClient) readSmall(op string, resp *http.Response) ([]byte, error) {
+func (c *Client) readSmall(op string, resp *http.Response) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSmallBody))
 	if err != nil {
-		return nil, fmt.Errorf("%s: read response (HTTP %d): %s", op, resp.StatusCode, c.red.String(err.Error()))
+		return nil, fmt.Errorf("%s: read response (HTTP %d): %s", op, resp.StatusCode, c.secrets.Redact(err.Error()))
 	}
 	return body, nil
 }
 
 // statusErr is nil for a 2xx answer and an *HTTPError otherwise.
-func (c *platformClient) statusErr(op string, resp *http.Response, body []byte) error {
+func (c *Client) statusErr(op string, resp *http.Response, body []byte) error {
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		return nil
 	}
@@ -288,20 +335,20 @@ func (c *platformClient) statusErr(op string, resp *http.Response, body []byte) 
 		he.Code = chat.CapText(coded.Code, 64)
 	}
 	if loc, err := resp.Location(); err == nil {
-		he.Location = c.red.String(loc.Redacted())
+		he.Location = c.secrets.Redact(loc.Redacted())
 	}
 	return he
 }
 
 // snippet is a short, redacted, valid-UTF-8 excerpt of a body for error messages.
-func (c *platformClient) snippet(b []byte) string {
-	s := c.red.String(string(bytes.TrimSpace(b)))
+func (c *Client) snippet(b []byte) string {
+	s := c.secrets.Redact(string(bytes.TrimSpace(b)))
 	return chat.CapText(s, maxErrorSnippet+64)
 }
 
-// registerAnswer is what register answers (registry.go Register): the delivery mode in
+// RegisterAnswer is what register answers (registry.go Register): the delivery mode in
 // effect, and a token when the workspace had no live one.
-type registerAnswer struct {
+type RegisterAnswer struct {
 	Status       string `json:"status"`
 	DeliveryMode string `json:"delivery_mode"`
 	AuthToken    string `json:"auth_token"`
@@ -312,7 +359,7 @@ type registerAnswer struct {
 }
 
 // register announces the workspace in poll mode (no inbound URL).
-func (c *platformClient) register(ctx context.Context, agentName string) (registerAnswer, error) {
+func (c *Client) Register(ctx context.Context, agentName string) (RegisterAnswer, error) {
 	body := map[string]any{
 		"id":            c.ws,
 		"url":           "",
@@ -321,14 +368,14 @@ func (c *platformClient) register(ctx context.Context, agentName string) (regist
 	}
 	resp, err := c.do(ctx, request{op: "register", method: http.MethodPost, path: "/registry/register", body: body})
 	if err != nil {
-		return registerAnswer{}, err
+		return RegisterAnswer{}, err
 	}
-	var a registerAnswer
+	var a RegisterAnswer
 	if json.Unmarshal(resp, &a) != nil {
 		// An older platform answered without a body we know: the workspace is registered.
-		return registerAnswer{}, nil
+		return RegisterAnswer{}, nil
 	}
-	c.red.set.Add(secretset.InboundSecret, a.InboundSecret)
+	c.secrets.Add(secretset.InboundSecret, a.InboundSecret)
 	a.AuthToken = strings.TrimSpace(a.AuthToken)
 	if strings.ContainsAny(a.AuthToken, "\r\n") {
 		a.AuthToken = ""
@@ -336,8 +383,8 @@ func (c *platformClient) register(ctx context.Context, agentName string) (regist
 	return a, nil
 }
 
-// heartbeatBody is POST /registry/heartbeat.
-type heartbeatBody struct {
+// HeartbeatBody is POST /registry/heartbeat.
+type HeartbeatBody struct {
 	WorkspaceID   string  `json:"workspace_id"`
 	ErrorRate     float64 `json:"error_rate"`
 	SampleError   string  `json:"sample_error"`
@@ -350,9 +397,9 @@ type heartbeatBody struct {
 	RuntimeState string `json:"runtime_state"`
 }
 
-func (c *platformClient) heartbeat(ctx context.Context, hb heartbeatBody) error {
+func (c *Client) Heartbeat(ctx context.Context, hb HeartbeatBody) error {
 	hb.WorkspaceID = c.ws
-	hb.CurrentTask, hb.SampleError = c.red.String(hb.CurrentTask), c.red.String(hb.SampleError)
+	hb.CurrentTask, hb.SampleError = c.secrets.Redact(hb.CurrentTask), c.secrets.Redact(hb.SampleError)
 	resp, err := c.do(ctx, request{op: "heartbeat", method: http.MethodPost, path: "/registry/heartbeat", body: hb})
 	if err != nil {
 		return err
@@ -363,17 +410,40 @@ func (c *platformClient) heartbeat(ctx context.Context, hb heartbeatBody) error 
 		InboundSecret string `json:"platform_inbound_secret"`
 	}
 	if json.Unmarshal(resp, &a) == nil {
-		c.red.set.Add(secretset.InboundSecret, a.InboundSecret)
+		c.secrets.Add(secretset.InboundSecret, a.InboundSecret)
 	}
 	return nil
 }
 
 // ack tells the platform's mailbox that rows up to seq are consumed.
-func (c *platformClient) ack(ctx context.Context, seq int64) error {
+func (c *Client) Ack(ctx context.Context, seq int64) error {
 	_, err := c.do(ctx, request{
 		op: "ack", method: http.MethodPost,
 		path: "/workspaces/" + c.ws + "/activity/ack",
 		body: map[string]int64{"acked_seq": seq},
 	})
 	return err
+}
+
+// ParseURL accepts an absolute http(s) URL without user info (credentials in the URL
+// would end up in logs and errors) and drops a trailing slash.
+func ParseURL(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, errors.New("MOLECULE_API_URL (or PLATFORM_URL) is not set")
+	}
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("the platform URL is not a URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("the platform URL must be http or https, got scheme %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, errors.New("the platform URL has no host")
+	}
+	if u.User != nil {
+		return nil, errors.New("the platform URL must not contain user info")
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u, nil
 }

@@ -1,4 +1,4 @@
-package molecule
+package platform
 
 import (
 	"errors"
@@ -104,7 +104,7 @@ func (s *tokenSource) reload() bool {
 // that is missing, empty or not one line keeps the token in use.
 func (s *tokenSource) readLocked(st fileStamp, why string) bool {
 	s.stamp = st
-	t, err := readTokenFile(s.path)
+	t, err := ReadTokenFile(s.path)
 	if err != nil || t == "" || t == s.token {
 		return false
 	}
@@ -137,9 +137,9 @@ func (s *tokenSource) save(token string) error {
 	return nil
 }
 
-// readTokenFile reads a token file: one line, surrounding space trimmed. "" with a nil error
+// ReadTokenFile reads a token file: one line, surrounding space trimmed. "" with a nil error
 // means the file is missing or empty. Errors name the file but never its content.
-func readTokenFile(path string) (string, error) {
+func ReadTokenFile(path string) (string, error) {
 	// Links are followed (a mounted secret is usually one); O_NONBLOCK keeps a FIFO planted
 	// there from blocking the daemon, and only a regular file is read.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)

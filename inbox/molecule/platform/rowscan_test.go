@@ -1,4 +1,4 @@
-package molecule
+package platform
 
 import (
 	"encoding/json"
@@ -12,9 +12,9 @@ import (
 )
 
 // scanAll reads every element of in; it returns the rows read before an error, and the error.
-func scanAll(in io.Reader, maxRow int) ([]scannedRow, error) {
+func scanAll(in io.Reader, maxRow int) ([]Row, error) {
 	sc := newRowScanner(in, maxRow)
-	var rows []scannedRow
+	var rows []Row
 	for {
 		row, ok, err := sc.next()
 		if err != nil || !ok {
@@ -92,8 +92,8 @@ func TestRowScanner(t *testing.T) {
 				}
 				for i, w := range tc.rows {
 					r := rows[i]
-					if r.oversized() != w.over || (!w.over && string(r.raw) != w.raw) || r.id != w.id {
-						t.Errorf("row %d = %.80q id %q oversized %v, want %.80q id %q oversized %v", i, r.raw, r.id, r.oversized(), w.raw, w.id, w.over)
+					if r.Oversized() != w.over || (!w.over && string(r.Raw) != w.raw) || r.ID != w.id {
+						t.Errorf("row %d = %.80q id %q oversized %v, want %.80q id %q oversized %v", i, r.Raw, r.ID, r.Oversized(), w.raw, w.id, w.over)
 					}
 				}
 			})
@@ -112,8 +112,8 @@ func TestRowScannerHugeRowBoundedMemory(t *testing.T) {
 	rows, err := scanAll(in, 1<<20)
 	runtime.ReadMemStats(&after)
 	must(t, err)
-	if len(rows) != 2 || !rows[0].oversized() || rows[0].id != "huge" || rows[0].size < huge || rows[1].id != "after" {
-		t.Fatalf("rows = %d, first oversized %v id %q size %d", len(rows), len(rows) > 0 && rows[0].oversized(), rows[0].id, rows[0].size)
+	if len(rows) != 2 || !rows[0].Oversized() || rows[0].ID != "huge" || rows[0].Size < huge || rows[1].ID != "after" {
+		t.Fatalf("rows = %d, first oversized %v id %q size %d", len(rows), len(rows) > 0 && rows[0].Oversized(), rows[0].ID, rows[0].Size)
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
 		t.Errorf("reading a 100 MB row allocated %d MB; want it bounded by the 1 MB row cap", alloc>>20)
@@ -121,10 +121,10 @@ func TestRowScannerHugeRowBoundedMemory(t *testing.T) {
 }
 
 // rowsOf is the ids of rows.
-func rowsOf(rows []scannedRow) string {
+func rowsOf(rows []Row) string {
 	ids := make([]string, len(rows))
 	for i, r := range rows {
-		ids[i] = r.id
+		ids[i] = r.ID
 	}
 	return strings.Join(ids, ",")
 }
@@ -143,19 +143,19 @@ func page(ids ...string) string {
 type keepCase struct {
 	name string
 	in   string
-	lim  pageLimits
+	lim  PageLimits
 	want string
 	more bool
 	err  bool
 }
 
-func runKeepCases(t *testing.T, keep func(*rowScanner, pageLimits) (pollPage, error), tests []keepCase) {
+func runKeepCases(t *testing.T, keep func(*rowScanner, PageLimits) (Page, error), tests []keepCase) {
 	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pg, err := keep(newRowScanner(strings.NewReader(tc.in), 1<<10), tc.lim)
-			if got := rowsOf(pg.rows); got != tc.want || pg.more != tc.more || (err != nil) != tc.err {
-				t.Fatalf("kept %s more %v err %v, want %s more %v error %v", got, pg.more, err, tc.want, tc.more, tc.err)
+			if got := rowsOf(pg.Rows); got != tc.want || pg.More != tc.more || (err != nil) != tc.err {
+				t.Fatalf("kept %s more %v err %v, want %s more %v error %v", got, pg.More, err, tc.want, tc.more, tc.err)
 			}
 		})
 	}
@@ -164,11 +164,11 @@ func runKeepCases(t *testing.T, keep func(*rowScanner, pageLimits) (pollPage, er
 func TestKeepOldestFirst(t *testing.T) {
 	t.Parallel()
 	runKeepCases(t, keepOldestFirst, []keepCase{
-		{name: "all fit", in: page("a", "b", "c"), lim: pageLimits{rows: 10, bytes: 100}, want: "a,b,c"},
-		{name: "row limit", in: page("a", "b", "c"), lim: pageLimits{rows: 2, bytes: 100}, want: "a,b", more: true},
-		{name: "byte limit", in: page("a", "b", "c", "d"), lim: pageLimits{rows: 10, bytes: 50}, want: "a,b,c", more: true},
-		{name: "a row over the byte limit is kept alone", in: page("a", "b"), lim: pageLimits{rows: 10, bytes: 5}, want: "a", more: true},
-		{name: "failure keeps the rows before it", in: page("a", "b")[:30], lim: pageLimits{rows: 10, bytes: 100}, want: "a", err: true},
+		{name: "all fit", in: page("a", "b", "c"), lim: PageLimits{Rows: 10, Bytes: 100}, want: "a,b,c"},
+		{name: "row limit", in: page("a", "b", "c"), lim: PageLimits{Rows: 2, Bytes: 100}, want: "a,b", more: true},
+		{name: "byte limit", in: page("a", "b", "c", "d"), lim: PageLimits{Rows: 10, Bytes: 50}, want: "a,b,c", more: true},
+		{name: "a row over the byte limit is kept alone", in: page("a", "b"), lim: PageLimits{Rows: 10, Bytes: 5}, want: "a", more: true},
+		{name: "failure keeps the rows before it", in: page("a", "b")[:30], lim: PageLimits{Rows: 10, Bytes: 100}, want: "a", err: true},
 	})
 }
 
@@ -176,11 +176,11 @@ func TestKeepOldestOfWindow(t *testing.T) {
 	t.Parallel()
 	newestFirst := page("e", "d", "c", "b", "a") // a is the oldest
 	runKeepCases(t, keepOldestOfWindow, []keepCase{
-		{name: "all fit, oldest first", in: newestFirst, lim: pageLimits{rows: 10, bytes: 1000}, want: "a,b,c,d,e"},
-		{name: "row limit keeps the oldest", in: newestFirst, lim: pageLimits{rows: 2, bytes: 1000}, want: "a,b", more: true},
-		{name: "byte limit keeps the oldest", in: newestFirst, lim: pageLimits{rows: 10, bytes: 60}, want: "a,b,c", more: true},
-		{name: "the oldest row is kept even over the byte limit", in: newestFirst, lim: pageLimits{rows: 10, bytes: 5}, want: "a", more: true},
-		{name: "failure keeps nothing", in: newestFirst[:50], lim: pageLimits{rows: 10, bytes: 1000}, err: true},
+		{name: "all fit, oldest first", in: newestFirst, lim: PageLimits{Rows: 10, Bytes: 1000}, want: "a,b,c,d,e"},
+		{name: "row limit keeps the oldest", in: newestFirst, lim: PageLimits{Rows: 2, Bytes: 1000}, want: "a,b", more: true},
+		{name: "byte limit keeps the oldest", in: newestFirst, lim: PageLimits{Rows: 10, Bytes: 60}, want: "a,b,c", more: true},
+		{name: "the oldest row is kept even over the byte limit", in: newestFirst, lim: PageLimits{Rows: 10, Bytes: 5}, want: "a", more: true},
+		{name: "failure keeps nothing", in: newestFirst[:50], lim: PageLimits{Rows: 10, Bytes: 1000}, err: true},
 	})
 }
 
@@ -197,8 +197,8 @@ func FuzzRowScanner(f *testing.F) {
 		maxRow = 1 + abs(maxRow)%(1<<12)
 		rows, err := scanAll(strings.NewReader(string(in)), maxRow)
 		for _, r := range rows {
-			if len(r.raw) > maxRow {
-				t.Fatalf("row of %d bytes held with a cap of %d", len(r.raw), maxRow)
+			if len(r.Raw) > maxRow {
+				t.Fatalf("row of %d bytes held with a cap of %d", len(r.Raw), maxRow)
 			}
 		}
 		var elems []json.RawMessage
@@ -209,16 +209,16 @@ func FuzzRowScanner(f *testing.F) {
 			t.Fatalf("scanner: %d rows, %v; encoding/json: %d elements", len(rows), err, len(elems))
 		}
 		for i, e := range elems {
-			if string(rows[i].raw) != string(e) {
-				t.Fatalf("row %d = %q, encoding/json %q", i, rows[i].raw, e)
+			if string(rows[i].Raw) != string(e) {
+				t.Fatalf("row %d = %q, encoding/json %q", i, rows[i].Raw, e)
 			}
 			var obj map[string]json.RawMessage
 			if json.Unmarshal(e, &obj) != nil || obj == nil {
 				continue
 			}
-			want, _ := rawID(obj["id"])
-			if rows[i].id != want {
-				t.Fatalf("row %d id = %q, encoding/json reads %q", i, rows[i].id, want)
+			want, _ := RawID(obj["id"])
+			if rows[i].ID != want {
+				t.Fatalf("row %d id = %q, encoding/json reads %q", i, rows[i].ID, want)
 			}
 		}
 	})
@@ -233,15 +233,32 @@ func TestRowFingerprint(t *testing.T) {
 	must(t, err)
 	skipped, err := scanAll(strings.NewReader(in), 50)
 	must(t, err)
-	if kept[0].oversized() || !skipped[0].oversized() {
+	if kept[0].Oversized() || !skipped[0].Oversized() {
 		t.Fatal("test rows not kept and skipped as intended")
 	}
 	for i := range kept {
-		if kept[i].fingerprint() != skipped[i].fingerprint() {
-			t.Errorf("row %d: fingerprint %s kept, %s streamed past", i, kept[i].fingerprint(), skipped[i].fingerprint())
+		if kept[i].Fingerprint() != skipped[i].Fingerprint() {
+			t.Errorf("row %d: fingerprint %s kept, %s streamed past", i, kept[i].Fingerprint(), skipped[i].Fingerprint())
 		}
 	}
-	if kept[0].fingerprint() != kept[1].fingerprint() || kept[0].fingerprint() == kept[2].fingerprint() {
+	if kept[0].Fingerprint() != kept[1].Fingerprint() || kept[0].Fingerprint() == kept[2].Fingerprint() {
 		t.Error("equal rows differ or different rows match")
 	}
+}
+
+// deepRow is a row whose text parts are nested n levels deep: past encoding/json's limit (10,000)
+// no decoder accepts it.
+func deepRow(id string, n int) string {
+	return `{"id":"` + id + `","activity_type":"a2a_receive","method":"message/send","request_body":{"params":{"message":{"parts":` +
+		strings.Repeat("[", n) + strings.Repeat("]", n) + `}}}}`
+}
+
+func abs(n int) int {
+	if n < 0 {
+		if n == -n { // math.MinInt
+			return 0
+		}
+		return -n
+	}
+	return n
 }

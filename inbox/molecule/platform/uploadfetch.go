@@ -1,4 +1,4 @@
-package molecule
+package platform
 
 // The platform's pending uploads as the client reads them (workspace-server
 // internal/handlers/pending_uploads.go, internal/uploads/limits.go): a file's bytes from
@@ -15,35 +15,35 @@ import (
 	"time"
 )
 
-// uploadLimits are what the daemon takes of one message's uploads.
-type uploadLimits struct {
-	perFile        int64
-	perMessage     int64
-	maxAttachments int
+// UploadLimits are what the daemon takes of one message's uploads.
+type UploadLimits struct {
+	PerFile        int64
+	PerMessage     int64
+	MaxAttachments int
 }
 
-// tooLargeError is a file over the limit it was fetched under.
-type tooLargeError struct {
-	size  int64 // what the platform declared, or the limit+1 bytes read
-	limit int64
+// TooLargeError is a file over the limit it was fetched under.
+type TooLargeError struct {
+	Size  int64 // what the platform declared, or the limit+1 bytes read
+	Limit int64
 }
 
-func (e *tooLargeError) Error() string {
-	return fmt.Sprintf("upload is %d bytes or more, over the %d-byte limit", e.size, e.limit)
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("upload is %d bytes or more, over the %d-byte limit", e.Size, e.Limit)
 }
 
-// bodyError is a failure while the content's body was read (a connection cut, the idle or total
+// BodyError is a failure while the content's body was read (a connection cut, the idle or total
 // deadline): the platform may serve it whole next time.
-type bodyError struct{ err error }
+type BodyError struct{ err error }
 
-func (e *bodyError) Error() string { return "read upload content: " + e.err.Error() }
-func (e *bodyError) Unwrap() error { return e.err }
+func (e *BodyError) Error() string { return "read upload content: " + e.err.Error() }
+func (e *BodyError) Unwrap() error { return e.err }
 
-// uploadLimits asks the platform's upload limits. Fields the answer lacks (or gives as 0) are 0.
-func (c *platformClient) uploadLimits(ctx context.Context) (uploadLimits, error) {
+// UploadLimits asks the platform's upload limits. Fields the answer lacks (or gives as 0) are 0.
+func (c *Client) UploadLimits(ctx context.Context) (UploadLimits, error) {
 	body, err := c.do(ctx, request{op: "upload limits", method: http.MethodGet, path: "/uploads/limits"})
 	if err != nil {
-		return uploadLimits{}, err
+		return UploadLimits{}, err
 	}
 	var l struct {
 		PerFile        int64 `json:"per_file_bytes"`
@@ -51,18 +51,18 @@ func (c *platformClient) uploadLimits(ctx context.Context) (uploadLimits, error)
 		MaxAttachments int   `json:"max_attachments_per_message"`
 	}
 	if err := json.Unmarshal(body, &l); err != nil {
-		return uploadLimits{}, fmt.Errorf("upload limits: %w", err)
+		return UploadLimits{}, fmt.Errorf("upload limits: %w", err)
 	}
-	return uploadLimits{perFile: max(l.PerFile, 0), perMessage: max(l.PerRequest, 0), maxAttachments: max(l.MaxAttachments, 0)}, nil
+	return UploadLimits{PerFile: max(l.PerFile, 0), PerMessage: max(l.PerRequest, 0), MaxAttachments: max(l.MaxAttachments, 0)}, nil
 }
 
 // fetchUpload reads the content of pending upload fileID (of this workspace) into sink, at most
 // limit bytes: a Content-Length over it fails before the body is read, and a body that goes past
-// it fails the read with a *tooLargeError. A redirect is not followed (the client never does);
+// it fails the read with a *TooLargeError. A redirect is not followed (the client never does);
 // it comes back as an *HTTPError like any other non-2xx answer. The body must keep coming: it
-// fails (a *bodyError) after idle without a byte and after total in all. sink's own errors
+// fails (a *BodyError) after idle without a byte and after total in all. sink's own errors
 // are returned as they are.
-func (c *platformClient) fetchUpload(ctx context.Context, fileID string, limit int64, total time.Duration, sink func(io.Reader) error) error {
+func (c *Client) FetchUpload(ctx context.Context, fileID string, limit int64, total time.Duration, sink func(io.Reader) error) error {
 	op := "upload content " + fileID
 	parent := ctx
 	ctx, cancel := context.WithTimeoutCause(ctx, total, fmt.Errorf("the content took over %s (UploadTimeout)", total))
@@ -88,12 +88,12 @@ func (c *platformClient) fetchUpload(ctx context.Context, fileID string, limit i
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		body, err := c.readSmall(op, resp)
 		if err != nil {
-			return &bodyError{cause(err)}
+			return &BodyError{cause(err)}
 		}
 		return c.statusErr(op, resp, body)
 	}
 	if resp.ContentLength > limit {
-		return &tooLargeError{size: resp.ContentLength, limit: limit}
+		return &TooLargeError{Size: resp.ContentLength, Limit: limit}
 	}
 	r := &cappedReader{r: idleReader{r: resp.Body, idle: idle, d: c.timeout}, left: limit, limit: limit, cause: cause}
 	return sink(r)
@@ -109,7 +109,7 @@ type cappedReader struct {
 
 func (r *cappedReader) Read(p []byte) (int, error) {
 	if r.left < 0 {
-		return 0, &tooLargeError{size: r.limit + 1, limit: r.limit}
+		return 0, &TooLargeError{Size: r.limit + 1, Limit: r.limit}
 	}
 	// One byte more than is left, to tell a body of exactly limit bytes from a longer one.
 	if int64(len(p)) > r.left+1 {
@@ -118,16 +118,16 @@ func (r *cappedReader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	r.left -= int64(n)
 	if r.left < 0 {
-		return n - 1, &tooLargeError{size: r.limit + 1, limit: r.limit}
+		return n - 1, &TooLargeError{Size: r.limit + 1, Limit: r.limit}
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
-		return n, &bodyError{r.cause(err)}
+		return n, &BodyError{r.cause(err)}
 	}
 	return n, err
 }
 
 // ackUpload tells the platform the upload was taken (idempotent there).
-func (c *platformClient) ackUpload(ctx context.Context, fileID string) error {
+func (c *Client) AckUpload(ctx context.Context, fileID string) error {
 	_, err := c.do(ctx, request{op: "upload ack " + fileID, method: http.MethodPost,
 		path: "/workspaces/" + c.ws + "/pending-uploads/" + fileID + "/ack"})
 	return err

@@ -1,4 +1,4 @@
-package molecule
+package platform
 
 import (
 	"bytes"
@@ -51,28 +51,28 @@ const (
 // errNotArray means the activity response is not a JSON array.
 var errNotArray = errors.New("activity response is not a JSON array")
 
-// scannedRow is one element of the activity array.
-type scannedRow struct {
-	// raw is the element's text, or nil when it is longer than the row cap (oversized).
-	raw []byte
-	// id is the element's top-level "id" member when the element is an object and the member
+// Row is one element of the activity array.
+type Row struct {
+	// Raw is the element's text, or nil when it is longer than the row cap (oversized).
+	Raw []byte
+	// ID is the element's top-level "ID" member when the element is an object and the member
 	// is a non-empty string or a number; "" otherwise.
-	id string
-	// size is the element's length in bytes.
-	size int64
+	ID string
+	// Size is the element's length in bytes.
+	Size int64
 	// sum is the SHA-256 of an oversized element (fingerprint uses it), nil otherwise.
 	sum []byte
 }
 
 // oversized reports a row that was longer than the cap and was not kept.
-func (r scannedRow) oversized() bool { return r.raw == nil }
+func (r Row) Oversized() bool { return r.Raw == nil }
 
 // fingerprint names a row by its content, for rows without an id.
-func (r scannedRow) fingerprint() string {
+func (r Row) Fingerprint() string {
 	if r.sum != nil {
 		return "sha256:" + hex.EncodeToString(r.sum)
 	}
-	s := sha256.Sum256(r.raw)
+	s := sha256.Sum256(r.Raw)
 	return "sha256:" + hex.EncodeToString(s[:])
 }
 
@@ -107,17 +107,17 @@ func (s *rowScanner) inputErr() error {
 // next returns the next element of the array; ok is false after the last one. An error means the
 // input is not an array or stopped before the array did; elements returned before it were
 // complete.
-func (s *rowScanner) next() (row scannedRow, ok bool, err error) {
+func (s *rowScanner) next() (row Row, ok bool, err error) {
 	if s.state == scanBefore {
 		c, ok := s.skipSpace()
 		if !ok {
 			if s.rerr != nil && !errors.Is(s.rerr, io.EOF) {
-				return scannedRow{}, false, fmt.Errorf("read activity response: %w", s.rerr)
+				return Row{}, false, fmt.Errorf("read activity response: %w", s.rerr)
 			}
-			return scannedRow{}, false, fmt.Errorf("%w: the response is empty", errNotArray)
+			return Row{}, false, fmt.Errorf("%w: the response is empty", errNotArray)
 		}
 		if c != '[' {
-			return scannedRow{}, false, fmt.Errorf("%w: it starts with %q", errNotArray, c)
+			return Row{}, false, fmt.Errorf("%w: it starts with %q", errNotArray, c)
 		}
 		s.pos++
 		s.state = scanRows
@@ -126,7 +126,7 @@ func (s *rowScanner) next() (row scannedRow, ok bool, err error) {
 		c, ok := s.skipSpace()
 		switch {
 		case !ok:
-			return scannedRow{}, false, s.inputErr()
+			return Row{}, false, s.inputErr()
 		case c == ']':
 			s.pos++
 			s.state = scanDone
@@ -136,13 +136,13 @@ func (s *rowScanner) next() (row scannedRow, ok bool, err error) {
 		default:
 			row, err := s.element()
 			if err != nil {
-				return scannedRow{}, false, err
+				return Row{}, false, err
 			}
 			s.n++
 			return row, true, nil
 		}
 	}
-	return scannedRow{}, false, nil
+	return Row{}, false, nil
 }
 
 // skipSpace moves past JSON white space and returns the next byte without consuming it.
@@ -192,11 +192,11 @@ type element struct {
 
 // element reads one element: up to the ',' or ']' at depth 0 outside strings, which is left
 // unread.
-func (s *rowScanner) element() (scannedRow, error) {
+func (s *rowScanner) element() (Row, error) {
 	e := element{maxRow: s.maxRow}
 	for {
 		if s.pos == s.end && !s.fill() {
-			return scannedRow{}, s.inputErr()
+			return Row{}, s.inputErr()
 		}
 		chunk := s.buf[s.pos:s.end]
 		if e.inString && !e.escaped {
@@ -321,18 +321,18 @@ func (e *element) endValue() {
 		e.id = ""
 		return
 	}
-	e.id, _ = rawID(e.idRaw)
+	e.id, _ = RawID(e.idRaw)
 }
 
-func (e *element) row() scannedRow {
-	r := scannedRow{id: e.id, size: e.size}
+func (e *element) row() Row {
+	r := Row{ID: e.id, Size: e.size}
 	if e.sum != nil {
 		r.sum = e.sum.Sum(nil)
 		return r
 	}
-	r.raw = bytes.TrimRight(e.raw, " \t\r\n")
-	if r.raw == nil {
-		r.raw = []byte{}
+	r.Raw = bytes.TrimRight(e.raw, " \t\r\n")
+	if r.Raw == nil {
+		r.Raw = []byte{}
 	}
 	return r
 }
@@ -347,4 +347,21 @@ func keyIsID(key []byte) bool {
 	}
 	var k string
 	return json.Unmarshal(key, &k) == nil && k == "id"
+}
+
+// RawID is a row's id as the scanner and normalize read it: it accepts a non-empty string or a number (kept as written): Molecule ids are opaque.
+func RawID(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil && s != "" {
+		return s, true
+	}
+	if len(raw) == 0 {
+		return "", false
+	}
+	var num json.Number
+	if json.Unmarshal(raw, &num) == nil && num != "" {
+		return num.String(), true
+	}
+	return "", false
 }

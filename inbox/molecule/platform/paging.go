@@ -1,4 +1,4 @@
-package molecule
+package platform
 
 import (
 	"context"
@@ -18,28 +18,28 @@ import (
 // that many rows may have more behind it, with or without a cursor.
 const pageRows = 500
 
-// pageLimits bound what one poll keeps of the activity feed.
-type pageLimits struct {
-	rows  int   // rows: the room left in the unacked window
-	bytes int64 // bytes of row text held (MaxPollBytes)
+// PageLimits bound what one poll keeps of the activity feed.
+type PageLimits struct {
+	Rows  int   // rows: the room left in the unacked window
+	Bytes int64 // bytes of row text held (MaxPollBytes)
 	// page is the rows one answer holds at most (the query's limit); 0 means pageRows. An
 	// answer that full may have rows after it.
 	page int
 }
 
-func (l pageLimits) pageSize() int {
+func (l PageLimits) pageSize() int {
 	if l.page > 0 {
 		return l.page
 	}
 	return pageRows
 }
 
-// pollPage is what a poll kept, oldest first.
-type pollPage struct {
-	rows []scannedRow
-	// more says rows were left for later (a limit, or a full answer): the next poll, from the
+// Page is what a poll kept, oldest first.
+type Page struct {
+	Rows []Row
+	// More says rows were left for later (a limit, or a full answer): the next poll, from the
 	// last row kept, should come at once.
-	more bool
+	More bool
 }
 
 // poll fetches inbound rows after cursor (oldest first), or, when cursor is empty, the last
@@ -49,17 +49,17 @@ type pollPage struct {
 // its oldest row, and no row of it is skipped however many there are. Each answer is read as a
 // stream, one row at a time, and what is kept stays within lim and the row cap; see
 // keepOldestFirst and windowKeeper. With a cursor, rows read before a failure are returned with
-// the error: they are complete and follow the cursor. errCursorGone reports a 410.
+// the error: they are complete and follow the cursor. ErrCursorGone reports a 410.
 //
 // RequestTimeout bounds the wait for each answer and for each read of it, not the whole answer:
 // a large page that keeps coming is not cut off, one that stalls is.
-func (c *platformClient) poll(ctx context.Context, cursor string, sinceSecs int, lim pageLimits) (pollPage, error) {
+func (c *Client) Poll(ctx context.Context, cursor string, sinceSecs int, lim PageLimits) (Page, error) {
 	if cursor == "" {
 		return c.pollWindow(ctx, sinceSecs, lim)
 	}
 	q := c.activityQuery(lim)
 	q.Set("since_id", cursor)
-	var pg pollPage
+	var pg Page
 	err := c.readPage(ctx, q, func(sc *rowScanner) error {
 		var err error
 		pg, err = keepOldestFirst(sc, lim)
@@ -68,7 +68,7 @@ func (c *platformClient) poll(ctx context.Context, cursor string, sinceSecs int,
 	return pg, err
 }
 
-func (c *platformClient) activityQuery(lim pageLimits) url.Values {
+func (c *Client) activityQuery(lim PageLimits) url.Values {
 	return url.Values{"type": {"a2a_receive"}, "include": {"peer_info"}, "limit": {strconv.Itoa(lim.pageSize())}}
 }
 
@@ -80,7 +80,7 @@ func (c *platformClient) activityQuery(lim pageLimits) url.Values {
 // answer shorter than the page, or one that brings nothing new (more rows than a page in one
 // microsecond would end it early; the platform writes nothing that fast). On an error nothing is
 // kept: without the window's start the oldest rows are unknown.
-func (c *platformClient) pollWindow(ctx context.Context, sinceSecs int, lim pageLimits) (pollPage, error) {
+func (c *Client) pollWindow(ctx context.Context, sinceSecs int, lim PageLimits) (Page, error) {
 	keep := windowKeeper{lim: lim}
 	seen := make(map[string]bool)
 	before := ""
@@ -105,18 +105,18 @@ func (c *platformClient) pollWindow(ctx context.Context, sinceSecs int, lim page
 				}
 				// Only rows an earlier answer held are dropped: a row twice in one answer is
 				// the platform's and goes on to the ledger, which answers it once.
-				if row.id != "" {
-					if seen[row.id] {
+				if row.ID != "" {
+					if seen[row.ID] {
 						continue
 					}
-					ids = append(ids, row.id)
+					ids = append(ids, row.ID)
 				}
 				fresh++
 				keep.add(row)
 			}
 		})
 		if err != nil {
-			return pollPage{}, err
+			return Page{}, err
 		}
 		for _, id := range ids {
 			seen[id] = true
@@ -129,14 +129,14 @@ func (c *platformClient) pollWindow(ctx context.Context, sinceSecs int, lim page
 }
 
 // rowCreatedAt is a kept row's created_at.
-func rowCreatedAt(row scannedRow) (time.Time, bool) {
-	if row.oversized() {
+func rowCreatedAt(row Row) (time.Time, bool) {
+	if row.Oversized() {
 		return time.Time{}, false
 	}
 	var r struct {
 		CreatedAt string `json:"created_at"`
 	}
-	if json.Unmarshal(row.raw, &r) != nil {
+	if json.Unmarshal(row.Raw, &r) != nil {
 		return time.Time{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, r.CreatedAt)
@@ -144,8 +144,8 @@ func rowCreatedAt(row scannedRow) (time.Time, bool) {
 }
 
 // readPage makes one activity call with query q and hands its rows to read as a stream. A 410
-// is errCursorGone; another non-2xx answer an *HTTPError.
-func (c *platformClient) readPage(ctx context.Context, q url.Values, read func(*rowScanner) error) error {
+// is ErrCursorGone; another non-2xx answer an *HTTPError.
+func (c *Client) readPage(ctx context.Context, q url.Values, read func(*rowScanner) error) error {
 	// The wait for the rate gate is not the call's: the idle deadline starts after it.
 	if err := c.gate.wait(ctx); err != nil {
 		return fmt.Errorf("poll: waiting for the platform's rate limit: %w", err)
@@ -175,7 +175,7 @@ func (c *platformClient) readPage(ctx context.Context, q url.Values, read func(*
 			return failed(err)
 		}
 		if resp.StatusCode == http.StatusGone {
-			return errCursorGone
+			return ErrCursorGone
 		}
 		return c.statusErr("poll", resp, body)
 	}
@@ -204,8 +204,8 @@ func (r idleReader) Read(p []byte) (int, error) {
 // order until lim is reached; the rest of the page is left unread and comes with the next poll,
 // which starts after the last row kept. A page as long as lim.page may have rows after it: more
 // is set. On an error the rows kept so far are returned with it.
-func keepOldestFirst(sc *rowScanner, lim pageLimits) (pollPage, error) {
-	var pg pollPage
+func keepOldestFirst(sc *rowScanner, lim PageLimits) (Page, error) {
+	var pg Page
 	var held int64
 	for {
 		row, ok, err := sc.next()
@@ -213,13 +213,13 @@ func keepOldestFirst(sc *rowScanner, lim pageLimits) (pollPage, error) {
 			return pg, err
 		}
 		if !ok {
-			pg.more = len(pg.rows) >= lim.pageSize()
+			pg.More = len(pg.Rows) >= lim.pageSize()
 			return pg, nil
 		}
-		pg.rows = append(pg.rows, row)
-		held += int64(len(row.raw))
-		if len(pg.rows) >= lim.rows || held >= lim.bytes {
-			pg.more = true
+		pg.Rows = append(pg.Rows, row)
+		held += int64(len(row.Raw))
+		if len(pg.Rows) >= lim.Rows || held >= lim.Bytes {
+			pg.More = true
 			return pg, nil
 		}
 	}
@@ -230,37 +230,37 @@ func keepOldestFirst(sc *rowScanner, lim pageLimits) (pollPage, error) {
 // row kept, then reads the rows let go, oldest first, so no row of the window is skipped and the
 // oldest are answered first. At least one row is kept.
 type windowKeeper struct {
-	lim  pageLimits
-	kept []scannedRow // newest first; kept[0] is let go first
+	lim  PageLimits
+	kept []Row // newest first; kept[0] is let go first
 	held int64
 	more bool
 }
 
-func (w *windowKeeper) add(row scannedRow) {
+func (w *windowKeeper) add(row Row) {
 	w.kept = append(w.kept, row)
-	w.held += int64(len(row.raw))
-	for len(w.kept) > 1 && (len(w.kept) > w.lim.rows || w.held > w.lim.bytes) {
-		w.held -= int64(len(w.kept[0].raw))
-		w.kept[0] = scannedRow{} // let the text go now, not when the slice is reallocated
+	w.held += int64(len(row.Raw))
+	for len(w.kept) > 1 && (len(w.kept) > w.lim.Rows || w.held > w.lim.Bytes) {
+		w.held -= int64(len(w.kept[0].Raw))
+		w.kept[0] = Row{} // let the text go now, not when the slice is reallocated
 		w.kept = w.kept[1:]
 		w.more = true
 	}
 }
 
 // page is the rows kept, oldest first.
-func (w *windowKeeper) page() pollPage {
+func (w *windowKeeper) page() Page {
 	slices.Reverse(w.kept)
-	return pollPage{rows: w.kept, more: w.more}
+	return Page{Rows: w.kept, More: w.more}
 }
 
 // keepOldestOfWindow reads one newest-first page to its end and keeps its oldest rows within
 // lim (windowKeeper). On an error nothing is kept.
-func keepOldestOfWindow(sc *rowScanner, lim pageLimits) (pollPage, error) {
+func keepOldestOfWindow(sc *rowScanner, lim PageLimits) (Page, error) {
 	w := windowKeeper{lim: lim}
 	for {
 		row, ok, err := sc.next()
 		if err != nil {
-			return pollPage{}, err
+			return Page{}, err
 		}
 		if !ok {
 			return w.page(), nil

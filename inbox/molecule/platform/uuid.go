@@ -1,4 +1,4 @@
-package molecule
+package platform
 
 import (
 	"crypto/rand"
@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 )
 
-// newUUID returns a random (version 4) UUID. crypto/rand.Read never fails (Go 1.24+).
-func newUUID() string {
+// NewUUID returns a random (version 4) UUID. crypto/rand.Read never fails (Go 1.24+).
+func NewUUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40 // version 4
@@ -19,12 +19,12 @@ func newUUID() string {
 // at random once for codex-warm. Changing it changes every reply id.
 var replyNamespace = [16]byte{0x51, 0x75, 0x03, 0xd5, 0x33, 0x9f, 0x4f, 0xa2, 0xb6, 0xb8, 0xf8, 0x1d, 0x3d, 0x8b, 0xbf, 0x2f}
 
-// replyID identifies the reply to activity activityID of workspace ws: a name-based (version 5)
+// ReplyID identifies the reply to activity activityID of workspace ws: a name-based (version 5)
 // UUID of "<ws>/<activity id>" (a workspace id has no "/"). It is the same on every delivery
 // attempt and in every run, also when codex answers the row again after a crash, so the platform
 // (Idempotency-Key) and a peer (A2A messageId) can drop a copy they already have. SHA-1 is what
 // RFC 9562 prescribes for version 5; the id is not a secret.
-func replyID(ws, activityID string) string {
+func ReplyID(ws, activityID string) string {
 	h := sha1.New()
 	h.Write(replyNamespace[:])
 	h.Write([]byte(ws + "/" + activityID))

@@ -1,4 +1,4 @@
-package molecule
+package platform
 
 import (
 	"context"
@@ -56,30 +56,30 @@ func TestPollTimeoutIsPerRead(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		chunks := []string{`[{"id":"a"}`, `,{"id":"b"}`, `,{"id":"c"}`, `]`}
-		client := func(pauses ...time.Duration) *platformClient {
-			cfg := Config{PlatformURL: "http://platform.test", WorkspaceID: "ws-1", Token: "tok", RequestTimeout: 30 * time.Second, MaxRowBytes: 1 << 10}
-			c, err := newPlatformClient(cfg, &http.Client{Transport: pacedTransport{chunks: chunks, pauses: pauses}})
+		client := func(pauses ...time.Duration) *Client {
+			cfg := Options{URL: "http://platform.test", WorkspaceID: "ws-1", Token: "tok", RequestTimeout: 30 * time.Second, MaxRowBytes: 1 << 10}
+			c, err := New(cfg, &http.Client{Transport: pacedTransport{chunks: chunks, pauses: pauses}})
 			must(t, err)
 			return c
 		}
-		lim := pageLimits{rows: 10, bytes: 1 << 20}
+		lim := PageLimits{Rows: 10, Bytes: 1 << 20}
 
 		start := time.Now()
-		pg, err := client(20*time.Second, 20*time.Second, 20*time.Second, 20*time.Second).poll(context.Background(), "x", 600, lim)
-		if err != nil || rowsOf(pg.rows) != "a,b,c" {
-			t.Fatalf("slow page: %s, %v; want every row", rowsOf(pg.rows), err)
+		pg, err := client(20*time.Second, 20*time.Second, 20*time.Second, 20*time.Second).Poll(context.Background(), "x", 600, lim)
+		if err != nil || rowsOf(pg.Rows) != "a,b,c" {
+			t.Fatalf("slow page: %s, %v; want every row", rowsOf(pg.Rows), err)
 		}
 		if took := time.Since(start); took != 80*time.Second {
 			t.Fatalf("slow page read in %v, want 80s", took)
 		}
 
 		// b is complete only once what follows it arrives: the stall keeps a alone.
-		pg, err = client(0, 0, time.Minute, 0).poll(context.Background(), "x", 600, lim)
-		if err == nil || !strings.Contains(err.Error(), "no data from the platform for 30s") || rowsOf(pg.rows) != "a" {
-			t.Fatalf("stalled page: %s, %v; want the rows before the stall and the timeout", rowsOf(pg.rows), err)
+		pg, err = client(0, 0, time.Minute, 0).Poll(context.Background(), "x", 600, lim)
+		if err == nil || !strings.Contains(err.Error(), "no data from the platform for 30s") || rowsOf(pg.Rows) != "a" {
+			t.Fatalf("stalled page: %s, %v; want the rows before the stall and the timeout", rowsOf(pg.Rows), err)
 		}
-		if pg, err = client(0, 0, time.Minute, 0).poll(context.Background(), "", 600, lim); err == nil || len(pg.rows) != 0 {
-			t.Fatalf("stalled window: %s, %v; want nothing kept and an error", rowsOf(pg.rows), err)
+		if pg, err = client(0, 0, time.Minute, 0).Poll(context.Background(), "", 600, lim); err == nil || len(pg.Rows) != 0 {
+			t.Fatalf("stalled window: %s, %v; want nothing kept and an error", rowsOf(pg.Rows), err)
 		}
 		if errors.Is(err, context.Canceled) {
 			t.Fatalf("stalled window: %v, want the timeout named rather than a cancellation", err)

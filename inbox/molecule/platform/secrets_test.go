@@ -1,4 +1,4 @@
-package molecule
+package platform
 
 import (
 	"context"
@@ -6,14 +6,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 )
 
+// codexAuthSecret is the secret the daemon reads (molecule.CodexAuthSecret).
+const codexAuthSecret = "CODEX_AUTH_JSON"
+
 func secretsReader(t *testing.T, url, ws, token string) *SecretsReader {
 	t.Helper()
-	r, err := NewSecretsReader(Config{PlatformURL: url, WorkspaceID: ws, Token: token, OrgID: "org-1"})
+	r, err := NewSecretsReader(Options{URL: url, WorkspaceID: ws, Token: token, OrgID: "org-1", RequestTimeout: time.Minute}, &http.Client{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,12 +30,12 @@ func secretsReader(t *testing.T, url, ws, token string) *SecretsReader {
 func TestSecretsReader(t *testing.T) {
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	r := secretsReader(t, p.URL(), p.WorkspaceID(), p.Token())
-	if _, err := r.Secret(context.Background(), CodexAuthSecret); !errors.Is(err, ErrNoSecret) {
+	if _, err := r.Secret(context.Background(), codexAuthSecret); !errors.Is(err, ErrNoSecret) {
 		t.Fatalf("no secret: %v, want ErrNoSecret", err)
 	}
-	p.SetSecret(CodexAuthSecret, `{"auth_mode":"chatgpt"}`)
+	p.SetSecret(codexAuthSecret, `{"auth_mode":"chatgpt"}`)
 	p.SetSecret("OPENAI_API_KEY", "sk-other")
-	v, err := r.Secret(context.Background(), CodexAuthSecret)
+	v, err := r.Secret(context.Background(), codexAuthSecret)
 	if err != nil || v != `{"auth_mode":"chatgpt"}` {
 		t.Fatalf("Secret = %q, %v", v, err)
 	}
@@ -41,7 +46,7 @@ func TestSecretsReader(t *testing.T) {
 	}
 	bad := secretsReader(t, p.URL(), p.WorkspaceID(), "wrong-token")
 	var he *HTTPError
-	if _, err := bad.Secret(context.Background(), CodexAuthSecret); !errors.As(err, &he) || he.Status != http.StatusUnauthorized {
+	if _, err := bad.Secret(context.Background(), codexAuthSecret); !errors.As(err, &he) || he.Status != http.StatusUnauthorized {
 		t.Errorf("wrong token: %v, want HTTP 401", err)
 	}
 }
@@ -59,14 +64,46 @@ func TestSecretsReaderHostile(t *testing.T) {
 		_, _ = w.Write([]byte(`{"CODEX_AUTH_JSON":"` + strings.Repeat("x", maxSecretsBody) + `"}`))
 	}))
 	t.Cleanup(srv.Close)
-	if _, err := secretsReader(t, srv.URL, "ws-1", "redirect-token").Secret(context.Background(), CodexAuthSecret); err == nil || !strings.Contains(err.Error(), "not followed") {
+	if _, err := secretsReader(t, srv.URL, "ws-1", "redirect-token").Secret(context.Background(), codexAuthSecret); err == nil || !strings.Contains(err.Error(), "not followed") {
 		t.Errorf("redirect: %v, want refused", err)
 	}
 	if n, _ := spy.seen(); n != 0 {
 		t.Errorf("the redirect was followed (%d requests)", n)
 	}
-	_, err := secretsReader(t, srv.URL, "ws-1", "token").Secret(context.Background(), CodexAuthSecret)
+	_, err := secretsReader(t, srv.URL, "ws-1", "token").Secret(context.Background(), codexAuthSecret)
 	if err == nil || !strings.Contains(err.Error(), "over") || strings.Contains(err.Error(), "xxxx") {
 		t.Errorf("huge body: %v, want refused without its content", err)
 	}
+}
+
+// spy is a listener on another port, where the platform's redirects point. It answers 200 to
+// everything and records what reached it.
+type spy struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	requests int
+	withAuth int
+}
+
+func newSpy(t *testing.T) *spy {
+	s := &spy{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.requests++
+		if r.Header.Get("Authorization") != "" {
+			s.withAuth++
+		}
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`[]`))
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *spy) seen() (requests, withAuth int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests, s.withAuth
 }
