@@ -483,8 +483,12 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 			stopMol()
 			return nil
 		}
+		// intakeStopped is closed once the inbox's run that the last awaitIntake waited for has
+		// ended. The reload's steps call awaitIntake and startIntake one after the other.
+		var intakeStopped chan struct{}
 		d.awaitIntake = func(ctx context.Context) error {
 			stopped := make(chan struct{})
+			intakeStopped = stopped
 			go func() {
 				molWG.Wait()
 				close(stopped)
@@ -497,6 +501,13 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 			}
 		}
 		d.startIntake = func() {
+			// A reload called off because the inbox did not stop in time: the inbox is still
+			// stopping, and a new run must not begin (molWG.Add) before that run ended and the
+			// wait above returned.
+			if intakeStopped != nil {
+				<-intakeStopped
+				intakeStopped = nil
+			}
 			if err := runMol(); err != nil {
 				inboxErr <- fmt.Errorf("molecule inbox: restart after a reload was called off: %w", err)
 			}
