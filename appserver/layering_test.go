@@ -1,7 +1,11 @@
 package appserver
 
 import (
+	"go/ast"
 	"go/build"
+	"go/parser"
+	"go/token"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -70,5 +74,53 @@ func TestImportsRunDownward(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestOnlyChildprocReadsOtherProcesses pins that looking at other processes (their stat,
+// memory, locks, names) lives in one place, childproc's ProcFS: no other package of the daemon
+// imports procfs or names a /proc path but its own (/proc/self). cmd/bench and cmd/soak, which
+// measure the daemon from outside, are not the daemon.
+func TestOnlyChildprocReadsOtherProcesses(t *testing.T) {
+	const mod = "github.com/molecule-ai/codex-warm/"
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .GoFiles}} {{$.Dir}}/{{.}}{{end}}", "../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	fset := token.NewFileSet()
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, files := fields[0], fields[1:]
+		switch strings.TrimPrefix(pkg, mod) {
+		case "childproc", "cmd/bench", "cmd/soak":
+			continue
+		}
+		for _, name := range files {
+			f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			for _, imp := range f.Imports {
+				if strings.Contains(imp.Path.Value, "prometheus/procfs") {
+					t.Errorf("%s imports procfs: other processes are read through childproc.ProcFS", fset.Position(imp.Pos()))
+				}
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				lit, ok := n.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					return true
+				}
+				v := strings.Trim(lit.Value, "`\"")
+				if strings.Contains(v, "/proc/") && !strings.HasPrefix(v, "/proc/self") {
+					t.Errorf("%s names %s: other processes are read through childproc.ProcFS", fset.Position(lit.Pos()), lit.Value)
+				}
+				return true
+			})
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d files, expected the module's", checked)
 	}
 }
