@@ -39,7 +39,7 @@ func TestLedgerStateFileStaysSmall(t *testing.T) {
 	if largest > first+64 {
 		t.Errorf("the state file grew from %d B after one message to %d B after 300", first, largest)
 	}
-	if got := len(openTestLedgerCap(t, dir, 64).recent.list()); got != 64 {
+	if got := len(openTestLedgerCap(t, dir, 64).recent.List()); got != 64 {
 		t.Errorf("after a restart %d finished ids are remembered, want 64", got)
 	}
 }
@@ -84,7 +84,7 @@ func TestLedgerDoneLogCutMidLine(t *testing.T) {
 	path := filepath.Join(dir, DoneLogFileName)
 	must(t, os.WriteFile(path, []byte(`"a"`+"\n"+`"b"`+"\n"+`"c`), 0o600))
 	l := openTestLedger(t, dir)
-	if got := l.recent.list(); !slices.Equal(got, []string{"a", "b"}) {
+	if got := l.recent.List(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("remembered %v, want a and b", got)
 	}
 	l.admitDone("d", 0)
@@ -108,7 +108,7 @@ func TestLedgerOldStateFileDoneIDs(t *testing.T) {
 	}
 	l2 := openTestLedger(t, dir)
 	for _, id := range []string{"a", "b", "c", "d"} {
-		if !l2.recent.has(id) {
+		if !l2.recent.Has(id) {
 			t.Errorf("%s forgotten after the move to the done log", id)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
+	"github.com/molecule-ai/codex-warm/internal/idring"
 	"go.uber.org/zap"
 )
 
@@ -34,14 +35,14 @@ type feed struct {
 	pollWake    chan pollCause
 	streamMoved chan struct{}
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
-	poisonSeen *idRing
+	poisonSeen *idring.Ring
 }
 
 func newFeed(sh shared, ncfg normalizeConfig, stream *streamStats) *feed {
 	return &feed{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, pause: sh.pause, outages: sh.outages,
 		tenancy: sh.tenancy, stream: stream,
 		ackWake: make(chan struct{}, 1), pollWake: make(chan pollCause, 1), streamMoved: make(chan struct{}, 1),
-		poisonSeen: newIDRing(sh.cfg.RecentIDs)}
+		poisonSeen: idring.New(sh.cfg.RecentIDs)}
 }
 
 // pollLoop polls until ctx is done: every PollInterval (every SafetyPollInterval while the event
@@ -246,10 +247,10 @@ func (f *feed) firstPoisonSighting(id string, seq int64, row platform.Row) bool 
 		return f.ledger.admitDone(id, seq)
 	}
 	fp := row.Fingerprint()
-	if f.poisonSeen.has(fp) {
+	if f.poisonSeen.Has(fp) {
 		return false
 	}
-	f.poisonSeen.add(fp)
+	f.poisonSeen.Add(fp)
 	return true
 }
 

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+	"github.com/molecule-ai/codex-warm/internal/idring"
 )
 
 // stateVersion is the format version of bridge-state.json.
@@ -97,7 +98,7 @@ type ledger struct {
 	byID     map[string]*entry
 	pending  map[string]pendingReply
 	waits    map[string]waitRecord // see stateFile.Waits
-	recent   *idRing
+	recent   *idring.Ring
 	restored []pendingReply
 	// donePath is DoneLogFileName. newDone are the ids added to recent since the last sync, to
 	// be appended there before the state file is written; doneLines counts its lines.
@@ -129,7 +130,7 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 		byID:    make(map[string]*entry),
 		pending: make(map[string]pendingReply),
 		waits:   make(map[string]waitRecord),
-		recent:  newIDRing(recentIDs),
+		recent:  idring.New(recentIDs),
 		room:    make(chan struct{}),
 
 		donePath: filepath.Join(dir, DoneLogFileName),
@@ -171,20 +172,20 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 	}
 	l.cursor, l.ackedSeq = st.Cursor, st.AckedSeq
 	for _, id := range st.Done {
-		l.recent.add(id)
+		l.recent.Add(id)
 	}
 	for _, id := range st.Parked {
-		if !l.recent.has(id) {
+		if !l.recent.Has(id) {
 			l.waits[id] = waitRecord{ActivityID: id, Reason: reasonUsageLimit, Told: []waitReason{reasonUsageLimit}}
 		}
 	}
 	for _, w := range st.Waits {
-		if w.ActivityID != "" && !l.recent.has(w.ActivityID) {
+		if w.ActivityID != "" && !l.recent.Has(w.ActivityID) {
 			l.waits[w.ActivityID] = w
 		}
 	}
 	for _, p := range st.Pending {
-		if p.ActivityID == "" || l.recent.has(p.ActivityID) {
+		if p.ActivityID == "" || l.recent.Has(p.ActivityID) {
 			continue
 		}
 		if _, dup := l.pending[p.ActivityID]; dup {
@@ -223,7 +224,7 @@ func (l *ledger) openDoneLog(aside bool) error {
 		l.log.Warn("the done log's last line was cut short (a kill during a write); it is dropped", zap.String("path", l.donePath))
 	}
 	for _, id := range ids {
-		l.recent.add(id)
+		l.recent.Add(id)
 	}
 	l.doneLines = len(ids)
 	return nil
@@ -232,7 +233,7 @@ func (l *ledger) openDoneLog(aside bool) error {
 // compactDoneLog rewrites the done log with the ids remembered now.
 func (l *ledger) compactDoneLog() error {
 	l.mu.Lock()
-	ids := l.recent.list()
+	ids := l.recent.List()
 	l.mu.Unlock()
 	if err := rewriteDoneLog(l.donePath, ids); err != nil {
 		return err
@@ -283,7 +284,7 @@ func (l *ledger) admit(id string, seq int64) admission {
 		l.appendLocked(&entry{id: id, seq: seq})
 		return admitRecovered
 	}
-	if l.recent.has(id) {
+	if l.recent.Has(id) {
 		// Finished in an earlier run (or before a cursor reset). Track it as finished so the
 		// cursor can move past it.
 		l.appendLocked(&entry{id: id, seq: seq, done: true})
@@ -302,7 +303,7 @@ func (l *ledger) admitDone(id string, seq int64) bool {
 	if l.byID[id] != nil {
 		return false
 	}
-	known := l.recent.has(id)
+	known := l.recent.Has(id)
 	l.appendLocked(&entry{id: id, seq: seq, done: true})
 	l.advanceLocked()
 	return !known
@@ -351,10 +352,10 @@ func (l *ledger) markDone(id string) {
 // rememberLocked adds a finished id to recent and, when it is new there, to the next append to
 // the done log.
 func (l *ledger) rememberLocked(id string) {
-	if l.recent.has(id) {
+	if l.recent.Has(id) {
 		return
 	}
-	l.recent.add(id)
+	l.recent.Add(id)
 	l.newDone = append(l.newDone, id)
 }
 
@@ -429,10 +430,10 @@ func (l *ledger) snapshotLocked() stateFile {
 		SavedAt:     time.Now().UTC(),
 	}
 	if l.doneInState {
-		st.Done = l.recent.list()
+		st.Done = l.recent.List()
 	}
 	for _, e := range l.order {
-		if e.done && !l.recent.has(e.id) {
+		if e.done && !l.recent.Has(e.id) {
 			st.Done = append(st.Done, e.id)
 		}
 	}
@@ -468,7 +469,7 @@ func (l *ledger) sync() error {
 	st := l.snapshotLocked()
 	fresh := l.newDone
 	l.newDone = nil
-	doneBound := 2*cap(l.recent.ids) + 64 // the ring grows under l.mu: read its size here
+	doneBound := 2*l.recent.Cap() + 64 // the ring grows under l.mu: read its size here
 	l.mu.Unlock()
 	// The ids first: the state file about to be written may move the cursor past them.
 	if len(fresh) > 0 {

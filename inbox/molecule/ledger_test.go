@@ -144,7 +144,7 @@ func TestLedgerBounded(t *testing.T) {
 		t.Fatalf("state file: done %v, cursor %q; want no ids ahead of the cursor, cursor %s", st.Done, st.Cursor, ids[99])
 	}
 	l2 := openTestLedger(t, dir)
-	if got := l2.recent.list(); !slices.Equal(got, ids[92:]) {
+	if got := l2.recent.List(); !slices.Equal(got, ids[92:]) {
 		t.Fatalf("after a restart the ledger remembers %v, want the last 8 %v", got, ids[92:])
 	}
 	if unacked, _ := l.counts(); unacked != 0 {
