@@ -35,6 +35,9 @@ func TestImportsRunDownward(t *testing.T) {
 		// The platform client knows nothing of the inbox that uses it, nor of what answers (its
 		// tests may use the fake platform, moleculetest).
 		{"../inbox/molecule/platform", []string{"inbox/molecule", "inbox/local", "supervisor", "appserver", "cmd"}, false},
+		// The delivery ledger is the inbox's durable state and nothing else: it knows nothing of
+		// the inbox that fills it, nor of the platform, nor of what answers.
+		{"../inbox/molecule/ledger", []string{"inbox/molecule", "inbox/local", "supervisor", "appserver", "cmd"}, true},
 		{"../inbox/local", []string{"inbox/molecule", "cmd"}, true},
 		// The daemon's ChatGPT login sits beside the flow: appserver consumes it through an
 		// interface of its own, and it knows nothing above the wire types.

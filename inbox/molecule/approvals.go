@@ -8,13 +8,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
 // party is who is shown an approval prompt and answers it: a chat key and where its messages go.
 type party struct {
 	ChatKey string
-	Route   route
+	Route   ledger.Route
 }
 
 // approvalParty is who answers every approval on Molecule: the workspace's canvas user, for a
@@ -28,7 +29,7 @@ type party struct {
 func (d *delivery) approvalParty() party {
 	return party{
 		ChatKey: "canvas:" + d.cfg.WorkspaceID,
-		Route:   route{Kind: routeNotify, Workspace: d.cfg.WorkspaceID},
+		Route:   ledger.Route{Kind: routeNotify, Workspace: d.cfg.WorkspaceID},
 	}
 }
 
@@ -48,7 +49,7 @@ func (d *delivery) relayApprovals(ctx context.Context, log *zap.Logger, msg mess
 		after = a.Seq
 		text := chat.Truncate(d.red.String(chat.ApprovalPrompt(a)), d.cfg.MaxReplyBytes, "approval prompt")
 		to := d.approvalParty()
-		p := pendingReply{
+		p := ledger.Reply{
 			ActivityID: msg.ActivityID,
 			ChatKey:    to.ChatKey,
 			Route:      to.Route,

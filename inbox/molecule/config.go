@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/secretset"
 )
@@ -75,8 +76,9 @@ const (
 	minTextCap = 256
 )
 
-// StateFileName is the inbox's durable inbox position inside the state directory.
-const StateFileName = "bridge-state.json"
+// StateFileName is the inbox's durable inbox position inside the state directory (package
+// ledger's file, named here for the tools that read a daemon's state).
+const StateFileName = ledger.StateFileName
 
 // Config configures a Molecule inbox. ConfigFromEnv fills the platform fields from
 // the same environment the Python daemon reads; the caller adds Answerer and Logger. Zero

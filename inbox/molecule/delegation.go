@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 )
 
 // methodDelegateResult is the activity method of a delegation's result.
@@ -38,7 +39,7 @@ func normalizeDelegation(n normalized, row map[string]json.RawMessage, cfg norma
 	m := &n.msg
 	m.Kind = kindDelegationResult
 	m.CreatedAt = rawString(row["created_at"])
-	m.Route = route{Kind: routeNotify, Workspace: cfg.workspaceID}
+	m.Route = ledger.Route{Kind: routeNotify, Workspace: cfg.workspaceID}
 
 	callee := rawString(row["target_id"])
 	if source := rawString(row["source_id"]); callee == "" && source != cfg.workspaceID {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"go.uber.org/zap"
 )
@@ -42,7 +43,7 @@ func newDelivery(sh shared, ncfg normalizeConfig, wakeAck func()) *delivery {
 
 // deliver sends a reply until the platform accepts it, refuses it for good, or drainCtx ends
 // (then it stays pending in the state file for the next run). Retries never run codex again.
-func (d *delivery) deliver(ctx context.Context, log *zap.Logger, p pendingReply) {
+func (d *delivery) deliver(ctx context.Context, log *zap.Logger, p ledger.Reply) {
 	log = log.With(zap.String("route", p.Route.Kind), zap.String("target_workspace", p.Route.Workspace))
 	if p.Route.Kind == routeA2A {
 		done := d.peers.sending(p.Route.Workspace, time.Now())
@@ -83,7 +84,7 @@ func (d *delivery) deliver(ctx context.Context, log *zap.Logger, p pendingReply)
 		log.Error("platform refused the reply for good; giving up on it", zap.String("reason", refusalReason(p.Route.Kind, err)),
 			zap.Error(err), zap.Int("attempts", attempts))
 	}
-	d.ledger.markDone(p.ActivityID)
+	d.ledger.MarkDone(p.ActivityID)
 	d.state.persist(log)
 	d.removeOutbox(p.ActivityID)
 	d.wakeAck()
@@ -92,7 +93,7 @@ func (d *delivery) deliver(ctx context.Context, log *zap.Logger, p pendingReply)
 // send makes one delivery attempt. Every attempt of one reply, in any run, carries the same
 // Idempotency-Key (the reply id of its activity). A reply stored by an older version keeps the
 // random messageId it was stored with: a peer may have seen it already.
-func (d *delivery) send(ctx context.Context, log *zap.Logger, p *pendingReply) error {
+func (d *delivery) send(ctx context.Context, log *zap.Logger, p *ledger.Reply) error {
 	if !validWorkspaceID(p.Route.Workspace) {
 		return backoff.Permanent(fmt.Errorf("reply for activity %s has an invalid target workspace %q", p.ActivityID, p.Route.Workspace))
 	}
@@ -100,7 +101,7 @@ func (d *delivery) send(ctx context.Context, log *zap.Logger, p *pendingReply) e
 }
 
 // sendAs makes one delivery attempt of p with key as its Idempotency-Key.
-func (d *delivery) sendAs(ctx context.Context, log *zap.Logger, p *pendingReply, key string) error {
+func (d *delivery) sendAs(ctx context.Context, log *zap.Logger, p *ledger.Reply, key string) error {
 	switch p.Route.Kind {
 	case routeNotify:
 		// The files are uploaded (once: their URIs are stored) before the notify names them.
@@ -133,15 +134,15 @@ func (d *delivery) sendAs(ctx context.Context, log *zap.Logger, p *pendingReply,
 // nil then, or ctx's error when ctx ended a wait. A notice goes to to's chat on tellCtx, once
 // per reason, after the ledger holds that it was sent. retrying hears of every try put off;
 // newReason says it is the first for its reason in a row.
-func (d *delivery) await(ctx, tellCtx context.Context, log *zap.Logger, to pendingReply, try func() condition,
+func (d *delivery) await(ctx, tellCtx context.Context, log *zap.Logger, to ledger.Reply, try func() condition,
 	retrying func(c condition, retryIn time.Duration, newReason bool)) error {
-	w := newWait(d.cfg.RetryInitial, d.cfg.RetryMax, d.ledger.waitOf(to.ActivityID).Told)
+	w := newWait(d.cfg.RetryInitial, d.cfg.RetryMax, d.ledger.WaitOf(to.ActivityID).Told)
 	return w.run(ctx, try, func(c condition, newReason, tell bool) {
 		retrying(c, time.Until(w.until), newReason)
 		if !newReason && !tell {
 			return
 		}
-		d.ledger.setWait(waitRecord{ActivityID: to.ActivityID, Reason: c.reason, Until: c.until, Told: w.told})
+		d.ledger.SetWait(ledger.Wait{ActivityID: to.ActivityID, Reason: c.reason, Until: c.until, Told: w.told})
 		d.state.sync(log, "recording a waiting message")
 		if tell && c.notice != "" {
 			d.tell(tellCtx, log, to, c)
@@ -151,8 +152,8 @@ func (d *delivery) await(ctx, tellCtx context.Context, log *zap.Logger, to pendi
 
 // tell sends c's notice to to's chat, once: it is tried once, like a progress note, since the
 // answer itself follows. Its message id is the reply id of "<activity id>/<reason>".
-func (d *delivery) tell(ctx context.Context, log *zap.Logger, to pendingReply, c condition) {
-	p := pendingReply{ActivityID: to.ActivityID, ChatKey: to.ChatKey, Route: to.Route, Text: d.red.String(c.notice),
+func (d *delivery) tell(ctx context.Context, log *zap.Logger, to ledger.Reply, c condition) {
+	p := ledger.Reply{ActivityID: to.ActivityID, ChatKey: to.ChatKey, Route: to.Route, Text: d.red.String(c.notice),
 		MessageID: platform.ReplyID(d.cfg.WorkspaceID, to.ActivityID+"/"+string(c.reason))}
 	if err := d.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
 		log.Info("notice of a waiting message not delivered", zap.String("reason", string(c.reason)), zap.Error(err))

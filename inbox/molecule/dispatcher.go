@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/internal/keyfifo"
 )
 
@@ -11,7 +12,7 @@ import (
 // the state file) a reply to deliver only.
 type job struct {
 	msg     message
-	pending *pendingReply
+	pending *ledger.Reply
 	// cmd is set when msg is a chat command: it runs on the chat's command queue (queueKey), so
 	// it does not wait behind the chat's running turn.
 	cmd *chat.Command

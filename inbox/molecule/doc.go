@@ -20,7 +20,7 @@
 // with its own state, lock and goroutines, composed by Inbox (molecule.go: New, Run, Stats, and
 // handle, which routes a job from part to part):
 //   - the feed (feed.go, stream.go): the poll loop woken by the event stream, each row judged
-//     (normalize.go, delegation.go), admitted in the ledger (ledger.go, donelog.go) and queued
+//     (normalize.go, delegation.go), admitted in the delivery ledger (package ledger) and queued
 //     on the per-chat dispatcher (dispatcher.go), and the acks;
 //   - the answerer (moleculeanswer.go, waiting.go, newreset.go, pingpong.go): a message's turn,
 //     its one wait while it cannot be answered now (wait.go), its reply stored, chat commands;
@@ -34,15 +34,12 @@
 // (reach.go, tenancy.go), the heartbeat's answer window (health.go). No part calls another
 // while it holds its own lock, so locks never nest; owners_test.go pins who touches what.
 //
-// Durable state: <StateDir>/bridge-state.json (StateFileName), written atomically (temp file,
-// fsync, rename, directory fsync). It holds the inbox position as a low-water mark over arrival
-// order (the last activity id such that it and every row received before it are finished), the
-// ids finished after that position, and the replies codex produced that the platform has not
-// accepted yet (stored before the first delivery attempt, so a crash never makes codex answer
-// twice), and what the chats of waiting messages were told. A bounded set of recent ids behind the position (so rows sent again are not answered
-// twice) is appended to <StateDir>/bridge-done.jsonl (DoneLogFileName) before the state file
-// moves past them, so a message costs a small write however many went before (donelog.go). Rows in flight
-// are not stored: they are after the position and the platform sends them again.
+// Durable state: package ledger keeps it in the state directory, <StateDir>/bridge-state.json
+// (StateFileName) and bridge-done.jsonl: the inbox position as a low-water mark over arrival
+// order, the replies codex produced that the platform has not accepted yet (stored before the
+// first delivery attempt, so a crash never makes codex answer twice), and what the chats of
+// waiting messages were told. Rows in flight are not stored: they are after the position and
+// the platform sends them again.
 //
 // Every failure a user can suffer (codex failed, a watchdog retired the session, the pool is busy,
 // codex is not logged in) is turned into a short reply the user can act on (chat.ReplyText).

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
+	"github.com/molecule-ai/codex-warm/internal/idring"
 	"go.uber.org/zap"
 )
 
@@ -34,14 +36,14 @@ type feed struct {
 	pollWake    chan pollCause
 	streamMoved chan struct{}
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
-	poisonSeen *idRing
+	poisonSeen *idring.Ring
 }
 
 func newFeed(sh shared, ncfg normalizeConfig, stream *streamStats) *feed {
 	return &feed{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, pause: sh.pause, outages: sh.outages,
 		tenancy: sh.tenancy, stream: stream,
 		ackWake: make(chan struct{}, 1), pollWake: make(chan pollCause, 1), streamMoved: make(chan struct{}, 1),
-		poisonSeen: newIDRing(sh.cfg.RecentIDs)}
+		poisonSeen: idring.New(sh.cfg.RecentIDs)}
 }
 
 // pollLoop polls until ctx is done: every PollInterval (every SafetyPollInterval while the event
@@ -92,14 +94,14 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 		if f.pause.wait(ctx) != nil {
 			return
 		}
-		unacked, _ := f.ledger.counts()
+		unacked, _ := f.ledger.Counts()
 		if unacked >= f.cfg.MaxUnacked {
 			f.log.Warn("too many messages not yet acknowledged; polling paused until the oldest is finished",
-				zap.Int("unacked", unacked), zap.String("oldest_activity_id", f.ledger.head()))
-			if f.ledger.waitRoom(ctx, f.cfg.MaxUnacked) != nil {
+				zap.Int("unacked", unacked), zap.String("oldest_activity_id", f.ledger.Head()))
+			if f.ledger.WaitRoom(ctx, f.cfg.MaxUnacked) != nil {
 				return
 			}
-			unacked, _ = f.ledger.counts()
+			unacked, _ = f.ledger.Counts()
 		}
 		withCursor := cursor != ""
 		// This poll reads whatever was announced until now.
@@ -179,7 +181,7 @@ func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 		log := f.log.With(zap.String("activity_id", id))
 		switch n.disp {
 		case dispEcho:
-			if f.ledger.admitDone(id, seq) {
+			if f.ledger.AdmitDone(id, seq) {
 				f.c.skippedEchoes.Add(1)
 				log.Debug("skipping our own row", zap.String("reason", n.reason))
 			} else {
@@ -196,8 +198,8 @@ func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 				zap.String("row_excerpt", chat.CapText(string(row.Raw), 200)))
 		case dispMessage:
 			log = log.With(zap.String("chat_key", n.msg.ChatKey))
-			switch f.ledger.admit(id, seq) {
-			case admitNew:
+			switch f.ledger.Admit(id, seq) {
+			case ledger.AdmitNew:
 				f.c.received.Add(1)
 				if n.msg.OmittedBytes > 0 {
 					f.c.truncated.Add(1)
@@ -222,7 +224,7 @@ func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 				} else {
 					disp.enqueue(j)
 				}
-			case admitRecovered:
+			case ledger.AdmitRecovered:
 				f.c.duplicates.Add(1)
 				log.Info("row came again; its reply from an earlier run is being delivered")
 			default:
@@ -243,13 +245,13 @@ func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 // its content names it instead.
 func (f *feed) firstPoisonSighting(id string, seq int64, row platform.Row) bool {
 	if id != "" {
-		return f.ledger.admitDone(id, seq)
+		return f.ledger.AdmitDone(id, seq)
 	}
 	fp := row.Fingerprint()
-	if f.poisonSeen.has(fp) {
+	if f.poisonSeen.Has(fp) {
 		return false
 	}
-	f.poisonSeen.add(fp)
+	f.poisonSeen.Add(fp)
 	return true
 }
 

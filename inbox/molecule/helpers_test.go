@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 )
 
@@ -112,6 +113,15 @@ func (r *running) stop() error {
 		}
 	})
 	return r.err
+}
+
+// stateFile is what the tests read of the inbox's state file (package ledger writes it): read
+// from outside, as the soak and the e2e tests read it.
+type stateFile struct {
+	Cursor  string         `json:"cursor"`
+	Done    []string       `json:"done"`
+	Pending []ledger.Reply `json:"pending"`
+	Waits   []ledger.Wait  `json:"waits"`
 }
 
 // readState reads the inbox's state file.

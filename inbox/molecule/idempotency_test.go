@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat/chattest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 )
 
@@ -89,7 +90,7 @@ func TestReplyIDsStableAcrossRestart(t *testing.T) {
 	p := moleculetest.NewPlatform(t, moleculetest.Config{})
 	log, _ := newTestLogger(t)
 	dir := t.TempDir()
-	path, donePath := filepath.Join(dir, StateFileName), filepath.Join(dir, DoneLogFileName)
+	path, donePath := filepath.Join(dir, StateFileName), filepath.Join(dir, ledger.DoneLogFileName)
 	r1 := start(t, testConfig(p, dir, chattest.NewAnswerer(nil), log))
 	for _, f := range []string{path, donePath} { // neither the state nor the finished ids
 		must(t, os.RemoveAll(f))

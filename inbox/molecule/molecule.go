@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
@@ -43,7 +44,7 @@ type Inbox struct {
 	log     *zap.Logger
 	client  *platform.Client
 	ownHTTP *http.Client // the client New created, closed by Run; nil when injected
-	ledger  *ledger
+	ledger  *ledger.Ledger
 	state   *stateWriter
 	c       *counters
 	images  *imageBudget // image bytes of messages waiting for their answer
@@ -63,7 +64,7 @@ type deps struct {
 	log    *zap.Logger
 	client *platform.Client
 	red    redactor // what leaves: replies, notes, the heartbeat, the log
-	ledger *ledger
+	ledger *ledger.Ledger
 	state  *stateWriter
 	c      *counters
 }
@@ -111,7 +112,7 @@ func New(cfg Config) (*Inbox, error) {
 		return nil, fmt.Errorf("molecule inbox: %w", err)
 	}
 	client.SetLogger(log)
-	l, err := openLedger(cfg.StateDir, cfg.WorkspaceID, cfg.RecentIDs, log)
+	l, err := ledger.Open(ledger.Config{Dir: cfg.StateDir, WorkspaceID: cfg.WorkspaceID, RecentIDs: cfg.RecentIDs, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("molecule inbox: %w", err)
 	}
@@ -165,7 +166,7 @@ func (m *Inbox) Run(ctx context.Context) error {
 	defer cancelDrain()
 	var disp *dispatcher
 	disp = newDispatcher(func(j job) { m.handle(ctx, drainCtx, disp, j) })
-	for _, p := range m.ledger.takeRestored() {
+	for _, p := range m.ledger.TakeRestored() {
 		m.c.recovered.Add(1)
 		m.log.Info("reply pending from an earlier run; delivering it without running codex again",
 			zap.String("chat_key", p.ChatKey), zap.String("activity_id", p.ActivityID))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -87,7 +88,7 @@ func steeredText(oc chat.Outcome, reply supervisor.Reply, err error) string {
 // answer runs the turn and stores the reply durably before it is delivered, so a crash between
 // the two does not run codex again. It reports false when shutdown cut the turn off, or came
 // while the pool was busy: the row then stays unacknowledged and the next run answers it.
-func (a *answerer) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*pendingReply, bool) {
+func (a *answerer) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*ledger.Reply, bool) {
 	start := time.Now()
 	var relay sync.WaitGroup
 	relayCtx, stopRelay := context.WithCancel(drainCtx)
@@ -177,7 +178,7 @@ func (a *answerer) input(msg message) supervisor.Input {
 }
 
 // settle turns a Submit result into msg's stored reply (see answer).
-func (a *answerer) settle(ctx, drainCtx context.Context, log *zap.Logger, msg message, start time.Time, reply supervisor.Reply, err error) (*pendingReply, bool) {
+func (a *answerer) settle(ctx, drainCtx context.Context, log *zap.Logger, msg message, start time.Time, reply supervisor.Reply, err error) (*ledger.Reply, bool) {
 	oc := chat.Classify(reply, err)
 	if oc == chat.OutcomeClosed || (oc != chat.OutcomeAnswered && drainCtx.Err() != nil) {
 		a.c.abandoned.Add(1)
@@ -227,14 +228,14 @@ func (a *answerer) settle(ctx, drainCtx context.Context, log *zap.Logger, msg me
 	p := a.pendingReply(msg, text)
 	if len(files) > 0 {
 		p.Files = files
-		a.ledger.setPending(*p)
+		a.ledger.SetPending(*p)
 	}
 	a.syncReplies(log)
 	return p, true
 }
 
 // storeReply makes text msg's pending reply and stores it durably before it is delivered.
-func (a *answerer) storeReply(log *zap.Logger, msg message, text string) *pendingReply {
+func (a *answerer) storeReply(log *zap.Logger, msg message, text string) *ledger.Reply {
 	p := a.pendingReply(msg, text)
 	a.syncReplies(log)
 	return p
@@ -242,8 +243,8 @@ func (a *answerer) storeReply(log *zap.Logger, msg message, text string) *pendin
 
 // pendingReply makes text msg's pending reply in the ledger, not yet written to disk
 // (syncReplies writes it).
-func (a *answerer) pendingReply(msg message, text string) *pendingReply {
-	p := &pendingReply{
+func (a *answerer) pendingReply(msg message, text string) *ledger.Reply {
+	p := &ledger.Reply{
 		ActivityID: msg.ActivityID,
 		ChatKey:    msg.ChatKey,
 		Route:      msg.Route,
@@ -252,7 +253,7 @@ func (a *answerer) pendingReply(msg message, text string) *pendingReply {
 		AnsweredAt: time.Now().UTC(),
 		InReplyTo:  msg.MessageID,
 	}
-	a.ledger.setPending(*p)
+	a.ledger.SetPending(*p)
 	return p
 }
 
@@ -286,7 +287,7 @@ func (a *answerer) command(ctx context.Context, log *zap.Logger, disp *dispatche
 	text = chat.Truncate(a.red.String(text), a.cfg.MaxReplyBytes, "reply")
 	answer := a.pendingReply(j.msg, text)
 	note := chat.ReplyText(supervisor.Reply{}, supervisor.ErrStopped)
-	notes := make([]*pendingReply, 0, len(dropped))
+	notes := make([]*ledger.Reply, 0, len(dropped))
 	for _, d := range dropped {
 		a.images.release(d.msg.imageBytes())
 		notes = append(notes, a.pendingReply(d.msg, note))

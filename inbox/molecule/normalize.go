@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -26,17 +27,11 @@ const (
 	kindDelegationResult kind = "delegation_result"
 )
 
-// Route kinds: where a reply goes.
+// Route kinds (ledger.Route.Kind): where a reply goes. They are stored with pending replies.
 const (
 	routeNotify = "notify" // POST /workspaces/{ws}/notify: the canvas user of a workspace
 	routeA2A    = "a2a"    // POST /workspaces/{peer}/a2a: a peer agent
 )
-
-// route is the destination of a reply. It is persisted with pending replies.
-type route struct {
-	Kind      string `json:"kind"`
-	Workspace string `json:"workspace"`
-}
 
 // message is one inbound row, normalized.
 type message struct {
@@ -47,7 +42,7 @@ type message struct {
 	PeerName   string
 	PeerRole   string
 	ChatKey    string
-	Route      route
+	Route      ledger.Route
 	// Text is what codex gets: the message text, a note naming attachments, capped.
 	Text        string
 	Attachments []attachment
@@ -186,13 +181,13 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	switch m.Kind {
 	case kindCanvasUser:
 		m.ChatKey = "canvas:" + cfg.workspaceID
-		m.Route = route{Kind: routeNotify, Workspace: cfg.workspaceID}
+		m.Route = ledger.Route{Kind: routeNotify, Workspace: cfg.workspaceID}
 	case kindPeerAgent:
 		if !peerOK {
 			return poison(fmt.Sprintf("peer message from %q, which is not a workspace id a reply can go to", chat.CapText(source, 80)))
 		}
 		m.ChatKey = "peer:" + source
-		m.Route = route{Kind: routeA2A, Workspace: source}
+		m.Route = ledger.Route{Kind: routeA2A, Workspace: source}
 	}
 
 	body := requestBody(row["request_body"])

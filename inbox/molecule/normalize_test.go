@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
@@ -25,7 +26,7 @@ func TestNormalize(t *testing.T) {
 		id       string
 		kind     kind
 		key      string
-		route    route
+		route    ledger.Route
 		text     string
 		peerName string
 		seq      int64
@@ -34,67 +35,67 @@ func TestNormalize(t *testing.T) {
 			name: "canvas user",
 			row:  `{"id":"a1","method":"message/send","request_body":` + msgParts(`[{"kind":"text","text":"hi"}]`) + `,"created_at":"2026-01-01T00:00:00Z"}`,
 			disp: dispMessage, id: "a1", kind: kindCanvasUser, key: "canvas:" + testWS,
-			route: route{routeNotify, testWS}, text: "hi",
+			route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "hi",
 		},
 		{
 			name: "peer agent with peer info and seq",
 			row:  `{"id":"a2","seq":17,"source_id":"peer-1","peer_name":"Bob","peer_role":"reviewer","request_body":` + msgParts(`[{"kind":"text","text":"status?"}]`) + `}`,
 			disp: dispMessage, id: "a2", kind: kindPeerAgent, key: "peer:peer-1",
-			route: route{routeA2A, "peer-1"}, text: "status?", peerName: "Bob", seq: 17,
+			route: ledger.Route{Kind: routeA2A, Workspace: "peer-1"}, text: "status?", peerName: "Bob", seq: 17,
 		},
 		{
 			name: "multipart joined with newlines, type or kind, non-text ignored",
 			row:  `{"id":"a3","request_body":` + msgParts(`[{"kind":"text","text":"one"},{"type":"text","text":"two"},{"kind":"data","data":{}},{"kind":"text","text":"three"}]`) + `}`,
 			disp: dispMessage, id: "a3", kind: kindCanvasUser, key: "canvas:" + testWS,
-			route: route{routeNotify, testWS}, text: "one\ntwo\nthree",
+			route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "one\ntwo\nthree",
 		},
 		{
 			name: "params.parts fallback",
 			row:  `{"id":"a4","request_body":{"params":{"parts":[{"kind":"text","text":"pp"}]}}}`,
-			disp: dispMessage, id: "a4", kind: kindCanvasUser, key: "canvas:" + testWS, route: route{routeNotify, testWS}, text: "pp",
+			disp: dispMessage, id: "a4", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "pp",
 		},
 		{
 			name: "top-level parts fallback",
 			row:  `{"id":"a5","request_body":{"parts":[{"type":"text","text":"tp"}]}}`,
-			disp: dispMessage, id: "a5", kind: kindCanvasUser, key: "canvas:" + testWS, route: route{routeNotify, testWS}, text: "tp",
+			disp: dispMessage, id: "a5", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "tp",
 		},
 		{
 			name: "request_body as a JSON string",
 			row:  `{"id":"a6","request_body":"{\"params\":{\"message\":{\"parts\":[{\"kind\":\"text\",\"text\":\"str\"}]}}}"}`,
-			disp: dispMessage, id: "a6", kind: kindCanvasUser, key: "canvas:" + testWS, route: route{routeNotify, testWS}, text: "str",
+			disp: dispMessage, id: "a6", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "str",
 		},
 		{
 			name: "summary fallback",
 			row:  `{"id":"a7","summary":"from summary"}`,
-			disp: dispMessage, id: "a7", kind: kindCanvasUser, key: "canvas:" + testWS, route: route{routeNotify, testWS}, text: "from summary",
+			disp: dispMessage, id: "a7", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "from summary",
 		},
 		{
 			name: "numeric id kept as written",
 			row:  `{"id":12345678901234567890,"summary":"n"}`,
-			disp: dispMessage, id: "12345678901234567890", kind: kindCanvasUser, key: "canvas:" + testWS, route: route{routeNotify, testWS}, text: "n",
+			disp: dispMessage, id: "12345678901234567890", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "n",
 		},
 		{
 			name: "delegation result of an older platform (callee as source, text in summary): callee's thread, reply to canvas",
 			row:  `{"id":"a8","method":"delegate_result","source_id":"peer-2","summary":"done"}`,
-			disp: dispMessage, id: "a8", kind: kindDelegationResult, key: "peer:peer-2", route: route{routeNotify, testWS},
+			disp: dispMessage, id: "a8", kind: kindDelegationResult, key: "peer:peer-2", route: ledger.Route{Kind: routeNotify, Workspace: testWS},
 			text: "Result of the work delegated to workspace peer-2:\n\ndone",
 		},
 		{
 			name: "delegation result without a callee gets a one-off key",
 			row:  `{"id":"a9","method":"delegate_result","source_id":"` + testWS + `","summary":"Delegation result delivered","response_body":{"text":"done","delegation_id":"d-9"}}`,
-			disp: dispMessage, id: "a9", kind: kindDelegationResult, key: "oneoff:a9", route: route{routeNotify, testWS},
+			disp: dispMessage, id: "a9", kind: kindDelegationResult, key: "oneoff:a9", route: ledger.Route{Kind: routeNotify, Workspace: testWS},
 			text: "Result of the work delegated to another workspace (delegation d-9):\n\ndone",
 		},
 		{
 			name: "attachments noted in the text",
 			row:  `{"id":"a11","summary":"see files","attachments":[{"name":"a.png"},"b.txt",{"uri":"https://x/y"}]}`,
-			disp: dispMessage, id: "a11", kind: kindCanvasUser, key: "canvas:" + testWS, route: route{routeNotify, testWS},
+			disp: dispMessage, id: "a11", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS},
 			text: "see files\n\n[attachments: a.png, b.txt, https://x/y]",
 		},
 		{
 			name: "attachments only",
 			row:  `{"id":"a12","request_body":` + msgParts(`[{"kind":"file","file":{"name":"report.pdf"}}]`) + `}`,
-			disp: dispMessage, id: "a12", kind: kindCanvasUser, key: "canvas:" + testWS, route: route{routeNotify, testWS},
+			disp: dispMessage, id: "a12", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS},
 			text: "[attachments: report.pdf]",
 		},
 		{name: "notify echo", row: `{"id":"e1","method":"notify","source_id":null,"summary":"our reply"}`, disp: dispEcho, id: "e1"},

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat/chattest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 )
 
@@ -45,7 +46,7 @@ func TestNormalizeDelegationRealShape(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n := normalize(rowJSON(t, tc.row.WithID("a1")), cfg)
 			m := n.msg
-			if n.disp != dispMessage || m.Kind != kindDelegationResult || m.ChatKey != tc.key || m.Route != (route{routeNotify, testWS}) {
+			if n.disp != dispMessage || m.Kind != kindDelegationResult || m.ChatKey != tc.key || m.Route != (ledger.Route{Kind: routeNotify, Workspace: testWS}) {
 				t.Fatalf("got %s (%s) kind=%s key=%q route=%+v, want a delegation result in %q answered on the canvas",
 					n.disp, n.reason, m.Kind, m.ChatKey, m.Route, tc.key)
 			}

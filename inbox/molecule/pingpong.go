@@ -155,7 +155,7 @@ func (a *answerer) admitPeer(log *zap.Logger, msg message) bool {
 		log.Info("peer message not answered: automatic exchanges with this peer are capped", zap.String("peer", msg.PeerID))
 	}
 	a.images.release(msg.imageBytes())
-	a.ledger.markDone(msg.ActivityID)
+	a.ledger.MarkDone(msg.ActivityID)
 	a.state.persist(log)
 	a.wakeAck()
 	return false

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -73,7 +74,7 @@ func (d *delivery) relayProgress(ctx context.Context, log *zap.Logger, msg messa
 			continue
 		}
 		text := fmt.Sprintf("still working (%s): %s", now.Sub(start).Round(time.Second), line)
-		p := pendingReply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route,
+		p := ledger.Reply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route,
 			Text: d.red.String(text), MessageID: platform.ReplyID(d.cfg.WorkspaceID, fmt.Sprintf("%s/progress/%d", msg.ActivityID, n))}
 		if err := d.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
 			log.Info("progress note not delivered", zap.Error(err))

@@ -14,6 +14,7 @@ import (
 	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/codexauth/codexauthtest"
 	"github.com/molecule-ai/codex-warm/inbox/chat/chattest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/secretset"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -77,7 +78,7 @@ func TestEverySecretTheInboxLearnsStaysIn(t *testing.T) {
 	}
 
 	// send_file: a file in the chat's own folder holding any one of them is refused.
-	msg := message{ActivityID: "act-files-of-this-test", ChatKey: "canvas:" + p.WorkspaceID(), Route: route{Kind: routeNotify}}
+	msg := message{ActivityID: "act-files-of-this-test", ChatKey: "canvas:" + p.WorkspaceID(), Route: ledger.Route{Kind: routeNotify}}
 	tool := r.m.delivery.sendFileTool(msg)
 	dir := chatfiles.Folder(cfg.WorkDir, msg.ChatKey)
 	must(t, os.MkdirAll(dir, 0o700))

@@ -25,6 +25,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/chatfiles"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
@@ -36,23 +37,10 @@ const peerInlineBytes = 11 << 20
 // outboxDirName is where the copies wait for delivery: <StateDir>/outbox/<activity>/.
 const outboxDirName = "outbox"
 
-// sentFile is a file the agent sent with a reply: the daemon's copy and, once uploaded, the
-// platform's URI for it.
-type sentFile struct {
-	Name     string `json:"name"`
-	MimeType string `json:"mime_type"`
-	Size     int64  `json:"size"`
-	Caption  string `json:"caption,omitempty"`
-	// Path is the copy under the outbox.
-	Path string `json:"path"`
-	// URI is what chat/uploads answered for it (canvas replies); stored before the notify.
-	URI string `json:"uri,omitempty"`
-}
-
 // sendBox collects the files one message's turn sends, and the ones refused.
 type sendBox struct {
 	mu      sync.Mutex
-	files   []sentFile
+	files   []ledger.SentFile
 	refused []string
 	bytes   int64
 }
@@ -103,9 +91,9 @@ func (d *delivery) sendFileTool(msg message) appserver.ToolHandler {
 // and copies it to the outbox. Its error is a *chatfiles.Refusal, whose text the model and the
 // chat (the canvas user or a peer agent) get: it names the file as the agent wrote it and no path
 // of the host's; a failure of the daemon's own is its Err, for the log.
-func (d *delivery) takeFile(ctx context.Context, log *zap.Logger, msg message, box *sendBox, args chatfiles.Args) (sentFile, error) {
-	refuse := func(why string, cause error) (sentFile, error) {
-		return sentFile{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: why, Err: cause}
+func (d *delivery) takeFile(ctx context.Context, log *zap.Logger, msg message, box *sendBox, args chatfiles.Args) (ledger.SentFile, error) {
+	refuse := func(why string, cause error) (ledger.SentFile, error) {
+		return ledger.SentFile{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: why, Err: cause}
 	}
 	uploads, err := chatUploadDir(d.cfg.WorkDir, msg.ChatKey)
 	if err != nil {
@@ -145,7 +133,7 @@ func (d *delivery) takeFile(ctx context.Context, log *zap.Logger, msg message, b
 		if _, byReply := lim.Max(); byReply && r.Kind == chatfiles.RefusedTooLarge {
 			r.Reason += " (a peer gets the files of one reply inline, in one request)"
 		}
-		return sentFile{}, r
+		return ledger.SentFile{}, r
 	}
 	if err != nil {
 		return refuse("it cannot be copied (the daemon's log says why)", err)
@@ -161,7 +149,7 @@ func (d *delivery) takeFile(ctx context.Context, log *zap.Logger, msg message, b
 		return refuse("the copy cannot be written (the daemon's log says why)", err)
 	}
 	keep = true
-	f := sentFile{Name: sanitizeFilename(info.Name), MimeType: info.MimeType, Size: info.Size, Caption: args.Caption, Path: final}
+	f := ledger.SentFile{Name: sanitizeFilename(info.Name), MimeType: info.MimeType, Size: info.Size, Caption: args.Caption, Path: final}
 	box.files = append(box.files, f)
 	box.bytes += f.Size
 	return f, nil
@@ -177,7 +165,7 @@ func outboxName(activityID string) string {
 func (d *delivery) secrets() chatfiles.Secrets { return d.red.set }
 
 // withFiles returns text with box's refusals added (the chat reads why), and box's files.
-func withFiles(box *sendBox, text string) (string, []sentFile) {
+func withFiles(box *sendBox, text string) (string, []ledger.SentFile) {
 	if box == nil {
 		return text, nil
 	}
@@ -190,7 +178,7 @@ func withFiles(box *sendBox, text string) (string, []sentFile) {
 }
 
 // withoutFiles returns text naming files as not sent (why), for a reply that does not carry them.
-func withoutFiles(text string, files []sentFile, why string) string {
+func withoutFiles(text string, files []ledger.SentFile, why string) string {
 	if len(files) == 0 {
 		return text
 	}
@@ -208,7 +196,7 @@ func (d *delivery) removeOutbox(activityID string) {
 
 // uploadFiles uploads p's files that have no URI yet (uploadNew). An upload the platform refuses
 // for good (413, 400) does not cost the reply: the files are dropped from it, saying so.
-func (d *delivery) uploadFiles(ctx context.Context, log *zap.Logger, p *pendingReply) error {
+func (d *delivery) uploadFiles(ctx context.Context, log *zap.Logger, p *ledger.Reply) error {
 	err := d.uploadNew(ctx, log, p)
 	if err != nil && platform.Permanent(err) {
 		d.dropFiles(log, p, "the platform refused the upload ("+refusalReason(routeNotify, err)+")", err)
@@ -219,7 +207,7 @@ func (d *delivery) uploadFiles(ctx context.Context, log *zap.Logger, p *pendingR
 
 // peerFileParts are p's files as A2A file parts; copies that cannot be read are dropped from the
 // reply, saying so.
-func (d *delivery) peerFileParts(log *zap.Logger, p *pendingReply) []any {
+func (d *delivery) peerFileParts(log *zap.Logger, p *ledger.Reply) []any {
 	parts, err := fileParts(p.Files)
 	if err != nil {
 		d.dropFiles(log, p, "their copies cannot be read", err)
@@ -230,7 +218,7 @@ func (d *delivery) peerFileParts(log *zap.Logger, p *pendingReply) []any {
 
 // peerSendFailed is the error of a failed A2A send of p. A send with files that the platform
 // refused as too large (413) goes again without them, saying so, rather than not at all.
-func (d *delivery) peerSendFailed(log *zap.Logger, p *pendingReply, withFiles bool, err error) error {
+func (d *delivery) peerSendFailed(log *zap.Logger, p *ledger.Reply, withFiles bool, err error) error {
 	var he *platform.HTTPError
 	if !withFiles || !errors.As(err, &he) || he.Status != http.StatusRequestEntityTooLarge {
 		return err
@@ -242,7 +230,7 @@ func (d *delivery) peerSendFailed(log *zap.Logger, p *pendingReply, withFiles bo
 // uploadNew uploads p's files that have no URI yet in one chat/uploads request and stores the
 // URIs in the ledger (written) before the caller's notify: a notify that fails, or a crash
 // after the upload, never uploads them again.
-func (d *delivery) uploadNew(ctx context.Context, log *zap.Logger, p *pendingReply) error {
+func (d *delivery) uploadNew(ctx context.Context, log *zap.Logger, p *ledger.Reply) error {
 	var todo []int
 	for i, f := range p.Files {
 		if f.URI == "" {
@@ -276,7 +264,7 @@ func (d *delivery) uploadNew(ctx context.Context, log *zap.Logger, p *pendingRep
 			p.Files[i].MimeType = got[k].MimeType
 		}
 	}
-	d.ledger.setPending(*p)
+	d.ledger.SetPending(*p)
 	d.state.sync(log, "storing the uploaded files' URIs before the notify that names them")
 	log.Info("files uploaded for the reply", zap.Int("files", len(todo)))
 	return nil
@@ -284,7 +272,7 @@ func (d *delivery) uploadNew(ctx context.Context, log *zap.Logger, p *pendingRep
 
 // dropFiles takes the files out of p, which cannot go (why), and says so in its text: the reply
 // goes without them rather than not at all. The change is stored before the next attempt.
-func (d *delivery) dropFiles(log *zap.Logger, p *pendingReply, why string, err error) {
+func (d *delivery) dropFiles(log *zap.Logger, p *ledger.Reply, why string, err error) {
 	names := make([]string, 0, len(p.Files))
 	for _, f := range p.Files {
 		names = append(names, f.Name)
@@ -294,12 +282,12 @@ func (d *delivery) dropFiles(log *zap.Logger, p *pendingReply, why string, err e
 		zap.Strings("files", names), zap.String("reason", why), zap.Error(err))
 	p.Text += "\n\n" + chatfiles.NotSent(names, why)
 	p.Files = nil
-	d.ledger.setPending(*p)
+	d.ledger.SetPending(*p)
 	d.state.sync(log, "storing the reply without the files the platform refused")
 }
 
 // attachments are the notify attachments of uploaded files.
-func attachments(files []sentFile) []platform.UploadedFile {
+func attachments(files []ledger.SentFile) []platform.UploadedFile {
 	out := make([]platform.UploadedFile, 0, len(files))
 	for _, f := range files {
 		out = append(out, platform.UploadedFile{URI: f.URI, Name: f.Name, MimeType: f.MimeType, Size: f.Size})
@@ -308,7 +296,7 @@ func attachments(files []sentFile) []platform.UploadedFile {
 }
 
 // fileParts are a peer reply's files as A2A file parts with the bytes inline.
-func fileParts(files []sentFile) ([]any, error) {
+func fileParts(files []ledger.SentFile) ([]any, error) {
 	parts := make([]any, 0, len(files))
 	for _, f := range files {
 		b, err := os.ReadFile(f.Path)

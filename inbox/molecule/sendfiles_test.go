@@ -14,6 +14,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/inbox/chat/chattest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 )
 
@@ -42,9 +43,9 @@ func newFileChat(t *testing.T, kind string) *fileChat {
 	m, err := New(cfg)
 	must(t, err)
 	c.m = m
-	c.msg = message{ActivityID: "act-1", ChatKey: "canvas:" + p.WorkspaceID(), Route: route{Kind: routeNotify, Workspace: p.WorkspaceID()}}
+	c.msg = message{ActivityID: "act-1", ChatKey: "canvas:" + p.WorkspaceID(), Route: ledger.Route{Kind: routeNotify, Workspace: p.WorkspaceID()}}
 	if kind == routeA2A {
-		c.msg.ChatKey, c.msg.Route = "peer:peer-1", route{Kind: routeA2A, Workspace: "peer-1"}
+		c.msg.ChatKey, c.msg.Route = "peer:peer-1", ledger.Route{Kind: routeA2A, Workspace: "peer-1"}
 	}
 	c.dir = chatfiles.Folder(c.workDir, c.msg.ChatKey)
 	return c

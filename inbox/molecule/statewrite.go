@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"go.uber.org/zap"
 )
 
@@ -44,12 +45,12 @@ func (w *stateWrites) succeeded(now time.Time) (ends bool, lasted time.Duration,
 
 // stateWriter writes the ledger's state file for every part.
 type stateWriter struct {
-	ledger *ledger
+	ledger *ledger.Ledger
 	c      *counters
 	writes stateWrites
 }
 
-func newStateWriter(l *ledger, c *counters) *stateWriter { return &stateWriter{ledger: l, c: c} }
+func newStateWriter(l *ledger.Ledger, c *counters) *stateWriter { return &stateWriter{ledger: l, c: c} }
 
 // persist writes the state file if something changed (sync: a failure is counted, and logged
 // once until a write succeeds; the next write retries).
@@ -60,7 +61,7 @@ func (s *stateWriter) persist(log *zap.Logger) { s.sync(log, "recording the inbo
 // after that; the value stays in memory and the next sync writes it. The first write that
 // succeeds again is logged at info.
 func (s *stateWriter) sync(log *zap.Logger, what string) {
-	err := s.ledger.sync()
+	err := s.ledger.Sync()
 	now := time.Now()
 	if err == nil {
 		if ends, lasted, failures := s.writes.succeeded(now); ends {

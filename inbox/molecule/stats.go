@@ -125,7 +125,7 @@ func (c *counters) pollCounts() map[string]int64 {
 
 // Stats returns the counters and gauges.
 func (m *Inbox) Stats() Stats {
-	unacked, pending := m.ledger.counts()
+	unacked, pending := m.ledger.Counts()
 	inflight, _ := m.answerer.busy()
 	return Stats{
 		Received:           m.c.received.Load(),

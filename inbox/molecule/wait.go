@@ -14,22 +14,21 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 )
 
-// waitReason is why a message cannot be answered now. The names are stored (waitRecord) and end
-// the message ids of the notices (tell): never rename one.
-type waitReason string
-
+// Why a message cannot be answered now. The names are stored (ledger.Wait) and end the message
+// ids of the notices (tell): never rename one.
 const (
-	reasonBusy             waitReason = "busy"              // the pool has no room; bounded by BusyRetryFor
-	reasonModelUnreachable waitReason = "model-unreachable" // codex cannot reach the model service
-	reasonUsageLimit       waitReason = "usage-limit"       // the account's usage limit, until its reset
-	reasonPaused           waitReason = "paused"            // the workspace is paused, until resumed
-	reasonPlatformDown     waitReason = "platform-down"     // no answer, a 5xx, a redirect
-	reasonRetryAfter       waitReason = "retry-after"       // a 429, or a 503 with Retry-After
-	reasonOrgIDMissing     waitReason = "org-id-missing"    // the tenant guard wants X-Molecule-Org-Id
-	reasonTokenRefused     waitReason = "token-refused"     // a 401: kept until the token is fixed
+	reasonBusy             ledger.WaitReason = "busy"                  // the pool has no room; bounded by BusyRetryFor
+	reasonModelUnreachable ledger.WaitReason = "model-unreachable"     // codex cannot reach the model service
+	reasonUsageLimit       ledger.WaitReason = ledger.ReasonUsageLimit // the account's usage limit, until its reset
+	reasonPaused           ledger.WaitReason = "paused"                // the workspace is paused, until resumed
+	reasonPlatformDown     ledger.WaitReason = "platform-down"         // no answer, a 5xx, a redirect
+	reasonRetryAfter       ledger.WaitReason = "retry-after"           // a 429, or a 503 with Retry-After
+	reasonOrgIDMissing     ledger.WaitReason = "org-id-missing"        // the tenant guard wants X-Molecule-Org-Id
+	reasonTokenRefused     ledger.WaitReason = "token-refused"         // a 401: kept until the token is fixed
 )
 
 // waitState is where a wait stands: retrying (a try runs) → waiting(reason, until) → retrying
@@ -46,7 +45,7 @@ const (
 
 // condition is what a try met: nothing (reason ""), and its result stands; or a reason to wait.
 type condition struct {
-	reason waitReason
+	reason ledger.WaitReason
 	// until is the reason's earliest next try (Retry-After, the limit's reset); zero: none.
 	until time.Time
 	// hold, when set, blocks until the reason lets a try through (the workspace resumed; the
@@ -68,19 +67,19 @@ type condition struct {
 // It is owned by one goroutine.
 type wait struct {
 	state  waitState
-	reason waitReason
+	reason ledger.WaitReason
 	// until is the next try's time, no sooner: the later of the backoff and condition.until.
 	until time.Time
 	hold  func(context.Context) error
 	// since is when the wait for reason began (its first try's end).
 	since time.Time
 	// told are the reasons the chat was told of (restored from the ledger).
-	told []waitReason
+	told []ledger.WaitReason
 	bo   *backoff.ExponentialBackOff
 }
 
 // newWait is a wait in state retrying, with told restored.
-func newWait(initial, maxInterval time.Duration, told []waitReason) *wait {
+func newWait(initial, maxInterval time.Duration, told []ledger.WaitReason) *wait {
 	return &wait{told: slices.Clone(told), bo: platform.NewBackoff(initial, maxInterval)}
 }
 

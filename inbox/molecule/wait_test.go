@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
 	"github.com/molecule-ai/codex-warm/inbox/chat/chattest"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
@@ -53,7 +52,7 @@ func TestWaitTransitions(t *testing.T) {
 		if d := w.until.Sub(now); d > 3*time.Second/2 {
 			t.Errorf("wait %v after a new reason, want the backoff started over", d)
 		}
-		if !slices.Equal(w.told, []waitReason{reasonModelUnreachable, reasonUsageLimit, reasonPlatformDown}) {
+		if !slices.Equal(w.told, []ledger.WaitReason{reasonModelUnreachable, reasonUsageLimit, reasonPlatformDown}) {
 			t.Errorf("told %v", w.told)
 		}
 		// A bound counted from the reason's first try.
@@ -66,7 +65,7 @@ func TestWaitTransitions(t *testing.T) {
 		if g.settle(condition{reason: reasonUsageLimit, giveUp: true}, now) || g.state != stateFailed {
 			t.Errorf("give-up: %v, want failed and nobody told", g.state)
 		}
-		d := newWait(time.Second, 30*time.Second, []waitReason{reasonUsageLimit})
+		d := newWait(time.Second, 30*time.Second, []ledger.WaitReason{reasonUsageLimit})
 		if d.settle(condition{reason: reasonUsageLimit}, now) {
 			t.Error("a reason restored as told was told again")
 		}
@@ -372,37 +371,6 @@ func TestWaitDeliveryRetryAfter(t *testing.T) {
 				stop()
 			})
 		})
-	}
-}
-
-// What the ledger keeps of a wait survives a restart and goes with the row; a state file of an
-// older version (its "parked" ids) counts as told of the usage limit.
-func TestLedgerWaitsSurviveRestart(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	old := `{"version":1,"workspace_id":"ws-1","cursor":"","done":[],"pending":[],"parked":["a1"],"saved_at":"2026-01-01T00:00:00Z"}`
-	must(t, os.WriteFile(filepath.Join(dir, StateFileName), []byte(old), 0o600))
-	l, err := openLedger(dir, "ws-1", 8, zap.NewNop())
-	must(t, err)
-	if w := l.waitOf("a1"); !slices.Contains(w.Told, reasonUsageLimit) {
-		t.Fatalf("a1 from an older state file: %+v, want told of the usage limit", w)
-	}
-	l.admit("a1", 0)
-	l.admit("a2", 0)
-	l.setWait(waitRecord{ActivityID: "a2", Reason: reasonModelUnreachable, Told: []waitReason{reasonModelUnreachable}})
-	must(t, l.sync())
-	if st := readState(t, dir); len(st.Parked) != 0 || len(st.Waits) != 2 {
-		t.Fatalf("state written: parked %v waits %+v, want two waits and no parked list", st.Parked, st.Waits)
-	}
-	l.markDone("a1")
-	must(t, l.sync())
-	l2, err := openLedger(dir, "ws-1", 8, zap.NewNop())
-	must(t, err)
-	if w := l2.waitOf("a2"); w.Reason != reasonModelUnreachable || !slices.Contains(w.Told, reasonModelUnreachable) {
-		t.Errorf("a2 after a restart: %+v", w)
-	}
-	if w := l2.waitOf("a1"); len(w.Told) != 0 {
-		t.Errorf("a finished row kept its wait: %+v", w)
 	}
 }
 

@@ -16,19 +16,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/inbox/chat"
+	"github.com/molecule-ai/codex-warm/inbox/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/inbox/molecule/platform"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
-
-// waitRecord is what the ledger keeps of a message that waits: the reason, the reason's own
-// earliest next try, and the reasons its chat was told of, so that neither a restart nor a
-// reload tells it twice.
-type waitRecord struct {
-	ActivityID string       `json:"activity_id"`
-	Reason     waitReason   `json:"reason"`
-	Until      time.Time    `json:"until,omitzero"`
-	Told       []waitReason `json:"told,omitempty"`
-}
 
 // submit runs msg's turn (try) through its wait: while the pool is busy (for BusyRetryFor),
 // the model service cannot be reached, the account's usage limit holds (until its reset,
@@ -41,7 +32,7 @@ func (a *answerer) submit(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		reply supervisor.Reply
 		err   error
 	)
-	to := pendingReply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route}
+	to := ledger.Reply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route}
 	werr := a.delivery.await(ctx, drainCtx, log, to, func() condition {
 		if a.pause.isPaused() {
 			return a.pausedCondition()

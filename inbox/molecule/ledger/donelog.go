@@ -1,4 +1,4 @@
-package molecule
+package ledger
 
 // The finished ids behind the cursor, kept apart from bridge-state.json so that a message costs
 // a small, fixed write.

@@ -1,4 +1,4 @@
-package molecule
+package ledger
 
 import (
 	"context"
@@ -15,7 +15,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+	"github.com/molecule-ai/codex-warm/internal/idring"
 )
+
+// StateFileName is the ledger's state file inside its directory: the inbox position, the
+// replies not yet accepted, the waits. Tools that read a daemon's state (the soak, the e2e tests)
+// name it through package molecule, which re-exports it.
+const StateFileName = "bridge-state.json"
 
 // stateVersion is the format version of bridge-state.json.
 const stateVersion = 1
@@ -36,41 +42,85 @@ type stateFile struct {
 	Done []string `json:"done"`
 	// Pending are replies codex produced that the platform has not accepted yet. They are
 	// delivered without running codex again, also after a restart.
-	Pending []pendingReply `json:"pending"`
-	// Waits are the unanswered messages that wait (wait.go): for what, and what their chats
-	// were told, so that a restart or a reload does not tell them again.
-	Waits []waitRecord `json:"waits,omitempty"`
+	Pending []Reply `json:"pending"`
+	// Waits are the unanswered messages that wait (Wait): for what, and what their chats were
+	// told, so that a restart or a reload does not tell them again.
+	Waits []Wait `json:"waits,omitempty"`
 	// Parked is what files of older versions hold instead: the ids whose chats were told of
 	// the usage limit. It is read, never written.
 	Parked  []string  `json:"parked,omitempty"`
 	SavedAt time.Time `json:"saved_at"`
 }
 
-// pendingReply is a reply waiting for delivery.
-type pendingReply struct {
+// Reply is a reply waiting for delivery: stored before its first attempt, so that neither a
+// failed delivery nor a crash makes codex answer the message again. It is part of the state
+// file: field names and tags never change.
+type Reply struct {
 	ActivityID string `json:"activity_id"`
 	ChatKey    string `json:"chat_key"`
-	Route      route  `json:"route"`
+	Route      Route  `json:"route"`
 	Text       string `json:"text"`
 	// MessageID is the A2A messageId, the same on every attempt so a peer can drop duplicates:
 	// platform.ReplyID of the activity. Files written by older versions hold a random UUID, which is kept.
 	MessageID  string    `json:"message_id"`
 	AnsweredAt time.Time `json:"answered_at"`
-	// InReplyTo is the messageId of the peer's message the reply answers, sent with an A2A reply
-	// (replyMeta); empty when the message had none.
+	// InReplyTo is the messageId of the peer's message the reply answers, sent with an A2A reply;
+	// empty when the message had none.
 	InReplyTo string `json:"in_reply_to,omitempty"`
-	// Files are the files the agent sent with the reply (sendfiles.go); each gets its URI
-	// once uploaded, stored before the notify that names it.
-	Files []sentFile `json:"files,omitempty"`
+	// Files are the files the agent sent with the reply; each gets its URI once uploaded,
+	// stored before the notify that names it.
+	Files []SentFile `json:"files,omitempty"`
 }
 
-// admission is what the ledger says about a row the poll loop received.
-type admission int
+// Route is the destination of a reply, stored with it so a reply delivered after a restart
+// goes where the message came from.
+type Route struct {
+	// Kind is how the reply travels: "notify" (the canvas user of a workspace) or "a2a" (a peer
+	// agent); the inbox gives the kinds their meaning.
+	Kind      string `json:"kind"`
+	Workspace string `json:"workspace"`
+}
+
+// SentFile is a file the agent sent with a reply: the daemon's copy and, once uploaded, the
+// platform's URI for it. It is stored with the reply so that a restart neither loses the file
+// nor uploads it twice.
+type SentFile struct {
+	Name     string `json:"name"`
+	MimeType string `json:"mime_type"`
+	Size     int64  `json:"size"`
+	Caption  string `json:"caption,omitempty"`
+	// Path is the copy under the outbox.
+	Path string `json:"path"`
+	// URI is what chat/uploads answered for it (canvas replies); stored before the notify.
+	URI string `json:"uri,omitempty"`
+}
+
+// WaitReason is why a message cannot be answered now. The names are stored (Wait) and end the
+// message ids of the notices the inbox sends: never rename one.
+type WaitReason string
+
+// ReasonUsageLimit is the account's usage limit. The ledger names it itself because state files
+// of older versions list the ids told of it apart ("parked"), and it reads them as waits for it.
+const ReasonUsageLimit WaitReason = "usage-limit"
+
+// Wait is what the ledger keeps of a message that waits: the reason, the reason's own earliest
+// next try, and the reasons its chat was told of, so that neither a restart nor a reload tells
+// it twice.
+type Wait struct {
+	ActivityID string       `json:"activity_id"`
+	Reason     WaitReason   `json:"reason"`
+	Until      time.Time    `json:"until,omitzero"`
+	Told       []WaitReason `json:"told,omitempty"`
+}
+
+// Admission is what the ledger says about a row the poll loop received, so the loop knows
+// whether to answer it, skip it, or let its stored reply be delivered.
+type Admission int
 
 const (
-	admitNew       admission = iota // first sighting: answer it
-	admitDuplicate                  // in flight or finished already
-	admitRecovered                  // its reply is pending from an earlier run and being delivered
+	AdmitNew       Admission = iota // first sighting: answer it
+	AdmitDuplicate                  // in flight or finished already
+	AdmitRecovered                  // its reply is pending from an earlier run and being delivered
 )
 
 // entry is a row received in this run and not yet behind the cursor, in arrival order.
@@ -80,9 +130,10 @@ type entry struct {
 	done bool
 }
 
-// ledger tracks which received rows are finished and persists the inbox position. Arrival order
-// (not id order: Molecule ids are opaque strings) decides the low-water mark.
-type ledger struct {
+// Ledger tracks which received rows are finished and persists the inbox position, so that a
+// restart neither loses a row nor answers one twice. Arrival order (not id order: Molecule ids
+// are opaque strings) decides the low-water mark. Its methods are safe for concurrent use.
+type Ledger struct {
 	path string
 	ws   string
 	log  *zap.Logger
@@ -95,10 +146,10 @@ type ledger struct {
 	ackedSeq int64
 	order    []*entry
 	byID     map[string]*entry
-	pending  map[string]pendingReply
-	waits    map[string]waitRecord // see stateFile.Waits
-	recent   *idRing
-	restored []pendingReply
+	pending  map[string]Reply
+	waits    map[string]Wait // see stateFile.Waits
+	recent   *idring.Ring
+	restored []Reply
 	// donePath is DoneLogFileName. newDone are the ids added to recent since the last sync, to
 	// be appended there before the state file is written; doneLines counts its lines.
 	donePath  string
@@ -115,21 +166,39 @@ type ledger struct {
 	room chan struct{}
 }
 
-// openLedger loads dir/bridge-state.json, creating dir when needed. A file that cannot be parsed,
-// has an unknown version or belongs to another workspace is moved aside (never overwritten
+// Config says where a ledger keeps its state and for which workspace.
+type Config struct {
+	// Dir holds StateFileName and DoneLogFileName; Open creates it when needed.
+	Dir string
+	// WorkspaceID is the workspace the state belongs to: a state file of another workspace is
+	// moved aside, because its position means nothing in this one's feed.
+	WorkspaceID string
+	// RecentIDs is how many finished activity ids are remembered for de-duplication.
+	RecentIDs int
+	// Log hears of state files moved aside and done logs that could not be rewritten; nil
+	// discards them.
+	Log *zap.Logger
+}
+
+// Open loads Dir/bridge-state.json, creating Dir when needed. A file that cannot be parsed, has
+// an unknown version or belongs to another workspace is moved aside (never overwritten
 // silently) and the ledger starts empty: the next poll then falls back to since_secs.
-func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledger, error) {
+func Open(cfg Config) (*Ledger, error) {
+	dir, workspaceID, log := cfg.Dir, cfg.WorkspaceID, cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory %s: %w", dir, err)
 	}
-	l := &ledger{
+	l := &Ledger{
 		path:    filepath.Join(dir, StateFileName),
 		ws:      workspaceID,
 		log:     log,
 		byID:    make(map[string]*entry),
-		pending: make(map[string]pendingReply),
-		waits:   make(map[string]waitRecord),
-		recent:  newIDRing(recentIDs),
+		pending: make(map[string]Reply),
+		waits:   make(map[string]Wait),
+		recent:  idring.New(cfg.RecentIDs),
 		room:    make(chan struct{}),
 
 		donePath: filepath.Join(dir, DoneLogFileName),
@@ -171,20 +240,20 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 	}
 	l.cursor, l.ackedSeq = st.Cursor, st.AckedSeq
 	for _, id := range st.Done {
-		l.recent.add(id)
+		l.recent.Add(id)
 	}
 	for _, id := range st.Parked {
-		if !l.recent.has(id) {
-			l.waits[id] = waitRecord{ActivityID: id, Reason: reasonUsageLimit, Told: []waitReason{reasonUsageLimit}}
+		if !l.recent.Has(id) {
+			l.waits[id] = Wait{ActivityID: id, Reason: ReasonUsageLimit, Told: []WaitReason{ReasonUsageLimit}}
 		}
 	}
 	for _, w := range st.Waits {
-		if w.ActivityID != "" && !l.recent.has(w.ActivityID) {
+		if w.ActivityID != "" && !l.recent.Has(w.ActivityID) {
 			l.waits[w.ActivityID] = w
 		}
 	}
 	for _, p := range st.Pending {
-		if p.ActivityID == "" || l.recent.has(p.ActivityID) {
+		if p.ActivityID == "" || l.recent.Has(p.ActivityID) {
 			continue
 		}
 		if _, dup := l.pending[p.ActivityID]; dup {
@@ -199,7 +268,7 @@ func openLedger(dir, workspaceID string, recentIDs int, log *zap.Logger) (*ledge
 
 // compactAtOpen rewrites the done log with every id known at start: the ids an older state file
 // listed, and none after a line cut short. Until that succeeds the state file keeps listing them.
-func (l *ledger) compactAtOpen() {
+func (l *Ledger) compactAtOpen() {
 	if err := l.compactDoneLog(); err != nil {
 		l.doneInState = true
 		l.log.Warn("could not rewrite the done log; the state file keeps the finished ids", zap.String("path", l.donePath), zap.Error(err))
@@ -208,7 +277,7 @@ func (l *ledger) compactAtOpen() {
 
 // openDoneLog reads the done log into recent. With aside, the state file was moved aside and
 // the done log goes with it (it belongs to that state).
-func (l *ledger) openDoneLog(aside bool) error {
+func (l *Ledger) openDoneLog(aside bool) error {
 	if aside {
 		if err := os.Rename(l.donePath, l.donePath+".aside"); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("move %s aside with the state file: %w", l.donePath, err)
@@ -223,16 +292,16 @@ func (l *ledger) openDoneLog(aside bool) error {
 		l.log.Warn("the done log's last line was cut short (a kill during a write); it is dropped", zap.String("path", l.donePath))
 	}
 	for _, id := range ids {
-		l.recent.add(id)
+		l.recent.Add(id)
 	}
 	l.doneLines = len(ids)
 	return nil
 }
 
 // compactDoneLog rewrites the done log with the ids remembered now.
-func (l *ledger) compactDoneLog() error {
+func (l *Ledger) compactDoneLog() error {
 	l.mu.Lock()
-	ids := l.recent.list()
+	ids := l.recent.List()
 	l.mu.Unlock()
 	if err := rewriteDoneLog(l.donePath, ids); err != nil {
 		return err
@@ -242,8 +311,9 @@ func (l *ledger) compactDoneLog() error {
 	return nil
 }
 
-// takeRestored returns the pending replies loaded from disk, once.
-func (l *ledger) takeRestored() []pendingReply {
+// TakeRestored returns the pending replies loaded from disk, once: the inbox delivers them at
+// start without running codex again.
+func (l *Ledger) TakeRestored() []Reply {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r := l.restored
@@ -251,80 +321,85 @@ func (l *ledger) takeRestored() []pendingReply {
 	return r
 }
 
-// Cursor is the durable inbox position (low-water mark).
-func (l *ledger) Cursor() string {
+// Cursor is the durable inbox position (low-water mark): the poll asks for the rows after it.
+func (l *Ledger) Cursor() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.cursor
 }
 
-// AckedSeq is the highest mailbox seq behind the cursor.
-func (l *ledger) AckedSeq() int64 {
+// AckedSeq is the highest mailbox seq behind the cursor: what the inbox acknowledges to the
+// platform.
+func (l *Ledger) AckedSeq() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ackedSeq
 }
 
-// counts returns the rows not yet behind the cursor and the replies pending delivery.
-func (l *ledger) counts() (unacked, pending int) {
+// Counts returns the rows not yet behind the cursor and the replies pending delivery, for the
+// inbox's back-pressure and stats.
+func (l *Ledger) Counts() (unacked, pending int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.order), len(l.pending)
 }
 
-// admit records a received row that is to be answered and says whether it is new.
-func (l *ledger) admit(id string, seq int64) admission {
+// Admit records a received row that is to be answered and says whether it is new, so that a
+// row the platform sends again is answered once.
+func (l *Ledger) Admit(id string, seq int64) Admission {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byID[id] != nil {
-		return admitDuplicate
+		return AdmitDuplicate
 	}
 	if _, ok := l.pending[id]; ok {
 		l.appendLocked(&entry{id: id, seq: seq})
-		return admitRecovered
+		return AdmitRecovered
 	}
-	if l.recent.has(id) {
+	if l.recent.Has(id) {
 		// Finished in an earlier run (or before a cursor reset). Track it as finished so the
 		// cursor can move past it.
 		l.appendLocked(&entry{id: id, seq: seq, done: true})
 		l.advanceLocked()
-		return admitDuplicate
+		return AdmitDuplicate
 	}
 	l.appendLocked(&entry{id: id, seq: seq})
-	return admitNew
+	return AdmitNew
 }
 
-// admitDone records a row that is finished on arrival (an echo or poison). It reports false when
+// AdmitDone records a row that is finished on arrival (an echo or poison). It reports false when
 // the row was known already.
-func (l *ledger) admitDone(id string, seq int64) bool {
+func (l *Ledger) AdmitDone(id string, seq int64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byID[id] != nil {
 		return false
 	}
-	known := l.recent.has(id)
+	known := l.recent.Has(id)
 	l.appendLocked(&entry{id: id, seq: seq, done: true})
 	l.advanceLocked()
 	return !known
 }
 
-// setPending stores a reply before its first delivery attempt.
-func (l *ledger) setPending(p pendingReply) {
+// SetPending stores a reply before its first delivery attempt (and again as its files are
+// uploaded); Sync makes it durable, after which a crash no longer costs a second turn.
+func (l *Ledger) SetPending(p Reply) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.pending[p.ActivityID] = p
 	l.gen++
 }
 
-// waitOf is what the ledger holds of id's wait (zero when none).
-func (l *ledger) waitOf(id string) waitRecord {
+// WaitOf is what the ledger holds of id's wait (zero when none).
+func (l *Ledger) WaitOf(id string) Wait {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.waits[id]
 }
 
-// setWait records a waiting message, until it is done (markDone).
-func (l *ledger) setWait(w waitRecord) {
+// SetWait records a waiting message, until it is done (MarkDone), so a restart knows what its
+// chat was told.
+func (l *Ledger) SetWait(w Wait) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w.Told = slices.Clone(w.Told)
@@ -332,8 +407,8 @@ func (l *ledger) setWait(w waitRecord) {
 	l.gen++
 }
 
-// markDone finishes a row: its reply was accepted, judged undeliverable, or it needs none.
-func (l *ledger) markDone(id string) {
+// MarkDone finishes a row, so the cursor can move past it: its reply was accepted, judged undeliverable, or it needs none.
+func (l *Ledger) MarkDone(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.pending, id)
@@ -350,15 +425,15 @@ func (l *ledger) markDone(id string) {
 
 // rememberLocked adds a finished id to recent and, when it is new there, to the next append to
 // the done log.
-func (l *ledger) rememberLocked(id string) {
-	if l.recent.has(id) {
+func (l *Ledger) rememberLocked(id string) {
+	if l.recent.Has(id) {
 		return
 	}
-	l.recent.add(id)
+	l.recent.Add(id)
 	l.newDone = append(l.newDone, id)
 }
 
-func (l *ledger) appendLocked(e *entry) {
+func (l *Ledger) appendLocked(e *entry) {
 	l.order = append(l.order, e)
 	l.byID[e.id] = e
 	if e.done {
@@ -367,7 +442,7 @@ func (l *ledger) appendLocked(e *entry) {
 }
 
 // advanceLocked moves the cursor over the finished prefix of the arrival order.
-func (l *ledger) advanceLocked() {
+func (l *Ledger) advanceLocked() {
 	n := 0
 	for n < len(l.order) && l.order[n].done {
 		e := l.order[n]
@@ -387,8 +462,9 @@ func (l *ledger) advanceLocked() {
 	l.room = make(chan struct{})
 }
 
-// waitRoom blocks until fewer than limit rows are unacked or ctx is done.
-func (l *ledger) waitRoom(ctx context.Context, limit int) error {
+// WaitRoom blocks until fewer than limit rows are unacked or ctx is done: the poll loop's
+// back-pressure, which bounds what a restart has to receive again.
+func (l *Ledger) WaitRoom(ctx context.Context, limit int) error {
 	for {
 		l.mu.Lock()
 		if len(l.order) < limit {
@@ -405,8 +481,8 @@ func (l *ledger) waitRoom(ctx context.Context, limit int) error {
 	}
 }
 
-// head returns the oldest unfinished row, for logs about a stalled cursor.
-func (l *ledger) head() string {
+// Head returns the oldest unfinished row, for logs about a stalled cursor.
+func (l *Ledger) Head() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, e := range l.order {
@@ -418,38 +494,38 @@ func (l *ledger) head() string {
 }
 
 // snapshotLocked builds the file content.
-func (l *ledger) snapshotLocked() stateFile {
+func (l *Ledger) snapshotLocked() stateFile {
 	st := stateFile{
 		Version:     stateVersion,
 		WorkspaceID: l.ws,
 		Cursor:      l.cursor,
 		AckedSeq:    l.ackedSeq,
 		Done:        []string{},
-		Pending:     make([]pendingReply, 0, len(l.pending)),
+		Pending:     make([]Reply, 0, len(l.pending)),
 		SavedAt:     time.Now().UTC(),
 	}
 	if l.doneInState {
-		st.Done = l.recent.list()
+		st.Done = l.recent.List()
 	}
 	for _, e := range l.order {
-		if e.done && !l.recent.has(e.id) {
+		if e.done && !l.recent.Has(e.id) {
 			st.Done = append(st.Done, e.id)
 		}
 	}
 	for _, p := range l.pending {
 		st.Pending = append(st.Pending, p)
 	}
-	slices.SortFunc(st.Pending, func(a, b pendingReply) int { return a.AnsweredAt.Compare(b.AnsweredAt) })
+	slices.SortFunc(st.Pending, func(a, b Reply) int { return a.AnsweredAt.Compare(b.AnsweredAt) })
 	for _, w := range l.waits {
 		st.Waits = append(st.Waits, w)
 	}
-	slices.SortFunc(st.Waits, func(a, b waitRecord) int { return strings.Compare(a.ActivityID, b.ActivityID) })
+	slices.SortFunc(st.Waits, func(a, b Wait) int { return strings.Compare(a.ActivityID, b.ActivityID) })
 	return st
 }
 
-// sync makes every change made before the call durable. Concurrent callers share writes (group
+// Sync makes every change made before the call durable. Concurrent callers share writes (group
 // commit): a caller that waited for the writer finds its change already written.
-func (l *ledger) sync() error {
+func (l *Ledger) Sync() error {
 	l.mu.Lock()
 	target := l.gen
 	done := l.written >= target
@@ -468,7 +544,7 @@ func (l *ledger) sync() error {
 	st := l.snapshotLocked()
 	fresh := l.newDone
 	l.newDone = nil
-	doneBound := 2*cap(l.recent.ids) + 64 // the ring grows under l.mu: read its size here
+	doneBound := 2*l.recent.Cap() + 64 // the ring grows under l.mu: read its size here
 	l.mu.Unlock()
 	// The ids first: the state file about to be written may move the cursor past them.
 	if len(fresh) > 0 {

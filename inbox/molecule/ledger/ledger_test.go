@@ -1,4 +1,4 @@
-package molecule
+package ledger
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.uber.org/zap"
-
 	"errors"
 
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
@@ -19,9 +17,9 @@ import (
 	"github.com/molecule-ai/codex-warm/internal/atomicfile/atomicfiletest"
 )
 
-func openTestLedger(t *testing.T, dir string) *ledger {
+func openTestLedger(t *testing.T, dir string) *Ledger {
 	t.Helper()
-	l, err := openLedger(dir, "ws-1", 8, zap.NewNop())
+	l, err := Open(Config{Dir: dir, WorkspaceID: "ws-1", RecentIDs: 8})
 	must(t, err)
 	return l
 }
@@ -33,15 +31,15 @@ func TestLedgerLowWaterMark(t *testing.T) {
 	dir := t.TempDir()
 	l := openTestLedger(t, dir)
 	for _, id := range []string{"z", "a", "m"} { // not sorted: order is arrival order
-		if got := l.admit(id, 0); got != admitNew {
+		if got := l.Admit(id, 0); got != AdmitNew {
 			t.Fatalf("admit %s = %d", id, got)
 		}
 	}
-	if got := l.admit("a", 0); got != admitDuplicate {
+	if got := l.Admit("a", 0); got != AdmitDuplicate {
 		t.Fatalf("second admit of a = %d, want duplicate", got)
 	}
-	l.markDone("a")
-	must(t, l.sync())
+	l.MarkDone("a")
+	must(t, l.Sync())
 	if c := l.Cursor(); c != "" {
 		t.Fatalf("cursor %q moved past unfinished z", c)
 	}
@@ -49,19 +47,19 @@ func TestLedgerLowWaterMark(t *testing.T) {
 	if st.Cursor != "" || !slices.Contains(st.Done, "a") {
 		t.Fatalf("state = %+v, want a remembered as done after the cursor", st)
 	}
-	l.markDone("z")
+	l.MarkDone("z")
 	if c := l.Cursor(); c != "a" {
 		t.Fatalf("cursor = %q, want a", c)
 	}
-	l.markDone("m")
-	must(t, l.sync())
+	l.MarkDone("m")
+	must(t, l.Sync())
 	if st := readState(t, dir); st.Cursor != "m" {
 		t.Fatalf("cursor = %q, want m", st.Cursor)
 	}
-	if unacked, _ := l.counts(); unacked != 0 {
+	if unacked, _ := l.Counts(); unacked != 0 {
 		t.Fatalf("unacked = %d after everything finished", unacked)
 	}
-	if got := l.admit("z", 0); got != admitDuplicate {
+	if got := l.Admit("z", 0); got != AdmitDuplicate {
 		t.Fatalf("finished id admitted again: %d", got)
 	}
 }
@@ -72,32 +70,32 @@ func TestLedgerPersistsPendingAndDone(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	l := openTestLedger(t, dir)
-	l.admit("r1", 5)
-	l.admit("r2", 6)
-	l.admit("r3", 7)
-	p := pendingReply{ActivityID: "r1", ChatKey: "canvas:ws-1", Route: route{routeNotify, "ws-1"}, Text: "answer", MessageID: "mid", AnsweredAt: time.Now()}
-	l.setPending(p)
-	l.markDone("r2")
-	must(t, l.sync())
+	l.Admit("r1", 5)
+	l.Admit("r2", 6)
+	l.Admit("r3", 7)
+	p := Reply{ActivityID: "r1", ChatKey: "canvas:ws-1", Route: Route{"notify", "ws-1"}, Text: "answer", MessageID: "mid", AnsweredAt: time.Now()}
+	l.SetPending(p)
+	l.MarkDone("r2")
+	must(t, l.Sync())
 
 	l2 := openTestLedger(t, dir)
-	restored := l2.takeRestored()
+	restored := l2.TakeRestored()
 	if len(restored) != 1 || restored[0].Text != "answer" || restored[0].MessageID != "mid" || restored[0].Route != p.Route {
 		t.Fatalf("restored = %+v", restored)
 	}
-	if len(l2.takeRestored()) != 0 {
+	if len(l2.TakeRestored()) != 0 {
 		t.Fatalf("restored handed out twice")
 	}
-	if got := l2.admit("r1", 5); got != admitRecovered {
+	if got := l2.Admit("r1", 5); got != AdmitRecovered {
 		t.Fatalf("admit pending r1 = %d, want recovered", got)
 	}
-	if got := l2.admit("r2", 6); got != admitDuplicate {
+	if got := l2.Admit("r2", 6); got != AdmitDuplicate {
 		t.Fatalf("admit done r2 = %d, want duplicate", got)
 	}
-	if got := l2.admit("r3", 7); got != admitNew {
+	if got := l2.Admit("r3", 7); got != AdmitNew {
 		t.Fatalf("admit r3 = %d, want new", got)
 	}
-	l2.markDone("r1")
+	l2.MarkDone("r1")
 	if c := l2.Cursor(); c != "r2" || l2.AckedSeq() != 6 {
 		t.Fatalf("cursor = %q acked = %d, want r2 and 6", c, l2.AckedSeq())
 	}
@@ -108,13 +106,13 @@ func TestLedgerRecoveredBeforeRowSeen(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	l := openTestLedger(t, dir)
-	l.admit("x", 0)
-	l.setPending(pendingReply{ActivityID: "x", Route: route{routeNotify, "ws-1"}, Text: "t"})
-	must(t, l.sync())
+	l.Admit("x", 0)
+	l.SetPending(Reply{ActivityID: "x", Route: Route{"notify", "ws-1"}, Text: "t"})
+	must(t, l.Sync())
 	l2 := openTestLedger(t, dir)
-	l2.takeRestored()
-	l2.markDone("x")
-	if got := l2.admit("x", 0); got != admitDuplicate {
+	l2.TakeRestored()
+	l2.MarkDone("x")
+	if got := l2.Admit("x", 0); got != AdmitDuplicate {
 		t.Fatalf("admit = %d, want duplicate", got)
 	}
 	if c := l2.Cursor(); c != "x" {
@@ -133,8 +131,8 @@ func TestLedgerBounded(t *testing.T) {
 	for i := range 100 {
 		id := "id-" + string(rune('A'+i%26)) + string(rune('a'+i/26))
 		ids = append(ids, id)
-		l.admitDone(id, 0)
-		must(t, l.sync())
+		l.AdmitDone(id, 0)
+		must(t, l.Sync())
 		if logged, _, err := readDoneLog(filepath.Join(dir, DoneLogFileName)); err != nil || len(logged) > 2*8+64 {
 			t.Fatalf("after %d ids the done log holds %d (%v)", i+1, len(logged), err)
 		}
@@ -144,10 +142,10 @@ func TestLedgerBounded(t *testing.T) {
 		t.Fatalf("state file: done %v, cursor %q; want no ids ahead of the cursor, cursor %s", st.Done, st.Cursor, ids[99])
 	}
 	l2 := openTestLedger(t, dir)
-	if got := l2.recent.list(); !slices.Equal(got, ids[92:]) {
+	if got := l2.recent.List(); !slices.Equal(got, ids[92:]) {
 		t.Fatalf("after a restart the ledger remembers %v, want the last 8 %v", got, ids[92:])
 	}
-	if unacked, _ := l.counts(); unacked != 0 {
+	if unacked, _ := l.Counts(); unacked != 0 {
 		t.Fatalf("unacked = %d", unacked)
 	}
 }
@@ -193,22 +191,22 @@ func TestLedgerWaitRoom(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		l := openTestLedger(t, t.TempDir())
-		l.admit("a", 0)
-		l.admit("b", 0)
+		l.Admit("a", 0)
+		l.Admit("b", 0)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if err := l.waitRoom(ctx, 2); err == nil {
+		if err := l.WaitRoom(ctx, 2); err == nil {
 			t.Fatal("waitRoom returned nil with a full window")
 		}
 		done := make(chan error, 1)
-		go func() { done <- l.waitRoom(context.Background(), 2) }()
+		go func() { done <- l.WaitRoom(context.Background(), 2) }()
 		synctest.Wait()
 		select {
 		case err := <-done:
 			t.Fatalf("waitRoom returned %v with the window still full", err)
 		default:
 		}
-		l.markDone("a")
+		l.MarkDone("a")
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
@@ -224,9 +222,9 @@ func TestLedgerConcurrentSync(t *testing.T) {
 	for i := range 20 {
 		go func() {
 			id := string(rune('a' + i))
-			l.admit(id, 0)
-			l.markDone(id)
-			errs <- l.sync()
+			l.Admit(id, 0)
+			l.MarkDone(id)
+			errs <- l.Sync()
 		}()
 	}
 	for range 20 {
@@ -250,26 +248,56 @@ func TestLedgerRefusesSymlink(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, StateFileName)
 		v := atomicfiletest.PlantSymlink(t, path, []byte(`{"version": 1, "workspace_id": "ws-1", "cursor": "planted"}`+"\n"))
-		l, err := openLedger(dir, "ws-1", 8, zap.NewNop())
+		l, err := Open(Config{Dir: dir, WorkspaceID: "ws-1", RecentIDs: 8})
 		if !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
-			t.Fatalf("openLedger = %v (ledger %v), want an error naming %s as a symbolic link", err, l, path)
+			t.Fatalf("Open = %v (ledger %v), want an error naming %s as a symbolic link", err, l, path)
 		}
 		v.AssertUntouched(t)
 	})
 	t.Run("at write", func(t *testing.T) {
 		dir := t.TempDir()
 		l := openTestLedger(t, dir)
-		l.admit("a", 0)
-		l.markDone("a")
-		must(t, l.sync())
+		l.Admit("a", 0)
+		l.MarkDone("a")
+		must(t, l.Sync())
 		path := filepath.Join(dir, StateFileName)
 		must(t, os.Remove(path))
 		v := atomicfiletest.PlantSymlink(t, path, nil)
-		l.admit("b", 0)
-		l.markDone("b")
-		if err := l.sync(); !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+		l.Admit("b", 0)
+		l.MarkDone("b")
+		if err := l.Sync(); !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
 			t.Fatalf("sync = %v, want an error naming %s as a symbolic link", err, path)
 		}
 		v.AssertUntouched(t)
 	})
+}
+
+// What the ledger keeps of a wait survives a restart and goes with the row; a state file of an
+// older version (its "parked" ids) counts as told of the usage limit.
+func TestLedgerWaitsSurviveRestart(t *testing.T) {
+	t.Parallel()
+	const modelUnreachable WaitReason = "model-unreachable"
+	dir := t.TempDir()
+	old := `{"version":1,"workspace_id":"ws-1","cursor":"","done":[],"pending":[],"parked":["a1"],"saved_at":"2026-01-01T00:00:00Z"}`
+	must(t, os.WriteFile(filepath.Join(dir, StateFileName), []byte(old), 0o600))
+	l := openTestLedger(t, dir)
+	if w := l.WaitOf("a1"); !slices.Contains(w.Told, ReasonUsageLimit) {
+		t.Fatalf("a1 from an older state file: %+v, want told of the usage limit", w)
+	}
+	l.Admit("a1", 0)
+	l.Admit("a2", 0)
+	l.SetWait(Wait{ActivityID: "a2", Reason: modelUnreachable, Told: []WaitReason{modelUnreachable}})
+	must(t, l.Sync())
+	if st := readState(t, dir); len(st.Parked) != 0 || len(st.Waits) != 2 {
+		t.Fatalf("state written: parked %v waits %+v, want two waits and no parked list", st.Parked, st.Waits)
+	}
+	l.MarkDone("a1")
+	must(t, l.Sync())
+	l2 := openTestLedger(t, dir)
+	if w := l2.WaitOf("a2"); w.Reason != modelUnreachable || !slices.Contains(w.Told, modelUnreachable) {
+		t.Errorf("a2 after a restart: %+v", w)
+	}
+	if w := l2.WaitOf("a1"); len(w.Told) != 0 {
+		t.Errorf("a finished row kept its wait: %+v", w)
+	}
 }

@@ -1,4 +1,4 @@
-package molecule
+package ledger
 
 import (
 	"fmt"
@@ -6,17 +6,19 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/molecule-ai/codex-warm/childproc"
 )
 
+// defaultRecentIDs is the inbox's default RecentIDs (molecule.DefaultRecentIDs), which the
+// benchmark measures at; the ledger cannot import the inbox that configures it.
+const defaultRecentIDs = 4096
+
 // BenchmarkLedgerBytesPerMessage measures what the inbox's durable state costs per message once
-// the default number of finished ids (DefaultRecentIDs) is remembered: a message is admitted, its
+// the default number of finished ids (defaultRecentIDs) is remembered: a message is admitted, its
 // reply stored before delivery, then finished, with a sync after each step as the inbox does.
 // write-B/msg is every byte the process handed to write(2) (/proc/self/io wchar).
 func BenchmarkLedgerBytesPerMessage(b *testing.B) {
-	l, err := openLedger(b.TempDir(), "ws-1", DefaultRecentIDs, zap.NewNop())
+	l, err := Open(Config{Dir: b.TempDir(), WorkspaceID: "ws-1", RecentIDs: defaultRecentIDs})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -24,17 +26,17 @@ func BenchmarkLedgerBytesPerMessage(b *testing.B) {
 	message := func() {
 		id := fmt.Sprintf("%08d-0000-4000-8000-000000000000", n)
 		n++
-		l.admit(id, int64(n))
-		l.setPending(pendingReply{ActivityID: id, ChatKey: "canvas:ws-1", Route: route{routeNotify, "ws-1"}, Text: "a short answer", MessageID: "m-" + id, AnsweredAt: time.Now()})
-		if err := l.sync(); err != nil {
+		l.Admit(id, int64(n))
+		l.SetPending(Reply{ActivityID: id, ChatKey: "canvas:ws-1", Route: Route{"notify", "ws-1"}, Text: "a short answer", MessageID: "m-" + id, AnsweredAt: time.Now()})
+		if err := l.Sync(); err != nil {
 			b.Fatal(err)
 		}
-		l.markDone(id)
-		if err := l.sync(); err != nil {
+		l.MarkDone(id)
+		if err := l.Sync(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	for range DefaultRecentIDs + 100 { // the steady state: the ring of finished ids is full
+	for range defaultRecentIDs + 100 { // the steady state: the ring of finished ids is full
 		message()
 	}
 	w0 := procWriteChars(b)
