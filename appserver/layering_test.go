@@ -24,6 +24,9 @@ func TestImportsRunDownward(t *testing.T) {
 		{".", []string{"projector", "sessions", "supervisor", "inbox", "cmd"}, false},
 		{"../childproc", []string{"appserver", "supervisor", "inbox", "cmd"}, true},
 		{"../supervisor", []string{"inbox", "cmd"}, true},
+		// The account's state (model reachability, usage limits and parking, token totals) is a
+		// part of the supervisor below it: it knows no child, chat queue or inbox.
+		{"../supervisor/account", []string{"appserver", "childproc", "supervisor", "inbox", "cmd"}, true},
 		{"../inbox/chat", []string{"inbox/molecule", "inbox/local", "cmd"}, true},
 		{"../inbox/chat/chattest", []string{"inbox/molecule", "inbox/local", "cmd"}, false},
 		{"../inbox/molecule", []string{"inbox/local", "cmd"}, true},

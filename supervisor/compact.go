@@ -85,7 +85,7 @@ func (s *Supervisor) compactIfDue(ctx context.Context, key string, sess *session
 		if res != nil {
 			status = res.Status
 			// The model wrote the summary: its tokens are the chat's (counted as one turn).
-			s.usage.add(key, compactionUsage(res.Notifications))
+			s.usage.Add(key, compactionUsage(res.Notifications))
 		}
 		if err == nil && status != protocol.TurnCompleted {
 			err = fmt.Errorf("compaction ended %s", orNone(status))

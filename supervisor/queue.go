@@ -346,9 +346,9 @@ func (s *Supervisor) run(k *keyState, j *job) (Reply, error) {
 	if j.ctx.Err() != nil {
 		return Reply{}, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
 	}
-	if at, unknown, ok := s.limits.refusing(); ok && !j.adopted {
+	if at, unknown, ok := s.limits.Refusing(); ok && !j.adopted {
 		// The account's limit, met by any chat: no child is started or used before the reset.
-		s.limits.reached(k.key)
+		s.limits.Reached(k.key)
 		return Reply{}, &UsageLimitError{ChatKey: k.key, ResetsAt: at, UnknownReset: unknown}
 	}
 	sess, err := s.acquire(k, j)

@@ -41,7 +41,7 @@ type snapshotter interface{ Snapshot() map[string]string }
 
 // lastTurn is when chatKey's last turn ended, as kept with its token totals.
 func (s *Supervisor) lastTurn(chatKey string) (time.Time, bool) {
-	at := s.usage.chat(chatKey).LastTurnAt
+	at := s.usage.Chat(chatKey).LastTurnAt
 	return at, !at.IsZero()
 }
 

@@ -126,5 +126,5 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 		}
 		return a.PID - b.PID
 	})
-	return Snapshot{Taken: now, Children: out, Totals: t, Model: s.model.status(), Limits: s.limits.status(), Usage: s.usage.all()}
+	return Snapshot{Taken: now, Children: out, Totals: t, Model: s.model.Status(), Limits: s.limits.Status(), Usage: s.usage.All()}
 }

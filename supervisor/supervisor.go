@@ -33,6 +33,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/internal/keyfifo"
+	"github.com/molecule-ai/codex-warm/supervisor/account"
 )
 
 // Supervisor is the pool of warm codex children, one per chat key. Its methods are safe for
@@ -56,9 +57,9 @@ type Supervisor struct {
 	spares spareState // the spares' keeper and backoff (spares.go)
 	hosts  *hostPool  // the shared children, when ThreadsPerChild > 1 (hosts.go); nil otherwise
 
-	model  *modelState  // whether the model could be reached, across every chat
-	limits *limitState  // the account's usage limits, and the work parked until their reset
-	usage  *usageTotals // each chat's token usage
+	model  *account.Model  // whether the model could be reached, across every chat
+	limits *account.Limits // the account's usage limits, and the work parked until their reset
+	usage  *account.Usage  // each chat's token usage
 
 	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
 	compactions     atomic.Int64 // threads compacted by the long-thread policy
@@ -122,9 +123,9 @@ func New(cfg Config) (*Supervisor, error) {
 		retired:      make(map[string]int),
 		shutdownDone: make(chan struct{}),
 		approvals:    newApprovalBoard(),
-		model:        newModelState(),
-		limits:       newLimitState(cfg.StateDir, cfg.ResumeSpacing, cfg.Logger.Named("supervisor")),
-		usage:        newUsageTotals(cfg.StateDir, cfg.Logger.Named("supervisor")),
+		model:        account.NewModel(),
+		limits:       account.NewLimits(cfg.StateDir, cfg.ResumeSpacing, cfg.Logger.Named("supervisor")),
+		usage:        account.NewUsage(cfg.StateDir, cfg.Logger.Named("supervisor")),
 		slots:        slots{max: cfg.MaxChildren * cfg.ThreadsPerChild, maxWaiters: cfg.MaxSlotWaiters, budget: cfg.MemoryBudget},
 		spares:       spareState{kick: make(chan struct{}, 1), changed: make(chan struct{}), done: make(chan struct{})},
 	}
@@ -211,7 +212,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		}
 	}
 	s.closed = true
-	s.limits.stop()
+	s.limits.Stop()
 	queued := s.queue.DrainLocked()
 	s.slots.fail(ErrClosed)
 	running := len(s.sessions)
@@ -250,7 +251,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	}
 	s.stopLife(ErrClosed)
 	s.wg.Wait()
-	s.usage.close() // no turn runs any more
+	s.usage.Close() // no turn runs any more
 	if werr := s.writeRecords(); werr != nil {
 		s.log.Error("writing children record failed", zap.Error(werr))
 	}

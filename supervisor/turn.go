@@ -23,7 +23,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	if !j.adopted { // before the turn's watchdogs start: the compaction is bound on its own
 		compactNotice = s.compactIfDue(ctx, k.key, sess)
 	}
-	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, s.model.watchFor(s.cfg.ModelUnreachable), cancel)
+	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, s.model.WatchFor(s.cfg.ModelUnreachable), cancel)
 	watch.expectModel(s.cfg.ModelSilent)
 	first := sess.turns == 0
 	input := userInput(j.text, j.images)
@@ -36,7 +36,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	s.mu.Lock()
 	k.live = live
 	s.mu.Unlock()
-	s.limits.reached(k.key) // a parked message released at a reset got here: the next may go
+	s.limits.Reached(k.key) // a parked message released at a reset got here: the next may go
 
 	runTurn := func(ctx context.Context, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
 		if r, ok := sess.child.(resumable); ok && j.adopted {
@@ -49,7 +49,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 			watch.observe(n)
 			live.act.observe(n)
 			if rl, ok := appserver.RateLimits(n); ok {
-				s.limits.update(rl)
+				s.limits.Update(rl)
 			}
 		},
 		InterruptGrace: s.cfg.InterruptGrace,
@@ -84,7 +84,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		if res.Error != nil {
 			r.Error = res.Error.Message
 		}
-		s.usage.add(k.key, r.Usage)
+		s.usage.Add(k.key, r.Usage)
 	}
 
 	watchdog, retire := classifyTurn(err, cause, sess.child)
@@ -99,19 +99,19 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	case limitHit:
 		// Not the chat's failure: the message runs again after the reset, so the turn that
 		// holds only it leaves the thread (as for an unreachable model).
-		limited = s.limits.hit(k.key, resetsAt)
+		limited = s.limits.Hit(k.key, resetsAt)
 		if settled && r.TurnID != "" {
-			s.dropUnanswered(sess, r.TurnID)
+			sess.dropUnanswered(s.life, r.TurnID)
 		}
 	case watchdog == WatchdogModelUnreachable && errors.As(cause, &trip):
 		unreachable = trip.cause
-		s.model.unreachable(trip.cause, s.log)
+		s.model.Unreachable(trip.cause, s.log)
 		if settled && r.TurnID != "" {
-			s.dropUnanswered(sess, r.TurnID)
+			sess.dropUnanswered(s.life, r.TurnID)
 		}
 	case settled && r.Status == protocol.TurnCompleted:
-		s.model.reached(s.log)
-		s.limits.cleared()
+		s.model.Reached(s.log)
+		s.limits.Cleared()
 	}
 	if settled && !sess.recorded {
 		s.recordThread(k.key, sess)
@@ -200,5 +200,17 @@ func (s *Supervisor) recordThread(key string, sess *session) {
 		if err := s.cfg.Retention.Told(key, sess.goneThread, sess.threadID); err != nil {
 			sess.log.Error("could not record that the chat was told its archived thread is gone", zap.Error(err))
 		}
+	}
+}
+
+// dropUnanswered reverts a turn the model never saw from the thread (it holds only the user's
+// message): the message is answered later by a turn of its own, and each try of an outage would
+// otherwise leave the same message in the history once more. A failure is logged; the history
+// then shows the message twice, which is all it costs.
+func (sess *session) dropUnanswered(life context.Context, turnID string) {
+	ctx, cancel := context.WithTimeout(life, 10*time.Second)
+	defer cancel()
+	if err := sess.child.RevertThread(ctx, sess.threadID, turnID); err != nil {
+		sess.log.Warn("could not drop the unanswered turn from the thread", zap.String("turn_id", turnID), zap.Error(err))
 	}
 }
