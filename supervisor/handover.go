@@ -10,6 +10,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
 // A reload re-executes the daemon in place. Freeze waits until every chat is between turns or
@@ -137,12 +138,12 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	var out []HandedChild
 	var paused []pausable
 	// A shared child is paused once and handed over with all its threads.
-	shared := make(map[*host][]*session)
-	var hosts []*host
+	shared := make(map[*hosts.Host][]*session)
+	var sharedHosts []*hosts.Host
 	for _, sess := range idle {
 		if sess.host != nil {
 			if shared[sess.host] == nil {
-				hosts = append(hosts, sess.host)
+				sharedHosts = append(sharedHosts, sess.host)
 			}
 			shared[sess.host] = append(shared[sess.host], sess)
 			continue
@@ -168,16 +169,16 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		s.mu.Unlock()
 	}
 	var handed []*job
-	sharedRunning := make(map[*host][]runningTurn)
+	sharedRunning := make(map[*hosts.Host][]runningTurn)
 	for _, r := range running {
 		if h := r.sess.host; h != nil {
 			if shared[h] == nil && sharedRunning[h] == nil {
-				hosts = append(hosts, h)
+				sharedHosts = append(sharedHosts, h)
 			}
 			sharedRunning[h] = append(sharedRunning[h], r)
 		}
 	}
-	for _, h := range hosts {
+	for _, h := range sharedHosts {
 		if err != nil {
 			break
 		}
@@ -189,7 +190,7 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		if hc.Handover.PID == 0 {
 			continue // it died meanwhile
 		}
-		paused = append(paused, h.child.(pausable))
+		paused = append(paused, h.Child().(pausable))
 		out = append(out, hc)
 		handed = append(handed, jobs...)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
 // session is one child and its thread. Fields written after creation are written under
@@ -64,7 +65,7 @@ type session struct {
 	// host is the shared child the session's thread lives in (ThreadsPerChild > 1; nil
 	// otherwise): child is then its threadView. busyAtDeath says the host died while this
 	// session's turn or thread setup ran: only then is the death the chat's crash.
-	host        *host
+	host        *hosts.Host
 	busyAtDeath bool
 	// hostMem is the host's whole reading, mem its share (divided by its threads).
 	hostMem childproc.Memory
@@ -236,11 +237,11 @@ func (s *Supervisor) spawnInto(sess *session) error {
 		s.mu.Lock()
 		own := ownChildLocked(sess.key)
 		s.mu.Unlock()
-		var v *threadView
-		if v, err = s.hosts.place(spawnCtx, sess.key.key, own); err == nil {
+		var v *hosts.View
+		if v, err = s.hosts.Place(spawnCtx, sess.key.key, own); err == nil {
 			child = v
 			s.mu.Lock()
-			sess.host = v.host
+			sess.host = v.Host()
 			s.mu.Unlock()
 		}
 	} else {

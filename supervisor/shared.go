@@ -10,6 +10,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
 // The pool's side of shared children (hosts.go): who gets a child of its own, what recycles a
@@ -31,16 +32,16 @@ func ownChildLocked(k *keyState) bool {
 // whole memory, age and turns decide, and the child drains; "" when it stays.
 func (s *Supervisor) hostRecycleReasonLocked(sess *session, now time.Time) string {
 	h := sess.host
-	if s.hosts.draining(h) {
+	if s.hosts.Draining(h) {
 		return ReasonHostDrain
 	}
 	why := ""
 	switch {
 	case s.cfg.ChildMemoryLimit > 0 && sess.measured && sess.hostMem.USS > s.cfg.ChildMemoryLimit:
 		why = ReasonMemory
-	case s.cfg.ChildMaxTurns > 0 && int(h.turns.Load()) >= s.cfg.ChildMaxTurns:
+	case s.cfg.ChildMaxTurns > 0 && int(h.Turns()) >= s.cfg.ChildMaxTurns:
 		why = ReasonMaxTurns
-	case s.cfg.ChildMaxAge > 0 && !h.started.IsZero() && now.Sub(h.started) >= s.cfg.ChildMaxAge:
+	case s.cfg.ChildMaxAge > 0 && !h.Started().IsZero() && now.Sub(h.Started()) >= s.cfg.ChildMaxAge:
 		why = ReasonMaxAge
 	}
 	if why == "" {
@@ -48,15 +49,15 @@ func (s *Supervisor) hostRecycleReasonLocked(sess *session, now time.Time) strin
 	}
 	sess.log.Info("recycling shared codex child", zap.String("reason", why),
 		zap.Int64("uss_bytes", sess.hostMem.USS), zap.Int64("pss_bytes", sess.hostMem.PSS),
-		zap.Int64("turns", h.turns.Load()), zap.Duration("age", now.Sub(h.started)))
-	if s.hosts.drain(h, why) {
+		zap.Int64("turns", h.Turns()), zap.Duration("age", now.Sub(h.Started())))
+	if s.hosts.Drain(h, why) {
 		s.hostDrainsLocked(h)
 	}
 	return ReasonHostDrain
 }
 
 // onHostDrain is hostDrainsLocked for the host pool, which holds no lock of the pool's.
-func (s *Supervisor) onHostDrain(h *host) {
+func (s *Supervisor) onHostDrain(h *hosts.Host) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hostDrainsLocked(h)
@@ -65,7 +66,7 @@ func (s *Supervisor) onHostDrain(h *host) {
 // hostDrainsLocked runs when host h began draining: its idle threads leave now, the busy ones
 // as their turns end (recycleReasonLocked), and those still running after Config.HostDrain are
 // interrupted. Its goroutine is the pool's (wg).
-func (s *Supervisor) hostDrainsLocked(h *host) {
+func (s *Supervisor) hostDrainsLocked(h *hosts.Host) {
 	if s.closed {
 		return // Shutdown closes every child
 	}
@@ -77,7 +78,7 @@ func (s *Supervisor) hostDrainsLocked(h *host) {
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-h.child.Done():
+		case <-h.Child().Done():
 			return
 		case <-s.accepting.Done():
 			return
@@ -94,7 +95,7 @@ func (s *Supervisor) hostDrainsLocked(h *host) {
 }
 
 // retireHostIdleLocked retires the idle sessions (and spares) of host h.
-func (s *Supervisor) retireHostIdleLocked(h *host) {
+func (s *Supervisor) retireHostIdleLocked(h *hosts.Host) {
 	for sess := range s.sessions {
 		if sess.host == h && (sess.state == StateIdle || sess.state == StateSpare) {
 			s.retireLocked(sess, ReasonHostDrain, nil)
@@ -106,20 +107,20 @@ func (s *Supervisor) retireHostIdleLocked(h *host) {
 // sessions whose turns run, and describes it: the first session's chat is the child's, the
 // others are Shared; each running turn travels with its chat (jobs are their jobs). A child
 // that died meanwhile yields a zero Handover (the next image does without it).
-func (s *Supervisor) pauseShared(ctx context.Context, h *host, idle []*session, running []runningTurn) (HandedChild, []*job, error) {
-	p, ok := h.child.(pausable)
-	rp, ok2 := h.child.(runningPausable)
+func (s *Supervisor) pauseShared(ctx context.Context, h *hosts.Host, idle []*session, running []runningTurn) (HandedChild, []*job, error) {
+	p, ok := h.Child().(pausable)
+	rp, ok2 := h.Child().(runningPausable)
 	if !ok || !ok2 && len(running) > 0 {
-		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d: %w", h.pid, appserver.ErrNoHandover)
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d: %w", h.PID(), appserver.ErrNoHandover)
 	}
 	ss := append([]*session(nil), idle...)
 	for _, r := range running {
 		ss = append(ss, r.sess)
 	}
-	if n := s.hosts.threads(h); n != len(ss) {
+	if n := s.hosts.Threads(h); n != len(ss) {
 		// A thread of the child is not a chat's that can cross (a spare's, one leaving):
 		// awaitQuiet waits those out, so this is a bug rather than a state to hand over.
-		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d holds %d threads, %d of them chats' that can cross", h.pid, n, len(ss))
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d holds %d threads, %d of them chats' that can cross", h.PID(), n, len(ss))
 	}
 	var ho appserver.Handover
 	var err error
@@ -129,10 +130,10 @@ func (s *Supervisor) pauseShared(ctx context.Context, h *host, idle []*session, 
 		ho, err = p.Pause(ctx)
 	}
 	if err != nil {
-		if h.child.Err() != nil {
+		if h.Child().Err() != nil {
 			return HandedChild{}, nil, nil
 		}
-		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d: %w", h.pid, err)
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d: %w", h.PID(), err)
 	}
 	turns := make(map[string]bool)
 	if ho.Turn != nil {
@@ -179,11 +180,14 @@ func (s *Supervisor) adoptShared(a AdoptedChild) {
 		_ = a.Child.Close()
 		return
 	}
-	views := s.hosts.adopt(a.Child, len(threads))
+	ids := make([]string, len(threads))
+	for i, th := range threads {
+		ids[i] = th.ThreadID
+	}
+	views := s.hosts.Adopt(a.Child, ids)
 	ident := childproc.ReadIdentity(pid)
 	for i, th := range threads {
 		v := views[i]
-		v.setThread(th.ThreadID)
 		s.mu.Lock()
 		if !s.slots.take(s.memUseLocked()) {
 			s.mu.Unlock()
@@ -195,7 +199,7 @@ func (s *Supervisor) adoptShared(a AdoptedChild) {
 		sess := s.newSessionLocked(k, s.log.With(zap.String("chat_key", th.ChatKey), zap.Int("pid", pid),
 			zap.String("thread_id", th.ThreadID)))
 		k.sess = sess
-		sess.child, sess.host, sess.pid, sess.proc = v, v.host, pid, ident
+		sess.child, sess.host, sess.pid, sess.proc = v, v.Host(), pid, ident
 		s.adoptedLocked(k, sess, th.ThreadID, th.Turns, th.Started, th.Turn)
 	}
 	s.log.Info("shared codex child adopted from the previous image; its chats stay warm", zap.Int("pid", pid), zap.Int("threads", len(threads)))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 	"go.uber.org/zap"
 )
 
@@ -39,7 +40,7 @@ const (
 	ReasonHostDrain = "host_drain"
 	// ReasonHostWedged: a shared child drains because one of its threads cannot leave it (its
 	// turn ignored turn/interrupt, or codex did not unload it).
-	ReasonHostWedged = "host_wedged"
+	ReasonHostWedged = hosts.ReasonWedged
 )
 
 // transitions is the lifecycle table. starting → retiring exists besides the issue's

@@ -34,6 +34,7 @@ import (
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/internal/keyfifo"
 	"github.com/molecule-ai/codex-warm/supervisor/account"
+	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
 // Supervisor is the pool of warm codex children, one per chat key. Its methods are safe for
@@ -54,8 +55,8 @@ type Supervisor struct {
 	// sweepMu lets one ArchiveSweep run at a time.
 	sweepMu sync.Mutex
 
-	spares spareState // the spares' keeper and backoff (spares.go)
-	hosts  *hostPool  // the shared children, when ThreadsPerChild > 1 (hosts.go); nil otherwise
+	spares spareState  // the spares' keeper and backoff (spares.go)
+	hosts  *hosts.Pool // the shared children, when ThreadsPerChild > 1 (hosts.go); nil otherwise
 
 	model  *account.Model  // whether the model could be reached, across every chat
 	limits *account.Limits // the account's usage limits, and the work parked until their reset
@@ -134,7 +135,7 @@ func New(cfg Config) (*Supervisor, error) {
 			func(string) { s.overloadRetries.Add(1) })
 	}
 	if cfg.ThreadsPerChild > 1 {
-		s.hosts = newHostPool(hostPoolConfig{PerChild: cfg.ThreadsPerChild, Spawn: s.cfg.Spawn, Log: s.log,
+		s.hosts = hosts.New(hosts.Config{PerChild: cfg.ThreadsPerChild, Spawn: s.cfg.Spawn, Log: s.log,
 			UnloadTimeout: hostUnloadTimeout, Drain: cfg.HostDrain, OnDrain: s.onHostDrain})
 	}
 	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Take: s.takeLocked, Idle: s.keyIdleLocked, Lock: &s.mu})

@@ -122,7 +122,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	sess.turns++
 	s.turns++
 	if sess.host != nil {
-		sess.host.turns.Add(1)
+		sess.host.AddTurn()
 	}
 	if settled && err == nil {
 		sess.completed++
