@@ -116,7 +116,7 @@ func (s *Supervisor) reset(k *keyState) (Reply, error) {
 		<-sess.reaped
 	}
 	old, err := s.cfg.Store.Archive(k.key, "/new")
-	s.leftThread(k.key, old) // old is set once the line is written, even when err is not nil
+	s.archive.leftThread(k.key, old) // old is set once the line is written, even when err is not nil
 	if err != nil {
 		s.log.Error("chat could not start over; its next message resumes the old thread",
 			zap.String("chat_key", k.key), zap.Error(err))

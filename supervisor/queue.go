@@ -364,3 +364,42 @@ func (s *Supervisor) run(k *keyState, j *job) (Reply, error) {
 	}
 	return s.turn(k, sess, j)
 }
+
+// onWorker runs fn on chatKey's worker, so that no message of the chat runs meanwhile (a message
+// that arrives waits); retire, for fn, retires the chat's child and waits until it was reaped.
+// busy is true, and fn does not run, when the chat has a turn running or messages waiting.
+func (s *Supervisor) onWorker(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (busy bool, err error) {
+	j := &job{ctx: context.WithoutCancel(ctx), done: make(chan outcome, 1)}
+	j.maint = func(k *keyState) (Reply, error) {
+		return Reply{}, fn(k, func() {
+			s.mu.Lock()
+			sess := k.sess
+			if sess != nil {
+				s.retireLocked(sess, ReasonArchived, nil)
+			}
+			s.mu.Unlock()
+			if sess != nil {
+				<-sess.reaped
+			}
+		})
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false, ErrClosed
+	}
+	if s.frozen || s.freezing {
+		s.mu.Unlock()
+		return false, ErrReloading
+	}
+	if k := s.keys[chatKey]; k != nil && (k.running != nil || s.queue.LenLocked(chatKey) > 0) {
+		s.mu.Unlock()
+		return true, nil
+	}
+	k := s.keyLocked(chatKey)
+	j.key = k
+	s.queue.PushLocked(chatKey, j)
+	s.mu.Unlock()
+	o := <-j.done
+	return false, o.err
+}

@@ -353,7 +353,7 @@ func (s *Supervisor) openThread(key string, sess *session, text string) (string,
 		// Kept, with the reason, where an operator (a rollback, a CODEX_HOME put right) finds it.
 		reason := fmt.Sprintf("not resumable: thread %s not found in CODEX_HOME %s", id, s.codexHome())
 		left, aerr := s.cfg.Store.Archive(key, reason)
-		s.leftThread(key, left)
+		s.archive.leftThread(key, left)
 		if aerr != nil {
 			sess.log.Error("could not archive the unresumable thread id; it is overwritten by the new thread's",
 				zap.String("thread_id", id), zap.Error(aerr))
@@ -361,7 +361,7 @@ func (s *Supervisor) openThread(key string, sess *session, text string) (string,
 		sess.log.Warn("stored thread cannot be resumed; starting a new thread, earlier context is lost (the id is in threads-archive.jsonl)",
 			zap.String("thread_id", id), zap.String("codex_home", s.codexHome()), zap.Error(err))
 		sess.resumeFailed, sess.lostThread = true, id
-	} else if id, ok, err := s.comeBack(ctx, key, sess); err != nil || ok {
+	} else if id, ok, err := s.archive.comeBack(ctx, key, sess); err != nil || ok {
 		if ok {
 			s.claimSpareThread(ctx, sess, key, false)
 			s.dropUnfinishedRun(ctx, sess, id, text)

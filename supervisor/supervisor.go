@@ -52,8 +52,8 @@ type Supervisor struct {
 	stopLife      context.CancelCauseFunc
 
 	wg sync.WaitGroup // the child watchers, the memory sampler and the retention sweep
-	// sweepMu lets one ArchiveSweep run at a time.
-	sweepMu sync.Mutex
+
+	archive *archiver // the retention sweep, leaving and returning chats' threads (retention.go)
 
 	spares spareState  // the spares' keeper and backoff (spares.go)
 	hosts  *hosts.Pool // the shared children, when ThreadsPerChild > 1 (hosts.go); nil otherwise
@@ -138,6 +138,17 @@ func New(cfg Config) (*Supervisor, error) {
 		s.hosts = hosts.New(hosts.Config{PerChild: cfg.ThreadsPerChild, Spawn: s.cfg.Spawn, Log: s.log,
 			UnloadTimeout: hostUnloadTimeout, Drain: cfg.HostDrain, OnDrain: s.onHostDrain})
 	}
+	s.archive = &archiver{cfg: &s.cfg, log: s.log, usage: s.usage, onWorker: s.onWorker,
+		slot: func(ctx context.Context) (func(), error) {
+			if err := s.acquireSlot(ctx); err != nil {
+				return nil, err
+			}
+			return func() {
+				s.mu.Lock()
+				s.releaseSlotLocked()
+				s.mu.Unlock()
+			}, nil
+		}}
 	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Take: s.takeLocked, Idle: s.keyIdleLocked, Lock: &s.mu})
 	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
 	s.life, s.stopLife = context.WithCancelCause(context.Background())
@@ -176,7 +187,10 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	if cfg.Retention != nil && cfg.RetentionPolicy.Any() {
 		s.wg.Add(1)
-		go s.retentionLoop()
+		go func() {
+			defer s.wg.Done()
+			s.archive.retentionLoop(s.accepting)
+		}()
 	}
 	if cfg.Spares > 0 {
 		go s.keepSpares() // Shutdown waits for spares.done
