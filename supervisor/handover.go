@@ -10,6 +10,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/keyfifo"
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
@@ -121,16 +122,16 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if s.freezing {
+	if s.handover.freezing {
 		s.mu.Unlock()
 		return nil, errors.New("supervisor: already frozen")
 	}
-	s.freezing = true
+	s.handover.freezing = true
 	s.mu.Unlock()
 	idle, running, err := s.awaitQuiet(ctx)
 	if err != nil {
 		s.mu.Lock()
-		s.freezing = false
+		s.handover.freezing = false
 		s.mu.Unlock()
 		s.kickSpares()
 		return nil, err
@@ -232,14 +233,14 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 			p.Resume()
 		}
 		s.mu.Lock()
-		s.freezing, s.frozen = false, false
+		s.handover.freezing, s.handover.frozen = false, false
 		s.mu.Unlock()
 		s.kickSpares()
 		return nil, err
 	}
 	s.mu.Lock()
-	s.paused = paused
-	s.handed = handed
+	s.handover.paused = paused
+	s.handover.handed = handed
 	for _, j := range handed {
 		// The caller stops waiting; the turn no longer ends with it.
 		j.unlink()
@@ -260,20 +261,56 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 // Thaw calls off a reload after Freeze: the children go on and messages are taken again.
 func (s *Supervisor) Thaw() {
 	s.mu.Lock()
-	paused := s.paused
-	s.paused = nil
-	s.freezing, s.frozen = false, false
-	for _, j := range s.handed {
+	paused := s.handover.paused
+	s.handover.paused = nil
+	s.handover.freezing, s.handover.frozen = false, false
+	for _, j := range s.handover.handed {
 		// Its caller was told ErrHandedOver: the message given again attaches to it.
-		s.detachLocked(j)
+		s.handover.detach(j)
 	}
-	s.handed = nil
+	s.handover.handed = nil
 	s.mu.Unlock()
 	for _, p := range paused {
 		p.Resume()
 	}
 	s.kickSpares()
 	s.log.Info("reload called off; serving on")
+}
+
+// freeze is the handover's state: a reload's freeze, the children it paused, the turns it
+// handed over and those no caller waits for. It is guarded by Supervisor.mu (its decisions span
+// the chats' keys, queues and sessions, which that lock guards), and touched only here: the
+// rest of the supervisor asks it through its methods, with Supervisor.mu held.
+type freeze struct {
+	// freezing while Freeze waits for quiet, frozen once it refuses messages.
+	freezing bool
+	frozen   bool
+	// paused are the children Freeze paused.
+	paused []pausable
+	// handed are the running jobs a freeze handed over (their callers were told
+	// ErrHandedOver); detached are the jobs no caller waits for, by message id, which a
+	// message of the same id attaches to (EnqueueInput): a turn handed over by the previous
+	// image, or one whose reload was called off.
+	handed   []*job
+	detached map[string]*job
+	// changed wakes Freeze's wait for quiet.
+	changed chan struct{}
+}
+
+// refusing reports whether messages are refused (ErrReloading): frozen.
+func (f *freeze) refusing() bool { return f.frozen }
+
+// active reports whether a freeze began (spares are not started, maintenance is refused).
+func (f *freeze) active() bool { return f.freezing || f.frozen }
+
+// attach takes the detached job of messageID when it is chatKey's (nil otherwise).
+func (f *freeze) attach(chatKey, messageID string) *job {
+	d := f.detached[messageID]
+	if messageID == "" || d == nil || d.key.key != chatKey {
+		return nil
+	}
+	delete(f.detached, messageID)
+	return d
 }
 
 // runningTurn is a chat's running turn that a reload can hand over.
@@ -303,10 +340,10 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 				busy = append(busy, "a spare "+string(sess.state))
 			case sess.state == StateIdle && !s.queue.BusyLocked(sess.key.key):
 				idle = append(idle, sess)
-			case sess.state == StateBusy && s.handableLocked(sess.key):
+			case sess.state == StateBusy && handableLocked(s.queue, sess.key):
 				running = append(running, runningTurn{sess: sess, job: sess.key.running, live: sess.key.live})
-			case sess.state == StateBusy && s.neverCrossesLocked(sess.key) != "":
-				cannot = append(cannot, fmt.Sprintf("chat %s: %s", sess.key.key, s.neverCrossesLocked(sess.key)))
+			case sess.state == StateBusy && neverCrossesLocked(s.queue, sess.key) != "":
+				cannot = append(cannot, fmt.Sprintf("chat %s: %s", sess.key.key, neverCrossesLocked(s.queue, sess.key)))
 			default:
 				busy = append(busy, fmt.Sprintf("chat %s %s", sess.key.key, sess.state))
 			}
@@ -321,11 +358,11 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 			return nil, nil, fmt.Errorf("supervisor: %s: %w", joinFirst(cannot, 4), ErrCannotCross)
 		}
 		if len(busy) == 0 {
-			s.frozen = true
+			s.handover.frozen = true
 			s.mu.Unlock()
 			return idle, running, nil
 		}
-		changed := s.changedLocked()
+		changed := s.handover.changedCh()
 		s.mu.Unlock()
 		select {
 		case <-changed:
@@ -336,7 +373,7 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 }
 
 // handableLocked reports whether k's running turn can cross a reload.
-func (s *Supervisor) handableLocked(k *keyState) bool {
+func handableLocked(queue *keyfifo.FIFO[*job], k *keyState) bool {
 	j := k.running
 	if j == nil || j.reset || j.messageID == "" || k.live == nil {
 		return false
@@ -348,7 +385,7 @@ func (s *Supervisor) handableLocked(k *keyState) bool {
 		return false
 	}
 	ok := true
-	s.queue.EachLocked(k.key, func(q *job) {
+	queue.EachLocked(k.key, func(q *job) {
 		if q.messageID == "" || q.reset {
 			ok = false
 		}
@@ -359,7 +396,7 @@ func (s *Supervisor) handableLocked(k *keyState) bool {
 // neverCrossesLocked says why k's running turn cannot be handed over for as long as it runs
 // (its message, or one queued behind it, has no id the inbox could give again, or is a /new, or
 // a message was steered into it); "" when it can, or may once its turn id is known.
-func (s *Supervisor) neverCrossesLocked(k *keyState) string {
+func neverCrossesLocked(queue *keyfifo.FIFO[*job], k *keyState) string {
 	j := k.running
 	if j == nil {
 		return ""
@@ -379,7 +416,7 @@ func (s *Supervisor) neverCrossesLocked(k *keyState) string {
 		}
 	}
 	why := ""
-	s.queue.EachLocked(k.key, func(q *job) {
+	queue.EachLocked(k.key, func(q *job) {
 		if why == "" && (q.messageID == "" || q.reset) {
 			why = "a message queued behind its turn cannot be handed over"
 		}
@@ -387,28 +424,28 @@ func (s *Supervisor) neverCrossesLocked(k *keyState) string {
 	return why
 }
 
-// detachLocked keeps j for the message that attaches to it (EnqueueInput).
-func (s *Supervisor) detachLocked(j *job) {
-	if s.detached == nil {
-		s.detached = make(map[string]*job)
+// detach keeps j for the message that attaches to it (EnqueueInput).
+func (f *freeze) detach(j *job) {
+	if f.detached == nil {
+		f.detached = make(map[string]*job)
 	}
-	s.detached[j.messageID] = j
+	f.detached[j.messageID] = j
 }
 
-// changedLocked returns a channel closed at the next change of a child's state or of a chat's
-// work (notifyChangedLocked).
-func (s *Supervisor) changedLocked() <-chan struct{} {
-	if s.changed == nil {
-		s.changed = make(chan struct{})
+// changedCh returns a channel closed at the next change of a child's state or of a chat's work
+// (notify).
+func (f *freeze) changedCh() <-chan struct{} {
+	if f.changed == nil {
+		f.changed = make(chan struct{})
 	}
-	return s.changed
+	return f.changed
 }
 
-// notifyChangedLocked wakes awaitQuiet.
-func (s *Supervisor) notifyChangedLocked() {
-	if s.changed != nil {
-		close(s.changed)
-		s.changed = nil
+// notify wakes Freeze's wait for quiet.
+func (f *freeze) notify() {
+	if f.changed != nil {
+		close(f.changed)
+		f.changed = nil
 	}
 }
 
@@ -428,14 +465,14 @@ func joinFirst(items []string, n int) string {
 
 // adoptTurnLocked makes the running turn handed over with k's child k's first job: its message
 // attaches to it when its inbox gives it again, and the messages after it queue behind.
-func (s *Supervisor) adoptTurnLocked(k *keyState, t *HandedTurn) {
-	s.approvals.keep(k.key, t.Approvals)
+func (f *freeze) adoptTurnLocked(queue *keyfifo.FIFO[*job], approvals *approvalBoard, k *keyState, t *HandedTurn) {
+	approvals.keep(k.key, t.Approvals)
 	j := &job{key: k, ctx: context.Background(), askApprovalsOf: t.AskApprovalsOf, done: make(chan outcome, 1),
 		messageID: t.MessageID, handed: make(chan struct{}), adopted: true, deadlineLeft: t.DeadlineLeft, turnStarted: t.Started}
 	if j.messageID != "" {
-		s.detachLocked(j)
+		f.detach(j)
 	}
-	s.queue.PushLocked(k.key, j)
+	queue.PushLocked(k.key, j)
 }
 
 // adoptedLocked makes sess, whose child the previous image handed over, k's idle session on
@@ -449,7 +486,7 @@ func (s *Supervisor) adoptedLocked(k *keyState, sess *session, threadID string, 
 	}
 	s.setStateLocked(sess, StateIdle)
 	if turn != nil {
-		s.adoptTurnLocked(k, turn)
+		s.handover.adoptTurnLocked(s.queue, s.approvals, k, turn)
 	}
 	s.mu.Unlock()
 	s.wg.Add(1)

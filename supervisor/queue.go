@@ -170,15 +170,14 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 	}
 
 	s.mu.Lock()
-	if s.frozen {
+	if s.handover.refusing() {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("chat %s: %w", chatKey, ErrReloading)
 	}
-	if d := s.detached[in.MessageID]; in.MessageID != "" && d != nil && d.key.key == chatKey {
+	if d := s.handover.attach(chatKey, in.MessageID); d != nil {
 		// The message's turn runs already (handed over by a reload): wait for it. Even while
 		// shutting down: the drain lets that turn finish, and its caller is owed its answer
 		// (a stop that came during the reload resumes the old image and drains at once).
-		delete(s.detached, in.MessageID)
 		d.handed = make(chan struct{})
 		s.mu.Unlock()
 		s.log.Info("message attached to its turn, handed over by a reload", zap.String("chat_key", chatKey),
@@ -336,7 +335,7 @@ func (s *Supervisor) work(_ string, j *job) {
 
 // keyIdleLocked is called as a key's worker exits.
 func (s *Supervisor) keyIdleLocked(key string) {
-	s.notifyChangedLocked()
+	s.handover.notify()
 	if k := s.keys[key]; k != nil {
 		s.gcKeyLocked(k)
 	}
@@ -388,7 +387,7 @@ func (s *Supervisor) onWorker(ctx context.Context, chatKey string, fn func(k *ke
 		s.mu.Unlock()
 		return false, ErrClosed
 	}
-	if s.frozen || s.freezing {
+	if s.handover.active() {
 		s.mu.Unlock()
 		return false, ErrReloading
 	}

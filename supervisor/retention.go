@@ -58,6 +58,12 @@ type archiver struct {
 	sweepMu sync.Mutex
 }
 
+func newArchiver(cfg *Config, log *zap.Logger, usage *account.Usage,
+	slot func(context.Context) (func(), error),
+	onWorker func(context.Context, string, func(*keyState, func()) error) (bool, error)) *archiver {
+	return &archiver{cfg: cfg, log: log, usage: usage, slot: slot, onWorker: onWorker}
+}
+
 // lastTurn is when chatKey's last turn ended, as kept with its token totals.
 func (s *archiver) lastTurn(chatKey string) (time.Time, bool) {
 	at := s.usage.Chat(chatKey).LastTurnAt

@@ -90,7 +90,7 @@ func (s *Supervisor) keepSpares() {
 func (s *Supervisor) reserveSpare() (*session, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.freezing || s.sparesLocked() >= s.cfg.Spares {
+	if s.closed || s.handover.active() || s.sparesLocked() >= s.cfg.Spares {
 		return nil, 0
 	}
 	if wait := s.spares.crash.wait(time.Now()); wait > 0 {

@@ -85,7 +85,7 @@ func (s *Supervisor) setStateLocked(sess *session, to State) bool {
 		s.slots.retiring++
 	}
 	sess.state = to
-	s.notifyChangedLocked()
+	s.handover.notify()
 	return true
 }
 

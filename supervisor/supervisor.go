@@ -7,18 +7,44 @@
 // large or old (memory.go); the next message of that key gets a new child that resumes the same
 // thread.
 //
+// The parts. Supervisor composes them and keeps what spans them: the chats' keys, their queues,
+// the sessions and the slots, which one lock guards (below).
+//   - the account (package account): whether the model can be reached, the usage limits and the
+//     work parked until their reset, each chat's token totals; each with its own lock.
+//   - the shared children (package hosts): the hosts threads are placed in, with its own lock.
+//   - the handover (freeze, handover.go, shared.go): a reload's freeze, the children it paused,
+//     the turns it handed over; its state is guarded by Supervisor.mu and touched only in
+//     handover.go.
+//   - the retention sweep (archiver, retention.go): its own lock and loop; it reaches the pool
+//     and a chat's worker through hooks the Supervisor wires in New.
+//   - the approvals (approvalBoard, approval.go) and a turn's watchdogs (turnWatch,
+//     turnwatch.go), each with its own lock.
+//
+// owners_test.go checks that each same-package part's fields are touched only from its files.
+//
 // Concurrency layout: one mutex (Supervisor.mu) guards the pool's bookkeeping: the key states,
-// the sessions and their states, the slots (slots.go) and the per-key queues (the keyfifo runs on
-// this mutex). They stay under one lock because decisions span them: an eviction picks an idle
-// child whose key has nothing queued, a key is forgotten only with no queue, child or backoff.
+// the sessions and their states, the slots (slots.go), the per-key queues (the keyfifo runs on
+// this mutex) and the handover's freeze state. They stay under one lock because decisions span
+// them: an eviction picks an idle child whose key has nothing queued, a key is forgotten only
+// with no queue, child or backoff, a freeze waits for every key and session to be quiet.
 // The mutex is never held across a call into a child, the thread store, the spawn function or
 // /proc. Every chat key with queued work has one worker goroutine (queue.go) that runs its turns
 // in FIFO order; Shutdown waits for them before closing the children. Every child has one
 // watcher goroutine (watcher.go) that notices its death, closes it when idle too long, and is
 // the only caller of Close; it exits once the child was reaped. One memory sampler goroutine
 // (memory.go) reads the children's memory for the budget and recycles bloated children; it stops
-// when Shutdown begins. The watchers and the sampler are counted in a WaitGroup that Shutdown
-// waits for last.
+// when Shutdown begins. The watchers, the sampler and the retention loop are counted in a
+// WaitGroup that Shutdown waits for last.
+//
+// Lock order: a goroutine holding a lock may take only locks later in this list, never an
+// earlier one:
+//  1. archiver.sweepMu (held for a whole sweep, which takes slots and runs on chats' workers)
+//  2. childRecords.mu (a write of children.json reads the pool under it)
+//  3. Supervisor.mu
+//  4. the parts' own locks, taken with or without Supervisor.mu; none of them is held while
+//     Supervisor.mu or a lock above is taken: liveTurn.mu, approvalBoard.mu, turnWatch.mu,
+//     hosts.Pool's lock (it never calls the supervisor while holding it: OnDrain runs without
+//     it), and package account's locks (Model, Limits, Usage: Usage.writeMu before Usage.mu).
 package supervisor
 
 import (
@@ -89,18 +115,7 @@ type Supervisor struct {
 
 	stops stopMarks // when each chat last asked to stop (control.go); guarded by mu
 
-	// A reload's freeze (handover.go): freezing while it waits for quiet, frozen once it
-	// refuses messages; paused are the children it paused; changed wakes its wait.
-	freezing bool
-	frozen   bool
-	paused   []pausable
-	// handed are the running jobs a freeze handed over (their callers were told
-	// ErrHandedOver); detached are the jobs no caller waits for, by message id, which a
-	// message of the same id attaches to (EnqueueInput): a turn handed over by the previous
-	// image, or one whose reload was called off.
-	handed   []*job
-	detached map[string]*job
-	changed  chan struct{}
+	handover freeze // a reload's freeze and the turns it handed over (handover.go)
 }
 
 // New builds a Supervisor. When cfg.StateDir is set it first sweeps children left by a daemon
@@ -138,8 +153,8 @@ func New(cfg Config) (*Supervisor, error) {
 		s.hosts = hosts.New(hosts.Config{PerChild: cfg.ThreadsPerChild, Spawn: s.cfg.Spawn, Log: s.log,
 			UnloadTimeout: hostUnloadTimeout, Drain: cfg.HostDrain, OnDrain: s.onHostDrain})
 	}
-	s.archive = &archiver{cfg: &s.cfg, log: s.log, usage: s.usage, onWorker: s.onWorker,
-		slot: func(ctx context.Context) (func(), error) {
+	s.archive = newArchiver(&s.cfg, s.log, s.usage,
+		func(ctx context.Context) (func(), error) {
 			if err := s.acquireSlot(ctx); err != nil {
 				return nil, err
 			}
@@ -148,7 +163,7 @@ func New(cfg Config) (*Supervisor, error) {
 				s.releaseSlotLocked()
 				s.mu.Unlock()
 			}, nil
-		}}
+		}, s.onWorker)
 	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Take: s.takeLocked, Idle: s.keyIdleLocked, Lock: &s.mu})
 	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
 	s.life, s.stopLife = context.WithCancelCause(context.Background())
