@@ -27,7 +27,7 @@ type keyState struct {
 // A key whose child a watchdog retired is kept (a few hundred bytes) so that its next child
 // reports the restart.
 func (s *Supervisor) gcKeyLocked(k *keyState) {
-	if !s.queue.BusyLocked(k.key) && k.sess == nil && k.crash.failures == 0 && !k.needRestart &&
+	if !s.queue.BusyLocked(k.key) && k.sess == nil && !k.crash.pending() && !k.needRestart &&
 		s.keys[k.key] == k {
 		delete(s.keys, k.key)
 	}

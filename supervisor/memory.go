@@ -54,7 +54,7 @@ func (s *Supervisor) memUseLocked() memUse {
 	if warmN > 0 {
 		u.estimate = warmSum / warmN
 	}
-	u.held = u.measured + int64(s.slots.used-measured)*u.estimate
+	u.held = u.measured + int64(s.slots.held()-measured)*u.estimate
 	u.freeing += int64(retiringUnmeasured) * u.estimate
 	return u
 }

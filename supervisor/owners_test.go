@@ -15,6 +15,10 @@ func TestPartsOwnTheirState(t *testing.T) {
 		"archiver":      {"retention.go"}, // the retention sweep, leaving and returning threads
 		"approvalBoard": {"approval.go"},  // approvals waiting for a person
 		"crashStreak":   {"crashstreak.go"},
+		"crashBackoff":  {"restart.go"},                     // a chat's (or the spares') restart backoff
+		"slots":         {"slots.go"},                       // the slots: cap, memory budget, waiters
+		"spareState":    {"spares.go"},                      // the spares' keeper, signal and backoff
+		"childRecords":  {"sweep.go"},                       // children.json's extra rows and its writes' order
 		"turnWatch":     {"turnwatch.go", "modelsilent.go"}, // a turn's watchdogs
 	})
 }

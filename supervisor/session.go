@@ -105,8 +105,7 @@ func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
 		switch {
 		case sess == nil:
 			if wait := k.crash.wait(time.Now()); wait > 0 {
-				if k.crash.failures >= s.cfg.CrashLoopAfter {
-					e := &CrashLoopError{ChatKey: k.key, Failures: k.crash.failures, RetryAt: k.crash.retryAt, Err: k.crash.lastErr}
+				if e := k.crash.loop(k.key, s.cfg.CrashLoopAfter); e != nil {
 					s.mu.Unlock()
 					return nil, e
 				}

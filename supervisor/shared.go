@@ -25,7 +25,7 @@ var errHostDrained = errors.New("the shared codex child is being replaced")
 // completes. The chat whose turns kill children cannot take neighbours down with it, and a
 // neighbour that only happened to be mid-turn is back in a shared child after its next reply.
 func ownChildLocked(k *keyState) bool {
-	return k.crash.failures > 0
+	return k.crash.pending()
 }
 
 // hostRecycleReasonLocked is recycleReasonLocked for a thread in a shared child: the child's

@@ -28,6 +28,27 @@ type slots struct {
 	retiring int           // sessions in StateRetiring: each will free a slot
 }
 
+func newSlots(max, maxWaiters int, budget int64) slots {
+	return slots{max: max, maxWaiters: maxWaiters, budget: budget}
+}
+
+// held is the number of slots held: one per session, plus grants in hand.
+func (p *slots) held() int { return p.used }
+
+// budgetBytes is the memory budget; <= 0: none.
+func (p *slots) budgetBytes() int64 { return p.budget }
+
+// moved counts a session's move from one state to another: a retiring session will free its
+// slot.
+func (p *slots) moved(from, to State) {
+	if from == StateRetiring {
+		p.retiring--
+	}
+	if to == StateRetiring {
+		p.retiring++
+	}
+}
+
 // slotWaiter is one chat key waiting for a slot. ready is closed once granted or err is set.
 type slotWaiter struct {
 	ready   chan struct{}
@@ -174,7 +195,7 @@ func (s *Supervisor) acquireSlot(ctx context.Context) error {
 		err = context.Cause(ctx)
 	case <-t.C:
 		err = fmt.Errorf("waited %s for a codex slot (at most %d children, memory budget %s): %w",
-			s.cfg.SlotWait, s.cfg.MaxChildren, budgetText(s.slots.budget), ErrNoSlot)
+			s.cfg.SlotWait, s.cfg.MaxChildren, budgetText(s.slots.budgetBytes()), ErrNoSlot)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -27,6 +27,26 @@ type spareState struct {
 	crash   crashBackoff  // the spares' own restart backoff; guarded by Supervisor.mu
 }
 
+func newSpareState() spareState {
+	return spareState{kick: make(chan struct{}, 1), changed: make(chan struct{}), done: make(chan struct{})}
+}
+
+// crashed counts a spare's crash with cause and returns the backoff before the next spare and
+// the crashes in a row.
+func (sp *spareState) crashed(initial, maxInterval time.Duration, cause error, now time.Time) (time.Duration, int) {
+	d := sp.crash.record(initial, maxInterval, cause, now)
+	return d, sp.crash.count()
+}
+
+// healthy forgets the spares' crashes: a chat's turn completed on a child that was a spare.
+func (sp *spareState) healthy() { sp.crash.reset() }
+
+// stopped returns a channel closed once the keeper returned (at once with no spares).
+func (sp *spareState) stopped() <-chan struct{} { return sp.done }
+
+// none marks the keeper as never started (no spares).
+func (sp *spareState) none() { close(sp.done) }
+
 // notifySparesLocked wakes chats waiting for a starting spare: one became ready or ended.
 func (s *Supervisor) notifySparesLocked() {
 	close(s.spares.changed)

@@ -78,12 +78,7 @@ func (s *Supervisor) setStateLocked(sess *session, to State) bool {
 			zap.Int("pid", sess.pid), zap.Error(err))
 		return false
 	}
-	if sess.state == StateRetiring {
-		s.slots.retiring--
-	}
-	if to == StateRetiring {
-		s.slots.retiring++
-	}
+	s.slots.moved(sess.state, to)
 	sess.state = to
 	s.handover.notify()
 	return true
@@ -129,9 +124,9 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 	case sess.spare:
 		s.notifySparesLocked()
 		if crash {
-			d := s.spares.crash.record(s.cfg.CrashBackoffInitial, s.cfg.CrashBackoffMax, cause, time.Now())
+			d, n := s.spares.crashed(s.cfg.CrashBackoffInitial, s.cfg.CrashBackoffMax, cause, time.Now())
 			s.crashBackoffs++
-			s.log.Warn("spare codex child crashed; backing off", zap.Int("failures", s.spares.crash.failures),
+			s.log.Warn("spare codex child crashed; backing off", zap.Int("failures", n),
 				zap.Duration("retry_in", d), zap.Error(cause))
 		}
 	case reason == ReasonIdle, reason == ReasonEvicted, reason == ReasonShutdown, reason == ReasonReset,

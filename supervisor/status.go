@@ -43,8 +43,8 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 		CrashBackoffs:   s.crashBackoffs,
 		WaitingForSlot:  s.slots.waiting(),
 	}
-	if s.slots.budget > 0 {
-		t.MemoryBudgetBytes = s.slots.budget
+	if b := s.slots.budgetBytes(); b > 0 {
+		t.MemoryBudgetBytes = b
 	}
 	u := s.memUseLocked()
 	t.MeasuredPSSBytes, t.ChargedBytes, t.ChildEstimateBytes = u.measured, u.held, u.estimate

@@ -142,8 +142,8 @@ func New(cfg Config) (*Supervisor, error) {
 		model:        account.NewModel(),
 		limits:       account.NewLimits(cfg.StateDir, cfg.ResumeSpacing, cfg.Logger.Named("supervisor")),
 		usage:        account.NewUsage(cfg.StateDir, cfg.Logger.Named("supervisor")),
-		slots:        slots{max: cfg.MaxChildren * cfg.ThreadsPerChild, maxWaiters: cfg.MaxSlotWaiters, budget: cfg.MemoryBudget},
-		spares:       spareState{kick: make(chan struct{}, 1), changed: make(chan struct{}), done: make(chan struct{})},
+		slots:        newSlots(cfg.MaxChildren*cfg.ThreadsPerChild, cfg.MaxSlotWaiters, cfg.MemoryBudget),
+		spares:       newSpareState(),
 	}
 	if s.cfg.Spawn == nil {
 		s.cfg.Spawn = appServerSpawn(cfg.AppServer, cfg.HandshakeTimeout, cfg.Logger,
@@ -171,7 +171,7 @@ func New(cfg Config) (*Supervisor, error) {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("supervisor: state dir: %w", err)
 		}
-		s.records.bootID = childproc.ProcFS{}.BootID()
+		s.records.boot(childproc.ProcFS{}.BootID())
 		ctx, cancel := context.WithTimeout(context.Background(), 3*cfg.SweepGrace+time.Second)
 		adopted := make(map[int]bool, len(cfg.Adopted))
 		for _, a := range cfg.Adopted {
@@ -186,7 +186,7 @@ func New(cfg Config) (*Supervisor, error) {
 		}
 		for _, sc := range swept {
 			if sc.Action == childproc.SweepSurvived {
-				s.records.leftover = append(s.records.leftover, sc.Record)
+				s.records.keep(sc.Record)
 			}
 		}
 	}
@@ -211,7 +211,7 @@ func New(cfg Config) (*Supervisor, error) {
 		go s.keepSpares() // Shutdown waits for spares.done
 		s.kickSpares()
 	} else {
-		close(s.spares.done)
+		s.spares.none()
 	}
 	if budgetErr != nil {
 		s.log.Warn("no memory budget: live children are bounded by max_children alone",
@@ -268,7 +268,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		<-drained
 	}
 
-	<-s.spares.done // no spare starts after this
+	<-s.spares.stopped() // no spare starts after this
 	s.mu.Lock()
 	var reaped []chan struct{}
 	for sess := range s.sessions {

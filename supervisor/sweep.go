@@ -20,6 +20,12 @@ type childRecords struct {
 	bootID   string             // this boot's id, written beside the start times
 }
 
+// boot names this boot, written beside the start times.
+func (r *childRecords) boot(id string) { r.bootID = id }
+
+// keep adds an orphan the boot sweep could not kill, for the next sweep.
+func (r *childRecords) keep(rec childproc.Record) { r.leftover = append(r.leftover, rec) }
+
 // persistRecords writes ChildrenFile, logging a failure: a missing record costs at most an
 // orphan after a crash, which is no reason to fail a turn.
 func (s *Supervisor) persistRecords() {

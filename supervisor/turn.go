@@ -129,7 +129,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		k.crash.reset()
 		s.streak.completed()
 		if sess.fromSpare {
-			s.spares.crash.reset() // spares make healthy children
+			s.spares.healthy() // spares make healthy children
 		}
 	}
 	switch {
