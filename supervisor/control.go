@@ -75,7 +75,7 @@ type ResetResult struct {
 func (s *Supervisor) Reset(ctx context.Context, chatKey string) (ResetResult, error) {
 	j := &job{ctx: context.WithoutCancel(ctx), reset: true, done: make(chan outcome, 1)}
 	s.mu.Lock()
-	if s.closed {
+	if s.pool.closedLocked() {
 		s.mu.Unlock()
 		return ResetResult{}, ErrClosed
 	}
@@ -109,7 +109,7 @@ func (s *Supervisor) reset(k *keyState) (Reply, error) {
 	s.mu.Lock()
 	sess := k.sess
 	if sess != nil {
-		s.retireLocked(sess, ReasonReset, nil)
+		s.pool.retireLocked(sess, ReasonReset, nil)
 	}
 	s.mu.Unlock()
 	if sess != nil {
@@ -138,7 +138,7 @@ func (s *Supervisor) ChatStatus(chatKey string) (row ChildStatus, ok bool, lastE
 	}
 	s.mu.Unlock()
 	// Only this chat's child: a chat's /status must not read /proc for the whole pool.
-	for _, c := range s.snapshot(func(sess *session) bool { return sess.key.key == chatKey }).Children {
+	for _, c := range s.pool.snapshot(func(sess *session) bool { return sess.key.key == chatKey }, nil).Children {
 		if c.ChatKey == chatKey {
 			return c, true, lastErr
 		}

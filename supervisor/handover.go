@@ -118,7 +118,7 @@ type resumable interface {
 // for its message to be given again).
 func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	s.mu.Lock()
-	if s.closed {
+	if s.pool.closedLocked() {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
@@ -133,7 +133,7 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		s.mu.Lock()
 		s.handover.freezing = false
 		s.mu.Unlock()
-		s.kickSpares()
+		s.pool.kickSpares()
 		return nil, err
 	}
 	var out []HandedChild
@@ -235,7 +235,7 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		s.mu.Lock()
 		s.handover.freezing, s.handover.frozen = false, false
 		s.mu.Unlock()
-		s.kickSpares()
+		s.pool.kickSpares()
 		return nil, err
 	}
 	s.mu.Lock()
@@ -273,7 +273,7 @@ func (s *Supervisor) Thaw() {
 	for _, p := range paused {
 		p.Resume()
 	}
-	s.kickSpares()
+	s.pool.kickSpares()
 	s.log.Info("reload called off; serving on")
 }
 
@@ -331,10 +331,10 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 		var busy, cannot []string
 		var idle []*session
 		var running []runningTurn
-		for sess := range s.sessions {
+		s.pool.eachLocked(func(sess *session) {
 			switch {
 			case sess.spare && sess.state == StateSpare:
-				s.retireLocked(sess, ReasonReload, nil)
+				s.pool.retireLocked(sess, ReasonReload, nil)
 				busy = append(busy, "a spare retiring")
 			case sess.spare:
 				busy = append(busy, "a spare "+string(sess.state))
@@ -347,7 +347,7 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 			default:
 				busy = append(busy, fmt.Sprintf("chat %s %s", sess.key.key, sess.state))
 			}
-		}
+		})
 		for key := range s.keys {
 			if s.queue.BusyLocked(key) && (s.keys[key].sess == nil || s.keys[key].sess.state == StateIdle) {
 				busy = append(busy, "chat "+key+" has work")
@@ -484,13 +484,13 @@ func (s *Supervisor) adoptedLocked(k *keyState, sess *session, threadID string, 
 	if !started.IsZero() {
 		sess.started = started
 	}
-	s.setStateLocked(sess, StateIdle)
+	s.pool.setStateLocked(sess, StateIdle)
 	if turn != nil {
 		s.handover.adoptTurnLocked(s.queue, s.approvals, k, turn)
 	}
 	s.mu.Unlock()
 	s.wg.Add(1)
-	go s.watch(sess)
+	go s.pool.watch(sess)
 }
 
 // adopt registers the children the previous image handed over as idle sessions of their chats.
@@ -502,18 +502,120 @@ func (s *Supervisor) adopt(children []AdoptedChild) {
 			continue
 		}
 		s.mu.Lock()
-		if !s.slots.take(s.memUseLocked()) {
+		if !s.pool.takeSlotLocked() {
 			s.mu.Unlock()
 			s.log.Warn("no slot for a handed-over child; closing it", zap.String("chat_key", a.ChatKey), zap.Int("pid", a.Child.PID()))
 			_ = a.Child.Close()
 			continue
 		}
 		k := s.keyLocked(a.ChatKey)
-		sess := s.newSessionLocked(k, s.log.With(zap.String("chat_key", a.ChatKey), zap.Int("pid", a.Child.PID()),
+		sess := s.pool.newSessionLocked(k, s.log.With(zap.String("chat_key", a.ChatKey), zap.Int("pid", a.Child.PID()),
 			zap.String("thread_id", a.ThreadID)))
 		k.sess = sess
 		sess.child, sess.pid, sess.proc = a.Child, a.Child.PID(), childproc.ReadIdentity(a.Child.PID())
 		s.adoptedLocked(k, sess, a.ThreadID, a.Turns, a.Started, a.Turn)
 		sess.log.Info("codex child adopted from the previous image; its chat stays warm", zap.Bool("running_turn", a.Turn != nil))
 	}
+}
+
+// pauseShared pauses host h for a reload, whose threads are the idle sessions idle and the
+// sessions whose turns run, and describes it: the first session's chat is the child's, the
+// others are Shared; each running turn travels with its chat (jobs are their jobs). A child
+// that died meanwhile yields a zero Handover (the next image does without it).
+func (s *Supervisor) pauseShared(ctx context.Context, h *hosts.Host, idle []*session, running []runningTurn) (HandedChild, []*job, error) {
+	p, ok := h.Child().(pausable)
+	rp, ok2 := h.Child().(runningPausable)
+	if !ok || !ok2 && len(running) > 0 {
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d: %w", h.PID(), appserver.ErrNoHandover)
+	}
+	ss := append([]*session(nil), idle...)
+	for _, r := range running {
+		ss = append(ss, r.sess)
+	}
+	if n := s.hosts.Threads(h); n != len(ss) {
+		// A thread of the child is not a chat's that can cross (a spare's, one leaving):
+		// awaitQuiet waits those out, so this is a bug rather than a state to hand over.
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d holds %d threads, %d of them chats' that can cross", h.PID(), n, len(ss))
+	}
+	var ho appserver.Handover
+	var err error
+	if len(running) > 0 {
+		ho, err = rp.PauseRunning(ctx)
+	} else {
+		ho, err = p.Pause(ctx)
+	}
+	if err != nil {
+		if h.Child().Err() != nil {
+			return HandedChild{}, nil, nil
+		}
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d: %w", h.PID(), err)
+	}
+	turns := make(map[string]bool)
+	if ho.Turn != nil {
+		turns[ho.Turn.ThreadID] = true
+	}
+	for _, th := range ho.Turns {
+		turns[th.ThreadID] = true
+	}
+	run := make(map[*session]runningTurn, len(running))
+	for _, r := range running {
+		run[r.sess] = r
+	}
+	var jobs []*job
+	turnOf := func(sess *session) *HandedTurn {
+		r, ok := run[sess]
+		if !ok || !turns[sess.threadID] {
+			return nil // idle, or its turn ended meanwhile
+		}
+		jobs = append(jobs, r.job)
+		return &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.askApprovalsOf,
+			Approvals: s.approvals.seqsOf(sess.key.key), DeadlineLeft: r.live.watch.leftNow()}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := ss[0]
+	hc := HandedChild{ChatKey: first.key.key, ThreadID: first.threadID, Started: first.started, Turns: first.turns,
+		Handover: ho, Turn: turnOf(first)}
+	for _, o := range ss[1:] {
+		hc.Shared = append(hc.Shared, SharedThread{ChatKey: o.key.key, ThreadID: o.threadID, Started: o.started,
+			Turns: o.turns, Turn: turnOf(o)})
+	}
+	return hc, jobs, nil
+}
+
+// adoptShared registers a shared child the previous image handed over, with each of its chats'
+// threads as an idle session. A pool of one thread per child closes it instead: its chats'
+// next messages resume their threads in children of their own.
+func (s *Supervisor) adoptShared(a AdoptedChild) {
+	threads := append([]SharedThread{{ChatKey: a.ChatKey, ThreadID: a.ThreadID, Started: a.Started, Turns: a.Turns, Turn: a.Turn}}, a.Shared...)
+	pid := a.Child.PID()
+	if s.hosts == nil {
+		s.log.Warn("a shared codex child was handed over to a pool of one child per chat; closing it (its chats resume their threads in children of their own)",
+			zap.Int("pid", pid), zap.Int("threads", len(threads)))
+		_ = a.Child.Close()
+		return
+	}
+	ids := make([]string, len(threads))
+	for i, th := range threads {
+		ids[i] = th.ThreadID
+	}
+	views := s.hosts.Adopt(a.Child, ids)
+	ident := childproc.ReadIdentity(pid)
+	for i, th := range threads {
+		v := views[i]
+		s.mu.Lock()
+		if !s.pool.takeSlotLocked() {
+			s.mu.Unlock()
+			s.log.Warn("no slot for a handed-over chat's thread; letting it go", zap.String("chat_key", th.ChatKey), zap.Int("pid", pid))
+			_ = v.Close()
+			continue
+		}
+		k := s.keyLocked(th.ChatKey)
+		sess := s.pool.newSessionLocked(k, s.log.With(zap.String("chat_key", th.ChatKey), zap.Int("pid", pid),
+			zap.String("thread_id", th.ThreadID)))
+		k.sess = sess
+		sess.child, sess.host, sess.pid, sess.proc = v, v.Host(), pid, ident
+		s.adoptedLocked(k, sess, th.ThreadID, th.Turns, th.Started, th.Turn)
+	}
+	s.log.Info("shared codex child adopted from the previous image; its chats stay warm", zap.Int("pid", pid), zap.Int("threads", len(threads)))
 }

@@ -27,7 +27,7 @@ func TestPartsOwnTheirState(t *testing.T) {
 // goes down: a new method belongs in one of the parts. The aim is 40 (26 of them the API the
 // daemon and the inboxes call); the pool (sessions, slots, spares, memory) and the chat path
 // (keys, queue, turn, busy policy) are not carved out yet.
-const maxSupervisorMethods = 93
+const maxSupervisorMethods = 47
 
 func TestSupervisorStaysSmall(t *testing.T) {
 	fieldowner.AtMost(t, ".", "Supervisor", maxSupervisorMethods)

@@ -184,7 +184,7 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 			zap.String("message_id", in.MessageID))
 		return &Ticket{s: s, ctx: ctx, k: d.key, j: d, handed: d.handed, start: start}, nil
 	}
-	if s.closed {
+	if s.pool.closedLocked() {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
@@ -205,7 +205,7 @@ func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input)
 			return &Ticket{s: s, ctx: ctx, k: k, j: j, joined: lt, now: now, start: start}, nil
 		}
 		s.mu.Lock()
-		if s.closed {
+		if s.pool.closedLocked() {
 			s.mu.Unlock()
 			return nil, ErrClosed
 		}
@@ -350,14 +350,14 @@ func (s *Supervisor) run(k *keyState, j *job) (Reply, error) {
 		s.limits.Reached(k.key)
 		return Reply{}, &UsageLimitError{ChatKey: k.key, ResetsAt: at, UnknownReset: unknown}
 	}
-	sess, err := s.acquire(k, j)
+	sess, err := s.pool.acquire(k, j)
 	if err != nil {
 		return Reply{}, err
 	}
 	if j.ctx.Err() != nil {
 		// Stopped, or the caller left, while its child started: the turn never begins.
 		s.mu.Lock()
-		s.idleLocked(sess)
+		s.pool.idleLocked(sess)
 		s.mu.Unlock()
 		return Reply{}, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
 	}
@@ -374,7 +374,7 @@ func (s *Supervisor) onWorker(ctx context.Context, chatKey string, fn func(k *ke
 			s.mu.Lock()
 			sess := k.sess
 			if sess != nil {
-				s.retireLocked(sess, ReasonArchived, nil)
+				s.pool.retireLocked(sess, ReasonArchived, nil)
 			}
 			s.mu.Unlock()
 			if sess != nil {
@@ -383,7 +383,7 @@ func (s *Supervisor) onWorker(ctx context.Context, chatKey string, fn func(k *ke
 		})
 	}
 	s.mu.Lock()
-	if s.closed {
+	if s.pool.closedLocked() {
 		s.mu.Unlock()
 		return false, ErrClosed
 	}

@@ -7,8 +7,13 @@
 // large or old (memory.go); the next message of that key gets a new child that resumes the same
 // thread.
 //
-// The parts. Supervisor composes them and keeps what spans them: the chats' keys, their queues,
-// the sessions and the slots, which one lock guards (below).
+// The parts. Supervisor composes them and keeps what spans them: the chats' keys and their
+// queues, which one lock guards with the pool (below).
+//   - the pool (pool, pool.go, session.go, state.go, slots.go, spares.go, warmup.go, memory.go,
+//     shared.go, watcher.go, sweep.go, restart.go, status.go): the sessions and their states,
+//     the slots, the spares, the memory sampler and recycling, children.json, the restart
+//     backoff's accounting; guarded by Supervisor.mu, it reaches the chats' side through two
+//     hooks the Supervisor wires in New.
 //   - the account (package account): whether the model can be reached, the usage limits and the
 //     work parked until their reset, each chat's token totals; each with its own lock.
 //   - the shared children (package hosts): the hosts threads are placed in, with its own lock.
@@ -39,7 +44,7 @@
 // Lock order: a goroutine holding a lock may take only locks later in this list, never an
 // earlier one:
 //  1. archiver.sweepMu (held for a whole sweep, which takes slots and runs on chats' workers)
-//  2. childRecords.mu (a write of children.json reads the pool under it)
+//  2. childRecords.mu (the pool's: a write of children.json reads the pool under it)
 //  3. Supervisor.mu
 //  4. the parts' own locks, taken with or without Supervisor.mu; none of them is held while
 //     Supervisor.mu or a lock above is taken: liveTurn.mu, approvalBoard.mu, turnWatch.mu,
@@ -53,11 +58,9 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/internal/keyfifo"
 	"github.com/molecule-ai/codex-warm/supervisor/account"
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
@@ -81,8 +84,8 @@ type Supervisor struct {
 
 	archive *archiver // the retention sweep, leaving and returning chats' threads (retention.go)
 
-	spares spareState  // the spares' keeper and backoff (spares.go)
-	hosts  *hosts.Pool // the shared children, when ThreadsPerChild > 1 (hosts.go); nil otherwise
+	pool  *pool       // the children: sessions, slots, spares, memory, records (pool.go)
+	hosts *hosts.Pool // the shared children, when ThreadsPerChild > 1; nil otherwise
 
 	model  *account.Model  // whether the model could be reached, across every chat
 	limits *account.Limits // the account's usage limits, and the work parked until their reset
@@ -91,25 +94,12 @@ type Supervisor struct {
 	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
 	compactions     atomic.Int64 // threads compacted by the long-thread policy
 	compactFailures atomic.Int64 // compactions the policy asked for that failed
-	warmUpFailed    atomic.Bool  // a spare's warm-up failed and was logged (warmup.go)
 
-	records childRecords // what children.json holds besides the live children (sweep.go)
-
-	mu            sync.Mutex
-	closed        bool
-	keys          map[string]*keyState
-	queue         *keyfifo.FIFO[*job]   // per chat key: the jobs waiting, and the key's worker
-	sessions      map[*session]struct{} // children not yet dead
-	slots         slots
-	turns         int64
-	retired       map[string]int
-	storeErrors   int64
-	restarts      int64       // children started after a watchdog or failure ended their key's last one
-	crashBackoffs int64       // crashes that started a restart backoff, of keys and of spares
-	streak        crashStreak // crashes since a turn last completed (crashstreak.go)
-	nextID        uint64
-	useSeq        uint64
-	shutdownDone  chan struct{}
+	mu           sync.Mutex
+	keys         map[string]*keyState
+	queue        *keyfifo.FIFO[*job] // per chat key: the jobs waiting, and the key's worker
+	streak       crashStreak         // crashes since a turn last completed (crashstreak.go)
+	shutdownDone chan struct{}
 
 	approvals *approvalBoard // approvals waiting for the chat's answer (approval.go)
 
@@ -135,70 +125,53 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg:          cfg,
 		log:          cfg.Logger.Named("supervisor"),
 		keys:         make(map[string]*keyState),
-		sessions:     make(map[*session]struct{}),
-		retired:      make(map[string]int),
 		shutdownDone: make(chan struct{}),
 		approvals:    newApprovalBoard(),
 		model:        account.NewModel(),
 		limits:       account.NewLimits(cfg.StateDir, cfg.ResumeSpacing, cfg.Logger.Named("supervisor")),
 		usage:        account.NewUsage(cfg.StateDir, cfg.Logger.Named("supervisor")),
-		slots:        newSlots(cfg.MaxChildren*cfg.ThreadsPerChild, cfg.MaxSlotWaiters, cfg.MemoryBudget),
-		spares:       newSpareState(),
 	}
+	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
+	s.life, s.stopLife = context.WithCancelCause(context.Background())
+	s.pool = newPool(&s.cfg, s.log, &s.mu, &s.wg, s.accepting, &s.handover, &s.streak,
+		func(key string) int { return s.queue.LenLocked(key) }, s.gcKeyLocked)
 	if s.cfg.Spawn == nil {
 		s.cfg.Spawn = appServerSpawn(cfg.AppServer, cfg.HandshakeTimeout, cfg.Logger,
 			func(string) { s.overloadRetries.Add(1) })
 	}
 	if cfg.ThreadsPerChild > 1 {
 		s.hosts = hosts.New(hosts.Config{PerChild: cfg.ThreadsPerChild, Spawn: s.cfg.Spawn, Log: s.log,
-			UnloadTimeout: hostUnloadTimeout, Drain: cfg.HostDrain, OnDrain: s.onHostDrain})
+			UnloadTimeout: hostUnloadTimeout, Drain: cfg.HostDrain, OnDrain: s.pool.onHostDrain})
+		s.pool.hosts = s.hosts
 	}
 	s.archive = newArchiver(&s.cfg, s.log, s.usage,
 		func(ctx context.Context) (func(), error) {
-			if err := s.acquireSlot(ctx); err != nil {
+			if err := s.pool.acquireSlot(ctx); err != nil {
 				return nil, err
 			}
 			return func() {
 				s.mu.Lock()
-				s.releaseSlotLocked()
+				s.pool.releaseSlotLocked()
 				s.mu.Unlock()
 			}, nil
 		}, s.onWorker)
+	s.pool.archive = s.archive
 	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Take: s.takeLocked, Idle: s.keyIdleLocked, Lock: &s.mu})
-	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
-	s.life, s.stopLife = context.WithCancelCause(context.Background())
 	if cfg.StateDir != "" {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("supervisor: state dir: %w", err)
 		}
-		s.records.boot(childproc.ProcFS{}.BootID())
-		ctx, cancel := context.WithTimeout(context.Background(), 3*cfg.SweepGrace+time.Second)
-		adopted := make(map[int]bool, len(cfg.Adopted))
-		for _, a := range cfg.Adopted {
-			adopted[a.Child.PID()] = true
-		}
-		swept, err := sweepOrphansKeeping(ctx, cfg.StateDir, cfg.SweepGrace, s.log, adopted)
-		cancel()
-		if err != nil {
-			// Not fatal: a daemon that cannot read its old record still serves; the record is
-			// rewritten below and the error says what was lost.
-			s.log.Error("boot sweep failed", zap.Error(err))
-		}
-		for _, sc := range swept {
-			if sc.Action == childproc.SweepSurvived {
-				s.records.keep(sc.Record)
-			}
-		}
+		s.pool.bootSweep(cfg.Adopted)
 	}
 	s.adopt(cfg.Adopted)
 	if cfg.StateDir != "" {
-		if err := s.writeRecords(); err != nil {
+		if err := s.pool.writeRecords(); err != nil {
 			return nil, fmt.Errorf("supervisor: %w", err)
 		}
 	}
 	if cfg.MemorySampleInterval > 0 {
 		s.wg.Add(1)
-		go s.sampleMemory()
+		go s.pool.sampleMemory()
 	}
 	if cfg.Retention != nil && cfg.RetentionPolicy.Any() {
 		s.wg.Add(1)
@@ -207,12 +180,7 @@ func New(cfg Config) (*Supervisor, error) {
 			s.archive.retentionLoop(s.accepting)
 		}()
 	}
-	if cfg.Spares > 0 {
-		go s.keepSpares() // Shutdown waits for spares.done
-		s.kickSpares()
-	} else {
-		s.spares.none()
-	}
+	s.pool.startSpares()
 	if budgetErr != nil {
 		s.log.Warn("no memory budget: live children are bounded by max_children alone",
 			zap.Int("max_children", cfg.MaxChildren), zap.Error(budgetErr))
@@ -232,7 +200,7 @@ func New(cfg Config) (*Supervisor, error) {
 // cause when turns had to be interrupted. Calling it again waits for the first call to finish.
 func (s *Supervisor) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	if s.closed {
+	if s.pool.closedLocked() {
 		s.mu.Unlock()
 		select {
 		case <-s.shutdownDone:
@@ -241,11 +209,9 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
-	s.closed = true
+	running := s.pool.closeLocked()
 	s.limits.Stop()
 	queued := s.queue.DrainLocked()
-	s.slots.fail(ErrClosed)
-	running := len(s.sessions)
 	s.mu.Unlock()
 	s.stopAccepting(ErrClosed)
 	for _, j := range queued {
@@ -268,13 +234,9 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		<-drained
 	}
 
-	<-s.spares.stopped() // no spare starts after this
+	<-s.pool.sparesStopped() // no spare starts after this
 	s.mu.Lock()
-	var reaped []chan struct{}
-	for sess := range s.sessions {
-		s.retireLocked(sess, ReasonShutdown, nil)
-		reaped = append(reaped, sess.reaped)
-	}
+	reaped := s.pool.retireAllLocked(ReasonShutdown)
 	s.mu.Unlock()
 	for _, r := range reaped {
 		<-r
@@ -282,7 +244,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	s.stopLife(ErrClosed)
 	s.wg.Wait()
 	s.usage.Close() // no turn runs any more
-	if werr := s.writeRecords(); werr != nil {
+	if werr := s.pool.writeRecords(); werr != nil {
 		s.log.Error("writing children record failed", zap.Error(werr))
 	}
 	s.log.Info("shut down")

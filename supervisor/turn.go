@@ -69,7 +69,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		if sess.lostThread != "" {
 			// Told once: only the first turn of the child that found the thread gone says so.
 			r.Notices = append(r.Notices, fmt.Sprintf("the earlier conversation could not be restored: thread %s was not found in CODEX_HOME %s; this is a new conversation (the old id is kept in threads-archive.jsonl)",
-				sess.lostThread, s.codexHome()))
+				sess.lostThread, s.pool.codexHome()))
 		}
 		if sess.goneThread != "" {
 			r.Notices = append(r.Notices, goneNotice(sess.goneThread))
@@ -114,24 +114,12 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		s.limits.Cleared()
 	}
 	if settled && !sess.recorded {
-		s.recordThread(k.key, sess)
+		s.pool.recordThread(k.key, sess)
 	}
 
 	recycled := false
 	s.mu.Lock()
-	sess.turns++
-	s.turns++
-	if sess.host != nil {
-		sess.host.AddTurn()
-	}
-	if settled && err == nil {
-		sess.completed++
-		k.crash.reset()
-		s.streak.completed()
-		if sess.fromSpare {
-			s.spares.healthy() // spares make healthy children
-		}
-	}
+	s.pool.turnEndedLocked(sess, settled && err == nil)
 	switch {
 	case sess.state == StateRetiring:
 		// The watcher got there first: the child died.
@@ -139,16 +127,16 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 			watchdog = sess.reason
 		}
 	case retire != "":
-		s.retireLocked(sess, retire, err)
+		s.pool.retireLocked(sess, retire, err)
 	default:
 		// A child that grew too large or old is replaced now, between turns: its reply is
 		// good, and the key's next message resumes the thread in a new child.
-		if why := s.recycleReasonLocked(sess, time.Now()); why != "" {
+		if why := s.pool.recycleReasonLocked(sess, time.Now()); why != "" {
 			recycled = true
-			s.recycleLocked(sess, why)
+			s.pool.recycleLocked(sess, why)
 			break
 		}
-		s.idleLocked(sess)
+		s.pool.idleLocked(sess)
 	}
 	retiring := sess.state == StateRetiring
 	s.mu.Unlock()
@@ -169,38 +157,6 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		return r, fmt.Errorf("chat %s: codex pid %d: turn: %w", k.key, sess.pid, err)
 	}
 	return r, nil
-}
-
-// idleLocked returns a busy session to idle: it becomes the most recently used, its watcher
-// re-arms the idle timer, and a slot waiter may now evict it.
-func (s *Supervisor) idleLocked(sess *session) {
-	s.setStateLocked(sess, StateIdle)
-	sess.lastUsed = time.Now()
-	s.useSeq++
-	sess.useSeq = s.useSeq
-	select {
-	case sess.kick <- struct{}{}:
-	default:
-	}
-	s.serveWaitersLocked()
-}
-
-// recordThread stores the key's thread id. A failed write is logged and counted, not returned:
-// the reply is still good, and the next turn tries again.
-func (s *Supervisor) recordThread(key string, sess *session) {
-	if err := s.cfg.Store.Set(key, sess.threadID); err != nil {
-		sess.log.Error("recording thread id failed", zap.Error(err))
-		s.mu.Lock()
-		s.storeErrors++
-		s.mu.Unlock()
-		return
-	}
-	sess.recorded = true
-	if sess.goneThread != "" && s.cfg.Retention != nil {
-		if err := s.cfg.Retention.Told(key, sess.goneThread, sess.threadID); err != nil {
-			sess.log.Error("could not record that the chat was told its archived thread is gone", zap.Error(err))
-		}
-	}
 }
 
 // dropUnanswered reverts a turn the model never saw from the thread (it holds only the user's
