@@ -163,18 +163,22 @@ type ChatActivity struct {
 // Unlike Status it reads no /proc files, so a frequent caller (the platform heartbeat) costs
 // only the pool lock.
 func (s *Supervisor) Activity() []ChatActivity {
+	return s.chats.activity()
+}
+
+func (c *chats) activity() []ChatActivity {
 	type live struct {
 		key string
 		act *activity
 	}
-	s.mu.Lock()
+	c.mu.Lock()
 	var lives []live
-	for _, k := range s.keys {
+	for _, k := range c.keys {
 		if k.live != nil && k.live.act != nil {
 			lives = append(lives, live{k.key, k.live.act})
 		}
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	out := make([]ChatActivity, len(lives))
 	for i, l := range lives {
 		out[i].ChatKey = l.key

@@ -98,18 +98,18 @@ func (lt *liveTurn) finish(o outcome) {
 
 // interruptLocked ends k's running message for a newer one (BusyInterrupt). A Reset is not
 // interrupted: it is quick, and the chat asked for it.
-func (s *Supervisor) interruptLocked(k *keyState) {
-	if s.cfg.Busy != BusyInterrupt || k.stopRun == nil || k.running == nil || k.running.reset {
+func (c *chats) interruptLocked(k *keyState) {
+	if c.cfg.Busy != BusyInterrupt || k.stopRun == nil || k.running == nil || k.running.reset {
 		return
 	}
 	k.stopRun(ErrSuperseded)
-	s.log.Info("interrupting the chat's running turn for a newer message", zap.String("chat_key", k.key))
+	c.log.Info("interrupting the chat's running turn for a newer message", zap.String("chat_key", k.key))
 }
 
 // steerTargetLocked returns k's running turn when j can be steered into it: BusySteer, a turn
 // running, and nothing of the chat waiting (j would jump ahead of it).
-func (s *Supervisor) steerTargetLocked(k *keyState) *liveTurn {
-	if s.cfg.Busy != BusySteer || k.live == nil || s.queue.LenLocked(k.key) > 0 {
+func (c *chats) steerTargetLocked(k *keyState) *liveTurn {
+	if c.cfg.Busy != BusySteer || k.live == nil || c.queue.LenLocked(k.key) > 0 {
 		return nil
 	}
 	return k.live
@@ -118,7 +118,7 @@ func (s *Supervisor) steerTargetLocked(k *keyState) *liveTurn {
 // steer adds j's text to the running turn lt, once codex gave the turn its id. ok false: codex
 // did not take it (the turn ended, or refused, or ctx ended first), and j must be queued. Otherwise j is answered with the turn's
 // outcome (Reply.Steered set): now holds it when the turn already ended, else it comes on j.done.
-func (s *Supervisor) steer(ctx context.Context, k *keyState, lt *liveTurn, j *job) (now *outcome, ok bool) {
+func (c *chats) steer(ctx context.Context, k *keyState, lt *liveTurn, j *job) (now *outcome, ok bool) {
 	select {
 	case <-lt.known: // codex answers turn/start at once; a turn that never starts ends
 	case <-ctx.Done():
@@ -130,7 +130,7 @@ func (s *Supervisor) steer(ctx context.Context, k *keyState, lt *liveTurn, j *jo
 	if turnID == "" || ended {
 		return nil, false
 	}
-	log := s.log.With(zap.String("chat_key", k.key), zap.String("thread_id", lt.threadID), zap.String("turn_id", turnID))
+	log := c.log.With(zap.String("chat_key", k.key), zap.String("thread_id", lt.threadID), zap.String("turn_id", turnID))
 	if err := lt.child.SteerTurn(ctx, lt.threadID, turnID, userInput(j.text, j.images)); err != nil {
 		log.Info("could not add the message to the running turn; it waits for its own turn", zap.Error(err))
 		return nil, false

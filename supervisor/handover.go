@@ -10,7 +10,6 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
-	"github.com/molecule-ai/codex-warm/internal/keyfifo"
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
@@ -249,7 +248,7 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	// Messages queued behind a handed-over turn have ids too (awaitQuiet): their inbox gives
 	// them again, in order, to the next image.
 	for _, r := range running {
-		for _, q := range s.queue.RemoveAllLocked(r.sess.key.key, func(*job) bool { return true }) {
+		for _, q := range s.chats.takeQueuedLocked(r.sess.key.key) {
 			close(q.handed)
 		}
 	}
@@ -338,21 +337,21 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 				busy = append(busy, "a spare retiring")
 			case sess.spare:
 				busy = append(busy, "a spare "+string(sess.state))
-			case sess.state == StateIdle && !s.queue.BusyLocked(sess.key.key):
+			case sess.state == StateIdle && !s.chats.busyLocked(sess.key.key):
 				idle = append(idle, sess)
-			case sess.state == StateBusy && handableLocked(s.queue, sess.key):
+			case sess.state == StateBusy && handableLocked(s.chats.eachQueuedLocked, sess.key):
 				running = append(running, runningTurn{sess: sess, job: sess.key.running, live: sess.key.live})
-			case sess.state == StateBusy && neverCrossesLocked(s.queue, sess.key) != "":
-				cannot = append(cannot, fmt.Sprintf("chat %s: %s", sess.key.key, neverCrossesLocked(s.queue, sess.key)))
+			case sess.state == StateBusy && neverCrossesLocked(s.chats.eachQueuedLocked, sess.key) != "":
+				cannot = append(cannot, fmt.Sprintf("chat %s: %s", sess.key.key, neverCrossesLocked(s.chats.eachQueuedLocked, sess.key)))
 			default:
 				busy = append(busy, fmt.Sprintf("chat %s %s", sess.key.key, sess.state))
 			}
 		})
-		for key := range s.keys {
-			if s.queue.BusyLocked(key) && (s.keys[key].sess == nil || s.keys[key].sess.state == StateIdle) {
-				busy = append(busy, "chat "+key+" has work")
+		s.chats.eachKeyLocked(func(k *keyState) {
+			if s.chats.busyLocked(k.key) && (k.sess == nil || k.sess.state == StateIdle) {
+				busy = append(busy, "chat "+k.key+" has work")
 			}
-		}
+		})
 		if len(cannot) > 0 {
 			s.mu.Unlock()
 			return nil, nil, fmt.Errorf("supervisor: %s: %w", joinFirst(cannot, 4), ErrCannotCross)
@@ -373,7 +372,7 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 }
 
 // handableLocked reports whether k's running turn can cross a reload.
-func handableLocked(queue *keyfifo.FIFO[*job], k *keyState) bool {
+func handableLocked(queued func(string, func(*job)), k *keyState) bool {
 	j := k.running
 	if j == nil || j.reset || j.messageID == "" || k.live == nil {
 		return false
@@ -385,7 +384,7 @@ func handableLocked(queue *keyfifo.FIFO[*job], k *keyState) bool {
 		return false
 	}
 	ok := true
-	queue.EachLocked(k.key, func(q *job) {
+	queued(k.key, func(q *job) {
 		if q.messageID == "" || q.reset {
 			ok = false
 		}
@@ -396,7 +395,7 @@ func handableLocked(queue *keyfifo.FIFO[*job], k *keyState) bool {
 // neverCrossesLocked says why k's running turn cannot be handed over for as long as it runs
 // (its message, or one queued behind it, has no id the inbox could give again, or is a /new, or
 // a message was steered into it); "" when it can, or may once its turn id is known.
-func neverCrossesLocked(queue *keyfifo.FIFO[*job], k *keyState) string {
+func neverCrossesLocked(queued func(string, func(*job)), k *keyState) string {
 	j := k.running
 	if j == nil {
 		return ""
@@ -416,7 +415,7 @@ func neverCrossesLocked(queue *keyfifo.FIFO[*job], k *keyState) string {
 		}
 	}
 	why := ""
-	queue.EachLocked(k.key, func(q *job) {
+	queued(k.key, func(q *job) {
 		if why == "" && (q.messageID == "" || q.reset) {
 			why = "a message queued behind its turn cannot be handed over"
 		}
@@ -465,14 +464,14 @@ func joinFirst(items []string, n int) string {
 
 // adoptTurnLocked makes the running turn handed over with k's child k's first job: its message
 // attaches to it when its inbox gives it again, and the messages after it queue behind.
-func (f *freeze) adoptTurnLocked(queue *keyfifo.FIFO[*job], approvals *approvalBoard, k *keyState, t *HandedTurn) {
+func (f *freeze) adoptTurnLocked(push func(string, *job), approvals *approvalBoard, k *keyState, t *HandedTurn) {
 	approvals.keep(k.key, t.Approvals)
 	j := &job{key: k, ctx: context.Background(), askApprovalsOf: t.AskApprovalsOf, done: make(chan outcome, 1),
 		messageID: t.MessageID, handed: make(chan struct{}), adopted: true, deadlineLeft: t.DeadlineLeft, turnStarted: t.Started}
 	if j.messageID != "" {
 		f.detach(j)
 	}
-	queue.PushLocked(k.key, j)
+	push(k.key, j)
 }
 
 // adoptedLocked makes sess, whose child the previous image handed over, k's idle session on
@@ -486,7 +485,7 @@ func (s *Supervisor) adoptedLocked(k *keyState, sess *session, threadID string, 
 	}
 	s.pool.setStateLocked(sess, StateIdle)
 	if turn != nil {
-		s.handover.adoptTurnLocked(s.queue, s.approvals, k, turn)
+		s.handover.adoptTurnLocked(s.chats.pushLocked, s.approvals, k, turn)
 	}
 	s.mu.Unlock()
 	s.wg.Add(1)
@@ -508,7 +507,7 @@ func (s *Supervisor) adopt(children []AdoptedChild) {
 			_ = a.Child.Close()
 			continue
 		}
-		k := s.keyLocked(a.ChatKey)
+		k := s.chats.keyLocked(a.ChatKey)
 		sess := s.pool.newSessionLocked(k, s.log.With(zap.String("chat_key", a.ChatKey), zap.Int("pid", a.Child.PID()),
 			zap.String("thread_id", a.ThreadID)))
 		k.sess = sess
@@ -610,7 +609,7 @@ func (s *Supervisor) adoptShared(a AdoptedChild) {
 			_ = v.Close()
 			continue
 		}
-		k := s.keyLocked(th.ChatKey)
+		k := s.chats.keyLocked(th.ChatKey)
 		sess := s.pool.newSessionLocked(k, s.log.With(zap.String("chat_key", th.ChatKey), zap.Int("pid", pid),
 			zap.String("thread_id", th.ThreadID)))
 		k.sess = sess

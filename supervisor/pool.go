@@ -51,12 +51,27 @@ type pool struct {
 	warmUpFailed  atomic.Bool // a spare's warm-up failed and was logged (warmup.go)
 }
 
-func newPool(cfg *Config, log *zap.Logger, mu *sync.Mutex, wg *sync.WaitGroup, accepting context.Context,
-	handover *freeze, streak *crashStreak, queued func(string) int, forget func(*keyState)) *pool {
-	return &pool{cfg: cfg, log: log, mu: mu, wg: wg, accepting: accepting, handover: handover, streak: streak,
-		queued: queued, forget: forget,
+// poolDeps is what New hands the pool: the Supervisor's config, lock and goroutines, and the
+// parts the pool asks.
+type poolDeps struct {
+	cfg       *Config
+	log       *zap.Logger
+	mu        *sync.Mutex
+	wg        *sync.WaitGroup
+	accepting context.Context
+	hosts     *hosts.Pool
+	archive   *archiver
+	handover  *freeze
+	streak    *crashStreak
+	queued    func(key string) int
+	forget    func(k *keyState)
+}
+
+func newPool(d poolDeps) *pool {
+	return &pool{cfg: d.cfg, log: d.log, mu: d.mu, wg: d.wg, accepting: d.accepting, hosts: d.hosts,
+		archive: d.archive, handover: d.handover, streak: d.streak, queued: d.queued, forget: d.forget,
 		sessions: make(map[*session]struct{}), retired: make(map[string]int),
-		slots:  newSlots(cfg.MaxChildren*cfg.ThreadsPerChild, cfg.MaxSlotWaiters, cfg.MemoryBudget),
+		slots:  newSlots(d.cfg.MaxChildren*d.cfg.ThreadsPerChild, d.cfg.MaxSlotWaiters, d.cfg.MemoryBudget),
 		spares: newSpareState()}
 }
 

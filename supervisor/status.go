@@ -17,13 +17,11 @@ import (
 // released, so taking a snapshot under load does not stall Submit.
 func (s *Supervisor) Status() Snapshot {
 	snap := s.pool.snapshot(func(*session) bool { return true }, func(t *Totals) {
-		for _, k := range s.keys {
-			t.Queued += s.queue.LenLocked(k.key)
-		}
+		t.Queued = s.chats.queuedTotalLocked()
 	})
 	t := &snap.Totals
 	t.OverloadRetries = s.overloadRetries.Load()
-	t.Compactions, t.CompactionFailures = s.compactions.Load(), s.compactFailures.Load()
+	t.Compactions, t.CompactionFailures = s.chats.compactCounts()
 	snap.Model, snap.Limits, snap.Usage = s.model.Status(), s.limits.Status(), s.usage.All()
 	return snap
 }

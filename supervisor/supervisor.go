@@ -61,7 +61,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/internal/keyfifo"
 	"github.com/molecule-ai/codex-warm/supervisor/account"
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
@@ -92,18 +91,13 @@ type Supervisor struct {
 	usage  *account.Usage  // each chat's token usage
 
 	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
-	compactions     atomic.Int64 // threads compacted by the long-thread policy
-	compactFailures atomic.Int64 // compactions the policy asked for that failed
 
 	mu           sync.Mutex
-	keys         map[string]*keyState
-	queue        *keyfifo.FIFO[*job] // per chat key: the jobs waiting, and the key's worker
-	streak       crashStreak         // crashes since a turn last completed (crashstreak.go)
+	chats        *chats      // the chats' keys, queues and turns (key.go, queue.go, turn.go, …)
+	streak       crashStreak // crashes since a turn last completed (crashstreak.go)
 	shutdownDone chan struct{}
 
 	approvals *approvalBoard // approvals waiting for the chat's answer (approval.go)
-
-	stops stopMarks // when each chat last asked to stop (control.go); guarded by mu
 
 	handover freeze // a reload's freeze and the turns it handed over (handover.go)
 }
@@ -124,7 +118,6 @@ func New(cfg Config) (*Supervisor, error) {
 	s := &Supervisor{
 		cfg:          cfg,
 		log:          cfg.Logger.Named("supervisor"),
-		keys:         make(map[string]*keyState),
 		shutdownDone: make(chan struct{}),
 		approvals:    newApprovalBoard(),
 		model:        account.NewModel(),
@@ -133,16 +126,13 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
 	s.life, s.stopLife = context.WithCancelCause(context.Background())
-	s.pool = newPool(&s.cfg, s.log, &s.mu, &s.wg, s.accepting, &s.handover, &s.streak,
-		func(key string) int { return s.queue.LenLocked(key) }, s.gcKeyLocked)
 	if s.cfg.Spawn == nil {
 		s.cfg.Spawn = appServerSpawn(cfg.AppServer, cfg.HandshakeTimeout, cfg.Logger,
 			func(string) { s.overloadRetries.Add(1) })
 	}
 	if cfg.ThreadsPerChild > 1 {
 		s.hosts = hosts.New(hosts.Config{PerChild: cfg.ThreadsPerChild, Spawn: s.cfg.Spawn, Log: s.log,
-			UnloadTimeout: hostUnloadTimeout, Drain: cfg.HostDrain, OnDrain: s.pool.onHostDrain})
-		s.pool.hosts = s.hosts
+			UnloadTimeout: hostUnloadTimeout, Drain: cfg.HostDrain, OnDrain: func(h *hosts.Host) { s.pool.onHostDrain(h) }})
 	}
 	s.archive = newArchiver(&s.cfg, s.log, s.usage,
 		func(ctx context.Context) (func(), error) {
@@ -154,9 +144,14 @@ func New(cfg Config) (*Supervisor, error) {
 				s.pool.releaseSlotLocked()
 				s.mu.Unlock()
 			}, nil
-		}, s.onWorker)
-	s.pool.archive = s.archive
-	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Take: s.takeLocked, Idle: s.keyIdleLocked, Lock: &s.mu})
+		}, func(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (bool, error) {
+			return s.chats.onWorker(ctx, chatKey, fn)
+		})
+	s.pool = newPool(poolDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, wg: &s.wg, accepting: s.accepting, hosts: s.hosts,
+		archive: s.archive, handover: &s.handover, streak: &s.streak,
+		queued: func(key string) int { return s.chats.queuedLocked(key) }, forget: func(k *keyState) { s.chats.gcKeyLocked(k) }})
+	s.chats = newChats(chatsDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, life: s.life, pool: s.pool, handover: &s.handover,
+		approvals: s.approvals, archive: s.archive, model: s.model, limits: s.limits, usage: s.usage})
 	if cfg.StateDir != "" {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("supervisor: state dir: %w", err)
@@ -211,7 +206,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	}
 	running := s.pool.closeLocked()
 	s.limits.Stop()
-	queued := s.queue.DrainLocked()
+	queued := s.chats.closeLocked()
 	s.mu.Unlock()
 	s.stopAccepting(ErrClosed)
 	for _, j := range queued {
@@ -221,7 +216,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 
 	drained := make(chan struct{})
 	go func() { // owned here: both paths below wait for it
-		s.queue.Wait()
+		s.chats.wait()
 		close(drained)
 	}()
 	var err error

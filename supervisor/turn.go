@@ -14,17 +14,17 @@ import (
 )
 
 // turn runs one turn on a busy session under the turn watchdogs and settles the session.
-func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
+func (c *chats) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	ctx, cancel := context.WithCancelCause(j.ctx)
 	defer cancel(nil)
-	stopLife := context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })
+	stopLife := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stopLife()
 	var compactNotice string
 	if !j.adopted { // before the turn's watchdogs start: the compaction is bound on its own
-		compactNotice = s.compactIfDue(ctx, k.key, sess)
+		compactNotice = c.compactIfDue(ctx, k.key, sess)
 	}
-	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, s.model.WatchFor(s.cfg.ModelUnreachable), cancel)
-	watch.expectModel(s.cfg.ModelSilent)
+	watch := newTurnWatch(c.cfg.TurnDeadline, c.cfg.PostToolQuiet, c.model.WatchFor(c.cfg.ModelUnreachable), cancel)
+	watch.expectModel(c.cfg.ModelSilent)
 	first := sess.turns == 0
 	input := userInput(j.text, j.images)
 	var notes turnNotes
@@ -33,10 +33,10 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	}
 	live := newLiveTurn(sess.child, sess.threadID, newActivity(ProgressFrom(j.ctx)))
 	live.watch = watch
-	s.mu.Lock()
+	c.mu.Lock()
 	k.live = live
-	s.mu.Unlock()
-	s.limits.Reached(k.key) // a parked message released at a reset got here: the next may go
+	c.mu.Unlock()
+	c.limits.Reached(k.key) // a parked message released at a reset got here: the next may go
 
 	runTurn := func(ctx context.Context, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
 		if r, ok := sess.child.(resumable); ok && j.adopted {
@@ -49,12 +49,12 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 			watch.observe(n)
 			live.act.observe(n)
 			if rl, ok := appserver.RateLimits(n); ok {
-				s.limits.Update(rl)
+				c.limits.Update(rl)
 			}
 		},
-		InterruptGrace: s.cfg.InterruptGrace,
+		InterruptGrace: c.cfg.InterruptGrace,
 		OnStarted:      live.started,
-		Approve:        s.approver(k.key, j.askApprovalsOf, sess, watch, &notes),
+		Approve:        c.approver(k.key, j.askApprovalsOf, sess, watch, &notes),
 		CallTool:       j.callTool,
 	})
 	watch.stop()
@@ -69,7 +69,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		if sess.lostThread != "" {
 			// Told once: only the first turn of the child that found the thread gone says so.
 			r.Notices = append(r.Notices, fmt.Sprintf("the earlier conversation could not be restored: thread %s was not found in CODEX_HOME %s; this is a new conversation (the old id is kept in threads-archive.jsonl)",
-				sess.lostThread, s.pool.codexHome()))
+				sess.lostThread, c.pool.codexHome()))
 		}
 		if sess.goneThread != "" {
 			r.Notices = append(r.Notices, goneNotice(sess.goneThread))
@@ -84,7 +84,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		if res.Error != nil {
 			r.Error = res.Error.Message
 		}
-		s.usage.Add(k.key, r.Usage)
+		c.usage.Add(k.key, r.Usage)
 	}
 
 	watchdog, retire := classifyTurn(err, cause, sess.child)
@@ -99,27 +99,27 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	case limitHit:
 		// Not the chat's failure: the message runs again after the reset, so the turn that
 		// holds only it leaves the thread (as for an unreachable model).
-		limited = s.limits.Hit(k.key, resetsAt)
+		limited = c.limits.Hit(k.key, resetsAt)
 		if settled && r.TurnID != "" {
-			sess.dropUnanswered(s.life, r.TurnID)
+			sess.dropUnanswered(c.life, r.TurnID)
 		}
 	case watchdog == WatchdogModelUnreachable && errors.As(cause, &trip):
 		unreachable = trip.cause
-		s.model.Unreachable(trip.cause, s.log)
+		c.model.Unreachable(trip.cause, c.log)
 		if settled && r.TurnID != "" {
-			sess.dropUnanswered(s.life, r.TurnID)
+			sess.dropUnanswered(c.life, r.TurnID)
 		}
 	case settled && r.Status == protocol.TurnCompleted:
-		s.model.Reached(s.log)
-		s.limits.Cleared()
+		c.model.Reached(c.log)
+		c.limits.Cleared()
 	}
 	if settled && !sess.recorded {
-		s.pool.recordThread(k.key, sess)
+		c.pool.recordThread(k.key, sess)
 	}
 
 	recycled := false
-	s.mu.Lock()
-	s.pool.turnEndedLocked(sess, settled && err == nil)
+	c.mu.Lock()
+	c.pool.turnEndedLocked(sess, settled && err == nil)
 	switch {
 	case sess.state == StateRetiring:
 		// The watcher got there first: the child died.
@@ -127,19 +127,19 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 			watchdog = sess.reason
 		}
 	case retire != "":
-		s.pool.retireLocked(sess, retire, err)
+		c.pool.retireLocked(sess, retire, err)
 	default:
 		// A child that grew too large or old is replaced now, between turns: its reply is
 		// good, and the key's next message resumes the thread in a new child.
-		if why := s.pool.recycleReasonLocked(sess, time.Now()); why != "" {
+		if why := c.pool.recycleReasonLocked(sess, time.Now()); why != "" {
 			recycled = true
-			s.pool.recycleLocked(sess, why)
+			c.pool.recycleLocked(sess, why)
 			break
 		}
-		s.pool.idleLocked(sess)
+		c.pool.idleLocked(sess)
 	}
 	retiring := sess.state == StateRetiring
-	s.mu.Unlock()
+	c.mu.Unlock()
 	if retiring && !recycled {
 		// The reply goes out only after the child was reaped: callers may rely on it being gone.
 		// A recycled child's turn went well; its reply does not wait for the close.
@@ -168,5 +168,42 @@ func (sess *session) dropUnanswered(life context.Context, turnID string) {
 	defer cancel()
 	if err := sess.child.RevertThread(ctx, sess.threadID, turnID); err != nil {
 		sess.log.Warn("could not drop the unanswered turn from the thread", zap.String("turn_id", turnID), zap.Error(err))
+	}
+}
+
+// approver is the appserver.Approver of a turn of chatKey whose prompts go to chat askedOf: it
+// publishes each request, pauses the turn's watchdogs and waits for askedOf's Answer, the
+// approval timeout or the turn's end.
+func (c *chats) approver(chatKey, askedOf string, sess *session, watch *turnWatch, notes *turnNotes) appserver.Approver {
+	if askedOf == "" {
+		askedOf = chatKey
+	}
+	return func(ctx context.Context, req appserver.ApprovalRequest) (string, error) {
+		if why := unshowable(req); why != "" {
+			// Declined without asking: a prompt that cut it would let a person approve what
+			// they were not shown. The chat learns why from its reply, codex from the decline.
+			sess.log.Warn("approval declined without asking: it cannot be shown whole",
+				zap.String("request_id", req.RequestID), zap.Int("command_bytes", len(req.Command)), zap.Int("cwd_bytes", len(req.Cwd)))
+			notes.add("declined without asking you: " + why)
+			return protocol.DecisionDecline, nil
+		}
+		resume := watch.waitOnPerson()
+		defer resume()
+		timeout := c.cfg.ApprovalTimeout
+		p := c.approvals.publish(chatKey, askedOf, req, timeout)
+		defer c.approvals.remove(p)
+		log := sess.log.With(zap.String("request_id", req.RequestID), zap.String("kind", req.Kind))
+		log.Info("approval asked in the chat", zap.String("command", req.Command), zap.Duration("timeout", timeout))
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		select {
+		case d := <-p.answer:
+			return d, nil
+		case <-timer.C:
+			log.Info("nobody answered the approval; declining", zap.Duration("timeout", timeout))
+			return protocol.DecisionDecline, nil
+		case <-ctx.Done():
+			return "", fmt.Errorf("chat %s: approval %s: %w", chatKey, req.RequestID, context.Cause(ctx))
+		}
 	}
 }
