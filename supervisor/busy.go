@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/molecule-ai/codex-warm/supervisor/progress"
 	"go.uber.org/zap"
 )
 
@@ -48,7 +49,7 @@ var ErrSuperseded = errors.New("interrupted by a newer message")
 type liveTurn struct {
 	child    Child
 	threadID string
-	act      *activity // what the turn is doing now; see ChildStatus.Activity
+	act      *progress.Activity // what the turn is doing now; see ChildStatus.Activity
 	watch    *turnWatch
 
 	// known is closed once codex answered turn/start (turnID set) or the turn ended: a message
@@ -62,7 +63,7 @@ type liveTurn struct {
 	joined []*job  // messages steered into the turn; they get its outcome
 }
 
-func newLiveTurn(child Child, threadID string, act *activity) *liveTurn {
+func newLiveTurn(child Child, threadID string, act *progress.Activity) *liveTurn {
 	return &liveTurn{child: child, threadID: threadID, act: act, known: make(chan struct{})}
 }
 
@@ -71,7 +72,7 @@ func (lt *liveTurn) started(turnID string) {
 	lt.turnID = turnID
 	lt.markKnownLocked()
 	lt.mu.Unlock()
-	lt.act.started(turnID)
+	lt.act.Started(turnID)
 }
 
 func (lt *liveTurn) markKnownLocked() {

@@ -17,17 +17,7 @@ import (
 // the pool, whose children it runs turns on; the keyfifo runs on that lock too. Its fields are
 // touched only in its files (owners_test.go).
 type chats struct {
-	cfg       *Config
-	log       *zap.Logger
-	mu        *sync.Mutex     // Supervisor.mu
-	life      context.Context // cancelled when the drain deadline passes: running turns end
-	pool      *pool
-	handover  *freeze
-	approvals *approvalBoard
-	archive   *archiver
-	model     *account.Model
-	limits    *account.Limits
-	usage     *account.Usage
+	chatsDeps // what it is handed; the rest is its own state
 
 	keys  map[string]*keyState
 	queue *keyfifo.FIFO[*job] // per chat key: the jobs waiting, and the key's worker
@@ -42,8 +32,8 @@ type chats struct {
 type chatsDeps struct {
 	cfg       *Config
 	log       *zap.Logger
-	mu        *sync.Mutex
-	life      context.Context
+	mu        *sync.Mutex     // Supervisor.mu
+	life      context.Context // cancelled when the drain deadline passes: running turns end
 	pool      *pool
 	handover  *freeze
 	approvals *approvalBoard
@@ -54,9 +44,7 @@ type chatsDeps struct {
 }
 
 func newChats(d chatsDeps) *chats {
-	c := &chats{cfg: d.cfg, log: d.log, mu: d.mu, life: d.life, pool: d.pool, handover: d.handover,
-		approvals: d.approvals, archive: d.archive, model: d.model, limits: d.limits, usage: d.usage,
-		keys: make(map[string]*keyState)}
+	c := &chats{chatsDeps: d, keys: make(map[string]*keyState)}
 	c.queue = keyfifo.New(keyfifo.Config[*job]{Run: c.work, Take: c.takeLocked, Idle: c.keyIdleLocked, Lock: c.mu})
 	return c
 }

@@ -21,20 +21,7 @@ import (
 // pool asks the chat side through two hooks the Supervisor wires in New (queued, forget), both
 // called with mu held. Its fields are touched only in its files (owners_test.go).
 type pool struct {
-	cfg       *Config
-	log       *zap.Logger
-	mu        *sync.Mutex     // Supervisor.mu
-	wg        *sync.WaitGroup // Supervisor.wg: the watchers, the sampler, a draining host's timer
-	accepting context.Context // cancelled when Shutdown begins
-	hosts     *hosts.Pool     // the shared children; nil with a child per chat
-	archive   *archiver       // told of the threads a chat leaves, asked for one it returns to
-	handover  *freeze         // woken by every state change; no spare starts while it is active
-	streak    *crashStreak    // the crashes since a turn last completed
-
-	// queued is the number of messages of a chat waiting in its queue; forget drops a key with
-	// no work, no child and no backoff. Both run with mu held.
-	queued func(key string) int
-	forget func(k *keyState)
+	poolDeps // what it is handed; the rest is its own state
 
 	closed        bool
 	sessions      map[*session]struct{} // children not yet dead
@@ -56,21 +43,22 @@ type pool struct {
 type poolDeps struct {
 	cfg       *Config
 	log       *zap.Logger
-	mu        *sync.Mutex
-	wg        *sync.WaitGroup
-	accepting context.Context
-	hosts     *hosts.Pool
-	archive   *archiver
-	handover  *freeze
-	streak    *crashStreak
-	queued    func(key string) int
-	forget    func(k *keyState)
+	mu        *sync.Mutex     // Supervisor.mu
+	wg        *sync.WaitGroup // Supervisor.wg: the watchers, the sampler, a draining host's timer
+	accepting context.Context // cancelled when Shutdown begins
+	hosts     *hosts.Pool     // the shared children; nil with a child per chat
+	archive   *archiver       // told of the threads a chat leaves, asked for one it returns to
+	handover  *freeze         // woken by every state change; no spare starts while it is active
+	streak    *crashStreak    // the crashes since a turn last completed
+
+	// queued is the number of messages of a chat waiting in its queue; forget drops a key with
+	// no work, no child and no backoff. Both run with mu held.
+	queued func(key string) int
+	forget func(k *keyState)
 }
 
 func newPool(d poolDeps) *pool {
-	return &pool{cfg: d.cfg, log: d.log, mu: d.mu, wg: d.wg, accepting: d.accepting, hosts: d.hosts,
-		archive: d.archive, handover: d.handover, streak: d.streak, queued: d.queued, forget: d.forget,
-		sessions: make(map[*session]struct{}), retired: make(map[string]int),
+	return &pool{poolDeps: d, sessions: make(map[*session]struct{}), retired: make(map[string]int),
 		slots:  newSlots(d.cfg.MaxChildren*d.cfg.ThreadsPerChild, d.cfg.MaxSlotWaiters, d.cfg.MemoryBudget),
 		spares: newSpareState()}
 }

@@ -41,16 +41,10 @@ func (sp *spareState) crashed(initial, maxInterval time.Duration, cause error, n
 // healthy forgets the spares' crashes: a chat's turn completed on a child that was a spare.
 func (sp *spareState) healthy() { sp.crash.reset() }
 
-// stopped returns a channel closed once the keeper returned (at once with no spares).
-func (sp *spareState) stopped() <-chan struct{} { return sp.done }
-
-// none marks the keeper as never started (no spares).
-func (sp *spareState) none() { close(sp.done) }
-
 // startSpares starts the spare keeper when Config.Spares asks for spares.
 func (p *pool) startSpares() {
 	if p.cfg.Spares == 0 {
-		p.spares.none()
+		close(p.spares.done)
 		return
 	}
 	go p.keepSpares() // Shutdown waits for it (sparesStopped)
@@ -58,7 +52,7 @@ func (p *pool) startSpares() {
 }
 
 // sparesStopped is closed once the spare keeper returned: no spare starts after it.
-func (p *pool) sparesStopped() <-chan struct{} { return p.spares.stopped() }
+func (p *pool) sparesStopped() <-chan struct{} { return p.spares.done }
 
 // notifySparesLocked wakes chats waiting for a starting spare: one became ready or ended.
 func (p *pool) notifySparesLocked() {

@@ -89,7 +89,7 @@ func (p *pool) snapshot(want func(*session) bool, locked func(*Totals)) Snapshot
 		if sess.state == StateBusy {
 			cs.TurnAge = now.Sub(sess.turnStart)
 			if lt := sess.key.live; lt != nil && lt.act != nil {
-				cs.Activity, cs.ActivitySince = lt.act.get()
+				cs.Activity, cs.ActivitySince = lt.act.Get()
 			}
 		}
 		rows = append(rows, row{cs: cs, child: sess.child, mem: sess.mem, measured: sess.measured})

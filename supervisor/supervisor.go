@@ -7,31 +7,32 @@
 // large or old (memory.go); the next message of that key gets a new child that resumes the same
 // thread.
 //
-// The parts. Supervisor composes them and keeps what spans them: the chats' keys and their
-// queues, which one lock guards with the pool (below).
-//   - the pool (pool, pool.go, session.go, state.go, slots.go, spares.go, warmup.go, memory.go,
+// The parts. Supervisor composes them, answers the API by delegating to them, and keeps what
+// spans them: New, Shutdown and the handover's steps (Freeze, Thaw, adopting handed children).
+//   - the pool (pool: pool.go, session.go, state.go, slots.go, spares.go, warmup.go, memory.go,
 //     shared.go, watcher.go, sweep.go, restart.go, status.go): the sessions and their states,
 //     the slots, the spares, the memory sampler and recycling, children.json, the restart
-//     backoff's accounting; guarded by Supervisor.mu, it reaches the chats' side through two
-//     hooks the Supervisor wires in New.
-//   - the account (package account): whether the model can be reached, the usage limits and the
-//     work parked until their reset, each chat's token totals; each with its own lock.
-//   - the shared children (package hosts): the hosts threads are placed in, with its own lock.
-//   - the handover (freeze, handover.go, shared.go): a reload's freeze, the children it paused,
-//     the turns it handed over; its state is guarded by Supervisor.mu and touched only in
-//     handover.go.
+//     backoff; it asks the chats through two hooks wired in New (a chat's queue length,
+//     forgetting an idle key).
+//   - the chats (chats: key.go, queue.go, busy.go, turn.go, control.go, compact.go,
+//     activity.go): the keys, their queues and workers, the busy policy, a turn's run, /stop,
+//     /new, /status, the long-thread policy; it takes and runs children through the pool.
+//   - the handover (freeze, handover.go): a reload's freeze, the children it paused, the turns
+//     it handed over.
+//   - the account (package account) and the shared children (package hosts), each part with
+//     its own lock; what a turn is doing (package progress).
 //   - the retention sweep (archiver, retention.go): its own lock and loop; it reaches the pool
-//     and a chat's worker through hooks the Supervisor wires in New.
+//     and a chat's worker through hooks wired in New.
 //   - the approvals (approvalBoard, approval.go) and a turn's watchdogs (turnWatch,
 //     turnwatch.go), each with its own lock.
 //
 // owners_test.go checks that each same-package part's fields are touched only from its files.
 //
-// Concurrency layout: one mutex (Supervisor.mu) guards the pool's bookkeeping: the key states,
-// the sessions and their states, the slots (slots.go), the per-key queues (the keyfifo runs on
-// this mutex) and the handover's freeze state. They stay under one lock because decisions span
-// them: an eviction picks an idle child whose key has nothing queued, a key is forgotten only
-// with no queue, child or backoff, a freeze waits for every key and session to be quiet.
+// Concurrency layout: one mutex (Supervisor.mu) guards the pool, the chats and the freeze (the
+// keyfifo runs on it too); each says "guarded by Supervisor.mu" and holds a pointer to it. They
+// stay under one lock because decisions span them: an eviction picks an idle child whose key
+// has nothing queued, a key is forgotten only with no queue, child or backoff, a freeze waits
+// for every key and session to be quiet.
 // The mutex is never held across a call into a child, the thread store, the spawn function or
 // /proc. Every chat key with queued work has one worker goroutine (queue.go) that runs its turns
 // in FIFO order; Shutdown waits for them before closing the children. Every child has one
@@ -45,7 +46,7 @@
 // earlier one:
 //  1. archiver.sweepMu (held for a whole sweep, which takes slots and runs on chats' workers)
 //  2. childRecords.mu (the pool's: a write of children.json reads the pool under it)
-//  3. Supervisor.mu
+//  3. Supervisor.mu (the pool, the chats, the freeze)
 //  4. the parts' own locks, taken with or without Supervisor.mu; none of them is held while
 //     Supervisor.mu or a lock above is taken: liveTurn.mu, approvalBoard.mu, turnWatch.mu,
 //     hosts.Pool's lock (it never calls the supervisor while holding it: OnDrain runs without

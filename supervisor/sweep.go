@@ -20,17 +20,11 @@ type childRecords struct {
 	bootID   string             // this boot's id, written beside the start times
 }
 
-// boot names this boot, written beside the start times.
-func (r *childRecords) boot(id string) { r.bootID = id }
-
-// keep adds an orphan the boot sweep could not kill, for the next sweep.
-func (r *childRecords) keep(rec childproc.Record) { r.leftover = append(r.leftover, rec) }
-
 // bootSweep ends the children a daemon that died left (SweepOrphans), but for those the previous
 // image handed over (adopted), and keeps the ones that survived it for the next sweep. It can
 // take up to about 2×SweepGrace.
 func (p *pool) bootSweep(adopted []AdoptedChild) {
-	p.records.boot(childproc.ProcFS{}.BootID())
+	p.records.bootID = childproc.ProcFS{}.BootID()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*p.cfg.SweepGrace+time.Second)
 	keep := make(map[int]bool, len(adopted))
 	for _, a := range adopted {
@@ -45,7 +39,7 @@ func (p *pool) bootSweep(adopted []AdoptedChild) {
 	}
 	for _, sc := range swept {
 		if sc.Action == childproc.SweepSurvived {
-			p.records.keep(sc.Record)
+			p.records.leftover = append(p.records.leftover, sc.Record)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/projector"
 	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/supervisor/progress"
 )
 
 // turn runs one turn on a busy session under the turn watchdogs and settles the session.
@@ -31,7 +32,7 @@ func (c *chats) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	if j.adopted {
 		watch.carryOver(j.deadlineLeft)
 	}
-	live := newLiveTurn(sess.child, sess.threadID, newActivity(ProgressFrom(j.ctx)))
+	live := newLiveTurn(sess.child, sess.threadID, progress.NewActivity(progress.From(j.ctx)))
 	live.watch = watch
 	c.mu.Lock()
 	k.live = live
@@ -47,7 +48,7 @@ func (c *chats) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	res, err := runTurn(ctx, appserver.TurnOptions{
 		OnNotification: func(n protocol.Notification) {
 			watch.observe(n)
-			live.act.observe(n)
+			live.act.Observe(n)
 			if rl, ok := appserver.RateLimits(n); ok {
 				c.limits.Update(rl)
 			}
