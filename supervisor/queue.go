@@ -14,7 +14,7 @@ import (
 
 // job is one Submit call: a message waiting in, or being run by, its key's worker.
 type job struct {
-	key  *keyState // stays in Supervisor.keys while the key's worker runs
+	key  *keyState // stays in chats.keys while the key's worker runs
 	ctx  context.Context
 	text string
 	// images are data URLs codex gets as image inputs after the text.
@@ -279,7 +279,7 @@ func (t *Ticket) wait() outcome {
 	return outcome{reply: Reply{ChatKey: t.k.key}, err: fmt.Errorf("chat %s: %w", t.k.key, context.Cause(t.ctx))}
 }
 
-// takeLocked runs as the key's worker takes j out of the queue (keyfifo's Take), with s.mu
+// takeLocked runs as the key's worker takes j out of the queue (keyfifo's Take), with c.mu
 // held: j becomes the key's running job, under a context Stop and BusyInterrupt can cancel,
 // at the moment it stops being queued. Were that left to work, a Stop in between would find j
 // neither queued nor running, and j would run unstopped.
@@ -305,7 +305,7 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// work runs one job on its key's worker (see Supervisor.queue) and answers its caller. The job
+// work runs one job on its key's worker (see chats.queue) and answers its caller. The job
 // runs under the context takeLocked gave it.
 func (c *chats) work(_ string, j *job) {
 	k := j.key
