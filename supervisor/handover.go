@@ -488,8 +488,7 @@ func (s *Supervisor) adoptedLocked(k *keyState, sess *session, threadID string, 
 		s.handover.adoptTurnLocked(s.chats.pushLocked, s.approvals, k, turn)
 	}
 	s.mu.Unlock()
-	s.wg.Add(1)
-	go s.pool.watch(sess)
+	s.pool.startWatcher(sess)
 }
 
 // adopt registers the children the previous image handed over as idle sessions of their chats.

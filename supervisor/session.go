@@ -278,8 +278,7 @@ func (p *pool) spawnInto(sess *session) error {
 	sess.pid = pid
 	sess.log = sess.log.With(zap.Int("pid", pid))
 	p.mu.Unlock()
-	p.wg.Add(1)
-	go p.watch(sess)
+	p.startWatcher(sess)
 	return nil
 }
 
