@@ -49,6 +49,7 @@
 //  3. Supervisor.mu (the pool, the chats, the freeze)
 //  4. the parts' own locks, taken with or without Supervisor.mu; none of them is held while
 //     Supervisor.mu or a lock above is taken: liveTurn.mu, approvalBoard.mu, turnWatch.mu,
+//     progress.Activity's lock (the status table reads a running turn's activity under it),
 //     hosts.Pool's lock (it never calls the supervisor while holding it: OnDrain runs without
 //     it), and package account's locks (Model, Limits, Usage: Usage.writeMu before Usage.mu).
 package supervisor
