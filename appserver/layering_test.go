@@ -28,6 +28,15 @@ func TestImportsRunDownward(t *testing.T) {
 		{".", []string{"projector", "sessions", "supervisor", "inbox", "cmd"}, false},
 		{"../childproc", []string{"appserver", "supervisor", "inbox", "cmd"}, true},
 		{"../supervisor", []string{"inbox", "cmd"}, true},
+		// The account's state (model reachability, usage limits and parking, token totals) is a
+		// part of the supervisor below it: it knows no child, chat queue or inbox.
+		{"../supervisor/account", []string{"appserver", "childproc", "supervisor", "inbox", "cmd"}, true},
+		// The shared children are a part of the supervisor's pool below it: hosts place threads in
+		// children and know no chat, queue or inbox.
+		{"../supervisor/hosts", []string{"childproc", "supervisor", "inbox", "cmd"}, true},
+		// What a running turn is doing (its steps, its one-line activity) is read from the
+		// turn's notifications alone: no child, chat queue or inbox.
+		{"../supervisor/progress", []string{"childproc", "supervisor", "inbox", "cmd"}, true},
 		{"../inbox/chat", []string{"inbox/molecule", "inbox/local", "cmd"}, true},
 		{"../inbox/chat/chattest", []string{"inbox/molecule", "inbox/local", "cmd"}, false},
 		{"../inbox/molecule", []string{"inbox/local", "cmd"}, true},

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // Approvals asked in the chat (appserver.DecisionAsk): a turn's approval request is published
@@ -264,41 +263,4 @@ func (n *turnNotes) take() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return slices.Clone(n.list)
-}
-
-// approver is the appserver.Approver of a turn of chatKey whose prompts go to chat askedOf: it
-// publishes each request, pauses the turn's watchdogs and waits for askedOf's Answer, the
-// approval timeout or the turn's end.
-func (s *Supervisor) approver(chatKey, askedOf string, sess *session, watch *turnWatch, notes *turnNotes) appserver.Approver {
-	if askedOf == "" {
-		askedOf = chatKey
-	}
-	return func(ctx context.Context, req appserver.ApprovalRequest) (string, error) {
-		if why := unshowable(req); why != "" {
-			// Declined without asking: a prompt that cut it would let a person approve what
-			// they were not shown. The chat learns why from its reply, codex from the decline.
-			sess.log.Warn("approval declined without asking: it cannot be shown whole",
-				zap.String("request_id", req.RequestID), zap.Int("command_bytes", len(req.Command)), zap.Int("cwd_bytes", len(req.Cwd)))
-			notes.add("declined without asking you: " + why)
-			return protocol.DecisionDecline, nil
-		}
-		resume := watch.waitOnPerson()
-		defer resume()
-		timeout := s.cfg.ApprovalTimeout
-		p := s.approvals.publish(chatKey, askedOf, req, timeout)
-		defer s.approvals.remove(p)
-		log := sess.log.With(zap.String("request_id", req.RequestID), zap.String("kind", req.Kind))
-		log.Info("approval asked in the chat", zap.String("command", req.Command), zap.Duration("timeout", timeout))
-		timer := time.NewTimer(timeout)
-		defer timer.Stop()
-		select {
-		case d := <-p.answer:
-			return d, nil
-		case <-timer.C:
-			log.Info("nobody answered the approval; declining", zap.Duration("timeout", timeout))
-			return protocol.DecisionDecline, nil
-		case <-ctx.Done():
-			return "", fmt.Errorf("chat %s: approval %s: %w", chatKey, req.RequestID, context.Cause(ctx))
-		}
-	}
 }

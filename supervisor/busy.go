@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/molecule-ai/codex-warm/supervisor/progress"
 	"go.uber.org/zap"
 )
 
@@ -48,7 +49,7 @@ var ErrSuperseded = errors.New("interrupted by a newer message")
 type liveTurn struct {
 	child    Child
 	threadID string
-	act      *activity // what the turn is doing now; see ChildStatus.Activity
+	act      *progress.Activity // what the turn is doing now; see ChildStatus.Activity
 	watch    *turnWatch
 
 	// known is closed once codex answered turn/start (turnID set) or the turn ended: a message
@@ -62,7 +63,7 @@ type liveTurn struct {
 	joined []*job  // messages steered into the turn; they get its outcome
 }
 
-func newLiveTurn(child Child, threadID string, act *activity) *liveTurn {
+func newLiveTurn(child Child, threadID string, act *progress.Activity) *liveTurn {
 	return &liveTurn{child: child, threadID: threadID, act: act, known: make(chan struct{})}
 }
 
@@ -71,7 +72,7 @@ func (lt *liveTurn) started(turnID string) {
 	lt.turnID = turnID
 	lt.markKnownLocked()
 	lt.mu.Unlock()
-	lt.act.started(turnID)
+	lt.act.Started(turnID)
 }
 
 func (lt *liveTurn) markKnownLocked() {
@@ -98,18 +99,18 @@ func (lt *liveTurn) finish(o outcome) {
 
 // interruptLocked ends k's running message for a newer one (BusyInterrupt). A Reset is not
 // interrupted: it is quick, and the chat asked for it.
-func (s *Supervisor) interruptLocked(k *keyState) {
-	if s.cfg.Busy != BusyInterrupt || k.stopRun == nil || k.running == nil || k.running.reset {
+func (c *chats) interruptLocked(k *keyState) {
+	if c.cfg.Busy != BusyInterrupt || k.stopRun == nil || k.running == nil || k.running.reset {
 		return
 	}
 	k.stopRun(ErrSuperseded)
-	s.log.Info("interrupting the chat's running turn for a newer message", zap.String("chat_key", k.key))
+	c.log.Info("interrupting the chat's running turn for a newer message", zap.String("chat_key", k.key))
 }
 
 // steerTargetLocked returns k's running turn when j can be steered into it: BusySteer, a turn
 // running, and nothing of the chat waiting (j would jump ahead of it).
-func (s *Supervisor) steerTargetLocked(k *keyState) *liveTurn {
-	if s.cfg.Busy != BusySteer || k.live == nil || s.queue.LenLocked(k.key) > 0 {
+func (c *chats) steerTargetLocked(k *keyState) *liveTurn {
+	if c.cfg.Busy != BusySteer || k.live == nil || c.queue.LenLocked(k.key) > 0 {
 		return nil
 	}
 	return k.live
@@ -118,7 +119,7 @@ func (s *Supervisor) steerTargetLocked(k *keyState) *liveTurn {
 // steer adds j's text to the running turn lt, once codex gave the turn its id. ok false: codex
 // did not take it (the turn ended, or refused, or ctx ended first), and j must be queued. Otherwise j is answered with the turn's
 // outcome (Reply.Steered set): now holds it when the turn already ended, else it comes on j.done.
-func (s *Supervisor) steer(ctx context.Context, k *keyState, lt *liveTurn, j *job) (now *outcome, ok bool) {
+func (c *chats) steer(ctx context.Context, k *keyState, lt *liveTurn, j *job) (now *outcome, ok bool) {
 	select {
 	case <-lt.known: // codex answers turn/start at once; a turn that never starts ends
 	case <-ctx.Done():
@@ -130,7 +131,7 @@ func (s *Supervisor) steer(ctx context.Context, k *keyState, lt *liveTurn, j *jo
 	if turnID == "" || ended {
 		return nil, false
 	}
-	log := s.log.With(zap.String("chat_key", k.key), zap.String("thread_id", lt.threadID), zap.String("turn_id", turnID))
+	log := c.log.With(zap.String("chat_key", k.key), zap.String("thread_id", lt.threadID), zap.String("turn_id", turnID))
 	if err := lt.child.SteerTurn(ctx, lt.threadID, turnID, userInput(j.text, j.images)); err != nil {
 		log.Info("could not add the message to the running turn; it waits for its own turn", zap.Error(err))
 		return nil, false

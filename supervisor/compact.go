@@ -37,14 +37,14 @@ const (
 // which loads the whole history again, is caught by the memory bound). The memory bound, on
 // the sampler's latest reading, fires once per child: a compaction that does not bring the
 // child back under it is not repeated before every turn.
-func (s *Supervisor) compactReason(sess *session) string {
+func (c *chats) compactReason(sess *session) string {
 	switch {
 	case sess.threadID == "":
 		return ""
-	case s.cfg.CompactAfterTurns > 0 && sess.turns-sess.compactedAt >= s.cfg.CompactAfterTurns:
+	case c.cfg.CompactAfterTurns > 0 && sess.turns-sess.compactedAt >= c.cfg.CompactAfterTurns:
 		return CompactReasonTurns
-	case s.cfg.CompactAboveBytes > 0 && !sess.compactedForMemory && sess.turns > sess.compactedAt &&
-		sess.measured && sess.mem.USS > s.cfg.CompactAboveBytes:
+	case c.cfg.CompactAboveBytes > 0 && !sess.compactedForMemory && sess.turns > sess.compactedAt &&
+		sess.measured && sess.mem.USS > c.cfg.CompactAboveBytes:
 		return CompactReasonMemory
 	}
 	return ""
@@ -53,11 +53,11 @@ func (s *Supervisor) compactReason(sess *session) string {
 // compactIfDue runs the policy on a busy session before a turn. It returns the notice for the
 // chat when a due compaction was not available or failed (once per child), else "". The turn
 // goes ahead either way: a child that died meanwhile fails it the usual way.
-func (s *Supervisor) compactIfDue(ctx context.Context, key string, sess *session) string {
-	s.mu.Lock()
-	why := s.compactReason(sess)
+func (c *chats) compactIfDue(ctx context.Context, key string, sess *session) string {
+	c.mu.Lock()
+	why := c.compactReason(sess)
 	if why == "" {
-		s.mu.Unlock()
+		c.mu.Unlock()
 		return ""
 	}
 	// Counted as done whatever happens next: a failed compaction is tried again after as
@@ -65,38 +65,38 @@ func (s *Supervisor) compactIfDue(ctx context.Context, key string, sess *session
 	sess.compactedAt = sess.turns
 	sess.compactedForMemory = sess.compactedForMemory || why == CompactReasonMemory
 	uss := sess.mem.USS
-	s.mu.Unlock()
+	c.mu.Unlock()
 	log := sess.log.With(zap.String("reason", why), zap.Int("turns", sess.turns), zap.Int64("uss_bytes", uss))
 
-	c, ok := sess.child.(compacter)
+	cp, ok := sess.child.(compacter)
 	var err error
 	var status string
 	if !ok {
 		err = fmt.Errorf("this child cannot compact a thread")
 	} else {
 		cctx := ctx
-		if s.cfg.TurnDeadline > 0 {
+		if c.cfg.TurnDeadline > 0 {
 			var cancel context.CancelFunc
-			cctx, cancel = context.WithTimeout(ctx, s.cfg.TurnDeadline)
+			cctx, cancel = context.WithTimeout(ctx, c.cfg.TurnDeadline)
 			defer cancel()
 		}
 		var res *appserver.TurnResult
-		res, err = c.CompactThread(cctx, sess.threadID)
+		res, err = cp.CompactThread(cctx, sess.threadID)
 		if res != nil {
 			status = res.Status
 			// The model wrote the summary: its tokens are the chat's (counted as one turn).
-			s.usage.add(key, compactionUsage(res.Notifications))
+			c.usage.Add(key, compactionUsage(res.Notifications))
 		}
 		if err == nil && status != protocol.TurnCompleted {
 			err = fmt.Errorf("compaction ended %s", orNone(status))
 		}
 	}
 	if err == nil {
-		s.compactions.Add(1)
+		c.compactions.Add(1)
 		log.Info("thread compacted")
 		return ""
 	}
-	s.compactFailures.Add(1)
+	c.compactFailures.Add(1)
 	log.Warn("thread compaction failed; the turn runs on the whole history", zap.Error(err))
 	if ctx.Err() != nil || sess.compactNoticed {
 		return ""

@@ -89,11 +89,11 @@ func TestCompactAboveMemoryOncePerChild(t *testing.T) {
 	if told() {
 		t.Fatal("told before any memory reading")
 	}
-	s.sampleOnce()
+	s.pool.sampleOnce()
 	if !told() {
 		t.Fatal("the memory bound did not make the compaction due")
 	}
-	s.sampleOnce()
+	s.pool.sampleOnce()
 	if told() {
 		t.Error("the memory bound fired twice in one child")
 	}

@@ -10,40 +10,16 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
-	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/retention"
+	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
-// Child is the part of *appserver.Client the supervisor uses. It is defined here, where it is
-// consumed, so the pool logic can be tested with an in-memory child.
-type Child interface {
-	PID() int
-	StartThread(ctx context.Context, opts appserver.ThreadOptions) (string, error)
-	ResumeThread(ctx context.Context, threadID string, opts appserver.ThreadOptions) error
-	// LastTurn returns the newest turn of the thread's persisted history (ok false: none).
-	LastTurn(ctx context.Context, threadID string) (turn appserver.StoredTurn, ok bool, err error)
-	// RevertThread drops turn beforeTurnID and every later turn from the thread's history.
-	RevertThread(ctx context.Context, threadID, beforeTurnID string) error
-	RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (*appserver.TurnResult, error)
-	// SteerTurn adds input to the running turn expectedTurnID (turn/steer); an error wrapping
-	// appserver.ErrNotSteerable means codex refused it.
-	SteerTurn(ctx context.Context, threadID, expectedTurnID string, input []protocol.UserInput) error
-	// Done is closed when the child exited or its stream broke.
-	Done() <-chan struct{}
-	// Err says why Done was closed (nil before).
-	Err() error
-	LastActivity() time.Time
-	// Close stops the child and returns only after it was reaped. It must be idempotent and
-	// safe to call while RunTurn is in progress (RunTurn then returns an error).
-	Close() error
-}
-
-// The appserver client is the production Child.
-var _ Child = (*appserver.Client)(nil)
-
-// SpawnFunc starts a child for a chat key and completes its handshake. It must return promptly
-// once ctx is done: the supervisor enforces the handshake timeout through ctx.
-type SpawnFunc func(ctx context.Context, chatKey string) (Child, error)
+// Child is the part of *appserver.Client the supervisor uses; SpawnFunc starts one (package
+// hosts, whose shared children are Children too, defines them).
+type (
+	Child     = hosts.Child
+	SpawnFunc = hosts.SpawnFunc
+)
 
 // ThreadStore is the part of *sessions.Store the supervisor uses: the durable chat key → thread id
 // map.

@@ -34,26 +34,30 @@ type StopResult struct {
 // ErrStopped; each dropped message's Submit returns an error wrapping ErrStopped at once. Stop
 // returns without waiting for the interrupt to settle.
 func (s *Supervisor) Stop(chatKey string) StopResult {
-	s.mu.Lock()
-	s.stops.markLocked(chatKey, time.Now())
-	k := s.keys[chatKey]
+	return s.chats.stop(chatKey)
+}
+
+func (c *chats) stop(chatKey string) StopResult {
+	c.mu.Lock()
+	c.stops.markLocked(chatKey, time.Now())
+	k := c.keys[chatKey]
 	if k == nil {
-		s.mu.Unlock()
+		c.mu.Unlock()
 		return StopResult{}
 	}
 	// A /new sent before the /stop still applies.
-	dropped := s.queue.RemoveAllLocked(chatKey, func(j *job) bool { return !j.reset })
+	dropped := c.queue.RemoveAllLocked(chatKey, func(j *job) bool { return !j.reset })
 	res := StopResult{Dropped: len(dropped)}
 	if k.stopRun != nil && !k.running.reset {
 		k.stopRun(ErrStopped)
 		res.Interrupted = true
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	for _, j := range dropped {
 		j.done <- outcome{err: fmt.Errorf("chat %s: dropped: %w", chatKey, ErrStopped)}
 	}
 	if res != (StopResult{}) {
-		s.log.Info("chat stopped its work", zap.String("chat_key", chatKey),
+		c.log.Info("chat stopped its work", zap.String("chat_key", chatKey),
 			zap.Bool("interrupted", res.Interrupted), zap.Int("dropped", res.Dropped))
 	}
 	return res
@@ -73,24 +77,28 @@ type ResetResult struct {
 // holds the old thread, is retired (reason ReasonReset). Work already queued finishes on the old
 // thread first: then Reset returns at once with Deferred set.
 func (s *Supervisor) Reset(ctx context.Context, chatKey string) (ResetResult, error) {
+	return s.chats.startOver(ctx, chatKey)
+}
+
+func (c *chats) startOver(ctx context.Context, chatKey string) (ResetResult, error) {
 	j := &job{ctx: context.WithoutCancel(ctx), reset: true, done: make(chan outcome, 1)}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	c.mu.Lock()
+	if c.pool.closedLocked() {
+		c.mu.Unlock()
 		return ResetResult{}, ErrClosed
 	}
-	k := s.keys[chatKey]
+	k := c.keys[chatKey]
 	if k == nil {
 		k = &keyState{key: chatKey}
-		s.keys[chatKey] = k
+		c.keys[chatKey] = k
 	}
 	j.key = k
 	// Busy is a job running or waiting. A worker still closing the books of a job whose answer
 	// is out is not: its caller may send /new the moment the reply arrives, and the reset then
 	// runs next and is answered now, not "once the message codex is working on is answered".
-	busy := k.running != nil || s.queue.LenLocked(chatKey) > 0
-	s.queue.PushLocked(chatKey, j)
-	s.mu.Unlock()
+	busy := k.running != nil || c.queue.LenLocked(chatKey) > 0
+	c.queue.PushLocked(chatKey, j)
+	c.mu.Unlock()
 	if busy {
 		return ResetResult{Deferred: true}, nil
 	}
@@ -105,24 +113,24 @@ func (s *Supervisor) Reset(ctx context.Context, chatKey string) (ResetResult, er
 
 // reset runs a Reset job on the key's worker: it retires the key's idle child and archives the
 // stored thread id.
-func (s *Supervisor) reset(k *keyState) (Reply, error) {
-	s.mu.Lock()
+func (c *chats) reset(k *keyState) (Reply, error) {
+	c.mu.Lock()
 	sess := k.sess
 	if sess != nil {
-		s.retireLocked(sess, ReasonReset, nil)
+		c.pool.retireLocked(sess, ReasonReset, nil)
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	if sess != nil {
 		<-sess.reaped
 	}
-	old, err := s.cfg.Store.Archive(k.key, "/new")
-	s.leftThread(k.key, old) // old is set once the line is written, even when err is not nil
+	old, err := c.cfg.Store.Archive(k.key, "/new")
+	c.archive.leftThread(k.key, old) // old is set once the line is written, even when err is not nil
 	if err != nil {
-		s.log.Error("chat could not start over; its next message resumes the old thread",
+		c.log.Error("chat could not start over; its next message resumes the old thread",
 			zap.String("chat_key", k.key), zap.Error(err))
 		return Reply{}, fmt.Errorf("chat %s: start over: %w", k.key, err)
 	}
-	s.log.Info("chat started over; its next message opens a new thread", zap.String("chat_key", k.key),
+	c.log.Info("chat started over; its next message opens a new thread", zap.String("chat_key", k.key),
 		zap.String("old_thread_id", old))
 	return Reply{ThreadID: old}, nil
 }
@@ -130,15 +138,19 @@ func (s *Supervisor) reset(k *keyState) (Reply, error) {
 // ChatStatus returns chatKey's row of the process table (ok false: the chat has no child now)
 // and the chat's last error, if its last message failed.
 func (s *Supervisor) ChatStatus(chatKey string) (row ChildStatus, ok bool, lastErr string) {
-	s.mu.Lock()
+	return s.chats.status(chatKey)
+}
+
+func (c *chats) status(chatKey string) (row ChildStatus, ok bool, lastErr string) {
+	c.mu.Lock()
 	var queued int
-	if k := s.keys[chatKey]; k != nil {
+	if k := c.keys[chatKey]; k != nil {
 		lastErr = k.lastErr
-		queued = s.queue.LenLocked(chatKey)
+		queued = c.queue.LenLocked(chatKey)
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	// Only this chat's child: a chat's /status must not read /proc for the whole pool.
-	for _, c := range s.snapshot(func(sess *session) bool { return sess.key.key == chatKey }).Children {
+	for _, c := range c.pool.snapshot(func(sess *session) bool { return sess.key.key == chatKey }, nil).Children {
 		if c.ChatKey == chatKey {
 			return c, true, lastErr
 		}

@@ -46,7 +46,7 @@ func BenchmarkWarmTurnBytesWritten(b *testing.B) {
 			if _, err := s.Submit(ctx, key, "warm up"); err != nil {
 				b.Fatal(err)
 			}
-			w0, u0, c0 := wchar(b), s.usage.written.Load(), cpuTime(b)
+			w0, u0, c0 := wchar(b), s.usage.Written(), cpuTime(b)
 			n := 0
 			for b.Loop() {
 				if _, err := s.Submit(ctx, key, "hi"); err != nil {
@@ -56,7 +56,7 @@ func BenchmarkWarmTurnBytesWritten(b *testing.B) {
 			}
 			b.ReportMetric(float64(cpuTime(b)-c0)/float64(n)/1e3, "cpu-µs/turn")
 			b.ReportMetric(float64(wchar(b)-w0)/float64(n), "write-B/turn")
-			b.ReportMetric(float64(s.usage.written.Load()-u0)/float64(n), "usage-B/turn")
+			b.ReportMetric(float64(s.usage.Written()-u0)/float64(n), "usage-B/turn")
 		})
 	}
 }
@@ -66,7 +66,9 @@ func BenchmarkWarmTurnBytesWritten(b *testing.B) {
 func seedKnownChats(tb testing.TB, dir string, n int) {
 	tb.Helper()
 	threads := make(map[string]string, n)
-	rec := usageRecord{Chats: make(map[string]ChatUsage, n)}
+	rec := struct {
+		Chats map[string]ChatUsage `json:"chats"`
+	}{Chats: make(map[string]ChatUsage, n)}
 	for i := range n {
 		k := fmt.Sprintf("canvas:%08d-0000-4000-8000-000000000000", i)
 		threads[k] = fmt.Sprintf("019a%04x-0000-7000-8000-000000000000", i)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
 // A reload re-executes the daemon in place. Freeze waits until every chat is between turns or
@@ -116,33 +117,33 @@ type resumable interface {
 // for its message to be given again).
 func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	s.mu.Lock()
-	if s.closed {
+	if s.pool.closedLocked() {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if s.freezing {
+	if s.handover.freezing {
 		s.mu.Unlock()
 		return nil, errors.New("supervisor: already frozen")
 	}
-	s.freezing = true
+	s.handover.freezing = true
 	s.mu.Unlock()
 	idle, running, err := s.awaitQuiet(ctx)
 	if err != nil {
 		s.mu.Lock()
-		s.freezing = false
+		s.handover.freezing = false
 		s.mu.Unlock()
-		s.kickSpares()
+		s.pool.kickSpares()
 		return nil, err
 	}
 	var out []HandedChild
 	var paused []pausable
 	// A shared child is paused once and handed over with all its threads.
-	shared := make(map[*host][]*session)
-	var hosts []*host
+	shared := make(map[*hosts.Host][]*session)
+	var sharedHosts []*hosts.Host
 	for _, sess := range idle {
 		if sess.host != nil {
 			if shared[sess.host] == nil {
-				hosts = append(hosts, sess.host)
+				sharedHosts = append(sharedHosts, sess.host)
 			}
 			shared[sess.host] = append(shared[sess.host], sess)
 			continue
@@ -168,16 +169,16 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		s.mu.Unlock()
 	}
 	var handed []*job
-	sharedRunning := make(map[*host][]runningTurn)
+	sharedRunning := make(map[*hosts.Host][]runningTurn)
 	for _, r := range running {
 		if h := r.sess.host; h != nil {
 			if shared[h] == nil && sharedRunning[h] == nil {
-				hosts = append(hosts, h)
+				sharedHosts = append(sharedHosts, h)
 			}
 			sharedRunning[h] = append(sharedRunning[h], r)
 		}
 	}
-	for _, h := range hosts {
+	for _, h := range sharedHosts {
 		if err != nil {
 			break
 		}
@@ -189,7 +190,7 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		if hc.Handover.PID == 0 {
 			continue // it died meanwhile
 		}
-		paused = append(paused, h.child.(pausable))
+		paused = append(paused, h.Child().(pausable))
 		out = append(out, hc)
 		handed = append(handed, jobs...)
 	}
@@ -231,14 +232,14 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 			p.Resume()
 		}
 		s.mu.Lock()
-		s.freezing, s.frozen = false, false
+		s.handover.freezing, s.handover.frozen = false, false
 		s.mu.Unlock()
-		s.kickSpares()
+		s.pool.kickSpares()
 		return nil, err
 	}
 	s.mu.Lock()
-	s.paused = paused
-	s.handed = handed
+	s.handover.paused = paused
+	s.handover.handed = handed
 	for _, j := range handed {
 		// The caller stops waiting; the turn no longer ends with it.
 		j.unlink()
@@ -247,7 +248,7 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	// Messages queued behind a handed-over turn have ids too (awaitQuiet): their inbox gives
 	// them again, in order, to the next image.
 	for _, r := range running {
-		for _, q := range s.queue.RemoveAllLocked(r.sess.key.key, func(*job) bool { return true }) {
+		for _, q := range s.chats.takeQueuedLocked(r.sess.key.key) {
 			close(q.handed)
 		}
 	}
@@ -259,20 +260,56 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 // Thaw calls off a reload after Freeze: the children go on and messages are taken again.
 func (s *Supervisor) Thaw() {
 	s.mu.Lock()
-	paused := s.paused
-	s.paused = nil
-	s.freezing, s.frozen = false, false
-	for _, j := range s.handed {
+	paused := s.handover.paused
+	s.handover.paused = nil
+	s.handover.freezing, s.handover.frozen = false, false
+	for _, j := range s.handover.handed {
 		// Its caller was told ErrHandedOver: the message given again attaches to it.
-		s.detachLocked(j)
+		s.handover.detach(j)
 	}
-	s.handed = nil
+	s.handover.handed = nil
 	s.mu.Unlock()
 	for _, p := range paused {
 		p.Resume()
 	}
-	s.kickSpares()
+	s.pool.kickSpares()
 	s.log.Info("reload called off; serving on")
+}
+
+// freeze is the handover's state: a reload's freeze, the children it paused, the turns it
+// handed over and those no caller waits for. It is guarded by Supervisor.mu (its decisions span
+// the chats' keys, queues and sessions, which that lock guards), and touched only here: the
+// rest of the supervisor asks it through its methods, with Supervisor.mu held.
+type freeze struct {
+	// freezing while Freeze waits for quiet, frozen once it refuses messages.
+	freezing bool
+	frozen   bool
+	// paused are the children Freeze paused.
+	paused []pausable
+	// handed are the running jobs a freeze handed over (their callers were told
+	// ErrHandedOver); detached are the jobs no caller waits for, by message id, which a
+	// message of the same id attaches to (EnqueueInput): a turn handed over by the previous
+	// image, or one whose reload was called off.
+	handed   []*job
+	detached map[string]*job
+	// changed wakes Freeze's wait for quiet.
+	changed chan struct{}
+}
+
+// refusing reports whether messages are refused (ErrReloading): frozen.
+func (f *freeze) refusing() bool { return f.frozen }
+
+// active reports whether a freeze began (spares are not started, maintenance is refused).
+func (f *freeze) active() bool { return f.freezing || f.frozen }
+
+// attach takes the detached job of messageID when it is chatKey's (nil otherwise).
+func (f *freeze) attach(chatKey, messageID string) *job {
+	d := f.detached[messageID]
+	if messageID == "" || d == nil || d.key.key != chatKey {
+		return nil
+	}
+	delete(f.detached, messageID)
+	return d
 }
 
 // runningTurn is a chat's running turn that a reload can hand over.
@@ -293,38 +330,38 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 		var busy, cannot []string
 		var idle []*session
 		var running []runningTurn
-		for sess := range s.sessions {
+		s.pool.eachLocked(func(sess *session) {
 			switch {
 			case sess.spare && sess.state == StateSpare:
-				s.retireLocked(sess, ReasonReload, nil)
+				s.pool.retireLocked(sess, ReasonReload, nil)
 				busy = append(busy, "a spare retiring")
 			case sess.spare:
 				busy = append(busy, "a spare "+string(sess.state))
-			case sess.state == StateIdle && !s.queue.BusyLocked(sess.key.key):
+			case sess.state == StateIdle && !s.chats.busyLocked(sess.key.key):
 				idle = append(idle, sess)
-			case sess.state == StateBusy && s.handableLocked(sess.key):
+			case sess.state == StateBusy && handableLocked(s.chats.eachQueuedLocked, sess.key):
 				running = append(running, runningTurn{sess: sess, job: sess.key.running, live: sess.key.live})
-			case sess.state == StateBusy && s.neverCrossesLocked(sess.key) != "":
-				cannot = append(cannot, fmt.Sprintf("chat %s: %s", sess.key.key, s.neverCrossesLocked(sess.key)))
+			case sess.state == StateBusy && neverCrossesLocked(s.chats.eachQueuedLocked, sess.key) != "":
+				cannot = append(cannot, fmt.Sprintf("chat %s: %s", sess.key.key, neverCrossesLocked(s.chats.eachQueuedLocked, sess.key)))
 			default:
 				busy = append(busy, fmt.Sprintf("chat %s %s", sess.key.key, sess.state))
 			}
-		}
-		for key := range s.keys {
-			if s.queue.BusyLocked(key) && (s.keys[key].sess == nil || s.keys[key].sess.state == StateIdle) {
-				busy = append(busy, "chat "+key+" has work")
+		})
+		s.chats.eachKeyLocked(func(k *keyState) {
+			if s.chats.busyLocked(k.key) && (k.sess == nil || k.sess.state == StateIdle) {
+				busy = append(busy, "chat "+k.key+" has work")
 			}
-		}
+		})
 		if len(cannot) > 0 {
 			s.mu.Unlock()
 			return nil, nil, fmt.Errorf("supervisor: %s: %w", joinFirst(cannot, 4), ErrCannotCross)
 		}
 		if len(busy) == 0 {
-			s.frozen = true
+			s.handover.frozen = true
 			s.mu.Unlock()
 			return idle, running, nil
 		}
-		changed := s.changedLocked()
+		changed := s.handover.changedCh()
 		s.mu.Unlock()
 		select {
 		case <-changed:
@@ -335,7 +372,7 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 }
 
 // handableLocked reports whether k's running turn can cross a reload.
-func (s *Supervisor) handableLocked(k *keyState) bool {
+func handableLocked(queued func(string, func(*job)), k *keyState) bool {
 	j := k.running
 	if j == nil || j.reset || j.messageID == "" || k.live == nil {
 		return false
@@ -347,7 +384,7 @@ func (s *Supervisor) handableLocked(k *keyState) bool {
 		return false
 	}
 	ok := true
-	s.queue.EachLocked(k.key, func(q *job) {
+	queued(k.key, func(q *job) {
 		if q.messageID == "" || q.reset {
 			ok = false
 		}
@@ -358,7 +395,7 @@ func (s *Supervisor) handableLocked(k *keyState) bool {
 // neverCrossesLocked says why k's running turn cannot be handed over for as long as it runs
 // (its message, or one queued behind it, has no id the inbox could give again, or is a /new, or
 // a message was steered into it); "" when it can, or may once its turn id is known.
-func (s *Supervisor) neverCrossesLocked(k *keyState) string {
+func neverCrossesLocked(queued func(string, func(*job)), k *keyState) string {
 	j := k.running
 	if j == nil {
 		return ""
@@ -378,7 +415,7 @@ func (s *Supervisor) neverCrossesLocked(k *keyState) string {
 		}
 	}
 	why := ""
-	s.queue.EachLocked(k.key, func(q *job) {
+	queued(k.key, func(q *job) {
 		if why == "" && (q.messageID == "" || q.reset) {
 			why = "a message queued behind its turn cannot be handed over"
 		}
@@ -386,28 +423,28 @@ func (s *Supervisor) neverCrossesLocked(k *keyState) string {
 	return why
 }
 
-// detachLocked keeps j for the message that attaches to it (EnqueueInput).
-func (s *Supervisor) detachLocked(j *job) {
-	if s.detached == nil {
-		s.detached = make(map[string]*job)
+// detach keeps j for the message that attaches to it (EnqueueInput).
+func (f *freeze) detach(j *job) {
+	if f.detached == nil {
+		f.detached = make(map[string]*job)
 	}
-	s.detached[j.messageID] = j
+	f.detached[j.messageID] = j
 }
 
-// changedLocked returns a channel closed at the next change of a child's state or of a chat's
-// work (notifyChangedLocked).
-func (s *Supervisor) changedLocked() <-chan struct{} {
-	if s.changed == nil {
-		s.changed = make(chan struct{})
+// changedCh returns a channel closed at the next change of a child's state or of a chat's work
+// (notify).
+func (f *freeze) changedCh() <-chan struct{} {
+	if f.changed == nil {
+		f.changed = make(chan struct{})
 	}
-	return s.changed
+	return f.changed
 }
 
-// notifyChangedLocked wakes awaitQuiet.
-func (s *Supervisor) notifyChangedLocked() {
-	if s.changed != nil {
-		close(s.changed)
-		s.changed = nil
+// notify wakes Freeze's wait for quiet.
+func (f *freeze) notify() {
+	if f.changed != nil {
+		close(f.changed)
+		f.changed = nil
 	}
 }
 
@@ -427,14 +464,14 @@ func joinFirst(items []string, n int) string {
 
 // adoptTurnLocked makes the running turn handed over with k's child k's first job: its message
 // attaches to it when its inbox gives it again, and the messages after it queue behind.
-func (s *Supervisor) adoptTurnLocked(k *keyState, t *HandedTurn) {
-	s.approvals.keep(k.key, t.Approvals)
+func (f *freeze) adoptTurnLocked(push func(string, *job), approvals *approvalBoard, k *keyState, t *HandedTurn) {
+	approvals.keep(k.key, t.Approvals)
 	j := &job{key: k, ctx: context.Background(), askApprovalsOf: t.AskApprovalsOf, done: make(chan outcome, 1),
 		messageID: t.MessageID, handed: make(chan struct{}), adopted: true, deadlineLeft: t.DeadlineLeft, turnStarted: t.Started}
 	if j.messageID != "" {
-		s.detachLocked(j)
+		f.detach(j)
 	}
-	s.queue.PushLocked(k.key, j)
+	push(k.key, j)
 }
 
 // adoptedLocked makes sess, whose child the previous image handed over, k's idle session on
@@ -446,13 +483,12 @@ func (s *Supervisor) adoptedLocked(k *keyState, sess *session, threadID string, 
 	if !started.IsZero() {
 		sess.started = started
 	}
-	s.setStateLocked(sess, StateIdle)
+	s.pool.setStateLocked(sess, StateIdle)
 	if turn != nil {
-		s.adoptTurnLocked(k, turn)
+		s.handover.adoptTurnLocked(s.chats.pushLocked, s.approvals, k, turn)
 	}
 	s.mu.Unlock()
-	s.wg.Add(1)
-	go s.watch(sess)
+	s.pool.startWatcher(sess)
 }
 
 // adopt registers the children the previous image handed over as idle sessions of their chats.
@@ -464,18 +500,120 @@ func (s *Supervisor) adopt(children []AdoptedChild) {
 			continue
 		}
 		s.mu.Lock()
-		if !s.slots.take(s.memUseLocked()) {
+		if !s.pool.takeSlotLocked() {
 			s.mu.Unlock()
 			s.log.Warn("no slot for a handed-over child; closing it", zap.String("chat_key", a.ChatKey), zap.Int("pid", a.Child.PID()))
 			_ = a.Child.Close()
 			continue
 		}
-		k := s.keyLocked(a.ChatKey)
-		sess := s.newSessionLocked(k, s.log.With(zap.String("chat_key", a.ChatKey), zap.Int("pid", a.Child.PID()),
+		k := s.chats.keyLocked(a.ChatKey)
+		sess := s.pool.newSessionLocked(k, s.log.With(zap.String("chat_key", a.ChatKey), zap.Int("pid", a.Child.PID()),
 			zap.String("thread_id", a.ThreadID)))
 		k.sess = sess
 		sess.child, sess.pid, sess.proc = a.Child, a.Child.PID(), childproc.ReadIdentity(a.Child.PID())
 		s.adoptedLocked(k, sess, a.ThreadID, a.Turns, a.Started, a.Turn)
 		sess.log.Info("codex child adopted from the previous image; its chat stays warm", zap.Bool("running_turn", a.Turn != nil))
 	}
+}
+
+// pauseShared pauses host h for a reload, whose threads are the idle sessions idle and the
+// sessions whose turns run, and describes it: the first session's chat is the child's, the
+// others are Shared; each running turn travels with its chat (jobs are their jobs). A child
+// that died meanwhile yields a zero Handover (the next image does without it).
+func (s *Supervisor) pauseShared(ctx context.Context, h *hosts.Host, idle []*session, running []runningTurn) (HandedChild, []*job, error) {
+	p, ok := h.Child().(pausable)
+	rp, ok2 := h.Child().(runningPausable)
+	if !ok || !ok2 && len(running) > 0 {
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d: %w", h.PID(), appserver.ErrNoHandover)
+	}
+	ss := append([]*session(nil), idle...)
+	for _, r := range running {
+		ss = append(ss, r.sess)
+	}
+	if n := s.hosts.Threads(h); n != len(ss) {
+		// A thread of the child is not a chat's that can cross (a spare's, one leaving):
+		// awaitQuiet waits those out, so this is a bug rather than a state to hand over.
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d holds %d threads, %d of them chats' that can cross", h.PID(), n, len(ss))
+	}
+	var ho appserver.Handover
+	var err error
+	if len(running) > 0 {
+		ho, err = rp.PauseRunning(ctx)
+	} else {
+		ho, err = p.Pause(ctx)
+	}
+	if err != nil {
+		if h.Child().Err() != nil {
+			return HandedChild{}, nil, nil
+		}
+		return HandedChild{}, nil, fmt.Errorf("shared codex pid %d: %w", h.PID(), err)
+	}
+	turns := make(map[string]bool)
+	if ho.Turn != nil {
+		turns[ho.Turn.ThreadID] = true
+	}
+	for _, th := range ho.Turns {
+		turns[th.ThreadID] = true
+	}
+	run := make(map[*session]runningTurn, len(running))
+	for _, r := range running {
+		run[r.sess] = r
+	}
+	var jobs []*job
+	turnOf := func(sess *session) *HandedTurn {
+		r, ok := run[sess]
+		if !ok || !turns[sess.threadID] {
+			return nil // idle, or its turn ended meanwhile
+		}
+		jobs = append(jobs, r.job)
+		return &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.askApprovalsOf,
+			Approvals: s.approvals.seqsOf(sess.key.key), DeadlineLeft: r.live.watch.leftNow()}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := ss[0]
+	hc := HandedChild{ChatKey: first.key.key, ThreadID: first.threadID, Started: first.started, Turns: first.turns,
+		Handover: ho, Turn: turnOf(first)}
+	for _, o := range ss[1:] {
+		hc.Shared = append(hc.Shared, SharedThread{ChatKey: o.key.key, ThreadID: o.threadID, Started: o.started,
+			Turns: o.turns, Turn: turnOf(o)})
+	}
+	return hc, jobs, nil
+}
+
+// adoptShared registers a shared child the previous image handed over, with each of its chats'
+// threads as an idle session. A pool of one thread per child closes it instead: its chats'
+// next messages resume their threads in children of their own.
+func (s *Supervisor) adoptShared(a AdoptedChild) {
+	threads := append([]SharedThread{{ChatKey: a.ChatKey, ThreadID: a.ThreadID, Started: a.Started, Turns: a.Turns, Turn: a.Turn}}, a.Shared...)
+	pid := a.Child.PID()
+	if s.hosts == nil {
+		s.log.Warn("a shared codex child was handed over to a pool of one child per chat; closing it (its chats resume their threads in children of their own)",
+			zap.Int("pid", pid), zap.Int("threads", len(threads)))
+		_ = a.Child.Close()
+		return
+	}
+	ids := make([]string, len(threads))
+	for i, th := range threads {
+		ids[i] = th.ThreadID
+	}
+	views := s.hosts.Adopt(a.Child, ids)
+	ident := childproc.ReadIdentity(pid)
+	for i, th := range threads {
+		v := views[i]
+		s.mu.Lock()
+		if !s.pool.takeSlotLocked() {
+			s.mu.Unlock()
+			s.log.Warn("no slot for a handed-over chat's thread; letting it go", zap.String("chat_key", th.ChatKey), zap.Int("pid", pid))
+			_ = v.Close()
+			continue
+		}
+		k := s.chats.keyLocked(th.ChatKey)
+		sess := s.pool.newSessionLocked(k, s.log.With(zap.String("chat_key", th.ChatKey), zap.Int("pid", pid),
+			zap.String("thread_id", th.ThreadID)))
+		k.sess = sess
+		sess.child, sess.host, sess.pid, sess.proc = v, v.Host(), pid, ident
+		s.adoptedLocked(k, sess, th.ThreadID, th.Turns, th.Started, th.Turn)
+	}
+	s.log.Info("shared codex child adopted from the previous image; its chats stay warm", zap.Int("pid", pid), zap.Int("threads", len(threads)))
 }

@@ -30,11 +30,11 @@ type memUse struct {
 // idle, 25 MB warm) and would pull the mean down. The mean errs high on purpose: every child's
 // PSS carries its share of the codex binary's pages, and one more child makes everyone's share
 // smaller, so a new child costs less than the mean in total.
-func (s *Supervisor) memUseLocked() memUse {
+func (p *pool) memUseLocked() memUse {
 	u := memUse{estimate: DefaultChildEstimate}
 	var warmSum, warmN int64
 	measured, retiringUnmeasured := 0, 0
-	for sess := range s.sessions {
+	for sess := range p.sessions {
 		if !sess.measured {
 			if sess.state == StateRetiring {
 				retiringUnmeasured++
@@ -54,56 +54,56 @@ func (s *Supervisor) memUseLocked() memUse {
 	if warmN > 0 {
 		u.estimate = warmSum / warmN
 	}
-	u.held = u.measured + int64(s.slots.used-measured)*u.estimate
+	u.held = u.measured + int64(p.slots.held()-measured)*u.estimate
 	u.freeing += int64(retiringUnmeasured) * u.estimate
 	return u
 }
 
 // recycleReasonLocked says why sess, idle or ending a turn, is to be replaced by a fresh child
 // that resumes its thread; "" when it is not.
-func (s *Supervisor) recycleReasonLocked(sess *session, now time.Time) string {
+func (p *pool) recycleReasonLocked(sess *session, now time.Time) string {
 	if sess.host != nil {
-		return s.hostRecycleReasonLocked(sess, now)
+		return p.hostRecycleReasonLocked(sess, now)
 	}
 	switch {
-	case s.cfg.ChildMemoryLimit > 0 && sess.measured && sess.mem.USS > s.cfg.ChildMemoryLimit:
+	case p.cfg.ChildMemoryLimit > 0 && sess.measured && sess.mem.USS > p.cfg.ChildMemoryLimit:
 		return ReasonMemory
-	case s.cfg.ChildMaxTurns > 0 && sess.turns >= s.cfg.ChildMaxTurns:
+	case p.cfg.ChildMaxTurns > 0 && sess.turns >= p.cfg.ChildMaxTurns:
 		return ReasonMaxTurns
-	case s.cfg.ChildMaxAge > 0 && now.Sub(sess.started) >= s.cfg.ChildMaxAge:
+	case p.cfg.ChildMaxAge > 0 && now.Sub(sess.started) >= p.cfg.ChildMaxAge:
 		return ReasonMaxAge
 	}
 	return ""
 }
 
 // recycleLocked retires sess for reason (a recycle reason), logging what crossed its limit.
-func (s *Supervisor) recycleLocked(sess *session, reason string) {
+func (p *pool) recycleLocked(sess *session, reason string) {
 	sess.log.Info("recycling codex child", zap.String("reason", reason),
 		zap.Int64("uss_bytes", sess.mem.USS), zap.Int64("pss_bytes", sess.mem.PSS),
 		zap.Int("turns", sess.turns), zap.Duration("age", time.Since(sess.started)))
-	s.retireLocked(sess, reason, nil)
+	p.retireLocked(sess, reason, nil)
 }
 
 // sampleMemory is the memory sampler: every MemorySampleInterval it reads each child's memory
 // until Shutdown begins. Shutdown waits for it (Supervisor.wg).
-func (s *Supervisor) sampleMemory() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.MemorySampleInterval)
+func (p *pool) sampleMemory() {
+	defer p.wg.Done()
+	t := time.NewTicker(p.cfg.MemorySampleInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.accepting.Done():
+		case <-p.accepting.Done():
 			return
 		case <-t.C:
 		}
-		s.sampleOnce()
+		p.sampleOnce()
 	}
 }
 
 // sampleOnce reads every live child's memory (outside the lock: /proc reads), stores the
 // readings, recycles idle children past their limits and hands the room the readings show to
 // slot waiters.
-func (s *Supervisor) sampleOnce() {
+func (p *pool) sampleOnce() {
 	type reading struct {
 		sess *session
 		pid  int
@@ -112,14 +112,14 @@ func (s *Supervisor) sampleOnce() {
 		whole childproc.Memory
 		err   error
 	}
-	s.mu.Lock()
-	rs := make([]reading, 0, len(s.sessions))
-	for sess := range s.sessions {
+	p.mu.Lock()
+	rs := make([]reading, 0, len(p.sessions))
+	for sess := range p.sessions {
 		if sess.pid > 0 && sess.state != StateRetiring {
 			rs = append(rs, reading{sess: sess, pid: sess.pid})
 		}
 	}
-	s.mu.Unlock()
+	p.mu.Unlock()
 	// A shared child is read once, and each of its threads is charged its share.
 	type child struct {
 		mem childproc.Memory
@@ -131,7 +131,7 @@ func (s *Supervisor) sampleOnce() {
 		c := byPID[rs[i].pid]
 		if c == nil {
 			c = &child{}
-			c.mem, c.err = s.cfg.Memory(rs[i].pid)
+			c.mem, c.err = p.cfg.Memory(rs[i].pid)
 			byPID[rs[i].pid] = c
 		}
 		c.n++
@@ -143,14 +143,14 @@ func (s *Supervisor) sampleOnce() {
 	}
 
 	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
 		return
 	}
 	for _, r := range rs {
 		sess := r.sess
-		if _, live := s.sessions[sess]; !live || sess.state == StateRetiring {
+		if _, live := p.sessions[sess]; !live || sess.state == StateRetiring {
 			continue
 		}
 		switch {
@@ -163,11 +163,11 @@ func (s *Supervisor) sampleOnce() {
 			sess.log.Warn("cannot read the child's memory; the budget charges it the estimate", zap.Error(r.err))
 		}
 		if sess.state == StateIdle {
-			if why := s.recycleReasonLocked(sess, now); why != "" {
-				s.recycleLocked(sess, why)
+			if why := p.recycleReasonLocked(sess, now); why != "" {
+				p.recycleLocked(sess, why)
 			}
 		}
 	}
 	// Children may have shrunk, or been recycled: room for waiters.
-	s.serveWaitersLocked()
+	p.serveWaitersLocked()
 }

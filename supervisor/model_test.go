@@ -6,8 +6,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/molecule-ai/codex-warm/protocol"
 )
 
@@ -68,31 +66,5 @@ func TestModelUnreachableWatch(t *testing.T) {
 				}
 			})
 		})
-	}
-}
-
-// Once the model is known unreachable, turns trip at codex's first report; a completed turn
-// ends the outage, which is counted once.
-func TestModelStateTransitions(t *testing.T) {
-	m := newModelState()
-	log := zap.NewNop()
-	if got := m.watchFor(30 * time.Second); got != 30*time.Second {
-		t.Fatalf("reachable: watchFor = %s", got)
-	}
-	m.unreachable("Connection failed: dns error", log)
-	m.unreachable("Connection failed: dns error", log)
-	st := m.status()
-	if !st.Unreachable || st.Outages != 1 || st.Cause != "Connection failed: dns error" || st.Since.IsZero() {
-		t.Fatalf("after two unreachable turns: %+v", st)
-	}
-	if got := m.watchFor(30 * time.Second); got != 0 {
-		t.Errorf("unreachable: watchFor = %s, want 0", got)
-	}
-	if got := m.watchFor(-1); got != -1 {
-		t.Errorf("off stays off: watchFor = %s", got)
-	}
-	m.reached(log)
-	if st := m.status(); st.Unreachable || st.Cause != "" || st.Outages != 1 {
-		t.Errorf("after a completed turn: %+v", st)
 	}
 }

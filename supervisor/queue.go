@@ -14,7 +14,7 @@ import (
 
 // job is one Submit call: a message waiting in, or being run by, its key's worker.
 type job struct {
-	key  *keyState // stays in Supervisor.keys while the key's worker runs
+	key  *keyState // stays in chats.keys while the key's worker runs
 	ctx  context.Context
 	text string
 	// images are data URLs codex gets as image inputs after the text.
@@ -109,22 +109,22 @@ func (s *Supervisor) SubmitInput(ctx context.Context, chatKey string, in Input) 
 	start := time.Now()
 	t, err := s.EnqueueInput(ctx, chatKey, in)
 	if err != nil {
-		s.observe(chatKey, start, outcome{reply: Reply{ChatKey: chatKey}, err: err})
+		s.chats.observe(chatKey, start, outcome{reply: Reply{ChatKey: chatKey}, err: err})
 		return Reply{ChatKey: chatKey}, err
 	}
 	return t.Wait()
 }
 
 // observe reports one message's outcome to Config.OnTurn, with how long its caller waited.
-func (s *Supervisor) observe(chatKey string, start time.Time, o outcome) {
-	if s.cfg.OnTurn != nil {
-		s.cfg.OnTurn(TurnEvent{ChatKey: chatKey, Reply: o.reply, Err: o.err, Latency: time.Since(start), StartedChild: o.startedChild})
+func (c *chats) observe(chatKey string, start time.Time, o outcome) {
+	if c.cfg.OnTurn != nil {
+		c.cfg.OnTurn(TurnEvent{ChatKey: chatKey, Reply: o.reply, Err: o.err, Latency: time.Since(start), StartedChild: o.startedChild})
 	}
 }
 
 // Ticket is a message Enqueue accepted. Wait returns its reply.
 type Ticket struct {
-	s   *Supervisor
+	c   *chats
 	ctx context.Context
 	k   *keyState
 	j   *job
@@ -149,83 +149,86 @@ func (s *Supervisor) Enqueue(ctx context.Context, chatKey string, text string) (
 
 // EnqueueInput is Enqueue for a message that may carry images.
 func (s *Supervisor) EnqueueInput(ctx context.Context, chatKey string, in Input) (*Ticket, error) {
+	return s.chats.enqueue(ctx, chatKey, in)
+}
+
+func (c *chats) enqueue(ctx context.Context, chatKey string, in Input) (*Ticket, error) {
 	start := time.Now()
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("chat %s: %w", chatKey, context.Cause(ctx))
 	}
-	if s.cfg.Admit != nil {
-		if err := s.cfg.Admit(ctx, chatKey); err != nil {
+	if c.cfg.Admit != nil {
+		if err := c.cfg.Admit(ctx, chatKey); err != nil {
 			return nil, fmt.Errorf("chat %s: %w", chatKey, err)
 		}
 	}
 	j := &job{ctx: ctx, text: in.Text, images: in.Images, askApprovalsOf: in.AskApprovalsOf, callTool: in.CallTool, done: make(chan outcome, 1),
 		messageID: in.MessageID, handed: make(chan struct{})}
-	if s.cfg.MaxImagePixels > 0 && len(in.Images) > 0 {
+	if c.cfg.MaxImagePixels > 0 && len(in.Images) > 0 {
 		// Every image reaches codex through here: a bomb is refused before any child decodes it.
-		j.images, j.notices = screenImages(in.Images, s.cfg.MaxImagePixels)
+		j.images, j.notices = screenImages(in.Images, c.cfg.MaxImagePixels)
 		for _, n := range j.notices {
 			j.text += "\n\n[" + n + "]"
-			s.log.Warn("image refused", zap.String("chat_key", chatKey), zap.String("why", n))
+			c.log.Warn("image refused", zap.String("chat_key", chatKey), zap.String("why", n))
 		}
 	}
 
-	s.mu.Lock()
-	if s.frozen {
-		s.mu.Unlock()
+	c.mu.Lock()
+	if c.handover.refusing() {
+		c.mu.Unlock()
 		return nil, fmt.Errorf("chat %s: %w", chatKey, ErrReloading)
 	}
-	if d := s.detached[in.MessageID]; in.MessageID != "" && d != nil && d.key.key == chatKey {
+	if d := c.handover.attach(chatKey, in.MessageID); d != nil {
 		// The message's turn runs already (handed over by a reload): wait for it. Even while
 		// shutting down: the drain lets that turn finish, and its caller is owed its answer
 		// (a stop that came during the reload resumes the old image and drains at once).
-		delete(s.detached, in.MessageID)
 		d.handed = make(chan struct{})
-		s.mu.Unlock()
-		s.log.Info("message attached to its turn, handed over by a reload", zap.String("chat_key", chatKey),
+		c.mu.Unlock()
+		c.log.Info("message attached to its turn, handed over by a reload", zap.String("chat_key", chatKey),
 			zap.String("message_id", in.MessageID))
-		return &Ticket{s: s, ctx: ctx, k: d.key, j: d, handed: d.handed, start: start}, nil
+		return &Ticket{c: c, ctx: ctx, k: d.key, j: d, handed: d.handed, start: start}, nil
 	}
-	if s.closed {
-		s.mu.Unlock()
+	if c.pool.closedLocked() {
+		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if s.stops.stoppedSinceLocked(chatKey, in.Received) {
-		s.mu.Unlock()
-		s.log.Info("message dropped: the chat asked to stop after it was received", zap.String("chat_key", chatKey))
+	if c.stops.stoppedSinceLocked(chatKey, in.Received) {
+		c.mu.Unlock()
+		c.log.Info("message dropped: the chat asked to stop after it was received", zap.String("chat_key", chatKey))
 		return nil, fmt.Errorf("chat %s: dropped: %w", chatKey, ErrStopped)
 	}
-	k := s.keyLocked(chatKey)
-	if n := s.queue.LenLocked(chatKey); n >= s.cfg.MaxQueuePerKey {
-		s.mu.Unlock()
+	k := c.keyLocked(chatKey)
+	if n := c.queue.LenLocked(chatKey); n >= c.cfg.MaxQueuePerKey {
+		c.mu.Unlock()
 		return nil, fmt.Errorf("chat %s: %d messages waiting: %w", chatKey, n, ErrQueueFull)
 	}
 	j.key = k
-	if lt := s.steerTargetLocked(k); lt != nil {
-		s.mu.Unlock()
-		if now, ok := s.steer(ctx, k, lt, j); ok {
-			return &Ticket{s: s, ctx: ctx, k: k, j: j, joined: lt, now: now, start: start}, nil
+	if lt := c.steerTargetLocked(k); lt != nil {
+		c.mu.Unlock()
+		if now, ok := c.steer(ctx, k, lt, j); ok {
+			return &Ticket{c: c, ctx: ctx, k: k, j: j, joined: lt, now: now, start: start}, nil
 		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
+		c.mu.Lock()
+		if c.pool.closedLocked() {
+			c.mu.Unlock()
 			return nil, ErrClosed
 		}
 		// The key may have been forgotten while codex was asked: the turn ended, the chat idled.
-		k = s.keyLocked(chatKey)
+		k = c.keyLocked(chatKey)
 		j.key = k
 	}
-	s.interruptLocked(k)
-	s.queue.PushLocked(chatKey, j)
-	s.mu.Unlock()
-	return &Ticket{s: s, ctx: ctx, k: k, j: j, handed: j.handed, start: start}, nil
+	c.interruptLocked(k)
+	c.queue.PushLocked(chatKey, j)
+	c.mu.Unlock()
+	return &Ticket{c: c, ctx: ctx, k: k, j: j, handed: j.handed, start: start}, nil
 }
 
 // keyLocked returns chatKey's state, creating it.
-func (s *Supervisor) keyLocked(chatKey string) *keyState {
-	k := s.keys[chatKey]
+func (c *chats) keyLocked(chatKey string) *keyState {
+	k := c.keys[chatKey]
 	if k == nil {
 		k = &keyState{key: chatKey}
-		s.keys[chatKey] = k
+		c.keys[chatKey] = k
 	}
 	return k
 }
@@ -237,7 +240,7 @@ func (t *Ticket) Wait() (Reply, error) {
 		// Per message, also when the reply is a turn other messages share (steered).
 		o.reply.Notices = append(slices.Clip(o.reply.Notices), t.j.notices...)
 	}
-	t.s.observe(t.k.key, t.start, o)
+	t.c.observe(t.k.key, t.start, o)
 	return o.reply, o.err
 }
 
@@ -256,16 +259,16 @@ func (t *Ticket) wait() outcome {
 	if t.joined != nil {
 		t.joined.leave(t.j)
 	} else {
-		s := t.s
-		s.mu.Lock()
-		s.queue.RemoveLocked(t.k.key, func(q *job) bool { return q == t.j })
+		c := t.c
+		c.mu.Lock()
+		c.queue.RemoveLocked(t.k.key, func(q *job) bool { return q == t.j })
 		if t.k.running == t.j && !isClosed(t.j.handed) {
 			// The job ends now rather than when context.AfterFunc's goroutine gets to it, so
 			// that a slot freed meanwhile is not taken for a message nobody waits for.
 			t.j.cancel(context.Cause(t.ctx))
 		}
-		s.gcKeyLocked(t.k)
-		s.mu.Unlock()
+		c.gcKeyLocked(t.k)
+		c.mu.Unlock()
 	}
 	// The job may have finished in the meantime; prefer its answer.
 	select {
@@ -276,11 +279,11 @@ func (t *Ticket) wait() outcome {
 	return outcome{reply: Reply{ChatKey: t.k.key}, err: fmt.Errorf("chat %s: %w", t.k.key, context.Cause(t.ctx))}
 }
 
-// takeLocked runs as the key's worker takes j out of the queue (keyfifo's Take), with s.mu
+// takeLocked runs as the key's worker takes j out of the queue (keyfifo's Take), with c.mu
 // held: j becomes the key's running job, under a context Stop and BusyInterrupt can cancel,
 // at the moment it stops being queued. Were that left to work, a Stop in between would find j
 // neither queued nor running, and j would run unstopped.
-func (s *Supervisor) takeLocked(_ string, j *job) {
+func (c *chats) takeLocked(_ string, j *job) {
 	// The caller leaving ends the job, until a reload hands it over (unlink).
 	caller := j.ctx
 	j.ctx, j.cancel = context.WithCancelCause(context.WithoutCancel(caller))
@@ -302,9 +305,9 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// work runs one job on its key's worker (see Supervisor.queue) and answers its caller. The job
+// work runs one job on its key's worker (see chats.queue) and answers its caller. The job
 // runs under the context takeLocked gave it.
-func (s *Supervisor) work(_ string, j *job) {
+func (c *chats) work(_ string, j *job) {
 	k := j.key
 	defer j.cancel(nil)
 	defer j.unlink()
@@ -314,11 +317,11 @@ func (s *Supervisor) work(_ string, j *job) {
 	case j.maint != nil:
 		r, err = j.maint(k)
 	case j.reset:
-		r, err = s.reset(k)
+		r, err = c.reset(k)
 	default:
-		r, err = s.run(k, j)
+		r, err = c.run(k, j)
 	}
-	s.mu.Lock()
+	c.mu.Lock()
 	k.running, k.stopRun = nil, nil
 	live := k.live
 	k.live = nil
@@ -326,7 +329,7 @@ func (s *Supervisor) work(_ string, j *job) {
 	if err != nil {
 		k.lastErr = err.Error()
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	r.ChatKey = k.key
 	if live != nil {
 		live.finish(outcome{reply: r, err: err})
@@ -335,32 +338,71 @@ func (s *Supervisor) work(_ string, j *job) {
 }
 
 // keyIdleLocked is called as a key's worker exits.
-func (s *Supervisor) keyIdleLocked(key string) {
-	s.notifyChangedLocked()
-	if k := s.keys[key]; k != nil {
-		s.gcKeyLocked(k)
+func (c *chats) keyIdleLocked(key string) {
+	c.handover.notify()
+	if k := c.keys[key]; k != nil {
+		c.gcKeyLocked(k)
 	}
 }
 
-func (s *Supervisor) run(k *keyState, j *job) (Reply, error) {
+func (c *chats) run(k *keyState, j *job) (Reply, error) {
 	if j.ctx.Err() != nil {
 		return Reply{}, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
 	}
-	if at, unknown, ok := s.limits.refusing(); ok && !j.adopted {
+	if at, unknown, ok := c.limits.Refusing(); ok && !j.adopted {
 		// The account's limit, met by any chat: no child is started or used before the reset.
-		s.limits.reached(k.key)
+		c.limits.Reached(k.key)
 		return Reply{}, &UsageLimitError{ChatKey: k.key, ResetsAt: at, UnknownReset: unknown}
 	}
-	sess, err := s.acquire(k, j)
+	sess, err := c.pool.acquire(k, j)
 	if err != nil {
 		return Reply{}, err
 	}
 	if j.ctx.Err() != nil {
 		// Stopped, or the caller left, while its child started: the turn never begins.
-		s.mu.Lock()
-		s.idleLocked(sess)
-		s.mu.Unlock()
+		c.mu.Lock()
+		c.pool.idleLocked(sess)
+		c.mu.Unlock()
 		return Reply{}, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
 	}
-	return s.turn(k, sess, j)
+	return c.turn(k, sess, j)
+}
+
+// onWorker runs fn on chatKey's worker, so that no message of the chat runs meanwhile (a message
+// that arrives waits); retire, for fn, retires the chat's child and waits until it was reaped.
+// busy is true, and fn does not run, when the chat has a turn running or messages waiting.
+func (c *chats) onWorker(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (busy bool, err error) {
+	j := &job{ctx: context.WithoutCancel(ctx), done: make(chan outcome, 1)}
+	j.maint = func(k *keyState) (Reply, error) {
+		return Reply{}, fn(k, func() {
+			c.mu.Lock()
+			sess := k.sess
+			if sess != nil {
+				c.pool.retireLocked(sess, ReasonArchived, nil)
+			}
+			c.mu.Unlock()
+			if sess != nil {
+				<-sess.reaped
+			}
+		})
+	}
+	c.mu.Lock()
+	if c.pool.closedLocked() {
+		c.mu.Unlock()
+		return false, ErrClosed
+	}
+	if c.handover.active() {
+		c.mu.Unlock()
+		return false, ErrReloading
+	}
+	if k := c.keys[chatKey]; k != nil && (k.running != nil || c.queue.LenLocked(chatKey) > 0) {
+		c.mu.Unlock()
+		return true, nil
+	}
+	k := c.keyLocked(chatKey)
+	j.key = k
+	c.queue.PushLocked(chatKey, j)
+	c.mu.Unlock()
+	o := <-j.done
+	return false, o.err
 }

@@ -40,6 +40,22 @@ func (c *crashBackoff) reset() {
 	}
 }
 
+// pending reports whether a crash is counted: the key's next child is not started before
+// retryAt.
+func (c *crashBackoff) pending() bool { return c.failures > 0 }
+
+// loop is the error of a message that meets a crash loop: after crashes or more in a row, nil
+// before.
+func (c *crashBackoff) loop(chatKey string, after int) *CrashLoopError {
+	if c.failures < after {
+		return nil
+	}
+	return &CrashLoopError{ChatKey: chatKey, Failures: c.failures, RetryAt: c.retryAt, Err: c.lastErr}
+}
+
+// count is the crashes in a row.
+func (c *crashBackoff) count() int { return c.failures }
+
 // wait is how long a new child must still wait at now; 0 with no crash pending.
 func (c *crashBackoff) wait(now time.Time) time.Duration {
 	if c.failures == 0 {
@@ -61,9 +77,9 @@ func isCrash(reason string, ready bool, completed int, age, window time.Duration
 	return false
 }
 
-func (s *Supervisor) recordFailureLocked(k *keyState, cause error) {
-	d := k.crash.record(s.cfg.CrashBackoffInitial, s.cfg.CrashBackoffMax, cause, time.Now())
-	s.crashBackoffs++
-	s.log.Warn("codex child crashed; backing off", zap.String("chat_key", k.key),
-		zap.Int("failures", k.crash.failures), zap.Duration("retry_in", d), zap.Error(cause))
+func (p *pool) recordFailureLocked(k *keyState, cause error) {
+	d := k.crash.record(p.cfg.CrashBackoffInitial, p.cfg.CrashBackoffMax, cause, time.Now())
+	p.crashBackoffs++
+	p.log.Warn("codex child crashed; backing off", zap.String("chat_key", k.key),
+		zap.Int("failures", k.crash.count()), zap.Duration("retry_in", d), zap.Error(cause))
 }

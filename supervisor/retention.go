@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -11,6 +12,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/chatfiles"
 	"github.com/molecule-ai/codex-warm/retention"
+	"github.com/molecule-ai/codex-warm/supervisor/account"
 )
 
 // ReasonArchived: the chat's idle child was retired so that its thread could be archived.
@@ -39,9 +41,32 @@ type SweepResult struct {
 // snapshotter is the ThreadStore's listing (*sessions.Store has it).
 type snapshotter interface{ Snapshot() map[string]string }
 
+// archiver is the retention part: the archive sweep and its loop, a chat's leaving of its
+// thread, and a returning chat's archived thread. It owns sweepMu; what it needs of the pool
+// and the chat path comes through slot and onWorker, which the Supervisor wires in New.
+type archiver struct {
+	cfg   *Config // the supervisor's, read only
+	log   *zap.Logger
+	usage *account.Usage
+	// slot takes a child slot (honouring MaxChildren and the memory budget); release frees it.
+	slot func(ctx context.Context) (release func(), err error)
+	// onWorker runs fn on chatKey's worker, unless the chat has a turn running or messages
+	// waiting (busy); retire retires the chat's child and waits until it was reaped.
+	onWorker func(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (busy bool, err error)
+
+	// sweepMu lets one ArchiveSweep run at a time.
+	sweepMu sync.Mutex
+}
+
+func newArchiver(cfg *Config, log *zap.Logger, usage *account.Usage,
+	slot func(context.Context) (func(), error),
+	onWorker func(context.Context, string, func(*keyState, func()) error) (bool, error)) *archiver {
+	return &archiver{cfg: cfg, log: log, usage: usage, slot: slot, onWorker: onWorker}
+}
+
 // lastTurn is when chatKey's last turn ended, as kept with its token totals.
-func (s *Supervisor) lastTurn(chatKey string) (time.Time, bool) {
-	at := s.usage.chat(chatKey).LastTurnAt
+func (s *archiver) lastTurn(chatKey string) (time.Time, bool) {
+	at := s.usage.Chat(chatKey).LastTurnAt
 	return at, !at.IsZero()
 }
 
@@ -53,6 +78,11 @@ func (s *Supervisor) lastTurn(chatKey string) (time.Time, bool) {
 // honours MaxChildren and the memory budget, waiting at most SlotWait) and is closed at the
 // end. One sweep runs at a time.
 func (s *Supervisor) ArchiveSweep(ctx context.Context, p retention.Policy, dryRun bool) (SweepResult, error) {
+	return s.archive.sweep(ctx, p, dryRun)
+}
+
+// sweep is ArchiveSweep.
+func (s *archiver) sweep(ctx context.Context, p retention.Policy, dryRun bool) (SweepResult, error) {
 	l := s.cfg.Retention
 	snap, ok := s.cfg.Store.(snapshotter)
 	if l == nil || !ok {
@@ -76,7 +106,7 @@ func (s *Supervisor) ArchiveSweep(ctx context.Context, p retention.Policy, dryRu
 }
 
 // sweepThreads archives and deletes what plan lists, on a maintenance child.
-func (s *Supervisor) sweepThreads(ctx context.Context, p retention.Policy, plan retention.Plan, res *SweepResult) error {
+func (s *archiver) sweepThreads(ctx context.Context, p retention.Policy, plan retention.Plan, res *SweepResult) error {
 	l := s.cfg.Retention
 	codex, done, err := s.maintenanceChild(ctx)
 	if err != nil {
@@ -122,7 +152,7 @@ func (s *Supervisor) sweepThreads(ctx context.Context, p retention.Policy, plan 
 
 // archiveLeft archives c, a thread its chat left. No child holds it (the chat's child was
 // retired when it left, and its new thread is another), so the chat's queue is not involved.
-func (s *Supervisor) archiveLeft(ctx context.Context, codex retention.Codex, c retention.Candidate, idleAfter time.Duration, res *SweepResult) {
+func (s *archiver) archiveLeft(ctx context.Context, codex retention.Codex, c retention.Candidate, idleAfter time.Duration, res *SweepResult) {
 	reason := fmt.Sprintf("left since %s (archive after %s)", c.Since.UTC().Format(time.RFC3339), idleAfter)
 	if err := s.cfg.Retention.ArchiveLeft(ctx, codex, c.ThreadID, reason); err != nil {
 		res.Errors = append(res.Errors, err.Error())
@@ -137,7 +167,7 @@ func (s *Supervisor) archiveLeft(ctx context.Context, codex retention.Codex, c r
 
 // leftThread tells the archive log that chatKey left threadID (sessions.Store.Archive wrote
 // the line), so that the next sweep counts its age.
-func (s *Supervisor) leftThread(chatKey, threadID string) {
+func (s *archiver) leftThread(chatKey, threadID string) {
 	if s.cfg.Retention != nil {
 		s.cfg.Retention.Left(chatKey, threadID, time.Now())
 	}
@@ -145,7 +175,7 @@ func (s *Supervisor) leftThread(chatKey, threadID string) {
 
 // pruneUploads removes the uploads of the chats res deleted and, with p.UploadsAfter, every
 // upload older than that.
-func (s *Supervisor) pruneUploads(res *SweepResult, p retention.Policy) {
+func (s *archiver) pruneUploads(res *SweepResult, p retention.Policy) {
 	if s.cfg.WorkDir == "" {
 		return
 	}
@@ -172,14 +202,10 @@ func (s *Supervisor) pruneUploads(res *SweepResult, p retention.Policy) {
 
 // maintenanceChild starts a child for retention calls under a slot of its own; done closes it
 // and frees the slot.
-func (s *Supervisor) maintenanceChild(ctx context.Context) (retention.Codex, func(), error) {
-	if err := s.acquireSlot(ctx); err != nil {
+func (s *archiver) maintenanceChild(ctx context.Context) (retention.Codex, func(), error) {
+	release, err := s.slot(ctx)
+	if err != nil {
 		return nil, nil, err
-	}
-	release := func() {
-		s.mu.Lock()
-		s.releaseSlotLocked()
-		s.mu.Unlock()
 	}
 	sctx, cancel := context.WithTimeoutCause(ctx, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
 	child, err := s.cfg.Spawn(sctx, "")
@@ -203,54 +229,26 @@ func (s *Supervisor) maintenanceChild(ctx context.Context) (retention.Codex, fun
 // archiveChat archives c on the chat's own worker, so that no message of the chat runs
 // meanwhile; a message that arrives waits and then finds the chat archived and brings it back.
 // busy is true when the chat had work: it is left alone.
-func (s *Supervisor) archiveChat(ctx context.Context, codex retention.Codex, c retention.Candidate, idleAfter time.Duration) (busy bool, err error) {
-	j := &job{ctx: context.WithoutCancel(ctx), done: make(chan outcome, 1)}
-	j.maint = func(k *keyState) (Reply, error) {
+func (s *archiver) archiveChat(ctx context.Context, codex retention.Codex, c retention.Candidate, idleAfter time.Duration) (busy bool, err error) {
+	return s.onWorker(ctx, c.ChatKey, func(k *keyState, retire func()) error {
 		// Checked again on the worker: a turn may have ended between the plan and now.
 		if id, ok := s.cfg.Store.Get(k.key); !ok || id != c.ThreadID {
-			return Reply{}, fmt.Errorf("chat %s: its thread changed since the sweep began", k.key)
+			return fmt.Errorf("chat %s: its thread changed since the sweep began", k.key)
 		}
 		if at, ok := s.lastTurn(k.key); !ok || time.Since(at) < idleAfter {
-			return Reply{}, fmt.Errorf("chat %s: no longer idle", k.key)
+			return fmt.Errorf("chat %s: no longer idle", k.key)
 		}
-		s.mu.Lock()
-		sess := k.sess
-		if sess != nil {
-			s.retireLocked(sess, ReasonArchived, nil)
-		}
-		s.mu.Unlock()
-		if sess != nil {
-			<-sess.reaped
-		}
+		retire()
 		reason := fmt.Sprintf("idle since %s (archive after %s)", c.Since.UTC().Format(time.RFC3339), idleAfter)
-		return Reply{}, s.cfg.Retention.Archive(ctx, codex, k.key, c.ThreadID, reason)
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return false, ErrClosed
-	}
-	if s.frozen || s.freezing {
-		s.mu.Unlock()
-		return false, ErrReloading
-	}
-	if k := s.keys[c.ChatKey]; k != nil && (k.running != nil || s.queue.LenLocked(c.ChatKey) > 0) {
-		s.mu.Unlock()
-		return true, nil
-	}
-	k := s.keyLocked(c.ChatKey)
-	j.key = k
-	s.queue.PushLocked(c.ChatKey, j)
-	s.mu.Unlock()
-	o := <-j.done
-	return false, o.err
+		return s.cfg.Retention.Archive(ctx, codex, k.key, c.ThreadID, reason)
+	})
 }
 
 // comeBack resumes the archived thread of chatKey, a chat with no live thread, after
 // unarchiving it: ok is true when the conversation continues. A thread that is gone (deleted
 // for good, or removed by hand) leaves ok false and sess.goneThread set: the chat starts a new
 // thread and is told so once.
-func (s *Supervisor) comeBack(ctx context.Context, chatKey string, sess *session) (threadID string, ok bool, err error) {
+func (s *archiver) comeBack(ctx context.Context, chatKey string, sess *session) (threadID string, ok bool, err error) {
 	l := s.cfg.Retention
 	if l == nil {
 		return "", false, nil
@@ -295,8 +293,7 @@ func goneNotice(threadID string) string {
 
 // retentionLoop runs ArchiveSweep with Config.RetentionPolicy every RetentionEvery, first at
 // start, until Shutdown.
-func (s *Supervisor) retentionLoop() {
-	defer s.wg.Done()
+func (s *archiver) retentionLoop(accepting context.Context) {
 	every := s.cfg.RetentionEvery
 	if every <= 0 {
 		every = DefaultRetentionEvery
@@ -305,12 +302,12 @@ func (s *Supervisor) retentionLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-s.accepting.Done():
+		case <-accepting.Done():
 			return
 		case <-t.C:
 		}
-		res, err := s.ArchiveSweep(s.accepting, s.cfg.RetentionPolicy, false)
-		if err != nil && s.accepting.Err() == nil {
+		res, err := s.sweep(accepting, s.cfg.RetentionPolicy, false)
+		if err != nil && accepting.Err() == nil {
 			s.log.Warn("retention sweep failed; trying again at the next", zap.Error(err))
 		} else if len(res.Archived)+len(res.Deleted)+len(res.Busy)+len(res.Errors)+res.Uploads.Files > 0 {
 			s.log.Info("retention sweep", zap.Int("archived", len(res.Archived)), zap.Int("deleted", len(res.Deleted)),

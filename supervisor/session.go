@@ -12,6 +12,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
 // session is one child and its thread. Fields written after creation are written under
@@ -64,7 +65,7 @@ type session struct {
 	// host is the shared child the session's thread lives in (ThreadsPerChild > 1; nil
 	// otherwise): child is then its threadView. busyAtDeath says the host died while this
 	// session's turn or thread setup ran: only then is the death the chat's crash.
-	host        *host
+	host        *hosts.Host
 	busyAtDeath bool
 	// hostMem is the host's whole reading, mem its share (divided by its threads).
 	hostMem childproc.Memory
@@ -79,7 +80,7 @@ type session struct {
 }
 
 // sleep waits d, or until ctx is done or the supervisor stops accepting work.
-func (s *Supervisor) sleep(ctx context.Context, d time.Duration) error {
+func (p *pool) sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -87,58 +88,57 @@ func (s *Supervisor) sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
-	case <-s.accepting.Done():
+	case <-p.accepting.Done():
 		return ErrClosed
 	}
 }
 
 // acquire returns the key's session in StateBusy, starting a child when the key has none.
-func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
+func (p *pool) acquire(k *keyState, j *job) (*session, error) {
 	for {
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
 			return nil, ErrClosed
 		}
 		sess := k.sess
 		switch {
 		case sess == nil:
 			if wait := k.crash.wait(time.Now()); wait > 0 {
-				if k.crash.failures >= s.cfg.CrashLoopAfter {
-					e := &CrashLoopError{ChatKey: k.key, Failures: k.crash.failures, RetryAt: k.crash.retryAt, Err: k.crash.lastErr}
-					s.mu.Unlock()
+				if e := k.crash.loop(k.key, p.cfg.CrashLoopAfter); e != nil {
+					p.mu.Unlock()
 					return nil, e
 				}
 				// Not a loop yet: this message waits out the short backoff and tries again.
-				s.mu.Unlock()
-				if err := s.sleep(j.ctx, wait); err != nil {
+				p.mu.Unlock()
+				if err := p.sleep(j.ctx, wait); err != nil {
 					return nil, fmt.Errorf("chat %s: waiting out a restart backoff: %w", k.key, err)
 				}
 				continue
 			}
-			s.mu.Unlock()
-			return s.startSession(k, j)
+			p.mu.Unlock()
+			return p.startSession(k, j)
 		case sess.state == StateIdle && sess.child != nil && sess.child.Err() != nil:
 			// The child died while the chat was idle and its watcher has not retired the
 			// session yet (a shared child's death retires every thread in it, one by one):
 			// the message waits for that and gets a new child, not the dead one's error.
-			s.mu.Unlock()
+			p.mu.Unlock()
 			select {
 			case <-sess.reaped:
 			case <-j.ctx.Done():
 				return nil, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
 			}
 		case sess.state == StateIdle:
-			s.setStateLocked(sess, StateBusy)
+			p.setStateLocked(sess, StateBusy)
 			sess.turnStart = time.Now()
 			if j.adopted && !j.turnStarted.IsZero() {
 				sess.turnStart = j.turnStarted
 			}
-			s.mu.Unlock()
+			p.mu.Unlock()
 			return sess, nil
 		case sess.state == StateRetiring:
 			// A new child must not resume the thread while the old one may still write to it.
-			s.mu.Unlock()
+			p.mu.Unlock()
 			select {
 			case <-sess.reaped:
 			case <-j.ctx.Done():
@@ -146,10 +146,10 @@ func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
 			}
 		default:
 			st := sess.state
-			s.mu.Unlock()
+			p.mu.Unlock()
 			// Only this worker starts or runs the key's children and the watcher clears k.sess
 			// when one dies, so between turns the state is idle or retiring.
-			s.log.Error("session in unexpected state between turns", zap.String("chat_key", k.key), zap.String("state", string(st)))
+			p.log.Error("session in unexpected state between turns", zap.String("chat_key", k.key), zap.String("state", string(st)))
 			return nil, fmt.Errorf("supervisor: chat %s: child in state %s between turns", k.key, st)
 		}
 	}
@@ -157,13 +157,13 @@ func (s *Supervisor) acquire(k *keyState, j *job) (*session, error) {
 
 // startSession gives the key a child: a spare when one is ready, else a new child in a slot of
 // its own. It opens the key's thread on it and returns the session in StateBusy.
-func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
+func (p *pool) startSession(k *keyState, j *job) (*session, error) {
 	j.startedChild = true
 	for {
-		if sess := s.takeSpare(k); sess != nil {
-			return s.openSession(k, sess, j)
+		if sess := p.takeSpare(k); sess != nil {
+			return p.openSession(k, sess, j)
 		}
-		changed := s.startingSpare()
+		changed := p.startingSpare()
 		if changed == nil {
 			break
 		}
@@ -171,23 +171,23 @@ func (s *Supervisor) startSession(k *keyState, j *job) (*session, error) {
 		case <-changed:
 		case <-j.ctx.Done():
 			return nil, fmt.Errorf("chat %s: waiting for a spare codex child: %w", k.key, context.Cause(j.ctx))
-		case <-s.accepting.Done():
+		case <-p.accepting.Done():
 			return nil, ErrClosed
 		}
 	}
-	if err := s.acquireSlot(j.ctx); err != nil {
+	if err := p.acquireSlot(j.ctx); err != nil {
 		return nil, fmt.Errorf("chat %s: %w", k.key, err)
 	}
-	s.mu.Lock()
-	s.countRestartLocked(k)
-	sess := s.newSessionLocked(k, s.log.With(zap.String("chat_key", k.key)))
+	p.mu.Lock()
+	p.countRestartLocked(k)
+	sess := p.newSessionLocked(k, p.log.With(zap.String("chat_key", k.key)))
 	k.sess = sess
-	s.mu.Unlock()
+	p.mu.Unlock()
 
-	if err := s.spawnInto(sess); err != nil {
-		return nil, startError(k.key, 0, s.accepting.Err() != nil, startFailureReason(err), err)
+	if err := p.spawnInto(sess); err != nil {
+		return nil, startError(k.key, 0, p.accepting.Err() != nil, startFailureReason(err), err)
 	}
-	return s.openSession(k, sess, j)
+	return p.openSession(k, sess, j)
 }
 
 // startFailureReason is why a child that failed to start, or to open its thread, is retired: the
@@ -217,11 +217,11 @@ func startError(chatKey string, pid int, closing bool, reason string, err error)
 }
 
 // newSessionLocked registers a session in StateStarting that holds a slot already taken.
-func (s *Supervisor) newSessionLocked(k *keyState, log *zap.Logger) *session {
-	s.nextID++
+func (p *pool) newSessionLocked(k *keyState, log *zap.Logger) *session {
+	p.nextID++
 	now := time.Now()
 	sess := &session{
-		id:       s.nextID,
+		id:       p.nextID,
 		key:      k,
 		log:      log,
 		state:    StateStarting,
@@ -232,29 +232,29 @@ func (s *Supervisor) newSessionLocked(k *keyState, log *zap.Logger) *session {
 		reaped:   make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 	}
-	s.sessions[sess] = struct{}{}
+	p.sessions[sess] = struct{}{}
 	return sess
 }
 
 // spawnInto starts sess's child and its watcher. On failure the session is finished (dead, slot
 // freed) and the error says why; a handshake timeout wraps appserver.ErrHandshakeTimeout.
-func (s *Supervisor) spawnInto(sess *session) error {
-	spawnCtx, cancel := context.WithTimeoutCause(s.accepting, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
+func (p *pool) spawnInto(sess *session) error {
+	spawnCtx, cancel := context.WithTimeoutCause(p.accepting, p.cfg.HandshakeTimeout, handshakeCause(p.cfg.HandshakeTimeout))
 	var child Child
 	var err error
-	if s.hosts != nil {
-		s.mu.Lock()
+	if p.hosts != nil {
+		p.mu.Lock()
 		own := ownChildLocked(sess.key)
-		s.mu.Unlock()
-		var v *threadView
-		if v, err = s.hosts.place(spawnCtx, sess.key.key, own); err == nil {
+		p.mu.Unlock()
+		var v *hosts.View
+		if v, err = p.hosts.Place(spawnCtx, sess.key.key, own); err == nil {
 			child = v
-			s.mu.Lock()
-			sess.host = v.host
-			s.mu.Unlock()
+			p.mu.Lock()
+			sess.host = v.Host()
+			p.mu.Unlock()
 		}
 	} else {
-		child, err = s.cfg.Spawn(spawnCtx, sess.key.key)
+		child, err = p.cfg.Spawn(spawnCtx, sess.key.key)
 	}
 	cause := context.Cause(spawnCtx)
 	cancel()
@@ -267,67 +267,66 @@ func (s *Supervisor) spawnInto(sess *session) error {
 		}
 		reason := startFailureReason(err)
 		sess.log.Warn("codex child failed to start", zap.String("reason", reason), zap.Error(err))
-		s.mu.Lock()
-		s.finishLocked(sess, reason, err)
-		s.mu.Unlock()
+		p.mu.Lock()
+		p.finishLocked(sess, reason, err)
+		p.mu.Unlock()
 		return err
 	}
 
 	pid := child.PID()
 	ident := childproc.ReadIdentity(pid)
-	s.mu.Lock()
+	p.mu.Lock()
 	sess.child = child
 	sess.proc = ident
-	s.mu.Unlock()
+	p.mu.Unlock()
 	// The record is on disk before the pid is shown (status, the spare's readiness): a child
 	// anyone has seen is one the next daemon's boot sweep knows, even if this daemon is killed
 	// right after (TestE2EKillMidTurnAnswersEveryMessageOnce once saw a spare's pid in status
 	// and killed the daemon before its record was written).
-	s.persistRecords()
-	s.mu.Lock()
+	p.persistRecords()
+	p.mu.Lock()
 	sess.pid = pid
 	sess.log = sess.log.With(zap.Int("pid", pid))
-	s.mu.Unlock()
-	s.wg.Add(1)
-	go s.watch(sess)
+	p.mu.Unlock()
+	p.startWatcher(sess)
 	return nil
 }
 
 // openSession opens the key's thread on sess, a child in StateStarting that is the key's, and
 // returns the session in StateBusy.
-func (s *Supervisor) openSession(k *keyState, sess *session, j *job) (*session, error) {
+func (p *pool) openSession(k *keyState, sess *session, j *job) (*session, error) {
 	pid := sess.pid
-	threadID, err := s.openThread(k.key, sess, j.text)
+	threadID, err := p.openThread(k.key, sess, j.text)
 	if err != nil {
-		closing := s.accepting.Err() != nil
-		s.mu.Lock()
-		s.retireLocked(sess, startFailureReason(err), err)
+		closing := p.accepting.Err() != nil
+		p.mu.Lock()
+		p.retireLocked(sess, startFailureReason(err), err)
 		reason := sess.reason // the watcher may have seen the child die first
-		s.mu.Unlock()
+		p.mu.Unlock()
 		<-sess.reaped
 		return nil, startError(k.key, pid, closing, reason, err)
 	}
 
-	s.mu.Lock()
+	p.mu.Lock()
 	if sess.state != StateStarting {
 		// The watcher saw the child die while the thread was being opened.
 		reason, cause := sess.reason, sess.cause
-		s.mu.Unlock()
+		p.mu.Unlock()
 		<-sess.reaped
 		return nil, &WatchdogError{ChatKey: k.key, Watchdog: reason, PID: pid, Err: cause}
 	}
 	sess.threadID = threadID
 	sess.log = sess.log.With(zap.String("thread_id", threadID))
-	s.setStateLocked(sess, StateIdle)
+	p.setStateLocked(sess, StateIdle)
 	sess.ready = true
-	if s.closed {
+	if p.closed {
 		// Shutdown began while the child started: leave it idle for Shutdown to close.
-		s.mu.Unlock()
+		p.mu.Unlock()
 		return nil, ErrClosed
 	}
-	s.setStateLocked(sess, StateBusy)
+	p.setStateLocked(sess, StateBusy)
 	sess.turnStart = time.Now()
-	s.mu.Unlock()
+	p.mu.Unlock()
 	sess.log.Info("codex child ready", zap.Bool("new_thread", sess.newThread),
 		zap.Bool("resume_failed", sess.resumeFailed), zap.Int("restarts", sess.restarts),
 		zap.Bool("from_spare", sess.fromSpare))
@@ -337,8 +336,8 @@ func (s *Supervisor) openSession(k *keyState, sess *session, j *job) (*session, 
 // openThread resumes the key's stored thread or starts a new one, for a child about to run text.
 // A stored thread codex does not know (no rollout) is replaced by a new thread and flagged in the
 // session.
-func (s *Supervisor) openThread(key string, sess *session, text string) (string, error) {
-	ctx, cancel := context.WithTimeoutCause(s.accepting, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
+func (p *pool) openThread(key string, sess *session, text string) (string, error) {
+	ctx, cancel := context.WithTimeoutCause(p.accepting, p.cfg.HandshakeTimeout, handshakeCause(p.cfg.HandshakeTimeout))
 	defer cancel()
 	// appserver's errors already name the call and the thread; only a handshake timeout, which
 	// arrives as a plain context error, needs its cause added.
@@ -348,32 +347,32 @@ func (s *Supervisor) openThread(key string, sess *session, text string) (string,
 		}
 		return err
 	}
-	if id, ok := s.cfg.Store.Get(key); ok && id != "" {
-		err := sess.child.ResumeThread(ctx, id, s.cfg.Thread)
+	if id, ok := p.cfg.Store.Get(key); ok && id != "" {
+		err := sess.child.ResumeThread(ctx, id, p.cfg.Thread)
 		if err == nil {
 			sess.recorded = true
-			s.claimSpareThread(ctx, sess, key, false)
-			s.dropUnfinishedRun(ctx, sess, id, text)
+			p.claimSpareThread(ctx, sess, key, false)
+			p.dropUnfinishedRun(ctx, sess, id, text)
 			return id, nil
 		}
 		if !errors.Is(err, appserver.ErrThreadNotFound) {
 			return "", wrap(err)
 		}
 		// Kept, with the reason, where an operator (a rollback, a CODEX_HOME put right) finds it.
-		reason := fmt.Sprintf("not resumable: thread %s not found in CODEX_HOME %s", id, s.codexHome())
-		left, aerr := s.cfg.Store.Archive(key, reason)
-		s.leftThread(key, left)
+		reason := fmt.Sprintf("not resumable: thread %s not found in CODEX_HOME %s", id, p.codexHome())
+		left, aerr := p.cfg.Store.Archive(key, reason)
+		p.archive.leftThread(key, left)
 		if aerr != nil {
 			sess.log.Error("could not archive the unresumable thread id; it is overwritten by the new thread's",
 				zap.String("thread_id", id), zap.Error(aerr))
 		}
 		sess.log.Warn("stored thread cannot be resumed; starting a new thread, earlier context is lost (the id is in threads-archive.jsonl)",
-			zap.String("thread_id", id), zap.String("codex_home", s.codexHome()), zap.Error(err))
+			zap.String("thread_id", id), zap.String("codex_home", p.codexHome()), zap.Error(err))
 		sess.resumeFailed, sess.lostThread = true, id
-	} else if id, ok, err := s.comeBack(ctx, key, sess); err != nil || ok {
+	} else if id, ok, err := p.archive.comeBack(ctx, key, sess); err != nil || ok {
 		if ok {
-			s.claimSpareThread(ctx, sess, key, false)
-			s.dropUnfinishedRun(ctx, sess, id, text)
+			p.claimSpareThread(ctx, sess, key, false)
+			p.dropUnfinishedRun(ctx, sess, id, text)
 		}
 		return id, wrap(err)
 	}
@@ -381,10 +380,10 @@ func (s *Supervisor) openThread(key string, sess *session, text string) (string,
 	if sess.spareThread != "" {
 		// A spare started this thread before any chat was known; codex writes no rollout until
 		// its first turn (a warmed spare's is on disk, empty), so it is as new as one started now.
-		s.claimSpareThread(ctx, sess, key, true)
+		p.claimSpareThread(ctx, sess, key, true)
 		return sess.spareThread, nil
 	}
-	id, err := sess.child.StartThread(ctx, s.cfg.Thread)
+	id, err := sess.child.StartThread(ctx, p.cfg.Thread)
 	if err != nil {
 		return "", wrap(err)
 	}
@@ -401,7 +400,7 @@ func (s *Supervisor) openThread(key string, sess *session, text string) (string,
 // that child, and a message run on it again is the user's own repetition. Completed and failed
 // turns are kept, as is a turn with any other text. Files the dropped turn changed stay changed.
 // Failing to check or revert must not lose the message: it is logged and the message runs anyway.
-func (s *Supervisor) dropUnfinishedRun(ctx context.Context, sess *session, threadID, text string) {
+func (p *pool) dropUnfinishedRun(ctx context.Context, sess *session, threadID, text string) {
 	last, ok, err := sess.child.LastTurn(ctx, threadID)
 	if err != nil {
 		sess.log.Warn("cannot read the thread's last turn; if it was an unfinished run of this message, the model sees the message twice",
@@ -422,13 +421,31 @@ func (s *Supervisor) dropUnfinishedRun(ctx context.Context, sess *session, threa
 }
 
 // codexHome is the CODEX_HOME the children use, for messages that name it.
-func (s *Supervisor) codexHome() string {
-	if h := s.cfg.AppServer.CodexHome; h != "" {
+func (p *pool) codexHome() string {
+	if h := p.cfg.AppServer.CodexHome; h != "" {
 		return h
 	}
-	env := s.cfg.AppServer.Env
+	env := p.cfg.AppServer.Env
 	if env == nil {
 		env = os.Environ()
 	}
 	return appserver.EffectiveCodexHome(env)
+}
+
+// recordThread stores the key's thread id. A failed write is logged and counted, not returned:
+// the reply is still good, and the next turn tries again.
+func (p *pool) recordThread(key string, sess *session) {
+	if err := p.cfg.Store.Set(key, sess.threadID); err != nil {
+		sess.log.Error("recording thread id failed", zap.Error(err))
+		p.mu.Lock()
+		p.storeErrors++
+		p.mu.Unlock()
+		return
+	}
+	sess.recorded = true
+	if sess.goneThread != "" && p.cfg.Retention != nil {
+		if err := p.cfg.Retention.Told(key, sess.goneThread, sess.threadID); err != nil {
+			sess.log.Error("could not record that the chat was told its archived thread is gone", zap.Error(err))
+		}
+	}
 }

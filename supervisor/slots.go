@@ -28,6 +28,27 @@ type slots struct {
 	retiring int           // sessions in StateRetiring: each will free a slot
 }
 
+func newSlots(max, maxWaiters int, budget int64) slots {
+	return slots{max: max, maxWaiters: maxWaiters, budget: budget}
+}
+
+// held is the number of slots held: one per session, plus grants in hand.
+func (p *slots) held() int { return p.used }
+
+// budgetBytes is the memory budget; <= 0: none.
+func (p *slots) budgetBytes() int64 { return p.budget }
+
+// moved counts a session's move from one state to another: a retiring session will free its
+// slot.
+func (p *slots) moved(from, to State) {
+	if from == StateRetiring {
+		p.retiring--
+	}
+	if to == StateRetiring {
+		p.retiring++
+	}
+}
+
 // slotWaiter is one chat key waiting for a slot. ready is closed once granted or err is set.
 type slotWaiter struct {
 	ready   chan struct{}
@@ -147,25 +168,25 @@ func lruIdle(sessions map[*session]struct{}, queued func(key string) int) *sessi
 // acquireSlot takes a free slot (slots), waiting (FIFO, bounded by SlotWait and ctx) while none
 // is free; with MaxSlotWaiters keys waiting already it refuses at once. A waiter makes the least
 // recently used idle child retire for it.
-func (s *Supervisor) acquireSlot(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+func (p *pool) acquireSlot(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
 		return ErrClosed
 	}
-	if s.slots.take(s.memUseLocked()) {
-		s.mu.Unlock()
+	if p.slots.take(p.memUseLocked()) {
+		p.mu.Unlock()
 		return nil
 	}
-	w, err := s.slots.join()
+	w, err := p.slots.join()
 	if err != nil {
-		s.mu.Unlock()
+		p.mu.Unlock()
 		return err
 	}
-	s.rebalanceLocked()
-	s.mu.Unlock()
+	p.rebalanceLocked()
+	p.mu.Unlock()
 
-	t := time.NewTimer(s.cfg.SlotWait)
+	t := time.NewTimer(p.cfg.SlotWait)
 	defer t.Stop()
 	select {
 	case <-w.ready:
@@ -174,57 +195,57 @@ func (s *Supervisor) acquireSlot(ctx context.Context) error {
 		err = context.Cause(ctx)
 	case <-t.C:
 		err = fmt.Errorf("waited %s for a codex slot (at most %d children, memory budget %s): %w",
-			s.cfg.SlotWait, s.cfg.MaxChildren, budgetText(s.slots.budget), ErrNoSlot)
+			p.cfg.SlotWait, p.cfg.MaxChildren, budgetText(p.slots.budgetBytes()), ErrNoSlot)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch {
 	case w.granted && ctx.Err() == nil:
 		return nil // granted just as the wait ran out: use it
 	case w.granted:
-		s.releaseSlotLocked()
+		p.releaseSlotLocked()
 	case w.err != nil:
 		return w.err
 	default:
-		s.slots.leave(w)
+		p.slots.leave(w)
 	}
 	return err
 }
 
 // releaseSlotLocked frees one slot and serves the waiters.
-func (s *Supervisor) releaseSlotLocked() {
-	s.slots.release()
-	s.serveWaitersLocked()
+func (p *pool) releaseSlotLocked() {
+	p.slots.release()
+	p.serveWaitersLocked()
 }
 
 // serveWaitersLocked grants the waiters what is free now and evicts idle children for the rest.
-func (s *Supervisor) serveWaitersLocked() {
-	if s.slots.waiting() == 0 {
+func (p *pool) serveWaitersLocked() {
+	if p.slots.waiting() == 0 {
 		return
 	}
-	s.slots.grant(s.memUseLocked())
-	s.rebalanceLocked()
+	p.slots.grant(p.memUseLocked())
+	p.rebalanceLocked()
 }
 
 // rebalanceLocked retires idle children until every slot waiter will find a free slot once the
 // retiring children are gone. Each eviction frees a slot and the child's memory; when the budget
 // is held by busy children, evicting every idle one may still not be enough, and the waiters wait
 // for turns to end (bounded by SlotWait).
-func (s *Supervisor) rebalanceLocked() {
-	for s.slots.short(s.memUseLocked()) {
-		v := s.victimLocked()
+func (p *pool) rebalanceLocked() {
+	for p.slots.short(p.memUseLocked()) {
+		v := p.victimLocked()
 		if v == nil {
 			return
 		}
-		v.log.Info("evicting least recently used idle child", zap.Int("waiting", s.slots.waiting()),
+		v.log.Info("evicting least recently used idle child", zap.Int("waiting", p.slots.waiting()),
 			zap.Int64("pss_bytes", v.mem.PSS))
-		s.retireLocked(v, ReasonEvicted, nil)
+		p.retireLocked(v, ReasonEvicted, nil)
 	}
 }
 
 // victimLocked picks the child to evict for a slot waiter, nil when none may go.
-func (s *Supervisor) victimLocked() *session {
-	return lruIdle(s.sessions, s.queue.LenLocked)
+func (p *pool) victimLocked() *session {
+	return lruIdle(p.sessions, p.queued)
 }
 
 // budgetText renders a memory budget for messages.

@@ -27,51 +27,78 @@ type spareState struct {
 	crash   crashBackoff  // the spares' own restart backoff; guarded by Supervisor.mu
 }
 
+func newSpareState() spareState {
+	return spareState{kick: make(chan struct{}, 1), changed: make(chan struct{}), done: make(chan struct{})}
+}
+
+// crashed counts a spare's crash with cause and returns the backoff before the next spare and
+// the crashes in a row.
+func (sp *spareState) crashed(initial, maxInterval time.Duration, cause error, now time.Time) (time.Duration, int) {
+	d := sp.crash.record(initial, maxInterval, cause, now)
+	return d, sp.crash.count()
+}
+
+// healthy forgets the spares' crashes: a chat's turn completed on a child that was a spare.
+func (sp *spareState) healthy() { sp.crash.reset() }
+
+// startSpares starts the spare keeper when Config.Spares asks for spares.
+func (p *pool) startSpares() {
+	if p.cfg.Spares == 0 {
+		close(p.spares.done)
+		return
+	}
+	go p.keepSpares() // Shutdown waits for it (sparesStopped)
+	p.kickSpares()
+}
+
+// sparesStopped is closed once the spare keeper returned: no spare starts after it.
+func (p *pool) sparesStopped() <-chan struct{} { return p.spares.done }
+
 // notifySparesLocked wakes chats waiting for a starting spare: one became ready or ended.
-func (s *Supervisor) notifySparesLocked() {
-	close(s.spares.changed)
-	s.spares.changed = make(chan struct{})
+func (p *pool) notifySparesLocked() {
+	close(p.spares.changed)
+	p.spares.changed = make(chan struct{})
 }
 
 // startingSpare returns a channel closed when the next spare becomes ready or ends, or nil when a
 // chat should not wait for one: a slot is free now, or no spare is starting. A spare that is
 // starting holds a slot; without this wait a chat at the cap would evict a warm idle child while
 // the spare it could take is a moment from ready.
-func (s *Supervisor) startingSpare() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.slots.free(s.memUseLocked()) {
+func (p *pool) startingSpare() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.slots.free(p.memUseLocked()) {
 		return nil
 	}
-	for sess := range s.sessions {
+	for sess := range p.sessions {
 		if sess.spare && sess.state == StateStarting {
-			return s.spares.changed
+			return p.spares.changed
 		}
 	}
 	return nil
 }
 
 // kickSpares wakes the spare keeper: a spare was taken or a slot freed.
-func (s *Supervisor) kickSpares() {
+func (p *pool) kickSpares() {
 	select {
-	case s.spares.kick <- struct{}{}:
+	case p.spares.kick <- struct{}{}:
 	default:
 	}
 }
 
 // keepSpares is the spare keeper's loop. It returns when the supervisor stops accepting work.
-func (s *Supervisor) keepSpares() {
-	defer close(s.spares.done)
+func (p *pool) keepSpares() {
+	defer close(p.spares.done)
 	for {
 		select {
-		case <-s.accepting.Done():
+		case <-p.accepting.Done():
 			return
-		case <-s.spares.kick:
+		case <-p.spares.kick:
 		}
 		for {
-			sess, wait := s.reserveSpare()
+			sess, wait := p.reserveSpare()
 			if wait > 0 {
-				if s.sleep(s.accepting, wait) != nil {
+				if p.sleep(p.accepting, wait) != nil {
 					return
 				}
 				continue
@@ -79,7 +106,7 @@ func (s *Supervisor) keepSpares() {
 			if sess == nil {
 				break
 			}
-			s.startSpare(sess)
+			p.startSpare(sess)
 		}
 	}
 }
@@ -87,28 +114,28 @@ func (s *Supervisor) keepSpares() {
 // reserveSpare takes a slot for a new spare and registers it in StateStarting, or returns nil
 // when no spare is wanted now: enough spares, no free slot, someone waits for a slot, or the
 // keeper is backing off (then wait > 0).
-func (s *Supervisor) reserveSpare() (*session, time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.freezing || s.sparesLocked() >= s.cfg.Spares {
+func (p *pool) reserveSpare() (*session, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.handover.active() || p.sparesLocked() >= p.cfg.Spares {
 		return nil, 0
 	}
-	if wait := s.spares.crash.wait(time.Now()); wait > 0 {
+	if wait := p.spares.crash.wait(time.Now()); wait > 0 {
 		return nil, wait
 	}
-	if !s.slots.take(s.memUseLocked()) {
+	if !p.slots.take(p.memUseLocked()) {
 		return nil, 0
 	}
 	// The placeholder key is in no map: a spare belongs to no chat until one takes it.
-	sess := s.newSessionLocked(&keyState{}, s.log.With(zap.Bool("spare", true)))
+	sess := p.newSessionLocked(&keyState{}, p.log.With(zap.Bool("spare", true)))
 	sess.spare = true
 	return sess, 0
 }
 
 // sparesLocked counts spares, ready or starting.
-func (s *Supervisor) sparesLocked() int {
+func (p *pool) sparesLocked() int {
 	n := 0
-	for sess := range s.sessions {
+	for sess := range p.sessions {
 		if sess.spare {
 			n++
 		}
@@ -118,75 +145,75 @@ func (s *Supervisor) sparesLocked() int {
 
 // startSpare spawns the reserved spare and starts its thread. On failure the spare is retired
 // and its end counted by finishLocked.
-func (s *Supervisor) startSpare(sess *session) {
-	if err := s.spawnInto(sess); err != nil {
+func (p *pool) startSpare(sess *session) {
+	if err := p.spawnInto(sess); err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeoutCause(s.accepting, s.cfg.HandshakeTimeout, handshakeCause(s.cfg.HandshakeTimeout))
-	id, err := sess.child.StartThread(ctx, s.cfg.Thread)
+	ctx, cancel := context.WithTimeoutCause(p.accepting, p.cfg.HandshakeTimeout, handshakeCause(p.cfg.HandshakeTimeout))
+	id, err := sess.child.StartThread(ctx, p.cfg.Thread)
 	cancel()
 	warmed := false
 	if err == nil {
-		warmed, err = s.warmSpare(sess, id)
+		warmed, err = p.warmSpare(sess, id)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch {
 	case err != nil:
 		sess.log.Warn("spare codex child could not start a thread or was left wedged by its warm-up", zap.Error(err))
-		s.retireLocked(sess, ReasonStartFailed, err)
+		p.retireLocked(sess, ReasonStartFailed, err)
 	case sess.state != StateStarting:
 		// The watcher saw it die.
 	default:
 		sess.spareThread, sess.threadID = id, id // the table shows it
 		sess.spareWarmed = warmed
 		sess.ready = true
-		s.setStateLocked(sess, StateSpare)
-		s.notifySparesLocked()
+		p.setStateLocked(sess, StateSpare)
+		p.notifySparesLocked()
 		sess.log.Info("spare codex child ready", zap.String("thread_id", id))
 		// Someone began waiting for a slot while the spare started: it is the first to go.
-		s.rebalanceLocked()
+		p.rebalanceLocked()
 	}
 }
 
 // takeSpare hands a ready spare to k, in StateStarting, or returns nil when none is ready.
-func (s *Supervisor) takeSpare(k *keyState) *session {
-	s.mu.Lock()
+func (p *pool) takeSpare(k *keyState) *session {
+	p.mu.Lock()
 	var sess *session
-	for c := range s.sessions {
+	for c := range p.sessions {
 		if c.state == StateSpare {
 			sess = c
 			break
 		}
 	}
-	if sess == nil || s.closed || s.hosts != nil && ownChildLocked(k) {
-		s.mu.Unlock()
+	if sess == nil || p.closed || p.hosts != nil && ownChildLocked(k) {
+		p.mu.Unlock()
 		return nil
 	}
-	s.countRestartLocked(k)
-	s.setStateLocked(sess, StateStarting)
+	p.countRestartLocked(k)
+	p.setStateLocked(sess, StateStarting)
 	sess.key, k.sess = k, sess
 	sess.spare, sess.fromSpare = false, true
 	sess.restarts = k.restarts
 	sess.started = time.Now() // the crash window counts from the hand-out
-	sess.log = s.log.With(zap.String("chat_key", k.key), zap.Int("pid", sess.pid))
+	sess.log = p.log.With(zap.String("chat_key", k.key), zap.Int("pid", sess.pid))
 	child := sess.child
-	s.mu.Unlock()
+	p.mu.Unlock()
 	// The child's own lines (its codex client, its process) name the chat from now on, too.
 	if r, ok := child.(logRelabeler); ok {
-		r.SetLogger(childLogger(s.cfg.AppServer.Logger, s.cfg.Logger, k.key))
+		r.SetLogger(childLogger(p.cfg.AppServer.Logger, p.cfg.Logger, k.key))
 	}
-	s.kickSpares()
-	s.persistRecords() // the record now names the chat
+	p.kickSpares()
+	p.persistRecords() // the record now names the chat
 	return sess
 }
 
 // countRestartLocked counts the key's next child as a restart when a watchdog or failure ended
 // the last one.
-func (s *Supervisor) countRestartLocked(k *keyState) {
+func (p *pool) countRestartLocked(k *keyState) {
 	if k.needRestart {
 		k.restarts++
-		s.restarts++
+		p.restarts++
 		k.needRestart = false
 	}
 }

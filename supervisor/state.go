@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 	"go.uber.org/zap"
 )
 
@@ -39,7 +40,7 @@ const (
 	ReasonHostDrain = "host_drain"
 	// ReasonHostWedged: a shared child drains because one of its threads cannot leave it (its
 	// turn ignored turn/interrupt, or codex did not unload it).
-	ReasonHostWedged = "host_wedged"
+	ReasonHostWedged = hosts.ReasonWedged
 )
 
 // transitions is the lifecycle table. starting → retiring exists besides the issue's
@@ -71,32 +72,27 @@ func checkTransition(from, to State) error {
 
 // setStateLocked moves sess to state to. An invalid transition is a bug; it is logged and the
 // state kept.
-func (s *Supervisor) setStateLocked(sess *session, to State) bool {
+func (p *pool) setStateLocked(sess *session, to State) bool {
 	if err := checkTransition(sess.state, to); err != nil {
-		s.log.DPanic("invalid child state transition", zap.String("chat_key", sess.key.key),
+		p.log.DPanic("invalid child state transition", zap.String("chat_key", sess.key.key),
 			zap.Int("pid", sess.pid), zap.Error(err))
 		return false
 	}
-	if sess.state == StateRetiring {
-		s.slots.retiring--
-	}
-	if to == StateRetiring {
-		s.slots.retiring++
-	}
+	p.slots.moved(sess.state, to)
 	sess.state = to
-	s.notifyChangedLocked()
+	p.handover.notify()
 	return true
 }
 
 // retireLocked starts retiring sess: its watcher closes and reaps the child. Idempotent; the
 // first reason wins.
-func (s *Supervisor) retireLocked(sess *session, reason string, cause error) {
+func (p *pool) retireLocked(sess *session, reason string, cause error) {
 	if sess.state == StateRetiring || sess.state == StateDead {
 		return
 	}
 	// Read before the state changes: whether the chat's work ran when its child died.
 	sess.busyAtDeath = sess.state == StateBusy || sess.state == StateStarting
-	if !s.setStateLocked(sess, StateRetiring) {
+	if !p.setStateLocked(sess, StateRetiring) {
 		return
 	}
 	sess.reason, sess.cause = reason, cause
@@ -105,32 +101,32 @@ func (s *Supervisor) retireLocked(sess *session, reason string, cause error) {
 
 // finishLocked marks sess dead after its child was reaped (or never started), frees its slot and
 // does the crash accounting.
-func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
-	if !s.setStateLocked(sess, StateDead) {
+func (p *pool) finishLocked(sess *session, reason string, cause error) {
+	if !p.setStateLocked(sess, StateDead) {
 		sess.state = StateDead // logged as a bug; keep the books straight anyway
 	}
-	delete(s.sessions, sess)
-	s.retired[reason]++
+	delete(p.sessions, sess)
+	p.retired[reason]++
 	k := sess.key
 	if k.sess == sess {
 		k.sess = nil
 	}
-	crash := !s.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), s.cfg.CrashWindow)
+	crash := !p.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), p.cfg.CrashWindow)
 	if sess.host != nil && reason == WatchdogDead && sess.ready && !sess.busyAtDeath {
 		// A shared child died under this chat while its thread was idle: a neighbour's turn
 		// did it, not this chat's.
 		crash = false
 	}
 	if crash {
-		s.streak.crashed(cause, time.Now())
+		p.streak.crashed(cause, time.Now())
 	}
 	switch {
 	case sess.spare:
-		s.notifySparesLocked()
+		p.notifySparesLocked()
 		if crash {
-			d := s.spares.crash.record(s.cfg.CrashBackoffInitial, s.cfg.CrashBackoffMax, cause, time.Now())
-			s.crashBackoffs++
-			s.log.Warn("spare codex child crashed; backing off", zap.Int("failures", s.spares.crash.failures),
+			d, n := p.spares.crashed(p.cfg.CrashBackoffInitial, p.cfg.CrashBackoffMax, cause, time.Now())
+			p.crashBackoffs++
+			p.log.Warn("spare codex child crashed; backing off", zap.Int("failures", n),
 				zap.Duration("retry_in", d), zap.Error(cause))
 		}
 	case reason == ReasonIdle, reason == ReasonEvicted, reason == ReasonShutdown, reason == ReasonReset,
@@ -139,10 +135,44 @@ func (s *Supervisor) finishLocked(sess *session, reason string, cause error) {
 		k.needRestart = true
 	}
 	if crash && !sess.spare {
-		s.recordFailureLocked(k, cause)
+		p.recordFailureLocked(k, cause)
 	}
-	s.releaseSlotLocked()
-	s.kickSpares()
+	p.releaseSlotLocked()
+	p.kickSpares()
 	close(sess.reaped)
-	s.gcKeyLocked(k)
+	p.forget(k)
+}
+
+// turnEndedLocked counts a turn sess ran; completed: it reached turn/completed without error,
+// which ends the crash backoff of its chat (and of the spares, when the child was one) and the
+// pool's crash streak.
+func (p *pool) turnEndedLocked(sess *session, completed bool) {
+	sess.turns++
+	p.turns++
+	if sess.host != nil {
+		sess.host.AddTurn()
+	}
+	if !completed {
+		return
+	}
+	sess.completed++
+	sess.key.crash.reset()
+	p.streak.completed()
+	if sess.fromSpare {
+		p.spares.healthy() // spares make healthy children
+	}
+}
+
+// idleLocked returns a busy session to idle: it becomes the most recently used, its watcher
+// re-arms the idle timer, and a slot waiter may now evict it.
+func (p *pool) idleLocked(sess *session) {
+	p.setStateLocked(sess, StateIdle)
+	sess.lastUsed = time.Now()
+	p.useSeq++
+	sess.useSeq = p.useSeq
+	select {
+	case sess.kick <- struct{}{}:
+	default:
+	}
+	p.serveWaitersLocked()
 }

@@ -16,12 +16,20 @@ import (
 // copied under the pool lock; those reads and the LastActivity calls happen after it is
 // released, so taking a snapshot under load does not stall Submit.
 func (s *Supervisor) Status() Snapshot {
-	return s.snapshot(func(*session) bool { return true })
+	snap := s.pool.snapshot(func(*session) bool { return true }, func(t *Totals) {
+		t.Queued = s.chats.queuedTotalLocked()
+	})
+	t := &snap.Totals
+	t.OverloadRetries = s.overloadRetries.Load()
+	t.Compactions, t.CompactionFailures = s.chats.compactCounts()
+	snap.Model, snap.Limits, snap.Usage = s.model.Status(), s.limits.Status(), s.usage.All()
+	return snap
 }
 
-// snapshot is Status with rows only for the sessions want accepts: only their children's memory
-// is read, when it has to be. The totals other than the memory sums cover the whole pool.
-func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
+// snapshot is the pool's side of Status with rows only for the sessions want accepts: only their
+// children's memory is read, when it has to be. The totals other than the memory sums cover the
+// whole pool; locked, when set, adds what the chats know to them, with Supervisor.mu held.
+func (p *pool) snapshot(want func(*session) bool, locked func(*Totals)) Snapshot {
 	type row struct {
 		cs    ChildStatus
 		child Child
@@ -30,34 +38,32 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 		measured bool
 	}
 	now := time.Now()
-	s.mu.Lock()
-	rows := make([]row, 0, len(s.sessions))
+	p.mu.Lock()
+	rows := make([]row, 0, len(p.sessions))
 	t := Totals{
-		Live:            len(s.sessions),
-		Cap:             s.cfg.MaxChildren,
-		ThreadsPerChild: s.cfg.ThreadsPerChild,
-		Turns:           s.turns,
-		Retired:         maps.Clone(s.retired),
-		StoreErrors:     s.storeErrors,
-		Restarts:        s.restarts,
-		CrashBackoffs:   s.crashBackoffs,
-		WaitingForSlot:  s.slots.waiting(),
+		Live:            len(p.sessions),
+		Cap:             p.cfg.MaxChildren,
+		ThreadsPerChild: p.cfg.ThreadsPerChild,
+		Turns:           p.turns,
+		Retired:         maps.Clone(p.retired),
+		StoreErrors:     p.storeErrors,
+		Restarts:        p.restarts,
+		CrashBackoffs:   p.crashBackoffs,
+		WaitingForSlot:  p.slots.waiting(),
 	}
-	if s.slots.budget > 0 {
-		t.MemoryBudgetBytes = s.slots.budget
+	if b := p.slots.budgetBytes(); b > 0 {
+		t.MemoryBudgetBytes = b
 	}
-	u := s.memUseLocked()
+	u := p.memUseLocked()
 	t.MeasuredPSSBytes, t.ChargedBytes, t.ChildEstimateBytes = u.measured, u.held, u.estimate
-	t.OverloadRetries = s.overloadRetries.Load()
-	t.Compactions, t.CompactionFailures = s.compactions.Load(), s.compactFailures.Load()
-	perPID := make(map[int]int, len(s.sessions))
-	for sess := range s.sessions {
+	perPID := make(map[int]int, len(p.sessions))
+	for sess := range p.sessions {
 		if sess.pid > 0 {
 			perPID[sess.pid]++
 		}
 	}
 	t.Children = len(perPID)
-	for sess := range s.sessions {
+	for sess := range p.sessions {
 		if sess.spare {
 			t.Spares++
 		}
@@ -74,7 +80,7 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 			State:    sess.state,
 			Turns:    sess.turns,
 			Restarts: sess.restarts,
-			Queued:   s.queue.LenLocked(sess.key.key),
+			Queued:   p.queued(sess.key.key),
 			Uptime:   now.Sub(sess.started),
 		}
 		if sess.host != nil {
@@ -83,15 +89,15 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 		if sess.state == StateBusy {
 			cs.TurnAge = now.Sub(sess.turnStart)
 			if lt := sess.key.live; lt != nil && lt.act != nil {
-				cs.Activity, cs.ActivitySince = lt.act.get()
+				cs.Activity, cs.ActivitySince = lt.act.Get()
 			}
 		}
 		rows = append(rows, row{cs: cs, child: sess.child, mem: sess.mem, measured: sess.measured})
 	}
-	for _, k := range s.keys {
-		t.Queued += s.queue.LenLocked(k.key)
+	if locked != nil {
+		locked(&t)
 	}
-	s.mu.Unlock()
+	p.mu.Unlock()
 
 	var procfs childproc.ProcFS
 	out := make([]ChildStatus, len(rows))
@@ -103,7 +109,7 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 		if !ok {
 			// Not sampled yet: one smaps_rollup read (Config.Memory) gives all three figures; a
 			// process that just went away reads as zero.
-			fresh, err := s.cfg.Memory(r.cs.PID)
+			fresh, err := p.cfg.Memory(r.cs.PID)
 			m, ok = fresh, err == nil
 			if n := int64(r.cs.Threads); n > 1 {
 				// A shared child: the row's share, as the sampler charges it.
@@ -126,5 +132,5 @@ func (s *Supervisor) snapshot(want func(*session) bool) Snapshot {
 		}
 		return a.PID - b.PID
 	})
-	return Snapshot{Taken: now, Children: out, Totals: t, Model: s.model.status(), Limits: s.limits.status(), Usage: s.usage.all()}
+	return Snapshot{Taken: now, Children: out, Totals: t}
 }

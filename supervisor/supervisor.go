@@ -7,18 +7,51 @@
 // large or old (memory.go); the next message of that key gets a new child that resumes the same
 // thread.
 //
-// Concurrency layout: one mutex (Supervisor.mu) guards the pool's bookkeeping: the key states,
-// the sessions and their states, the slots (slots.go) and the per-key queues (the keyfifo runs on
-// this mutex). They stay under one lock because decisions span them: an eviction picks an idle
-// child whose key has nothing queued, a key is forgotten only with no queue, child or backoff.
+// The parts. Supervisor composes them, answers the API by delegating to them, and keeps what
+// spans them: New, Shutdown and the handover's steps (Freeze, Thaw, adopting handed children).
+//   - the pool (pool: pool.go, session.go, state.go, slots.go, spares.go, warmup.go, memory.go,
+//     shared.go, watcher.go, sweep.go, restart.go, status.go): the sessions and their states,
+//     the slots, the spares, the memory sampler and recycling, children.json, the restart
+//     backoff; it asks the chats through two hooks wired in New (a chat's queue length,
+//     forgetting an idle key).
+//   - the chats (chats: key.go, queue.go, busy.go, turn.go, control.go, compact.go,
+//     activity.go): the keys, their queues and workers, the busy policy, a turn's run, /stop,
+//     /new, /status, the long-thread policy; it takes and runs children through the pool.
+//   - the handover (freeze, handover.go): a reload's freeze, the children it paused, the turns
+//     it handed over.
+//   - the account (package account) and the shared children (package hosts), each part with
+//     its own lock; what a turn is doing (package progress).
+//   - the retention sweep (archiver, retention.go): its own lock and loop; it reaches the pool
+//     and a chat's worker through hooks wired in New.
+//   - the approvals (approvalBoard, approval.go) and a turn's watchdogs (turnWatch,
+//     turnwatch.go), each with its own lock.
+//
+// owners_test.go checks that each same-package part's fields are touched only from its files.
+//
+// Concurrency layout: one mutex (Supervisor.mu) guards the pool, the chats and the freeze (the
+// keyfifo runs on it too); each says "guarded by Supervisor.mu" and holds a pointer to it. They
+// stay under one lock because decisions span them: an eviction picks an idle child whose key
+// has nothing queued, a key is forgotten only with no queue, child or backoff, a freeze waits
+// for every key and session to be quiet.
 // The mutex is never held across a call into a child, the thread store, the spawn function or
 // /proc. Every chat key with queued work has one worker goroutine (queue.go) that runs its turns
 // in FIFO order; Shutdown waits for them before closing the children. Every child has one
 // watcher goroutine (watcher.go) that notices its death, closes it when idle too long, and is
 // the only caller of Close; it exits once the child was reaped. One memory sampler goroutine
 // (memory.go) reads the children's memory for the budget and recycles bloated children; it stops
-// when Shutdown begins. The watchers and the sampler are counted in a WaitGroup that Shutdown
-// waits for last.
+// when Shutdown begins. The watchers, the sampler and the retention loop are counted in a
+// WaitGroup that Shutdown waits for last.
+//
+// Lock order: a goroutine holding a lock may take only locks later in this list, never an
+// earlier one:
+//  1. archiver.sweepMu (held for a whole sweep, which takes slots and runs on chats' workers)
+//  2. childRecords.mu (the pool's: a write of children.json reads the pool under it)
+//  3. Supervisor.mu (the pool, the chats, the freeze)
+//  4. the parts' own locks, taken with or without Supervisor.mu; none of them is held while
+//     Supervisor.mu or a lock above is taken: liveTurn.mu, approvalBoard.mu, turnWatch.mu,
+//     progress.Activity's lock (the status table reads a running turn's activity under it),
+//     hosts.Pool's lock (it never calls the supervisor while holding it: OnDrain runs without
+//     it), and package account's locks (Model, Limits, Usage: Usage.writeMu before Usage.mu).
 package supervisor
 
 import (
@@ -27,12 +60,11 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/childproc"
-	"github.com/molecule-ai/codex-warm/internal/keyfifo"
+	"github.com/molecule-ai/codex-warm/supervisor/account"
+	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
 // Supervisor is the pool of warm codex children, one per chat key. Its methods are safe for
@@ -50,55 +82,26 @@ type Supervisor struct {
 	stopLife      context.CancelCauseFunc
 
 	wg sync.WaitGroup // the child watchers, the memory sampler and the retention sweep
-	// sweepMu lets one ArchiveSweep run at a time.
-	sweepMu sync.Mutex
 
-	spares spareState // the spares' keeper and backoff (spares.go)
-	hosts  *hostPool  // the shared children, when ThreadsPerChild > 1 (hosts.go); nil otherwise
+	archive *archiver // the retention sweep, leaving and returning chats' threads (retention.go)
 
-	model  *modelState  // whether the model could be reached, across every chat
-	limits *limitState  // the account's usage limits, and the work parked until their reset
-	usage  *usageTotals // each chat's token usage
+	pool  *pool       // the children: sessions, slots, spares, memory, records (pool.go)
+	hosts *hosts.Pool // the shared children, when ThreadsPerChild > 1; nil otherwise
+
+	model  *account.Model  // whether the model could be reached, across every chat
+	limits *account.Limits // the account's usage limits, and the work parked until their reset
+	usage  *account.Usage  // each chat's token usage
 
 	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
-	compactions     atomic.Int64 // threads compacted by the long-thread policy
-	compactFailures atomic.Int64 // compactions the policy asked for that failed
-	warmUpFailed    atomic.Bool  // a spare's warm-up failed and was logged (warmup.go)
 
-	records childRecords // what children.json holds besides the live children (sweep.go)
-
-	mu            sync.Mutex
-	closed        bool
-	keys          map[string]*keyState
-	queue         *keyfifo.FIFO[*job]   // per chat key: the jobs waiting, and the key's worker
-	sessions      map[*session]struct{} // children not yet dead
-	slots         slots
-	turns         int64
-	retired       map[string]int
-	storeErrors   int64
-	restarts      int64       // children started after a watchdog or failure ended their key's last one
-	crashBackoffs int64       // crashes that started a restart backoff, of keys and of spares
-	streak        crashStreak // crashes since a turn last completed (crashstreak.go)
-	nextID        uint64
-	useSeq        uint64
-	shutdownDone  chan struct{}
+	mu           sync.Mutex
+	chats        *chats      // the chats' keys, queues and turns (key.go, queue.go, turn.go, …)
+	streak       crashStreak // crashes since a turn last completed (crashstreak.go)
+	shutdownDone chan struct{}
 
 	approvals *approvalBoard // approvals waiting for the chat's answer (approval.go)
 
-	stops stopMarks // when each chat last asked to stop (control.go); guarded by mu
-
-	// A reload's freeze (handover.go): freezing while it waits for quiet, frozen once it
-	// refuses messages; paused are the children it paused; changed wakes its wait.
-	freezing bool
-	frozen   bool
-	paused   []pausable
-	// handed are the running jobs a freeze handed over (their callers were told
-	// ErrHandedOver); detached are the jobs no caller waits for, by message id, which a
-	// message of the same id attaches to (EnqueueInput): a turn handed over by the previous
-	// image, or one whose reload was called off.
-	handed   []*job
-	detached map[string]*job
-	changed  chan struct{}
+	handover freeze // a reload's freeze and the turns it handed over (handover.go)
 }
 
 // New builds a Supervisor. When cfg.StateDir is set it first sweeps children left by a daemon
@@ -117,71 +120,64 @@ func New(cfg Config) (*Supervisor, error) {
 	s := &Supervisor{
 		cfg:          cfg,
 		log:          cfg.Logger.Named("supervisor"),
-		keys:         make(map[string]*keyState),
-		sessions:     make(map[*session]struct{}),
-		retired:      make(map[string]int),
 		shutdownDone: make(chan struct{}),
 		approvals:    newApprovalBoard(),
-		model:        newModelState(),
-		limits:       newLimitState(cfg.StateDir, cfg.ResumeSpacing, cfg.Logger.Named("supervisor")),
-		usage:        newUsageTotals(cfg.StateDir, cfg.Logger.Named("supervisor")),
-		slots:        slots{max: cfg.MaxChildren * cfg.ThreadsPerChild, maxWaiters: cfg.MaxSlotWaiters, budget: cfg.MemoryBudget},
-		spares:       spareState{kick: make(chan struct{}, 1), changed: make(chan struct{}), done: make(chan struct{})},
+		model:        account.NewModel(),
+		limits:       account.NewLimits(cfg.StateDir, cfg.ResumeSpacing, cfg.Logger.Named("supervisor")),
+		usage:        account.NewUsage(cfg.StateDir, cfg.Logger.Named("supervisor")),
 	}
+	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
+	s.life, s.stopLife = context.WithCancelCause(context.Background())
 	if s.cfg.Spawn == nil {
 		s.cfg.Spawn = appServerSpawn(cfg.AppServer, cfg.HandshakeTimeout, cfg.Logger,
 			func(string) { s.overloadRetries.Add(1) })
 	}
 	if cfg.ThreadsPerChild > 1 {
-		s.hosts = newHostPool(hostPoolConfig{PerChild: cfg.ThreadsPerChild, Spawn: s.cfg.Spawn, Log: s.log,
-			UnloadTimeout: hostUnloadTimeout, Drain: cfg.HostDrain, OnDrain: s.onHostDrain})
+		s.hosts = hosts.New(hosts.Config{PerChild: cfg.ThreadsPerChild, Spawn: s.cfg.Spawn, Log: s.log,
+			UnloadTimeout: hostUnloadTimeout, Drain: cfg.HostDrain, OnDrain: func(h *hosts.Host) { s.pool.onHostDrain(h) }})
 	}
-	s.queue = keyfifo.New(keyfifo.Config[*job]{Run: s.work, Take: s.takeLocked, Idle: s.keyIdleLocked, Lock: &s.mu})
-	s.accepting, s.stopAccepting = context.WithCancelCause(context.Background())
-	s.life, s.stopLife = context.WithCancelCause(context.Background())
+	s.archive = newArchiver(&s.cfg, s.log, s.usage,
+		func(ctx context.Context) (func(), error) {
+			if err := s.pool.acquireSlot(ctx); err != nil {
+				return nil, err
+			}
+			return func() {
+				s.mu.Lock()
+				s.pool.releaseSlotLocked()
+				s.mu.Unlock()
+			}, nil
+		}, func(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (bool, error) {
+			return s.chats.onWorker(ctx, chatKey, fn)
+		})
+	s.pool = newPool(poolDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, wg: &s.wg, accepting: s.accepting, hosts: s.hosts,
+		archive: s.archive, handover: &s.handover, streak: &s.streak,
+		queued: func(key string) int { return s.chats.queuedLocked(key) }, forget: func(k *keyState) { s.chats.gcKeyLocked(k) }})
+	s.chats = newChats(chatsDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, life: s.life, pool: s.pool, handover: &s.handover,
+		approvals: s.approvals, archive: s.archive, model: s.model, limits: s.limits, usage: s.usage})
 	if cfg.StateDir != "" {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("supervisor: state dir: %w", err)
 		}
-		s.records.bootID = childproc.ProcFS{}.BootID()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*cfg.SweepGrace+time.Second)
-		adopted := make(map[int]bool, len(cfg.Adopted))
-		for _, a := range cfg.Adopted {
-			adopted[a.Child.PID()] = true
-		}
-		swept, err := sweepOrphansKeeping(ctx, cfg.StateDir, cfg.SweepGrace, s.log, adopted)
-		cancel()
-		if err != nil {
-			// Not fatal: a daemon that cannot read its old record still serves; the record is
-			// rewritten below and the error says what was lost.
-			s.log.Error("boot sweep failed", zap.Error(err))
-		}
-		for _, sc := range swept {
-			if sc.Action == childproc.SweepSurvived {
-				s.records.leftover = append(s.records.leftover, sc.Record)
-			}
-		}
+		s.pool.bootSweep(cfg.Adopted)
 	}
 	s.adopt(cfg.Adopted)
 	if cfg.StateDir != "" {
-		if err := s.writeRecords(); err != nil {
+		if err := s.pool.writeRecords(); err != nil {
 			return nil, fmt.Errorf("supervisor: %w", err)
 		}
 	}
 	if cfg.MemorySampleInterval > 0 {
 		s.wg.Add(1)
-		go s.sampleMemory()
+		go s.pool.sampleMemory()
 	}
 	if cfg.Retention != nil && cfg.RetentionPolicy.Any() {
 		s.wg.Add(1)
-		go s.retentionLoop()
+		go func() {
+			defer s.wg.Done()
+			s.archive.retentionLoop(s.accepting)
+		}()
 	}
-	if cfg.Spares > 0 {
-		go s.keepSpares() // Shutdown waits for spares.done
-		s.kickSpares()
-	} else {
-		close(s.spares.done)
-	}
+	s.pool.startSpares()
 	if budgetErr != nil {
 		s.log.Warn("no memory budget: live children are bounded by max_children alone",
 			zap.Int("max_children", cfg.MaxChildren), zap.Error(budgetErr))
@@ -201,7 +197,7 @@ func New(cfg Config) (*Supervisor, error) {
 // cause when turns had to be interrupted. Calling it again waits for the first call to finish.
 func (s *Supervisor) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	if s.closed {
+	if s.pool.closedLocked() {
 		s.mu.Unlock()
 		select {
 		case <-s.shutdownDone:
@@ -210,11 +206,9 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
-	s.closed = true
-	s.limits.stop()
-	queued := s.queue.DrainLocked()
-	s.slots.fail(ErrClosed)
-	running := len(s.sessions)
+	running := s.pool.closeLocked()
+	s.limits.Stop()
+	queued := s.chats.closeLocked()
 	s.mu.Unlock()
 	s.stopAccepting(ErrClosed)
 	for _, j := range queued {
@@ -224,7 +218,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 
 	drained := make(chan struct{})
 	go func() { // owned here: both paths below wait for it
-		s.queue.Wait()
+		s.chats.wait()
 		close(drained)
 	}()
 	var err error
@@ -237,21 +231,17 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		<-drained
 	}
 
-	<-s.spares.done // no spare starts after this
+	<-s.pool.sparesStopped() // no spare starts after this
 	s.mu.Lock()
-	var reaped []chan struct{}
-	for sess := range s.sessions {
-		s.retireLocked(sess, ReasonShutdown, nil)
-		reaped = append(reaped, sess.reaped)
-	}
+	reaped := s.pool.retireAllLocked(ReasonShutdown)
 	s.mu.Unlock()
 	for _, r := range reaped {
 		<-r
 	}
 	s.stopLife(ErrClosed)
 	s.wg.Wait()
-	s.usage.close() // no turn runs any more
-	if werr := s.writeRecords(); werr != nil {
+	s.usage.Close() // no turn runs any more
+	if werr := s.pool.writeRecords(); werr != nil {
 		s.log.Error("writing children record failed", zap.Error(werr))
 	}
 	s.log.Info("shut down")

@@ -20,36 +20,60 @@ type childRecords struct {
 	bootID   string             // this boot's id, written beside the start times
 }
 
+// bootSweep ends the children a daemon that died left (SweepOrphans), but for those the previous
+// image handed over (adopted), and keeps the ones that survived it for the next sweep. It can
+// take up to about 2×SweepGrace.
+func (p *pool) bootSweep(adopted []AdoptedChild) {
+	p.records.bootID = childproc.ProcFS{}.BootID()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*p.cfg.SweepGrace+time.Second)
+	keep := make(map[int]bool, len(adopted))
+	for _, a := range adopted {
+		keep[a.Child.PID()] = true
+	}
+	swept, err := sweepOrphansKeeping(ctx, p.cfg.StateDir, p.cfg.SweepGrace, p.log, keep)
+	cancel()
+	if err != nil {
+		// Not fatal: a daemon that cannot read its old record still serves; the record is
+		// rewritten below and the error says what was lost.
+		p.log.Error("boot sweep failed", zap.Error(err))
+	}
+	for _, sc := range swept {
+		if sc.Action == childproc.SweepSurvived {
+			p.records.leftover = append(p.records.leftover, sc.Record)
+		}
+	}
+}
+
 // persistRecords writes ChildrenFile, logging a failure: a missing record costs at most an
 // orphan after a crash, which is no reason to fail a turn.
-func (s *Supervisor) persistRecords() {
-	if err := s.writeRecords(); err != nil {
-		s.log.Error("writing children record failed", zap.Error(err))
+func (p *pool) persistRecords() {
+	if err := p.writeRecords(); err != nil {
+		p.log.Error("writing children record failed", zap.Error(err))
 	}
 }
 
 // writeRecords atomically replaces ChildrenFile with the children alive now plus leftover
 // orphans. records.mu makes the writes follow each other, each one reading the pool when it starts,
 // so the file ends with the newest state.
-func (s *Supervisor) writeRecords() error {
-	if s.cfg.StateDir == "" {
+func (p *pool) writeRecords() error {
+	if p.cfg.StateDir == "" {
 		return nil
 	}
-	s.records.mu.Lock()
-	defer s.records.mu.Unlock()
-	f := childproc.RecordFile{DaemonPID: os.Getpid(), BootID: s.records.bootID, Written: time.Now().UTC()}
-	f.Children = append(f.Children, s.records.leftover...)
-	s.mu.Lock()
-	seen := make(map[int]bool, len(s.sessions))
-	for sess := range s.sessions {
+	p.records.mu.Lock()
+	defer p.records.mu.Unlock()
+	f := childproc.RecordFile{DaemonPID: os.Getpid(), BootID: p.records.bootID, Written: time.Now().UTC()}
+	f.Children = append(f.Children, p.records.leftover...)
+	p.mu.Lock()
+	seen := make(map[int]bool, len(p.sessions))
+	for sess := range p.sessions {
 		if sess.proc.StartTime != 0 && !seen[sess.proc.PID] {
 			// A shared child is recorded once, under the first chat found in it.
 			seen[sess.proc.PID] = true
 			f.Children = append(f.Children, childproc.RecordOf(sess.proc, sess.key.key))
 		}
 	}
-	s.mu.Unlock()
-	if err := childproc.WriteRecordFile(filepath.Join(s.cfg.StateDir, ChildrenFile), f); err != nil {
+	p.mu.Unlock()
+	if err := childproc.WriteRecordFile(filepath.Join(p.cfg.StateDir, ChildrenFile), f); err != nil {
 		return fmt.Errorf("write children record: %w", err)
 	}
 	return nil

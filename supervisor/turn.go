@@ -11,32 +11,33 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/projector"
 	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/supervisor/progress"
 )
 
 // turn runs one turn on a busy session under the turn watchdogs and settles the session.
-func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
+func (c *chats) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	ctx, cancel := context.WithCancelCause(j.ctx)
 	defer cancel(nil)
-	stopLife := context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })
+	stopLife := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stopLife()
 	var compactNotice string
 	if !j.adopted { // before the turn's watchdogs start: the compaction is bound on its own
-		compactNotice = s.compactIfDue(ctx, k.key, sess)
+		compactNotice = c.compactIfDue(ctx, k.key, sess)
 	}
-	watch := newTurnWatch(s.cfg.TurnDeadline, s.cfg.PostToolQuiet, s.model.watchFor(s.cfg.ModelUnreachable), cancel)
-	watch.expectModel(s.cfg.ModelSilent)
+	watch := newTurnWatch(c.cfg.TurnDeadline, c.cfg.PostToolQuiet, c.model.WatchFor(c.cfg.ModelUnreachable), cancel)
+	watch.expectModel(c.cfg.ModelSilent)
 	first := sess.turns == 0
 	input := userInput(j.text, j.images)
 	var notes turnNotes
 	if j.adopted {
 		watch.carryOver(j.deadlineLeft)
 	}
-	live := newLiveTurn(sess.child, sess.threadID, newActivity(ProgressFrom(j.ctx)))
+	live := newLiveTurn(sess.child, sess.threadID, progress.NewActivity(progress.From(j.ctx)))
 	live.watch = watch
-	s.mu.Lock()
+	c.mu.Lock()
 	k.live = live
-	s.mu.Unlock()
-	s.limits.reached(k.key) // a parked message released at a reset got here: the next may go
+	c.mu.Unlock()
+	c.limits.Reached(k.key) // a parked message released at a reset got here: the next may go
 
 	runTurn := func(ctx context.Context, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
 		if r, ok := sess.child.(resumable); ok && j.adopted {
@@ -47,14 +48,14 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	res, err := runTurn(ctx, appserver.TurnOptions{
 		OnNotification: func(n protocol.Notification) {
 			watch.observe(n)
-			live.act.observe(n)
+			live.act.Observe(n)
 			if rl, ok := appserver.RateLimits(n); ok {
-				s.limits.update(rl)
+				c.limits.Update(rl)
 			}
 		},
-		InterruptGrace: s.cfg.InterruptGrace,
+		InterruptGrace: c.cfg.InterruptGrace,
 		OnStarted:      live.started,
-		Approve:        s.approver(k.key, j.askApprovalsOf, sess, watch, &notes),
+		Approve:        c.approver(k.key, j.askApprovalsOf, sess, watch, &notes),
 		CallTool:       j.callTool,
 	})
 	watch.stop()
@@ -69,7 +70,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		if sess.lostThread != "" {
 			// Told once: only the first turn of the child that found the thread gone says so.
 			r.Notices = append(r.Notices, fmt.Sprintf("the earlier conversation could not be restored: thread %s was not found in CODEX_HOME %s; this is a new conversation (the old id is kept in threads-archive.jsonl)",
-				sess.lostThread, s.codexHome()))
+				sess.lostThread, c.pool.codexHome()))
 		}
 		if sess.goneThread != "" {
 			r.Notices = append(r.Notices, goneNotice(sess.goneThread))
@@ -84,7 +85,7 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		if res.Error != nil {
 			r.Error = res.Error.Message
 		}
-		s.usage.add(k.key, r.Usage)
+		c.usage.Add(k.key, r.Usage)
 	}
 
 	watchdog, retire := classifyTurn(err, cause, sess.child)
@@ -99,39 +100,27 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	case limitHit:
 		// Not the chat's failure: the message runs again after the reset, so the turn that
 		// holds only it leaves the thread (as for an unreachable model).
-		limited = s.limits.hit(k.key, resetsAt)
+		limited = c.limits.Hit(k.key, resetsAt)
 		if settled && r.TurnID != "" {
-			s.dropUnanswered(sess, r.TurnID)
+			sess.dropUnanswered(c.life, r.TurnID)
 		}
 	case watchdog == WatchdogModelUnreachable && errors.As(cause, &trip):
 		unreachable = trip.cause
-		s.model.unreachable(trip.cause, s.log)
+		c.model.Unreachable(trip.cause, c.log)
 		if settled && r.TurnID != "" {
-			s.dropUnanswered(sess, r.TurnID)
+			sess.dropUnanswered(c.life, r.TurnID)
 		}
 	case settled && r.Status == protocol.TurnCompleted:
-		s.model.reached(s.log)
-		s.limits.cleared()
+		c.model.Reached(c.log)
+		c.limits.Cleared()
 	}
 	if settled && !sess.recorded {
-		s.recordThread(k.key, sess)
+		c.pool.recordThread(k.key, sess)
 	}
 
 	recycled := false
-	s.mu.Lock()
-	sess.turns++
-	s.turns++
-	if sess.host != nil {
-		sess.host.turns.Add(1)
-	}
-	if settled && err == nil {
-		sess.completed++
-		k.crash.reset()
-		s.streak.completed()
-		if sess.fromSpare {
-			s.spares.crash.reset() // spares make healthy children
-		}
-	}
+	c.mu.Lock()
+	c.pool.turnEndedLocked(sess, settled && err == nil)
 	switch {
 	case sess.state == StateRetiring:
 		// The watcher got there first: the child died.
@@ -139,19 +128,19 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 			watchdog = sess.reason
 		}
 	case retire != "":
-		s.retireLocked(sess, retire, err)
+		c.pool.retireLocked(sess, retire, err)
 	default:
 		// A child that grew too large or old is replaced now, between turns: its reply is
 		// good, and the key's next message resumes the thread in a new child.
-		if why := s.recycleReasonLocked(sess, time.Now()); why != "" {
+		if why := c.pool.recycleReasonLocked(sess, time.Now()); why != "" {
 			recycled = true
-			s.recycleLocked(sess, why)
+			c.pool.recycleLocked(sess, why)
 			break
 		}
-		s.idleLocked(sess)
+		c.pool.idleLocked(sess)
 	}
 	retiring := sess.state == StateRetiring
-	s.mu.Unlock()
+	c.mu.Unlock()
 	if retiring && !recycled {
 		// The reply goes out only after the child was reaped: callers may rely on it being gone.
 		// A recycled child's turn went well; its reply does not wait for the close.
@@ -171,34 +160,51 @@ func (s *Supervisor) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	return r, nil
 }
 
-// idleLocked returns a busy session to idle: it becomes the most recently used, its watcher
-// re-arms the idle timer, and a slot waiter may now evict it.
-func (s *Supervisor) idleLocked(sess *session) {
-	s.setStateLocked(sess, StateIdle)
-	sess.lastUsed = time.Now()
-	s.useSeq++
-	sess.useSeq = s.useSeq
-	select {
-	case sess.kick <- struct{}{}:
-	default:
+// dropUnanswered reverts a turn the model never saw from the thread (it holds only the user's
+// message): the message is answered later by a turn of its own, and each try of an outage would
+// otherwise leave the same message in the history once more. A failure is logged; the history
+// then shows the message twice, which is all it costs.
+func (sess *session) dropUnanswered(life context.Context, turnID string) {
+	ctx, cancel := context.WithTimeout(life, 10*time.Second)
+	defer cancel()
+	if err := sess.child.RevertThread(ctx, sess.threadID, turnID); err != nil {
+		sess.log.Warn("could not drop the unanswered turn from the thread", zap.String("turn_id", turnID), zap.Error(err))
 	}
-	s.serveWaitersLocked()
 }
 
-// recordThread stores the key's thread id. A failed write is logged and counted, not returned:
-// the reply is still good, and the next turn tries again.
-func (s *Supervisor) recordThread(key string, sess *session) {
-	if err := s.cfg.Store.Set(key, sess.threadID); err != nil {
-		sess.log.Error("recording thread id failed", zap.Error(err))
-		s.mu.Lock()
-		s.storeErrors++
-		s.mu.Unlock()
-		return
+// approver is the appserver.Approver of a turn of chatKey whose prompts go to chat askedOf: it
+// publishes each request, pauses the turn's watchdogs and waits for askedOf's Answer, the
+// approval timeout or the turn's end.
+func (c *chats) approver(chatKey, askedOf string, sess *session, watch *turnWatch, notes *turnNotes) appserver.Approver {
+	if askedOf == "" {
+		askedOf = chatKey
 	}
-	sess.recorded = true
-	if sess.goneThread != "" && s.cfg.Retention != nil {
-		if err := s.cfg.Retention.Told(key, sess.goneThread, sess.threadID); err != nil {
-			sess.log.Error("could not record that the chat was told its archived thread is gone", zap.Error(err))
+	return func(ctx context.Context, req appserver.ApprovalRequest) (string, error) {
+		if why := unshowable(req); why != "" {
+			// Declined without asking: a prompt that cut it would let a person approve what
+			// they were not shown. The chat learns why from its reply, codex from the decline.
+			sess.log.Warn("approval declined without asking: it cannot be shown whole",
+				zap.String("request_id", req.RequestID), zap.Int("command_bytes", len(req.Command)), zap.Int("cwd_bytes", len(req.Cwd)))
+			notes.add("declined without asking you: " + why)
+			return protocol.DecisionDecline, nil
+		}
+		resume := watch.waitOnPerson()
+		defer resume()
+		timeout := c.cfg.ApprovalTimeout
+		p := c.approvals.publish(chatKey, askedOf, req, timeout)
+		defer c.approvals.remove(p)
+		log := sess.log.With(zap.String("request_id", req.RequestID), zap.String("kind", req.Kind))
+		log.Info("approval asked in the chat", zap.String("command", req.Command), zap.Duration("timeout", timeout))
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		select {
+		case d := <-p.answer:
+			return d, nil
+		case <-timer.C:
+			log.Info("nobody answered the approval; declining", zap.Duration("timeout", timeout))
+			return protocol.DecisionDecline, nil
+		case <-ctx.Done():
+			return "", fmt.Errorf("chat %s: approval %s: %w", chatKey, req.RequestID, context.Cause(ctx))
 		}
 	}
 }

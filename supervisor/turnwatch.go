@@ -2,12 +2,12 @@ package supervisor
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/supervisor/progress"
 )
 
 // turnWatch runs one turn's watchdogs: the turn deadline (WatchdogTurn) and the post-tool quiet
@@ -96,7 +96,7 @@ func (w *turnWatch) stopQuietLocked() {
 
 // observe takes each notification of the turn (TurnOptions.OnNotification).
 func (w *turnWatch) observe(n protocol.Notification) {
-	tool := n.Method == protocol.NotifyItemCompleted && isToolItem(n.Params)
+	tool := n.Method == protocol.NotifyItemCompleted && progress.IsToolItem(n.Params)
 	cause, unreachable := appserver.ModelUnreachable(n)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -119,7 +119,7 @@ func (w *turnWatch) observe(n protocol.Notification) {
 	w.stopQuietLocked()
 	w.armed = tool
 	if n.Method == protocol.NotifyThreadStatus {
-		w.flagged = waitingOnPerson(n.Params)
+		w.flagged = progress.WaitingOnPerson(n.Params)
 	}
 	if w.pausedLocked() {
 		w.pauseLocked()
@@ -157,21 +157,6 @@ func (w *turnWatch) stop() {
 		w.silentTimer = nil
 	}
 	w.stopped = true
-}
-
-// waitingOnPerson reports whether thread/status/changed params say the thread waits on a
-// person: active with the waitingOnApproval or waitingOnUserInput flag.
-func waitingOnPerson(params json.RawMessage) bool {
-	var p protocol.ThreadStatusNotification
-	if json.Unmarshal(params, &p) != nil || p.Status.Type != protocol.ThreadStatusActive {
-		return false
-	}
-	for _, f := range p.Status.ActiveFlags {
-		if f == protocol.FlagWaitingOnApproval || f == protocol.FlagWaitingOnUserInput {
-			return true
-		}
-	}
-	return false
 }
 
 // leftNow is what remains of the turn deadline (0 when there is none), for a turn handed over

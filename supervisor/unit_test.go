@@ -141,7 +141,7 @@ func TestInvalidTransitionIsLoggedNotApplied(t *testing.T) {
 	defer shutdown(t, s)
 	sess := &session{key: &keyState{key: "k"}, state: StateDead}
 	s.mu.Lock()
-	ok := s.setStateLocked(sess, StateBusy)
+	ok := s.pool.setStateLocked(sess, StateBusy)
 	s.mu.Unlock()
 	if ok || sess.state != StateDead {
 		t.Fatalf("dead → busy applied: ok=%v state=%s", ok, sess.state)
@@ -1107,7 +1107,7 @@ func TestChildrenFileRefusesSymlink(t *testing.T) {
 			t.Fatal(err)
 		}
 		v := atomicfiletest.PlantSymlink(t, path, nil)
-		if err := s.writeRecords(); !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
+		if err := s.pool.writeRecords(); !errors.Is(err, atomicfile.ErrSymlink) || !strings.Contains(err.Error(), path) {
 			t.Fatalf("writeRecords = %v, want an error naming %s as a symbolic link", err, path)
 		}
 		v.AssertUntouched(t)

@@ -43,25 +43,25 @@ var _ warmer = (*appserver.Client)(nil)
 // warmSpare warms the spare's child up on its thread id. It reports whether a warm-up was
 // tried (it names the thread, which the hand-out then renames or deletes), and an error only
 // when the child cannot serve a chat any more: its throwaway turn ignored turn/interrupt.
-func (s *Supervisor) warmSpare(sess *session, id string) (bool, error) {
+func (p *pool) warmSpare(sess *session, id string) (bool, error) {
 	w, ok := sess.child.(warmer)
 	if !ok {
 		return false, nil
 	}
-	ctx, cancel := context.WithTimeout(s.accepting, min(spareWarmUpTimeout, s.cfg.HandshakeTimeout))
-	err := w.WarmUp(ctx, id, sparePlaceholderName, s.cfg.Thread)
+	ctx, cancel := context.WithTimeout(p.accepting, min(spareWarmUpTimeout, p.cfg.HandshakeTimeout))
+	err := w.WarmUp(ctx, id, sparePlaceholderName, p.cfg.Thread)
 	cancel()
 	switch {
 	case errors.Is(err, appserver.ErrNoWarmUp):
 		return false, nil
 	case errors.Is(err, appserver.ErrWedged):
 		return true, err
-	case err != nil && s.accepting.Err() != nil:
+	case err != nil && p.accepting.Err() != nil:
 		// Shutdown cut it short: nothing to tell.
 		return true, nil
 	case err == nil:
 		sess.log.Debug("spare codex child warmed up", zap.String("thread_id", id))
-	case s.warmUpFailed.CompareAndSwap(false, true):
+	case p.warmUpFailed.CompareAndSwap(false, true):
 		sess.log.Warn("spare codex child could not warm up; spares are handed out anyway, their first turn slower "+
 			"(further failures are logged at debug level)", zap.String("thread_id", id), zap.Error(err))
 	default:
@@ -75,13 +75,13 @@ func (s *Supervisor) warmSpare(sess *session, id string) (bool, error) {
 // own and the spare's is deleted once the child is first idle (dropUnusedSpareThread), so the
 // deletion never holds up the chat's reply. Failures are logged and change nothing the chat
 // sees.
-func (s *Supervisor) claimSpareThread(ctx context.Context, sess *session, key string, use bool) {
-	s.mu.Lock()
+func (p *pool) claimSpareThread(ctx context.Context, sess *session, key string, use bool) {
+	p.mu.Lock()
 	warmed := sess.spareWarmed && sess.spareThread != ""
 	if warmed && !use {
 		sess.spareUnused = true
 	}
-	s.mu.Unlock()
+	p.mu.Unlock()
 	w, ok := sess.child.(warmer)
 	if !ok || !warmed || !use {
 		return
@@ -97,18 +97,18 @@ func (s *Supervisor) claimSpareThread(ctx context.Context, sess *session, key st
 // of its own) and before it closes the child (also a spare closed untaken: shutdown, eviction).
 // closing says the child is about to close: only then is a spare's own thread deleted. It
 // deletes at most once; a dead child is left alone.
-func (s *Supervisor) dropUnusedSpareThread(sess *session, closing bool) {
-	s.mu.Lock()
+func (p *pool) dropUnusedSpareThread(sess *session, closing bool) {
+	p.mu.Lock()
 	due := sess.spareWarmed && sess.spareThread != "" && (sess.spareUnused || closing && sess.spare)
 	if due {
 		sess.spareWarmed = false // done, or tried
 	}
-	s.mu.Unlock()
+	p.mu.Unlock()
 	w, ok := sess.child.(warmer)
 	if !due || !ok || sess.child.Err() != nil {
 		return
 	}
-	// Not s.accepting: at shutdown it is cancelled, and this is part of closing the child.
+	// Not p.accepting: at shutdown it is cancelled, and this is part of closing the child.
 	ctx, cancel := context.WithTimeout(context.Background(), spareDeleteTimeout)
 	defer cancel()
 	if err := w.DeleteThread(ctx, sess.spareThread); err != nil {

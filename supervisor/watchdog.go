@@ -1,13 +1,11 @@
 package supervisor
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // tripError is the cancel cause of a turn ended by a watchdog.
@@ -37,18 +35,6 @@ func isDone(c Child) bool {
 	default:
 		return false
 	}
-}
-
-func isToolItem(params json.RawMessage) bool {
-	typ, ok := appserver.ItemType(params)
-	if !ok {
-		return false
-	}
-	switch typ {
-	case protocol.ItemCommandExecution, protocol.ItemFileChange, protocol.ItemMCPToolCall, protocol.ItemDynamicToolCall:
-		return true
-	}
-	return false
 }
 
 // classifyTurn maps the error a turn ended with (and its context's cancel cause) to the watchdog

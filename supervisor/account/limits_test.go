@@ -1,4 +1,4 @@
-package supervisor
+package account
 
 import (
 	"context"
@@ -24,13 +24,13 @@ func i64(n int64) *int64 { return &n }
 // arrives while they drain queues behind them.
 func TestLimitParkOrderAndPacing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimitState("", time.Second, zap.NewNop())
+		l := NewLimits("", time.Second, zap.NewNop())
 		start := time.Now()
 		reset := start.Add(time.Hour)
-		if e := l.hit("canvas:a", reset); !e.ResetsAt.Equal(reset) || e.UnknownReset {
+		if e := l.Hit("canvas:a", reset); !e.ResetsAt.Equal(reset) || e.UnknownReset {
 			t.Fatalf("hit = %+v", e)
 		}
-		if at, _, ok := l.refusing(); !ok || !at.Equal(reset) {
+		if at, _, ok := l.Refusing(); !ok || !at.Equal(reset) {
 			t.Fatalf("refusing = %v, %v", at, ok)
 		}
 		var (
@@ -45,10 +45,10 @@ func TestLimitParkOrderAndPacing(t *testing.T) {
 			since time.Duration
 		}{{"c", 3}, {"a", 1}, {"b", 2}} {
 			wg.Go(func() {
-				if err := l.await(context.Background(), c.name, start.Add(c.since*time.Second)); err != nil {
+				if err := l.Await(context.Background(), c.name, start.Add(c.since*time.Second)); err != nil {
 					t.Errorf("%s: %v", c.name, err)
 				}
-				l.reached(c.name)
+				l.Reached(c.name)
 				mu.Lock()
 				order = append(order, c.name)
 				released = append(released, time.Since(start))
@@ -56,7 +56,7 @@ func TestLimitParkOrderAndPacing(t *testing.T) {
 			})
 		}
 		synctest.Wait()
-		if st := l.status(); st.Parked != 3 || !st.Limited || st.Hits != 1 {
+		if st := l.Status(); st.Parked != 3 || !st.Limited || st.Hits != 1 {
 			t.Fatalf("status while parked: %+v", st)
 		}
 		mu.Lock()
@@ -73,7 +73,7 @@ func TestLimitParkOrderAndPacing(t *testing.T) {
 		if !slices.Equal(released, want) {
 			t.Errorf("released at %v, want %v: one every spacing from the reset", released, want)
 		}
-		if _, _, ok := l.refusing(); ok {
+		if _, _, ok := l.Refusing(); ok {
 			t.Error("still refusing after the reset")
 		}
 	})
@@ -82,13 +82,13 @@ func TestLimitParkOrderAndPacing(t *testing.T) {
 // A released turn that meets the limit again moves the reset; the others wait for the new one.
 func TestLimitHitAgainMovesReset(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimitState("", time.Second, zap.NewNop())
+		l := NewLimits("", time.Second, zap.NewNop())
 		start := time.Now()
-		l.hit("canvas:a", start.Add(time.Minute))
+		l.Hit("canvas:a", start.Add(time.Minute))
 		done := make(chan time.Duration, 2)
 		for i := range 2 {
 			go func() {
-				_ = l.await(context.Background(), fmt.Sprint(i), start.Add(time.Duration(i)))
+				_ = l.Await(context.Background(), fmt.Sprint(i), start.Add(time.Duration(i)))
 				done <- time.Since(start)
 			}()
 			synctest.Wait()
@@ -97,11 +97,11 @@ func TestLimitHitAgainMovesReset(t *testing.T) {
 		if first != time.Minute {
 			t.Fatalf("first released at %v", first)
 		}
-		l.hit("0", start.Add(time.Hour)) // the first one's turn met it again
+		l.Hit("0", start.Add(time.Hour)) // the first one's turn met it again
 		if second := <-done; second != time.Hour {
 			t.Errorf("second released at %v, want at the new reset", second)
 		}
-		if st := l.status(); st.Hits != 2 {
+		if st := l.Status(); st.Hits != 2 {
 			t.Errorf("hits %d, want 2", st.Hits)
 		}
 	})
@@ -111,29 +111,29 @@ func TestLimitHitAgainMovesReset(t *testing.T) {
 // completed turn ends the limit at once.
 func TestLimitCancelUnknownAndCleared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimitState("", time.Second, zap.NewNop())
-		e := l.hit("peer:x", time.Time{})
+		l := NewLimits("", time.Second, zap.NewNop())
+		e := l.Hit("peer:x", time.Time{})
 		if !e.UnknownReset || time.Until(e.ResetsAt) != unknownResetRetry {
 			t.Fatalf("unknown reset: %+v", e)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
-		go func() { errc <- l.await(ctx, "k", time.Now()) }()
+		go func() { errc <- l.Await(ctx, "k", time.Now()) }()
 		synctest.Wait()
 		cancel()
 		if err := <-errc; err == nil {
 			t.Error("a cancelled wait returned nil")
 		}
-		if st := l.status(); st.Parked != 0 {
+		if st := l.Status(); st.Parked != 0 {
 			t.Errorf("parked %d after cancel", st.Parked)
 		}
-		go func() { errc <- l.await(context.Background(), "k", time.Now()) }()
+		go func() { errc <- l.Await(context.Background(), "k", time.Now()) }()
 		synctest.Wait()
-		l.cleared()
+		l.Cleared()
 		if err := <-errc; err != nil {
 			t.Error(err)
 		}
-		if st := l.status(); st.Limited {
+		if st := l.Status(); st.Limited {
 			t.Errorf("limited after a completed turn: %+v", st)
 		}
 	})
@@ -143,19 +143,19 @@ func TestLimitCancelUnknownAndCleared(t *testing.T) {
 // report with missing fields breaks anything.
 func TestLimitUpdateMergesAndWarnsOnce(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
-	l := newLimitState("", time.Second, zap.New(core))
-	l.update(protocol.RateLimitSnapshot{Primary: &protocol.RateLimitWindow{UsedPercent: 50, WindowDurationMins: i64(300), ResetsAt: i64(1000)}})
-	l.update(protocol.RateLimitSnapshot{Primary: &protocol.RateLimitWindow{UsedPercent: 91}})
-	l.update(protocol.RateLimitSnapshot{Primary: &protocol.RateLimitWindow{UsedPercent: 95}})
-	l.update(protocol.RateLimitSnapshot{}) // nothing known: nothing changes
-	st := l.status()
+	l := NewLimits("", time.Second, zap.New(core))
+	l.Update(protocol.RateLimitSnapshot{Primary: &protocol.RateLimitWindow{UsedPercent: 50, WindowDurationMins: i64(300), ResetsAt: i64(1000)}})
+	l.Update(protocol.RateLimitSnapshot{Primary: &protocol.RateLimitWindow{UsedPercent: 91}})
+	l.Update(protocol.RateLimitSnapshot{Primary: &protocol.RateLimitWindow{UsedPercent: 95}})
+	l.Update(protocol.RateLimitSnapshot{}) // nothing known: nothing changes
+	st := l.Status()
 	if st.Primary == nil || st.Primary.UsedPercent != 95 || st.Primary.WindowMinutes != 300 || st.Primary.ResetsAt.Unix() != 1000 || st.Secondary != nil {
 		t.Errorf("merged %+v", st.Primary)
 	}
 	if n := logs.FilterMessage("a usage window of the account is nearly used up").Len(); n != 1 {
 		t.Errorf("warned %d times, want once", n)
 	}
-	l.update(protocol.RateLimitSnapshot{Primary: &protocol.RateLimitWindow{UsedPercent: 92, ResetsAt: i64(2000)}})
+	l.Update(protocol.RateLimitSnapshot{Primary: &protocol.RateLimitWindow{UsedPercent: 92, ResetsAt: i64(2000)}})
 	if n := logs.FilterMessage("a usage window of the account is nearly used up").Len(); n != 2 {
 		t.Errorf("a new window warned %d times in all, want 2", n)
 	}
@@ -166,34 +166,34 @@ func TestLimitUpdateMergesAndWarnsOnce(t *testing.T) {
 func TestLimitAndUsagePersist(t *testing.T) {
 	dir := t.TempDir()
 	reset := time.Now().Add(time.Hour).Truncate(time.Second)
-	l := newLimitState(dir, time.Second, zap.NewNop())
-	l.update(protocol.RateLimitSnapshot{Primary: &protocol.RateLimitWindow{UsedPercent: 100, ResetsAt: i64(reset.Unix())}})
-	l.hit("canvas:a", reset)
-	u := newUsageTotals(dir, zap.NewNop())
-	u.add("canvas:a", projector.Usage{InputTokens: 10, CachedInputTokens: 4, OutputTokens: 3, ReasoningOutputTokens: 2, TotalTokens: 13})
-	u.add("canvas:a", projector.Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2})
+	l := NewLimits(dir, time.Second, zap.NewNop())
+	l.Update(protocol.RateLimitSnapshot{Primary: &protocol.RateLimitWindow{UsedPercent: 100, ResetsAt: i64(reset.Unix())}})
+	l.Hit("canvas:a", reset)
+	u := NewUsage(dir, zap.NewNop())
+	u.Add("canvas:a", projector.Usage{InputTokens: 10, CachedInputTokens: 4, OutputTokens: 3, ReasoningOutputTokens: 2, TotalTokens: 13})
+	u.Add("canvas:a", projector.Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2})
 
-	l2 := newLimitState(dir, time.Second, zap.NewNop())
-	if at, _, ok := l2.refusing(); !ok || !at.Equal(reset) {
+	l2 := NewLimits(dir, time.Second, zap.NewNop())
+	if at, _, ok := l2.Refusing(); !ok || !at.Equal(reset) {
 		t.Errorf("after restart: refusing = %v, %v; want %v", at, ok, reset)
 	}
-	if st := l2.status(); st.Primary == nil || st.Primary.UsedPercent != 100 || st.Hits != 1 {
+	if st := l2.Status(); st.Primary == nil || st.Primary.UsedPercent != 100 || st.Hits != 1 {
 		t.Errorf("after restart: %+v", st)
 	}
-	got := newUsageTotals(dir, zap.NewNop()).chat("canvas:a")
+	got := NewUsage(dir, zap.NewNop()).Chat("canvas:a")
 	if got.InputTokens != 11 || got.CachedInputTokens != 4 || got.OutputTokens != 4 || got.ReasoningOutputTokens != 2 || got.Turns != 2 {
 		t.Errorf("after restart: %+v", got)
 	}
 
-	l2.cleared()
-	if _, _, ok := newLimitState(dir, time.Second, zap.NewNop()).refusing(); ok {
+	l2.Cleared()
+	if _, _, ok := NewLimits(dir, time.Second, zap.NewNop()).Refusing(); ok {
 		t.Error("a cleared limit came back after a restart")
 	}
 
 	if err := os.WriteFile(filepath.Join(dir, UsageFile), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(newUsageTotals(dir, zap.NewNop()).all()); n != 0 {
+	if n := len(NewUsage(dir, zap.NewNop()).All()); n != 0 {
 		t.Errorf("%d chats from a corrupt file", n)
 	}
 	if _, err := os.Stat(filepath.Join(dir, UsageFile+".corrupt")); err != nil {
@@ -205,13 +205,13 @@ func TestLimitAndUsagePersist(t *testing.T) {
 // not forever.
 func TestLimitReleaseWaitsForTheTurnOrTheBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimitState("", time.Second, zap.NewNop())
+		l := NewLimits("", time.Second, zap.NewNop())
 		start := time.Now()
-		l.hit("canvas:a", start.Add(time.Minute))
+		l.Hit("canvas:a", start.Add(time.Minute))
 		done := make(chan time.Duration, 2)
 		for i := range 2 {
 			go func() {
-				_ = l.await(context.Background(), fmt.Sprint(i), start.Add(time.Duration(i)))
+				_ = l.Await(context.Background(), fmt.Sprint(i), start.Add(time.Duration(i)))
 				done <- time.Since(start)
 			}()
 			synctest.Wait()

@@ -1,4 +1,6 @@
-package supervisor
+// Package hosts places chats' threads in shared codex children (the supervisor's
+// Config.ThreadsPerChild > 1): a part of the supervisor's pool with a lock of its own, below it.
+package hosts
 
 import (
 	"context"
@@ -15,7 +17,7 @@ import (
 )
 
 // Shared children (Config.ThreadsPerChild > 1). The pool still thinks in sessions: a session is
-// one chat's thread in a child, and its Child is a threadView, the chat's share of a host, the
+// one chat's thread in a child, and its Child is a View, the chat's share of a host, the
 // codex child several chats' threads live in. Closing a view lets its thread go (unsubscribe,
 // then wait for codex to unload it: the thread has one writer, and the chat's next child may
 // resume it only once this one let go); the host's child ends with its last view.
@@ -24,6 +26,37 @@ import (
 // memory, age or turns), a thread wedged in it, a thread it could not let go. Its views are
 // then retired as they go idle, and those still busy past the drain bound are interrupted; the
 // chats' threads are resumed in other children by their next messages.
+
+// Child is the part of *appserver.Client the supervisor uses. It is defined here, where it is
+// consumed, so the pool logic can be tested with an in-memory child.
+type Child interface {
+	PID() int
+	StartThread(ctx context.Context, opts appserver.ThreadOptions) (string, error)
+	ResumeThread(ctx context.Context, threadID string, opts appserver.ThreadOptions) error
+	// LastTurn returns the newest turn of the thread's persisted history (ok false: none).
+	LastTurn(ctx context.Context, threadID string) (turn appserver.StoredTurn, ok bool, err error)
+	// RevertThread drops turn beforeTurnID and every later turn from the thread's history.
+	RevertThread(ctx context.Context, threadID, beforeTurnID string) error
+	RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (*appserver.TurnResult, error)
+	// SteerTurn adds input to the running turn expectedTurnID (turn/steer); an error wrapping
+	// appserver.ErrNotSteerable means codex refused it.
+	SteerTurn(ctx context.Context, threadID, expectedTurnID string, input []protocol.UserInput) error
+	// Done is closed when the child exited or its stream broke.
+	Done() <-chan struct{}
+	// Err says why Done was closed (nil before).
+	Err() error
+	LastActivity() time.Time
+	// Close stops the child and returns only after it was reaped. It must be idempotent and
+	// safe to call while RunTurn is in progress (RunTurn then returns an error).
+	Close() error
+}
+
+// The appserver client is the production Child.
+var _ Child = (*appserver.Client)(nil)
+
+// SpawnFunc starts a child for a chat key and completes its handshake. It must return promptly
+// once ctx is done: the supervisor enforces the handshake timeout through ctx.
+type SpawnFunc func(ctx context.Context, chatKey string) (Child, error)
 
 // hostState is a host's lifecycle: starting → placing → draining → ended; starting → ended
 // when the child does not start.
@@ -43,18 +76,18 @@ var hostTransitions = map[hostState][]hostState{
 	hostEnded:    nil,
 }
 
-// host is one shared codex child.
-type host struct {
+// Host is one shared codex child.
+type Host struct {
 	id    uint64
 	ready chan struct{} // closed once the child started (child set) or failed (err set)
 	child Child
 	err   error
 	pid   int
 	// own marks a child of one chat: one whose turns killed children before gets no
-	// neighbours to take down with it (hostPool.place).
+	// neighbours to take down with it (Pool.place).
 	own bool
 
-	// Guarded by hostPool.mu.
+	// Guarded by Pool.mu.
 	turns atomic.Int64 // turns its threads ran (ChildMaxTurns)
 
 	state   hostState
@@ -64,8 +97,8 @@ type host struct {
 	left    chan struct{} // closed and replaced whenever a view leaves
 }
 
-// hostPoolConfig configures a hostPool.
-type hostPoolConfig struct {
+// Config configures a Pool.
+type Config struct {
 	PerChild int
 	Spawn    SpawnFunc
 	Log      *zap.Logger
@@ -77,25 +110,25 @@ type hostPoolConfig struct {
 	// OnDrain is called, without the pool's lock, when a thread that cannot leave made its
 	// host drain (Close): the supervisor retires its idle views and interrupts the busy ones
 	// past the bound. The supervisor's own drains (recycling) do that themselves.
-	OnDrain func(h *host)
+	OnDrain func(h *Host)
 }
 
-// hostPool places chats' threads in shared children. It has a lock of its own and never calls
+// Pool places chats' threads in shared children. It has a lock of its own and never calls
 // the supervisor while holding it; the supervisor calls it with or without Supervisor.mu.
-type hostPool struct {
-	cfg hostPoolConfig
+type Pool struct {
+	cfg Config
 
 	mu     sync.Mutex
-	hosts  map[*host]struct{}
-	last   map[string]*host // the host each chat key's thread was last placed in
+	hosts  map[*Host]struct{}
+	last   map[string]*Host // the host each chat key's thread was last placed in
 	nextID uint64
 }
 
-func newHostPool(cfg hostPoolConfig) *hostPool {
-	return &hostPool{cfg: cfg, hosts: make(map[*host]struct{}), last: make(map[string]*host)}
+func New(cfg Config) *Pool {
+	return &Pool{cfg: cfg, hosts: make(map[*Host]struct{}), last: make(map[string]*Host)}
 }
 
-func (p *hostPool) setStateLocked(h *host, to hostState) {
+func (p *Pool) setStateLocked(h *Host, to hostState) {
 	for _, s := range hostTransitions[h.state] {
 		if s == to {
 			h.state = to
@@ -107,17 +140,17 @@ func (p *hostPool) setStateLocked(h *host, to hostState) {
 }
 
 // room reports whether h takes one more thread.
-func (p *hostPool) roomLocked(h *host) bool {
+func (p *Pool) roomLocked(h *Host) bool {
 	return (h.state == hostPlacing || h.state == hostStarting) && !h.own && h.views < p.cfg.PerChild
 }
 
-// place gives chatKey's thread a place: a view on the host its thread was last in when that
+// Place gives chatKey's thread a place: a view on the host its thread was last in when that
 // has room, else on the fullest host with room (fewer children, and emptier ones end sooner),
 // else on a new child. own asks for a child of the chat's own. A spare (chatKey "") is a
 // thread opened ahead in a child with room.
-func (p *hostPool) place(ctx context.Context, chatKey string, own bool) (*threadView, error) {
+func (p *Pool) Place(ctx context.Context, chatKey string, own bool) (*View, error) {
 	p.mu.Lock()
-	var h *host
+	var h *Host
 	if !own {
 		if l := p.last[chatKey]; chatKey != "" && l != nil && p.roomLocked(l) {
 			h = l
@@ -132,7 +165,7 @@ func (p *hostPool) place(ctx context.Context, chatKey string, own bool) (*thread
 	spawn := h == nil
 	if spawn {
 		p.nextID++
-		h = &host{id: p.nextID, ready: make(chan struct{}), own: own, state: hostStarting, left: make(chan struct{})}
+		h = &Host{id: p.nextID, ready: make(chan struct{}), own: own, state: hostStarting, left: make(chan struct{})}
 		p.hosts[h] = struct{}{}
 	}
 	h.views++
@@ -172,37 +205,38 @@ func (p *hostPool) place(ctx context.Context, chatKey string, own bool) (*thread
 		p.giveUp(h)
 		return nil, h.err
 	}
-	return &threadView{pool: p, host: h}, nil
+	return &View{pool: p, host: h}, nil
 }
 
 // giveUp takes back a placement that is not used, closing the host's child when it was the
 // last placement in it (a host still starting is left to its spawner, which holds one).
-func (p *hostPool) giveUp(h *host) {
+func (p *Pool) giveUp(h *Host) {
 	if p.leave(h) == 0 && h.child != nil {
 		_ = h.child.Close()
 	}
 }
 
-// adopt registers a child the previous image handed over with n threads in it, placing, and
-// returns a view for each.
-func (p *hostPool) adopt(child Child, n int) []*threadView {
+// Adopt registers a child the previous image handed over with the threads threadIDs in it,
+// placing, and returns a view for each.
+func (p *Pool) Adopt(child Child, threadIDs []string) []*View {
+	n := len(threadIDs)
 	p.mu.Lock()
 	p.nextID++
-	h := &host{id: p.nextID, ready: make(chan struct{}), child: child, pid: child.PID(), state: hostPlacing,
+	h := &Host{id: p.nextID, ready: make(chan struct{}), child: child, pid: child.PID(), state: hostPlacing,
 		views: n, started: time.Now(), left: make(chan struct{})}
 	close(h.ready)
 	p.hosts[h] = struct{}{}
 	p.mu.Unlock()
-	views := make([]*threadView, n)
+	views := make([]*View, n)
 	for i := range views {
-		views[i] = &threadView{pool: p, host: h}
+		views[i] = &View{pool: p, host: h, thread: threadIDs[i]}
 	}
 	return views
 }
 
 // leave takes a view off h; the last view of a host that failed to start, or of an ended one,
 // has nothing more to do. It reports how many views are left.
-func (p *hostPool) leave(h *host) int {
+func (p *Pool) leave(h *Host) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h.views--
@@ -222,9 +256,9 @@ func (p *hostPool) leave(h *host) int {
 	return h.views
 }
 
-// drain makes h stop taking threads, for reason; the first reason wins. It reports whether
+// Drain makes h stop taking threads, for reason; the first reason wins. It reports whether
 // this call began the drain: the caller then moves the host's threads out.
-func (p *hostPool) drain(h *host, reason string) bool {
+func (p *Pool) Drain(h *Host, reason string) bool {
 	p.mu.Lock()
 	if h.state != hostPlacing {
 		p.mu.Unlock()
@@ -238,15 +272,15 @@ func (p *hostPool) drain(h *host, reason string) bool {
 	return true
 }
 
-// draining reports whether h takes no more threads.
-func (p *hostPool) draining(h *host) bool {
+// Draining reports whether h takes no more threads.
+func (p *Pool) Draining(h *Host) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return h.state != hostPlacing && h.state != hostStarting
 }
 
 // awaitAlone waits until v is the only view left on its host, or the drain bound passed.
-func (p *hostPool) awaitAlone(h *host) {
+func (p *Pool) awaitAlone(h *Host) {
 	t := time.NewTimer(p.cfg.Drain)
 	defer t.Stop()
 	for {
@@ -266,18 +300,18 @@ func (p *hostPool) awaitAlone(h *host) {
 	}
 }
 
-// threads is the number of views on h.
-func (p *hostPool) threads(h *host) int {
+// Threads is the number of views on h.
+func (p *Pool) Threads(h *Host) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return h.views
 }
 
-// threadView is one chat's thread in a host: the Child of its session. Every call goes to the
+// View is one chat's thread in a host: the Child of its session. Every call goes to the
 // host's child; Close lets the thread go and ends the child with its last view.
-type threadView struct {
-	pool *hostPool
-	host *host
+type View struct {
+	pool *Pool
+	host *Host
 
 	mu     sync.Mutex
 	thread string
@@ -286,17 +320,17 @@ type threadView struct {
 	closeErr  error
 }
 
-var _ Child = (*threadView)(nil)
+var _ Child = (*View)(nil)
 
-func (v *threadView) PID() int { return v.host.pid }
+func (v *View) PID() int { return v.host.pid }
 
-func (v *threadView) setThread(id string) {
+func (v *View) setThread(id string) {
 	v.mu.Lock()
 	v.thread = id
 	v.mu.Unlock()
 }
 
-func (v *threadView) StartThread(ctx context.Context, opts appserver.ThreadOptions) (string, error) {
+func (v *View) StartThread(ctx context.Context, opts appserver.ThreadOptions) (string, error) {
 	id, err := v.host.child.StartThread(ctx, opts)
 	if err == nil {
 		v.setThread(id)
@@ -304,36 +338,36 @@ func (v *threadView) StartThread(ctx context.Context, opts appserver.ThreadOptio
 	return id, err
 }
 
-func (v *threadView) ResumeThread(ctx context.Context, threadID string, opts appserver.ThreadOptions) error {
+func (v *View) ResumeThread(ctx context.Context, threadID string, opts appserver.ThreadOptions) error {
 	// Set before the call: a resume that timed out may still have loaded the thread.
 	v.setThread(threadID)
 	return v.host.child.ResumeThread(ctx, threadID, opts)
 }
 
-func (v *threadView) LastTurn(ctx context.Context, threadID string) (appserver.StoredTurn, bool, error) {
+func (v *View) LastTurn(ctx context.Context, threadID string) (appserver.StoredTurn, bool, error) {
 	return v.host.child.LastTurn(ctx, threadID)
 }
 
-func (v *threadView) RevertThread(ctx context.Context, threadID, beforeTurnID string) error {
+func (v *View) RevertThread(ctx context.Context, threadID, beforeTurnID string) error {
 	return v.host.child.RevertThread(ctx, threadID, beforeTurnID)
 }
 
-func (v *threadView) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
+func (v *View) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
 	return v.host.child.RunTurn(ctx, threadID, input, opts)
 }
 
-func (v *threadView) SteerTurn(ctx context.Context, threadID, expectedTurnID string, input []protocol.UserInput) error {
+func (v *View) SteerTurn(ctx context.Context, threadID, expectedTurnID string, input []protocol.UserInput) error {
 	return v.host.child.SteerTurn(ctx, threadID, expectedTurnID, input)
 }
 
-func (v *threadView) Done() <-chan struct{} { return v.host.child.Done() }
-func (v *threadView) Err() error            { return v.host.child.Err() }
-func (v *threadView) LastActivity() time.Time {
+func (v *View) Done() <-chan struct{} { return v.host.child.Done() }
+func (v *View) Err() error            { return v.host.child.Err() }
+func (v *View) LastActivity() time.Time {
 	return v.host.child.LastActivity()
 }
 
 // CompactThread compacts the view's thread when the host's child can (compacter).
-func (v *threadView) CompactThread(ctx context.Context, threadID string) (*appserver.TurnResult, error) {
+func (v *View) CompactThread(ctx context.Context, threadID string) (*appserver.TurnResult, error) {
 	c, ok := v.host.child.(compacter)
 	if !ok {
 		return nil, fmt.Errorf("codex pid %d cannot compact threads", v.host.pid)
@@ -342,7 +376,7 @@ func (v *threadView) CompactThread(ctx context.Context, threadID string) (*appse
 }
 
 // WarmUp, SetThreadName and DeleteThread make a spare's thread ready (warmer).
-func (v *threadView) WarmUp(ctx context.Context, threadID, name string, opts appserver.ThreadOptions) error {
+func (v *View) WarmUp(ctx context.Context, threadID, name string, opts appserver.ThreadOptions) error {
 	w, ok := v.host.child.(warmer)
 	if !ok {
 		return appserver.ErrNoWarmUp
@@ -350,7 +384,7 @@ func (v *threadView) WarmUp(ctx context.Context, threadID, name string, opts app
 	return w.WarmUp(ctx, threadID, name, opts)
 }
 
-func (v *threadView) SetThreadName(ctx context.Context, threadID, name string) error {
+func (v *View) SetThreadName(ctx context.Context, threadID, name string) error {
 	w, ok := v.host.child.(warmer)
 	if !ok {
 		return fmt.Errorf("codex pid %d cannot name threads", v.host.pid)
@@ -358,7 +392,7 @@ func (v *threadView) SetThreadName(ctx context.Context, threadID, name string) e
 	return w.SetThreadName(ctx, threadID, name)
 }
 
-func (v *threadView) DeleteThread(ctx context.Context, threadID string) error {
+func (v *View) DeleteThread(ctx context.Context, threadID string) error {
 	w, ok := v.host.child.(warmer)
 	if !ok {
 		return fmt.Errorf("codex pid %d cannot delete threads", v.host.pid)
@@ -367,7 +401,7 @@ func (v *threadView) DeleteThread(ctx context.Context, threadID string) error {
 }
 
 // ArchiveThread and UnarchiveThread serve a returning chat's archived thread (retention.Codex).
-func (v *threadView) ArchiveThread(ctx context.Context, threadID string) error {
+func (v *View) ArchiveThread(ctx context.Context, threadID string) error {
 	a, ok := v.host.child.(interface {
 		ArchiveThread(context.Context, string) error
 	})
@@ -377,7 +411,7 @@ func (v *threadView) ArchiveThread(ctx context.Context, threadID string) error {
 	return a.ArchiveThread(ctx, threadID)
 }
 
-func (v *threadView) UnarchiveThread(ctx context.Context, threadID string) error {
+func (v *View) UnarchiveThread(ctx context.Context, threadID string) error {
 	a, ok := v.host.child.(interface {
 		UnarchiveThread(context.Context, string) error
 	})
@@ -388,7 +422,7 @@ func (v *threadView) UnarchiveThread(ctx context.Context, threadID string) error
 }
 
 // ResumeTurn goes on with the view's thread's turn handed over with the host's child.
-func (v *threadView) ResumeTurn(ctx context.Context, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
+func (v *View) ResumeTurn(ctx context.Context, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
 	r, ok := v.host.child.(interface {
 		ResumeThreadTurn(context.Context, string, appserver.TurnOptions) (*appserver.TurnResult, error)
 	})
@@ -417,12 +451,12 @@ var errCannotLetGo = errors.New("a thread could not leave the shared child")
 // thread that cannot be unloaded (its turn ignored turn/interrupt, or codex does not let go in
 // time) holds the whole child: the host drains, and its child is closed once the others left
 // or the drain bound passed.
-func (v *threadView) Close() error {
+func (v *View) Close() error {
 	v.closeOnce.Do(func() { v.closeErr = v.close() })
 	return v.closeErr
 }
 
-func (v *threadView) close() error {
+func (v *View) close() error {
 	h, p := v.host, v.pool
 	v.mu.Lock()
 	thread := v.thread
@@ -431,7 +465,7 @@ func (v *threadView) close() error {
 		if err := v.unload(thread); err != nil {
 			p.cfg.Log.Warn("thread cannot leave the shared codex child; the child drains and ends",
 				zap.Int("pid", h.pid), zap.String("thread_id", thread), zap.Error(err))
-			if p.drain(h, ReasonHostWedged) && p.cfg.OnDrain != nil {
+			if p.Drain(h, ReasonWedged) && p.cfg.OnDrain != nil {
 				p.cfg.OnDrain(h)
 			}
 			p.awaitAlone(h)
@@ -446,7 +480,7 @@ func (v *threadView) close() error {
 	return h.child.Close()
 }
 
-func (v *threadView) unload(thread string) error {
+func (v *View) unload(thread string) error {
 	u, ok := v.host.child.(unloader)
 	if !ok {
 		return nil // a test's child, which holds no writer
@@ -462,3 +496,34 @@ func (v *threadView) unload(thread string) error {
 	}
 	return nil
 }
+
+// ReasonWedged: a shared child drains because one of its threads cannot leave it (its turn
+// ignored turn/interrupt, or codex did not unload it).
+const ReasonWedged = "host_wedged"
+
+// compacter and warmer are what a host's child may do besides Child (*appserver.Client does).
+type compacter interface {
+	CompactThread(ctx context.Context, threadID string) (*appserver.TurnResult, error)
+}
+
+type warmer interface {
+	WarmUp(ctx context.Context, threadID, name string, opts appserver.ThreadOptions) error
+	SetThreadName(ctx context.Context, threadID, name string) error
+	DeleteThread(ctx context.Context, threadID string) error
+}
+
+// Child is h's codex child (nil until it started).
+func (h *Host) Child() Child { return h.child }
+
+// PID is h's child's pid.
+func (h *Host) PID() int { return h.pid }
+
+// Started is when h's child started.
+func (h *Host) Started() time.Time { return h.started }
+
+// AddTurn counts a turn one of h's threads ran; Turns is how many ran (ChildMaxTurns).
+func (h *Host) AddTurn()     { h.turns.Add(1) }
+func (h *Host) Turns() int64 { return h.turns.Load() }
+
+// Host is the host v's thread lives in.
+func (v *View) Host() *Host { return v.host }

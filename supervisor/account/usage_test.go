@@ -1,4 +1,4 @@
-package supervisor
+package account
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/projector"
 )
 
@@ -23,8 +24,8 @@ func TestUsageWritePerTurnIsConstant(t *testing.T) {
 	perTurn := map[int]float64{}
 	for _, chats := range []int{2, 300} {
 		dir := t.TempDir()
-		seedKnownChats(t, dir, chats)
-		u := newUsageTotals(dir, zap.NewNop())
+		seedUsage(t, dir, chats)
+		u := NewUsage(dir, zap.NewNop())
 		compactEarly(u)
 		start, compacted := u.written.Load(), 0
 		u.crashPoint = func(stage string) {
@@ -34,17 +35,17 @@ func TestUsageWritePerTurnIsConstant(t *testing.T) {
 		}
 		const turns = 600
 		for range turns {
-			u.add("canvas:warm", oneTurn)
+			u.Add("canvas:warm", oneTurn)
 		}
 		perTurn[chats] = float64(u.written.Load()-start) / turns
-		if got := u.chat("canvas:warm"); got.Turns != turns || got.InputTokens != 100*turns {
+		if got := u.Chat("canvas:warm"); got.Turns != turns || got.InputTokens != 100*turns {
 			t.Fatalf("%d chats: totals %+v", chats, got)
 		}
 		if chats == 300 && compacted == 0 {
 			t.Errorf("%d chats: no compaction in %d turns (journal %d B)", chats, turns, u.journalBytes)
 		}
-		u.close()
-		if n := len(newUsageTotals(dir, zap.NewNop()).all()); n != chats+1 {
+		u.Close()
+		if n := len(NewUsage(dir, zap.NewNop()).All()); n != chats+1 {
 			t.Errorf("%d chats: %d after a restart", chats, n)
 		}
 	}
@@ -66,12 +67,12 @@ func TestUsageWritePerTurnIsConstant(t *testing.T) {
 // returned), keeps every other total, and the next line starts on a line of its own.
 func TestUsageJournalCutMidLine(t *testing.T) {
 	dir := t.TempDir()
-	u := newUsageTotals(dir, zap.NewNop())
-	u.add("canvas:a", oneTurn)
-	u.add("peer:b", oneTurn)
-	before := u.all()
-	u.add("canvas:a", oneTurn)
-	u.close()
+	u := NewUsage(dir, zap.NewNop())
+	u.Add("canvas:a", oneTurn)
+	u.Add("peer:b", oneTurn)
+	before := u.All()
+	u.Add("canvas:a", oneTurn)
+	u.Close()
 	jp := filepath.Join(dir, UsageJournalFile)
 	fi, err := os.Stat(jp)
 	if err != nil {
@@ -80,13 +81,13 @@ func TestUsageJournalCutMidLine(t *testing.T) {
 	if err := os.Truncate(jp, fi.Size()-10); err != nil {
 		t.Fatal(err)
 	}
-	u2 := newUsageTotals(dir, zap.NewNop())
-	if got := u2.all(); !maps.Equal(got, before) {
+	u2 := NewUsage(dir, zap.NewNop())
+	if got := u2.All(); !maps.Equal(got, before) {
 		t.Fatalf("after a cut line: %+v, want %+v", got, before)
 	}
-	u2.add("canvas:a", oneTurn)
-	u2.close()
-	if got := newUsageTotals(dir, zap.NewNop()).chat("canvas:a"); got.Turns != 2 || got.TotalTokens != 2*oneTurn.TotalTokens {
+	u2.Add("canvas:a", oneTurn)
+	u2.Close()
+	if got := NewUsage(dir, zap.NewNop()).Chat("canvas:a"); got.Turns != 2 || got.TotalTokens != 2*oneTurn.TotalTokens {
 		t.Errorf("after the next turn and a restart: %+v, want 2 turns", got)
 	}
 }
@@ -105,9 +106,9 @@ func TestUsageJournalCutWithoutCompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	u := newUsageTotals(dir, zap.NewNop())
-	u.add("canvas:a", oneTurn)
-	u.close()
+	u := NewUsage(dir, zap.NewNop())
+	u.Add("canvas:a", oneTurn)
+	u.Close()
 	if fi, err := os.Stat(filepath.Join(dir, UsageFile)); err != nil || !fi.IsDir() {
 		t.Fatalf("usage.json was replaced (%v): the test needs the compaction to fail", err)
 	}
@@ -116,7 +117,7 @@ func TestUsageJournalCutWithoutCompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := newUsageTotals(dir, zap.NewNop()).chat("canvas:a"); got.Turns != 2 || got.InputTokens != 5+oneTurn.InputTokens {
+	if got := NewUsage(dir, zap.NewNop()).Chat("canvas:a"); got.Turns != 2 || got.InputTokens != 5+oneTurn.InputTokens {
 		t.Errorf("after a restart: %+v, want 2 turns and %d input tokens", got, 5+oneTurn.InputTokens)
 	}
 }
@@ -127,8 +128,8 @@ func TestUsageJournalCutWithoutCompaction(t *testing.T) {
 // totals the daemon had.
 func TestUsageExactAcrossKillPoints(t *testing.T) {
 	dir := t.TempDir()
-	seedKnownChats(t, dir, 20)
-	u := newUsageTotals(dir, zap.NewNop())
+	seedUsage(t, dir, 20)
+	u := NewUsage(dir, zap.NewNop())
 	compactEarly(u)
 	type point struct {
 		stage, dir string
@@ -146,15 +147,15 @@ func TestUsageExactAcrossKillPoints(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		points = append(points, point{stage, c, u.all()})
+		points = append(points, point{stage, c, u.All()})
 	}
 	for i := range 40 {
-		u.add(fmt.Sprintf("canvas:%d", i%3), oneTurn)
+		u.Add(fmt.Sprintf("canvas:%d", i%3), oneTurn)
 	}
 	stages := map[string]int{}
 	for _, p := range points {
 		stages[p.stage]++
-		if got := newUsageTotals(p.dir, zap.NewNop()).all(); !maps.Equal(got, p.want) {
+		if got := NewUsage(p.dir, zap.NewNop()).All(); !maps.Equal(got, p.want) {
 			t.Fatalf("killed %s: read back %d chats that differ from the %d the daemon had", p.stage, len(got), len(p.want))
 		}
 	}
@@ -173,13 +174,13 @@ func TestUsageOlderJournalLineIgnored(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, UsageJournalFile), []byte(`{"chat_key":"canvas:a","input_tokens":50,"turns":5}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := newUsageTotals(dir, zap.NewNop()).chat("canvas:a"); got.Turns != 6 || got.InputTokens != 60 {
+	if got := NewUsage(dir, zap.NewNop()).Chat("canvas:a"); got.Turns != 6 || got.InputTokens != 60 {
 		t.Errorf("totals %+v, want the 6 turns of usage.json", got)
 	}
 }
 
 // compactEarly makes u compact as soon as its journal is as large as usage.json, however small.
-func compactEarly(u *usageTotals) {
+func compactEarly(u *Usage) {
 	u.writeMu.Lock()
 	defer u.writeMu.Unlock()
 	u.compactMin = 0
@@ -190,27 +191,44 @@ func compactEarly(u *usageTotals) {
 // chat idle the longest is found from them.
 func TestUsageLastTurnAndOldestIdle(t *testing.T) {
 	dir := t.TempDir()
-	u := newUsageTotals(dir, zap.NewNop())
-	if _, ok := u.oldestTurn(); ok {
+	u := NewUsage(dir, zap.NewNop())
+	if _, ok := u.OldestTurn(); ok {
 		t.Fatal("an empty state has an oldest turn")
 	}
 	before := time.Now().Add(-time.Second)
-	u.add("canvas:a", oneTurn)
-	u.add("peer:b", oneTurn)
-	u.close()
+	u.Add("canvas:a", oneTurn)
+	u.Add("peer:b", oneTurn)
+	u.Close()
 	// An older chat, as a usage.json from a month ago leaves it.
 	old := time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
-	u2 := newUsageTotals(dir, zap.NewNop())
+	u2 := NewUsage(dir, zap.NewNop())
 	u2.mu.Lock()
 	u2.chats["canvas:old"] = ChatUsage{Usage: oneTurn, Turns: 1, LastTurnAt: old}
 	u2.mu.Unlock()
 	compactEarly(u2)
-	u2.close()
-	u3 := newUsageTotals(dir, zap.NewNop())
-	if a := u3.chat("canvas:a").LastTurnAt; a.Before(before.Truncate(time.Second)) || a.After(time.Now()) {
+	u2.Close()
+	u3 := NewUsage(dir, zap.NewNop())
+	if a := u3.Chat("canvas:a").LastTurnAt; a.Before(before.Truncate(time.Second)) || a.After(time.Now()) {
 		t.Errorf("canvas:a last turn %v, want about now", a)
 	}
-	if at, ok := u3.oldestTurn(); !ok || !at.Equal(old) {
+	if at, ok := u3.OldestTurn(); !ok || !at.Equal(old) {
 		t.Errorf("oldest turn %v %v, want %v", at, ok, old)
+	}
+}
+
+// seedUsage writes a usage.json that knows n chats, as a state dir that has seen them holds.
+func seedUsage(tb testing.TB, dir string, n int) {
+	tb.Helper()
+	rec := usageRecord{Chats: make(map[string]ChatUsage, n)}
+	for i := range n {
+		k := fmt.Sprintf("canvas:%08d-0000-4000-8000-000000000000", i)
+		rec.Chats[k] = ChatUsage{Usage: projector.Usage{InputTokens: 123456, CachedInputTokens: 100000, OutputTokens: 2345, TotalTokens: 125801}, Turns: 42}
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, UsageFile), data, atomicfile.Options{}); err != nil {
+		tb.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package supervisor
+package account
 
 // The account's usage limits. A usage limit is the account's, not a chat's: one turn that meets
 // it parks every chat until the reset (DESIGN: parking is decided once for all chats).
@@ -89,12 +89,12 @@ type LimitStatus struct {
 	Hits int64 `json:"hits"`
 }
 
-// limitState follows the account's usage limits and parks work until the reset. Waiters are
+// Limits follows the account's usage limits and parks work until the reset. Waiters are
 // released oldest first, one every spacing and each only once the one before it reached its
 // turn (or releaseBound passed), so that the reset is not met by every parked message at once
 // and the turns start in the order the messages came; a released turn that meets the limit
 // again moves the reset, and the rest keep waiting for the new one.
-type limitState struct {
+type Limits struct {
 	path    string // "" keeps nothing on disk
 	spacing time.Duration
 	log     *zap.Logger
@@ -127,8 +127,8 @@ type limitRecord struct {
 	Status       LimitStatus `json:"rate_limits"`
 }
 
-func newLimitState(stateDir string, spacing time.Duration, log *zap.Logger) *limitState {
-	l := &limitState{spacing: spacing, log: log}
+func NewLimits(stateDir string, spacing time.Duration, log *zap.Logger) *Limits {
+	l := &Limits{spacing: spacing, log: log}
 	if stateDir == "" {
 		return l
 	}
@@ -158,7 +158,7 @@ func newLimitState(stateDir string, spacing time.Duration, log *zap.Logger) *lim
 }
 
 // status is the current LimitStatus.
-func (l *limitState) status() LimitStatus {
+func (l *Limits) Status() LimitStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.st
@@ -168,7 +168,7 @@ func (l *limitState) status() LimitStatus {
 }
 
 // refusing reports the reset while the limit lasts: a new turn is not started before it.
-func (l *limitState) refusing() (resetsAt time.Time, unknown, ok bool) {
+func (l *Limits) Refusing() (resetsAt time.Time, unknown, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.st.Limited || !time.Now().Before(l.st.ResetsAt) {
@@ -181,7 +181,7 @@ func (l *limitState) refusing() (resetsAt time.Time, unknown, ok bool) {
 // that passed warnUsedPercent, once per window. It writes nothing: every answer of the model
 // brings a report, and the next one after a restart says the same; LimitsFile is written when
 // the limit is met or ends.
-func (l *limitState) update(rl protocol.RateLimitSnapshot) {
+func (l *Limits) Update(rl protocol.RateLimitSnapshot) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.st.Primary = mergeWindow(l.st.Primary, rl.Primary, "primary", l.log)
@@ -221,7 +221,7 @@ func mergeWindow(old *LimitWindow, w *protocol.RateLimitWindow, name string, log
 
 // hit records a turn that met the usage limit; resetsAt zero means codex gave no reset time.
 // It returns the error for the turn's message.
-func (l *limitState) hit(chatKey string, resetsAt time.Time) *UsageLimitError {
+func (l *Limits) Hit(chatKey string, resetsAt time.Time) *UsageLimitError {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	unknown := resetsAt.IsZero()
@@ -247,7 +247,7 @@ func (l *limitState) hit(chatKey string, resetsAt time.Time) *UsageLimitError {
 }
 
 // cleared records a turn the model answered: whatever the limit said, the account takes work.
-func (l *limitState) cleared() {
+func (l *Limits) Cleared() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.st.Limited {
@@ -261,8 +261,8 @@ func (l *limitState) cleared() {
 
 // await blocks until the limit is past and the caller's turn comes: callers are released in the
 // order of since (then of arrival), one every spacing, each once the one before reached its
-// turn (see limitState). It returns at once when nothing is parked and a release is due.
-func (l *limitState) await(ctx context.Context, chatKey string, since time.Time) error {
+// turn (see Limits). It returns at once when nothing is parked and a release is due.
+func (l *Limits) Await(ctx context.Context, chatKey string, since time.Time) error {
 	l.mu.Lock()
 	if l.releasableLocked(time.Now()) && len(l.waiters) == 0 {
 		l.markReleasedLocked(chatKey, time.Now())
@@ -301,19 +301,19 @@ func (l *limitState) await(ctx context.Context, chatKey string, since time.Time)
 
 // releasableLocked reports whether a waiter may go at now: the limit is past, spacing passed
 // since the last release, and that one reached its turn (or releaseBound passed).
-func (l *limitState) releasableLocked(now time.Time) bool {
+func (l *Limits) releasableLocked(now time.Time) bool {
 	return !(l.st.Limited && now.Before(l.st.ResetsAt)) && !now.Before(l.nextRelease) &&
 		(l.released == "" || now.Sub(l.releasedAt) >= releaseBound)
 }
 
-func (l *limitState) markReleasedLocked(chatKey string, now time.Time) {
+func (l *Limits) markReleasedLocked(chatKey string, now time.Time) {
 	l.nextRelease = now.Add(l.spacing)
 	l.released, l.releasedAt = chatKey, now
 }
 
 // reached records that chatKey's message reached its turn (or was refused again): the next
 // waiter may go.
-func (l *limitState) reached(chatKey string) {
+func (l *Limits) Reached(chatKey string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released == "" || l.released != chatKey {
@@ -325,7 +325,7 @@ func (l *limitState) reached(chatKey string) {
 
 // armLocked sets the release timer for the next waiter: at the reset while the limit lasts,
 // else at nextRelease, or when the last release's bound passes.
-func (l *limitState) armLocked() {
+func (l *Limits) armLocked() {
 	if l.timer != nil {
 		l.timer.Stop()
 		l.timer = nil
@@ -344,7 +344,7 @@ func (l *limitState) armLocked() {
 }
 
 // release lets the oldest waiter go, if it may, and arms the timer for the next.
-func (l *limitState) release() {
+func (l *Limits) release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
@@ -360,7 +360,7 @@ func (l *limitState) release() {
 }
 
 // stop ends the release timer (Shutdown).
-func (l *limitState) stop() {
+func (l *Limits) Stop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.timer != nil {
@@ -371,7 +371,7 @@ func (l *limitState) stop() {
 
 // saveLocked writes LimitsFile. A failure is logged: the file only spares a restarted daemon
 // one turn that meets the limit.
-func (l *limitState) saveLocked() {
+func (l *Limits) saveLocked() {
 	if l.path == "" {
 		return
 	}
@@ -387,16 +387,4 @@ func (l *limitState) saveLocked() {
 	if err != nil {
 		l.log.Warn("could not write the usage-limit file", zap.String("path", l.path), zap.Error(err))
 	}
-}
-
-// Limits is the account's usage limits as codex last reported them; cheap (no /proc reads).
-func (s *Supervisor) Limits() LimitStatus { return s.limits.status() }
-
-// AwaitUsable blocks until the account's usage limit is past and it is the caller's turn:
-// parked callers go oldest first (by since, the message's arrival), one every
-// Config.ResumeSpacing and each once the one before it reached its turn on chatKey's queue, so
-// the reset is not met by all of them at once. It returns at once when
-// nothing is parked. It returns ctx's cause when ctx ends first.
-func (s *Supervisor) AwaitUsable(ctx context.Context, chatKey string, since time.Time) error {
-	return s.limits.await(ctx, chatKey, since)
 }

@@ -1,4 +1,4 @@
-package supervisor
+package account
 
 // Token usage per chat, summed over its turns and kept across restarts.
 //
@@ -70,8 +70,8 @@ func (c *ChatUsage) add(u projector.Usage, now time.Time) {
 	c.Turns++
 }
 
-// usageTotals keeps the chats' totals and journals each turn that used tokens.
-type usageTotals struct {
+// Usage keeps the chats' totals and journals each turn that used tokens.
+type Usage struct {
 	path, journalPath string
 	log               *zap.Logger
 	compactMin        int64
@@ -102,8 +102,8 @@ type usageLine struct {
 	ChatUsage
 }
 
-func newUsageTotals(stateDir string, log *zap.Logger) *usageTotals {
-	u := &usageTotals{log: log, compactMin: usageCompactMin, chats: make(map[string]ChatUsage), dirty: make(map[string]struct{})}
+func NewUsage(stateDir string, log *zap.Logger) *Usage {
+	u := &Usage{log: log, compactMin: usageCompactMin, chats: make(map[string]ChatUsage), dirty: make(map[string]struct{})}
 	if stateDir == "" {
 		return u
 	}
@@ -115,7 +115,7 @@ func newUsageTotals(stateDir string, log *zap.Logger) *usageTotals {
 }
 
 // load reads UsageFile and then the journal over it.
-func (u *usageTotals) load() {
+func (u *Usage) load() {
 	b, err := atomicfile.ReadFile(u.path)
 	var rec usageRecord
 	if err == nil {
@@ -139,7 +139,7 @@ func (u *usageTotals) load() {
 }
 
 // merge keeps c as key's totals unless those known count more turns: totals only grow.
-func (u *usageTotals) merge(key string, c ChatUsage) {
+func (u *Usage) merge(key string, c ChatUsage) {
 	if old, ok := u.chats[key]; !ok || c.Turns > old.Turns {
 		u.chats[key] = c
 	}
@@ -148,7 +148,7 @@ func (u *usageTotals) merge(key string, c ChatUsage) {
 // openJournal replays the journal, compacts, and opens the journal for appending. A journal that
 // cannot be read or opened is logged; the totals are then written whole after each turn, as
 // before the journal existed.
-func (u *usageTotals) openJournal() {
+func (u *Usage) openJournal() {
 	f, err := atomicfile.OpenFile(u.journalPath, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		u.log.Error("cannot open the token usage journal; totals are rewritten whole after each turn",
@@ -190,7 +190,7 @@ func readAllFrom(f *os.File) ([]byte, error) {
 
 // replay merges the journal's complete lines into the totals. It returns the length of the
 // complete lines and how many of them were unreadable.
-func (u *usageTotals) replay(data []byte) (good, bad int) {
+func (u *Usage) replay(data []byte) (good, bad int) {
 	for {
 		i := bytes.IndexByte(data[good:], '\n')
 		if i < 0 {
@@ -212,7 +212,7 @@ func (u *usageTotals) replay(data []byte) (good, bad int) {
 
 // add counts one turn of chatKey that used tokens and journals it. A turn that reported none (one
 // the usage limit refused, one that never reached the model) is not counted.
-func (u *usageTotals) add(chatKey string, usage projector.Usage) {
+func (u *Usage) Add(chatKey string, usage projector.Usage) {
 	if usage == (projector.Usage{}) {
 		return
 	}
@@ -226,14 +226,14 @@ func (u *usageTotals) add(chatKey string, usage projector.Usage) {
 }
 
 // chat is chatKey's totals.
-func (u *usageTotals) chat(chatKey string) ChatUsage {
+func (u *Usage) Chat(chatKey string) ChatUsage {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.chats[chatKey]
 }
 
 // all is every chat's totals.
-func (u *usageTotals) all() map[string]ChatUsage {
+func (u *Usage) All() map[string]ChatUsage {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return maps.Clone(u.chats)
@@ -242,7 +242,7 @@ func (u *usageTotals) all() map[string]ChatUsage {
 // save appends the totals of the chats changed since the last write to the journal, in one
 // write, and compacts when the journal is due. Concurrent turns share a write. A failure is
 // logged: the chats stay dirty and the next turn writes them.
-func (u *usageTotals) save() {
+func (u *Usage) save() {
 	if u.path == "" {
 		return
 	}
@@ -295,7 +295,7 @@ func (u *usageTotals) save() {
 // compactLocked writes every chat's totals to UsageFile and then empties the journal. The order
 // matters: until the rename, UsageFile and the journal hold everything; after it, UsageFile does.
 // Called with writeMu held.
-func (u *usageTotals) compactLocked() {
+func (u *Usage) compactLocked() {
 	u.mu.Lock()
 	b, err := json.MarshalIndent(usageRecord{Chats: u.chats}, "", "  ")
 	dirty := maps.Clone(u.dirty)
@@ -333,7 +333,7 @@ func (u *usageTotals) compactLocked() {
 }
 
 // close fsyncs and closes the journal.
-func (u *usageTotals) close() {
+func (u *Usage) Close() {
 	u.writeMu.Lock()
 	defer u.writeMu.Unlock()
 	if u.journal != nil {
@@ -347,7 +347,7 @@ func (u *usageTotals) close() {
 
 // oldestTurn is the earliest LastTurnAt of all chats: the chat idle the longest. ok is false
 // when no chat has one.
-func (u *usageTotals) oldestTurn() (at time.Time, ok bool) {
+func (u *Usage) OldestTurn() (at time.Time, ok bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, c := range u.chats {
@@ -358,18 +358,5 @@ func (u *usageTotals) oldestTurn() (at time.Time, ok bool) {
 	return at, ok
 }
 
-// OldestIdle is how long ago the chat idle the longest had its last turn that used tokens
-// (from the token totals, which remember every chat); ok is false when none has one.
-func (s *Supervisor) OldestIdle() (idle time.Duration, ok bool) {
-	at, ok := s.usage.oldestTurn()
-	if !ok {
-		return 0, false
-	}
-	return max(time.Since(at), 0), true
-}
-
-// Usage is each chat's token usage, summed over its turns since the state dir began.
-func (s *Supervisor) Usage() map[string]ChatUsage { return s.usage.all() }
-
-// ChatUsage is chatKey's token usage, summed over its turns.
-func (s *Supervisor) ChatUsage(chatKey string) ChatUsage { return s.usage.chat(chatKey) }
+// Written counts the bytes written to both files, for benchmarks.
+func (u *Usage) Written() int64 { return u.written.Load() }
