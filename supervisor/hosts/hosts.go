@@ -141,7 +141,10 @@ func (p *Pool) setStateLocked(h *Host, to hostState) {
 
 // room reports whether h takes one more thread.
 func (p *Pool) roomLocked(h *Host) bool {
-	return (h.state == hostPlacing || h.state == hostStarting) && !h.own && h.views < p.cfg.PerChild
+	// A child that died has no room, even before its watcher ends the host: its threads are
+	// retired one by one, and a thread placed in it meanwhile would fail to open.
+	dead := h.child != nil && h.child.Err() != nil
+	return (h.state == hostPlacing || h.state == hostStarting) && !h.own && h.views < p.cfg.PerChild && !dead
 }
 
 // Place gives chatKey's thread a place: a view on the host its thread was last in when that
