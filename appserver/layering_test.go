@@ -1,11 +1,14 @@
 package appserver
 
 import (
+	"bytes"
 	"go/ast"
 	"go/build"
 	"go/parser"
 	"go/token"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -134,5 +137,31 @@ func TestOnlyChildprocReadsOtherProcesses(t *testing.T) {
 	}
 	if checked < 50 {
 		t.Fatalf("checked %d files, expected the module's", checked)
+	}
+}
+
+// maxPackageLines bounds a package's non-test source: past it a package holds more than one
+// reader can keep in mind, and a part of it wants a package of its own (docs/development.md).
+const maxPackageLines = 6000
+
+// TestNoPackageOutgrowsOneReader pins maxPackageLines for every package of the module.
+func TestNoPackageOutgrowsOneReader(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.Dir}}{{range .GoFiles}} {{.}}{{end}}", "../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		dir, files, _ := strings.Cut(line, " ")
+		lines := 0
+		for _, f := range strings.Fields(files) {
+			b, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines += bytes.Count(b, []byte("\n"))
+		}
+		if lines > maxPackageLines {
+			t.Errorf("%s has %d lines of non-test Go, more than %d: give one of its parts a package of its own", dir, lines, maxPackageLines)
+		}
 	}
 }
