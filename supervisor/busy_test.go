@@ -206,3 +206,41 @@ func TestParseBusyPolicy(t *testing.T) {
 		t.Error("New with an unknown busy policy: no error")
 	}
 }
+
+// Messages whose steer codex refused are queued with the checks of any message: two that tried
+// to steer at once, with room for one in the chat's queue, do not both wait there.
+func TestBusySteerRefusedKeepsTheQueueCap(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		steering := w.gate("steering")
+		w.steerHook = func() { <-steering }
+		s := newSup(t, w, func(c *Config) { c.Busy = BusySteer; c.MaxQueuePerKey = 1 })
+		defer shutdown(t, s)
+		first := submitAsync(context.Background(), s, "a", "block:nosteer")
+		synctest.Wait()
+		m1 := submitAsync(context.Background(), s, "a", "one")
+		m2 := submitAsync(context.Background(), s, "a", "two")
+		synctest.Wait() // both wait in SteerTurn
+		w.open("steering")
+		synctest.Wait() // both refused: one queued, the other refused at the queue's cap
+		w.open("nosteer")
+		if _, err := first.wait(); err != nil {
+			t.Fatal(err)
+		}
+		var full, answered int
+		for _, p := range []*pending{m1, m2} {
+			switch _, err := p.wait(); {
+			case errors.Is(err, ErrQueueFull):
+				full++
+			case err == nil:
+				answered++
+			default:
+				t.Fatalf("unexpected error %v", err)
+			}
+		}
+		if full != 1 || answered != 1 {
+			t.Fatalf("%d answered and %d refused as over the queue's cap of 1; want one of each", answered, full)
+		}
+	})
+}

@@ -49,6 +49,8 @@ type fakeWorld struct {
 	// spawnHook, when set, runs first in each spawn (n counts spawns from 1). An error fails the
 	// spawn; deadChild makes the spawned child exit at once.
 	spawnHook func(ctx context.Context, key string, n int) (deadChild bool, err error)
+	// steerHook, when set, runs first in each SteerTurn, without the child's lock.
+	steerHook func()
 }
 
 func newFakeWorld() *fakeWorld {
@@ -156,6 +158,12 @@ type fakeTurn struct {
 // SteerTurn adds the text to the running turn, whose reply then names it; like codex it refuses
 // a turn that is not the running one, and a turn whose text holds "nosteer" (codex's activeTurnNotSteerable).
 func (c *fakeChild) SteerTurn(ctx context.Context, threadID, expectedTurnID string, input []protocol.UserInput) error {
+	c.w.mu.Lock()
+	hook := c.w.steerHook
+	c.w.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	if c.isDead() {
 		return c.exited()
 	}

@@ -198,9 +198,9 @@ func (c *chats) enqueue(ctx context.Context, chatKey string, in Input) (*Ticket,
 		return nil, fmt.Errorf("chat %s: dropped: %w", chatKey, ErrStopped)
 	}
 	k := c.keyLocked(chatKey)
-	if n := c.queue.LenLocked(chatKey); n >= c.cfg.MaxQueuePerKey {
+	if err := c.queueRoomLocked(chatKey); err != nil {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("chat %s: %d messages waiting: %w", chatKey, n, ErrQueueFull)
+		return nil, err
 	}
 	j.key = k
 	if lt := c.steerTargetLocked(k); lt != nil {
@@ -209,9 +209,19 @@ func (c *chats) enqueue(ctx context.Context, chatKey string, in Input) (*Ticket,
 			return &Ticket{c: c, ctx: ctx, k: k, j: j, joined: lt, now: now, start: start}, nil
 		}
 		c.mu.Lock()
-		if c.pool.closedLocked() {
+		// While codex was asked, the supervisor may have closed or frozen, and other messages
+		// may have filled the chat's queue: the message meets the checks of any other.
+		switch {
+		case c.pool.closedLocked():
 			c.mu.Unlock()
 			return nil, ErrClosed
+		case c.handover.refusing():
+			c.mu.Unlock()
+			return nil, fmt.Errorf("chat %s: %w", chatKey, ErrReloading)
+		}
+		if err := c.queueRoomLocked(chatKey); err != nil {
+			c.mu.Unlock()
+			return nil, err
 		}
 		// The key may have been forgotten while codex was asked: the turn ended, the chat idled.
 		k = c.keyLocked(chatKey)
@@ -221,6 +231,14 @@ func (c *chats) enqueue(ctx context.Context, chatKey string, in Input) (*Ticket,
 	c.queue.PushLocked(chatKey, j)
 	c.mu.Unlock()
 	return &Ticket{c: c, ctx: ctx, k: k, j: j, handed: j.handed, start: start}, nil
+}
+
+// queueRoomLocked is ErrQueueFull, wrapped, when chatKey's queue is at its cap.
+func (c *chats) queueRoomLocked(chatKey string) error {
+	if n := c.queue.LenLocked(chatKey); n >= c.cfg.MaxQueuePerKey {
+		return fmt.Errorf("chat %s: %d messages waiting: %w", chatKey, n, ErrQueueFull)
+	}
+	return nil
 }
 
 // keyLocked returns chatKey's state, creating it.
