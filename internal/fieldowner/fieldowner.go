@@ -9,6 +9,7 @@
 package fieldowner
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +24,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"testing"
 )
 
@@ -42,29 +42,21 @@ func Load(dir string) (*Package, error) {
 	if err != nil {
 		return nil, err
 	}
-	exports, importPath, err := exportData(abs)
+	exports, self, err := exportData(abs)
 	if err != nil {
 		return nil, err
 	}
 	fset := token.NewFileSet()
-	names, err := filepath.Glob(filepath.Join(abs, "*.go"))
-	if err != nil {
-		return nil, err
-	}
 	p := &Package{Dir: abs, Fset: fset, Files: map[string]*ast.File{}}
 	var files []*ast.File
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+	// GoFiles are the package's non-test files that build here (go list applied the build
+	// constraints).
+	for _, name := range self.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(abs, name), nil, parser.SkipObjectResolution)
 		if err != nil {
 			return nil, err
 		}
-		if !buildable(f) {
-			continue
-		}
-		p.Files[filepath.Base(name)] = f
+		p.Files[name] = f
 		files = append(files, f)
 	}
 	lookup := func(path string) (io.ReadCloser, error) {
@@ -74,63 +66,51 @@ func Load(dir string) (*Package, error) {
 		}
 		return os.Open(file)
 	}
-	p.Info = &types.Info{
-		Uses:       map[*ast.Ident]types.Object{},
-		Defs:       map[*ast.Ident]types.Object{},
-		Selections: map[*ast.SelectorExpr]*types.Selection{},
-	}
+	// Uses alone: every touch of a field (a selector, a keyed literal) is a use of its Var.
+	p.Info = &types.Info{Uses: map[*ast.Ident]types.Object{}}
 	conf := types.Config{Importer: importer.ForCompiler(fset, "gc", lookup)}
-	p.Types, err = conf.Check(importPath, fset, files, p.Info)
+	p.Types, err = conf.Check(self.ImportPath, fset, files, p.Info)
 	if err != nil {
-		return nil, fmt.Errorf("type-check %s: %w", importPath, err)
+		return nil, fmt.Errorf("type-check %s: %w", self.ImportPath, err)
 	}
 	return p, nil
 }
 
-// buildable drops files whose //go:build line excludes linux/amd64-like builds; the packages
-// this is used on have none, and a file for another OS would only fail the type check.
-func buildable(f *ast.File) bool {
-	for _, cg := range f.Comments {
-		for _, c := range cg.List {
-			if strings.HasPrefix(c.Text, "//go:build ") && strings.Contains(c.Text, "ignore") {
-				return false
-			}
-		}
-	}
-	return true
+// listed is what go list says of a package.
+type listed struct {
+	ImportPath, Export string
+	GoFiles            []string
+	DepOnly            bool
 }
 
 // exportData runs `go list -export -deps` on dir and returns each dependency's export file and
-// the package's own import path.
-func exportData(dir string) (map[string]string, string, error) {
-	cmd := exec.Command("go", "list", "-export", "-deps", "-json=ImportPath,Export,DepOnly", ".")
+// the package itself.
+func exportData(dir string) (map[string]string, listed, error) {
+	cmd := exec.Command("go", "list", "-export", "-deps", "-json=ImportPath,Export,GoFiles,DepOnly", ".")
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return nil, "", fmt.Errorf("go list -export in %s: %w\n%s", dir, err, ee.Stderr)
+			return nil, listed{}, fmt.Errorf("go list -export in %s: %w\n%s", dir, err, ee.Stderr)
 		}
-		return nil, "", fmt.Errorf("go list -export in %s: %w", dir, err)
+		return nil, listed{}, fmt.Errorf("go list -export in %s: %w", dir, err)
 	}
 	exports := map[string]string{}
-	var self string
-	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var self listed
+	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
-		var p struct {
-			ImportPath, Export string
-			DepOnly            bool
-		}
+		var p listed
 		if err := dec.Decode(&p); err != nil {
-			return nil, "", fmt.Errorf("go list -export in %s: %w", dir, err)
+			return nil, listed{}, fmt.Errorf("go list -export in %s: %w", dir, err)
 		}
 		exports[p.ImportPath] = p.Export
 		if !p.DepOnly {
-			self = p.ImportPath
+			self = p
 		}
 	}
-	if self == "" {
-		return nil, "", fmt.Errorf("go list -export in %s: no package", dir)
+	if self.ImportPath == "" {
+		return nil, listed{}, fmt.Errorf("go list -export in %s: no package", dir)
 	}
 	return exports, self, nil
 }
