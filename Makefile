@@ -74,11 +74,11 @@ $(CODEX_STAMP):
 codex-bin:
 	@echo $(CODEX_BIN)
 
-# codex-snapshot rewrites the wire-contract snapshot of package protocol/schema (the app-server
+# codex-snapshot rewrites the wire-contract snapshot of package internal/protocol/schema (the app-server
 # schema of the types the daemon uses, and `codex features list`) from the codex of CODEX_VERSION:
 # run it when the pin moves (docs/development.md).
 codex-snapshot: codex
-	cd protocol/schema && $(GO) generate .
+	cd internal/protocol/schema && $(GO) generate .
 
 # compat tries codex CODEX_VERSION beside the pin before a bump: it installs it into its own
 # .tools/codex-VERSION/, diffs its wire schema and its features against the pin's snapshot (every
@@ -91,7 +91,7 @@ compat: codex systemd-analyze
 	@mkdir -p $(COMPAT_DIR); failed=; \
 	for step in WireContract Features; do \
 		log=$(COMPAT_DIR)/$$step.log; \
-		CODEX_WARM_REQUIRE_CODEX=1 $(GO) test -count=1 -v -run "^Test$$step\$$" ./protocol/schema > $$log 2>&1 || failed="$$failed $$step"; \
+		CODEX_WARM_REQUIRE_CODEX=1 $(GO) test -count=1 -v -run "^Test$$step\$$" ./internal/protocol/schema > $$log 2>&1 || failed="$$failed $$step"; \
 		sed -n 's/^ *codex_test\.go:[0-9]*: //p' $$log; \
 	done; \
 	echo "compat $(CODEX_VERSION): the test suite on this codex ($(COMPAT_DIR)/suite.log)"; \

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // ArchiveThread archives threadID (thread/archive): codex moves its rollout from

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // On real codex, thread/archive moves the thread's rollout out of CODEX_HOME/sessions into

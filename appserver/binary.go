@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 )
 
 // ErrNotCodex means a binary given as codex is not the codex CLI: `<bin> --version` did not

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 )
 
 // pipePID stands for the pid of a PipeChild's client. It is above Linux's pid_max (2^22), so

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 )
 
 // A daemon that re-executes itself hands its idle children to its next image: the process

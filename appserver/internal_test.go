@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 func TestResolveDecision(t *testing.T) {

@@ -28,51 +28,51 @@ func TestImportsRunDownward(t *testing.T) {
 		// tests also checks the imports of the package's tests.
 		tests bool
 	}{
-		{".", []string{"projector", "sessions", "supervisor", "inbox", "cmd"}, false},
-		{"../childproc", []string{"appserver", "supervisor", "inbox", "cmd"}, true},
-		{"../supervisor", []string{"inbox", "cmd"}, true},
+		{".", []string{"projector", "sessions", "supervisor", "bridge", "cmd"}, false},
+		{"../internal/childproc", []string{"appserver", "supervisor", "bridge", "cmd"}, true},
+		{"../supervisor", []string{"bridge", "cmd"}, true},
 		// The account's state (model reachability, usage limits and parking, token totals) is a
 		// part of the supervisor below it: it knows no child, chat queue or inbox.
-		{"../supervisor/account", []string{"appserver", "childproc", "supervisor", "inbox", "cmd"}, true},
+		{"../supervisor/account", []string{"appserver", "internal/childproc", "supervisor", "bridge", "cmd"}, true},
 		// The shared children are a part of the supervisor's pool below it: hosts place threads in
 		// children and know no chat, queue or inbox.
-		{"../supervisor/hosts", []string{"childproc", "supervisor", "inbox", "cmd"}, true},
+		{"../supervisor/hosts", []string{"internal/childproc", "supervisor", "bridge", "cmd"}, true},
 		// What a running turn is doing (its steps, its one-line activity) is read from the
 		// turn's notifications alone: no child, chat queue or inbox.
-		{"../supervisor/progress", []string{"childproc", "supervisor", "inbox", "cmd"}, true},
-		{"../inbox/chat", []string{"inbox/molecule", "inbox/local", "cmd"}, true},
-		{"../inbox/chat/chattest", []string{"inbox/molecule", "inbox/local", "cmd"}, false},
-		{"../inbox/molecule", []string{"inbox/local", "cmd"}, true},
-		{"../inbox/molecule/moleculetest", []string{"inbox/local", "cmd"}, true},
+		{"../supervisor/progress", []string{"internal/childproc", "supervisor", "bridge", "cmd"}, true},
+		{"../bridge/chat", []string{"bridge/molecule", "bridge/local", "cmd"}, true},
+		{"../bridge/chat/chattest", []string{"bridge/molecule", "bridge/local", "cmd"}, false},
+		{"../bridge/molecule", []string{"bridge/local", "cmd"}, true},
+		{"../bridge/molecule/moleculetest", []string{"bridge/local", "cmd"}, true},
 		// The platform client knows nothing of the inbox that uses it, nor of what answers (its
 		// tests may use the fake platform, moleculetest).
-		{"../inbox/molecule/platform", []string{"inbox/molecule", "inbox/local", "supervisor", "appserver", "cmd"}, false},
+		{"../bridge/molecule/platform", []string{"bridge/molecule", "bridge/local", "supervisor", "appserver", "cmd"}, false},
 		// The delivery ledger is the inbox's durable state and nothing else: it knows nothing of
 		// the inbox that fills it, nor of the platform, nor of what answers.
-		{"../inbox/molecule/ledger", []string{"inbox/molecule", "inbox/local", "supervisor", "appserver", "cmd"}, true},
-		{"../inbox/local", []string{"inbox/molecule", "cmd"}, true},
+		{"../bridge/molecule/ledger", []string{"bridge/molecule", "bridge/local", "supervisor", "appserver", "cmd"}, true},
+		{"../bridge/local", []string{"bridge/molecule", "cmd"}, true},
 		// The daemon's ChatGPT login sits beside the flow: appserver consumes it through an
 		// interface of its own, and it knows nothing above the wire types.
-		{"../codexauth", []string{"appserver", "childproc", "supervisor", "inbox", "cmd"}, true},
+		{"../internal/codexauth", []string{"appserver", "internal/childproc", "supervisor", "bridge", "cmd"}, true},
 		// The reload's handoff document is a format and nothing else: cmd/supervisor wires it to
 		// the pool and the transport.
-		{"../handoff", []string{"appserver", "childproc", "supervisor", "inbox", "sessions", "cmd"}, true},
+		{"../internal/daemon/handoff", []string{"appserver", "internal/childproc", "supervisor", "bridge", "sessions", "cmd"}, true},
 		// The control socket's wire, server and client sit just below the binary: they carry
 		// the supervisor's and the inboxes' status, and run nothing of theirs.
-		{"../control", []string{"appserver", "childproc", "sessions", "daemon", "doctor", "cmd"}, true},
+		{"../internal/control", []string{"appserver", "internal/childproc", "sessions", "internal/daemon", "internal/doctor", "cmd"}, true},
 		// The doctor's checks sit beside the daemon, below the binary: the daemon's own start-up
 		// steps reach them as functions (Config.Steps), never as an import of the binary.
-		{"../doctor", []string{"daemon", "cmd"}, true},
+		{"../internal/doctor", []string{"internal/daemon", "cmd"}, true},
 		// The daemon's assembly sits just below the binary, which parses the command line.
-		{"../daemon", []string{"cmd"}, true},
+		{"../internal/daemon", []string{"cmd"}, true},
 		// The demo runs the binary as a child process; it never imports it.
 		{"../internal/demo", []string{"cmd"}, true},
 		// The spares' canned model is a leaf the daemon owns: children reach it over loopback.
-		{"../cannedmodel", []string{"appserver", "childproc", "supervisor", "inbox", "cmd", "mockmodel"}, true},
+		{"../internal/cannedmodel", []string{"appserver", "internal/childproc", "supervisor", "bridge", "cmd", "internal/mockmodel"}, true},
 		// The one secret set is a leaf every outbound path reads: it knows nothing of them.
-		{"../secretset", []string{"appserver", "childproc", "supervisor", "inbox", "codexauth", "chatfiles", "daemon", "cmd"}, true},
+		{"../internal/secretset", []string{"appserver", "internal/childproc", "supervisor", "bridge", "internal/codexauth", "internal/chatfiles", "internal/daemon", "cmd"}, true},
 		// Retention keeps the archive log; the codex calls it makes come through an interface.
-		{"../retention", []string{"appserver", "childproc", "supervisor", "inbox", "cmd"}, true},
+		{"../internal/retention", []string{"appserver", "internal/childproc", "supervisor", "bridge", "cmd"}, true},
 	} {
 		pkg, err := build.ImportDir(rule.dir, 0)
 		if err != nil {
@@ -108,7 +108,7 @@ func TestOnlyChildprocReadsOtherProcesses(t *testing.T) {
 		fields := strings.Fields(line)
 		pkg, files := fields[0], fields[1:]
 		switch strings.TrimPrefix(pkg, mod) {
-		case "childproc", "cmd/bench", "cmd/soak":
+		case "internal/childproc", "cmd/bench", "cmd/soak":
 			continue
 		}
 		for _, name := range files {
@@ -163,5 +163,67 @@ func TestNoPackageOutgrowsOneReader(t *testing.T) {
 		if lines > maxPackageLines {
 			t.Errorf("%s has %d lines of non-test Go, more than %d: give one of its parts a package of its own", dir, lines, maxPackageLines)
 		}
+	}
+}
+
+// designCardTopLevel is the architecture a reader sees at the module's root: the design card's
+// packages, the docs and the deployment files; supporting detail lives under internal/.
+var designCardTopLevel = []string{"appserver", "bridge", "cmd", "deploy", "docs", "internal", "projector", "sessions", "supervisor", "testdata"}
+
+// strayTopLevel names the directories at root that hold Go files (anywhere below them) and are
+// not on the design card's list.
+func strayTopLevel(t *testing.T, root string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stray []string
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || strings.HasPrefix(name, ".") || slices.Contains(designCardTopLevel, name) {
+			continue
+		}
+		hasGo := false
+		err := filepath.WalkDir(filepath.Join(root, name), func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && strings.HasSuffix(path, ".go") {
+				hasGo = true
+				return filepath.SkipAll
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hasGo {
+			stray = append(stray, name)
+		}
+	}
+	return stray
+}
+
+// TestTopLevelIsTheDesignCards pins the module's root to the design card's architecture (cmd,
+// appserver, supervisor, projector, bridge, sessions, testdata), with docs, deploy and internal
+// beside it; a new package goes under internal/ or under the one package that imports it.
+func TestTopLevelIsTheDesignCards(t *testing.T) {
+	if stray := strayTopLevel(t, ".."); len(stray) > 0 {
+		t.Errorf("top-level directories of Go code outside the design card's list %v: %v (move them under internal/)", designCardTopLevel, stray)
+	}
+	planted := t.TempDir()
+	for _, dir := range []string{"supervisor", "childproc/sub", "notes"} {
+		if err := os.MkdirAll(filepath.Join(planted, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"supervisor/s.go", "childproc/sub/p.go", "notes/README.md"} {
+		if err := os.WriteFile(filepath.Join(planted, f), []byte("package x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strayTopLevel(t, planted); !slices.Equal(got, []string{"childproc"}) {
+		t.Errorf("planted tree: got %v, want [childproc]", got)
 	}
 }

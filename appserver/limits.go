@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // RateLimits decodes an account/rateLimits/updated notification. Missing or null fields stay

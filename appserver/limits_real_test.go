@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 	"github.com/molecule-ai/codex-warm/projector"
-	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // A usage limit makes real codex fail the turn with usageLimitExceeded after an

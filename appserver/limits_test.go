@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 func notif(method, params string) protocol.Notification {

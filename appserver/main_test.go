@@ -19,8 +19,8 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 	"github.com/molecule-ai/codex-warm/projector"
-	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 func TestMain(m *testing.M) {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // retryLog records OnOverloadRetry calls. then, when set, runs after each recorded call (a test

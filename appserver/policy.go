@@ -6,7 +6,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // Policy decides how the client answers codex's server-initiated requests. A headless daemon

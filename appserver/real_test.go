@@ -15,8 +15,8 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // realEnv is real codex pointed at a mock model, with its own CODEX_HOME and workspace.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // What codex 0.171 does with the calls retention relies on, on disk: thread/delete removes an

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/mockmodel"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // A turn that fails at once (a usage limit) is dropped with thread/revert as soon as its

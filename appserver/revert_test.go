@@ -12,7 +12,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // revertsSent counts the thread/revert requests the fake read (its record file).

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/mockmodel"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // TestRealSteerJoinsRunningTurn: turn/steer with the running turn's id adds the text to that

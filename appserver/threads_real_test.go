@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/mockmodel"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // unloadAtOnce is the pool's setting for children that host several chats' threads.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // Several chats' threads in one child (issue 39): turns, interrupts, approvals, tool calls and

@@ -8,7 +8,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // TokenSource hands children the ChatGPT login the daemon holds (a *codexauth.Manager), so that

@@ -99,7 +99,7 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 	}
 	doc := string(b)
 	var flags, envs []string
-	for _, dir := range []string{"../cmd/supervisor", "../daemon"} {
+	for _, dir := range []string{"../cmd/supervisor", "../internal/daemon"} {
 		f, e := daemonFlags(t, dir)
 		flags, envs = append(flags, f...), append(envs, e...)
 	}

@@ -29,7 +29,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // AbortedMarker is the tag codex puts around the notice of a turn torn down without

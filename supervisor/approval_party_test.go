@@ -6,7 +6,7 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // TestApprovalAnsweredOnlyByTheChatAsked: a turn of chat "peer:x" whose prompts go to "canvas"

@@ -15,8 +15,8 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/childproc"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 	"github.com/molecule-ai/codex-warm/sessions"
 )
 

@@ -8,8 +8,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 	"github.com/molecule-ai/codex-warm/projector"
-	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // The long-thread policy. A thread's history grows with every turn, and with it the child's

@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/childproc"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // A child that cannot compact (the in-memory child has no CompactThread): the turn that finds a

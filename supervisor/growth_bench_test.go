@@ -12,8 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/childproc"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 	"github.com/molecule-ai/codex-warm/projector"
 	"github.com/molecule-ai/codex-warm/sessions"
 )

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // DefaultModelSilent bounds the wait for a model's first answer to a turn. Measured on codex

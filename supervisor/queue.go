@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // job is one Submit call: a message waiting in, or being run by, its key's worker.

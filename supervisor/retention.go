@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/chatfiles"
-	"github.com/molecule-ai/codex-warm/retention"
+	"github.com/molecule-ai/codex-warm/internal/chatfiles"
+	"github.com/molecule-ai/codex-warm/internal/retention"
 	"github.com/molecule-ai/codex-warm/supervisor/account"
 )
 

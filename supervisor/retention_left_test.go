@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/retention"
+	"github.com/molecule-ai/codex-warm/internal/retention"
 )
 
 // The thread a chat leaves with /new is archived by the sweep once it has been left for

@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/retention"
+	"github.com/molecule-ai/codex-warm/internal/retention"
 	"github.com/molecule-ai/codex-warm/sessions"
 )
 

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/childproc"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 )
 
 // Status returns the live process table. A child's memory is the memory sampler's latest reading

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 	"github.com/molecule-ai/codex-warm/projector"
-	"github.com/molecule-ai/codex-warm/protocol"
 	"github.com/molecule-ai/codex-warm/supervisor/progress"
 )
 

@@ -3,7 +3,7 @@ package appservertest
 import (
 	"encoding/json"
 
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // TurnNotifications returns the notifications of a turn that ended with status: a completed

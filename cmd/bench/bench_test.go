@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 	"github.com/molecule-ai/codex-warm/internal/exectest"
 )
 

@@ -19,8 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 )
 
 // Bounds of the daemon's lifecycle as the bench drives it.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 )
 
 // growthKnownChats are the chats the daemon's state directory knows before the growth

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 )
 
 // longStage is what one stage of the long-thread comparison measured on a child.

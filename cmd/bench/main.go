@@ -28,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 )
 
 func main() {

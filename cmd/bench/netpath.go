@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // Network paths the comparisons run on.

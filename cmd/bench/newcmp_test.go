@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/internal/exectest"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )

@@ -6,8 +6,8 @@ import (
 	"math"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/chatfiles"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/chatfiles"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // runOverhead is comparison 2: what the daemon adds to a turn. The same kind of child (real

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 )
 
 // procStat is one process as the bench reads it: the project's one /proc reader's stat.

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 	"github.com/molecule-ai/codex-warm/projector"
-	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 // warmTurnTimeout bounds one turn on a warm client.

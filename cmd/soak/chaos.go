@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 )
 
 // chat is one conversation partner of the daemon.

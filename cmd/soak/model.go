@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // modelFaults is the mock model's script: while armed, it makes a fraction of turns hang (the

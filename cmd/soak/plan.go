@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 )
 
 // eventKind is one kind of chaos the harness applies.

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 )
 
 // proc is a process found in /proc.

@@ -5,7 +5,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/molecule-ai/codex-warm/childproc"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
 )
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>.

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 )
 
 // callLog is what the soak reads from the platform's call log.

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/cmd/internal/harness"
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // workspaceID is the workspace the daemon runs as on the fake platform.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // The tests cover the soak's pure parts on synthetic inputs: the correlation of replies with

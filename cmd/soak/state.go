@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule"
+	"github.com/molecule-ai/codex-warm/bridge/molecule"
 )
 
 // sessionsFileName is the daemon's chat key → thread id map in its state directory.

@@ -8,9 +8,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/control"
-	"github.com/molecule-ai/codex-warm/daemon"
-	"github.com/molecule-ai/codex-warm/retention"
+	"github.com/molecule-ai/codex-warm/internal/control"
+	"github.com/molecule-ai/codex-warm/internal/daemon"
+	"github.com/molecule-ai/codex-warm/internal/retention"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/control"
+	"github.com/molecule-ai/codex-warm/internal/control"
 )
 
 // The end-to-end tests ask the daemon they started on its control socket through these.

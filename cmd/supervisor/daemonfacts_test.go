@@ -3,8 +3,8 @@ package main
 import (
 	"strings"
 
-	"github.com/molecule-ai/codex-warm/control"
-	"github.com/molecule-ai/codex-warm/reload"
+	"github.com/molecule-ai/codex-warm/internal/control"
+	"github.com/molecule-ai/codex-warm/internal/daemon/reload"
 )
 
 // What the end-to-end tests read in the daemon's status and environment, named as the daemon

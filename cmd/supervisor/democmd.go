@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/molecule-ai/codex-warm/daemon"
+	"github.com/molecule-ai/codex-warm/internal/daemon"
 	"github.com/molecule-ai/codex-warm/internal/demo"
 )
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/codexauth/codexauthtest"
-	"github.com/molecule-ai/codex-warm/inbox/molecule"
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/codexauth/codexauthtest"
 )
 
 // orgLogin is a ChatGPT login as a Molecule platform holds it in CODEX_AUTH_JSON.

@@ -19,10 +19,10 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/appserver/appservertest"
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/internal/codexversion"
 	"github.com/molecule-ai/codex-warm/internal/exectest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // doctorEnv is one machine as doctor sees it: a codex, a CODEX_HOME on the mock model (logged

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/molecule-ai/codex-warm/daemon"
-	"github.com/molecule-ai/codex-warm/doctor"
+	"github.com/molecule-ai/codex-warm/internal/daemon"
+	"github.com/molecule-ai/codex-warm/internal/doctor"
 )
 
 // cmdDoctor checks what `supervisor run` would use with the same flags and environment

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/inbox/local"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/bridge/local"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // paddedCommand hides "; echo hidden-ran" behind 3,000 spaces: past the prompt's 2,000-byte cut.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // partyScript makes any message ending in "run it" a tool call of approvalCommand: a delegation

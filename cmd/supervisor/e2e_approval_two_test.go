@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // Two commands the model asks for in one response; each stays off codex's known-safe list.

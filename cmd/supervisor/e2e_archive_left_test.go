@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/retention"
+	"github.com/molecule-ai/codex-warm/internal/retention"
 	"github.com/molecule-ai/codex-warm/sessions"
 )
 

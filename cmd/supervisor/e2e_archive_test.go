@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/chatfiles"
-	"github.com/molecule-ai/codex-warm/retention"
+	"github.com/molecule-ai/codex-warm/internal/chatfiles"
+	"github.com/molecule-ai/codex-warm/internal/retention"
 	"github.com/molecule-ai/codex-warm/sessions"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/bridge/local"
 	"github.com/molecule-ai/codex-warm/internal/exectest"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/inbox/local"
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/bridge/local"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // sendAsync posts text to chatKey in its own goroutine; the channel yields the reply.

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // setNoFileLimit sets pid's RLIMIT_NOFILE (soft and hard) with prlimit(2).

@@ -22,9 +22,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/codexauth"
-	"github.com/molecule-ai/codex-warm/codexauth/codexauthtest"
-	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/bridge/local"
+	"github.com/molecule-ai/codex-warm/internal/codexauth"
+	"github.com/molecule-ai/codex-warm/internal/codexauth/codexauthtest"
 )
 
 // CODEX_HOME on a small tmpfs that is full while the daemon writes the rotated login back: the

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/health"
-	"github.com/molecule-ai/codex-warm/inbox/local"
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
-	"github.com/molecule-ai/codex-warm/metrics/metricstest"
+	"github.com/molecule-ai/codex-warm/bridge/local"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/health"
+	"github.com/molecule-ai/codex-warm/internal/metrics/metricstest"
 )
 
 func scrapeMetrics(t *testing.T, addr, token string) metricstest.Families {

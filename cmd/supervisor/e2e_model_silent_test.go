@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 func TestE2EModelBlackHole(t *testing.T) {

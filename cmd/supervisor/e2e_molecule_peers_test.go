@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 )
 
 // A delegation result in the platform's shape (from this workspace, the callee in target_id,

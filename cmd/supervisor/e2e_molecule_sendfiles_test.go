@@ -16,8 +16,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // sendScript makes the model call send_file once for each path after "SEND " in the user's

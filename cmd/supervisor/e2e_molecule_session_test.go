@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/internal/exectest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // The canvas's New session, the heartbeat's is_busy and runtime_state, and a paused or deleted

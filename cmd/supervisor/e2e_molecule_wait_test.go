@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 )
 
 func TestE2EMoleculeWaitCrossesReload(t *testing.T) {

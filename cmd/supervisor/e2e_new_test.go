@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 )
 
 // /new on the Molecule inbox under --busy queue (the default), right behind a message in the

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/health"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/health"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // A fatal error after the logger exists is reported once, as a JSON log line at error level:

@@ -19,11 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/codexauth"
-	"github.com/molecule-ai/codex-warm/codexauth/codexauthtest"
-	"github.com/molecule-ai/codex-warm/inbox/molecule"
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
-	"github.com/molecule-ai/codex-warm/metrics/metricstest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/codexauth"
+	"github.com/molecule-ai/codex-warm/internal/codexauth/codexauthtest"
+	"github.com/molecule-ai/codex-warm/internal/metrics/metricstest"
 )
 
 // platformLoginE2E is a Molecule workspace whose ChatGPT login the platform owns.

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/inbox/local"
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/bridge/local"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 

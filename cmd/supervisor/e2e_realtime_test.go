@@ -12,9 +12,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule"
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/bridge/molecule"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // realtimeArgs are production's poll intervals.

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 )
 
 // The platform rotates the workspace token during the old image's life (the old token is

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/bridge/local"
 )
 
 // reloadMark is a moment of a reload a test sends signals at: a log line the daemon writes (its

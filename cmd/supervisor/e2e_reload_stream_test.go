@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/bridge/local"
 )
 
 // A reload asked for while a local caller reads a turn's event stream (which cannot cross: its

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/handoff"
+	"github.com/molecule-ai/codex-warm/internal/daemon/handoff"
 	"github.com/molecule-ai/codex-warm/internal/exectest"
 )
 

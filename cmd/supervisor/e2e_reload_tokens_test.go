@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/codexauth"
-	"github.com/molecule-ai/codex-warm/codexauth/codexauthtest"
+	"github.com/molecule-ai/codex-warm/internal/codexauth"
+	"github.com/molecule-ai/codex-warm/internal/codexauth/codexauthtest"
 )
 
 // A ChatGPT token refresh whose answer has not come when a reload starts: the endpoint has

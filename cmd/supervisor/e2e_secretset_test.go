@@ -20,12 +20,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/codexauth"
-	"github.com/molecule-ai/codex-warm/codexauth/codexauthtest"
-	"github.com/molecule-ai/codex-warm/inbox/molecule"
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
-	"github.com/molecule-ai/codex-warm/secretset"
+	"github.com/molecule-ai/codex-warm/bridge/molecule"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/internal/codexauth"
+	"github.com/molecule-ai/codex-warm/internal/codexauth/codexauthtest"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/secretset"
 )
 
 // leaks is what a test wants never to leave: a name (the file the agent writes it in) → value.

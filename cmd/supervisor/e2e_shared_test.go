@@ -5,9 +5,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/inbox/local"
-	"github.com/molecule-ai/codex-warm/mockmodel"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/bridge/local"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // Shared children (--threads-per-child 8, whatever make test-shared sets): real codex, the local

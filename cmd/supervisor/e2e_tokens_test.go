@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/codexauth"
-	"github.com/molecule-ai/codex-warm/codexauth/codexauthtest"
-	"github.com/molecule-ai/codex-warm/health"
-	"github.com/molecule-ai/codex-warm/inbox/local"
+	"github.com/molecule-ai/codex-warm/bridge/local"
+	"github.com/molecule-ai/codex-warm/internal/codexauth"
+	"github.com/molecule-ai/codex-warm/internal/codexauth/codexauthtest"
+	"github.com/molecule-ai/codex-warm/internal/health"
 )
 
 // tokenE2E is an e2e environment whose codex is logged in with ChatGPT at a fake issuer.

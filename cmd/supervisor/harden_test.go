@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/molecule-ai/codex-warm/daemon"
+	"github.com/molecule-ai/codex-warm/internal/daemon"
 )
 
 // hardenHelperEnv selects a helper-process mode of the test binary: "harden" runs HardenProcess,

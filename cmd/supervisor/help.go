@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/molecule-ai/codex-warm/daemon"
+	"github.com/molecule-ai/codex-warm/internal/daemon"
 )
 
 // commandSummary is what `supervisor <command> -h` says above the flags.

@@ -20,7 +20,7 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/molecule-ai/codex-warm/daemon"
+	"github.com/molecule-ai/codex-warm/internal/daemon"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

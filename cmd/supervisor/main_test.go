@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/molecule-ai/codex-warm/daemon"
+	"github.com/molecule-ai/codex-warm/internal/daemon"
 )
 
 // daemonEnv selects the helper-process mode: when it is "1" the test binary is the supervisor

@@ -10,7 +10,7 @@ import (
 	"syscall"
 
 	"github.com/molecule-ai/codex-warm/internal/demo"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // cmdMockModel runs the mock model the demo uses, on its own, until SIGINT or SIGTERM, and

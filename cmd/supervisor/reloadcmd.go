@@ -7,9 +7,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/control"
-	"github.com/molecule-ai/codex-warm/daemon"
-	"github.com/molecule-ai/codex-warm/reload"
+	"github.com/molecule-ai/codex-warm/internal/control"
+	"github.com/molecule-ai/codex-warm/internal/daemon"
+	"github.com/molecule-ai/codex-warm/internal/daemon/reload"
 )
 
 // reloadPoll is how often `supervisor reload` asks for the outcome.

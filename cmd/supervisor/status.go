@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/control"
-	"github.com/molecule-ai/codex-warm/daemon"
-	"github.com/molecule-ai/codex-warm/health"
+	"github.com/molecule-ai/codex-warm/internal/control"
+	"github.com/molecule-ai/codex-warm/internal/daemon"
+	"github.com/molecule-ai/codex-warm/internal/health"
 )
 
 // cmdStatus prints the running daemon's status: its process table (control.Render), or with

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/molecule-ai/codex-warm/control"
+	"github.com/molecule-ai/codex-warm/internal/control"
 )
 
 // Exit codes of `supervisor status`, one convention for the table, --json and the probes

@@ -8,9 +8,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/childproc"
-	"github.com/molecule-ai/codex-warm/control"
-	"github.com/molecule-ai/codex-warm/daemon"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
+	"github.com/molecule-ai/codex-warm/internal/control"
+	"github.com/molecule-ai/codex-warm/internal/daemon"
 )
 
 // cmdStop asks the running daemon to stop (as SIGTERM does) and waits until its process is

@@ -17,11 +17,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/chatfiles"
-	"github.com/molecule-ai/codex-warm/childproc"
-	"github.com/molecule-ai/codex-warm/control"
-	"github.com/molecule-ai/codex-warm/inbox/local"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/bridge/local"
+	"github.com/molecule-ai/codex-warm/internal/chatfiles"
+	"github.com/molecule-ai/codex-warm/internal/childproc"
+	"github.com/molecule-ai/codex-warm/internal/control"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 

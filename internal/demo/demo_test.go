@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // A daemon that exits before it is ready fails the demo with a sentence saying so and the

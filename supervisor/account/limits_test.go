@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 	"github.com/molecule-ai/codex-warm/projector"
-	"github.com/molecule-ai/codex-warm/protocol"
 )
 
 func i64(n int64) *int64 { return &n }

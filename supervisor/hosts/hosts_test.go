@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // stubChild is a Child whose death the test decides; Place only asks its PID and Err.

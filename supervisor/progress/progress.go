@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/molecule-ai/codex-warm/protocol"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // Kinds of Step.

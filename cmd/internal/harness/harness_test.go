@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/internal/exectest"
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // fakeSupervisor is a stand-in for the supervisor binary: `run --state-dir D` publishes a status

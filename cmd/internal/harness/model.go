@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/molecule-ai/codex-warm/mockmodel"
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // StartModel starts a mock model and makes codexHome (created if missing) a CODEX_HOME that

@@ -4,7 +4,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule/moleculetest"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 )
 
 // NewPlatform starts a fake Molecule platform for workspaceID that behaves like the real one

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/molecule-ai/codex-warm/inbox/molecule"
+	"github.com/molecule-ai/codex-warm/bridge/molecule"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 

@@ -1,0 +1,123 @@
+package platform
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/molecule-ai/codex-warm/internal/secretset"
+)
+
+// The rate gate: a 429 closes it for Retry-After (seconds or a date, at least a second, at most
+// maxRateWait), an answer that spent the bucket until its reset; other answers leave it open.
+func TestRateGateObserve(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	answer := func(status int, kv ...string) *http.Response {
+		h := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return &http.Response{StatusCode: status, Header: h}
+	}
+	for _, tc := range []struct {
+		name string
+		resp *http.Response
+		want time.Duration
+	}{
+		{"429 seconds", answer(429, "Retry-After", "17"), 17 * time.Second},
+		{"429 zero is a second", answer(429, "Retry-After", "0"), time.Second},
+		{"429 date", answer(429, "Retry-After", now.Add(40*time.Second).Format(http.TimeFormat)), 40 * time.Second},
+		{"429 reset only", answer(429, "X-RateLimit-Reset", "9"), 9 * time.Second},
+		{"429 nothing", answer(429), time.Second},
+		{"429 a day", answer(429, "Retry-After", "86400"), maxRateWait},
+		{"bucket spent", answer(200, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "12"), 12 * time.Second},
+		{"bucket not spent", answer(200, "X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "12"), 0},
+		{"503 with Retry-After is a peer's, not the bucket's", answer(503, "Retry-After", "8"), 0},
+	} {
+		var g rateGate
+		got, _ := g.observe(tc.resp, now)
+		if got != tc.want {
+			t.Errorf("%s: wait %v, want %v", tc.name, got, tc.want)
+		}
+		if tc.want > 0 && !g.until.Equal(now.Add(tc.want)) {
+			t.Errorf("%s: gate until %v, want %v", tc.name, g.until, now.Add(tc.want))
+		}
+	}
+}
+
+// A 401 makes the inbox read the token file again even when its stat did not change (the same
+// size and time), and the call is sent again at once with the file's token.
+func TestUnauthorizedRereadsTokenFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, TokenFileName)
+	must(t, os.WriteFile(path, []byte("token-aaaa"), 0o600))
+	s := newTokenSource("token-aaaa", path, secretset.New())
+	fi, err := os.Stat(path)
+	must(t, err)
+	must(t, os.WriteFile(path, []byte("token-bbbb"), 0o600))
+	must(t, os.Chtimes(path, fi.ModTime(), fi.ModTime()))
+	if got := s.current(); got != "token-aaaa" {
+		t.Fatalf("current = %q before a 401: the stat did not change", got)
+	}
+	if !s.reload() || s.current() != "token-bbbb" {
+		t.Fatalf("after a 401 the file's token is not used: %q", s.current())
+	}
+	if s.reload() {
+		t.Fatal("reload reports a change when the file holds the token in use")
+	}
+}
+
+// Optional traffic spends at most a quarter of what remains in the window, starts over in the
+// next window, and is not held back while the budget is unknown or unlimited.
+func TestRateGateOptionalBudget(t *testing.T) {
+	now := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
+	g := &rateGate{}
+	if !g.optional(now) {
+		t.Fatal("an unknown budget held optional traffic back")
+	}
+	h := http.Header{"X-Ratelimit-Limit": {"600"}, "X-Ratelimit-Remaining": {"40"}, "X-Ratelimit-Reset": {"30"}}
+	g.note(h, now)
+	sent := 0
+	for g.optional(now) {
+		sent++
+	}
+	if sent != 10 {
+		t.Fatalf("%d optional requests with 40 remaining, want 10 (a quarter)", sent)
+	}
+	if b := g.budget(); b.Limit != 600 || b.Remaining != 40 || b.OptionalDropped != 1 || !b.ResetAt.Equal(now.Add(30*time.Second)) {
+		t.Fatalf("budget %+v", b)
+	}
+	if !g.optional(now.Add(31 * time.Second)) {
+		t.Fatal("the next window did not allow optional traffic again")
+	}
+	g.note(http.Header{"X-Ratelimit-Limit": {"unlimited"}}, now)
+	for range 1000 {
+		if !g.optional(now) {
+			t.Fatal("an unlimited (dev) platform held optional traffic back")
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPermanentDeliveryError(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[int]bool{400: true, 401: false, 403: true, 404: true, 408: false, 413: true, 429: false, 500: false, 502: false, 503: false} {
+		if got := Permanent(&HTTPError{Status: status}); got != want {
+			t.Errorf("status %d permanent = %v, want %v", status, got, want)
+		}
+	}
+	if Permanent(errors.New("connection refused")) {
+		t.Error("network error treated as permanent")
+	}
+}

@@ -1,0 +1,49 @@
+package daemon
+
+import (
+	"os"
+	"runtime"
+	"syscall"
+
+	"github.com/molecule-ai/codex-warm/internal/childproc"
+	"github.com/molecule-ai/codex-warm/internal/control"
+)
+
+// requestStop asks the daemon to drain and exit as SIGTERM does (POST /v1/stop). The request
+// goes where the signals go, so that a reload running meanwhile is called off by it exactly as
+// by a signal; a stop asked again is the same stop (not the second signal that cuts the drain).
+func (d *daemon) requestStop() {
+	if !d.stopAsked.CompareAndSwap(false, true) {
+		return
+	}
+	d.log.Info("stop asked on the control socket")
+	select {
+	case d.sigs <- syscall.SIGTERM:
+	default: // a stop signal is already waiting
+	}
+}
+
+// status is what `supervisor status` shows of the running daemon.
+func (d *daemon) status() control.StatusDoc {
+	doc := control.StatusDoc{Daemon: d.info, Snapshot: d.sup.Status()}
+	doc.Daemon.LastReload = d.reloadInfo()
+	doc.Daemon.Goroutines = runtime.NumGoroutine()
+	if m, err := (childproc.ProcFS{}).Memory(os.Getpid()); err == nil {
+		doc.Daemon.RSSBytes, doc.Daemon.PSSBytes, doc.Daemon.USSBytes = m.RSS, m.PSS, m.USS
+	} else {
+		doc.Daemon.RSSBytes = childproc.ProcFS{}.RSS(os.Getpid())
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	doc.Daemon.HeapBytes = ms.HeapAlloc
+	if mol := d.molecule(); mol != nil {
+		st := mol.Stats()
+		doc.Bridge = &st
+	}
+	if d.local != nil {
+		f := d.local.Files()
+		doc.LocalFiles = &f
+	}
+	d.addCodexStatus(&doc)
+	return doc
+}
