@@ -36,7 +36,10 @@ func newEndingChild(c *fakeChild) *endingChild {
 	return &endingChild{fakeChild: c, end: make(chan struct{}), returned: make(chan struct{})}
 }
 
-func (c *endingChild) RunTurn(ctx context.Context, threadID string, _ []protocol.UserInput, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
+func (c *endingChild) RunTurn(ctx context.Context, threadID string, input []protocol.UserInput, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
+	if input[0].Text != "hello" {
+		return c.fakeChild.RunTurn(ctx, threadID, input, opts)
+	}
 	defer close(c.returned)
 	const turnID = "turn-1"
 	opts.OnStarted(turnID)
@@ -48,12 +51,24 @@ func (c *endingChild) RunTurn(ctx context.Context, threadID string, _ []protocol
 		fmt.Errorf("turn %s interrupted: %w", turnID, context.Cause(ctx))
 }
 
+// PauseRunning ends the "hello" turn as it pauses the child; a later turn it hands over.
 func (c *endingChild) PauseRunning(ctx context.Context) (appserver.Handover, error) {
 	h, err := c.Pause(ctx)
-	// The turn completes as the child is held; the job's goroutine goes on from there.
-	c.endOnce.Do(func() { close(c.end) })
-	<-c.returned
-	return h, err // no running turn: paused as an idle one
+	first := false
+	c.endOnce.Do(func() { first = true })
+	if first {
+		// The turn completes as the child is held; the job's goroutine goes on from there.
+		close(c.end)
+		<-c.returned
+		return h, err // no running turn: paused as an idle one
+	}
+	c.fakeChild.mu.Lock()
+	ft := c.active
+	c.fakeChild.mu.Unlock()
+	if ft != nil {
+		h.Turn = &appserver.TurnHandover{ThreadID: ft.threadID, TurnID: ft.id}
+	}
+	return h, err
 }
 
 func (c *endingChild) Pause(context.Context) (appserver.Handover, error) {
@@ -193,6 +208,53 @@ func TestFreezeGivesUpOnTurnThatEndedAsItsChildPaused(t *testing.T) {
 		var we *WatchdogError
 		if !errors.As(perr, &we) || we.Watchdog != WatchdogModelUnreachable {
 			t.Fatalf("the turn's caller: %v; want the model-unreachable result", perr)
+		}
+	})
+}
+
+// A message queued behind the turn that ended as its child paused runs next, while the freeze
+// waits for quiet again; its turn is then handed over as soon as it runs, not waited for.
+func TestFreezeHandsOverTurnQueuedBehindOneThatEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		s := newSup(t, w, func(c *Config) {
+			c.ModelUnreachable = 30 * time.Second
+			c.Spawn = func(ctx context.Context, key string) (Child, error) {
+				ch, err := w.spawn(ctx, key)
+				if err != nil {
+					return nil, err
+				}
+				return newEndingChild(ch.(*fakeChild)), nil
+			}
+		})
+		first := submitInputAsync(s, "a", Input{Text: "hello", MessageID: "m1"})
+		synctest.Wait()
+		queued := submitInputAsync(s, "a", Input{Text: "block:g", MessageID: "m2"})
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		start := time.Now()
+		handed, err := s.Freeze(ctx)
+		waited := time.Since(start)
+		cancel()
+		_, ferr := first.wait()
+		_, qerr := queued.wait()
+		if err == nil {
+			s.Thaw()
+		}
+		w.open("g")
+		shutdown(t, s)
+
+		if err != nil || len(handed) != 1 || handed[0].Turn == nil || handed[0].Turn.MessageID != "m2" || waited != 0 {
+			t.Fatalf("Freeze after %s: %+v, %v; want the queued message's turn handed over at once", waited, handed, err)
+		}
+		var we *WatchdogError
+		if !errors.As(ferr, &we) || we.Watchdog != WatchdogModelUnreachable {
+			t.Fatalf("the ended turn's caller: %v; want the model-unreachable result", ferr)
+		}
+		if !errors.Is(qerr, ErrHandedOver) {
+			t.Fatalf("the queued message: %v; want ErrHandedOver", qerr)
 		}
 	})
 }
