@@ -101,8 +101,7 @@ func (p *pool) acquire(k *keyState, j *job) (*session, error) {
 			p.mu.Unlock()
 			return nil, ErrClosed
 		}
-		// An adopted turn goes on in its child even while shutting down: the drain lets it
-		// finish, and its message is owed its reply (chats.closeLocked).
+		// An adopted turn runs on while shutting down: its message is owed its reply (closeLocked).
 		sess := k.sess
 		switch {
 		case sess == nil:
