@@ -53,6 +53,10 @@ func (a *answerer) submit(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		}
 		return c
 	}, func(c condition, retryIn time.Duration, newReason bool) {
+		// The attempt failed and the message is tried again: its files go with it.
+		if names := a.replies.dropAttempt(msg.ActivityID); len(names) > 0 {
+			log.Info("the failed attempt's files are dropped with it", zap.Strings("files", names))
+		}
 		switch c.reason {
 		case reasonBusy:
 			a.c.busyRetries.Add(1)
