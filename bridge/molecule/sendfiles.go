@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -300,6 +301,45 @@ func withoutFiles(text string, files []ledger.SentFile, why string) string {
 		names = append(names, f.Name)
 	}
 	return text + "\n\n" + chatfiles.NotSent(names, why)
+}
+
+// sweepOutbox deletes, at start, whatever the outbox holds that no pending reply lists: the
+// copies of a turn a crash cut off, of a send_file that ended after its reply was taken (older
+// versions kept it), of a failed attempt. Nothing else writes there yet.
+func (d *replies) sweepOutbox(log *zap.Logger) {
+	root := filepath.Join(d.cfg.StateDir, outboxDirName)
+	keep := make(map[string]bool)
+	for _, p := range d.ledger.PendingFiles() {
+		// A kept file keeps the folders above it.
+		for p = filepath.Clean(p); p != root && len(p) > len(root); p = filepath.Dir(p) {
+			keep[p] = true
+		}
+	}
+	var swept []string
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return err
+		case path == root || keep[path]:
+			return nil
+		}
+		if err := os.RemoveAll(path); err != nil {
+			return err
+		}
+		swept = append(swept, path)
+		if e.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		log.Warn("the outbox could not be swept of copies no pending reply lists", zap.Error(err))
+	}
+	if len(swept) > 0 {
+		log.Info("outbox swept of copies no pending reply lists", zap.Int("entries", len(swept)))
+	}
 }
 
 // removeOutbox deletes the copies of a reply that is done with.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 	"github.com/molecule-ai/codex-warm/internal/chatfiles"
 	"github.com/molecule-ai/codex-warm/supervisor"
@@ -124,6 +125,47 @@ func TestLateSendFileRefused(t *testing.T) {
 	if len(left) != 1 || left[0] != files[0].Path {
 		t.Errorf("outbox holds %v; want only the taken file %s", left, files[0].Path)
 	}
+}
+
+// At start the outbox keeps only the copies a pending reply lists: a late send_file's copy from
+// an older version, a crashed turn's copies, anything else there, is swept.
+func TestOutboxSweptAtStart(t *testing.T) {
+	t.Parallel()
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	stateDir := t.TempDir()
+	outbox := filepath.Join(stateDir, outboxDirName)
+	keep := filepath.Join(outbox, outboxName("act-kept"), "1-report.txt")
+	stray := []string{
+		filepath.Join(outbox, outboxName("act-kept"), "2-late.txt"),
+		filepath.Join(outbox, outboxName("act-gone"), "1-old.txt"),
+		filepath.Join(outbox, outboxName("act-gone"), "attempt-9", "1-x.txt"),
+		filepath.Join(outbox, "loose.bin"),
+	}
+	for _, f := range append([]string{keep}, stray...) {
+		must(t, os.MkdirAll(filepath.Dir(f), 0o700))
+		must(t, os.WriteFile(f, []byte("x"), 0o600))
+	}
+	// The stored pending reply that lists keep, as an earlier run left it; the platform refuses
+	// its delivery for now, so the copy must still be there once the sweep has run.
+	l, err := ledger.Open(ledger.Config{Dir: stateDir, WorkspaceID: p.WorkspaceID(), RecentIDs: 100})
+	must(t, err)
+	l.SetPending(ledger.Reply{ActivityID: "act-kept", ChatKey: "canvas:" + p.WorkspaceID(), Text: "done",
+		Route: ledger.Route{Kind: routeNotify, Workspace: p.WorkspaceID()},
+		Files: []ledger.SentFile{{Name: "report.txt", MimeType: "text/plain", Size: 1, Path: keep}}})
+	must(t, l.Sync())
+	p.FailNext(moleculetest.RouteChatUpload, 1000, 502)
+	log, _ := newTestLogger(t)
+	r := start(t, testConfig(p, stateDir, &attemptAnswerer{}, log))
+	must(t, p.WaitFor(waitCtx(t), func() bool { return p.CountCalls(moleculetest.RouteChatUpload, 502) > 0 }))
+	if left := outboxFiles(t, stateDir); len(left) != 1 || left[0] != keep {
+		t.Errorf("outbox holds %v after start; want only the pending reply's %s", left, keep)
+	}
+	if _, err := os.Stat(filepath.Join(outbox, outboxName("act-gone"))); !os.IsNotExist(err) {
+		t.Errorf("the folder of a reply no longer pending is still there (%v)", err)
+	}
+	p.ClearFailures()
+	must(t, p.WaitFor(waitCtx(t), func() bool { return len(p.Notifies()) == 1 }))
+	must(t, r.stop())
 }
 
 // outboxFiles lists every file under the outbox (not folders).
