@@ -41,8 +41,8 @@ const whyAttemptFailed = "the attempt at this message that sent them failed, and
 
 // whyLate is why a send_file call that ends after its turn's reply was taken sends nothing: the
 // reply that was taken is the one that goes.
-const whyLate = "the turn that called send_file has ended and its reply was already taken; " +
-	"a file goes only with the reply of the turn that sends it while that turn runs"
+const whyLate = "the turn that called send_file has ended: its reply was already taken, or the attempt failed " +
+	"and the message is tried again; a file goes only with the reply of the turn that sends it, while that turn runs"
 
 // sendBox collects the files one attempt at a message sends, and the ones refused. Once closed
 // (its reply took it, or its attempt failed) it takes no more: a call then is late.
