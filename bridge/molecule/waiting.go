@@ -39,6 +39,13 @@ func (a *answerer) submit(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		}
 		reply, err = try()
 		c := a.turnCondition(log, msg, reply, err)
+		if c.reason != "" && !c.giveUp {
+			// The attempt failed and the message is tried again: its files go with it. (Only a
+			// busy pool's result can still stand, and a turn the pool refused sent nothing.)
+			if names := a.replies.dropAttempt(msg.ActivityID); len(names) > 0 {
+				log.Info("the failed attempt's files are dropped with it", zap.Strings("files", names))
+			}
+		}
 		if seq != 0 && c.reason != "" && !c.giveUp {
 			a.line.set(msg.ChatKey, seq, true)
 			hold := c.hold
@@ -53,10 +60,6 @@ func (a *answerer) submit(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		}
 		return c
 	}, func(c condition, retryIn time.Duration, newReason bool) {
-		// The attempt failed and the message is tried again: its files go with it.
-		if names := a.replies.dropAttempt(msg.ActivityID); len(names) > 0 {
-			log.Info("the failed attempt's files are dropped with it", zap.Strings("files", names))
-		}
 		switch c.reason {
 		case reasonBusy:
 			a.c.busyRetries.Add(1)
