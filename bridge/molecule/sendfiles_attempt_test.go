@@ -49,7 +49,7 @@ func (a *attemptAnswerer) SubmitInput(ctx context.Context, key string, in superv
 
 // Each attempt at a message has its own send_file box: the files of an attempt that failed
 // (and was tried again) do not ride on the later answer; they are dropped with it, their copies
-// leave the outbox, and the answer names them as not sent. The failed attempt's send_file,
+// leave the outbox, and the failed attempt's notice and the answer name them as not sent. The failed attempt's send_file,
 // called after that, is refused and copies nothing.
 func TestFailedAttemptsFilesDoNotRide(t *testing.T) {
 	t.Parallel()
@@ -83,6 +83,14 @@ func TestFailedAttemptsFilesDoNotRide(t *testing.T) {
 	}
 	if want := "[report.txt not sent: " + whyAttemptFailed + "]"; !strings.Contains(reply.Message, want) {
 		t.Errorf("reply %q\nwant it to name the failed attempt's file: %q", reply.Message, want)
+	}
+	// The failed attempt's note (the chat is told the model service is away) names them too.
+	var noted bool
+	for _, n := range p.Notifies() {
+		noted = noted || (!strings.HasPrefix(n.Message, "here it is") && strings.Contains(n.Message, "[report.txt not sent: "+whyAttemptFailed+"]"))
+	}
+	if !noted {
+		t.Errorf("notices %+v; want the failed attempt's to name report.txt as not sent", p.Notifies())
 	}
 	a.mu.Lock()
 	late := a.first
