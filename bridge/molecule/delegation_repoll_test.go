@@ -39,9 +39,19 @@ func TestDelegationRowAfterItsEventAnsweredSoon(t *testing.T) {
 		from := len(p.Calls())
 		time.Sleep(10 * time.Minute)
 		polls, _, _ := countCalls(p, from)
-		stop()
 		if polls > 2 {
 			t.Errorf("%d polls in the 10 minutes after the row was read, want at most 2", polls)
+		}
+
+		// A row that never comes (the platform writes it only with DELEGATION_RESULT_INBOX_PUSH):
+		// the event's own poll and three re-polls, then the safety poll's.
+		from = len(p.Calls())
+		p.AnnounceDelegation(moleculetest.DelegationResult(p.WorkspaceID(), "callee-1", "d-2", "lost"))
+		time.Sleep(time.Minute)
+		polls, _, _ = countCalls(p, from)
+		stop()
+		if polls != 4 {
+			t.Errorf("%d polls in the minute after an event whose row never came, want 4 (the event's and 3 re-polls)", polls)
 		}
 	})
 }
