@@ -389,7 +389,8 @@ func (c *chats) run(k *keyState, j *job) (Reply, error) {
 // onWorker runs fn on chatKey's worker, so that no message of the chat runs meanwhile (a message
 // that arrives waits); retire, for fn, retires the chat's child and waits until it was reaped.
 // busy is true, and fn does not run, when the chat has a turn running or messages waiting.
-func (c *chats) onWorker(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (busy bool, err error) {
+// With wait, fn runs after them instead, and busy says it waited.
+func (c *chats) onWorker(ctx context.Context, chatKey string, wait bool, fn func(k *keyState, retire func()) error) (busy bool, err error) {
 	j := &job{ctx: context.WithoutCancel(ctx), done: make(chan outcome, 1)}
 	j.maint = func(k *keyState) (Reply, error) {
 		return Reply{}, fn(k, func() {
@@ -414,6 +415,9 @@ func (c *chats) onWorker(ctx context.Context, chatKey string, fn func(k *keyStat
 		return false, ErrReloading
 	}
 	if k := c.keys[chatKey]; k != nil && (k.running != nil || c.queue.LenLocked(chatKey) > 0) {
+		busy = true
+	}
+	if busy && !wait {
 		c.mu.Unlock()
 		return true, nil
 	}
@@ -422,5 +426,5 @@ func (c *chats) onWorker(ctx context.Context, chatKey string, fn func(k *keyStat
 	c.queue.PushLocked(chatKey, j)
 	c.mu.Unlock()
 	o := <-j.done
-	return false, o.err
+	return busy, o.err
 }

@@ -147,13 +147,16 @@ func New(cfg Config) (*Supervisor, error) {
 				s.mu.Unlock()
 			}, nil
 		}, func(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (bool, error) {
-			return s.chats.onWorker(ctx, chatKey, fn)
+			return s.chats.onWorker(ctx, chatKey, false, fn)
 		})
 	s.pool = newPool(poolDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, wg: &s.wg, accepting: s.accepting, hosts: s.hosts,
 		archive: s.archive, handover: &s.handover, streak: &s.streak,
 		queued: func(key string) int { return s.chats.queuedLocked(key) }, forget: func(k *keyState) { s.chats.gcKeyLocked(k) }})
 	s.chats = newChats(chatsDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, life: s.life, pool: s.pool, handover: &s.handover,
 		approvals: s.approvals, archive: s.archive, model: s.model, limits: s.limits, usage: s.usage})
+	if cfg.Jobs != nil {
+		cfg.Jobs.Bind(s.chats.runJob)
+	}
 	if cfg.StateDir != "" {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("supervisor: state dir: %w", err)
