@@ -3,6 +3,7 @@ package main
 import (
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
@@ -39,12 +40,13 @@ func (e *e2e) lastRequestFor(text string) mockmodel.Request {
 
 // /model and /effort on the real codex: the next request of that chat only carries them, in the
 // same child; a refused name or level changes nothing; a peer's /model is refused; the choice
-// outlives a restart; default goes back to the configured ones although codex wrote the
+// outlives a restart, a reload and a crashed child; default goes back to the configured ones although codex wrote the
 // override into the thread's rollout. The mock is a provider of its own, so what may be chosen
 // is --allow-models and --allow-efforts (codex's catalog does not count; no test names it).
 func TestE2EChatModelAndEffort(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, e2eConfig{})
+	installReloadable(t, e)
 	flags := []string{"--allow-models", "mock-large,mock-small", "--allow-efforts", "low,high", "--effort", "low"}
 	d := e.start(flags...)
 	e.canvasSay(d, "one")
@@ -89,6 +91,24 @@ func TestE2EChatModelAndEffort(t *testing.T) {
 	e.canvasSay(d, "three")
 	if r := e.lastRequestFor("three"); r.Model != "mock-large" || r.Effort != "high" {
 		t.Errorf("after a restart: model %q effort %q, want mock-large high", r.Model, r.Effort)
+	}
+	installBin(t, e.bin)
+	if code, out := e.reloadCmd(); code != 0 {
+		t.Fatalf("reload: exit %d: %s\n%s", code, out, d.logTail(40))
+	}
+	e.canvasSay(d, "after the reload")
+	if r := e.lastRequestFor("after the reload"); r.Model != "mock-large" || r.Effort != "high" {
+		t.Errorf("after a reload: model %q effort %q, want mock-large high", r.Model, r.Effort)
+	}
+	// A crashed child: the chat's next message resumes the thread in a new one, on its model.
+	crashed := childPID(d.status(), e.canvasKey())
+	if err := syscall.Kill(crashed, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.waitUntil("the crashed child gone", func() bool { return childPID(d.status(), e.canvasKey()) != crashed })
+	e.canvasSay(d, "after the crash")
+	if r := e.lastRequestFor("after the crash"); r.Model != "mock-large" || r.Effort != "high" {
+		t.Errorf("after a crash: model %q effort %q, want mock-large high", r.Model, r.Effort)
 	}
 	e.canvasSay(d, "/model default")
 	e.canvasSay(d, "/effort default")
