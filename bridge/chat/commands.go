@@ -106,6 +106,9 @@ Anything else, including other /words, goes to codex as you typed it.`)
 // how many of the chat's messages the inbox itself dropped for a /stop (messages it had not yet
 // handed to the supervisor); it is added to the count.
 func RunCommand(ctx context.Context, c Controls, chatKey string, cmd Command, dropped int) string {
+	if o, ok := c.(CommandObserver); ok {
+		o.ObserveCommand(cmd.Name)
+	}
 	if text, ok := runSettingsCommand(ctx, c, chatKey, cmd); ok {
 		return text
 	}

@@ -42,6 +42,12 @@ type JobControls interface {
 	Undo(ctx context.Context, chatKey string, n int) (chatjob.UndoResult, error)
 }
 
+// CommandObserver, when the Controls implement it, counts each command answered, by name
+// (aliases resolved): the metrics count commands, never chats.
+type CommandObserver interface {
+	ObserveCommand(name string)
+}
+
 const (
 	textNotAvailable = "this command is not available here"
 	textPeerRefused  = "a peer agent may not choose this chat's model or effort: models differ in cost (the operator can allow it)"

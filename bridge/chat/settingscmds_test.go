@@ -18,6 +18,7 @@ type jobs struct {
 	undo    chatjob.UndoResult
 	err     error
 	calls   []string
+	counted []string // ObserveCommand's names
 }
 
 func (j *jobs) Compact(_ context.Context, key string) (chatjob.CompactResult, error) {
@@ -38,6 +39,8 @@ type controls struct {
 }
 
 func (c controls) PeersMayChoose() bool { return c.peers }
+
+func (c controls) ObserveCommand(name string) { c.jobs.counted = append(c.jobs.counted, name) }
 
 func newControls(t *testing.T) controls {
 	t.Helper()
@@ -146,6 +149,9 @@ func TestCompactAndUndoCommands(t *testing.T) {
 	}
 	if got := run(c, "k", "/help"); !strings.Contains(got, "/undo [N]") || !strings.Contains(got, "/compact") || !strings.Contains(got, "/model") {
 		t.Errorf("/help does not list the commands: %q", got)
+	}
+	if got := c.jobs.counted; len(got) < 6 || got[0] != cmdCompact || got[1] != cmdUndo || got[2] != cmdUndo {
+		t.Errorf("commands counted %v, want each by its name", got)
 	}
 	if got := run(&chattest.Controls{}, "k", "/compact"); got != textNotAvailable {
 		t.Errorf("/compact without jobs: %q", got)

@@ -10,6 +10,7 @@ import (
 	"github.com/molecule-ai/codex-warm/bridge/molecule"
 	"github.com/molecule-ai/codex-warm/internal/chatsettings"
 	"github.com/molecule-ai/codex-warm/internal/control"
+	"github.com/molecule-ai/codex-warm/internal/metrics"
 	"github.com/molecule-ai/codex-warm/internal/protocol"
 	"github.com/molecule-ai/codex-warm/supervisor"
 	"github.com/molecule-ai/codex-warm/supervisor/chatjob"
@@ -86,10 +87,18 @@ type chatControls struct {
 	*chatsettings.Store
 	*chatjob.Jobs
 	peers bool
+	met   *metrics.Metrics // nil without --metrics-listen
 }
 
 // PeersMayChoose reports --peer-model-commands.
 func (c chatControls) PeersMayChoose() bool { return c.peers }
+
+// ObserveCommand counts a chat command in the metrics, when they are served.
+func (c chatControls) ObserveCommand(name string) {
+	if c.met != nil {
+		c.met.ObserveCommand(name)
+	}
+}
 
 // chatModels is the status document's part on models.
 func chatModels(s *chatsettings.Store) *control.ChatModels {

@@ -384,7 +384,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	case "local":
 		var controls chat.Controls
 		if cfg.ChatCommands {
-			controls = chatControls{d.sup, settings, jobs, cfg.Models.PeerCommands}
+			controls = chatControls{d.sup, settings, jobs, cfg.Models.PeerCommands, met}
 		}
 		h, err := local.New(local.Config{Answerer: d.sup, Controls: controls, Chats: d.sup, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
@@ -444,7 +444,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 			mcfg.HandOff = d.sup
 		}
 		if cfg.ChatCommands {
-			mcfg.Controls = chatControls{d.sup, settings, jobs, cfg.Models.PeerCommands}
+			mcfg.Controls = chatControls{d.sup, settings, jobs, cfg.Models.PeerCommands, met}
 		}
 		mcfg.Progress = d.sup
 		mcfg.Health = d.sup
