@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -149,14 +152,29 @@ func TestE2EChatCompact(t *testing.T) {
 	d.stop(stopTimeout)
 }
 
-// /undo on the real codex: the last exchange leaves what the model sees next; bad input is
-// answered without a model call.
+// patchScript has the model add the file a.txt with codex's apply_patch (through exec_command,
+// which codex turns into a fileChange item) when the message is "PATCH".
+func patchScript(req mockmodel.Request) mockmodel.Reply {
+	if req.LastUserText == "PATCH" && !req.HasToolOutput {
+		patch := "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a.txt\n+hello\n*** End Patch\nEOF\n"
+		args, _ := json.Marshal(map[string]any{"cmd": patch})
+		return mockmodel.Reply{ToolCall: &mockmodel.ToolCall{Name: "exec_command", Arguments: string(args)}}
+	}
+	return mockmodel.DefaultScript(req)
+}
+
+// /undo on the real codex: the last exchange leaves what the model sees next, and the answer
+// names the file its turn added, which stays; bad input is answered without a model call.
 func TestE2EChatUndo(t *testing.T) {
 	t.Parallel()
-	e := newE2E(t, e2eConfig{})
-	d := e.start()
+	e := newE2E(t, e2eConfig{Script: patchScript})
+	d := e.start("--approval", "accept")
 	e.canvasSay(d, "one")
-	e.canvasSay(d, "two")
+	e.canvasSay(d, "PATCH")
+	file := filepath.Join(e.workDir, "a.txt")
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the patch did not add a.txt: %v", err)
+	}
 	requests := e.mock.RequestCount()
 	for _, bad := range []string{"/undo 0", "/undo 99"} {
 		if got := e.canvasSay(d, bad); !strings.HasPrefix(got, "usage: /undo") {
@@ -167,8 +185,11 @@ func TestE2EChatUndo(t *testing.T) {
 		t.Errorf("/undo 5: %q", got)
 	}
 	got := e.canvasSay(d, "/undo")
-	if !strings.Contains(got, `"two"`) || strings.Contains(got, `"one"`) || !strings.Contains(got, "changed no file") {
-		t.Errorf("/undo: %q, want it to name two alone", got)
+	if !strings.Contains(got, `"PATCH"`) || strings.Contains(got, `"one"`) || !strings.Contains(got, "stay changed: "+file) {
+		t.Errorf("/undo: %q, want it to name PATCH alone and %s", got, file)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("a.txt is gone after /undo: %v", err)
 	}
 	if e.mock.RequestCount() != requests {
 		t.Errorf("the commands made %d model requests", e.mock.RequestCount()-requests)
