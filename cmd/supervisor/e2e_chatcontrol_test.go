@@ -122,32 +122,56 @@ func TestE2EChatModelAndEffort(t *testing.T) {
 	d.stop(stopTimeout)
 }
 
-// /compact on the real codex: the chat's next request is smaller (the summary instead of the
-// answers) and the conversation goes on; /compact on a chat without a conversation says so
-// without a model call.
+// /compact on the real codex: it waits for the chat's running turn and says so; the chat's next
+// request is smaller (the summary instead of the answers) and the conversation goes on;
+// /compact on a chat without a conversation says so without a model call.
 func TestE2EChatCompact(t *testing.T) {
 	t.Parallel()
-	e := newE2E(t, e2eConfig{Script: compactionScript(0)})
+	hold := make(chan struct{})
+	script := compactionScript(0)
+	e := newE2E(t, e2eConfig{Script: func(req mockmodel.Request) mockmodel.Reply {
+		if strings.HasPrefix(req.LastUserText, "held") {
+			r := mockmodel.DefaultScript(req)
+			r.Hold = hold
+			return r
+		}
+		return script(req)
+	}})
 	d := e.start()
 	if got := e.canvasSay(d, "/compact"); !strings.Contains(got, "no conversation yet") || e.mock.RequestCount() != 0 {
 		t.Errorf("/compact before any message: %q, %d model requests", got, e.mock.RequestCount())
 	}
 	long := strings.Repeat("padding ", 400)
 	e.canvasSay(d, "one "+long)
-	e.canvasSay(d, "two "+long)
-	two := e.lastRequestFor("two " + long)
-	if got := e.canvasSay(d, "/compact"); !strings.HasPrefix(got, "compacted") {
-		t.Fatalf("/compact: %q", got)
+	n := len(e.plat.Notifies())
+	e.plat.Enqueue(moleculetest.CanvasMessage("held " + long))
+	d.waitRequests(e.mock.RequestCount() + 1)
+	e.plat.Enqueue(moleculetest.CanvasMessage("/compact"))
+	d.waitUntil("/compact waiting behind the running turn", func() bool {
+		for _, c := range d.status().Snapshot.Children {
+			if c.ChatKey == e.canvasKey() && c.Queued > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	close(hold)
+	d.waitPlatform("the held reply and the /compact answer", func() bool { return len(e.plat.Notifies()) >= n+2 })
+	held := e.lastRequestFor("held " + long)
+	answers := e.notifyTexts()[n:]
+	if !slices.ContainsFunc(answers, func(s string) bool {
+		return strings.HasPrefix(s, "compacted (after the messages codex was working on): the conversation went from about")
+	}) {
+		t.Fatalf("answers %q: want /compact's, saying it waited, with the sizes", answers)
 	}
 	if e.compactionRequests() != 1 {
 		t.Errorf("%d compaction requests, want 1", e.compactionRequests())
 	}
 	e.canvasSay(d, "three")
 	three := e.lastRequestFor("three")
-	in := strings.Join(rawInputs(three), "\n")
-	if !strings.Contains(in, compactSummary) || len(in) >= len(strings.Join(rawInputs(two), "\n")) {
-		t.Errorf("the request after /compact (%d bytes) is not smaller than the one before (%d), or lacks the summary",
-			len(in), len(strings.Join(rawInputs(two), "\n")))
+	in, before := strings.Join(rawInputs(three), "\n"), strings.Join(rawInputs(held), "\n")
+	if !strings.Contains(in, compactSummary) || len(in) >= len(before) {
+		t.Errorf("the request after /compact (%d bytes) is not smaller than the one before (%d), or lacks the summary", len(in), len(before))
 	}
 	d.stop(stopTimeout)
 }
