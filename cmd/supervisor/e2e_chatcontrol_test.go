@@ -43,7 +43,7 @@ func (e *e2e) lastRequestFor(text string) mockmodel.Request {
 
 // /model and /effort on the real codex: the next request of that chat only carries them, in the
 // same child; a refused name or level changes nothing; a peer's /model is refused; the choice
-// outlives a restart, a reload and a crashed child; default goes back to the configured ones although codex wrote the
+// outlives a restart, a reload, a crashed child and /new; default goes back to the configured ones although codex wrote the
 // override into the thread's rollout. The mock is a provider of its own, so what may be chosen
 // is --allow-models and --allow-efforts (codex's catalog does not count; no test names it).
 func TestE2EChatModelAndEffort(t *testing.T) {
@@ -112,6 +112,12 @@ func TestE2EChatModelAndEffort(t *testing.T) {
 	e.canvasSay(d, "after the crash")
 	if r := e.lastRequestFor("after the crash"); r.Model != "mock-large" || r.Effort != "high" {
 		t.Errorf("after a crash: model %q effort %q, want mock-large high", r.Model, r.Effort)
+	}
+	// /new starts a new conversation on the chat's model.
+	e.canvasSay(d, "/new")
+	e.canvasSay(d, "after new")
+	if r := e.lastRequestFor("after new"); r.Model != "mock-large" || r.Effort != "high" || len(r.UserTexts) != 1 {
+		t.Errorf("after /new: model %q effort %q, %d user texts; want mock-large high on a new conversation", r.Model, r.Effort, len(r.UserTexts))
 	}
 	e.canvasSay(d, "/model default")
 	e.canvasSay(d, "/effort default")
