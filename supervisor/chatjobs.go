@@ -11,7 +11,7 @@ import (
 // runJob is Config.Jobs' chatjob.Runner: fn gets the chat's session on the chat's worker (its
 // thread resumed in a child when none is live); the session goes back to idle after.
 func (c *chats) runJob(ctx context.Context, chatKey string, wait bool, fn func(chatjob.Session) error) (bool, error) {
-	return c.onWorker(ctx, chatKey, wait, func(k *keyState, _ func()) error {
+	return c.onWorkerWait(ctx, chatKey, wait, func(k *keyState, _ func()) error {
 		c.mu.Lock()
 		live := k.sess != nil && k.sess.threadID != ""
 		c.mu.Unlock()

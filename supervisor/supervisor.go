@@ -147,7 +147,7 @@ func New(cfg Config) (*Supervisor, error) {
 				s.mu.Unlock()
 			}, nil
 		}, func(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (bool, error) {
-			return s.chats.onWorker(ctx, chatKey, false, fn)
+			return s.chats.onWorker(ctx, chatKey, fn)
 		})
 	s.pool = newPool(poolDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, wg: &s.wg, accepting: s.accepting, hosts: s.hosts,
 		archive: s.archive, handover: &s.handover, streak: &s.streak,
