@@ -218,7 +218,8 @@ func (s *Store) Resolve(chatKey string) Resolved {
 func (s *Store) resolve(c Choice) Resolved {
 	r := Resolved{Chosen: c}
 	r.Model, r.ModelFrom = s.configuredModel()
-	if c.Model != "" {
+	// A choice the operator no longer allows (--allow-models changed since) is passed over.
+	if c.Model != "" && slices.Contains(s.AllowedModels(), c.Model) {
 		r.Model, r.ModelFrom = c.Model, FromChat
 	}
 	efforts, known := s.efforts(r.Model)

@@ -187,6 +187,17 @@ func TestFile(t *testing.T) {
 	if _, err := again.SetEffort("b", chatsettings.Default); err != nil {
 		t.Fatal(err)
 	}
+	// The operator narrowed --allow-models since: b's choice of beta no longer counts.
+	if _, err := again.SetModel("b", "beta"); err != nil {
+		t.Fatal(err)
+	}
+	narrowed := open(t, chatsettings.Config{Path: path, Catalog: catalog(), AllowModels: []string{"gamma"}})
+	if r := narrowed.Resolve("b"); r.Model != "alpha" || r.ModelFrom != chatsettings.FromCodex {
+		t.Errorf("a choice --allow-models no longer allows: %+v, want the configured default", r)
+	}
+	if _, err := again.SetModel("b", chatsettings.Default); err != nil {
+		t.Fatal(err)
+	}
 	third := open(t, chatsettings.Config{Path: path, Catalog: catalog()})
 	if got := third.Chosen(); len(got) != 0 {
 		t.Errorf("forgotten and cleared chats are still in the file: %v", got)
