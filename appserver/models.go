@@ -15,11 +15,16 @@ const maxModelPages = 50
 // catalog whatever the configured provider: with another provider it does not say what that
 // provider serves.
 func (c *Client) ListModels(ctx context.Context, includeHidden bool) ([]protocol.Model, error) {
+	return c.listModels(ctx, includeHidden, 0)
+}
+
+// listModels is ListModels with pages of at most limit models (0: codex's own size).
+func (c *Client) listModels(ctx context.Context, includeHidden bool, limit int) ([]protocol.Model, error) {
 	var out []protocol.Model
 	cursor := ""
 	for range maxModelPages {
 		var res protocol.ModelListResult
-		err := c.call(ctx, protocol.MethodModelList, protocol.ModelListParams{Cursor: cursor, IncludeHidden: includeHidden}, &res)
+		err := c.call(ctx, protocol.MethodModelList, protocol.ModelListParams{Cursor: cursor, IncludeHidden: includeHidden, Limit: limit}, &res)
 		if err != nil {
 			return nil, fmt.Errorf("list models of codex pid %d: %w", c.pid, err)
 		}

@@ -24,6 +24,14 @@ func TestRealListModelsAndTurnModel(t *testing.T) {
 	if len(models) == 0 {
 		t.Fatal("model/list gave no model")
 	}
+	// One model a page: every page is followed, and the catalog is the same.
+	paged, err := appserver.ListModelsPaged(ctx, c, true, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(paged, models, func(a, b protocol.Model) bool { return a.ID == b.ID }) {
+		t.Errorf("one model a page gave %d models, all at once %d", len(paged), len(models))
+	}
 	visible, err := c.ListModels(ctx, false)
 	if err != nil {
 		t.Fatal(err)
