@@ -230,3 +230,24 @@ func TestE2EChatUndo(t *testing.T) {
 	}
 	d.stop(stopTimeout)
 }
+
+// The local inbox answers /model and /effort too, and its chats' requests carry the choice.
+func TestE2ELocalChatModel(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, e2eConfig{Local: true})
+	d := e.start("--allow-models", "mock-large", "--allow-efforts", "low,high")
+	c := newLocalClient(t, d)
+	if r := c.send("k", "/model mock-large"); r.Status != "command" || !strings.Contains(r.Text, "model for this chat: mock-large") {
+		t.Fatalf("/model on the local inbox: %+v", r)
+	}
+	if r := c.send("k", "/effort high"); r.Status != "command" || !strings.Contains(r.Text, "effort for this chat: high") {
+		t.Fatalf("/effort on the local inbox: %+v", r)
+	}
+	if r := c.send("k", "hello"); r.Status != "completed" {
+		t.Fatalf("hello: %+v", r)
+	}
+	if r := e.lastRequestFor("hello"); r.Model != "mock-large" || r.Effort != "high" {
+		t.Errorf("the local chat's request: model %q effort %q, want mock-large high", r.Model, r.Effort)
+	}
+	d.stop(stopTimeout)
+}
