@@ -72,8 +72,11 @@ func TestE2EApprovalAskedOfTheCanvas(t *testing.T) {
 				}
 				return strings.Join(all, "\n---\n")
 			}
+			// The canvas's answer and the turn's reply go to two places (the peer's reply by A2A),
+			// so either can land first: wait for both.
 			d.waitPlatform("the canvas's answer and the turn's reply", func() bool {
-				return strings.Contains(since(), "Process exited with code 0")
+				return strings.Contains(since(), "Process exited with code 0") &&
+					strings.Contains(strings.Join(e.notifyTexts()[notifies:], "\n"), "approved")
 			})
 			if all := strings.Join(e.notifyTexts()[notifies:], "\n---\n"); !strings.Contains(all, "approved") {
 				t.Fatalf("the canvas was not told its /approve was taken; notifies:\n%s", all)
