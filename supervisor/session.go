@@ -43,8 +43,12 @@ type session struct {
 	spare       bool
 	fromSpare   bool
 	spareThread string
-	spareWarmed bool // a warm-up was tried on spareThread and its thread not deleted (warmup.go)
-	spareUnused bool // the chat resumed its own thread: spareThread is to be deleted (warmup.go)
+	spareWarmed bool   // a warm-up was tried on spareThread and its thread not deleted (warmup.go)
+	spareUnused bool   // the chat resumed its own thread: spareThread is to be deleted (warmup.go)
+	spareName   string // the chat key spareThread is named after once the child is first idle (warmup.go)
+	// replaceAfter is set when a chat takes the spare, until the child is first idle: the
+	// spare's replacement waits for that, or for this time (spares.go).
+	replaceAfter time.Time
 
 	started   time.Time
 	turnStart time.Time
@@ -351,7 +355,7 @@ func (p *pool) openThread(key string, sess *session, text string) (string, error
 		err := sess.child.ResumeThread(ctx, id, p.cfg.Thread)
 		if err == nil {
 			sess.recorded = true
-			p.claimSpareThread(ctx, sess, key, false)
+			p.claimSpareThread(sess, key, false)
 			p.dropUnfinishedRun(ctx, sess, id, text)
 			return id, nil
 		}
@@ -371,7 +375,7 @@ func (p *pool) openThread(key string, sess *session, text string) (string, error
 		sess.resumeFailed, sess.lostThread = true, id
 	} else if id, ok, err := p.archive.comeBack(ctx, key, sess); err != nil || ok {
 		if ok {
-			p.claimSpareThread(ctx, sess, key, false)
+			p.claimSpareThread(sess, key, false)
 			p.dropUnfinishedRun(ctx, sess, id, text)
 		}
 		return id, wrap(err)
@@ -380,7 +384,7 @@ func (p *pool) openThread(key string, sess *session, text string) (string, error
 	if sess.spareThread != "" {
 		// A spare started this thread before any chat was known; codex writes no rollout until
 		// its first turn (a warmed spare's is on disk, empty), so it is as new as one started now.
-		p.claimSpareThread(ctx, sess, key, true)
+		p.claimSpareThread(sess, key, true)
 		return sess.spareThread, nil
 	}
 	id, err := sess.child.StartThread(ctx, p.cfg.Thread)

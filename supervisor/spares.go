@@ -17,6 +17,16 @@ import (
 // One goroutine, keepSpares, starts spares one at a time whenever a slot is free that nobody
 // waits for; Shutdown waits for it before closing the children. A spare that fails to start, or
 // dies young, backs the keeper off like a chat's crashing child (spares.crash).
+//
+// A spare a chat took is replaced once the chat's first turn is over (the child is first idle),
+// or spareReplaceDelay after the hand-out, whichever comes first: starting a codex child costs
+// a few hundred ms of CPU, and on a small machine a replacement started at the hand-out slows
+// the very first message the spare was there to speed up (docs/benchmarks.md, "The first
+// message of a new chat").
+
+// spareReplaceDelay bounds how long a spare's replacement waits for the first turn of the chat
+// that took it: past it, codex is waiting on the model, and a burst of new chats needs spares.
+const spareReplaceDelay = time.Second
 
 // spareState is the spares' machinery beside the pool's: the keeper's wake-up, the signal for
 // chats that wait for a spare, and the spares' own restart backoff.
@@ -98,7 +108,7 @@ func (p *pool) keepSpares() {
 		for {
 			sess, wait := p.reserveSpare()
 			if wait > 0 {
-				if p.sleep(p.accepting, wait) != nil {
+				if !p.waitSpareKick(wait) {
 					return
 				}
 				continue
@@ -111,16 +121,34 @@ func (p *pool) keepSpares() {
 	}
 }
 
+// waitSpareKick waits d, or until the keeper is kicked, whichever is first (what the keeper
+// waits for is then looked at again); false once the supervisor stops accepting work.
+func (p *pool) waitSpareKick(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.spares.kick:
+	case <-p.accepting.Done():
+		return false
+	}
+	return true
+}
+
 // reserveSpare takes a slot for a new spare and registers it in StateStarting, or returns nil
 // when no spare is wanted now: enough spares, no free slot, someone waits for a slot, or the
-// keeper is backing off (then wait > 0).
+// keeper is backing off or waits for a taken spare's first turn (then wait > 0).
 func (p *pool) reserveSpare() (*session, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.handover.active() || p.sparesLocked() >= p.cfg.Spares {
 		return nil, 0
 	}
-	if wait := p.spares.crash.wait(time.Now()); wait > 0 {
+	now := time.Now()
+	if wait := p.spares.crash.wait(now); wait > 0 {
+		return nil, wait
+	}
+	if wait := p.firstTurnWaitLocked(now); wait > 0 {
 		return nil, wait
 	}
 	if !p.slots.take(p.memUseLocked()) {
@@ -130,6 +158,19 @@ func (p *pool) reserveSpare() (*session, time.Duration) {
 	sess := p.newSessionLocked(&keyState{}, p.log.With(zap.Bool("spare", true)))
 	sess.spare = true
 	return sess, 0
+}
+
+// firstTurnWaitLocked is how long the keeper still waits for the first turn of a chat that took
+// a spare (spareReplaceDelay at most from the hand-out); 0 when none is under way.
+func (p *pool) firstTurnWaitLocked(now time.Time) time.Duration {
+	var wait time.Duration
+	for sess := range p.sessions {
+		if sess.replaceAfter.IsZero() || sess.state == StateRetiring {
+			continue
+		}
+		wait = max(wait, sess.replaceAfter.Sub(now))
+	}
+	return wait
 }
 
 // sparesLocked counts spares, ready or starting.
@@ -196,6 +237,9 @@ func (p *pool) takeSpare(k *keyState) *session {
 	sess.spare, sess.fromSpare = false, true
 	sess.restarts = k.restarts
 	sess.started = time.Now() // the crash window counts from the hand-out
+	// The replacement and the children record's new line wait for the chat's first turn
+	// (settleSpare); the kick lets the keeper time the wait.
+	sess.replaceAfter = sess.started.Add(spareReplaceDelay)
 	sess.log = p.log.With(zap.String("chat_key", k.key), zap.Int("pid", sess.pid))
 	child := sess.child
 	p.mu.Unlock()
@@ -204,7 +248,6 @@ func (p *pool) takeSpare(k *keyState) *session {
 		r.SetLogger(childLogger(p.cfg.AppServer.Logger, p.cfg.Logger, k.key))
 	}
 	p.kickSpares()
-	p.persistRecords() // the record now names the chat
 	return sess
 }
 

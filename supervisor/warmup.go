@@ -20,7 +20,8 @@ import (
 // sparePlaceholderName while it waits and the chat key once a chat takes it; a chat that resumes
 // its stored thread instead has the spare's unused thread deleted once its first turn is over, and
 // a spare closed before any chat took it has its thread deleted as it closes, so no empty thread
-// is left in CODEX_HOME.
+// is left in CODEX_HOME. The naming and the deletion wait until the chat's first turn is over
+// (settleSpare): a new chat's first message pays neither.
 
 // sparePlaceholderName names a warmed spare's thread until a chat takes it.
 const sparePlaceholderName = "codex-warm spare"
@@ -70,42 +71,54 @@ func (p *pool) warmSpare(sess *session, id string) (bool, error) {
 	return true, nil
 }
 
-// claimSpareThread runs at the hand-out of a warmed spare to key: the spare's thread takes the
-// chat key as its name when the chat uses it (use). Otherwise the chat resumed a thread of its
-// own and the spare's is deleted once the child is first idle (dropUnusedSpareThread), so the
-// deletion never holds up the chat's reply. Failures are logged and change nothing the chat
-// sees.
-func (p *pool) claimSpareThread(ctx context.Context, sess *session, key string, use bool) {
+// claimSpareThread runs at the hand-out of a warmed spare to key. When the chat uses the spare's
+// thread (use), the thread is to take the chat key as its name; otherwise the chat resumed a
+// thread of its own and the spare's is to be deleted. Both wait until the child is first idle
+// (settleSpare), so neither holds up the chat's first reply; failures are logged and change
+// nothing the chat sees.
+func (p *pool) claimSpareThread(sess *session, key string, use bool) {
 	p.mu.Lock()
-	warmed := sess.spareWarmed && sess.spareThread != ""
-	if warmed && !use {
-		sess.spareUnused = true
-	}
-	p.mu.Unlock()
-	w, ok := sess.child.(warmer)
-	if !ok || !warmed || !use {
+	defer p.mu.Unlock()
+	if !sess.spareWarmed || sess.spareThread == "" {
 		return
 	}
-	if err := w.SetThreadName(ctx, sess.spareThread, key); err != nil {
-		sess.log.Warn("could not name the thread after its chat; it keeps the spare's name",
-			zap.String("thread_id", sess.spareThread), zap.Error(err))
+	if use {
+		sess.spareName = key
+	} else {
+		sess.spareUnused = true
 	}
 }
 
-// dropUnusedSpareThread deletes a warmed spare's thread that no chat uses, so it leaves no empty
-// thread in CODEX_HOME: the watcher calls it when the child goes idle (the chat resumed a thread
-// of its own) and before it closes the child (also a spare closed untaken: shutdown, eviction).
-// closing says the child is about to close: only then is a spare's own thread deleted. It
-// deletes at most once; a dead child is left alone.
-func (p *pool) dropUnusedSpareThread(sess *session, closing bool) {
+// settleSpare finishes the hand-out of a spare once the chat's child is first idle, or as it
+// closes (closing): the thread is named after the chat (claimSpareThread), the children record
+// names the chat, the keeper may replace the spare, and a warmed spare's thread that no chat
+// uses is deleted so it leaves no empty thread in CODEX_HOME. The watcher calls it whenever the
+// child goes idle and before it closes the child (also a spare closed untaken: shutdown,
+// eviction); only then is a spare's own thread deleted. Each step runs at most once; a dead
+// child is left alone.
+func (p *pool) settleSpare(sess *session, closing bool) {
 	p.mu.Lock()
+	handedOut := !sess.replaceAfter.IsZero()
+	sess.replaceAfter = time.Time{}
+	name := ""
+	if sess.state == StateIdle || closing {
+		name, sess.spareName = sess.spareName, ""
+	}
 	due := sess.spareWarmed && sess.spareThread != "" && (sess.spareUnused || closing && sess.spare)
 	if due {
 		sess.spareWarmed = false // done, or tried
 	}
 	p.mu.Unlock()
 	w, ok := sess.child.(warmer)
-	if !due || !ok || sess.child.Err() != nil {
+	alive := ok && sess.child.Err() == nil
+	if name != "" && alive {
+		p.nameSpareThread(w, sess, name)
+	}
+	if handedOut {
+		p.persistRecords() // the record now names the chat
+		p.kickSpares()
+	}
+	if !due || !alive {
 		return
 	}
 	// Not p.accepting: at shutdown it is cancelled, and this is part of closing the child.
@@ -117,5 +130,15 @@ func (p *pool) dropUnusedSpareThread(sess *session, closing bool) {
 	}
 }
 
-// spareDeleteTimeout bounds the deletion of an unused spare's thread (about 10 ms).
+// nameSpareThread names the spare's thread after the chat that uses it.
+func (p *pool) nameSpareThread(w warmer, sess *session, key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), spareDeleteTimeout)
+	defer cancel()
+	if err := w.SetThreadName(ctx, sess.spareThread, key); err != nil {
+		sess.log.Warn("could not name the thread after its chat; it keeps the spare's name",
+			zap.String("thread_id", sess.spareThread), zap.Error(err))
+	}
+}
+
+// spareDeleteTimeout bounds the naming, or the deletion, of a spare's thread (about 10 ms).
 const spareDeleteTimeout = 2 * time.Second
