@@ -18,11 +18,14 @@ import (
 // waits for; Shutdown waits for it before closing the children. A spare that fails to start, or
 // dies young, backs the keeper off like a chat's crashing child (spares.crash).
 //
-// A spare a chat took is replaced once the chat's first turn is over (the child is first idle),
-// or spareReplaceDelay after the hand-out, whichever comes first: starting a codex child costs
-// a few hundred ms of CPU, and on a small machine a replacement started at the hand-out slows
-// the very first message the spare was there to speed up (docs/benchmarks.md, "The first
-// message of a new chat").
+// With a child per chat, a spare a chat took is replaced once the chat's first turn is over
+// (the child is first idle), or spareReplaceDelay after the hand-out, whichever comes first:
+// starting a codex child costs a few hundred ms of CPU, and on a small machine a replacement
+// started at the hand-out slows the very first message the spare was there to speed up
+// (docs/benchmarks.md, "The first message of a new chat"). With shared children the
+// replacement is mostly a thread in a running child, cheap to start, and is started at once: a
+// spare's thread is ready before codex has opened its websocket (it does so in the background
+// after thread/start), so the later it starts, the likelier a new chat meets it half open.
 
 // spareReplaceDelay bounds how long a spare's replacement waits for the first turn of the chat
 // that took it: past it, codex is waiting on the model, and a burst of new chats needs spares.
@@ -237,9 +240,12 @@ func (p *pool) takeSpare(k *keyState) *session {
 	sess.spare, sess.fromSpare = false, true
 	sess.restarts = k.restarts
 	sess.started = time.Now() // the crash window counts from the hand-out
-	// The replacement and the children record's new line wait for the chat's first turn
-	// (settleSpare); the kick lets the keeper time the wait.
+	// The replacement (with a child per chat) and the children record's new line wait for the
+	// chat's first turn (settleSpare); the kick lets the keeper time the wait.
 	sess.replaceAfter = sess.started.Add(spareReplaceDelay)
+	if p.hosts != nil {
+		sess.replaceAfter = sess.started
+	}
 	sess.log = p.log.With(zap.String("chat_key", k.key), zap.Int("pid", sess.pid))
 	child := sess.child
 	p.mu.Unlock()

@@ -285,3 +285,31 @@ func TestSpareReplacedAfterTheFirstTurn(t *testing.T) {
 		}
 	})
 }
+
+// With shared children a taken spare is replaced at once (a thread in a running child is cheap
+// to start, and the sooner codex opens its websocket the better); only the thread's name and
+// the children record wait for the chat's first turn.
+func TestSharedSpareReplacedAtOnce(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		s := newSup(t, w, func(c *Config) { c.MaxChildren = 4; c.Spares = 1; c.ThreadsPerChild = 4 })
+		defer shutdown(t, s)
+		synctest.Wait()
+		first := spareRows(s)
+		if len(first) != 1 {
+			t.Fatalf("spares before any chat: %+v, want 1", first)
+		}
+		start := time.Now()
+		a := submitAsync(context.Background(), s, "a", "block:a")
+		synctest.Wait()
+		sp := spareRows(s)
+		if len(sp) != 1 || sp[0].ThreadID == first[0].ThreadID || time.Since(start) != 0 {
+			t.Fatalf("while a's first turn runs, at %v: spares %+v; want a new one at once", time.Since(start), sp)
+		}
+		w.open("a")
+		if _, err := a.wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
