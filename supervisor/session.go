@@ -40,15 +40,13 @@ type session struct {
 	// spare is true while the session is a spare or being started as one: its key is a
 	// placeholder that is in no map. fromSpare stays true once a chat took it. spareThread is the
 	// thread a spare started in advance, for a chat with no stored thread.
-	spare       bool
-	fromSpare   bool
-	spareThread string
-	spareWarmed bool   // a warm-up was tried on spareThread and its thread not deleted (warmup.go)
-	spareUnused bool   // the chat resumed its own thread: spareThread is to be deleted (warmup.go)
-	spareName   string // the chat key spareThread is named after once the child is first idle (warmup.go)
-	// replaceAfter is set when a chat takes the spare, until the child is first idle: the
-	// spare's replacement waits for that, or for this time (spares.go).
-	replaceAfter time.Time
+	spare        bool
+	fromSpare    bool
+	spareThread  string
+	spareWarmed  bool      // a warm-up was tried on spareThread and its thread not deleted (warmup.go)
+	spareUnused  bool      // the chat resumed its own thread: spareThread is to be deleted (warmup.go)
+	spareName    string    // the chat key to name spareThread after at the first idle (warmup.go)
+	replaceAfter time.Time // set at the hand-out until the first idle: the replacement waits (spares.go)
 
 	started   time.Time
 	turnStart time.Time

@@ -17,18 +17,9 @@ import (
 // One goroutine, keepSpares, starts spares one at a time whenever a slot is free that nobody
 // waits for; Shutdown waits for it before closing the children. A spare that fails to start, or
 // dies young, backs the keeper off like a chat's crashing child (spares.crash).
-//
-// With a child per chat, a spare a chat took is replaced once the chat's first turn is over
-// (the child is first idle), or spareReplaceDelay after the hand-out, whichever comes first:
-// starting a codex child costs a few hundred ms of CPU, and on a small machine a replacement
-// started at the hand-out slows the very first message the spare was there to speed up
-// (docs/benchmarks.md, "The first message of a new chat"). With shared children the
-// replacement is mostly a thread in a running child, cheap to start, and is started at once: a
-// spare's thread is ready before codex has opened its websocket (it does so in the background
-// after thread/start), so the later it starts, the likelier a new chat meets it half open.
 
-// spareReplaceDelay bounds how long a spare's replacement waits for the first turn of the chat
-// that took it: past it, codex is waiting on the model, and a burst of new chats needs spares.
+// spareReplaceDelay bounds how long a taken spare's replacement (no shared children) waits for the
+// chat's first turn, which a codex start beside it would slow (docs/benchmarks.md).
 const spareReplaceDelay = time.Second
 
 // spareState is the spares' machinery beside the pool's: the keeper's wake-up, the signal for
@@ -111,7 +102,13 @@ func (p *pool) keepSpares() {
 		for {
 			sess, wait := p.reserveSpare()
 			if wait > 0 {
-				if !p.waitSpareKick(wait) {
+				t := time.NewTimer(wait) // a kick (a taken spare's first turn is over) cuts it short
+				select {
+				case <-t.C:
+				case <-p.spares.kick:
+				case <-p.accepting.Done():
+				}
+				if t.Stop(); p.accepting.Err() != nil {
 					return
 				}
 				continue
@@ -124,20 +121,6 @@ func (p *pool) keepSpares() {
 	}
 }
 
-// waitSpareKick waits d, or until the keeper is kicked, whichever is first (what the keeper
-// waits for is then looked at again); false once the supervisor stops accepting work.
-func (p *pool) waitSpareKick(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-p.spares.kick:
-	case <-p.accepting.Done():
-		return false
-	}
-	return true
-}
-
 // reserveSpare takes a slot for a new spare and registers it in StateStarting, or returns nil
 // when no spare is wanted now: enough spares, no free slot, someone waits for a slot, or the
 // keeper is backing off or waits for a taken spare's first turn (then wait > 0).
@@ -147,12 +130,13 @@ func (p *pool) reserveSpare() (*session, time.Duration) {
 	if p.closed || p.handover.active() || p.sparesLocked() >= p.cfg.Spares {
 		return nil, 0
 	}
-	now := time.Now()
-	if wait := p.spares.crash.wait(now); wait > 0 {
+	if wait := p.spares.crash.wait(time.Now()); wait > 0 {
 		return nil, wait
 	}
-	if wait := p.firstTurnWaitLocked(now); wait > 0 {
-		return nil, wait
+	for sess := range p.sessions { // a taken spare's first turn (settleSpare)
+		if wait := time.Until(sess.replaceAfter); wait > 0 && p.hosts == nil && sess.state != StateRetiring {
+			return nil, wait
+		}
 	}
 	if !p.slots.take(p.memUseLocked()) {
 		return nil, 0
@@ -161,19 +145,6 @@ func (p *pool) reserveSpare() (*session, time.Duration) {
 	sess := p.newSessionLocked(&keyState{}, p.log.With(zap.Bool("spare", true)))
 	sess.spare = true
 	return sess, 0
-}
-
-// firstTurnWaitLocked is how long the keeper still waits for the first turn of a chat that took
-// a spare (spareReplaceDelay at most from the hand-out); 0 when none is under way.
-func (p *pool) firstTurnWaitLocked(now time.Time) time.Duration {
-	var wait time.Duration
-	for sess := range p.sessions {
-		if sess.replaceAfter.IsZero() || sess.state == StateRetiring {
-			continue
-		}
-		wait = max(wait, sess.replaceAfter.Sub(now))
-	}
-	return wait
 }
 
 // sparesLocked counts spares, ready or starting.
@@ -239,13 +210,8 @@ func (p *pool) takeSpare(k *keyState) *session {
 	sess.key, k.sess = k, sess
 	sess.spare, sess.fromSpare = false, true
 	sess.restarts = k.restarts
-	sess.started = time.Now() // the crash window counts from the hand-out
-	// The replacement (with a child per chat) and the children record's new line wait for the
-	// chat's first turn (settleSpare); the kick lets the keeper time the wait.
-	sess.replaceAfter = sess.started.Add(spareReplaceDelay)
-	if p.hosts != nil {
-		sess.replaceAfter = sess.started
-	}
+	sess.started = time.Now()                               // the crash window counts from the hand-out
+	sess.replaceAfter = sess.started.Add(spareReplaceDelay) // the kick below times the wait
 	sess.log = p.log.With(zap.String("chat_key", k.key), zap.Int("pid", sess.pid))
 	child := sess.child
 	p.mu.Unlock()

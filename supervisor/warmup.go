@@ -20,8 +20,7 @@ import (
 // sparePlaceholderName while it waits and the chat key once a chat takes it; a chat that resumes
 // its stored thread instead has the spare's unused thread deleted once its first turn is over, and
 // a spare closed before any chat took it has its thread deleted as it closes, so no empty thread
-// is left in CODEX_HOME. The naming and the deletion wait until the chat's first turn is over
-// (settleSpare): a new chat's first message pays neither.
+// is left in CODEX_HOME. Both wait until the chat's first turn is over (settleSpare).
 
 // sparePlaceholderName names a warmed spare's thread until a chat takes it.
 const sparePlaceholderName = "codex-warm spare"
@@ -71,36 +70,27 @@ func (p *pool) warmSpare(sess *session, id string) (bool, error) {
 	return true, nil
 }
 
-// claimSpareThread runs at the hand-out of a warmed spare to key. When the chat uses the spare's
-// thread (use), the thread is to take the chat key as its name; otherwise the chat resumed a
-// thread of its own and the spare's is to be deleted. Both wait until the child is first idle
-// (settleSpare), so neither holds up the chat's first reply; failures are logged and change
-// nothing the chat sees.
+// claimSpareThread runs at the hand-out of a warmed spare to key: its thread is to be named after
+// the chat that uses it (use), else deleted, by settleSpare, off the first reply's path.
 func (p *pool) claimSpareThread(sess *session, key string, use bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !sess.spareWarmed || sess.spareThread == "" {
-		return
-	}
-	if use {
+	switch {
+	case !sess.spareWarmed || sess.spareThread == "":
+	case use:
 		sess.spareName = key
-	} else {
+	default:
 		sess.spareUnused = true
 	}
 }
 
-// settleSpare finishes the hand-out of a spare once the chat's child is first idle, or as it
-// closes (closing): the thread is named after the chat (claimSpareThread), the children record
-// names the chat, the keeper may replace the spare, and a warmed spare's thread that no chat
-// uses is deleted so it leaves no empty thread in CODEX_HOME. The watcher calls it whenever the
-// child goes idle and before it closes the child (also a spare closed untaken: shutdown,
-// eviction); only then is a spare's own thread deleted. Each step runs at most once; a dead
-// child is left alone.
+// settleSpare, called by the watcher at every idle and before closing (closing) a child, finishes
+// a hand-out once: names the thread, rewrites the children record, lets the keeper replace the
+// spare; and deletes a warmed spare's thread no chat uses (a spare's own as it closes).
 func (p *pool) settleSpare(sess *session, closing bool) {
 	p.mu.Lock()
-	handedOut := !sess.replaceAfter.IsZero()
+	handedOut, name := !sess.replaceAfter.IsZero(), ""
 	sess.replaceAfter = time.Time{}
-	name := ""
 	if sess.state == StateIdle || closing {
 		name, sess.spareName = sess.spareName, ""
 	}
@@ -109,34 +99,28 @@ func (p *pool) settleSpare(sess *session, closing bool) {
 		sess.spareWarmed = false // done, or tried
 	}
 	p.mu.Unlock()
-	w, ok := sess.child.(warmer)
-	alive := ok && sess.child.Err() == nil
-	if name != "" && alive {
-		p.nameSpareThread(w, sess, name)
-	}
 	if handedOut {
 		p.persistRecords() // the record now names the chat
 		p.kickSpares()
 	}
-	if !due || !alive {
+	w, ok := sess.child.(warmer)
+	if !ok || name == "" && !due || sess.child.Err() != nil {
 		return
 	}
 	// Not p.accepting: at shutdown it is cancelled, and this is part of closing the child.
 	ctx, cancel := context.WithTimeout(context.Background(), spareDeleteTimeout)
 	defer cancel()
-	if err := w.DeleteThread(ctx, sess.spareThread); err != nil {
-		sess.log.Warn("could not delete the spare's unused thread; an empty thread stays in CODEX_HOME",
-			zap.String("thread_id", sess.spareThread), zap.Error(err))
+	if name != "" {
+		if err := w.SetThreadName(ctx, sess.spareThread, name); err != nil {
+			sess.log.Warn("could not name the thread after its chat; it keeps the spare's name",
+				zap.String("thread_id", sess.spareThread), zap.Error(err))
+		}
 	}
-}
-
-// nameSpareThread names the spare's thread after the chat that uses it.
-func (p *pool) nameSpareThread(w warmer, sess *session, key string) {
-	ctx, cancel := context.WithTimeout(context.Background(), spareDeleteTimeout)
-	defer cancel()
-	if err := w.SetThreadName(ctx, sess.spareThread, key); err != nil {
-		sess.log.Warn("could not name the thread after its chat; it keeps the spare's name",
-			zap.String("thread_id", sess.spareThread), zap.Error(err))
+	if due {
+		if err := w.DeleteThread(ctx, sess.spareThread); err != nil {
+			sess.log.Warn("could not delete the spare's unused thread; an empty thread stays in CODEX_HOME",
+				zap.String("thread_id", sess.spareThread), zap.Error(err))
+		}
 	}
 }
 
