@@ -40,11 +40,13 @@ type session struct {
 	// spare is true while the session is a spare or being started as one: its key is a
 	// placeholder that is in no map. fromSpare stays true once a chat took it. spareThread is the
 	// thread a spare started in advance, for a chat with no stored thread.
-	spare       bool
-	fromSpare   bool
-	spareThread string
-	spareWarmed bool // a warm-up was tried on spareThread and its thread not deleted (warmup.go)
-	spareUnused bool // the chat resumed its own thread: spareThread is to be deleted (warmup.go)
+	spare        bool
+	fromSpare    bool
+	spareThread  string
+	spareWarmed  bool      // a warm-up was tried on spareThread and its thread not deleted (warmup.go)
+	spareUnused  bool      // the chat resumed its own thread: spareThread is to be deleted (warmup.go)
+	spareName    string    // the chat key to name spareThread after at the first idle (warmup.go)
+	replaceAfter time.Time // set at the hand-out until the first idle: the replacement waits (spares.go)
 
 	started   time.Time
 	turnStart time.Time
@@ -352,7 +354,7 @@ func (p *pool) openThread(key string, sess *session, text string) (string, error
 		err := sess.child.ResumeThread(ctx, id, p.cfg.Thread)
 		if err == nil {
 			sess.recorded = true
-			p.claimSpareThread(ctx, sess, key, false)
+			p.claimSpareThread(sess, key, false)
 			p.dropUnfinishedRun(ctx, sess, id, text)
 			return id, nil
 		}
@@ -372,7 +374,7 @@ func (p *pool) openThread(key string, sess *session, text string) (string, error
 		sess.resumeFailed, sess.lostThread = true, id
 	} else if id, ok, err := p.archive.comeBack(ctx, key, sess); err != nil || ok {
 		if ok {
-			p.claimSpareThread(ctx, sess, key, false)
+			p.claimSpareThread(sess, key, false)
 			p.dropUnfinishedRun(ctx, sess, id, text)
 		}
 		return id, wrap(err)
@@ -381,7 +383,7 @@ func (p *pool) openThread(key string, sess *session, text string) (string, error
 	if sess.spareThread != "" {
 		// A spare started this thread before any chat was known; codex writes no rollout until
 		// its first turn (a warmed spare's is on disk, empty), so it is as new as one started now.
-		p.claimSpareThread(ctx, sess, key, true)
+		p.claimSpareThread(sess, key, true)
 		return sess.spareThread, nil
 	}
 	id, err := sess.child.StartThread(ctx, p.cfg.Thread)

@@ -18,6 +18,10 @@ import (
 // waits for; Shutdown waits for it before closing the children. A spare that fails to start, or
 // dies young, backs the keeper off like a chat's crashing child (spares.crash).
 
+// spareReplaceDelay bounds how long a taken spare's replacement (no shared children) waits for the
+// chat's first turn, which a codex start beside it would slow (docs/benchmarks.md).
+const spareReplaceDelay = time.Second
+
 // spareState is the spares' machinery beside the pool's: the keeper's wake-up, the signal for
 // chats that wait for a spare, and the spares' own restart backoff.
 type spareState struct {
@@ -98,7 +102,13 @@ func (p *pool) keepSpares() {
 		for {
 			sess, wait := p.reserveSpare()
 			if wait > 0 {
-				if p.sleep(p.accepting, wait) != nil {
+				t := time.NewTimer(wait) // a kick (a taken spare's first turn is over) cuts it short
+				select {
+				case <-t.C:
+				case <-p.spares.kick:
+				case <-p.accepting.Done():
+				}
+				if t.Stop(); p.accepting.Err() != nil {
 					return
 				}
 				continue
@@ -113,7 +123,7 @@ func (p *pool) keepSpares() {
 
 // reserveSpare takes a slot for a new spare and registers it in StateStarting, or returns nil
 // when no spare is wanted now: enough spares, no free slot, someone waits for a slot, or the
-// keeper is backing off (then wait > 0).
+// keeper is backing off or waits for a taken spare's first turn (then wait > 0).
 func (p *pool) reserveSpare() (*session, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -122,6 +132,11 @@ func (p *pool) reserveSpare() (*session, time.Duration) {
 	}
 	if wait := p.spares.crash.wait(time.Now()); wait > 0 {
 		return nil, wait
+	}
+	for sess := range p.sessions { // a taken spare's first turn (settleSpare)
+		if wait := time.Until(sess.replaceAfter); wait > 0 && p.hosts == nil && sess.state != StateRetiring {
+			return nil, wait
+		}
 	}
 	if !p.slots.take(p.memUseLocked()) {
 		return nil, 0
@@ -195,7 +210,8 @@ func (p *pool) takeSpare(k *keyState) *session {
 	sess.key, k.sess = k, sess
 	sess.spare, sess.fromSpare = false, true
 	sess.restarts = k.restarts
-	sess.started = time.Now() // the crash window counts from the hand-out
+	sess.started = time.Now()                               // the crash window counts from the hand-out
+	sess.replaceAfter = sess.started.Add(spareReplaceDelay) // the kick below times the wait
 	sess.log = p.log.With(zap.String("chat_key", k.key), zap.Int("pid", sess.pid))
 	child := sess.child
 	p.mu.Unlock()
@@ -204,7 +220,6 @@ func (p *pool) takeSpare(k *keyState) *session {
 		r.SetLogger(childLogger(p.cfg.AppServer.Logger, p.cfg.Logger, k.key))
 	}
 	p.kickSpares()
-	p.persistRecords() // the record now names the chat
 	return sess
 }
 

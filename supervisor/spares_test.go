@@ -238,3 +238,78 @@ func TestChatWaitsForStartingSpareAtCap(t *testing.T) {
 		}
 	})
 }
+
+// A taken spare is replaced once the chat's first turn is over, not while it runs: a codex start
+// beside the first turn would slow the message the spare is there for. A first turn that takes
+// longer than spareReplaceDelay gets its replacement at that delay.
+func TestSpareReplacedAfterTheFirstTurn(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		s := newSup(t, w, func(c *Config) { c.MaxChildren = 4; c.Spares = 1 })
+		defer shutdown(t, s)
+		synctest.Wait()
+		if w.spawnCount() != 1 {
+			t.Fatalf("%d spawns before any chat, want the spare's", w.spawnCount())
+		}
+
+		a := submitAsync(context.Background(), s, "a", "block:a")
+		synctest.Wait()
+		if w.spawnCount() != 1 || len(spareRows(s)) != 0 {
+			t.Fatalf("while a's first turn runs: %d spawns, spares %+v; want no replacement yet", w.spawnCount(), spareRows(s))
+		}
+		w.open("a")
+		if _, err := a.wait(); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if w.spawnCount() != 2 || len(spareRows(s)) != 1 {
+			t.Fatalf("after a's first turn: %d spawns, spares %+v; want the spare replaced", w.spawnCount(), spareRows(s))
+		}
+
+		start := time.Now()
+		b := submitAsync(context.Background(), s, "b", "block:b")
+		synctest.Wait()
+		if w.spawnCount() != 2 {
+			t.Fatalf("b's first turn just began: %d spawns, want 2", w.spawnCount())
+		}
+		time.Sleep(spareReplaceDelay) // fake time: the bound passes while b's turn still runs
+		synctest.Wait()
+		if w.spawnCount() != 3 || len(spareRows(s)) != 1 || time.Since(start) != spareReplaceDelay {
+			t.Fatalf("after %v of b's first turn: %d spawns, spares %+v; want the spare replaced at %v",
+				time.Since(start), w.spawnCount(), spareRows(s), spareReplaceDelay)
+		}
+		w.open("b")
+		if _, err := b.wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// With shared children a taken spare is replaced at once (a thread in a running child is cheap
+// to start, and the sooner codex opens its websocket the better); only the thread's name and
+// the children record wait for the chat's first turn.
+func TestSharedSpareReplacedAtOnce(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		s := newSup(t, w, func(c *Config) { c.MaxChildren = 4; c.Spares = 1; c.ThreadsPerChild = 4 })
+		defer shutdown(t, s)
+		synctest.Wait()
+		first := spareRows(s)
+		if len(first) != 1 {
+			t.Fatalf("spares before any chat: %+v, want 1", first)
+		}
+		start := time.Now()
+		a := submitAsync(context.Background(), s, "a", "block:a")
+		synctest.Wait()
+		sp := spareRows(s)
+		if len(sp) != 1 || sp[0].ThreadID == first[0].ThreadID || time.Since(start) != 0 {
+			t.Fatalf("while a's first turn runs, at %v: spares %+v; want a new one at once", time.Since(start), sp)
+		}
+		w.open("a")
+		if _, err := a.wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

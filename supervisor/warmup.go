@@ -20,7 +20,7 @@ import (
 // sparePlaceholderName while it waits and the chat key once a chat takes it; a chat that resumes
 // its stored thread instead has the spare's unused thread deleted once its first turn is over, and
 // a spare closed before any chat took it has its thread deleted as it closes, so no empty thread
-// is left in CODEX_HOME.
+// is left in CODEX_HOME. Both wait until the chat's first turn is over (settleSpare).
 
 // sparePlaceholderName names a warmed spare's thread until a chat takes it.
 const sparePlaceholderName = "codex-warm spare"
@@ -70,52 +70,59 @@ func (p *pool) warmSpare(sess *session, id string) (bool, error) {
 	return true, nil
 }
 
-// claimSpareThread runs at the hand-out of a warmed spare to key: the spare's thread takes the
-// chat key as its name when the chat uses it (use). Otherwise the chat resumed a thread of its
-// own and the spare's is deleted once the child is first idle (dropUnusedSpareThread), so the
-// deletion never holds up the chat's reply. Failures are logged and change nothing the chat
-// sees.
-func (p *pool) claimSpareThread(ctx context.Context, sess *session, key string, use bool) {
+// claimSpareThread runs at the hand-out of a warmed spare to key: its thread is to be named after
+// the chat that uses it (use), else deleted, by settleSpare, off the first reply's path.
+func (p *pool) claimSpareThread(sess *session, key string, use bool) {
 	p.mu.Lock()
-	warmed := sess.spareWarmed && sess.spareThread != ""
-	if warmed && !use {
+	defer p.mu.Unlock()
+	switch {
+	case !sess.spareWarmed || sess.spareThread == "":
+	case use:
+		sess.spareName = key
+	default:
 		sess.spareUnused = true
-	}
-	p.mu.Unlock()
-	w, ok := sess.child.(warmer)
-	if !ok || !warmed || !use {
-		return
-	}
-	if err := w.SetThreadName(ctx, sess.spareThread, key); err != nil {
-		sess.log.Warn("could not name the thread after its chat; it keeps the spare's name",
-			zap.String("thread_id", sess.spareThread), zap.Error(err))
 	}
 }
 
-// dropUnusedSpareThread deletes a warmed spare's thread that no chat uses, so it leaves no empty
-// thread in CODEX_HOME: the watcher calls it when the child goes idle (the chat resumed a thread
-// of its own) and before it closes the child (also a spare closed untaken: shutdown, eviction).
-// closing says the child is about to close: only then is a spare's own thread deleted. It
-// deletes at most once; a dead child is left alone.
-func (p *pool) dropUnusedSpareThread(sess *session, closing bool) {
+// settleSpare, called by the watcher at every idle and before closing (closing) a child, finishes
+// a hand-out once: names the thread, rewrites the children record, lets the keeper replace the
+// spare; and deletes a warmed spare's thread no chat uses (a spare's own as it closes).
+func (p *pool) settleSpare(sess *session, closing bool) {
 	p.mu.Lock()
+	handedOut, name := !sess.replaceAfter.IsZero(), ""
+	sess.replaceAfter = time.Time{}
+	if sess.state == StateIdle || closing {
+		name, sess.spareName = sess.spareName, ""
+	}
 	due := sess.spareWarmed && sess.spareThread != "" && (sess.spareUnused || closing && sess.spare)
 	if due {
 		sess.spareWarmed = false // done, or tried
 	}
 	p.mu.Unlock()
+	if handedOut {
+		p.persistRecords() // the record now names the chat
+		p.kickSpares()
+	}
 	w, ok := sess.child.(warmer)
-	if !due || !ok || sess.child.Err() != nil {
+	if !ok || name == "" && !due || sess.child.Err() != nil {
 		return
 	}
 	// Not p.accepting: at shutdown it is cancelled, and this is part of closing the child.
 	ctx, cancel := context.WithTimeout(context.Background(), spareDeleteTimeout)
 	defer cancel()
-	if err := w.DeleteThread(ctx, sess.spareThread); err != nil {
-		sess.log.Warn("could not delete the spare's unused thread; an empty thread stays in CODEX_HOME",
-			zap.String("thread_id", sess.spareThread), zap.Error(err))
+	if name != "" {
+		if err := w.SetThreadName(ctx, sess.spareThread, name); err != nil {
+			sess.log.Warn("could not name the thread after its chat; it keeps the spare's name",
+				zap.String("thread_id", sess.spareThread), zap.Error(err))
+		}
+	}
+	if due {
+		if err := w.DeleteThread(ctx, sess.spareThread); err != nil {
+			sess.log.Warn("could not delete the spare's unused thread; an empty thread stays in CODEX_HOME",
+				zap.String("thread_id", sess.spareThread), zap.Error(err))
+		}
 	}
 }
 
-// spareDeleteTimeout bounds the deletion of an unused spare's thread (about 10 ms).
+// spareDeleteTimeout bounds the naming, or the deletion, of a spare's thread (about 10 ms).
 const spareDeleteTimeout = 2 * time.Second

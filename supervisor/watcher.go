@@ -13,7 +13,7 @@ import (
 func (p *pool) watch(sess *session) {
 	defer p.wg.Done()
 	p.watchUntilRetiring(sess)
-	p.dropUnusedSpareThread(sess, true)
+	p.settleSpare(sess, true)
 	err := sess.child.Close()
 	p.mu.Lock()
 	reason, cause, log := sess.reason, sess.cause, sess.log
@@ -42,7 +42,7 @@ func (p *pool) watchUntilRetiring(sess *session) {
 		case <-sess.retireCh:
 			return
 		case <-sess.kick:
-			p.dropUnusedSpareThread(sess, false)
+			p.settleSpare(sess, false)
 		case <-idle.C:
 		}
 		// Re-arm, or retire when the idle time is up.

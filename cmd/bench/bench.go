@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // bench holds what the comparisons share: configuration, scratch space, and the results they
@@ -66,6 +68,8 @@ type model interface {
 	// TakeMaxInFlight returns the most model requests answered at once since the mock started
 	// or since the last call, and starts a new mark.
 	TakeMaxInFlight() (int, error)
+	// Steps returns the mock's timeline so far: connections, upgrades, requests, first bytes.
+	Steps() ([]mockmodel.Event, error)
 	Close() error
 }
 

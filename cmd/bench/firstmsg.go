@@ -30,8 +30,11 @@ const targetFirstMsgRatio = 3
 // thread per chat), the daemon with no spare children (spawn, handshake, thread start, turn), and
 // the daemon with FirstSpares spare children (a spare with its thread already started: the turn
 // alone). Both daemons run throughout; before every sample, of any side, the bench waits until
-// the spares daemon has replaced the spare the last sample took, so no sample pays for (or shares
-// the CPU with) a replacement being spawned in the background.
+// the spares daemon has replaced the spare the last sample took, so no sample shares the CPU with
+// the replacement of an earlier one (the daemon replaces a spare when a chat takes it, so a first
+// message may share it with its own). Each chat of the spares side then gets a second, warm
+// message, a spare ready first too: the breakdown (breakdown.go) puts its steps beside the first
+// message's.
 func (b *bench) runFirstMessage(ctx context.Context) error {
 	const name = labelFirstMsg
 	mock, err := b.newMock(0)
@@ -63,6 +66,7 @@ func (b *bench) runFirstMessage(ctx context.Context) error {
 	b.logf("first message: %d new chats per side, exec vs daemon with 0 spares vs with %d (rotating)", n, spares)
 
 	var execMS, zeroMS, sparesMS []float64
+	var firstS, warmS []msgSample // the spares side's first messages and their chats' second
 	// Every sample leaves a warm chat behind: the cap leaves room for all of them and the spares,
 	// so no sample pays for an eviction.
 	maxChildren := n + spares + 2
@@ -72,21 +76,41 @@ func (b *bench) runFirstMessage(ctx context.Context) error {
 			if err := ready(); err != nil {
 				return err
 			}
+			// post sends message n of a chat, a spare ready first, and records it in out.
+			post := func(d *daemon, chat string, n int, out *[]msgSample) (time.Duration, error) {
+				if err := ready(); err != nil {
+					return 0, err
+				}
+				start := time.Now()
+				reply, wall, err := d.post(ctx, chat, fmt.Sprintf("message %d of %s", n, chat))
+				if err != nil {
+					return 0, err
+				}
+				if err := checkHistory(reply.Text, n); err != nil {
+					return 0, fmt.Errorf("daemon (%s): %w", chat, err)
+				}
+				*out = append(*out, msgSample{start: start, wall: wall, turnMS: reply.TurnMS})
+				return wall, nil
+			}
 			daemonSide := func(d *daemon, key string, out *[]float64) func(int) error {
 				return func(i int) error {
-					if err := ready(); err != nil {
-						return err
+					chat := fmt.Sprintf("peer:bench-first-%s-%d", key, i)
+					var discard []msgSample
+					first := &discard
+					if d == ds {
+						first = &firstS
 					}
-					text := fmt.Sprintf("first message %d", i+1)
-					reply, wall, err := d.post(ctx, fmt.Sprintf("peer:bench-first-%s-%d", key, i), text)
+					wall, err := post(d, chat, 1, first)
 					if err != nil {
 						return err
 					}
-					if err := checkHistory(reply.Text, 1); err != nil {
-						return fmt.Errorf("daemon (%s): %w", key, err)
-					}
 					*out = append(*out, ms(wall))
-					return nil
+					if d != ds {
+						return nil
+					}
+					// The chat's second message, a warm one, for the breakdown side by side.
+					_, err = post(d, chat, 2, &warmS)
+					return err
 				}
 			}
 			return rotate(n,
@@ -114,12 +138,21 @@ func (b *bench) runFirstMessage(ctx context.Context) error {
 		return fmt.Errorf("first message: %w", err)
 	}
 
-	ex, zero, sp := median(execMS), median(zeroMS), median(sparesMS)
-	sparesLabel := fmt.Sprintf("daemon(%d spares)", spares)
-	if !flags["spares"] {
-		sparesLabel = "daemon(no --spares)"
+	events, err := mock.Steps()
+	if err != nil {
+		return fmt.Errorf("first message: %w", err)
 	}
-	metric := fmt.Sprintf("wall ms, new chat, median of %d", n)
+	sparesLabel := sparesLabelOf(spares, flags["spares"])
+	b.breakdownRows(name, sparesLabel, stepsOfAll(events, firstS), stepsOfAll(events, warmS))
+	b.firstMsgReport(sparesLabel, spares, execMS, zeroMS, sparesMS)
+	return nil
+}
+
+// firstMsgReport adds comparison 7's rows, notes and summary keys.
+func (b *bench) firstMsgReport(sparesLabel string, spares int, execMS, zeroMS, sparesMS []float64) {
+	const name = labelFirstMsg
+	ex, zero, sp := median(execMS), median(zeroMS), median(sparesMS)
+	metric := fmt.Sprintf("wall ms, new chat, median of %d", len(sparesMS))
 	b.addRow(name, metric, "exec", ex, "daemon(0 spares)", zero, "exec/daemon", ratio(ex, zero))
 	b.addRow(name, metric, "exec", ex, sparesLabel, sp, "exec/daemon", ratio(ex, sp))
 	b.addRow(name, metric, "daemon(0 spares)", zero, sparesLabel, sp, "0/spares", ratio(zero, sp))
@@ -133,7 +166,6 @@ func (b *bench) runFirstMessage(ctx context.Context) error {
 	b.sum.set("first_msg_spares", spares)
 	b.sum.set("first_msg_ratio_exec_over_daemon", ratio(ex, zero))
 	b.sum.set("first_msg_ratio_exec_over_spares", ratio(ex, sp))
-	return nil
 }
 
 // firstMsgDaemons returns the --spares settings of the two daemon sides and the number of spares
@@ -144,6 +176,14 @@ func firstMsgDaemons(spares int, supported bool) (zero, withSpares *int, effecti
 		return nil, nil, 0
 	}
 	return ptr(0), ptr(spares), spares
+}
+
+// sparesLabelOf names the daemon side with spares.
+func sparesLabelOf(spares int, supported bool) string {
+	if !supported {
+		return "daemon(no --spares)"
+	}
+	return fmt.Sprintf("daemon(%d spares)", spares)
 }
 
 func ptr[T any](v T) *T { return &v }

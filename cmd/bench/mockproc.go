@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/molecule-ai/codex-warm/internal/mockmodel"
 )
 
 // mockWorkerCmd is the hidden subcommand that serves a mock model in a process of its own. Codex
@@ -31,7 +34,8 @@ const (
 // child's stdin/stdout: the child first prints "ready <url>"; "home <dir>" makes it write a
 // CODEX_HOME for that directory and answer "ok" or "error <text>"; "peak" makes it answer
 // "peak <n>", the most model requests it answered at once since the last "peak" (or its start),
-// and start a new mark; stdin EOF stops it.
+// and start a new mark; "timeline" makes it answer "timeline <json>", its timeline so far
+// (mockmodel.Event, one JSON array); stdin EOF stops it.
 type mockProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -130,6 +134,26 @@ func (m *mockProc) TakeMaxInFlight() (int, error) {
 	return n, nil
 }
 
+// Steps asks the mock for its timeline.
+func (m *mockProc) Steps() ([]mockmodel.Event, error) {
+	if _, err := fmt.Fprintln(m.stdin, "timeline"); err != nil {
+		return nil, fmt.Errorf("mock model process: %w", err)
+	}
+	line, err := m.readLine(mockReplyTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("mock model process: %w", err)
+	}
+	v, ok := strings.CutPrefix(line, "timeline ")
+	var events []mockmodel.Event
+	if !ok {
+		return nil, fmt.Errorf("mock model process: unexpected answer %q to timeline", truncate(line, 100))
+	}
+	if err := json.Unmarshal([]byte(v), &events); err != nil {
+		return nil, fmt.Errorf("mock model process: timeline: %w", err)
+	}
+	return events, nil
+}
+
 // Close stops the mock (stdin EOF) and reaps it, killing it past mockStopTimeout.
 func (m *mockProc) Close() error {
 	_ = m.stdin.Close()
@@ -175,6 +199,15 @@ func mockWorkerMain(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	for sc.Scan() {
 		if sc.Text() == "peak" {
 			fmt.Fprintf(stdout, "peak %d\n", m.ResetMaxInFlight())
+			continue
+		}
+		if sc.Text() == "timeline" {
+			b, err := json.Marshal(m.Timeline())
+			if err != nil {
+				fmt.Fprintf(stdout, "error %v\n", err)
+				continue
+			}
+			fmt.Fprintf(stdout, "timeline %s\n", b)
 			continue
 		}
 		dir, ok := strings.CutPrefix(sc.Text(), "home ")

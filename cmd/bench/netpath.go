@@ -219,6 +219,9 @@ func startPathModel(latency time.Duration, p netPath, caFile string) (*pathModel
 	return pm, nil
 }
 
+// Steps is the mock's timeline (model.Steps).
+func (pm *pathModel) Steps() ([]mockmodel.Event, error) { return pm.Timeline(), nil }
+
 // URL is the base URL codex is given: the proxy's when there is one.
 func (pm *pathModel) URL() string {
 	if pm.proxy == nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // sharedFirstSamples is how many new chats the shared-children comparison times per setting.
@@ -110,23 +111,21 @@ func (b *bench) sharedMemory(ctx context.Context) (perGB map[int][]float64, warm
 				b.sum.set(fmt.Sprintf("shared_%d_file_mb_%d", n, chats), mb(file))
 				b.sum.set(fmt.Sprintf("shared_%d_anon_mb_%d", n, chats), mb(m.Children.Anon))
 			}
-			for i := range b.cfg.LatencyMsgs {
-				s, _, err := b.daemonSample(ctx, d, "peer:bench-gb-0", fmt.Sprintf("warm message %d", i+1))
-				if err != nil {
-					return err
-				}
-				w = append(w, ms(s.Wall))
+			ws, fs, err := b.sharedLatency(ctx, d)
+			for _, x := range ws {
+				w = append(w, ms(x.wall))
 			}
-			for i := range sharedFirstSamples {
-				if err := waitSpares(ctx, d.status, 1); err != nil {
-					return err
-				}
-				_, wall, err := d.post(ctx, fmt.Sprintf("peer:bench-shared-first-%d", i), "first message")
-				if err != nil {
-					return err
-				}
-				f = append(f, ms(wall))
+			for _, x := range fs {
+				f = append(f, ms(x.wall))
 			}
+			if err != nil {
+				return err
+			}
+			events, err := mock.Steps()
+			if err != nil {
+				return err
+			}
+			b.breakdownRows(name, fmt.Sprintf("N=%d", n), stepsOfAll(events, fs), stepsOfAll(events, ws))
 			return nil
 		})
 		if err != nil {
@@ -135,6 +134,34 @@ func (b *bench) sharedMemory(ctx context.Context) (perGB map[int][]float64, warm
 		warm, first = append(warm, w), append(first, f)
 	}
 	return perGB, warm, first, nil
+}
+
+// sharedLatency times, on d, LatencyMsgs warm messages of one warm chat, then the first message
+// of sharedFirstSamples new chats, each with a spare ready.
+func (b *bench) sharedLatency(ctx context.Context, d *daemon) (warm, first []msgSample, err error) {
+	post := func(chat, text string, out *[]msgSample) error {
+		start := time.Now()
+		reply, wall, err := d.post(ctx, chat, text)
+		if err != nil {
+			return err
+		}
+		*out = append(*out, msgSample{start: start, wall: wall, turnMS: reply.TurnMS})
+		return nil
+	}
+	for i := range b.cfg.LatencyMsgs {
+		if err := post("peer:bench-gb-0", fmt.Sprintf("warm message %d", i+1), &warm); err != nil {
+			return warm, first, err
+		}
+	}
+	for i := range sharedFirstSamples {
+		if err := waitSpares(ctx, d.status, 1); err != nil {
+			return warm, first, err
+		}
+		if err := post(fmt.Sprintf("peer:bench-shared-first-%d", i), "first message", &first); err != nil {
+			return warm, first, err
+		}
+	}
+	return warm, first, nil
 }
 
 // sharedThroughput runs runShared's throughput daemons, one per N, on a mock taking TPLatency

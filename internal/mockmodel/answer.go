@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // emitter writes one response's events on a transport: SSE events over HTTP, or text messages
@@ -29,6 +30,7 @@ func (m *Model) answer(ctx context.Context, req Request, e emitter) (string, []m
 	m.mu.Lock()
 	req.N = len(m.requests) + 1
 	m.requests = append(m.requests, req)
+	m.timeline = append(m.timeline, Event{Kind: EventRequest, At: time.Now(), Conn: req.Conn, Request: req.N})
 	m.answering++
 	m.peak = max(m.peak, m.answering)
 	m.notifyLocked()
@@ -57,6 +59,7 @@ func (m *Model) answer(ctx context.Context, req Request, e emitter) (string, []m
 		e.status(reply.Status)
 		return "", nil, false
 	}
+	m.record(EventFirstByte, req.Conn, req.N)
 	e.rateLimits(reply.RateLimits)
 	respID := "resp_" + strconv.Itoa(req.N)
 	if !e.event(map[string]any{

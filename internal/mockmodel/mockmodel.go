@@ -81,6 +81,8 @@ type Request struct {
 	// Sent is the number of input items the request itself carried; the first
 	// len(Input)-Sent came from PreviousResponseID.
 	Sent int
+	// Conn numbers the connection the request came on (Event.Conn).
+	Conn int
 	// Model is the request's model, and Effort its reasoning.effort ("" when it has none).
 	Model, Effort string
 }
@@ -232,6 +234,9 @@ type Model struct {
 	warmups      []Request            // response.create messages with generate:false
 	sockets      int                  // websockets accepted, cumulative
 	conns        map[*wsConn]struct{} // open websockets
+	timeline     []Event              // connections, upgrades, requests and first bytes, in order
+	connSeq      int                  // connections accepted, cumulative
+	connN        map[net.Conn]int     // the number connState gave each connection
 	changed      chan struct{}        // closed and replaced whenever requests, hung or inflight change
 }
 
@@ -259,6 +264,7 @@ func New(cfg Config) (*Model, error) {
 		serveDone: make(chan struct{}),
 		changed:   make(chan struct{}),
 		conns:     make(map[*wsConn]struct{}),
+		connN:     make(map[net.Conn]int),
 	}
 	if cfg.TLS {
 		ca, tlsConf, err := newTLS(host)
@@ -269,7 +275,12 @@ func New(cfg Config) (*Model, error) {
 		m.url = "https://" + ln.Addr().String() + "/v1"
 		ln = tls.NewListener(ln, tlsConf)
 	}
-	m.srv = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
+	m.srv = &http.Server{
+		Handler:           m,
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnState:         m.connState,
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+	}
 	go func() {
 		defer close(m.serveDone)
 		_ = m.srv.Serve(ln) // returns http.ErrServerClosed after Close
@@ -460,6 +471,7 @@ func (m *Model) serveResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Bearer = bearerOf(r)
+	req.Conn = m.connOf(r)
 	if !m.authorized(req.Bearer) {
 		writeUnauthorized(w)
 		return

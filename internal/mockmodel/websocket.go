@@ -30,6 +30,7 @@ const (
 // response, which is the only one previous_response_id may name.
 type wsConn struct {
 	c      *websocket.Conn
+	n      int // the connection's number on the timeline
 	bearer string
 	lastID string
 	// last is the conversation response lastID ended: its whole input and its output items.
@@ -53,6 +54,8 @@ func isUpgrade(r *http.Request) bool {
 // one at a time, as codex sends them, until codex or the mock closes it.
 func (m *Model) serveWebsocket(w http.ResponseWriter, r *http.Request) {
 	bearer := bearerOf(r)
+	n := m.connOf(r)
+	m.record(EventUpgrade, n, 0)
 	if !m.authorized(bearer) {
 		writeUnauthorized(w)
 		return
@@ -64,7 +67,7 @@ func (m *Model) serveWebsocket(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(maxWSMessage)
-	wc := &wsConn{c: c, bearer: bearer}
+	wc := &wsConn{c: c, n: n, bearer: bearer}
 	m.mu.Lock()
 	m.sockets++
 	m.conns[wc] = struct{}{}
@@ -162,6 +165,7 @@ func (m *Model) wsMessage(ctx context.Context, wc *wsConn, data []byte) {
 	req.Websocket = true
 	req.PreviousResponseID = msg.PreviousResponseID
 	req.Sent = len(msg.Input)
+	req.Conn = wc.n
 	// Only a completed response may be continued.
 	wc.lastID, wc.last = "", nil
 
@@ -169,6 +173,7 @@ func (m *Model) wsMessage(ctx context.Context, wc *wsConn, data []byte) {
 		m.mu.Lock()
 		req.N = len(m.warmups) + 1
 		m.warmups = append(m.warmups, req)
+		m.timeline = append(m.timeline, Event{Kind: EventWarmup, At: time.Now(), Conn: wc.n, Request: req.N})
 		m.notifyLocked()
 		m.mu.Unlock()
 		id := "resp_warmup_" + strconv.Itoa(req.N)
