@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/bridge/chat"
@@ -28,6 +27,7 @@ type feed struct {
 	pause   *pauseGate
 	outages *outages
 	tenancy *tenancyLog
+	refusal *refusal
 	stream  *streamStats
 	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
 	// pollWake (cap 1) asks for a poll now (an event, the stream's catch-up): at most one poll
@@ -41,7 +41,7 @@ type feed struct {
 
 func newFeed(sh shared, ncfg normalizeConfig, stream *streamStats) *feed {
 	return &feed{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, pause: sh.pause, outages: sh.outages,
-		tenancy: sh.tenancy, stream: stream,
+		tenancy: sh.tenancy, refusal: sh.refusal, stream: stream,
 		ackWake: make(chan struct{}, 1), pollWake: make(chan pollCause, 1), streamMoved: make(chan struct{}, 1),
 		poisonSeen: idring.New(sh.cfg.RecentIDs)}
 }
@@ -118,6 +118,8 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 		if f.cfg.OnPoll != nil {
 			f.cfg.OnPoll(time.Since(pollStart), err)
 		}
+		// Judged before the rows go on (ingest wakes the ack loop, which reads the refusal).
+		err = f.judgePoll(err)
 		// With a cursor, rows read before a failure are complete and follow it: keep them.
 		last := f.ingest(page.Rows, disp)
 		if last != "" {
@@ -136,6 +138,8 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 			f.c.pollErrors.Add(1)
 			wait := bo.NextBackOff()
 			switch {
+			case errors.Is(err, ErrWorkspaceRefused):
+				// Logged by judgePoll; the backoff keeps checking, so a fix resumes by itself.
 			case platform.IsTenantOrgRequired(err):
 				f.tenancy.refused(platform.CallPoll, err, zap.Duration("retry_in", wait))
 			case platform.IsRateLimited(err):
@@ -148,6 +152,7 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 			continue
 		}
 		f.tenancy.clear()
+		f.refusal.accepted()
 		f.log.Debug("polled", zap.Int("rows", len(page.Rows)), zap.Bool("more", page.More),
 			zap.String("cursor", cursor), zap.Duration("took", time.Since(pollStart)))
 		f.outages.ok(platform.CallPoll)
@@ -276,10 +281,33 @@ func (f *feed) wakeAck() {
 	}
 }
 
-// ackLoop tells the platform's mailbox how far the cursor got, when rows carry a seq. A 404 means
-// the platform has no mailbox: acking stops. Other failures are retried at the next wake-up.
+// judgePoll classifies a poll's error: a 404 (register passed, so the route exists) is the
+// platform refusing the workspace, returned as an error wrapping ErrWorkspaceRefused. Any answer
+// at all tells whoever waits for the first poll's outcome.
+func (f *feed) judgePoll(err error) error {
+	var he *platform.HTTPError
+	switch {
+	case err == nil:
+		return nil
+	case isNotFound(err):
+		return f.refusal.refused(platform.CallPoll, err)
+	case errors.As(err, &he):
+		f.refusal.answered()
+	}
+	return err
+}
+
+// ackAbsentRetry is how long acks wait after a 404 while polls pass (a platform without the
+// mailbox) before one is tried again: a few requests an hour, and an upgrade is found.
+const ackAbsentRetry = 10 * time.Minute
+
+// ackLoop tells the platform's mailbox how far the cursor got, when rows carry a seq. A 404
+// while the platform refuses the workspace (refusal.go) holds acks until it accepts the
+// workspace again; a 404 while polls pass (a platform without the mailbox) holds them for
+// ackAbsentRetry. Other failures are retried at the next wake-up.
 func (f *feed) ackLoop(ctx context.Context) {
 	var sent int64
+	absentLogged := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -291,11 +319,12 @@ func (f *feed) ackLoop(ctx context.Context) {
 			continue
 		}
 		err := f.client.Ack(ctx, seq)
-		var he *platform.HTTPError
 		switch {
-		case errors.As(err, &he) && he.Status == http.StatusNotFound:
-			f.log.Info("platform has no activity mailbox (ack returned 404); not acking")
-			return
+		case isNotFound(err):
+			if !f.holdAcks(ctx, err, &absentLogged) {
+				return
+			}
+			f.wakeAck() // try again at once
 		case err != nil:
 			if ctx.Err() == nil {
 				f.log.Debug("ack failed; trying again when the cursor moves", zap.Error(err))
@@ -304,4 +333,29 @@ func (f *feed) ackLoop(ctx context.Context) {
 			sent = seq
 		}
 	}
+}
+
+// holdAcks waits after an ack's 404: until the platform accepts the workspace again when it
+// refuses it, else ackAbsentRetry. It reports false when ctx ended.
+func (f *feed) holdAcks(ctx context.Context, err error, absentLogged *bool) bool {
+	if f.refusal.current() != nil {
+		f.log.Debug("ack refused (HTTP 404) with the workspace; acking again once the platform accepts it", zap.Error(err))
+		for {
+			changed := f.refusal.changes()
+			if f.refusal.current() == nil {
+				return true
+			}
+			select {
+			case <-ctx.Done():
+				return false
+			case <-changed:
+			}
+		}
+	}
+	if !*absentLogged {
+		*absentLogged = true
+		f.log.Info("ack answered 404 while polls pass: the platform has no activity mailbox; acking again later",
+			zap.Duration("retry_in", ackAbsentRetry))
+	}
+	return platform.Sleep(ctx, ackAbsentRetry)
 }

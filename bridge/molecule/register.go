@@ -21,6 +21,7 @@ type workspace struct {
 	pause   *pauseGate
 	window  *answerWindow
 	outages *outages
+	refusal *refusal
 	session *canvasSession // the canvas chat's New-session reference (session.go)
 	busy    func() (n int, first string)
 	stopRun context.CancelCauseFunc // ends Run early: the workspace was deleted
@@ -35,7 +36,7 @@ type workspace struct {
 }
 
 func newWorkspace(sh shared, session *canvasSession, busy func() (int, string)) *workspace {
-	return &workspace{deps: sh.deps, pause: sh.pause, window: sh.window, outages: sh.outages, session: session, busy: busy}
+	return &workspace{deps: sh.deps, pause: sh.pause, window: sh.window, outages: sh.outages, refusal: sh.refusal, session: session, busy: busy}
 }
 
 // begin starts the run: uptime counts from now, and stop ends Run when the workspace is deleted.
