@@ -95,7 +95,7 @@ func (w *workspace) register(ctx context.Context) error {
 	}
 	var he *platform.HTTPError
 	if errors.As(err, &he) && he.Unauthorized() {
-		return fmt.Errorf("%w: workspace %s, HTTP %d at register: check MOLECULE_WORKSPACE_TOKEN (or <CONFIGS_DIR>/.auth_token) and MOLECULE_ORG_ID",
+		return fmt.Errorf("%w: workspace %s, HTTP %d at register: check MOLECULE_WORKSPACE_TOKEN (or the file MOLECULE_WORKSPACE_TOKEN_FILE names, else <CONFIGS_DIR>/.auth_token) and MOLECULE_ORG_ID",
 			ErrUnauthorized, w.cfg.WorkspaceID, he.Status)
 	}
 	if errors.As(err, &he) && he.Redirect() {
