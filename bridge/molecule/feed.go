@@ -37,13 +37,15 @@ type feed struct {
 	streamMoved chan struct{}
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
 	poisonSeen *idring.Ring
+	// announced is what the stream's events announced and the polls read (announce.go).
+	announced *announcements
 }
 
 func newFeed(sh shared, ncfg normalizeConfig, stream *streamStats) *feed {
 	return &feed{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, pause: sh.pause, outages: sh.outages,
 		tenancy: sh.tenancy, refusal: sh.refusal, stream: stream,
 		ackWake: make(chan struct{}, 1), pollWake: make(chan pollCause, 1), streamMoved: make(chan struct{}, 1),
-		poisonSeen: idring.New(sh.cfg.RecentIDs)}
+		poisonSeen: idring.New(sh.cfg.RecentIDs), announced: newAnnouncements(sh.cfg.RecentIDs)}
 }
 
 // pollLoop polls until ctx is done: every PollInterval (every SafetyPollInterval while the event
@@ -82,6 +84,10 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 				// A wait the daemon keeps: the poll at its end reads what the event announced.
 				continue
 			}
+			if c == causeEvent && !f.announced.needed() {
+				// The last poll read every message announced since it began.
+				continue
+			}
 			timer.Stop()
 			cause = c
 		case <-f.streamMoved:
@@ -109,6 +115,7 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 		case <-f.pollWake:
 		default:
 		}
+		f.announced.began()
 		f.c.polls[cause].Add(1)
 		pollStart := time.Now()
 		page, err := f.client.Poll(ctx, cursor, f.cfg.SinceSecs, platform.PageLimits{Rows: f.cfg.MaxUnacked - unacked, Bytes: f.cfg.MaxPollBytes})
@@ -180,6 +187,7 @@ func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 	for i, row := range rows {
 		n := f.normalize(row)
 		id, seq := n.msg.ActivityID, n.msg.Seq
+		f.announced.readMessage(n.a2aID)
 		if id != "" {
 			last = id
 		}
@@ -301,23 +309,38 @@ func (f *feed) judgePoll(err error) error {
 // mailbox) before one is tried again: a few requests an hour, and an upgrade is found.
 const ackAbsentRetry = 10 * time.Minute
 
-// ackLoop tells the platform's mailbox how far the cursor got, when rows carry a seq. A 404
-// while the platform refuses the workspace (refusal.go) holds acks until it accepts the
-// workspace again; a 404 while polls pass (a platform without the mailbox) holds them for
-// ackAbsentRetry. Other failures are retried at the next wake-up.
+// ackLoop tells the platform's mailbox how far the cursor got, when rows carry a seq. The ack is
+// cumulative and only decides the platform's retention, so one goes out once the daemon has
+// been idle (nothing unacknowledged) for PollInterval, or SafetyPollInterval after the last one
+// while it stays busy: not one per message. The ledger's acked seq moves only once a reply is
+// delivered, so nothing is acked before. A 404 while the platform refuses the workspace
+// (refusal.go) holds acks until it accepts the workspace again; a 404 while polls pass (a
+// platform without the mailbox) holds them for ackAbsentRetry. Other failures are retried at
+// the next wake-up.
 func (f *feed) ackLoop(ctx context.Context) {
 	var sent int64
+	var pace ackPace
 	absentLogged := false
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-f.ackWake:
+		case <-timer.C:
 		}
 		seq := f.ledger.AckedSeq()
 		if seq <= sent {
 			continue
 		}
+		unacked, _ := f.ledger.Counts()
+		if wait := pace.wait(time.Now(), unacked == 0, f.cfg.PollInterval, f.cfg.SafetyPollInterval); wait > 0 {
+			timer.Reset(wait)
+			continue
+		}
+		timer.Stop()
 		err := f.client.Ack(ctx, seq)
 		switch {
 		case isNotFound(err):
@@ -331,8 +354,51 @@ func (f *feed) ackLoop(ctx context.Context) {
 			}
 		default:
 			sent = seq
+			pace.sent(time.Now())
 		}
 	}
+}
+
+// ackPace decides when an ack due goes out; the ack loop owns it.
+type ackPace struct {
+	last      time.Time // the last ack sent
+	pending   time.Time // since when an ack is due
+	idleSince time.Time // since when nothing is unacknowledged (zero: busy)
+}
+
+// wait is how long an ack due now waits yet: until the daemon has been idle for idleFor, or
+// until every after the last ack (after it became due, for the first), whichever comes first.
+func (p *ackPace) wait(now time.Time, idle bool, idleFor, every time.Duration) time.Duration {
+	if p.pending.IsZero() {
+		p.pending = now
+	}
+	switch {
+	case !idle:
+		p.idleSince = time.Time{}
+	case p.idleSince.IsZero():
+		p.idleSince = now
+	}
+	from := p.last
+	if from.IsZero() {
+		from = p.pending
+	}
+	deadline := from.Add(every)
+	if !p.idleSince.IsZero() {
+		deadline = minTime(deadline, p.idleSince.Add(idleFor))
+	}
+	return max(deadline.Sub(now), 0)
+}
+
+// sent records an ack sent.
+func (p *ackPace) sent(now time.Time) {
+	p.last, p.pending, p.idleSince = now, time.Time{}, time.Time{}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // holdAcks waits after an ack's 404: until the platform accepts the workspace again when it

@@ -72,3 +72,54 @@ func TestBurstAcrossWindowEdgeMeetsNo429(t *testing.T) {
 		}
 	})
 }
+
+// Requests per message, counted as the real server was measured (MOLECULE.md section 9): the
+// calls of a stretch with messages less those of an idle stretch as long. One canvas message
+// brings three events (two ACTIVITY_LOGGED, one USER_MESSAGE, all with its message_id), which
+// must not each wake a poll; acks go out once the daemon is idle, or once a safety-poll
+// interval. Targets: at most 3 for a lone message, at most 2.5 a message over a burst of 40.
+func TestRequestsPerMessage(t *testing.T) {
+	t.Parallel()
+	p := moleculetest.NewPlatform(t, moleculetest.Config{AckEnabled: true, OrgID: "org-7"})
+	synctest.Test(t, func(t *testing.T) {
+		log, _ := newTestLogger(t)
+		cfg := testConfig(p, t.TempDir(), chattest.NewAnswerer(nil), log)
+		p.SetRateLimit(moleculetest.DefaultRateLimit, time.Minute)
+		cfg.HTTPClient = &http.Client{Transport: p.Transport()}
+		cfg.PollInterval = DefaultPollInterval
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+		cfg.RetryInitial, cfg.RetryMax = DefaultRetryInitial, DefaultRetryMax
+		cfg.EventStream, cfg.SafetyPollInterval = true, DefaultSafetyPollInterval
+		m, stop := runIn(t, cfg)
+		defer stop()
+		const stretch = 2 * time.Minute
+		count := func(body func()) int {
+			before := len(p.Calls())
+			end := time.Now().Add(stretch)
+			body()
+			time.Sleep(time.Until(end))
+			synctest.Wait()
+			return len(p.Calls()) - before
+		}
+		time.Sleep(10 * time.Second) // past the start's register, catch-up and connect
+		idle := count(func() {})
+		seq := int64(0)
+		send := func(n int) {
+			for range n {
+				seq++
+				p.Enqueue(moleculetest.CanvasMessage(fmt.Sprintf("message %d", seq)).WithSeq(seq).WithMessageID(fmt.Sprintf("msg-%d", seq)))
+				time.Sleep(250 * time.Millisecond)
+			}
+		}
+		lone := count(func() { send(1) })
+		burst := count(func() { send(40) })
+		if s := m.Stats(); s.Delivered != 41 {
+			t.Fatalf("stats = %+v, want 41 delivered", s)
+		}
+		perLone, perBurst := float64(lone-idle), float64(burst-idle)/40
+		t.Logf("idle %d calls in %v; lone message %.1f requests; burst %.2f a message", idle, stretch, perLone, perBurst)
+		if perLone > 3 || perBurst > 2.5 {
+			t.Errorf("requests per message: lone %.1f (want <= 3), burst %.2f (want <= 2.5)", perLone, perBurst)
+		}
+	})
+}

@@ -83,6 +83,7 @@ type streamEvent struct {
 		ActivityType string  `json:"activity_type"`
 		Method       string  `json:"method"`
 		SourceID     *string `json:"source_id"`
+		MessageID    string  `json:"message_id"`
 	} `json:"data"`
 }
 
@@ -151,6 +152,8 @@ type streamer struct {
 	self    string
 	stats   *streamStats
 	refusal *refusal
+	// announced decides whether an event's message was read already (announce.go).
+	announced *announcements
 	live    time.Duration // silence that declares the stream dead
 	timeout time.Duration // for the answer's headers
 	// wake asks the poll loop for a poll (event, catch-up); changed tells it the stream went up
@@ -301,6 +304,9 @@ func (s *streamer) event(data []byte, tooLong bool) {
 	s.stats.saw(ev.Type)
 	// An event the daemon cannot read may be a message: a poll costs less than a late answer.
 	if tooLong || ev.Type == "unreadable" || ev.wakes(s.self) {
+		if !s.announced.announce(ev.Data.MessageID) {
+			return // its message was read already
+		}
 		s.stats.wakeups.Add(1)
 		s.wake(causeEvent)
 	}
@@ -341,7 +347,7 @@ func (f *feed) streamChanged() {
 
 // startStream subscribes to the event stream on wg until ctx ends.
 func (f *feed) startStream(ctx context.Context, wg *sync.WaitGroup) {
-	st := &streamer{c: f.client, log: f.log.Named("stream"), self: f.cfg.WorkspaceID, stats: f.stream, refusal: f.refusal,
+	st := &streamer{c: f.client, log: f.log.Named("stream"), self: f.cfg.WorkspaceID, stats: f.stream, refusal: f.refusal, announced: f.announced,
 		live: livenessBeats * f.cfg.HeartbeatInterval, timeout: f.cfg.RequestTimeout,
 		wake: f.wakePoll, changed: f.streamChanged}
 	f.stream.state.Store(StreamConnecting)
