@@ -299,7 +299,7 @@ func (f *feed) judgePoll(err error) error {
 		return nil
 	case isNotFound(err):
 		return f.refusal.refused(platform.CallPoll, err)
-	case errors.As(err, &he):
+	case errors.As(err, &he), errors.Is(err, platform.ErrCursorGone):
 		f.refusal.answered()
 	}
 	return err

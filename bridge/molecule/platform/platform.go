@@ -236,6 +236,7 @@ func (c *Client) send(ctx context.Context, req request) (*http.Response, error) 
 	if req.body != nil {
 		b, err := json.Marshal(req.body)
 		if err != nil {
+			c.gate.failed()
 			return nil, fmt.Errorf("%s: encode body: %w", req.op, err)
 		}
 		rd = bytes.NewReader(b)
@@ -250,6 +251,7 @@ func (c *Client) send(ctx context.Context, req request) (*http.Response, error) 
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), rd)
 	if err != nil {
+		c.gate.failed()
 		return nil, fmt.Errorf("%s: %w", req.op, err)
 	}
 	if streamType != "" {

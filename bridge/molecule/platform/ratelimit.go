@@ -310,7 +310,7 @@ func (g *rateGate) jitterOf() time.Duration {
 	return g.jitter()
 }
 
-// failed counts a call sent that got no answer.
+// failed counts a call that passed the gate and got no answer (not sent, or no answer came).
 func (g *rateGate) failed() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
