@@ -46,23 +46,23 @@ func newRefusal(log *zap.Logger, workspaceID, orgID string) *refusal {
 		first: make(chan struct{}), change: make(chan struct{})}
 }
 
-// refusedErr is the typed error of a 404 on call after register: it wraps ErrWorkspaceRefused
-// and cause, and says what to do.
-func (r *refusal) refusedErr(call string, cause error) error {
+// refusedErr is the typed error of a 404 after register: it wraps ErrWorkspaceRefused and
+// cause (which names the call), and says what to do.
+func (r *refusal) refusedErr(cause error) error {
 	org := r.orgID
 	if org == "" {
 		org = "(not set)"
 	}
-	return fmt.Errorf("%w: %s: %w; check MOLECULE_ORG_ID (%s) and WORKSPACE_ID (%s): the org id must be the UUID of the "+
+	return fmt.Errorf("%w: %w; check MOLECULE_ORG_ID (%s) and WORKSPACE_ID (%s): the org id must be the UUID of the "+
 		"organization that holds this workspace, and the workspace must exist there; MOLECULE_ORG_ID is read at start, "+
 		"so changing it needs a restart; a workspace restored or routing repaired on the platform resumes by itself",
-		ErrWorkspaceRefused, call, cause, org, r.workspaceID)
+		ErrWorkspaceRefused, cause, org, r.workspaceID)
 }
 
 // refused records a 404 on call (after register) and returns its typed error. The first one of
 // a refusal is logged at error level; the rest at debug.
 func (r *refusal) refused(call string, cause error, fields ...zap.Field) error {
-	err := r.refusedErr(call, cause)
+	err := r.refusedErr(cause)
 	r.mu.Lock()
 	begins := r.err == nil
 	if begins {
