@@ -44,6 +44,13 @@ func (a *announcements) announce(messageID string) bool {
 	return true
 }
 
+// force makes the next poll woken needed whatever was read (a delegation's re-poll).
+func (a *announcements) force() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.anon = true
+}
+
 // began says a poll begins: it reads whatever was announced until now.
 func (a *announcements) began() {
 	a.mu.Lock()

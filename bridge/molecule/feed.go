@@ -39,13 +39,21 @@ type feed struct {
 	poisonSeen *idring.Ring
 	// announced is what the stream's events announced and the polls read (announce.go).
 	announced *announcements
+	// delegations re-polls after a delegation's event until its row is read (delegationpoll.go).
+	delegations *delegationWatch
 }
 
 func newFeed(sh shared, ncfg normalizeConfig, stream *streamStats) *feed {
-	return &feed{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, pause: sh.pause, outages: sh.outages,
+	f := &feed{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, pause: sh.pause, outages: sh.outages,
 		tenancy: sh.tenancy, refusal: sh.refusal, stream: stream,
 		ackWake: make(chan struct{}, 1), pollWake: make(chan pollCause, 1), streamMoved: make(chan struct{}, 1),
 		poisonSeen: idring.New(sh.cfg.RecentIDs), announced: newAnnouncements(sh.cfg.RecentIDs)}
+	// A re-poll is asked for by no event the announcements saw: it always runs.
+	f.delegations = newDelegationWatch(func(c pollCause) {
+		f.announced.force()
+		f.wakePoll(c)
+	})
+	return f
 }
 
 // pollLoop polls until ctx is done: every PollInterval (every SafetyPollInterval while the event
@@ -186,6 +194,7 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 	for i, row := range rows {
 		n := f.normalize(row)
+		f.delegations.rowRead(n.msg)
 		id, seq := n.msg.ActivityID, n.msg.Seq
 		f.announced.readMessage(n.a2aID)
 		if id != "" {
