@@ -92,7 +92,8 @@ type Config struct {
 	// Token is the workspace bearer token at start (<configs>/.auth_token, else
 	// MOLECULE_WORKSPACE_TOKEN). It is never logged.
 	Token string
-	// TokenFile is where the token rotates (<configs>/.auth_token): once it holds another token,
+	// TokenFile is where the token rotates (MOLECULE_WORKSPACE_TOKEN_FILE, else
+	// <configs>/.auth_token): once it holds another token,
 	// that one is used, and a token register issues is saved there. Empty: the token never
 	// changes and an issued one lasts until the daemon stops.
 	TokenFile string
@@ -315,7 +316,7 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("workspace id %q is invalid: MOLECULE_WORKSPACE_ID must match %s", cfg.WorkspaceID, workspaceIDPattern)
 	}
 	if cfg.Token == "" {
-		return errors.New("no workspace token: set MOLECULE_WORKSPACE_TOKEN or write <configs>/.auth_token")
+		return errors.New("no workspace token: set MOLECULE_WORKSPACE_TOKEN or write <configs>/.auth_token (or the file MOLECULE_WORKSPACE_TOKEN_FILE names)")
 	}
 	if strings.ContainsAny(cfg.Token, "\r\n") {
 		return errors.New("workspace token contains a line break")
@@ -355,9 +356,11 @@ func FirstEnv(getenv func(string) string, names []string) (name, value string) {
 // ConfigFromEnv reads the Molecule settings from the environment the Molecule runtime reads
 // (contracts/credentials.contract.json): the platform URL from MOLECULE_API_URL, else
 // MOLECULE_URL, PLATFORM_URL, MOLECULE_PLATFORM_URL (the first one set wins); the workspace from
-// MOLECULE_WORKSPACE_ID, else WORKSPACE_ID; the org from MOLECULE_ORG_ID; the token from
-// <configs>/.auth_token, else MOLECULE_WORKSPACE_TOKEN (platform_auth.py reads the file first:
-// the platform writes and rotates it there); the configs directory is CONFIGS_DIR, else /configs
+// MOLECULE_WORKSPACE_ID, else WORKSPACE_ID; the org from MOLECULE_ORG_ID; the token from the
+// file MOLECULE_WORKSPACE_TOKEN_FILE names, else <configs>/.auth_token, and else from
+// MOLECULE_WORKSPACE_TOKEN (the file first: the platform writes and rotates it there; a file the
+// variable names that is missing is an error naming it when MOLECULE_WORKSPACE_TOKEN is not set
+// either); the configs directory is CONFIGS_DIR, else /configs
 // when it exists and is writable, else $HOME/.molecule-workspace (configs_dir.py). The state
 // directory is CODEX_CHANNEL_MOLECULE_STATE_DIR (default $HOME/.codex-channel-molecule).
 // getenv is usually os.Getenv. Answerer and Logger are left for the caller.
@@ -387,7 +390,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, errors.New("MOLECULE_ORG_ID contains a line break")
 	}
 	cfg.TokenFile = filepath.Join(ConfigsDir(getenv), TokenFileName)
-	token, err := tokenFromEnv(env, cfg.TokenFile)
+	named := env(TokenFileEnv)
+	if named != "" {
+		cfg.TokenFile = named
+	}
+	token, err := tokenFromEnv(env, cfg.TokenFile, named != "")
 	if err != nil {
 		return Config{}, err
 	}
@@ -418,10 +425,14 @@ func ConfigsDir(getenv func(string) string) string {
 // containerConfigsDir is the configs directory the platform mounts into workspace containers.
 const containerConfigsDir = "/configs"
 
+// TokenFileEnv names the workspace token's file when set (the runtime sets it): it replaces
+// <configs>/.auth_token, and is read again on rotation as that file is.
+const TokenFileEnv = "MOLECULE_WORKSPACE_TOKEN_FILE"
+
 // tokenFromEnv prefers the token file, as the runtime does (the platform writes and rotates it;
-// a token register issued was saved there), and falls back to MOLECULE_WORKSPACE_TOKEN. Errors
-// name the file but never its content.
-func tokenFromEnv(env func(string) string, path string) (string, error) {
+// a token register issued was saved there), and falls back to MOLECULE_WORKSPACE_TOKEN. named
+// says TokenFileEnv named the file. Errors name the file but never its content.
+func tokenFromEnv(env func(string) string, path string, named bool) (string, error) {
 	t, err := platform.ReadTokenFile(path)
 	if err != nil {
 		return "", err
@@ -434,6 +445,9 @@ func tokenFromEnv(env func(string) string, path string) (string, error) {
 			return "", errors.New("MOLECULE_WORKSPACE_TOKEN contains a line break")
 		}
 		return t, nil
+	}
+	if named {
+		return "", fmt.Errorf("no workspace token: %s names %s, which does not exist or is empty, and MOLECULE_WORKSPACE_TOKEN is not set", TokenFileEnv, path)
 	}
 	return "", fmt.Errorf("no workspace token: MOLECULE_WORKSPACE_TOKEN is not set and %s does not exist or is empty", path)
 }

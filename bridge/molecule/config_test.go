@@ -63,6 +63,21 @@ func TestMoleculeConfigFromEnv(t *testing.T) {
 				t.Errorf("token = %q, file %q", c.Token, c.TokenFile)
 			}
 		}},
+		// The runtime sets MOLECULE_WORKSPACE_TOKEN_FILE: it replaces <configs>/.auth_token.
+		{name: "token file variable", env: with("MOLECULE_WORKSPACE_TOKEN_FILE", filepath.Join(configs, ".auth_token"), "CONFIGS_DIR", emptyConfigs),
+			check: func(t *testing.T, c Config) {
+				if c.Token != "file-token" || c.TokenFile != filepath.Join(configs, ".auth_token") {
+					t.Errorf("token = %q, file %q", c.Token, c.TokenFile)
+				}
+			}},
+		{name: "token file variable names a missing file", env: with("MOLECULE_WORKSPACE_TOKEN", "", "MOLECULE_WORKSPACE_TOKEN_FILE", filepath.Join(configs, "absent"), "CONFIGS_DIR", configs),
+			wantErr: "MOLECULE_WORKSPACE_TOKEN_FILE"},
+		{name: "token variable beside a token file variable not written yet", env: with("MOLECULE_WORKSPACE_TOKEN_FILE", filepath.Join(configs, "later")),
+			check: func(t *testing.T, c Config) {
+				if c.Token != "env-token" || c.TokenFile != filepath.Join(configs, "later") {
+					t.Errorf("token = %q, file %q: want the variable's token, rotation watched in the named file", c.Token, c.TokenFile)
+				}
+			}},
 		{name: "canonical variables alone", env: map[string]string{
 			"MOLECULE_API_URL": "https://api.example", "MOLECULE_WORKSPACE_ID": "ws-9",
 			"MOLECULE_WORKSPACE_TOKEN": "env-token", "HOME": "/home/u", "CONFIGS_DIR": t.TempDir(),

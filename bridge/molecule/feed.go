@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/bridge/chat"
@@ -28,6 +27,7 @@ type feed struct {
 	pause   *pauseGate
 	outages *outages
 	tenancy *tenancyLog
+	refusal *refusal
 	stream  *streamStats
 	ackWake chan struct{} // cap 1: the cursor moved, maybe ack
 	// pollWake (cap 1) asks for a poll now (an event, the stream's catch-up): at most one poll
@@ -37,16 +37,22 @@ type feed struct {
 	streamMoved chan struct{}
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
 	poisonSeen *idring.Ring
+	// announced is what the stream's events announced and the polls read (announce.go).
+	announced *announcements
 	// delegations re-polls after a delegation's event until its row is read (delegationpoll.go).
 	delegations *delegationWatch
 }
 
 func newFeed(sh shared, ncfg normalizeConfig, stream *streamStats) *feed {
 	f := &feed{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, pause: sh.pause, outages: sh.outages,
-		tenancy: sh.tenancy, stream: stream,
+		tenancy: sh.tenancy, refusal: sh.refusal, stream: stream,
 		ackWake: make(chan struct{}, 1), pollWake: make(chan pollCause, 1), streamMoved: make(chan struct{}, 1),
-		poisonSeen: idring.New(sh.cfg.RecentIDs)}
-	f.delegations = newDelegationWatch(f.wakePoll)
+		poisonSeen: idring.New(sh.cfg.RecentIDs), announced: newAnnouncements(sh.cfg.RecentIDs)}
+	// A re-poll is asked for by no event the announcements saw: it always runs.
+	f.delegations = newDelegationWatch(func(c pollCause) {
+		f.announced.force()
+		f.wakePoll(c)
+	})
 	return f
 }
 
@@ -86,6 +92,10 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 				// A wait the daemon keeps: the poll at its end reads what the event announced.
 				continue
 			}
+			if c == causeEvent && !f.announced.needed() {
+				// The last poll read every message announced since it began.
+				continue
+			}
 			timer.Stop()
 			cause = c
 		case <-f.streamMoved:
@@ -113,6 +123,7 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 		case <-f.pollWake:
 		default:
 		}
+		f.announced.began()
 		f.c.polls[cause].Add(1)
 		pollStart := time.Now()
 		page, err := f.client.Poll(ctx, cursor, f.cfg.SinceSecs, platform.PageLimits{Rows: f.cfg.MaxUnacked - unacked, Bytes: f.cfg.MaxPollBytes})
@@ -122,6 +133,8 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 		if f.cfg.OnPoll != nil {
 			f.cfg.OnPoll(time.Since(pollStart), err)
 		}
+		// Judged before the rows go on (ingest wakes the ack loop, which reads the refusal).
+		err = f.judgePoll(err)
 		// With a cursor, rows read before a failure are complete and follow it: keep them.
 		last := f.ingest(page.Rows, disp)
 		if last != "" {
@@ -140,6 +153,8 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 			f.c.pollErrors.Add(1)
 			wait := bo.NextBackOff()
 			switch {
+			case errors.Is(err, ErrWorkspaceRefused):
+				// Logged by judgePoll; the backoff keeps checking, so a fix resumes by itself.
 			case platform.IsTenantOrgRequired(err):
 				f.tenancy.refused(platform.CallPoll, err, zap.Duration("retry_in", wait))
 			case platform.IsRateLimited(err):
@@ -152,6 +167,7 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 			continue
 		}
 		f.tenancy.clear()
+		f.refusal.accepted()
 		f.log.Debug("polled", zap.Int("rows", len(page.Rows)), zap.Bool("more", page.More),
 			zap.String("cursor", cursor), zap.Duration("took", time.Since(pollStart)))
 		f.outages.ok(platform.CallPoll)
@@ -180,6 +196,7 @@ func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 		n := f.normalize(row)
 		f.delegations.rowRead(n.msg)
 		id, seq := n.msg.ActivityID, n.msg.Seq
+		f.announced.readMessage(n.a2aID)
 		if id != "" {
 			last = id
 		}
@@ -281,32 +298,139 @@ func (f *feed) wakeAck() {
 	}
 }
 
-// ackLoop tells the platform's mailbox how far the cursor got, when rows carry a seq. A 404 means
-// the platform has no mailbox: acking stops. Other failures are retried at the next wake-up.
+// judgePoll classifies a poll's error: a 404 (register passed, so the route exists) is the
+// platform refusing the workspace, returned as an error wrapping ErrWorkspaceRefused. Any answer
+// at all tells whoever waits for the first poll's outcome.
+func (f *feed) judgePoll(err error) error {
+	var he *platform.HTTPError
+	switch {
+	case err == nil:
+		return nil
+	case isNotFound(err):
+		return f.refusal.refused(platform.CallPoll, err)
+	case errors.As(err, &he), errors.Is(err, platform.ErrCursorGone):
+		f.refusal.answered()
+	}
+	return err
+}
+
+// ackAbsentRetry is how long acks wait after a 404 while polls pass (a platform without the
+// mailbox) before one is tried again: a few requests an hour, and an upgrade is found.
+const ackAbsentRetry = 10 * time.Minute
+
+// ackLoop tells the platform's mailbox how far the cursor got, when rows carry a seq. The ack is
+// cumulative and only decides the platform's retention, so one goes out once the daemon has
+// been idle (nothing unacknowledged) for PollInterval, or SafetyPollInterval after the last one
+// while it stays busy: not one per message. The ledger's acked seq moves only once a reply is
+// delivered, so nothing is acked before. A 404 while the platform refuses the workspace
+// (refusal.go) holds acks until it accepts the workspace again; a 404 while polls pass (a
+// platform without the mailbox) holds them for ackAbsentRetry. Other failures are retried at
+// the next wake-up.
 func (f *feed) ackLoop(ctx context.Context) {
 	var sent int64
+	var pace ackPace
+	absentLogged := false
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-f.ackWake:
+		case <-timer.C:
 		}
 		seq := f.ledger.AckedSeq()
 		if seq <= sent {
 			continue
 		}
+		unacked, _ := f.ledger.Counts()
+		if wait := pace.wait(time.Now(), unacked == 0, f.cfg.PollInterval, f.cfg.SafetyPollInterval); wait > 0 {
+			timer.Reset(wait)
+			continue
+		}
+		timer.Stop()
 		err := f.client.Ack(ctx, seq)
-		var he *platform.HTTPError
 		switch {
-		case errors.As(err, &he) && he.Status == http.StatusNotFound:
-			f.log.Info("platform has no activity mailbox (ack returned 404); not acking")
-			return
+		case isNotFound(err):
+			if !f.holdAcks(ctx, err, &absentLogged) {
+				return
+			}
+			f.wakeAck() // try again at once
 		case err != nil:
 			if ctx.Err() == nil {
 				f.log.Debug("ack failed; trying again when the cursor moves", zap.Error(err))
 			}
 		default:
 			sent = seq
+			pace.sent(time.Now())
 		}
 	}
+}
+
+// ackPace decides when an ack due goes out; the ack loop owns it.
+type ackPace struct {
+	last      time.Time // the last ack sent
+	pending   time.Time // since when an ack is due
+	idleSince time.Time // since when nothing is unacknowledged (zero: busy)
+}
+
+// wait is how long an ack due now waits yet: until the daemon has been idle for idleFor, or
+// until every after the last ack (after it became due, for the first), whichever comes first.
+func (p *ackPace) wait(now time.Time, idle bool, idleFor, every time.Duration) time.Duration {
+	if p.pending.IsZero() {
+		p.pending = now
+	}
+	switch {
+	case !idle:
+		p.idleSince = time.Time{}
+	case p.idleSince.IsZero():
+		p.idleSince = now
+	}
+	from := p.last
+	if from.IsZero() {
+		from = p.pending
+	}
+	deadline := from.Add(every)
+	if !p.idleSince.IsZero() {
+		deadline = minTime(deadline, p.idleSince.Add(idleFor))
+	}
+	return max(deadline.Sub(now), 0)
+}
+
+// sent records an ack sent.
+func (p *ackPace) sent(now time.Time) {
+	p.last, p.pending, p.idleSince = now, time.Time{}, time.Time{}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// holdAcks waits after an ack's 404: until the platform accepts the workspace again when it
+// refuses it, else ackAbsentRetry. It reports false when ctx ended.
+func (f *feed) holdAcks(ctx context.Context, err error, absentLogged *bool) bool {
+	if f.refusal.current() != nil {
+		f.log.Debug("ack refused (HTTP 404) with the workspace; acking again once the platform accepts it", zap.Error(err))
+		for {
+			changed := f.refusal.changes()
+			if f.refusal.current() == nil {
+				return true
+			}
+			select {
+			case <-ctx.Done():
+				return false
+			case <-changed:
+			}
+		}
+	}
+	if !*absentLogged {
+		*absentLogged = true
+		f.log.Info("ack answered 404 while polls pass: the platform has no activity mailbox; acking again later",
+			zap.Duration("retry_in", ackAbsentRetry))
+	}
+	return platform.Sleep(ctx, ackAbsentRetry)
 }

@@ -101,6 +101,10 @@ func (w *workspace) sendHeartbeat(ctx context.Context) bool {
 	err := w.client.Heartbeat(ctx, hb)
 	switch {
 	case ctx.Err() != nil:
+	case err != nil && platform.IsRateLimited(err):
+		// An answer, not an outage: the rate gate holds the next call until the window refills.
+		w.c.heartbeatErrors.Add(1)
+		w.log.Debug("heartbeat refused by the rate limit (HTTP 429)", zap.Error(err))
 	case err != nil:
 		w.c.heartbeatErrors.Add(1)
 		w.outages.failed(platform.CallHeartbeat, err)
@@ -138,6 +142,13 @@ func (w *workspace) heartbeatBody() platform.HeartbeatBody {
 	hb.ErrorRate, hb.SampleError = w.window.take()
 	if hb.SampleError == "" {
 		hb.SampleError = why // the canvas shows it on the degraded card
+	}
+	if task, sample := w.refusal.heartbeat(); task != "" {
+		// Nothing is answered: the canvas shows the workspace degraded, and why.
+		hb.ErrorRate, hb.SampleError = 1, sample
+		if len(acts) == 0 {
+			hb.CurrentTask = task
+		}
 	}
 	return hb
 }

@@ -51,6 +51,7 @@ type Inbox struct {
 	c       *counters
 	images  *imageBudget // image bytes of messages waiting for their answer
 	stream  *streamStats
+	refusal *refusal // the platform refusing the workspace (refusal.go)
 	started atomic.Bool
 
 	feed      *feed
@@ -84,6 +85,7 @@ type shared struct {
 	window  *answerWindow  // answers and failures since the last heartbeat (health.go)
 	outages *outages       // the platform unreachable, logged once each way (reach.go)
 	tenancy *tenancyLog    // the tenant guard's refusal, logged once (tenancy.go)
+	refusal *refusal       // the platform answering 404 for the workspace (refusal.go)
 }
 
 // New checks cfg, opens (or creates) the state directory and loads the inbox position.
@@ -131,7 +133,9 @@ func New(cfg Config) (*Inbox, error) {
 		stream: newStreamStats()}
 	sh := shared{deps: deps{cfg: &m.cfg, log: log, client: client, red: red, ledger: l, state: m.state, c: c},
 		images: m.images, pause: &pauseGate{}, peers: newPeerExchanges(cfg.PeerExchanges, cfg.PeerQuietReset),
-		window: &answerWindow{}, outages: newOutages(log), tenancy: newTenancyLog(log)}
+		window: &answerWindow{}, outages: newOutages(log), tenancy: newTenancyLog(log),
+		refusal: newRefusal(log, cfg.WorkspaceID, cfg.OrgID)}
+	m.refusal = sh.refusal
 	ncfg := normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes,
 		maxImageBytes: cfg.MaxImageBytes, maxImagesBytes: cfg.MaxImagesBytes}
 	m.feed = newFeed(sh, ncfg, m.stream)

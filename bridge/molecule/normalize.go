@@ -102,6 +102,9 @@ type normalized struct {
 	msg    message
 	disp   disposition
 	reason string // why a row is an echo or poison
+	// a2aID is the message's A2A messageId, which the platform's events name it by; "" when
+	// the row has none or is not a message.
+	a2aID string
 }
 
 // normalizeConfig is what normalization needs to know about us.
@@ -193,6 +196,7 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	}
 
 	body := requestBody(row["request_body"])
+	n.a2aID = platform.A2AMessageID(body)
 	if m.Kind == kindCanvasUser {
 		m.ContextID = canvasContextID(body)
 	}

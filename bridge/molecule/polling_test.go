@@ -175,6 +175,41 @@ func TestTokenRotatesInFile(t *testing.T) {
 	must(t, p.WaitFor(ctx, statsCond(r.m, func(s Stats) bool { return s.Delivered == 2 && s.PendingReplies == 0 })))
 }
 
+// MOLECULE_WORKSPACE_TOKEN_FILE (the runtime sets it) names where the token is and rotates: a
+// token rotated in that file answers the next message, and the default file is not read.
+func TestTokenRotatesInTokenFileVariable(t *testing.T) {
+	t.Parallel()
+	p := moleculetest.NewPlatform(t, moleculetest.Config{})
+	a := chattest.NewAnswerer(nil)
+	log, _ := newTestLogger(t)
+	named := filepath.Join(t.TempDir(), "workspace-token")
+	must(t, os.WriteFile(named, []byte(p.Token()+"\n"), 0o600))
+	configs := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(configs, TokenFileName), []byte("stale-default-file-token"), 0o600))
+	env := map[string]string{"PLATFORM_URL": p.URL(), "WORKSPACE_ID": p.WorkspaceID(), "HOME": t.TempDir(),
+		"CONFIGS_DIR": configs, "MOLECULE_WORKSPACE_TOKEN_FILE": named}
+	fromEnv, err := ConfigFromEnv(func(k string) string { return env[k] })
+	must(t, err)
+	cfg := testConfig(p, t.TempDir(), a, log)
+	cfg.Token, cfg.TokenFile = fromEnv.Token, fromEnv.TokenFile
+	r := start(t, cfg)
+	ctx := waitCtx(t)
+	p.Enqueue(moleculetest.CanvasMessage("before"))
+	must(t, p.WaitFor(ctx, func() bool { return len(p.Notifies()) == 1 }))
+
+	const rotated = "rotated-token-in-named-file"
+	p.RotateToken(rotated)
+	must(t, p.WaitFor(ctx, func() bool { return countStatus(p, http.StatusUnauthorized) >= 1 }))
+	must(t, os.WriteFile(named+".new", []byte(rotated), 0o600))
+	must(t, os.Rename(named+".new", named))
+	p.Enqueue(moleculetest.CanvasMessage("after"))
+	must(t, p.WaitFor(ctx, func() bool { return len(p.Notifies()) == 2 }))
+	if got := p.Notifies()[1].Header.Get("Authorization"); got != "Bearer "+rotated {
+		t.Fatalf("reply sent with %q, want the token rotated in MOLECULE_WORKSPACE_TOKEN_FILE", got)
+	}
+	must(t, p.WaitFor(ctx, statsCond(r.m, func(s Stats) bool { return s.Delivered == 2 && s.PendingReplies == 0 })))
+}
+
 // A workspace without a live token gets one from register: it is saved in the token file
 // (mode 0600) and used from then on. A register answer naming another delivery mode than poll
 // is an error in the log.

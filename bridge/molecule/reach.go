@@ -1,6 +1,8 @@
 package molecule
 
 import (
+	"errors"
+	"strconv"
 	"time"
 
 	"github.com/molecule-ai/codex-warm/bridge/molecule/platform"
@@ -21,9 +23,16 @@ func newOutages(log *zap.Logger) *outages { return &outages{log: log} }
 func (o *outages) failed(call string, err error, fields ...zap.Field) {
 	fields = append(fields, zap.String("call", call), zap.Error(err))
 	o.log.Debug(call+" failed", fields...)
-	if o.reach.Failed(call, time.Now()) {
-		o.log.Info("platform unreachable: retrying with backoff; logged again when it answers", fields...)
+	if !o.reach.Failed(call, time.Now()) {
+		return
 	}
+	var he *platform.HTTPError
+	if errors.As(err, &he) && he.Status < 500 {
+		// The platform answered: it is not unreachable, it refuses the call.
+		o.log.Info("platform refuses "+call+" (HTTP "+strconv.Itoa(he.Status)+"): retrying with backoff; logged again when it goes through", fields...)
+		return
+	}
+	o.log.Info("platform unreachable: retrying with backoff; logged again when it answers", fields...)
 }
 
 // ok notes a poll or heartbeat that went through, logging at info when it ends an

@@ -21,6 +21,7 @@ type workspace struct {
 	pause   *pauseGate
 	window  *answerWindow
 	outages *outages
+	refusal *refusal
 	session *canvasSession // the canvas chat's New-session reference (session.go)
 	busy    func() (n int, first string)
 	stopRun context.CancelCauseFunc // ends Run early: the workspace was deleted
@@ -35,7 +36,7 @@ type workspace struct {
 }
 
 func newWorkspace(sh shared, session *canvasSession, busy func() (int, string)) *workspace {
-	return &workspace{deps: sh.deps, pause: sh.pause, window: sh.window, outages: sh.outages, session: session, busy: busy}
+	return &workspace{deps: sh.deps, pause: sh.pause, window: sh.window, outages: sh.outages, refusal: sh.refusal, session: session, busy: busy}
 }
 
 // begin starts the run: uptime counts from now, and stop ends Run when the workspace is deleted.
@@ -94,7 +95,7 @@ func (w *workspace) register(ctx context.Context) error {
 	}
 	var he *platform.HTTPError
 	if errors.As(err, &he) && he.Unauthorized() {
-		return fmt.Errorf("%w: workspace %s, HTTP %d at register: check MOLECULE_WORKSPACE_TOKEN (or <CONFIGS_DIR>/.auth_token) and MOLECULE_ORG_ID",
+		return fmt.Errorf("%w: workspace %s, HTTP %d at register: check MOLECULE_WORKSPACE_TOKEN (or the file MOLECULE_WORKSPACE_TOKEN_FILE names, else <CONFIGS_DIR>/.auth_token) and MOLECULE_ORG_ID",
 			ErrUnauthorized, w.cfg.WorkspaceID, he.Status)
 	}
 	if errors.As(err, &he) && he.Redirect() {

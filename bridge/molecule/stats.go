@@ -36,6 +36,10 @@ type Stats struct {
 	PollErrors      int64 `json:"poll_errors"`
 	HeartbeatErrors int64 `json:"heartbeat_errors"`
 	PersistErrors   int64 `json:"persist_errors"`
+	// Refused is why the platform refuses the workspace (a 404 on its activity feed after a
+	// successful register: a wrong MOLECULE_ORG_ID or WORKSPACE_ID, a deleted workspace); ""
+	// while it accepts it. The daemon is not ready meanwhile.
+	Refused string `json:"refused,omitempty"`
 	// RateLimited counts platform answers 429 (rate limit): each held every call back for its
 	// Retry-After.
 	RateLimited int64 `json:"rate_limited"`
@@ -123,11 +127,21 @@ func (c *counters) pollCounts() map[string]int64 {
 	return out
 }
 
+// Refused is nil while the platform accepts the workspace, and an error wrapping
+// ErrWorkspaceRefused, with the cause and the fix, while it answers 404 on the workspace's
+// activity feed after a successful register. The readiness probe reports it.
+func (m *Inbox) Refused() error { return m.refusal.current() }
+
 // Stats returns the counters and gauges.
 func (m *Inbox) Stats() Stats {
 	unacked, pending := m.ledger.Counts()
 	inflight, _ := m.answerer.busy()
+	refused := ""
+	if err := m.refusal.current(); err != nil {
+		refused = err.Error()
+	}
 	return Stats{
+		Refused:            refused,
 		Received:           m.c.received.Load(),
 		Answered:           m.c.answered.Load(),
 		CodexFailures:      m.c.codexFailures.Load(),

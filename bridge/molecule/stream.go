@@ -83,6 +83,7 @@ type streamEvent struct {
 		ActivityType string  `json:"activity_type"`
 		Method       string  `json:"method"`
 		SourceID     *string `json:"source_id"`
+		MessageID    string  `json:"message_id"`
 		DelegationID string  `json:"delegation_id"`
 	} `json:"data"`
 }
@@ -151,8 +152,11 @@ type streamer struct {
 	log     *zap.Logger
 	self    string
 	stats   *streamStats
-	live    time.Duration // silence that declares the stream dead
-	timeout time.Duration // for the answer's headers
+	refusal *refusal
+	// announced decides whether an event's message was read already (announce.go).
+	announced *announcements
+	live      time.Duration // silence that declares the stream dead
+	timeout   time.Duration // for the answer's headers
 	// wake asks the poll loop for a poll (event, catch-up); changed tells it the stream went up
 	// or down (its interval changes).
 	wake    func(pollCause)
@@ -187,6 +191,15 @@ func (s *streamer) run(ctx context.Context) {
 		}
 		wait := bo.NextBackOff()
 		switch {
+		case errors.Is(err, platform.ErrStreamAbsent) && s.refusedWithWorkspace(ctx):
+			// Not an absent stream: the platform refuses every route of the workspace (the feed
+			// logged it). Connect again once it accepts the workspace.
+			s.setState(StreamReconnecting)
+			s.log.Debug("event stream refused with the workspace; connecting again once the platform accepts it", zap.Error(err))
+			if !s.awaitAccepted(ctx) {
+				return
+			}
+			continue
 		case errors.Is(err, platform.ErrStreamAbsent):
 			s.setState(StreamAbsent)
 			s.log.Info("the platform offers no event stream; polling every --poll-interval and looking again later",
@@ -202,6 +215,40 @@ func (s *streamer) run(ctx context.Context) {
 		}
 		if !platform.Sleep(ctx, max(wait, streamFloor)) {
 			return
+		}
+	}
+}
+
+// refusedWithWorkspace reports whether the platform refuses the whole workspace (refusal.go),
+// after the first poll's answer (or the request timeout) says so: the stream's connect may
+// answer before it.
+func (s *streamer) refusedWithWorkspace(ctx context.Context) bool {
+	t := time.NewTimer(s.timeout)
+	defer t.Stop()
+	select {
+	case <-s.refusal.firstAnswer():
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return s.refusal.current() != nil
+}
+
+// awaitAccepted waits until the platform accepts the workspace again, or for streamAbsentRetry;
+// false when ctx ended.
+func (s *streamer) awaitAccepted(ctx context.Context) bool {
+	t := time.NewTimer(streamAbsentRetry)
+	defer t.Stop()
+	for {
+		changed := s.refusal.changes()
+		if s.refusal.current() == nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-changed:
 		}
 	}
 }
@@ -260,6 +307,9 @@ func (s *streamer) event(data []byte, tooLong bool) {
 	s.stats.saw(ev.Type)
 	// An event the daemon cannot read may be a message: a poll costs less than a late answer.
 	if tooLong || ev.Type == "unreadable" || ev.wakes(s.self) {
+		if !s.announced.announce(ev.Data.MessageID) {
+			return // its message was read already
+		}
 		s.stats.wakeups.Add(1)
 		s.wake(causeEvent)
 	}
@@ -303,7 +353,7 @@ func (f *feed) streamChanged() {
 
 // startStream subscribes to the event stream on wg until ctx ends.
 func (f *feed) startStream(ctx context.Context, wg *sync.WaitGroup) {
-	st := &streamer{c: f.client, log: f.log.Named("stream"), self: f.cfg.WorkspaceID, stats: f.stream,
+	st := &streamer{c: f.client, log: f.log.Named("stream"), self: f.cfg.WorkspaceID, stats: f.stream, refusal: f.refusal, announced: f.announced,
 		live: livenessBeats * f.cfg.HeartbeatInterval, timeout: f.cfg.RequestTimeout,
 		wake: f.wakePoll, changed: f.streamChanged, delegated: f.delegations.announce}
 	f.stream.state.Store(StreamConnecting)

@@ -48,7 +48,7 @@ func TestStreamEventWakes(t *testing.T) {
 // reads the row properly).
 func TestStreamRead(t *testing.T) {
 	var wakes []pollCause
-	st := &streamer{self: "ws-self", stats: newStreamStats(), wake: func(c pollCause) { wakes = append(wakes, c) }}
+	st := &streamer{self: "ws-self", stats: newStreamStats(), announced: newAnnouncements(16), wake: func(c pollCause) { wakes = append(wakes, c) }}
 	huge := `data: {"type":"ACTIVITY_LOGGED","data":{"request_body":"` + strings.Repeat("x", 2*platform.MaxEventBytes) + `"}}`
 	body := ": ping\n\n" +
 		`data: {"type":"WORKSPACE_HEARTBEAT","timestamp":"2026-11-28T08:00:00Z","data":{}}` + "\n\n" +
@@ -84,5 +84,33 @@ func TestStreamEventTypesBounded(t *testing.T) {
 	}
 	if n := len(s.eventCounts()); n > maxEventTypes+1 {
 		t.Fatalf("%d types counted, want at most %d", n, maxEventTypes+1)
+	}
+}
+
+// One message brings three events naming its message_id: once a poll read the message, its
+// events wake nothing, and a poll queued behind the one that read it is not needed; an event
+// without an id, or one whose message is not read yet, always is.
+func TestAnnouncements(t *testing.T) {
+	a := newAnnouncements(16)
+	if !a.announce("m1") {
+		t.Fatal("the first event of an unread message did not wake")
+	}
+	a.began()
+	if !a.announce("m1") || !a.needed() {
+		t.Fatal("an event during the poll, of a message it has not read yet, must keep a poll queued")
+	}
+	a.readMessage("m1")
+	if a.needed() {
+		t.Fatal("a poll queued behind the one that read m1 still counted as needed")
+	}
+	if a.announce("m1") {
+		t.Fatal("an event of a message already read woke a poll")
+	}
+	if !a.announce("") || !a.needed() {
+		t.Fatal("an event without a message_id must wake a poll")
+	}
+	a.began()
+	if a.needed() {
+		t.Fatal("a poll that began covers what was announced before it")
 	}
 }

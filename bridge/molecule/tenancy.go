@@ -42,7 +42,7 @@ func rateLimited(log *zap.Logger, c *counters, orgBucket bool) func(op string, w
 				zap.String("call", op), zap.Duration("retry_after", wait), zap.Bool("org_bucket", orgBucket))
 			return
 		}
-		log.Info("platform rate limit spent for this window (X-RateLimit-Remaining 0): holding platform calls until it refills",
+		log.Info("platform rate budget spent for this window (down to 0, or in tenant mode to the tenth kept for the org's canvas users): holding platform calls until it refills",
 			zap.String("call", op), zap.Duration("wait", wait), zap.Bool("org_bucket", orgBucket))
 	}
 }

@@ -24,6 +24,9 @@ type mrtRun struct {
 	latencies []float64 // ms, message written → reply delivered
 	idleRPM   float64   // requests per idle minute, heartbeats and /state not counted
 	polls     int       // activity polls while messages were answered
+	// perMsg is requests per message while answering, less the idle baseline (heartbeats and
+	// /state not counted), including the ack that follows the last reply.
+	perMsg float64
 }
 
 // runMolRealtime is comparison 8b: how long a canvas message written at a random moment waits
@@ -58,6 +61,8 @@ func (b *bench) runMolRealtime(ctx context.Context) error {
 	b.addRow(name, "message to reply, p95 ms", "poll 5s", pollP95, "stream", stP95, "poll/stream", ratio(pollP95, stP95))
 	b.addRow(name, fmt.Sprintf("requests per idle minute (%s idle, heartbeats and /state not counted)", idle),
 		"poll 5s", poll.idleRPM, "stream", st.idleRPM, "stream/poll", ratio(st.idleRPM, poll.idleRPM))
+	b.addRow(name, "requests per message (less the idle baseline; heartbeats and /state not counted)",
+		"poll 5s", poll.perMsg, "stream", st.perMsg, "stream/poll", ratio(st.perMsg, poll.perMsg))
 	b.addNote(name, "polls while answering", fmt.Sprintf("stream side %d, poll side %d", st.polls, poll.polls))
 	b.sum.set("molecule_stream_median_ms", stMed)
 	b.sum.set("molecule_stream_p95_ms", stP95)
@@ -65,6 +70,7 @@ func (b *bench) runMolRealtime(ctx context.Context) error {
 	b.sum.set("molecule_poll_p95_ms", pollP95)
 	b.sum.set("molecule_stream_idle_rpm", st.idleRPM)
 	b.sum.set("molecule_poll_idle_rpm", poll.idleRPM)
+	b.sum.set("molecule_stream_requests_per_message", st.perMsg)
 	return nil
 }
 
@@ -98,14 +104,9 @@ func (b *bench) mrtSide(ctx context.Context, s side, stream bool, msgs int, idle
 		if !sleepCtx(ctx, idle) {
 			return ctx.Err()
 		}
-		n := 0
-		for _, c := range plat.Calls()[from:] {
-			if c.Route != moleculetest.RouteHeartbeat && c.Route != moleculetest.RouteState {
-				n++
-			}
-		}
-		run.idleRPM = float64(n) / idle.Minutes()
+		run.idleRPM = float64(mrtCounted(plat, from)) / idle.Minutes()
 		polls := plat.CountCalls(moleculetest.RouteActivity, 0)
+		from, began := len(plat.Calls()), time.Now()
 		rng := rand.New(rand.NewPCG(2, 3))
 		for i := range msgs {
 			// A random moment: anywhere in the poll's cycle.
@@ -119,16 +120,34 @@ func (b *bench) mrtSide(ctx context.Context, s side, stream bool, msgs int, idle
 			run.latencies = append(run.latencies, ms(lat))
 		}
 		run.polls = plat.CountCalls(moleculetest.RouteActivity, 0) - polls
+		// The ack goes out once the daemon has been idle for a poll interval.
+		if !sleepCtx(ctx, mrtPollInterval+time.Second) {
+			return ctx.Err()
+		}
+		baseline := run.idleRPM * time.Since(began).Minutes()
+		run.perMsg = (float64(mrtCounted(plat, from)) - baseline) / float64(msgs)
 		return nil
 	})
 	return run, err
+}
+
+// mrtCounted counts the platform's calls from index from on, heartbeats and /state left out.
+func mrtCounted(plat *moleculetest.Platform, from int) int {
+	n := 0
+	for _, c := range plat.Calls()[from:] {
+		if c.Route != moleculetest.RouteHeartbeat && c.Route != moleculetest.RouteState {
+			n++
+		}
+	}
+	return n
 }
 
 // mrtMessage writes one canvas message and waits for the want-th reply, returning how long it
 // took from the write.
 func mrtMessage(ctx context.Context, plat *moleculetest.Platform, text string, want int) (time.Duration, error) {
 	start := time.Now()
-	plat.Enqueue(moleculetest.CanvasMessage(text))
+	// As the canvas sends it: with a messageId, which the platform's events name it by.
+	plat.Enqueue(moleculetest.CanvasMessage(text).WithMessageID(fmt.Sprintf("bench-msg-%d", want)))
 	wctx, cancel := context.WithTimeout(ctx, mrtMsgTimeout)
 	defer cancel()
 	if err := plat.WaitFor(wctx, func() bool { return len(plat.Notifies()) >= want }); err != nil {

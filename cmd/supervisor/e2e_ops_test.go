@@ -135,7 +135,7 @@ func TestE2EReadyWhenServing(t *testing.T) {
 	for _, c := range rep.Checks {
 		names = append(names, c.Name)
 	}
-	if strings.Join(names, ",") != "inbox,state_dir,codex,model,codex_login" {
+	if strings.Join(names, ",") != "inbox,state_dir,codex,model,platform,codex_login" {
 		t.Errorf("checks %v", names)
 	}
 	if code, out := runStatus(t, "--state-dir", e.stateDir, "--health"); code != 0 || out != "ok\n" {

@@ -16,6 +16,9 @@ import (
 // renderMolecule prints the Molecule inbox's counters below the totals: what was received and
 // delivered, what waits (replies not delivered, rows not acknowledged), and what went wrong.
 func renderMolecule(w io.Writer, s *molecule.Stats) {
+	if s.Refused != "" {
+		fmt.Fprintf(w, "WARNING: not ready: %s\n", s.Refused)
+	}
 	fmt.Fprintf(w, "molecule: received %d  answered %d  delivered %d  delivery retries %d  delivery failures %d  pending replies %d  unacked %d  in flight %d\n",
 		s.Received, s.Answered, s.Delivered, s.DeliveryRetries, s.DeliveryFailed, s.PendingReplies, s.Unacked, s.InFlight)
 	fmt.Fprintf(w, "  codex failures %d  poison %d  duplicates %d  busy retries %d  unreachable retries %d  parked %d (too long %d)  commands %d  recovered %d\n",

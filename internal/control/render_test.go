@@ -23,7 +23,8 @@ func TestRenderStatusMoleculeCounters(t *testing.T) {
 		Daemon: DaemonInfo{PID: 42, Version: "v1", Started: now.Add(-time.Minute), Inbox: "molecule", StateDir: "/s"},
 		Bridge: &molecule.Stats{Received: 12, Answered: 11, CodexFailures: 1, Delivered: 9, DeliveryRetries: 4, DeliveryFailed: 2,
 			Poison: 3, Duplicates: 5, BusyRetries: 6, UnreachableRetries: 7, Commands: 8, PollErrors: 13, HeartbeatErrors: 14,
-			PersistErrors: 15, Recovered: 16, Cursor: "act-99", Unacked: 17, PendingReplies: 18, InFlight: 19},
+			PersistErrors: 15, Recovered: 16, Cursor: "act-99", Unacked: 17, PendingReplies: 18, InFlight: 19,
+			Refused: "the platform refuses this workspace: check MOLECULE_ORG_ID"},
 		Snapshot: supervisor.Snapshot{Totals: supervisor.Totals{Cap: 4}},
 	}
 	wire, err := json.Marshal(doc)
@@ -41,6 +42,7 @@ func TestRenderStatusMoleculeCounters(t *testing.T) {
 		"molecule: received 12  answered 11  delivered 9  delivery retries 4  delivery failures 2  pending replies 18  unacked 17  in flight 19",
 		"codex failures 1  poison 3  duplicates 5  busy retries 6  unreachable retries 7  parked 0 (too long 0)  commands 8  recovered 16",
 		"poll errors 13  heartbeat errors 14  state write errors 15  cursor act-99",
+		"WARNING: not ready: the platform refuses this workspace: check MOLECULE_ORG_ID",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)

@@ -13,14 +13,17 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
+
+	"github.com/molecule-ai/codex-warm/bridge/molecule"
 )
 
 // secretEnv returns the variables that hold secrets or lead to them: CONFIGS_DIR holds the
-// workspace token file, platformLoginEnv the org's ChatGPT login. codex runs model-written shell
+// workspace token file, MOLECULE_WORKSPACE_TOKEN_FILE names it, platformLoginEnv the org's
+// ChatGPT login. They cross a reload in the handoff document (reload.go). codex runs model-written shell
 // commands: the platform token would let them act as the workspace, and the org's refresh token
 // would let them spend the login every workspace of the org shares.
 func secretEnv() []string {
-	return append([]string{"MOLECULE_WORKSPACE_TOKEN", "CODEX_WARM_INBOX_TOKEN", "CODEX_WARM_METRICS_TOKEN", "CONFIGS_DIR"},
+	return append([]string{"MOLECULE_WORKSPACE_TOKEN", molecule.TokenFileEnv, "CODEX_WARM_INBOX_TOKEN", "CODEX_WARM_METRICS_TOKEN", "CONFIGS_DIR"},
 		platformLoginEnv...)
 }
 

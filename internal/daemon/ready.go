@@ -21,7 +21,7 @@ const (
 
 // readiness is the daemon's readiness probe, served by the local inbox and the control socket:
 // the inbox is serving (not starting, not draining), the state directory takes a new file, the
-// codex binary is still there, and codex is logged in (a state that is not "logged in" is
+// codex binary is still there, the platform accepts the Molecule workspace, and codex is logged in (a state that is not "logged in" is
 // checked again at most every loginRecheckEvery).
 func (d *daemon) readiness(bin, codexHome string) *health.Readiness {
 	return health.NewReadiness(health.Config{Checks: []health.Check{
@@ -41,6 +41,14 @@ func (d *daemon) readiness(bin, codexHome string) *health.Readiness {
 			// one gets through (the Molecule inbox tries its waiting messages again by itself).
 			if m := d.sup.Model(); m.Unreachable {
 				return fmt.Errorf("the model service could not be reached since %s: %s", m.Since.UTC().Format(time.RFC3339), m.Cause)
+			}
+			return nil
+		}},
+		{Name: "platform", Run: func(context.Context) error {
+			// A SaaS tenant's guard (or a deleted workspace) refusing the workspace's feed: register
+			// and heartbeat pass, nothing is answered.
+			if m := d.molecule(); m != nil {
+				return m.Refused()
 			}
 			return nil
 		}},

@@ -21,13 +21,14 @@ import (
 )
 
 // codex runs model-written commands: nothing that leads to a secret reaches it, neither the
-// tokens nor CONFIGS_DIR (the directory holding the workspace token file).
+// tokens nor CONFIGS_DIR (the directory holding the workspace token file) nor
+// MOLECULE_WORKSPACE_TOKEN_FILE (the file itself).
 func TestChildEnvDropsPlatformToken(t *testing.T) {
 	t.Parallel()
 	in := []string{"HOME=/home/u", "MOLECULE_WORKSPACE_TOKEN=s3cret", "CODEX_HOME=/c", "CONFIGS_DIR=/configs",
 		"CODEX_WARM_INBOX_TOKEN=t0k", "PATH=/bin", "MOLECULE_WORKSPACE_TOKEN_FILE=x"}
 	got := childEnv(in)
-	want := []string{"HOME=/home/u", "CODEX_HOME=/c", "PATH=/bin", "MOLECULE_WORKSPACE_TOKEN_FILE=x"}
+	want := []string{"HOME=/home/u", "CODEX_HOME=/c", "PATH=/bin"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("childEnv = %q, want %q", got, want)
 	}

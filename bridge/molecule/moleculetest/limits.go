@@ -37,7 +37,7 @@ func (p *Platform) rateLimitedLocked(w http.ResponseWriter, r *http.Request) (re
 		return 0, false
 	}
 	key := rateKey(r)
-	now := time.Now()
+	now := p.now()
 	b := p.buckets[key]
 	if b == nil {
 		b = &rateBucket{tokens: p.cfg.RateLimit, lastReset: now}
@@ -105,6 +105,14 @@ func (p *Platform) SetRateLimit(limit int, window time.Duration) {
 	defer p.mu.Unlock()
 	p.cfg.RateLimit, p.cfg.RateWindow = limit, window
 	p.buckets = make(map[string]*rateBucket)
+}
+
+// now is the limiter's clock: Config.Clock, else the time (a synctest bubble's inside one).
+func (p *Platform) now() time.Time {
+	if p.cfg.Clock != nil {
+		return p.cfg.Clock()
+	}
+	return time.Now()
 }
 
 // SetOrgID turns the tenant guard on for org (a SaaS tenant whose control plane set

@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/molecule-ai/codex-warm/bridge/molecule/moleculetest"
 )
@@ -74,6 +76,47 @@ func TestRateLimiter(t *testing.T) {
 	}
 }
 
+// The limiter's clock holds the window's edge where a test likes: Reset and Retry-After are
+// whole seconds, truncated ("0" is under a second), and the whole bucket comes back at once at
+// the window's end, not a second before.
+func TestRateLimiterClock(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC).Add(d)
+	}
+	p := moleculetest.NewPlatform(t, moleculetest.Config{RateLimit: 2, Clock: func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}})
+	defer http.DefaultClient.CloseIdleConnections()
+	path := "/workspaces/" + p.WorkspaceID() + "/activity?type=a2a_receive"
+	auth := map[string]string{"Authorization": "Bearer " + p.Token()}
+	for range 2 {
+		if st, h, _ := get(t, p, path, auth); st != 200 || h.Get("X-RateLimit-Reset") != "60" {
+			t.Fatalf("first window: %d, Reset %q, want 200 and 60", st, h.Get("X-RateLimit-Reset"))
+		}
+	}
+	for _, tc := range []struct {
+		at    time.Duration
+		want  int
+		reset string
+	}{
+		{58400 * time.Millisecond, 429, "1"},
+		{59900 * time.Millisecond, 429, "0"},
+		{60 * time.Second, 200, "60"},
+	} {
+		at(tc.at)
+		st, h, _ := get(t, p, path, auth)
+		if st != tc.want || h.Get("X-RateLimit-Reset") != tc.reset || (st == 429 && h.Get("Retry-After") != tc.reset) {
+			t.Errorf("at %v: %d, Reset %q, Retry-After %q; want %d and %q", tc.at, st, h.Get("X-RateLimit-Reset"), h.Get("Retry-After"), tc.want, tc.reset)
+		}
+	}
+}
+
 // The tenant guard of a SaaS tenant: register and heartbeat pass without the org header, every
 // other route needs it: missing is 400 TENANT_ORG_HEADER_REQUIRED, another org is 404.
 func TestTenantGuard(t *testing.T) {
@@ -90,8 +133,18 @@ func TestTenantGuard(t *testing.T) {
 		t.Fatalf("without the header: %d %s", st, body)
 	}
 	auth["X-Molecule-Org-Id"] = "org-2"
-	if st, _, _ := get(t, p, path, auth); st != 404 {
-		t.Fatalf("another org: %d, want 404", st)
+	if st, _, body := get(t, p, path, auth); st != 404 || len(body) != 0 {
+		t.Fatalf("another org: %d %q, want a bare 404", st, body)
+	}
+	// A wrong org id still registers and heartbeats: the canvas shows the workspace online.
+	wrong := client{t, p, p.Token()}
+	for _, call := range [][2]string{
+		{"/registry/register", `{"id":"` + p.WorkspaceID() + `","delivery_mode":"poll","agent_card":{}}`},
+		{"/registry/heartbeat", `{"workspace_id":"` + p.WorkspaceID() + `","error_rate":0,"sample_error":"","active_tasks":0,"uptime_seconds":1,"current_task":"","is_busy":false,"runtime_state":""}`},
+	} {
+		if st, body := wrong.doWith("POST", call[0], call[1], map[string]string{"X-Molecule-Org-Id": "org-2"}); st != 200 {
+			t.Fatalf("%s with another org: %d %s", call[0], st, body)
+		}
 	}
 	auth["X-Molecule-Org-Id"] = "org-1"
 	if st, _, _ := get(t, p, path, auth); st != 200 {

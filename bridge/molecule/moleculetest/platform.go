@@ -68,6 +68,11 @@ type Config struct {
 	// turns it off. RateWindow 0 means DefaultRateWindow (a minute).
 	RateLimit  int
 	RateWindow time.Duration
+	// Clock is the rate limiter's clock (nil: the time; inside a testing/synctest bubble, the
+	// bubble's). With it a test holds the window's edge where it likes: X-RateLimit-Reset and
+	// Retry-After are whole seconds, truncated, as the real limiter's are, so at a scaled-down
+	// window they would always say "0".
+	Clock func() time.Time
 	// OrgID turns the SaaS tenant guard on (SetOrgID): every route but register and heartbeat
 	// then needs X-Molecule-Org-Id equal to it.
 	OrgID string

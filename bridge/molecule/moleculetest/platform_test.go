@@ -26,12 +26,21 @@ type client struct {
 
 func (c client) do(method, path, body string) (int, []byte) {
 	c.t.Helper()
+	return c.doWith(method, path, body, nil)
+}
+
+// doWith is do with further headers.
+func (c client) doWith(method, path, body string, header map[string]string) (int, []byte) {
+	c.t.Helper()
 	req, err := http.NewRequest(method, c.p.URL()+path, strings.NewReader(body))
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("X-Workspace-ID", c.p.WorkspaceID())
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		c.t.Fatal(err)

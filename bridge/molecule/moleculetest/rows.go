@@ -96,6 +96,15 @@ func SummaryOnly(text string) Row {
 // WithID sets the row's id (a string, or a number for numeric ids).
 func (r Row) WithID(id any) Row { r["id"] = id; return r }
 
+// WithMessageID sets the A2A messageId of the row's message (params.message.messageId), as the
+// canvas sends it: the platform's events name the message by it.
+func (r Row) WithMessageID(id string) Row {
+	if msg := rowMessage(r); msg != nil {
+		msg["messageId"] = id
+	}
+	return r
+}
+
 // WithSeq sets the row's mailbox sequence number.
 func (r Row) WithSeq(seq int64) Row { r["seq"] = seq; return r }
 

@@ -62,6 +62,7 @@ func (c *Client) Notify(ctx context.Context, ws, key, text string, files ...Uplo
 		path:           "/workspaces/" + ws + "/notify",
 		body:           body,
 		idempotencyKey: key,
+		class:          ClassReply,
 	})
 	return err
 }
@@ -125,6 +126,7 @@ func (c *Client) A2ASend(ctx context.Context, peer, messageID, key, inReplyTo, t
 		idempotencyKey: key,
 		timeout:        turn + min(a2aTimeoutGrace, turn/10),
 		header:         map[string]string{"X-Timeout": strconv.Itoa(int(turn / time.Second))},
+		class:          ClassReply,
 	})
 	if err != nil {
 		return A2AAnswer{}, err

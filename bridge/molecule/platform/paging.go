@@ -147,7 +147,7 @@ func rowCreatedAt(row Row) (time.Time, bool) {
 // is ErrCursorGone; another non-2xx answer an *HTTPError.
 func (c *Client) readPage(ctx context.Context, q url.Values, read func(*rowScanner) error) error {
 	// The wait for the rate gate is not the call's: the idle deadline starts after it.
-	if err := c.gate.wait(ctx); err != nil {
+	if err := c.gate.wait(ctx, ClassPoll); err != nil {
 		return fmt.Errorf("poll: waiting for the platform's rate limit: %w", err)
 	}
 	parent := ctx
@@ -164,7 +164,8 @@ func (c *Client) readPage(ctx context.Context, q url.Values, read func(*rowScann
 		return err
 	}
 
-	resp, err := c.start(ctx, request{op: "poll", method: http.MethodGet, path: "/workspaces/" + c.ws + "/activity", query: q})
+	resp, err := c.start(ctx, request{op: "poll", method: http.MethodGet, path: "/workspaces/" + c.ws + "/activity", query: q,
+		class: ClassPoll, admitted: true})
 	if err != nil {
 		return failed(err)
 	}

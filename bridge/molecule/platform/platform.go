@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -140,7 +141,7 @@ func New(o Options, hc *http.Client) (*Client, error) {
 		origin:    base.Scheme + "://" + base.Host,
 		ws:        o.WorkspaceID,
 		tokens:    newTokenSource(o.Token, o.TokenFile, set),
-		gate:      &rateGate{},
+		gate:      &rateGate{tenant: o.OrgID != "", jitter: func() time.Duration { return rand.N(maxJitter) }},
 		onLimited: o.OnLimited,
 		org:       o.OrgID,
 		hc:        hc,
@@ -198,14 +199,20 @@ type request struct {
 	// stream, when set, is the body instead of body: called for every attempt, it returns the
 	// body and its Content-Type (a multipart upload, sendfiles.go).
 	stream func() (io.Reader, string)
+	// class orders the call among those the rate gate holds; admitted says the caller already
+	// passed the gate for the first attempt (the wait is not the call's: its timeout starts after).
+	class    Class
+	admitted bool
 }
 
 // start sends req and returns the response, whatever its status, with the body unread. The
 // caller closes the body. It waits while the rate gate is closed, and a 401 answered to a token
 // the token file no longer holds is sent once more with the file's token.
 func (c *Client) start(ctx context.Context, req request) (*http.Response, error) {
-	if err := c.gate.wait(ctx); err != nil {
-		return nil, fmt.Errorf("%s: waiting for the platform's rate limit: %w", req.op, err)
+	if !req.admitted {
+		if err := c.gate.wait(ctx, req.class); err != nil {
+			return nil, fmt.Errorf("%s: waiting for the platform's rate limit: %w", req.op, err)
+		}
 	}
 	resp, err := c.send(ctx, req)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || !c.tokens.reload() {
@@ -213,7 +220,7 @@ func (c *Client) start(ctx context.Context, req request) (*http.Response, error)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxSmallBody))
 	resp.Body.Close()
-	if err := c.gate.wait(ctx); err != nil {
+	if err := c.gate.wait(ctx, req.class); err != nil {
 		return nil, fmt.Errorf("%s: waiting for the platform's rate limit: %w", req.op, err)
 	}
 	return c.send(ctx, req)
@@ -229,6 +236,7 @@ func (c *Client) send(ctx context.Context, req request) (*http.Response, error) 
 	if req.body != nil {
 		b, err := json.Marshal(req.body)
 		if err != nil {
+			c.gate.failed()
 			return nil, fmt.Errorf("%s: encode body: %w", req.op, err)
 		}
 		rd = bytes.NewReader(b)
@@ -243,6 +251,7 @@ func (c *Client) send(ctx context.Context, req request) (*http.Response, error) 
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), rd)
 	if err != nil {
+		c.gate.failed()
 		return nil, fmt.Errorf("%s: %w", req.op, err)
 	}
 	if streamType != "" {
@@ -276,6 +285,7 @@ func (c *Client) send(ctx context.Context, req request) (*http.Response, error) 
 	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
+		c.gate.failed()
 		// *url.Error names the method and URL; neither carries the token, but redact anyway in
 		// case a proxy error quotes headers.
 		return nil, &requestError{op: req.op, msg: c.secrets.Redact(err.Error()), sent: wrote.Load()}
@@ -290,9 +300,10 @@ func (c *Client) send(ctx context.Context, req request) (*http.Response, error) 
 // Non-2xx statuses are returned as *HTTPError.
 func (c *Client) do(ctx context.Context, req request) ([]byte, error) {
 	// The wait for the rate gate is not the call's: RequestTimeout starts after it.
-	if err := c.gate.wait(ctx); err != nil {
+	if err := c.gate.wait(ctx, req.class); err != nil {
 		return nil, fmt.Errorf("%s: waiting for the platform's rate limit: %w", req.op, err)
 	}
+	req.admitted = true
 	timeout := c.timeout
 	if req.timeout > 0 {
 		timeout = req.timeout
@@ -400,7 +411,7 @@ type HeartbeatBody struct {
 func (c *Client) Heartbeat(ctx context.Context, hb HeartbeatBody) error {
 	hb.WorkspaceID = c.ws
 	hb.CurrentTask, hb.SampleError = c.secrets.Redact(hb.CurrentTask), c.secrets.Redact(hb.SampleError)
-	resp, err := c.do(ctx, request{op: "heartbeat", method: http.MethodPost, path: "/registry/heartbeat", body: hb})
+	resp, err := c.do(ctx, request{op: "heartbeat", method: http.MethodPost, path: "/registry/heartbeat", body: hb, class: ClassHeartbeat})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 const (
 	CallPoll      = "poll"
 	CallHeartbeat = "heartbeat"
+	CallAck       = "ack"
 )
 
 // Reachability decides, from the outcome of every poll and heartbeat, whether the platform can
