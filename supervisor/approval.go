@@ -145,8 +145,42 @@ func (s *Supervisor) PendingApproval(by string) (Approval, bool) {
 }
 
 // PendingApprovals returns the approvals waiting for chat by's answer, oldest first.
-func (s *Supervisor) PendingApprovals(by string) []Approval {
-	b := s.approvals
+func (s *Supervisor) PendingApprovals(by string) []Approval { return s.approvals.askedOf(by) }
+
+// WaitApproval returns the first pending approval of chatKey's turns (Approval.ChatKey) with a
+// Seq above after, waiting for one to be published until ctx is done. An inbox calls it beside
+// Submit to show the party asked what the chat's turn asks.
+func (s *Supervisor) WaitApproval(ctx context.Context, chatKey string, after uint64) (Approval, error) {
+	return s.approvals.wait(ctx, chatKey, after)
+}
+
+// ErrNoApproval: no approval with the number given, or none at all, waits for the chat's answer.
+var ErrNoApproval = errors.New("no such approval is waiting for this chat's answer")
+
+// ErrWhichApproval: several approvals wait for the chat's answer and the answer named none.
+var ErrWhichApproval = errors.New("several approvals are waiting for this chat's answer: say which")
+
+// Answer decides an approval waiting for chat by's answer (see PendingApprovals):
+// protocol.DecisionAccept, DecisionAcceptForSession or DecisionDecline. n is the approval's
+// number (its Seq, which its prompt shows); 0 answers the only one waiting, and fails with
+// ErrWhichApproval when several are, so that an answer meant for one prompt never lands on
+// another. An approval asked of another chat is never answered from by, also when by is the chat
+// whose turn asks (ErrNoApproval). It returns the approval answered and does not wait behind the
+// chat's queue.
+func (s *Supervisor) Answer(by string, n uint64, decision string) (Approval, error) {
+	p, err := s.approvals.take(by, n)
+	if err != nil {
+		return Approval{}, err
+	}
+	p.answer <- decision
+	s.log.Info("chat answered an approval", zap.String("chat_key", p.ChatKey), zap.String("answered_by", by),
+		zap.Uint64("approval", p.Seq), zap.String("decision", decision), zap.String("request_id", p.RequestID),
+		zap.String("kind", p.Kind))
+	return p.Approval, nil
+}
+
+// askedOf returns the approvals waiting for chat by's answer, oldest first.
+func (b *approvalBoard) askedOf(by string) []Approval {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []Approval
@@ -156,11 +190,9 @@ func (s *Supervisor) PendingApprovals(by string) []Approval {
 	return out
 }
 
-// WaitApproval returns the first pending approval of chatKey's turns (Approval.ChatKey) with a
-// Seq above after, waiting for one to be published until ctx is done. An inbox calls it beside
-// Submit to show the party asked what the chat's turn asks.
-func (s *Supervisor) WaitApproval(ctx context.Context, chatKey string, after uint64) (Approval, error) {
-	b := s.approvals
+// wait returns the first pending approval of chatKey's turns with a Seq above after, waiting
+// for one to be published until ctx is done.
+func (b *approvalBoard) wait(ctx context.Context, chatKey string, after uint64) (Approval, error) {
 	for {
 		b.mu.Lock()
 		for _, p := range b.pending {
@@ -179,22 +211,11 @@ func (s *Supervisor) WaitApproval(ctx context.Context, chatKey string, after uin
 	}
 }
 
-// ErrNoApproval: no approval with the number given, or none at all, waits for the chat's answer.
-var ErrNoApproval = errors.New("no such approval is waiting for this chat's answer")
-
-// ErrWhichApproval: several approvals wait for the chat's answer and the answer named none.
-var ErrWhichApproval = errors.New("several approvals are waiting for this chat's answer: say which")
-
-// Answer decides an approval waiting for chat by's answer (see PendingApprovals):
-// protocol.DecisionAccept, DecisionAcceptForSession or DecisionDecline. n is the approval's
-// number (its Seq, which its prompt shows); 0 answers the only one waiting, and fails with
-// ErrWhichApproval when several are, so that an answer meant for one prompt never lands on
-// another. An approval asked of another chat is never answered from by, also when by is the chat
-// whose turn asks (ErrNoApproval). It returns the approval answered and does not wait behind the
-// chat's queue.
-func (s *Supervisor) Answer(by string, n uint64, decision string) (Approval, error) {
-	b := s.approvals
+// take takes the approval n (0: the only one) waiting for chat by's answer off the board, at
+// once, so that a second answer cannot decide it again.
+func (b *approvalBoard) take(by string, n uint64) (*pendingApproval, error) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	list := b.askedOfLocked(by)
 	var p *pendingApproval
 	switch {
@@ -207,21 +228,13 @@ func (s *Supervisor) Answer(by string, n uint64, decision string) (Approval, err
 	case len(list) == 1:
 		p = list[0]
 	case len(list) > 1:
-		b.mu.Unlock()
-		return Approval{}, fmt.Errorf("chat %s: %d approvals: %w", by, len(list), ErrWhichApproval)
+		return nil, fmt.Errorf("chat %s: %d approvals: %w", by, len(list), ErrWhichApproval)
 	}
 	if p == nil {
-		b.mu.Unlock()
-		return Approval{}, fmt.Errorf("chat %s: approval %d: %w", by, n, ErrNoApproval)
+		return nil, fmt.Errorf("chat %s: approval %d: %w", by, n, ErrNoApproval)
 	}
-	// Taken off the board at once, so that a second answer cannot decide it again.
 	b.pending = slices.DeleteFunc(b.pending, func(q *pendingApproval) bool { return q == p })
-	b.mu.Unlock()
-	p.answer <- decision
-	s.log.Info("chat answered an approval", zap.String("chat_key", p.ChatKey), zap.String("answered_by", by),
-		zap.Uint64("approval", p.Seq), zap.String("decision", decision), zap.String("request_id", p.RequestID),
-		zap.String("kind", p.Kind))
-	return p.Approval, nil
+	return p, nil
 }
 
 // MaxApprovalCommandBytes is the longest command (and working directory) a person is asked to
