@@ -45,14 +45,14 @@ func (c *chats) activity() []ChatActivity {
 		key string
 		act *progress.Activity
 	}
-	c.mu.Lock()
 	var lives []live
-	for _, k := range c.keys {
-		if k.live != nil && k.live.act != nil {
-			lives = append(lives, live{k.key, k.live.act})
-		}
-	}
-	c.mu.Unlock()
+	c.st.do(func(t *table) {
+		t.eachKey(func(k *keyState) {
+			if k.live != nil && k.live.act != nil {
+				lives = append(lives, live{k.key, k.live.act})
+			}
+		})
+	})
 	out := make([]ChatActivity, len(lives))
 	for i, l := range lives {
 		out[i].ChatKey = l.key

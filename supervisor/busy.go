@@ -97,20 +97,20 @@ func (lt *liveTurn) finish(o outcome) {
 	}
 }
 
-// interruptLocked ends k's running message for a newer one (BusyInterrupt). A Reset is not
+// interrupt ends k's running message for a newer one (BusyInterrupt). A Reset is not
 // interrupted: it is quick, and the chat asked for it.
-func (c *chats) interruptLocked(k *keyState) {
-	if c.cfg.Busy != BusyInterrupt || k.stopRun == nil || k.running == nil || k.running.reset {
+func (t *table) interrupt(k *keyState) {
+	if t.cfg.Busy != BusyInterrupt || k.stopRun == nil || k.running == nil || k.running.reset {
 		return
 	}
 	k.stopRun(ErrSuperseded)
-	c.log.Info("interrupting the chat's running turn for a newer message", zap.String("chat_key", k.key))
+	t.log.Info("interrupting the chat's running turn for a newer message", zap.String("chat_key", k.key))
 }
 
-// steerTargetLocked returns k's running turn when j can be steered into it: BusySteer, a turn
+// steerTarget returns k's running turn when j can be steered into it: BusySteer, a turn
 // running, and nothing of the chat waiting (j would jump ahead of it).
-func (c *chats) steerTargetLocked(k *keyState) *liveTurn {
-	if c.cfg.Busy != BusySteer || k.live == nil || c.queue.LenLocked(k.key) > 0 {
+func (t *table) steerTarget(k *keyState) *liveTurn {
+	if t.cfg.Busy != BusySteer || k.live == nil || t.queue.LenLocked(k.key) > 0 {
 		return nil
 	}
 	return k.live
@@ -132,7 +132,7 @@ func (c *chats) steer(ctx context.Context, k *keyState, lt *liveTurn, j *job) (n
 		return nil, false
 	}
 	log := c.log.With(zap.String("chat_key", k.key), zap.String("thread_id", lt.threadID), zap.String("turn_id", turnID))
-	if err := lt.child.SteerTurn(ctx, lt.threadID, turnID, userInput(j.text, j.images)); err != nil {
+	if err := lt.child.SteerTurn(ctx, lt.threadID, turnID, userInput(j.opts.text, j.opts.images)); err != nil {
 		log.Info("could not add the message to the running turn; it waits for its own turn", zap.Error(err))
 		return nil, false
 	}
@@ -154,4 +154,11 @@ func (lt *liveTurn) leave(j *job) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	lt.joined = slices.DeleteFunc(lt.joined, func(q *job) bool { return q == j })
+}
+
+// steered is the number of messages steered into the turn that wait for its outcome.
+func (lt *liveTurn) steered() int {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	return len(lt.joined)
 }

@@ -54,18 +54,22 @@ func (c *chats) compactReason(sess *session) string {
 // chat when a due compaction was not available or failed (once per child), else "". The turn
 // goes ahead either way: a child that died meanwhile fails it the usual way.
 func (c *chats) compactIfDue(ctx context.Context, key string, sess *session) string {
-	c.mu.Lock()
-	why := c.compactReason(sess)
+	var why string
+	var uss int64
+	c.st.do(func(*table) { // the session's counters and memory reading change under the table's lock
+		why = c.compactReason(sess)
+		if why == "" {
+			return
+		}
+		// Counted as done whatever happens next: a failed compaction is tried again after as
+		// many turns, not before each one.
+		sess.compactedAt = sess.turns
+		sess.compactedForMemory = sess.compactedForMemory || why == CompactReasonMemory
+		uss = sess.mem.USS
+	})
 	if why == "" {
-		c.mu.Unlock()
 		return ""
 	}
-	// Counted as done whatever happens next: a failed compaction is tried again after as
-	// many turns, not before each one.
-	sess.compactedAt = sess.turns
-	sess.compactedForMemory = sess.compactedForMemory || why == CompactReasonMemory
-	uss := sess.mem.USS
-	c.mu.Unlock()
 	log := sess.log.With(zap.String("reason", why), zap.Int("turns", sess.turns), zap.Int64("uss_bytes", uss))
 
 	cp, ok := sess.child.(compacter)

@@ -11,19 +11,23 @@ import (
 // package say here which files may touch their fields.
 func TestPartsOwnTheirState(t *testing.T) {
 	fieldowner.Check(t, ".", map[string][]string{
-		"freeze":        {"handover.go"},  // the handover: a reload's freeze, paused children, handed turns
+		"freeze":        {"freeze.go"},    // the handover's state: a reload's freeze, paused children, handed turns
 		"archiver":      {"retention.go"}, // the retention sweep, leaving and returning threads
 		"approvalBoard": {"approval.go"},  // approvals waiting for a person
 		"crashStreak":   {"crashstreak.go"},
 		"crashBackoff":  {"restart.go"},                     // a chat's (or the spares') restart backoff
 		"slots":         {"slots.go"},                       // the slots: cap, memory budget, waiters
-		"spareState":    {"spares.go"},                      // the spares' keeper, signal and backoff
+		"spareState":    {"spares.go"},                      // the spares' signal and backoff
 		"childRecords":  {"sweep.go"},                       // children.json's extra rows and its writes' order
 		"turnWatch":     {"turnwatch.go", "modelsilent.go"}, // a turn's watchdogs
-		// the children: sessions, slots, spares, memory, records, watchers, a session's opening
-		"pool": {"pool.go", "session.go", "state.go", "slots.go", "spares.go", "warmup.go", "memory.go",
-			"shared.go", "watcher.go", "sweep.go", "restart.go", "status.go"},
-		// the chat path: keys, queues, busy policy, turns, the chat's controls, compaction
+		// the one state table: its transitions beside the slow work they serve
+		"table": {"table.go", "pool.go", "state.go", "slots.go", "spares.go", "memory.go", "shared.go", "watcher.go",
+			"sweep.go", "restart.go", "status.go", "session.go", "key.go", "queue.go", "busy.go", "control.go",
+			"freeze.go", "adopt.go", "turn.go"},
+		// the children's slow work: spawning, slots' waits, spares, memory, records, watchers
+		"pool": {"pool.go", "session.go", "slots.go", "spares.go", "warmup.go", "memory.go",
+			"shared.go", "watcher.go", "sweep.go", "status.go"},
+		// the chat path: a message's way, turns, the chat's controls, compaction
 		"chats": {"key.go", "queue.go", "busy.go", "turn.go", "control.go", "compact.go", "activity.go"},
 	})
 }

@@ -169,83 +169,93 @@ func lruIdle(sessions map[*session]struct{}, queued func(key string) int) *sessi
 // is free; with MaxSlotWaiters keys waiting already it refuses at once. A waiter makes the least
 // recently used idle child retire for it.
 func (p *pool) acquireSlot(ctx context.Context) error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return ErrClosed
-	}
-	if p.slots.take(p.memUseLocked()) {
-		p.mu.Unlock()
-		return nil
-	}
-	w, err := p.slots.join()
-	if err != nil {
-		p.mu.Unlock()
+	var w *slotWaiter
+	var err error
+	if p.st.do(func(t *table) { w, err = t.joinSlot() }); w == nil {
 		return err
 	}
-	p.rebalanceLocked()
-	p.mu.Unlock()
-
-	t := time.NewTimer(p.cfg.SlotWait)
-	defer t.Stop()
+	timer := time.NewTimer(p.cfg.SlotWait)
+	defer timer.Stop()
 	select {
 	case <-w.ready:
 		return w.err
 	case <-ctx.Done():
 		err = context.Cause(ctx)
-	case <-t.C:
+	case <-timer.C:
 		err = fmt.Errorf("waited %s for a codex slot (at most %d children, memory budget %s): %w",
-			p.cfg.SlotWait, p.cfg.MaxChildren, budgetText(p.slots.budgetBytes()), ErrNoSlot)
+			p.cfg.SlotWait, p.cfg.MaxChildren, budgetText(p.cfg.MemoryBudget), ErrNoSlot)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.st.do(func(t *table) { err = t.leaveSlot(w, ctx.Err() == nil, err) })
+	return err
+}
+
+// joinSlot takes a free slot (nil, nil) or joins the waiters (w); it errs when closed or when
+// too many wait.
+func (t *table) joinSlot() (*slotWaiter, error) {
+	if t.closed {
+		return nil, ErrClosed
+	}
+	if t.slots.take(t.memory()) {
+		return nil, nil
+	}
+	w, err := t.slots.join()
+	if err != nil {
+		return nil, err
+	}
+	t.rebalance()
+	return w, nil
+}
+
+// leaveSlot ends w's wait, which ended with err (wanted: its caller still wants the slot): a
+// slot granted just as the wait ran out is used (nil) when wanted and freed when not.
+func (t *table) leaveSlot(w *slotWaiter, wanted bool, err error) error {
 	switch {
-	case w.granted && ctx.Err() == nil:
+	case w.granted && wanted:
 		return nil // granted just as the wait ran out: use it
 	case w.granted:
-		p.releaseSlotLocked()
+		t.releaseSlot()
 	case w.err != nil:
 		return w.err
 	default:
-		p.slots.leave(w)
+		t.slots.leave(w)
 	}
 	return err
 }
 
-// releaseSlotLocked frees one slot and serves the waiters.
-func (p *pool) releaseSlotLocked() {
-	p.slots.release()
-	p.serveWaitersLocked()
+// releaseSlot frees one slot and serves the waiters.
+func (t *table) releaseSlot() {
+	t.slots.release()
+	t.serveWaiters()
 }
 
-// serveWaitersLocked grants the waiters what is free now and evicts idle children for the rest.
-func (p *pool) serveWaitersLocked() {
-	if p.slots.waiting() == 0 {
+// serveWaiters grants the waiters what is free now and evicts idle children for the rest.
+func (t *table) serveWaiters() {
+	if t.slots.waiting() == 0 {
 		return
 	}
-	p.slots.grant(p.memUseLocked())
-	p.rebalanceLocked()
+	t.slots.grant(t.memory())
+	t.rebalance()
 }
 
-// rebalanceLocked retires idle children until every slot waiter will find a free slot once the
+// rebalance retires idle children until every slot waiter will find a free slot once the
 // retiring children are gone. Each eviction frees a slot and the child's memory; when the budget
 // is held by busy children, evicting every idle one may still not be enough, and the waiters wait
 // for turns to end (bounded by SlotWait).
-func (p *pool) rebalanceLocked() {
-	for p.slots.short(p.memUseLocked()) {
-		v := p.victimLocked()
+func (t *table) rebalance() {
+	for t.slots.short(t.memory()) {
+		v := t.victim()
 		if v == nil {
 			return
 		}
-		v.log.Info("evicting least recently used idle child", zap.Int("waiting", p.slots.waiting()),
+		v.log.Info("evicting least recently used idle child", zap.Int("waiting", t.slots.waiting()),
 			zap.Int64("pss_bytes", v.mem.PSS))
-		p.retireLocked(v, ReasonEvicted, nil)
+		t.retire(v, ReasonEvicted, nil)
 	}
 }
 
-// victimLocked picks the child to evict for a slot waiter, nil when none may go.
-func (p *pool) victimLocked() *session {
-	return lruIdle(p.sessions, p.queued)
+// victim picks the child to evict for a slot waiter, nil when none may go.
+func (t *table) victim() *session {
+	return lruIdle(t.sessions, t.queued)
 }
 
 // budgetText renders a memory budget for messages.

@@ -94,14 +94,13 @@ type Supervisor struct {
 
 	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
 
-	mu           sync.Mutex
-	chats        *chats      // the chats' keys, queues and turns (key.go, queue.go, turn.go, …)
-	streak       crashStreak // crashes since a turn last completed (crashstreak.go)
+	st           *stateTable // the one state table: keys, sessions, slots, queues, freeze (table.go)
+	chats        *chats      // a chat's way: its messages, turns and commands (key.go, queue.go, turn.go, …)
 	shutdownDone chan struct{}
 
 	approvals *approvalBoard // approvals waiting for the chat's answer (approval.go)
 
-	handover freeze // a reload's freeze and the turns it handed over (handover.go)
+	handover *handover // a reload's freeze and thaw, and the adoption of handed-over children (handover.go)
 }
 
 // New builds a Supervisor. When cfg.StateDir is set it first sweeps children left by a daemon
@@ -141,18 +140,17 @@ func New(cfg Config) (*Supervisor, error) {
 			if err := s.pool.acquireSlot(ctx); err != nil {
 				return nil, err
 			}
-			return func() {
-				s.mu.Lock()
-				s.pool.releaseSlotLocked()
-				s.mu.Unlock()
-			}, nil
+			return func() { s.st.do(func(t *table) { t.releaseSlot() }) }, nil
 		}, func(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (bool, error) {
 			return s.chats.onWorker(ctx, chatKey, fn)
 		})
-	s.pool = newPool(poolDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, wg: &s.wg, accepting: s.accepting, hosts: s.hosts,
-		archive: s.archive, handover: &s.handover, streak: &s.streak,
-		queued: func(key string) int { return s.chats.queuedLocked(key) }, forget: func(k *keyState) { s.chats.gcKeyLocked(k) }})
-	s.chats = newChats(chatsDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, life: s.life, pool: s.pool, handover: &s.handover,
+	s.st = newStateTable(tableDeps{cfg: &s.cfg, log: s.log, hosts: s.hosts,
+		kickSpares: func() { s.pool.kickSpares() }, drainTimer: func(h *hosts.Host) { s.pool.drainTimer(h) }},
+		func(_ string, j *job) { s.chats.work(j) })
+	s.pool = newPool(poolDeps{cfg: &s.cfg, log: s.log, st: s.st, wg: &s.wg, accepting: s.accepting, hosts: s.hosts,
+		archive: s.archive})
+	s.handover = &handover{log: s.log, st: s.st, pool: s.pool, hosts: s.hosts, approvals: s.approvals}
+	s.chats = newChats(chatsDeps{cfg: &s.cfg, log: s.log, st: s.st, life: s.life, pool: s.pool,
 		approvals: s.approvals, archive: s.archive, model: s.model, limits: s.limits, usage: s.usage})
 	if cfg.StateDir != "" {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
@@ -160,7 +158,7 @@ func New(cfg Config) (*Supervisor, error) {
 		}
 		s.pool.bootSweep(cfg.Adopted)
 	}
-	s.adopt(cfg.Adopted)
+	s.handover.adopt(cfg.Adopted)
 	if cfg.StateDir != "" {
 		if err := s.pool.writeRecords(); err != nil {
 			return nil, fmt.Errorf("supervisor: %w", err)
@@ -196,9 +194,17 @@ func New(cfg Config) (*Supervisor, error) {
 // waits for all of them and for every supervisor goroutine. It returns an error wrapping ctx's
 // cause when turns had to be interrupted. Calling it again waits for the first call to finish.
 func (s *Supervisor) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	if s.pool.closedLocked() {
-		s.mu.Unlock()
+	var already bool
+	var running int
+	var queued []*job
+	s.st.do(func(t *table) {
+		if already = t.shutDown(); already {
+			return
+		}
+		running, queued = t.close()
+		s.limits.Stop()
+	})
+	if already {
 		select {
 		case <-s.shutdownDone:
 			return nil
@@ -206,10 +212,6 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
-	running := s.pool.closeLocked()
-	s.limits.Stop()
-	queued := s.chats.closeLocked()
-	s.mu.Unlock()
 	s.stopAccepting(ErrClosed)
 	for _, j := range queued {
 		j.done <- outcome{reply: Reply{}, err: ErrClosed}
@@ -218,7 +220,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 
 	drained := make(chan struct{})
 	go func() { // owned here: both paths below wait for it
-		s.chats.wait()
+		s.st.waitWorkers()
 		close(drained)
 	}()
 	var err error
@@ -232,9 +234,8 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	}
 
 	<-s.pool.sparesStopped() // no spare starts after this
-	s.mu.Lock()
-	reaped := s.pool.retireAllLocked(ReasonShutdown)
-	s.mu.Unlock()
+	var reaped []chan struct{}
+	s.st.do(func(t *table) { reaped = t.retireAll(ReasonShutdown) })
 	for _, r := range reaped {
 		<-r
 	}

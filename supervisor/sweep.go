@@ -63,20 +63,24 @@ func (p *pool) writeRecords() error {
 	defer p.records.mu.Unlock()
 	f := childproc.RecordFile{DaemonPID: os.Getpid(), BootID: p.records.bootID, Written: time.Now().UTC()}
 	f.Children = append(f.Children, p.records.leftover...)
-	p.mu.Lock()
-	seen := make(map[int]bool, len(p.sessions))
-	for sess := range p.sessions {
-		if sess.proc.StartTime != 0 && !seen[sess.proc.PID] {
-			// A shared child is recorded once, under the first chat found in it.
-			seen[sess.proc.PID] = true
-			f.Children = append(f.Children, childproc.RecordOf(sess.proc, sess.key.key))
-		}
-	}
-	p.mu.Unlock()
+	p.st.do(func(t *table) { f.Children = append(f.Children, t.records()...) })
 	if err := childproc.WriteRecordFile(filepath.Join(p.cfg.StateDir, ChildrenFile), f); err != nil {
 		return fmt.Errorf("write children record: %w", err)
 	}
 	return nil
+}
+
+// records are children.json's rows of the live children, one per process.
+func (t *table) records() []childproc.Record {
+	var out []childproc.Record
+	seen := make(map[int]bool, len(t.sessions))
+	for sess := range t.sessions {
+		if sess.proc.StartTime != 0 && !seen[sess.proc.PID] {
+			seen[sess.proc.PID] = true
+			out = append(out, childproc.RecordOf(sess.proc, sess.key.key))
+		}
+	}
+	return out
 }
 
 // SweepOrphans runs the boot sweep (childproc.Sweep) over stateDir/ChildrenFile: it ends the

@@ -76,12 +76,13 @@ func (p *pool) warmSpare(sess *session, id string) (bool, error) {
 // deletion never holds up the chat's reply. Failures are logged and change nothing the chat
 // sees.
 func (p *pool) claimSpareThread(ctx context.Context, sess *session, key string, use bool) {
-	p.mu.Lock()
-	warmed := sess.spareWarmed && sess.spareThread != ""
-	if warmed && !use {
-		sess.spareUnused = true
-	}
-	p.mu.Unlock()
+	var warmed bool
+	p.st.do(func(*table) {
+		warmed = sess.spareWarmed && sess.spareThread != ""
+		if warmed && !use {
+			sess.spareUnused = true
+		}
+	})
 	w, ok := sess.child.(warmer)
 	if !ok || !warmed || !use {
 		return
@@ -98,12 +99,13 @@ func (p *pool) claimSpareThread(ctx context.Context, sess *session, key string, 
 // closing says the child is about to close: only then is a spare's own thread deleted. It
 // deletes at most once; a dead child is left alone.
 func (p *pool) dropUnusedSpareThread(sess *session, closing bool) {
-	p.mu.Lock()
-	due := sess.spareWarmed && sess.spareThread != "" && (sess.spareUnused || closing && sess.spare)
-	if due {
-		sess.spareWarmed = false // done, or tried
-	}
-	p.mu.Unlock()
+	var due bool
+	p.st.do(func(*table) {
+		due = sess.spareWarmed && sess.spareThread != "" && (sess.spareUnused || closing && sess.spare)
+		if due {
+			sess.spareWarmed = false // done, or tried
+		}
+	})
 	w, ok := sess.child.(warmer)
 	if !due || !ok || sess.child.Err() != nil {
 		return
