@@ -63,8 +63,8 @@ type liveTurn struct {
 	joined []*job  // messages steered into the turn; they get its outcome
 }
 
-func newLiveTurn(child Child, threadID string, act *progress.Activity) *liveTurn {
-	return &liveTurn{child: child, threadID: threadID, act: act, known: make(chan struct{})}
+func newLiveTurn(child Child, threadID string, act *progress.Activity, watch *turnWatch) *liveTurn {
+	return &liveTurn{child: child, threadID: threadID, act: act, watch: watch, known: make(chan struct{})}
 }
 
 func (lt *liveTurn) started(turnID string) {
@@ -125,9 +125,7 @@ func (c *chats) steer(ctx context.Context, k *keyState, lt *liveTurn, j *job) (n
 	case <-ctx.Done():
 		return nil, false
 	}
-	lt.mu.Lock()
-	turnID, ended := lt.turnID, lt.ended
-	lt.mu.Unlock()
+	turnID, ended := lt.state()
 	if turnID == "" || ended {
 		return nil, false
 	}
@@ -137,16 +135,28 @@ func (c *chats) steer(ctx context.Context, k *keyState, lt *liveTurn, j *job) (n
 		return nil, false
 	}
 	log.Info("message added to the running turn")
+	return lt.join(j), true
+}
+
+// state is the turn's id ("" until codex answered turn/start) and whether it ended.
+func (lt *liveTurn) state() (turnID string, ended bool) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	return lt.turnID, lt.ended
+}
+
+// join makes j, steered into the turn, wait for the turn's outcome; when the turn ended
+// already (codex took the text while the turn ran, so its outcome answers it), it returns it.
+func (lt *liveTurn) join(j *job) *outcome {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if lt.ended {
-		// codex took the text while the turn ran, so its outcome answers it.
 		o := lt.out
 		o.reply.Steered = true
-		return &o, true
+		return &o
 	}
 	lt.joined = append(lt.joined, j)
-	return nil, true
+	return nil
 }
 
 // leave takes j out of the messages waiting for the turn's outcome: its caller left.

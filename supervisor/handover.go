@@ -110,12 +110,19 @@ type resumable interface {
 // handed over (adopt.go). What it decides it decides in the state table (the freeze's state,
 // the sessions, the queues), through stateTable.do; the pausing and the waiting run outside.
 type handover struct {
+	handoverDeps // what it is handed; it keeps no state of its own: the freeze is the table's
+}
+
+// handoverDeps is what New hands the handover.
+type handoverDeps struct {
 	log       *zap.Logger
 	st        *stateTable
 	pool      *pool
 	hosts     *hosts.Pool // the shared children; nil with a child per chat
 	approvals *approvalBoard
 }
+
+func newHandover(d handoverDeps) *handover { return &handover{handoverDeps: d} }
 
 // Freeze waits, until ctx is done, for every starting child to be ready and for every running
 // turn that cannot cross (see table.handable) to finish; spares are retired. Then it refuses

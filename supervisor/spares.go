@@ -40,6 +40,9 @@ func (sp *spareState) crashed(initial, maxInterval time.Duration, cause error, n
 	return d, sp.crash.count()
 }
 
+// backoff is how long the keeper waits before the next spare, after spares crashed.
+func (sp *spareState) backoff(now time.Time) time.Duration { return sp.crash.wait(now) }
+
 // healthy forgets the spares' crashes: a chat's turn completed on a child that was a spare.
 func (sp *spareState) healthy() { sp.crash.reset() }
 
@@ -139,7 +142,7 @@ func (t *table) reserveSpare() (*session, time.Duration) {
 	if t.closed || t.freeze.active() || t.spareCount() >= t.cfg.Spares {
 		return nil, 0
 	}
-	if wait := t.spares.crash.wait(time.Now()); wait > 0 {
+	if wait := t.spares.backoff(time.Now()); wait > 0 {
 		return nil, wait
 	}
 	if !t.slots.take(t.memory()) {

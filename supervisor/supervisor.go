@@ -149,7 +149,7 @@ func New(cfg Config) (*Supervisor, error) {
 		func(_ string, j *job) { s.chats.work(j) })
 	s.pool = newPool(poolDeps{cfg: &s.cfg, log: s.log, st: s.st, wg: &s.wg, accepting: s.accepting, hosts: s.hosts,
 		archive: s.archive})
-	s.handover = &handover{log: s.log, st: s.st, pool: s.pool, hosts: s.hosts, approvals: s.approvals}
+	s.handover = newHandover(handoverDeps{log: s.log, st: s.st, pool: s.pool, hosts: s.hosts, approvals: s.approvals})
 	s.chats = newChats(chatsDeps{cfg: &s.cfg, log: s.log, st: s.st, life: s.life, pool: s.pool,
 		approvals: s.approvals, archive: s.archive, model: s.model, limits: s.limits, usage: s.usage})
 	if cfg.StateDir != "" {

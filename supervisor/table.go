@@ -22,20 +22,26 @@ import (
 // view.
 type stateTable struct {
 	mu sync.Mutex
-	t  table
+	t  *table
 }
 
 // newStateTable builds the table; run is what a chat's worker runs for each of its jobs (the
 // chats' work), outside the lock.
 func newStateTable(d tableDeps, run func(chatKey string, j *job)) *stateTable {
 	st := &stateTable{}
-	st.t = table{tableDeps: d, sessions: make(map[*session]struct{}), retired: make(map[string]int),
+	st.t = newTable(d, &st.mu, run)
+	return st
+}
+
+// newTable builds the state; mu is its lock, which its queues' keyfifo runs on: it calls take
+// and keyIdle with it held, as stateTable.do calls its callers' functions.
+func newTable(d tableDeps, mu *sync.Mutex, run func(chatKey string, j *job)) *table {
+	t := &table{tableDeps: d, sessions: make(map[*session]struct{}), retired: make(map[string]int),
 		keys:   make(map[string]*keyState),
 		slots:  newSlots(d.cfg.MaxChildren*d.cfg.ThreadsPerChild, d.cfg.MaxSlotWaiters, d.cfg.MemoryBudget),
 		spares: newSpareState()}
-	// The keyfifo runs on the table's lock: it calls take and keyIdle with it held, as do does.
-	st.t.queue = keyfifo.New(keyfifo.Config[*job]{Run: run, Take: st.t.take, Idle: st.t.keyIdle, Lock: &st.mu})
-	return st
+	t.queue = keyfifo.New(keyfifo.Config[*job]{Run: run, Take: t.take, Idle: t.keyIdle, Lock: mu})
+	return t
 }
 
 // do runs fn on the table with its lock held. fn must not block: no call into a child, the
@@ -44,7 +50,7 @@ func newStateTable(d tableDeps, run func(chatKey string, j *job)) *stateTable {
 func (st *stateTable) do(fn func(t *table)) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	fn(&st.t)
+	fn(st.t)
 }
 
 // waitWorkers returns once every chat's worker exited (Shutdown). It holds no lock.

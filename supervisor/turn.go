@@ -82,8 +82,7 @@ func (c *chats) beginTurn(ctx context.Context, k *keyState, sess *session, opts 
 	if opts.resume {
 		watch.carryOver(opts.deadlineLeft)
 	}
-	live := newLiveTurn(sess.child, sess.threadID, progress.NewActivity(progress.From(ctx)))
-	live.watch = watch
+	live := newLiveTurn(sess.child, sess.threadID, progress.NewActivity(progress.From(ctx)), watch)
 	c.st.do(func(t *table) { t.turnBegan(k, live) })
 	c.limits.Reached(k.key) // a parked message released at a reset got here: the next may go
 	return watch, live
