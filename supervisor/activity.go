@@ -35,7 +35,7 @@ type ChatActivity struct {
 
 // Activity lists the chats whose turn is running and what each does now, sorted by chat key.
 // Unlike Status it reads no /proc files, so a frequent caller (the platform heartbeat) costs
-// only the pool lock.
+// only a moment of the state table's lock.
 func (s *Supervisor) Activity() []ChatActivity {
 	return s.chats.activity()
 }

@@ -30,7 +30,7 @@ func (c *crashStreak) completed() { c.CrashStreak = CrashStreak{} }
 // now is the streak as it stands.
 func (c *crashStreak) now() CrashStreak { return c.CrashStreak }
 
-// Crashes returns the pool's current crash streak. It takes only the pool lock (no /proc reads),
+// Crashes returns the pool's current crash streak. It takes only the table's lock (no /proc reads),
 // so the heartbeat may call it on every beat.
 func (s *Supervisor) Crashes() (cs CrashStreak) {
 	s.st.do(func(t *table) { cs = t.crashes() })

@@ -8,7 +8,7 @@ import (
 )
 
 // crashBackoff is a chat key's restart backoff: consecutive crashes of its children and when the
-// next child may start. Guarded by Supervisor.mu, like the keyState holding it.
+// next child may start. It lives in the state table, like the keyState holding it.
 type crashBackoff struct {
 	failures int // consecutive crashes
 	bo       *backoff.ExponentialBackOff

@@ -15,9 +15,9 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
-// session is one child and its thread. Fields written after creation are written under
-// Supervisor.mu; the key's worker also reads child, threadID and the first-turn flags without
-// it, being their only writer.
+// session is one child and its thread. Fields written after creation are written under the
+// state table's lock (stateTable.do); the key's worker also reads child, threadID and the
+// first-turn flags without it, being their only writer.
 type session struct {
 	id    uint64
 	key   *keyState

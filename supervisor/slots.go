@@ -14,9 +14,9 @@ import (
 // maxWaiters long. The pool always admits one child, whatever the budget, so a budget smaller
 // than one child slows the daemon down instead of stopping it.
 //
-// Locking: slots has no lock of its own; every method runs under Supervisor.mu. The pool's
-// bookkeeping (sessions and their states, key queues) and the slots change together in one
-// critical section, so that an eviction decision and the waiters it serves stay consistent;
+// Locking: slots has no lock of its own; it is part of the state table, and every method runs
+// under the table's lock. The sessions and their states, the key queues and the slots change
+// together in one critical section, so that an eviction decision and the waiters it serves stay consistent;
 // splitting the lock would let a release and a rebalance interleave differently than today.
 type slots struct {
 	max        int

@@ -12,7 +12,7 @@ import (
 // a thread/resume (or nothing, for a chat with no stored thread) before the turn, instead of a
 // spawn and an initialize. A spare holds a slot like any child, is the first eviction victim
 // under pressure and is never handed to two chats: the hand-out is one transition, spare →
-// starting, under Supervisor.mu.
+// starting, one transition of the state table (table.takeSpare).
 //
 // One goroutine, keepSpares, starts spares one at a time whenever a slot is free that nobody
 // waits for; Shutdown waits for it before closing the children. A spare that fails to start, or

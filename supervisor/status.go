@@ -13,7 +13,7 @@ import (
 // (every MemorySampleInterval), so a scrape of the status or the metrics reads no /proc file of
 // a sampled child; a child the sampler has not read yet (started since the last sample, or
 // sampling off) is read once here, so that no row shows a live child holding no memory. Rows are
-// copied under the pool lock; those reads and the LastActivity calls happen after it is
+// copied under the table's lock; those reads and the LastActivity calls happen after it is
 // released, so taking a snapshot under load does not stall Submit.
 func (s *Supervisor) Status() Snapshot {
 	snap := s.pool.snapshot(func(*session) bool { return true })

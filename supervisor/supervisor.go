@@ -7,48 +7,61 @@
 // large or old (memory.go); the next message of that key gets a new child that resumes the same
 // thread.
 //
-// The parts. Supervisor composes them, answers the API by delegating to them, and keeps what
-// spans them: New, Shutdown and the handover's steps (Freeze, Thaw, adopting handed children).
-//   - the pool (pool: pool.go, session.go, state.go, slots.go, spares.go, warmup.go, memory.go,
-//     shared.go, watcher.go, sweep.go, restart.go, status.go): the sessions and their states,
-//     the slots, the spares, the memory sampler and recycling, children.json, the restart
-//     backoff; it asks the chats through two hooks wired in New (a chat's queue length,
-//     forgetting an idle key).
+// The shape: one state table. The keys, the sessions and their states, the slots, the queues,
+// the spares' signals and counters, the crash streak and the reload's freeze are one type,
+// table (table.go), under one lock, stateTable.mu; a *table is only had inside stateTable.do,
+// and every transition is a method of table (the ones that decide the handover are in
+// freeze.go, the adoption's in adopt.go; others sit beside the slow work they serve). The slow
+// work runs outside the lock, in parts that keep their own few fields and report back through
+// do, as x/tools' jsonrpc2 (v2) keeps its in-flight state in one struct changed through one
+// update function:
+//   - the pool (pool: pool.go, session.go, slots.go, spares.go, warmup.go, memory.go, shared.go,
+//     watcher.go, sweep.go, status.go): spawning a child and opening its thread, waiting for a
+//     slot, the spares' keeper, the memory sampler, children.json, the watchers, the status
+//     table's rows.
 //   - the chats (chats: key.go, queue.go, busy.go, turn.go, control.go, compact.go,
-//     activity.go): the keys, their queues and workers, the busy policy, a turn's run, /stop,
-//     /new, /status, the long-thread policy; it takes and runs children through the pool.
-//   - the handover (freeze, handover.go): a reload's freeze, the children it paused, the turns
-//     it handed over.
-//   - the account (package account) and the shared children (package hosts), each part with
-//     its own lock; what a turn is doing (package progress).
+//     activity.go): a message's way into its chat's queue and worker, the busy policy, a turn's
+//     run (its options are one struct, turnOptions), /stop, /new and /status, the long-thread
+//     policy; a command that acts on a thread runs as a job on the chat's worker (threadJob).
+//   - the handover (handover: handover.go, adopt.go): Freeze, Thaw and the adoption of the
+//     children a previous image handed over; it changes the table through its methods.
 //   - the retention sweep (archiver, retention.go): its own lock and loop; it reaches the pool
 //     and a chat's worker through hooks wired in New.
-//   - the approvals (approvalBoard, approval.go) and a turn's watchdogs (turnWatch,
-//     turnwatch.go), each with its own lock.
+//   - the approvals (approvalBoard, approval.go), a turn's watchdogs (turnWatch,
+//     turnwatch.go) and a running turn (liveTurn, busy.go), each with its own lock.
+//   - the account (package account) and the shared children (package hosts), each part with
+//     its own lock; what a turn is doing (package progress).
 //
-// owners_test.go checks that each same-package part's fields are touched only from its files.
+// Supervisor composes them: New, Shutdown, and the API, each method delegating to a part.
 //
-// Concurrency layout: one mutex (Supervisor.mu) guards the pool, the chats and the freeze (the
-// keyfifo runs on it too); each says "guarded by Supervisor.mu" and holds a pointer to it. They
-// stay under one lock because decisions span them: an eviction picks an idle child whose key
-// has nothing queued, a key is forgotten only with no queue, child or backoff, a freeze waits
-// for every key and session to be quiet.
-// The mutex is never held across a call into a child, the thread store, the spawn function or
-// /proc. Every chat key with queued work has one worker goroutine (queue.go) that runs its turns
-// in FIFO order; Shutdown waits for them before closing the children. Every child has one
-// watcher goroutine (watcher.go) that notices its death, closes it when idle too long, and is
-// the only caller of Close; it exits once the child was reaped. One memory sampler goroutine
-// (memory.go) reads the children's memory for the budget and recycles bloated children; it stops
-// when Shutdown begins. The watchers, the sampler and the retention loop are counted in a
-// WaitGroup that Shutdown waits for last.
+// Why one table and not parts with locks of their own: the decisions span them. An eviction
+// picks an idle child whose chat has nothing queued; a key is forgotten only with no queue, no
+// child and no backoff; a freeze waits for every key and session to be quiet. Split, each of
+// those would take two locks in some order or decide on a stale view.
+//
+// owners_test.go holds the rules: a part's fields are written only by its own methods and
+// constructors (the table's by table's), nothing but stateTable's methods touches the table
+// around do, and no type calls another type's …Locked method.
+//
+// The lock rule: stateTable.mu is held only inside stateTable.do (and by the keyfifo of the
+// chats' queues, which runs on it and calls the table's take and keyIdle with it held). A
+// function given to do must not block: it is never held across a call into a child, the thread
+// store, the spawn function or /proc, nor a wait on a channel. Every chat key with queued work
+// has one worker goroutine (internal/keyfifo) that runs its jobs in FIFO order; Shutdown waits
+// for them before closing the children. Every child has one watcher goroutine (watcher.go) that
+// notices its death, closes it when idle too long, and is the only caller of Close; it exits
+// once the child was reaped. One memory sampler goroutine (memory.go) reads the children's
+// memory for the budget and recycles bloated children; it stops when Shutdown begins. The
+// watchers, the sampler, a draining shared child's timer and the retention loop are counted in
+// a WaitGroup that Shutdown waits for last.
 //
 // Lock order: a goroutine holding a lock may take only locks later in this list, never an
 // earlier one:
 //  1. archiver.sweepMu (held for a whole sweep, which takes slots and runs on chats' workers)
-//  2. childRecords.mu (the pool's: a write of children.json reads the pool under it)
-//  3. Supervisor.mu (the pool, the chats, the freeze)
-//  4. the parts' own locks, taken with or without Supervisor.mu; none of them is held while
-//     Supervisor.mu or a lock above is taken: liveTurn.mu, approvalBoard.mu, turnWatch.mu,
+//  2. childRecords.mu (the pool's: a write of children.json reads the table under it)
+//  3. stateTable.mu (the table: keys, sessions, slots, queues, freeze)
+//  4. the parts' own locks, taken with or without stateTable.mu; none of them is held while
+//     stateTable.mu or a lock above is taken: liveTurn.mu, approvalBoard.mu, turnWatch.mu,
 //     progress.Activity's lock (the status table reads a running turn's activity under it),
 //     hosts.Pool's lock (it never calls the supervisor while holding it: OnDrain runs without
 //     it), and package account's locks (Model, Limits, Usage: Usage.writeMu before Usage.mu).

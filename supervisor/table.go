@@ -84,7 +84,7 @@ type table struct {
 	stops stopMarks           // when each chat last asked to stop (control.go)
 
 	// the handover's
-	freeze freeze // a reload's freeze and the turns it handed over (handover.go)
+	freeze freeze // a reload's freeze and the turns it handed over (freeze.go)
 }
 
 // tableDeps is what the table is handed: configuration, and the signals it sends to the slow
