@@ -137,8 +137,9 @@ func (t *table) retireSpares(reason string) {
 }
 
 // lookQuiet sorts every session and key for the freeze (see quiet); it changes nothing but the
-// freeze's refusing, once quiet.
-func (t *table) lookQuiet() quiet {
+// freeze's refusing, once quiet. A job in ended, whose turn ended as its child paused, is waited
+// for like any work.
+func (t *table) lookQuiet(ended map[*job]bool) quiet {
 	var q quiet
 	for sess := range t.sessions {
 		switch {
@@ -146,7 +147,7 @@ func (t *table) lookQuiet() quiet {
 			q.busy = append(q.busy, "a spare "+string(sess.state))
 		case sess.state == StateIdle && !t.busy(sess.key.key):
 			q.idle = append(q.idle, sess)
-		case sess.state == StateBusy && t.handable(sess.key):
+		case sess.state == StateBusy && !ended[sess.key.running] && t.handable(sess.key):
 			q.running = append(q.running, runningTurn{sess: sess, job: sess.key.running, live: sess.key.live})
 		case sess.state == StateBusy && t.neverCrosses(sess.key) != "":
 			q.cannot = append(q.cannot, fmt.Sprintf("chat %s: %s", sess.key.key, t.neverCrosses(sess.key)))

@@ -32,6 +32,14 @@ var ErrCannotCross = errors.New("a running turn cannot cross a reload")
 // an id are handed over.
 var ErrHandedOver = errors.New("the message's turn was handed to the reloaded daemon")
 
+// errTurnEnded is Freeze's, within, when a running turn ended as its child paused: the freeze
+// lets every child go and waits for quiet again. The turn's job still closes its books on the
+// child (it may drop the unanswered turn from the thread, or retire the child), and its caller
+// waits for that: paused, the child would hold the result until the reload is called off, and
+// a caller the inboxes wait for before the exec would refuse the reload. The job is not handed
+// over instead: its turn is over in codex, and its result is its caller's to deliver.
+var errTurnEnded = errors.New("a running turn ended as its child paused")
+
 // ReasonReload: a spare retired so that the daemon could reload (spares are not handed over).
 const ReasonReload = "reload"
 
@@ -128,8 +136,10 @@ func newHandover(d handoverDeps) *handover { return &handover{handoverDeps: d} }
 // turn that cannot cross (see table.handable) to finish; spares are retired. Then it refuses
 // new messages (ErrReloading), pauses every child, idle or mid-turn, and returns them. The
 // callers of the running turns it hands over, and of the messages queued behind them, get
-// ErrHandedOver; those turns no longer end with their callers' contexts. The caller must stop
-// its inboxes first, or Freeze may wait for ever-new work until ctx ends. On error the
+// ErrHandedOver; those turns no longer end with their callers' contexts. A turn that ends as
+// its child pauses is not handed over: Freeze lets every child go, the turn's job finishes as
+// it would (its caller gets its result), and the wait for quiet starts again. The caller must
+// stop its inboxes first, or Freeze may wait for ever-new work until ctx ends. On error the
 // supervisor runs on as before; after success, Thaw undoes it (a handed-over turn then waits
 // for its message to be given again).
 func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
@@ -152,9 +162,24 @@ func (h *handover) freeze(ctx context.Context) ([]HandedChild, error) {
 	if h.st.do(func(t *table) { err = t.beginFreeze() }); err != nil {
 		return nil, err
 	}
-	idle, running, err := h.awaitQuiet(ctx)
+	// ended are the running jobs whose turns ended as their children paused: waited for, as
+	// any work, rather than handed over (see errTurnEnded).
+	ended := make(map[*job]bool)
+	for {
+		out, err := h.tryFreeze(ctx, ended)
+		if errors.Is(err, errTurnEnded) {
+			continue // still frozen: messages stay refused while the job finishes
+		}
+		return out, err
+	}
+}
+
+// tryFreeze waits for quiet and pauses every child. On errTurnEnded every child was let go and
+// the freeze stands, for the next try; on any other error the freeze is called off.
+func (h *handover) tryFreeze(ctx context.Context, ended map[*job]bool) ([]HandedChild, error) {
+	idle, running, err := h.awaitQuiet(ctx, ended)
 	if err != nil {
-		h.st.do(func(t *table) { t.endFreeze(false) })
+		h.st.do(func(t *table) { t.endFreeze(false) }) // frozen, too, by an earlier try
 		h.pool.kickSpares()
 		return nil, err
 	}
@@ -165,17 +190,19 @@ func (h *handover) freeze(ctx context.Context) ([]HandedChild, error) {
 		if err != nil {
 			break
 		}
-		err = h.pauseHost(ctx, &fz, host, g.sharedIdle[host], g.sharedRunning[host])
+		err = h.pauseHost(ctx, &fz, host, g.sharedIdle[host], g.sharedRunning[host], ended)
 	}
 	if err == nil {
-		err = h.pauseRunning(ctx, &fz, g.ownRunning)
+		err = h.pauseRunning(ctx, &fz, g.ownRunning, ended)
 	}
 	if err != nil {
 		for _, p := range fz.paused {
 			p.Resume()
 		}
-		h.st.do(func(t *table) { t.endFreeze(false) })
-		h.pool.kickSpares()
+		if !errors.Is(err, errTurnEnded) {
+			h.st.do(func(t *table) { t.endFreeze(false) })
+			h.pool.kickSpares()
+		}
 		return nil, err
 	}
 	h.st.do(func(t *table) { t.handOver(fz.paused, fz.handed, running) })
@@ -196,14 +223,14 @@ func (h *handover) thaw() {
 // awaitQuiet retires the spares and waits until every child is idle and ready, or runs a turn
 // that can be handed over (its message and those queued behind it have ids, none was steered
 // into it), or is retired and reaped; then the supervisor is frozen, and it returns the idle
-// children and the running turns. Other work (a child starting, a message without an id) is
-// waited for, as before.
-func (h *handover) awaitQuiet(ctx context.Context) ([]*session, []runningTurn, error) {
+// children and the running turns. Other work (a child starting, a message without an id, a job
+// in ended closing its books) is waited for, as before.
+func (h *handover) awaitQuiet(ctx context.Context, ended map[*job]bool) ([]*session, []runningTurn, error) {
 	for {
 		var q quiet
 		h.st.do(func(t *table) {
 			t.retireSpares(ReasonReload)
-			q = t.lookQuiet()
+			q = t.lookQuiet(ended)
 		})
 		if len(q.cannot) > 0 {
 			return nil, nil, fmt.Errorf("supervisor: %s: %w", joinFirst(q.cannot, 4), ErrCannotCross)
@@ -285,8 +312,8 @@ func handedChild(sess *session, ho appserver.Handover) HandedChild {
 }
 
 // pauseHost pauses a shared child with its threads (pauseShared).
-func (h *handover) pauseHost(ctx context.Context, fz *frozen, host *hosts.Host, idle []*session, running []runningTurn) error {
-	hc, jobs, err := h.pauseShared(ctx, host, idle, running)
+func (h *handover) pauseHost(ctx context.Context, fz *frozen, host *hosts.Host, idle []*session, running []runningTurn, ended map[*job]bool) error {
+	hc, jobs, err := h.pauseShared(ctx, host, idle, running, ended)
 	if err != nil {
 		return err
 	}
@@ -299,8 +326,9 @@ func (h *handover) pauseHost(ctx context.Context, fz *frozen, host *hosts.Host, 
 	return nil
 }
 
-// pauseRunning pauses the children of their own chats that run a turn, with the turn.
-func (h *handover) pauseRunning(ctx context.Context, fz *frozen, running []runningTurn) error {
+// pauseRunning pauses the children of their own chats that run a turn, with the turn. A turn
+// that ended as its child paused joins ended (errTurnEnded).
+func (h *handover) pauseRunning(ctx context.Context, fz *frozen, running []runningTurn, ended map[*job]bool) error {
 	for _, r := range running {
 		sess := r.sess
 		rp, ok := sess.child.(runningPausable)
@@ -313,16 +341,16 @@ func (h *handover) pauseRunning(ctx context.Context, fz *frozen, running []runni
 			return fmt.Errorf("chat %s: running turn: %w", sess.key.key, err)
 		}
 		fz.paused = append(fz.paused, p)
+		if ho.Turn == nil {
+			ended[r.job] = true
+			return errTurnEnded
+		}
 		// The turn's goroutine may be closing its books on the session meanwhile.
 		var hc HandedChild
 		h.st.do(func(*table) { hc = handedChild(sess, ho) })
-		if ho.Turn != nil {
-			// Ended meanwhile otherwise: its reply goes out when the reload is called off,
-			// or is lost with the exec like an idle child's queue; the row is polled again.
-			hc.Turn = &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.opts.askApprovalsOf,
-				Approvals: h.approvals.seqsOf(sess.key.key), DeadlineLeft: r.live.watch.leftNow()}
-			fz.handed = append(fz.handed, r.job)
-		}
+		hc.Turn = &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.opts.askApprovalsOf,
+			Approvals: h.approvals.seqsOf(sess.key.key), DeadlineLeft: r.live.watch.leftNow()}
+		fz.handed = append(fz.handed, r.job)
 		fz.out = append(fz.out, hc)
 	}
 	return nil
@@ -332,7 +360,7 @@ func (h *handover) pauseRunning(ctx context.Context, fz *frozen, running []runni
 // sessions whose turns run, and describes it: the first session's chat is the child's, the
 // others are Shared; each running turn travels with its chat (jobs are their jobs). A child
 // that died meanwhile yields a zero Handover (the next image does without it).
-func (h *handover) pauseShared(ctx context.Context, host *hosts.Host, idle []*session, running []runningTurn) (HandedChild, []*job, error) {
+func (h *handover) pauseShared(ctx context.Context, host *hosts.Host, idle []*session, running []runningTurn, ended map[*job]bool) (HandedChild, []*job, error) {
 	p, ok := host.Child().(pausable)
 	rp, ok2 := host.Child().(runningPausable)
 	if !ok || !ok2 && len(running) > 0 {
@@ -368,14 +396,22 @@ func (h *handover) pauseShared(ctx context.Context, host *hosts.Host, idle []*se
 		turns[th.ThreadID] = true
 	}
 	run := make(map[*session]runningTurn, len(running))
+	over := false
 	for _, r := range running {
 		run[r.sess] = r
+		if !turns[r.sess.threadID] {
+			ended[r.job], over = true, true
+		}
+	}
+	if over {
+		p.Resume() // see errTurnEnded
+		return HandedChild{}, nil, errTurnEnded
 	}
 	var jobs []*job
 	turnOf := func(sess *session) *HandedTurn {
 		r, ok := run[sess]
-		if !ok || !turns[sess.threadID] {
-			return nil // idle, or its turn ended meanwhile
+		if !ok {
+			return nil // idle
 		}
 		jobs = append(jobs, r.job)
 		return &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.opts.askApprovalsOf,

@@ -42,11 +42,18 @@ func newPool(d poolDeps) *pool {
 
 // close marks the table closed (Shutdown): slot waiters get ErrClosed, no child or spare
 // starts, and every job waiting in a queue is taken out (its caller gets ErrClosed). It returns
-// the number of live sessions and those jobs.
+// the number of live sessions and those jobs. A turn the previous image handed over stays: it
+// runs in its child already, and the message given again attaches to it even now (admit), so
+// the drain lets it run to its end like any running turn. Every chat with a queue has its key
+// here (gcKey keeps a busy one).
 func (t *table) close() (int, []*job) {
 	t.closed = true
 	t.slots.fail(ErrClosed)
-	return len(t.sessions), t.queue.DrainLocked()
+	var out []*job
+	for key := range t.keys {
+		out = append(out, t.queue.RemoveAllLocked(key, func(j *job) bool { return !j.opts.resume })...)
+	}
+	return len(t.sessions), out
 }
 
 // retireAll retires every session (Shutdown) and returns what to wait on for their reaping.

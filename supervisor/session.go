@@ -131,9 +131,11 @@ type claim struct {
 
 // claimChild is acquire's transition: the key's idle session becomes busy for j.
 func (t *table) claimChild(k *keyState, j *job) claim {
-	if t.closed {
+	if t.closed && (!j.opts.resume || k.sess == nil) {
 		return claim{err: ErrClosed}
 	}
+	// An adopted turn goes on in its child even while shutting down: the drain lets it finish,
+	// and its message is owed its reply (table.close).
 	sess := k.sess
 	switch {
 	case sess == nil:
