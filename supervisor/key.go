@@ -52,12 +52,6 @@ func (t *table) queuedTotal() int {
 // busy reports whether chatKey has work: a job running or waiting.
 func (t *table) busy(chatKey string) bool { return t.queue.BusyLocked(chatKey) }
 
-// eachQueued calls fn for each of chatKey's waiting jobs, in order.
-func (t *table) eachQueued(chatKey string, fn func(*job)) { t.queue.EachLocked(chatKey, fn) }
-
-// push queues j behind chatKey's other jobs.
-func (t *table) push(chatKey string, j *job) { t.queue.PushLocked(chatKey, j) }
-
 // takeQueued takes every job waiting for chatKey out of its queue.
 func (t *table) takeQueued(chatKey string) []*job {
 	return t.queue.RemoveAllLocked(chatKey, func(*job) bool { return true })
