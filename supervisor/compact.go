@@ -56,16 +56,10 @@ func (c *chats) compactReason(sess *session) string {
 func (c *chats) compactIfDue(ctx context.Context, key string, sess *session) string {
 	var why string
 	var uss int64
-	c.st.do(func(*table) { // the session's counters and memory reading change under the table's lock
-		why = c.compactReason(sess)
-		if why == "" {
-			return
+	c.st.do(func(t *table) { // the session's counters and memory reading change under the table's lock
+		if why = c.compactReason(sess); why != "" {
+			uss = t.compacting(sess, why)
 		}
-		// Counted as done whatever happens next: a failed compaction is tried again after as
-		// many turns, not before each one.
-		sess.compactedAt = sess.turns
-		sess.compactedForMemory = sess.compactedForMemory || why == CompactReasonMemory
-		uss = sess.mem.USS
 	})
 	if why == "" {
 		return ""
@@ -108,6 +102,15 @@ func (c *chats) compactIfDue(ctx context.Context, key string, sess *session) str
 	sess.compactNoticed = true
 	return fmt.Sprintf("this conversation has grown long and could not be compacted (%v); "+
 		"replies may get slower and costlier; send /new to start a fresh conversation", err)
+}
+
+// compacting marks sess's thread compacted for why, counted as done whatever happens next: a
+// failed compaction is tried again after as many turns, not before each one. It returns the
+// child's private memory, for the log.
+func (t *table) compacting(sess *session, why string) int64 {
+	sess.compactedAt = sess.turns
+	sess.compactedForMemory = sess.compactedForMemory || why == CompactReasonMemory
+	return sess.mem.USS
 }
 
 // compactionUsage is the tokens a compaction spent. codex 0.171.0 reports the summary's model

@@ -193,11 +193,7 @@ func (p *pool) startSession(k *keyState, j *job) (*session, error) {
 		return nil, fmt.Errorf("chat %s: %w", k.key, err)
 	}
 	var sess *session
-	p.st.do(func(t *table) {
-		t.countRestart(k)
-		sess = t.newSession(k, p.log.With(zap.String("chat_key", k.key)))
-		k.sess = sess
-	})
+	p.st.do(func(t *table) { sess = t.startChild(k, p.log.With(zap.String("chat_key", k.key))) })
 
 	if err := p.spawnInto(sess); err != nil {
 		return nil, startError(k.key, 0, p.accepting.Err() != nil, startFailureReason(err), err)
@@ -263,7 +259,7 @@ func (p *pool) spawnInto(sess *session) error {
 		var v *hosts.View
 		if v, err = p.hosts.Place(spawnCtx, sess.key.key, own); err == nil {
 			child = v
-			p.st.do(func(*table) { sess.host = v.Host() })
+			p.st.do(func(t *table) { t.placed(sess, v.Host()) })
 		}
 	} else {
 		child, err = p.cfg.Spawn(spawnCtx, sess.key.key)
@@ -285,15 +281,36 @@ func (p *pool) spawnInto(sess *session) error {
 
 	pid := child.PID()
 	ident := childproc.ReadIdentity(pid)
-	p.st.do(func(*table) { sess.child, sess.proc = child, ident })
+	p.st.do(func(t *table) { t.spawned(sess, child, ident) })
 	// The record is on disk before the pid is shown (status, the spare's readiness): a child
 	// anyone has seen is one the next daemon's boot sweep knows, even if this daemon is killed
 	// right after (TestE2EKillMidTurnAnswersEveryMessageOnce once saw a spare's pid in status
 	// and killed the daemon before its record was written).
 	p.persistRecords()
-	p.st.do(func(*table) { sess.pid, sess.log = pid, sess.log.With(zap.Int("pid", pid)) })
+	p.st.do(func(t *table) { t.showPID(sess, pid) })
 	p.startWatcher(sess)
 	return nil
+}
+
+// startChild registers k's new session, in StateStarting, in a slot taken already.
+func (t *table) startChild(k *keyState, log *zap.Logger) *session {
+	t.countRestart(k)
+	sess := t.newSession(k, log)
+	k.sess = sess
+	return sess
+}
+
+// placed records the shared child sess's thread was placed in.
+func (t *table) placed(sess *session, host *hosts.Host) { sess.host = host }
+
+// spawned records sess's child and its identity, for children.json.
+func (t *table) spawned(sess *session, child Child, ident childproc.Identity) {
+	sess.child, sess.proc = child, ident
+}
+
+// showPID makes sess's pid known (status, the spare's readiness, the log's lines).
+func (t *table) showPID(sess *session, pid int) {
+	sess.pid, sess.log = pid, sess.log.With(zap.Int("pid", pid))
 }
 
 // openSession opens the key's thread on sess, a child in StateStarting that is the key's, and

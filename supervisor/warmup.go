@@ -77,12 +77,7 @@ func (p *pool) warmSpare(sess *session, id string) (bool, error) {
 // sees.
 func (p *pool) claimSpareThread(ctx context.Context, sess *session, key string, use bool) {
 	var warmed bool
-	p.st.do(func(*table) {
-		warmed = sess.spareWarmed && sess.spareThread != ""
-		if warmed && !use {
-			sess.spareUnused = true
-		}
-	})
+	p.st.do(func(t *table) { warmed = t.claimSpareThread(sess, use) })
 	w, ok := sess.child.(warmer)
 	if !ok || !warmed || !use {
 		return
@@ -100,12 +95,7 @@ func (p *pool) claimSpareThread(ctx context.Context, sess *session, key string, 
 // deletes at most once; a dead child is left alone.
 func (p *pool) dropUnusedSpareThread(sess *session, closing bool) {
 	var due bool
-	p.st.do(func(*table) {
-		due = sess.spareWarmed && sess.spareThread != "" && (sess.spareUnused || closing && sess.spare)
-		if due {
-			sess.spareWarmed = false // done, or tried
-		}
-	})
+	p.st.do(func(t *table) { due = t.spareThreadDue(sess, closing) })
 	w, ok := sess.child.(warmer)
 	if !due || !ok || sess.child.Err() != nil {
 		return
@@ -121,3 +111,23 @@ func (p *pool) dropUnusedSpareThread(sess *session, closing bool) {
 
 // spareDeleteTimeout bounds the deletion of an unused spare's thread (about 10 ms).
 const spareDeleteTimeout = 2 * time.Second
+
+// claimSpareThread says whether sess, a spare a chat took, holds a warmed thread of its own; one
+// the chat does not use (it resumed its own thread) is marked to be deleted.
+func (t *table) claimSpareThread(sess *session, use bool) bool {
+	warmed := sess.spareWarmed && sess.spareThread != ""
+	if warmed && !use {
+		sess.spareUnused = true
+	}
+	return warmed
+}
+
+// spareThreadDue says whether sess's warmed spare thread is to be deleted now (see
+// dropUnusedSpareThread), and marks it done: it is deleted at most once.
+func (t *table) spareThreadDue(sess *session, closing bool) bool {
+	due := sess.spareWarmed && sess.spareThread != "" && (sess.spareUnused || closing && sess.spare)
+	if due {
+		sess.spareWarmed = false // done, or tried
+	}
+	return due
+}
