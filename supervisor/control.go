@@ -87,26 +87,11 @@ func (s *Supervisor) Reset(ctx context.Context, chatKey string) (ResetResult, er
 }
 
 func (c *chats) startOver(ctx context.Context, chatKey string) (ResetResult, error) {
-	j := c.threadJob(ctx, true, c.reset)
-	// Busy is a job running or waiting. A worker still closing the books of a job whose answer
-	// is out is not: its caller may send /new the moment the reply arrives, and the reset then
-	// runs next and is answered now, not "once the message codex is working on is answered".
-	var busy bool
-	var err error
-	busy, err = c.queueThreadJob(chatKey, j, false)
-	if err != nil {
-		return ResetResult{}, err
+	r, deferred, err := c.command(ctx, chatKey, c.reset)
+	if deferred {
+		return ResetResult{Deferred: true}, err
 	}
-	if busy {
-		return ResetResult{Deferred: true}, nil
-	}
-	select {
-	case o := <-j.done:
-		return ResetResult{OldThreadID: o.reply.ThreadID}, o.err
-	case <-ctx.Done():
-		// It still applies; the caller stopped waiting for the answer.
-		return ResetResult{Deferred: true}, nil
-	}
+	return ResetResult{OldThreadID: r.ThreadID}, err
 }
 
 // reset runs a Reset job on the key's worker: it retires the key's idle child and archives the

@@ -433,6 +433,27 @@ func (c *chats) threadJob(ctx context.Context, command bool, task func(k *keySta
 	return &job{ctx: context.WithoutCancel(ctx), reset: command, task: task, done: make(chan outcome, 1)}
 }
 
+// command runs task, a chat's command that acts on its thread (/new; /compact or /undo next),
+// as a job on chatKey's worker, after the chat's work already queued, and returns its reply.
+// deferred: the chat had a job running or waiting, or ctx ended first; task still runs, in
+// its turn, and the caller does not wait for it. A worker still closing the books of a job
+// whose answer is out is not busy: its caller may send the command the moment the reply
+// arrives, and the command then runs next and is answered now.
+func (c *chats) command(ctx context.Context, chatKey string, task func(k *keyState) (Reply, error)) (r Reply, deferred bool, err error) {
+	j := c.threadJob(ctx, true, task)
+	busy, err := c.queueThreadJob(chatKey, j, false)
+	if err != nil || busy {
+		return Reply{}, busy, err
+	}
+	select {
+	case o := <-j.done:
+		return o.reply, false, o.err
+	case <-ctx.Done():
+		// It still applies; the caller stopped waiting for the answer.
+		return Reply{}, true, nil
+	}
+}
+
 // queueThreadJob queues j (see threadJob) on chatKey's worker. busy says the chat had a job
 // running or waiting; with ifIdle, j is then not queued, nor while a reload freezes the
 // supervisor (ErrReloading).

@@ -22,7 +22,8 @@
 //   - the chats (chats: key.go, queue.go, busy.go, turn.go, control.go, compact.go,
 //     activity.go): a message's way into its chat's queue and worker, the busy policy, a turn's
 //     run (its options are one struct, turnOptions), /stop, /new and /status, the long-thread
-//     policy; a command that acts on a thread runs as a job on the chat's worker (threadJob).
+//     policy; a command that acts on a thread runs as a job on the chat's worker (command,
+//     threadJob: /new today).
 //   - the handover (handover: handover.go, adopt.go): Freeze, Thaw and the adoption of the
 //     children a previous image handed over; it changes the table through its methods.
 //   - the retention sweep (archiver, retention.go): its own lock and loop; it reaches the pool
