@@ -109,3 +109,17 @@ func TestCrossLockedNamesTheCallerAndTheMethod(t *testing.T) {
 		t.Fatalf("cross-type …Locked calls: %v, want %v", got, want)
 	}
 }
+
+func TestLongerNamesTheFunctionAndItsLength(t *testing.T) {
+	p, err := Load("testdata/receivers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.Longer(121)
+	if len(got) != 1 || got[0].By != "long" || got[0].Name != "122" || got[0].Pos.Line != 4 {
+		t.Fatalf("longer than 121 lines: %+v, want long, 122 lines, at line 4", got)
+	}
+	if got := p.Longer(122); len(got) != 0 {
+		t.Fatalf("longer than 122 lines: %+v, want none", got)
+	}
+}
