@@ -345,7 +345,7 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// work runs one job on its key's worker (see chats.queue) and answers its caller. The job
+// work runs one job on its key's worker (see table.queue) and answers its caller. The job
 // runs under the context take gave it.
 func (c *chats) work(j *job) {
 	k := j.key
