@@ -79,7 +79,7 @@ func (h *handover) adoptShared(a AdoptedChild) {
 // adoptThread makes a's thread its chat's idle session (nil when no slot is free) and starts
 // its watcher. The approvals of its running turn keep their numbers.
 func (h *handover) adoptThread(a adoption) *session {
-	keep := func() { h.approvals.keep(a.chatKey, a.turn.Approvals) }
+	keep := func() { h.approvals.Keep(a.chatKey, a.turn.Approvals) }
 	var sess *session
 	h.st.do(func(t *table) { sess = t.adoptSession(a, keep) })
 	if sess != nil {

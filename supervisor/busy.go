@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/molecule-ai/codex-warm/supervisor/progress"
+	"github.com/molecule-ai/codex-warm/supervisor/turnwatch"
 	"go.uber.org/zap"
 )
 
@@ -50,7 +51,7 @@ type liveTurn struct {
 	child    Child
 	threadID string
 	act      *progress.Activity // what the turn is doing now; see ChildStatus.Activity
-	watch    *turnWatch
+	watch    *turnwatch.Watch
 
 	// known is closed once codex answered turn/start (turnID set) or the turn ended: a message
 	// steered before then waits for it rather than queueing behind the whole turn.
@@ -63,7 +64,7 @@ type liveTurn struct {
 	joined []*job  // messages steered into the turn; they get its outcome
 }
 
-func newLiveTurn(child Child, threadID string, act *progress.Activity, watch *turnWatch) *liveTurn {
+func newLiveTurn(child Child, threadID string, act *progress.Activity, watch *turnwatch.Watch) *liveTurn {
 	return &liveTurn{child: child, threadID: threadID, act: act, watch: watch, known: make(chan struct{})}
 }
 

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/supervisor/approvals"
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
@@ -127,7 +128,7 @@ type handoverDeps struct {
 	st        *stateTable
 	pool      *pool
 	hosts     *hosts.Pool // the shared children; nil with a child per chat
-	approvals *approvalBoard
+	approvals *approvals.Board
 }
 
 func newHandover(d handoverDeps) *handover { return &handover{handoverDeps: d} }
@@ -349,7 +350,7 @@ func (h *handover) pauseRunning(ctx context.Context, fz *frozen, running []runni
 		var hc HandedChild
 		h.st.do(func(*table) { hc = handedChild(sess, ho) })
 		hc.Turn = &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.opts.askApprovalsOf,
-			Approvals: h.approvals.seqsOf(sess.key.key), DeadlineLeft: r.live.watch.leftNow()}
+			Approvals: h.approvals.SeqsOf(sess.key.key), DeadlineLeft: r.live.watch.LeftNow()}
 		fz.handed = append(fz.handed, r.job)
 		fz.out = append(fz.out, hc)
 	}
@@ -415,7 +416,7 @@ func (h *handover) pauseShared(ctx context.Context, host *hosts.Host, idle []*se
 		}
 		jobs = append(jobs, r.job)
 		return &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.opts.askApprovalsOf,
-			Approvals: h.approvals.seqsOf(sess.key.key), DeadlineLeft: r.live.watch.leftNow()}
+			Approvals: h.approvals.SeqsOf(sess.key.key), DeadlineLeft: r.live.watch.LeftNow()}
 	}
 	var hc HandedChild
 	h.st.do(func(*table) { hc = sharedHanded(ss, ho, turnOf) })

@@ -5,13 +5,14 @@ import (
 	"sync/atomic"
 
 	"github.com/molecule-ai/codex-warm/supervisor/account"
+	"github.com/molecule-ai/codex-warm/supervisor/approvals"
 	"go.uber.org/zap"
 )
 
 // chats is the chat path's slow work: a message's way into its key's queue (queue.go), what a
 // message does to a running turn (busy.go), a turn's run (turn.go), the chat's own controls
 // (/stop, /new, /status: control.go) and the long-thread policy (compact.go); the approvals it
-// asks are approvalBoard's. The keys and queues are the state table's (table.go): chats reads
+// asks are on the approvals board. The keys and queues are the state table's (table.go): chats reads
 // and changes them through stateTable.do.
 type chats struct {
 	chatsDeps // what it is handed; the rest is its own state
@@ -28,7 +29,7 @@ type chatsDeps struct {
 	st        *stateTable
 	life      context.Context // cancelled when the drain deadline passes: running turns end
 	pool      *pool
-	approvals *approvalBoard
+	approvals *approvals.Board
 	archive   *archiver
 	model     *account.Model
 	limits    *account.Limits

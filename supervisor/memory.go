@@ -6,22 +6,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/internal/childproc"
+	"github.com/molecule-ai/codex-warm/supervisor/slots"
 )
-
-// memUse is the pool's memory as the budget counts it (see Config.MemoryBudget).
-type memUse struct {
-	// held is charged to the slots held: each child's latest PSS reading, and the estimate for a
-	// slot whose child was not measured yet (a grant in hand, a child starting, one that started
-	// since the last sample). Charging those keeps a burst of new chats from all fitting into
-	// the room one stale sample shows.
-	held int64
-	// freeing is the part of held that retiring children give back once reaped.
-	freeing int64
-	// estimate is what one more child is expected to cost.
-	estimate int64
-	// measured sums the latest PSS readings.
-	measured int64
-}
 
 // memory computes the pool's memory use from the sessions' latest readings.
 //
@@ -30,8 +16,8 @@ type memUse struct {
 // idle, 25 MB warm) and would pull the mean down. The mean errs high on purpose: every child's
 // PSS carries its share of the codex binary's pages, and one more child makes everyone's share
 // smaller, so a new child costs less than the mean in total.
-func (t *table) memory() memUse {
-	u := memUse{estimate: DefaultChildEstimate}
+func (t *table) memory() slots.Use {
+	u := slots.Use{Estimate: DefaultChildEstimate}
 	var warmSum, warmN int64
 	measured, retiringUnmeasured := 0, 0
 	for sess := range t.sessions {
@@ -42,9 +28,9 @@ func (t *table) memory() memUse {
 			continue
 		}
 		measured++
-		u.measured += sess.mem.PSS
+		u.Measured += sess.mem.PSS
 		if sess.state == StateRetiring {
-			u.freeing += sess.mem.PSS
+			u.Freeing += sess.mem.PSS
 		}
 		if sess.turns > 0 {
 			warmSum += sess.mem.PSS
@@ -52,10 +38,10 @@ func (t *table) memory() memUse {
 		}
 	}
 	if warmN > 0 {
-		u.estimate = warmSum / warmN
+		u.Estimate = warmSum / warmN
 	}
-	u.held = u.measured + int64(t.slots.held()-measured)*u.estimate
-	u.freeing += int64(retiringUnmeasured) * u.estimate
+	u.Held = u.Measured + int64(t.slots.Held()-measured)*u.Estimate
+	u.Freeing += int64(retiringUnmeasured) * u.Estimate
 	return u
 }
 

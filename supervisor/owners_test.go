@@ -17,7 +17,6 @@ func TestPartsOwnTheirState(t *testing.T) {
 		// The state table: keys, sessions, slots, queues, the freeze; every transition is its method.
 		"table":        fieldowner.Writes,
 		"freeze":       fieldowner.Writes, // the handover's state in the table
-		"slots":        fieldowner.Writes, // the slots: cap, memory budget, waiters
 		"spareState":   fieldowner.Writes, // the spares' signal and backoff
 		"crashStreak":  fieldowner.Writes,
 		"crashBackoff": fieldowner.Writes, // a chat's (or the spares') restart backoff
@@ -28,11 +27,9 @@ func TestPartsOwnTheirState(t *testing.T) {
 		"chats":        fieldowner.Writes, // a message's way, turns, the chat's commands, compaction
 		"handover":     fieldowner.Writes, // Freeze, Thaw, adoption
 		// Parts with their own locks.
-		"archiver":      fieldowner.Writes, // the retention sweep, leaving and returning threads
-		"approvalBoard": fieldowner.Writes, // approvals waiting for a person
-		"turnWatch":     fieldowner.Writes, // a turn's watchdogs
-		"liveTurn":      fieldowner.Writes, // a running turn, which messages can be steered into
-		"Supervisor":    fieldowner.Writes,
+		"archiver":   fieldowner.Writes, // the retention sweep, leaving and returning threads
+		"liveTurn":   fieldowner.Writes, // a running turn, which messages can be steered into
+		"Supervisor": fieldowner.Writes,
 	})
 }
 

@@ -48,7 +48,7 @@ func newPool(d poolDeps) *pool {
 // here (gcKey keeps a busy one).
 func (t *table) close() (int, []*job) {
 	t.closed = true
-	t.slots.fail(ErrClosed)
+	t.slots.Fail(ErrClosed)
 	var out []*job
 	for key := range t.keys {
 		out = append(out, t.queue.RemoveAllLocked(key, func(j *job) bool { return !j.opts.resume })...)
@@ -74,7 +74,7 @@ func (t *table) each(fn func(*session)) {
 }
 
 // takeSlot holds a free slot for a child handed over by a reload, false when none is free.
-func (t *table) takeSlot() bool { return t.slots.take(t.memory()) }
+func (t *table) takeSlot() bool { return t.slots.Take(t.memory()) }
 
 // startWatcher starts sess's watcher, which closes and reaps its child at its end.
 func (p *pool) startWatcher(sess *session) {

@@ -85,7 +85,7 @@ func (p *pool) startingSpare() (changed <-chan struct{}) {
 
 // startingSpare is pool.startingSpare's decision.
 func (t *table) startingSpare() <-chan struct{} {
-	if t.slots.free(t.memory()) {
+	if t.slots.Free(t.memory()) {
 		return nil
 	}
 	for sess := range t.sessions {
@@ -145,7 +145,7 @@ func (t *table) reserveSpare() (*session, time.Duration) {
 	if wait := t.spares.backoff(time.Now()); wait > 0 {
 		return nil, wait
 	}
-	if !t.slots.take(t.memory()) {
+	if !t.slots.Take(t.memory()) {
 		return nil, 0
 	}
 	// The placeholder key is in no map: a spare belongs to no chat until one takes it.

@@ -78,7 +78,7 @@ func (t *table) setState(sess *session, to State) bool {
 			zap.Int("pid", sess.pid), zap.Error(err))
 		return false
 	}
-	t.slots.moved(sess.state, to)
+	t.slots.Moved(sess.state == StateRetiring, to == StateRetiring)
 	sess.state = to
 	t.freeze.notify()
 	return true

@@ -91,13 +91,13 @@ func (t *table) statusRows(want func(*session) bool, now time.Time) ([]statusRow
 		StoreErrors:     t.storeErrors,
 		Restarts:        t.restarts,
 		CrashBackoffs:   t.crashBackoffs,
-		WaitingForSlot:  t.slots.waiting(),
+		WaitingForSlot:  t.slots.Waiting(),
 	}
-	if b := t.slots.budgetBytes(); b > 0 {
+	if b := t.slots.Budget(); b > 0 {
 		tot.MemoryBudgetBytes = b
 	}
 	u := t.memory()
-	tot.MeasuredPSSBytes, tot.ChargedBytes, tot.ChildEstimateBytes = u.measured, u.held, u.estimate
+	tot.MeasuredPSSBytes, tot.ChargedBytes, tot.ChildEstimateBytes = u.Measured, u.Held, u.Estimate
 	perPID := make(map[int]int, len(t.sessions))
 	for sess := range t.sessions {
 		if sess.pid > 0 {

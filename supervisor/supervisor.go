@@ -2,7 +2,7 @@
 //
 // Each chat key gets one child, spawned on its first message, that resumes the key's stored
 // thread (or starts one). Turns of one key run one at a time in arrival order; different keys run
-// in parallel up to a cap on live children and a memory budget on their summed PSS (slots.go).
+// in parallel up to a cap on live children and a memory budget on their summed PSS (package slots).
 // Watchdogs retire children that hang or die, and recycling retires children that grew too
 // large or old (memory.go); the next message of that key gets a new child that resumes the same
 // thread.
@@ -28,8 +28,9 @@
 //     children a previous image handed over; it changes the table through its methods.
 //   - the retention sweep (archiver, retention.go): its own lock and loop; it reaches the pool
 //     and a chat's worker through hooks wired in New.
-//   - the approvals (approvalBoard, approval.go), a turn's watchdogs (turnWatch,
-//     turnwatch.go) and a running turn (liveTurn, busy.go), each with its own lock.
+//   - the approvals (package approvals, asked through approval.go), a turn's watchdogs
+//     (package turnwatch) and a running turn (liveTurn, busy.go), each with its own lock;
+//     the slots' cap, budget and waiters (package slots), kept in the table.
 //   - the account (package account) and the shared children (package hosts), each part with
 //     its own lock; what a turn is doing (package progress).
 //
@@ -62,7 +63,7 @@
 //  2. childRecords.mu (the pool's: a write of children.json reads the table under it)
 //  3. stateTable.mu (the table: keys, sessions, slots, queues, freeze)
 //  4. the parts' own locks, taken with or without stateTable.mu; none of them is held while
-//     stateTable.mu or a lock above is taken: liveTurn.mu, approvalBoard.mu, turnWatch.mu,
+//     stateTable.mu or a lock above is taken: liveTurn.mu, approvals.Board's, turnwatch.Watch's,
 //     progress.Activity's lock (the status table reads a running turn's activity under it),
 //     hosts.Pool's lock (it never calls the supervisor while holding it: OnDrain runs without
 //     it), and package account's locks (Model, Limits, Usage: Usage.writeMu before Usage.mu).
@@ -78,6 +79,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/supervisor/account"
+	"github.com/molecule-ai/codex-warm/supervisor/approvals"
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
@@ -112,7 +114,7 @@ type Supervisor struct {
 	chats        *chats      // a chat's way: its messages, turns and commands (key.go, queue.go, turn.go, …)
 	shutdownDone chan struct{}
 
-	approvals *approvalBoard // approvals waiting for the chat's answer (approval.go)
+	approvals *approvals.Board // approvals waiting for the chat's answer
 
 	handover *handover // a reload's freeze and thaw, and the adoption of handed-over children (handover.go)
 }
@@ -134,7 +136,7 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg:          cfg,
 		log:          cfg.Logger.Named("supervisor"),
 		shutdownDone: make(chan struct{}),
-		approvals:    newApprovalBoard(),
+		approvals:    approvals.New(),
 		model:        account.NewModel(),
 		limits:       account.NewLimits(cfg.StateDir, cfg.ResumeSpacing, cfg.Logger.Named("supervisor")),
 		usage:        account.NewUsage(cfg.StateDir, cfg.Logger.Named("supervisor")),

@@ -7,6 +7,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/internal/keyfifo"
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
+	"github.com/molecule-ai/codex-warm/supervisor/slots"
 )
 
 // stateTable is the supervisor's one state table under its one lock: the shape of x/tools'
@@ -38,7 +39,7 @@ func newStateTable(d tableDeps, run func(chatKey string, j *job)) *stateTable {
 func newTable(d tableDeps, mu *sync.Mutex, run func(chatKey string, j *job)) *table {
 	t := &table{tableDeps: d, sessions: make(map[*session]struct{}), retired: make(map[string]int),
 		keys:   make(map[string]*keyState),
-		slots:  newSlots(d.cfg.MaxChildren*d.cfg.ThreadsPerChild, d.cfg.MaxSlotWaiters, d.cfg.MemoryBudget),
+		slots:  slots.New(d.cfg.MaxChildren*d.cfg.ThreadsPerChild, d.cfg.MaxSlotWaiters, d.cfg.MemoryBudget),
 		spares: newSpareState()}
 	t.queue = keyfifo.New(keyfifo.Config[*job]{Run: run, Take: t.take, Idle: t.keyIdle, Lock: mu})
 	return t
@@ -67,7 +68,7 @@ type table struct {
 	// the pool's
 	closed        bool
 	sessions      map[*session]struct{} // children not yet dead
-	slots         slots
+	slots         slots.Slots
 	spares        spareState
 	retired       map[string]int
 	turns         int64

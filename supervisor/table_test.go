@@ -37,9 +37,9 @@ func TestStateTableWithoutNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.do(func(tb *table) {
-		if sess.state != StateBusy || a.sess != sess || tb.slots.held() != 1 || w.spawnCount() != 1 {
+		if sess.state != StateBusy || a.sess != sess || tb.slots.Held() != 1 || w.spawnCount() != 1 {
 			t.Fatalf("after the first message: state %s, the key's session %p (want %p), %d slots held, %d spawns",
-				sess.state, a.sess, sess, tb.slots.held(), w.spawnCount())
+				sess.state, a.sess, sess, tb.slots.Held(), w.spawnCount())
 		}
 		// Its turn ends well: the child is idle again, and counted.
 		if wd, retiring, recycled := tb.turnSettled(sess, turnEnd{settled: true}, nil); wd != "" || retiring || recycled {

@@ -12,6 +12,7 @@ import (
 	"github.com/molecule-ai/codex-warm/internal/protocol"
 	"github.com/molecule-ai/codex-warm/projector"
 	"github.com/molecule-ai/codex-warm/supervisor/progress"
+	"github.com/molecule-ai/codex-warm/supervisor/turnwatch"
 )
 
 // turnOptions is everything a turn takes besides its chat, child and thread: what the message
@@ -55,7 +56,7 @@ func (c *chats) turn(ctx context.Context, k *keyState, sess *session, opts turnO
 	watch, live := c.beginTurn(ctx, k, sess, opts, cancel)
 	var notes turnNotes
 	res, err := c.runTurn(ctx, k, sess, opts, watch, live, &notes)
-	watch.stop()
+	watch.Stop()
 	cause := context.Cause(ctx)
 
 	r := c.turnReply(k.key, sess, first, res, notes.take(), compactNotice)
@@ -76,11 +77,11 @@ func (c *chats) turn(ctx context.Context, k *keyState, sess *session, opts turnO
 
 // beginTurn arms the turn's watchdogs (cancel ends the turn when one trips) and makes the turn
 // k's live turn, which later messages can be steered into and the status table shows.
-func (c *chats) beginTurn(ctx context.Context, k *keyState, sess *session, opts turnOptions, cancel context.CancelCauseFunc) (*turnWatch, *liveTurn) {
-	watch := newTurnWatch(c.cfg.TurnDeadline, c.cfg.PostToolQuiet, c.model.WatchFor(c.cfg.ModelUnreachable), cancel)
-	watch.expectModel(c.cfg.ModelSilent)
+func (c *chats) beginTurn(ctx context.Context, k *keyState, sess *session, opts turnOptions, cancel context.CancelCauseFunc) (*turnwatch.Watch, *liveTurn) {
+	watch := turnwatch.New(c.cfg.TurnDeadline, c.cfg.PostToolQuiet, c.model.WatchFor(c.cfg.ModelUnreachable), cancel)
+	watch.ExpectModel(c.cfg.ModelSilent)
 	if opts.resume {
-		watch.carryOver(opts.deadlineLeft)
+		watch.CarryOver(opts.deadlineLeft)
 	}
 	live := newLiveTurn(sess.child, sess.threadID, progress.NewActivity(progress.From(ctx)), watch)
 	c.st.do(func(t *table) { t.turnBegan(k, live) })
@@ -88,15 +89,19 @@ func (c *chats) beginTurn(ctx context.Context, k *keyState, sess *session, opts 
 	return watch, live
 }
 
-// turnBegan makes live k's running turn.
-func (t *table) turnBegan(k *keyState, live *liveTurn) { k.live = live }
+// turnBegan makes live k's running turn. A freeze waiting for quiet looks again: a running turn
+// can cross a reload only once it is live (table.handable).
+func (t *table) turnBegan(k *keyState, live *liveTurn) {
+	k.live = live
+	t.freeze.notify()
+}
 
 // runTurn runs the turn on the child (or goes on with the one handed over), feeding its
 // notifications to the watchdogs, the activity line and the account's limits.
-func (c *chats) runTurn(ctx context.Context, k *keyState, sess *session, opts turnOptions, watch *turnWatch, live *liveTurn, notes *turnNotes) (*appserver.TurnResult, error) {
+func (c *chats) runTurn(ctx context.Context, k *keyState, sess *session, opts turnOptions, watch *turnwatch.Watch, live *liveTurn, notes *turnNotes) (*appserver.TurnResult, error) {
 	to := appserver.TurnOptions{
 		OnNotification: func(n protocol.Notification) {
-			watch.observe(n)
+			watch.Observe(n)
 			live.act.Observe(n)
 			if rl, ok := appserver.RateLimits(n); ok {
 				c.limits.Update(rl)
@@ -151,7 +156,7 @@ func (c *chats) judge(chatKey string, sess *session, res *appserver.TurnResult, 
 	// Reaching turn/completed, whatever the status, means the thread has a rollout to resume.
 	end.settled = res != nil && res.Status != "" && res.Status != protocol.TurnInProgress
 	end.watchdog, end.retire = classifyTurn(err, cause, sess.child)
-	var trip *tripError
+	var trip *turnwatch.TripError
 	resetsAt, limitHit := time.Time{}, false
 	if res != nil && err == nil {
 		resetsAt, limitHit = appserver.UsageLimit(res.Notifications)
@@ -165,8 +170,8 @@ func (c *chats) judge(chatKey string, sess *session, res *appserver.TurnResult, 
 			sess.dropUnanswered(c.life, r.TurnID)
 		}
 	case end.watchdog == WatchdogModelUnreachable && errors.As(cause, &trip):
-		end.unreachable = trip.cause
-		c.model.Unreachable(trip.cause, c.log)
+		end.unreachable = trip.Cause
+		c.model.Unreachable(trip.Cause, c.log)
 		if end.settled && r.TurnID != "" {
 			sess.dropUnanswered(c.life, r.TurnID)
 		}
@@ -235,7 +240,7 @@ func (sess *session) dropUnanswered(life context.Context, turnID string) {
 // approver is the appserver.Approver of a turn of chatKey whose prompts go to chat askedOf: it
 // publishes each request, pauses the turn's watchdogs and waits for askedOf's Answer, the
 // approval timeout or the turn's end.
-func (c *chats) approver(chatKey, askedOf string, sess *session, watch *turnWatch, notes *turnNotes) appserver.Approver {
+func (c *chats) approver(chatKey, askedOf string, sess *session, watch *turnwatch.Watch, notes *turnNotes) appserver.Approver {
 	if askedOf == "" {
 		askedOf = chatKey
 	}
@@ -248,17 +253,17 @@ func (c *chats) approver(chatKey, askedOf string, sess *session, watch *turnWatc
 			notes.add("declined without asking you: " + why)
 			return protocol.DecisionDecline, nil
 		}
-		resume := watch.waitOnPerson()
+		resume := watch.WaitOnPerson()
 		defer resume()
 		timeout := c.cfg.ApprovalTimeout
-		p := c.approvals.publish(chatKey, askedOf, req, timeout)
-		defer c.approvals.remove(p)
+		p := c.approvals.Publish(chatKey, askedOf, req, timeout)
+		defer c.approvals.Remove(p)
 		log := sess.log.With(zap.String("request_id", req.RequestID), zap.String("kind", req.Kind))
 		log.Info("approval asked in the chat", zap.String("command", req.Command), zap.Duration("timeout", timeout))
 		timer := time.NewTimer(timeout)
 		defer timer.Stop()
 		select {
-		case d := <-p.answer:
+		case d := <-p.Answered():
 			return d, nil
 		case <-timer.C:
 			log.Info("nobody answered the approval; declining", zap.Duration("timeout", timeout))

@@ -15,7 +15,8 @@ func TestPartsOwnTheirFields(t *testing.T) {
 		"Inbox":     fieldowner.Writes,
 		"feed":      fieldowner.Writes,
 		"answerer":  fieldowner.Writes,
-		"delivery":  fieldowner.Writes,
+		"replies":   fieldowner.Writes,
+		"turnView":  fieldowner.Writes,
 		"workspace": fieldowner.Writes,
 		// What the parts share, each with its own lock.
 		"answerWindow":  fieldowner.Writes,
@@ -25,6 +26,7 @@ func TestPartsOwnTheirFields(t *testing.T) {
 		"pauseGate":     fieldowner.Writes,
 		"peerExchanges": fieldowner.Writes,
 		"dispatcher":    fieldowner.Writes,
+		"waits":         fieldowner.Writes,
 	})
 }
 
