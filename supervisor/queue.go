@@ -10,6 +10,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/internal/protocol"
+	"github.com/molecule-ai/codex-warm/supervisor/images"
 )
 
 // job is one Submit call: a message waiting in, or being run by, its key's worker.
@@ -159,7 +160,7 @@ func (c *chats) enqueue(ctx context.Context, chatKey string, in Input) (*Ticket,
 		opts: turnOptions{text: in.Text, images: in.Images, askApprovalsOf: in.AskApprovalsOf, callTool: in.CallTool}}
 	if c.cfg.MaxImagePixels > 0 && len(in.Images) > 0 {
 		// Every image reaches codex through here: a bomb is refused before any child decodes it.
-		j.opts.images, j.notices = screenImages(in.Images, c.cfg.MaxImagePixels)
+		j.opts.images, j.notices = images.Screen(in.Images, c.cfg.MaxImagePixels)
 		for _, n := range j.notices {
 			j.opts.text += "\n\n[" + n + "]"
 			c.log.Warn("image refused", zap.String("chat_key", chatKey), zap.String("why", n))
@@ -414,14 +415,21 @@ func (c *chats) run(k *keyState, j *job) (Reply, error) {
 // that arrives waits); retire, for fn, retires the chat's child and waits until it was reaped.
 // busy is true, and fn does not run, when the chat has a turn running or messages waiting.
 func (c *chats) onWorker(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (busy bool, err error) {
+	return c.onWorkerWait(ctx, chatKey, false, fn)
+}
+
+// onWorkerWait is onWorker; with wait, fn runs after the chat's running and queued messages
+// instead, and busy says it waited for them. Either way it is refused while a reload freezes
+// the supervisor (ErrReloading).
+func (c *chats) onWorkerWait(ctx context.Context, chatKey string, wait bool, fn func(k *keyState, retire func()) error) (busy bool, err error) {
 	j := c.threadJob(ctx, false, func(k *keyState) (Reply, error) {
 		return Reply{}, fn(k, func() { c.retireChild(k, ReasonArchived) })
 	})
-	if busy, err = c.queueThreadJob(chatKey, j, true); busy || err != nil {
+	if busy, err = c.queueThreadJob(chatKey, j, true, !wait); err != nil || busy && !wait {
 		return busy, err
 	}
 	o := <-j.done
-	return false, o.err
+	return busy, o.err
 }
 
 // threadJob is a job that acts on a chat's thread instead of running a turn: /new today, a
@@ -441,7 +449,7 @@ func (c *chats) threadJob(ctx context.Context, command bool, task func(k *keySta
 // arrives, and the command then runs next and is answered now.
 func (c *chats) command(ctx context.Context, chatKey string, task func(k *keyState) (Reply, error)) (r Reply, deferred bool, err error) {
 	j := c.threadJob(ctx, true, task)
-	busy, err := c.queueThreadJob(chatKey, j, false)
+	busy, err := c.queueThreadJob(chatKey, j, false, false)
 	if err != nil || busy {
 		return Reply{}, busy, err
 	}
@@ -455,19 +463,19 @@ func (c *chats) command(ctx context.Context, chatKey string, task func(k *keySta
 }
 
 // queueThreadJob queues j (see threadJob) on chatKey's worker. busy says the chat had a job
-// running or waiting; with ifIdle, j is then not queued, nor while a reload freezes the
-// supervisor (ErrReloading).
-func (c *chats) queueThreadJob(chatKey string, j *job, ifIdle bool) (busy bool, err error) {
-	c.st.do(func(t *table) { busy, err = t.pushJob(chatKey, j, ifIdle) })
+// running or waiting; with ifIdle, j is then not queued. With refuseReload, j is not queued
+// while a reload freezes the supervisor (ErrReloading).
+func (c *chats) queueThreadJob(chatKey string, j *job, refuseReload, ifIdle bool) (busy bool, err error) {
+	c.st.do(func(t *table) { busy, err = t.pushJob(chatKey, j, refuseReload, ifIdle) })
 	return busy, err
 }
 
 // pushJob is queueThreadJob's transition.
-func (t *table) pushJob(chatKey string, j *job, ifIdle bool) (busy bool, err error) {
+func (t *table) pushJob(chatKey string, j *job, refuseReload, ifIdle bool) (busy bool, err error) {
 	if t.closed {
 		return false, ErrClosed
 	}
-	if ifIdle && t.freeze.active() {
+	if refuseReload && t.freeze.active() {
 		return false, ErrReloading
 	}
 	if k := t.keys[chatKey]; k != nil && (k.running != nil || t.queue.LenLocked(chatKey) > 0) {

@@ -168,6 +168,9 @@ func New(cfg Config) (*Supervisor, error) {
 	s.handover = newHandover(handoverDeps{log: s.log, st: s.st, pool: s.pool, hosts: s.hosts, approvals: s.approvals})
 	s.chats = newChats(chatsDeps{cfg: &s.cfg, log: s.log, st: s.st, life: s.life, pool: s.pool,
 		approvals: s.approvals, archive: s.archive, model: s.model, limits: s.limits, usage: s.usage})
+	if cfg.Jobs != nil {
+		cfg.Jobs.Bind(s.chats.runJob)
+	}
 	if cfg.StateDir != "" {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("supervisor: state dir: %w", err)

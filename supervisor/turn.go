@@ -16,7 +16,7 @@ import (
 )
 
 // turnOptions is everything a turn takes besides its chat, child and thread: what the message
-// gives codex and who decides for it. It is one struct, carried by the job from enqueue (or
+// gives codex, who decides for it, and the chat's model and effort. It is one struct, carried by the job from enqueue (or
 // from a reload's adoption) to the turn, so that a per-chat setting such as a model or a
 // reasoning effort reaches the turn as one more field here, set where the message is taken and
 // used in runTurn.
@@ -30,6 +30,8 @@ type turnOptions struct {
 	// with deadlineLeft of its deadline.
 	resume       bool
 	deadlineLeft time.Duration
+	// model and effort are the chat's (Config.TurnModel), read as the turn starts.
+	model, effort string
 }
 
 // turnEnd is what a turn's result means for the chat and its child (judge).
@@ -54,6 +56,9 @@ func (c *chats) turn(ctx context.Context, k *keyState, sess *session, opts turnO
 	}
 	first := sess.turns == 0
 	watch, live := c.beginTurn(ctx, k, sess, opts, cancel)
+	if c.cfg.TurnModel != nil { // the chat's model and effort as they are when its turn starts
+		opts.model, opts.effort = c.cfg.TurnModel(k.key)
+	}
 	var notes turnNotes
 	res, err := c.runTurn(ctx, k, sess, opts, watch, live, &notes)
 	watch.Stop()
@@ -111,6 +116,8 @@ func (c *chats) runTurn(ctx context.Context, k *keyState, sess *session, opts tu
 		OnStarted:      live.started,
 		Approve:        c.approver(k.key, opts.askApprovalsOf, sess, watch, notes),
 		CallTool:       opts.callTool,
+		Model:          opts.model,
+		Effort:         opts.effort,
 	}
 	if r, ok := sess.child.(resumable); ok && opts.resume {
 		return r.ResumeTurn(ctx, to)

@@ -196,6 +196,7 @@ func Render(w io.Writer, doc StatusDoc, now time.Time) {
 	if doc.Bridge != nil {
 		renderMolecule(w, doc.Bridge)
 	}
+	renderModels(w, doc.Models)
 	renderUsage(w, doc.Snapshot.Usage, now)
 }
 

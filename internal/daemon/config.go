@@ -121,6 +121,9 @@ type Config struct {
 
 	// ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery: retention (retention.go).
 	ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery, UploadsMaxAge time.Duration
+
+	// Models is what chats may choose with /model and /effort (flags_model.go).
+	Models ModelConfig
 }
 
 // DefaultStateDir is the Python daemon's state directory, so its sessions.json is picked up.
@@ -227,6 +230,7 @@ func ParseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 	e.str(&busy, "busy", "CODEX_WARM_BUSY", string(supervisor.BusyQueue), "a message for a chat whose turn runs: queue (wait for its own turn), steer (join the running turn; one reply answers both) or interrupt (stop the running turn, then run)")
 	e.int(&c.MaxQueue, "max-queue", "CODEX_WARM_MAX_QUEUE", 16, "messages waiting per chat before it answers busy")
 	retentionFlags(e, &c)
+	modelFlags(e, &c)
 	e.dur(&c.IdleTTL, "idle-ttl", "CODEX_WARM_IDLE_TTL", 15*time.Minute, "close a child idle for this long")
 	e.dur(&c.TurnTimeout, "turn-timeout", "CODEX_WARM_TURN_TIMEOUT", 600*time.Second, "interrupt a turn running this long")
 	e.dur(&c.PostToolTimeout, "post-tool-timeout", "CODEX_WARM_POST_TOOL_TIMEOUT", 90*time.Second, "retire a child silent this long after a tool finished")

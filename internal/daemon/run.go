@@ -19,6 +19,7 @@ import (
 	"github.com/molecule-ai/codex-warm/bridge/molecule"
 	"github.com/molecule-ai/codex-warm/internal/cannedmodel"
 	"github.com/molecule-ai/codex-warm/internal/chatfiles"
+	"github.com/molecule-ai/codex-warm/internal/chatsettings"
 	"github.com/molecule-ai/codex-warm/internal/codexauth"
 	"github.com/molecule-ai/codex-warm/internal/control"
 	"github.com/molecule-ai/codex-warm/internal/daemon/handoff"
@@ -28,6 +29,7 @@ import (
 	"github.com/molecule-ai/codex-warm/internal/secretset"
 	"github.com/molecule-ai/codex-warm/sessions"
 	"github.com/molecule-ai/codex-warm/supervisor"
+	"github.com/molecule-ai/codex-warm/supervisor/chatjob"
 )
 
 // daemon is one running `supervisor run`: the pieces runDaemon starts and must stop in order.
@@ -42,6 +44,9 @@ type daemon struct {
 	login   *loginGate // set by preflight
 	// leanOverrides are the lean settings no config layer sets (lean.go); set by preflight.
 	leanOverrides []string
+	// codexModels is what the start-up check's codex said about models (chatmodels.go).
+	codexModels codexModels
+	settings    *chatsettings.Store // each chat's model and effort; set before the supervisor
 	// phase is phaseStarting, phaseServing or phaseDraining (the readiness probe's "inbox").
 	phase atomic.Int32
 
@@ -304,12 +309,21 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		d.lock = takeLock(hdoc, cfg.StateDir)
 		defer d.lock.Close()
 	}
+	settings, err := d.openChatSettings(cfg, getenv)
+	if err != nil {
+		return err
+	}
+	d.settings = settings
+	jobs := &chatjob.Jobs{}
 	adopted := adoptChildren(hdoc, tmpl, log)
 	// New also runs the boot sweep: children left by a daemon that was killed would otherwise
 	// hold memory and their threads forever.
 	d.sup, err = supervisor.New(supervisor.Config{
 		AppServer:        tmpl,
 		Store:            d.store,
+		TurnModel:        settings.Turn,
+		ForgetSettings:   settings.Forget,
+		Jobs:             jobs,
 		Retention:        ret,
 		RetentionPolicy:  retention.Policy{IdleAfter: cfg.ArchiveIdleAfter, DeleteAfter: cfg.DeleteArchivedAfter, UploadsAfter: cfg.UploadsMaxAge},
 		RetentionEvery:   cfg.ArchiveSweepEvery,
@@ -370,7 +384,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	case "local":
 		var controls chat.Controls
 		if cfg.ChatCommands {
-			controls = d.sup
+			controls = chatControls{d.sup, settings, jobs, cfg.Models.PeerCommands, met}
 		}
 		h, err := local.New(local.Config{Answerer: d.sup, Controls: controls, Chats: d.sup, Logger: log,
 			Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
@@ -430,7 +444,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 			mcfg.HandOff = d.sup
 		}
 		if cfg.ChatCommands {
-			mcfg.Controls = d.sup
+			mcfg.Controls = chatControls{d.sup, settings, jobs, cfg.Models.PeerCommands, met}
 		}
 		mcfg.Progress = d.sup
 		mcfg.Health = d.sup

@@ -45,5 +45,6 @@ func (d *daemon) status() control.StatusDoc {
 		doc.LocalFiles = &f
 	}
 	d.addCodexStatus(&doc)
+	doc.Models = chatModels(d.settings)
 	return doc
 }
