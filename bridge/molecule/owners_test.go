@@ -19,14 +19,15 @@ func TestPartsOwnTheirFields(t *testing.T) {
 		"turnView":  fieldowner.Writes,
 		"workspace": fieldowner.Writes,
 		// What the parts share, each with its own lock.
-		"answerWindow":  fieldowner.Writes,
-		"stateWriter":   fieldowner.Writes,
-		"outages":       fieldowner.Writes,
-		"tenancyLog":    fieldowner.Writes,
-		"pauseGate":     fieldowner.Writes,
-		"peerExchanges": fieldowner.Writes,
-		"dispatcher":    fieldowner.Writes,
-		"waits":         fieldowner.Writes,
+		"answerWindow":    fieldowner.Writes,
+		"stateWriter":     fieldowner.Writes,
+		"outages":         fieldowner.Writes,
+		"tenancyLog":      fieldowner.Writes,
+		"pauseGate":       fieldowner.Writes,
+		"peerExchanges":   fieldowner.Writes,
+		"dispatcher":      fieldowner.Writes,
+		"waits":           fieldowner.Writes,
+		"delegationWatch": fieldowner.Writes,
 	})
 }
 
