@@ -40,6 +40,12 @@ func TestImportsRunDownward(t *testing.T) {
 		// What a running turn is doing (its steps, its one-line activity) is read from the
 		// turn's notifications alone: no child, chat queue or inbox.
 		{"../supervisor/progress", []string{"internal/childproc", "supervisor", "bridge", "cmd"}, true},
+		// The approvals board, the slots and a turn's watchdogs are parts of the supervisor below
+		// it: they know no child process, chat queue or inbox (the watchdogs read a turn's
+		// notifications with progress).
+		{"../supervisor/approvals", []string{"internal/childproc", "supervisor", "bridge", "cmd"}, true},
+		{"../supervisor/slots", []string{"appserver", "internal/childproc", "supervisor", "bridge", "cmd"}, true},
+		{"../supervisor/turnwatch", []string{"internal/childproc", "supervisor/account", "supervisor/hosts", "bridge", "cmd"}, true},
 		{"../bridge/chat", []string{"bridge/molecule", "bridge/local", "cmd"}, true},
 		{"../bridge/chat/chattest", []string{"bridge/molecule", "bridge/local", "cmd"}, false},
 		{"../bridge/molecule", []string{"bridge/local", "cmd"}, true},

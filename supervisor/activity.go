@@ -35,7 +35,7 @@ type ChatActivity struct {
 
 // Activity lists the chats whose turn is running and what each does now, sorted by chat key.
 // Unlike Status it reads no /proc files, so a frequent caller (the platform heartbeat) costs
-// only the pool lock.
+// only a moment of the state table's lock.
 func (s *Supervisor) Activity() []ChatActivity {
 	return s.chats.activity()
 }
@@ -45,14 +45,14 @@ func (c *chats) activity() []ChatActivity {
 		key string
 		act *progress.Activity
 	}
-	c.mu.Lock()
 	var lives []live
-	for _, k := range c.keys {
-		if k.live != nil && k.live.act != nil {
-			lives = append(lives, live{k.key, k.live.act})
-		}
-	}
-	c.mu.Unlock()
+	c.st.do(func(t *table) {
+		t.eachKey(func(k *keyState) {
+			if k.live != nil && k.live.act != nil {
+				lives = append(lives, live{k.key, k.live.act})
+			}
+		})
+	})
 	out := make([]ChatActivity, len(lives))
 	for i, l := range lives {
 		out[i].ChatKey = l.key

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,121 +10,21 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/supervisor/approvals"
 )
 
 // Approvals asked in the chat (appserver.DecisionAsk): a turn's approval request is published
 // for its chat key, the chat's inbox shows it, and the chat's /approve or /deny (Answer) decides
 // it. Nobody answering within Config.ApprovalTimeout declines it. While it waits, the turn's
-// watchdogs are paused (turnWatch).
+// watchdogs are paused (package turnwatch). The board is package approvals.
 
 // DefaultApprovalTimeout is how long an approval waits for the chat's answer before it is
 // declined.
 const DefaultApprovalTimeout = 10 * time.Minute
 
-// Approval is an approval request of a chat's running turn, waiting for the chat's answer.
-type Approval struct {
-	appserver.ApprovalRequest
-	// ChatKey is the chat whose turn asks.
-	ChatKey string
-	// AskedOf is the chat shown the prompt: only its /approve and /deny answer it (see
-	// Input.AskApprovalsOf). It is ChatKey unless the inbox chose another party.
-	AskedOf string
-	// Seq orders the approvals of all chats: a later one has a larger Seq. WaitApproval uses it.
-	Seq uint64
-	// Asked is when it was published; Expires is when it is declined unanswered.
-	Asked   time.Time
-	Expires time.Time
-}
-
-// pendingApproval is an Approval and the channel its answer arrives on.
-type pendingApproval struct {
-	Approval
-	answer chan string // buffered 1: Answer never blocks
-}
-
-// approvalBoard holds the pending approvals of every chat, oldest first. They are few (one per
-// running turn, rarely more), so lookups scan. It has its own lock so that the chat's commands
-// never wait on the supervisor's.
-type approvalBoard struct {
-	mu      sync.Mutex
-	seq     uint64
-	pending []*pendingApproval
-	changed chan struct{} // closed and replaced whenever an approval is published
-	// reuse are the numbers of approvals a previous image of the daemon published, by chat key
-	// and request id: asked again after a reload, an approval keeps its number.
-	reuse map[string]uint64
-}
-
-// seqsOf returns the numbers of chatKey's pending approvals by request id.
-func (b *approvalBoard) seqsOf(chatKey string) map[string]uint64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out map[string]uint64
-	for _, p := range b.pending {
-		if p.ChatKey == chatKey {
-			if out == nil {
-				out = make(map[string]uint64)
-			}
-			out[p.RequestID] = p.Seq
-		}
-	}
-	return out
-}
-
-// keep makes chatKey's approvals of these request ids keep their numbers when published.
-func (b *approvalBoard) keep(chatKey string, seqs map[string]uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for id, n := range seqs {
-		if b.reuse == nil {
-			b.reuse = make(map[string]uint64)
-		}
-		b.reuse[chatKey+"\x00"+id] = n
-		b.seq = max(b.seq, n)
-	}
-}
-
-func newApprovalBoard() *approvalBoard {
-	return &approvalBoard{changed: make(chan struct{})}
-}
-
-func (b *approvalBoard) publish(chatKey, askedOf string, req appserver.ApprovalRequest, timeout time.Duration) *pendingApproval {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	seq, kept := b.reuse[chatKey+"\x00"+req.RequestID]
-	if kept {
-		delete(b.reuse, chatKey+"\x00"+req.RequestID)
-	} else {
-		b.seq++
-		seq = b.seq
-	}
-	now := time.Now()
-	p := &pendingApproval{
-		Approval: Approval{ApprovalRequest: req, ChatKey: chatKey, AskedOf: askedOf, Seq: seq, Asked: now, Expires: now.Add(timeout)},
-		answer:   make(chan string, 1),
-	}
-	b.pending = append(b.pending, p)
-	close(b.changed)
-	b.changed = make(chan struct{})
-	return p
-}
-
-func (b *approvalBoard) remove(p *pendingApproval) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.pending = slices.DeleteFunc(b.pending, func(q *pendingApproval) bool { return q == p })
-}
-
-// askedOfLocked returns the approvals whose prompt went to chat by, oldest first.
-func (b *approvalBoard) askedOfLocked(by string) []*pendingApproval {
-	var out []*pendingApproval
-	for _, p := range b.pending {
-		if p.AskedOf == by {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+// Approval is an approval request of a chat's running turn, waiting for the chat's answer
+// (package approvals keeps the board).
+type Approval = approvals.Approval
 
 // AsksApprovals reports whether approvals are asked in the chat: the children's policy leaves
 // commands or file changes to a person (appserver.DecisionAsk). Otherwise /approve and /deny have
@@ -145,45 +44,20 @@ func (s *Supervisor) PendingApproval(by string) (Approval, bool) {
 }
 
 // PendingApprovals returns the approvals waiting for chat by's answer, oldest first.
-func (s *Supervisor) PendingApprovals(by string) []Approval {
-	b := s.approvals
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []Approval
-	for _, p := range b.askedOfLocked(by) {
-		out = append(out, p.Approval)
-	}
-	return out
-}
+func (s *Supervisor) PendingApprovals(by string) []Approval { return s.approvals.AskedOf(by) }
 
 // WaitApproval returns the first pending approval of chatKey's turns (Approval.ChatKey) with a
 // Seq above after, waiting for one to be published until ctx is done. An inbox calls it beside
 // Submit to show the party asked what the chat's turn asks.
 func (s *Supervisor) WaitApproval(ctx context.Context, chatKey string, after uint64) (Approval, error) {
-	b := s.approvals
-	for {
-		b.mu.Lock()
-		for _, p := range b.pending {
-			if p.ChatKey == chatKey && p.Seq > after {
-				b.mu.Unlock()
-				return p.Approval, nil
-			}
-		}
-		changed := b.changed
-		b.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return Approval{}, fmt.Errorf("chat %s: wait for an approval: %w", chatKey, context.Cause(ctx))
-		}
-	}
+	return s.approvals.Wait(ctx, chatKey, after)
 }
 
 // ErrNoApproval: no approval with the number given, or none at all, waits for the chat's answer.
-var ErrNoApproval = errors.New("no such approval is waiting for this chat's answer")
+var ErrNoApproval = approvals.ErrNone
 
 // ErrWhichApproval: several approvals wait for the chat's answer and the answer named none.
-var ErrWhichApproval = errors.New("several approvals are waiting for this chat's answer: say which")
+var ErrWhichApproval = approvals.ErrWhich
 
 // Answer decides an approval waiting for chat by's answer (see PendingApprovals):
 // protocol.DecisionAccept, DecisionAcceptForSession or DecisionDecline. n is the approval's
@@ -193,31 +67,11 @@ var ErrWhichApproval = errors.New("several approvals are waiting for this chat's
 // whose turn asks (ErrNoApproval). It returns the approval answered and does not wait behind the
 // chat's queue.
 func (s *Supervisor) Answer(by string, n uint64, decision string) (Approval, error) {
-	b := s.approvals
-	b.mu.Lock()
-	list := b.askedOfLocked(by)
-	var p *pendingApproval
-	switch {
-	case n != 0:
-		for _, q := range list {
-			if q.Seq == n {
-				p = q
-			}
-		}
-	case len(list) == 1:
-		p = list[0]
-	case len(list) > 1:
-		b.mu.Unlock()
-		return Approval{}, fmt.Errorf("chat %s: %d approvals: %w", by, len(list), ErrWhichApproval)
+	p, err := s.approvals.Take(by, n)
+	if err != nil {
+		return Approval{}, err
 	}
-	if p == nil {
-		b.mu.Unlock()
-		return Approval{}, fmt.Errorf("chat %s: approval %d: %w", by, n, ErrNoApproval)
-	}
-	// Taken off the board at once, so that a second answer cannot decide it again.
-	b.pending = slices.DeleteFunc(b.pending, func(q *pendingApproval) bool { return q == p })
-	b.mu.Unlock()
-	p.answer <- decision
+	p.Answer(decision)
 	s.log.Info("chat answered an approval", zap.String("chat_key", p.ChatKey), zap.String("answered_by", by),
 		zap.Uint64("approval", p.Seq), zap.String("decision", decision), zap.String("request_id", p.RequestID),
 		zap.String("kind", p.Kind))

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/internal/protocol"
+
+	"github.com/molecule-ai/codex-warm/supervisor/turnwatch"
 )
 
 // watchdogCfg is the case: a 90 s post-tool watch and a 2 min turn deadline.
@@ -188,21 +190,21 @@ func TestPostToolCountsEveryNotification(t *testing.T) {
 		t.Run(n.Method, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tripped := make(chan error, 1)
-				w := newTurnWatch(0, 90*time.Second, -1, func(err error) {
+				w := turnwatch.New(0, 90*time.Second, -1, func(err error) {
 					tripped <- err
 				})
-				defer w.stop()
-				w.observe(tool)
+				defer w.Stop()
+				w.Observe(tool)
 				time.Sleep(80 * time.Second)
 				if n.Method != "" {
-					w.observe(n)
+					w.Observe(n)
 				}
 				time.Sleep(10 * time.Minute)
 				synctest.Wait()
 				select {
 				case err := <-tripped:
-					var trip *tripError
-					if n.Method != "" || !errors.As(err, &trip) || trip.watchdog != WatchdogPostTool {
+					var trip *turnwatch.TripError
+					if n.Method != "" || !errors.As(err, &trip) || trip.Watchdog != WatchdogPostTool {
 						t.Fatalf("tripped: %v", err)
 					}
 				default:

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/molecule-ai/codex-warm/supervisor/progress"
+	"github.com/molecule-ai/codex-warm/supervisor/turnwatch"
 	"go.uber.org/zap"
 )
 
@@ -50,7 +51,7 @@ type liveTurn struct {
 	child    Child
 	threadID string
 	act      *progress.Activity // what the turn is doing now; see ChildStatus.Activity
-	watch    *turnWatch
+	watch    *turnwatch.Watch
 
 	// known is closed once codex answered turn/start (turnID set) or the turn ended: a message
 	// steered before then waits for it rather than queueing behind the whole turn.
@@ -63,8 +64,8 @@ type liveTurn struct {
 	joined []*job  // messages steered into the turn; they get its outcome
 }
 
-func newLiveTurn(child Child, threadID string, act *progress.Activity) *liveTurn {
-	return &liveTurn{child: child, threadID: threadID, act: act, known: make(chan struct{})}
+func newLiveTurn(child Child, threadID string, act *progress.Activity, watch *turnwatch.Watch) *liveTurn {
+	return &liveTurn{child: child, threadID: threadID, act: act, watch: watch, known: make(chan struct{})}
 }
 
 func (lt *liveTurn) started(turnID string) {
@@ -97,20 +98,20 @@ func (lt *liveTurn) finish(o outcome) {
 	}
 }
 
-// interruptLocked ends k's running message for a newer one (BusyInterrupt). A Reset is not
+// interrupt ends k's running message for a newer one (BusyInterrupt). A Reset is not
 // interrupted: it is quick, and the chat asked for it.
-func (c *chats) interruptLocked(k *keyState) {
-	if c.cfg.Busy != BusyInterrupt || k.stopRun == nil || k.running == nil || k.running.reset {
+func (t *table) interrupt(k *keyState) {
+	if t.cfg.Busy != BusyInterrupt || k.stopRun == nil || k.running == nil || k.running.reset {
 		return
 	}
 	k.stopRun(ErrSuperseded)
-	c.log.Info("interrupting the chat's running turn for a newer message", zap.String("chat_key", k.key))
+	t.log.Info("interrupting the chat's running turn for a newer message", zap.String("chat_key", k.key))
 }
 
-// steerTargetLocked returns k's running turn when j can be steered into it: BusySteer, a turn
+// steerTarget returns k's running turn when j can be steered into it: BusySteer, a turn
 // running, and nothing of the chat waiting (j would jump ahead of it).
-func (c *chats) steerTargetLocked(k *keyState) *liveTurn {
-	if c.cfg.Busy != BusySteer || k.live == nil || c.queue.LenLocked(k.key) > 0 {
+func (t *table) steerTarget(k *keyState) *liveTurn {
+	if t.cfg.Busy != BusySteer || k.live == nil || t.queue.LenLocked(k.key) > 0 {
 		return nil
 	}
 	return k.live
@@ -125,28 +126,38 @@ func (c *chats) steer(ctx context.Context, k *keyState, lt *liveTurn, j *job) (n
 	case <-ctx.Done():
 		return nil, false
 	}
-	lt.mu.Lock()
-	turnID, ended := lt.turnID, lt.ended
-	lt.mu.Unlock()
+	turnID, ended := lt.state()
 	if turnID == "" || ended {
 		return nil, false
 	}
 	log := c.log.With(zap.String("chat_key", k.key), zap.String("thread_id", lt.threadID), zap.String("turn_id", turnID))
-	if err := lt.child.SteerTurn(ctx, lt.threadID, turnID, userInput(j.text, j.images)); err != nil {
+	if err := lt.child.SteerTurn(ctx, lt.threadID, turnID, userInput(j.opts.text, j.opts.images)); err != nil {
 		log.Info("could not add the message to the running turn; it waits for its own turn", zap.Error(err))
 		return nil, false
 	}
 	log.Info("message added to the running turn")
+	return lt.join(j), true
+}
+
+// state is the turn's id ("" until codex answered turn/start) and whether it ended.
+func (lt *liveTurn) state() (turnID string, ended bool) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	return lt.turnID, lt.ended
+}
+
+// join makes j, steered into the turn, wait for the turn's outcome; when the turn ended
+// already (codex took the text while the turn ran, so its outcome answers it), it returns it.
+func (lt *liveTurn) join(j *job) *outcome {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if lt.ended {
-		// codex took the text while the turn ran, so its outcome answers it.
 		o := lt.out
 		o.reply.Steered = true
-		return &o, true
+		return &o
 	}
 	lt.joined = append(lt.joined, j)
-	return nil, true
+	return nil
 }
 
 // leave takes j out of the messages waiting for the turn's outcome: its caller left.
@@ -154,4 +165,11 @@ func (lt *liveTurn) leave(j *job) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	lt.joined = slices.DeleteFunc(lt.joined, func(q *job) bool { return q == j })
+}
+
+// steered is the number of messages steered into the turn that wait for its outcome.
+func (lt *liveTurn) steered() int {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	return len(lt.joined)
 }

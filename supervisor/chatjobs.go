@@ -12,9 +12,8 @@ import (
 // thread resumed in a child when none is live); the session goes back to idle after.
 func (c *chats) runJob(ctx context.Context, chatKey string, wait bool, fn func(chatjob.Session) error) (bool, error) {
 	return c.onWorkerWait(ctx, chatKey, wait, func(k *keyState, _ func()) error {
-		c.mu.Lock()
-		live := k.sess != nil && k.sess.threadID != ""
-		c.mu.Unlock()
+		var live bool
+		c.st.do(func(*table) { live = k.sess != nil && k.sess.threadID != "" })
 		if _, stored := c.cfg.Store.Get(k.key); !stored && !live {
 			return fmt.Errorf("chat %s: %w", k.key, chatjob.ErrNoConversation)
 		}
@@ -22,14 +21,15 @@ func (c *chats) runJob(ctx context.Context, chatKey string, wait bool, fn func(c
 		if err != nil {
 			return err
 		}
-		defer func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if sess.state != StateRetiring {
-				c.pool.idleLocked(sess)
-			}
-		}()
+		defer c.st.do(func(t *table) { t.jobDoneWith(sess) })
 		return fn(chatjob.Session{Child: sess.child, ThreadID: sess.threadID, PID: sess.pid, Log: sess.log,
 			AddUsage: func(u projector.Usage) { c.usage.Add(k.key, u) }, Deadline: c.cfg.TurnDeadline})
 	})
+}
+
+// jobDoneWith returns sess, lent to a chat's job, to idle, unless its child retired meanwhile.
+func (t *table) jobDoneWith(sess *session) {
+	if sess.state != StateRetiring {
+		t.idle(sess)
+	}
 }

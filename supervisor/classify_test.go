@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+
+	"github.com/molecule-ai/codex-warm/internal/protocol"
+	"github.com/molecule-ai/codex-warm/supervisor/turnwatch"
 )
 
 // TestClassifyTurn: each way a turn can end maps to the watchdog reported and the retirement
@@ -17,8 +20,8 @@ func TestClassifyTurn(t *testing.T) {
 	alive := &fakeChild{done: make(chan struct{})}
 	dead := &fakeChild{done: make(chan struct{})}
 	close(dead.done)
-	postTool := &tripError{watchdog: WatchdogPostTool, after: time.Second}
-	turnDeadline := &tripError{watchdog: WatchdogTurn, after: time.Minute}
+	postTool := &turnwatch.TripError{Watchdog: WatchdogPostTool, After: time.Second}
+	turnDeadline := &turnwatch.TripError{Watchdog: WatchdogTurn, After: time.Minute}
 	cases := []struct {
 		name             string
 		err, cause       error
@@ -101,3 +104,6 @@ func TestCrashBackoff(t *testing.T) {
 		t.Fatalf("after reset: failures=%d err=%v wait=%s", c.failures, c.lastErr, c.wait(now))
 	}
 }
+
+// unreachableNote is codex's report of a model it cannot reach (recorded on codex 0.169).
+var unreachableNote = protocol.Notification{Method: protocol.NotifyError, Params: []byte(`{"error":{"additionalDetails":"Connection failed: error sending request","codexErrorInfo":{"responseStreamDisconnected":{"httpStatusCode":null}},"message":"Reconnecting... waiting for network"},"willRetry":true,"threadId":"t","turnId":"u"}`)}

@@ -53,18 +53,16 @@ func (c *chats) compactReason(sess *session) string {
 // chat when a due compaction was not available or failed (once per child), else "". The turn
 // goes ahead either way: a child that died meanwhile fails it the usual way.
 func (c *chats) compactIfDue(ctx context.Context, key string, sess *session) string {
-	c.mu.Lock()
-	why := c.compactReason(sess)
+	var why string
+	var uss int64
+	c.st.do(func(t *table) { // the session's counters and memory reading change under the table's lock
+		if why = c.compactReason(sess); why != "" {
+			uss = t.compacting(sess, why)
+		}
+	})
 	if why == "" {
-		c.mu.Unlock()
 		return ""
 	}
-	// Counted as done whatever happens next: a failed compaction is tried again after as
-	// many turns, not before each one.
-	sess.compactedAt = sess.turns
-	sess.compactedForMemory = sess.compactedForMemory || why == CompactReasonMemory
-	uss := sess.mem.USS
-	c.mu.Unlock()
 	log := sess.log.With(zap.String("reason", why), zap.Int("turns", sess.turns), zap.Int64("uss_bytes", uss))
 
 	cp, ok := sess.child.(compacter)
@@ -103,6 +101,15 @@ func (c *chats) compactIfDue(ctx context.Context, key string, sess *session) str
 	sess.compactNoticed = true
 	return fmt.Sprintf("this conversation has grown long and could not be compacted (%v); "+
 		"replies may get slower and costlier; send /new to start a fresh conversation", err)
+}
+
+// compacting marks sess's thread compacted for why, counted as done whatever happens next: a
+// failed compaction is tried again after as many turns, not before each one. It returns the
+// child's private memory, for the log.
+func (t *table) compacting(sess *session, why string) int64 {
+	sess.compactedAt = sess.turns
+	sess.compactedForMemory = sess.compactedForMemory || why == CompactReasonMemory
+	return sess.mem.USS
 }
 
 func orNone(status string) string {

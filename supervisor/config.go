@@ -226,7 +226,7 @@ type Config struct {
 	// PostToolQuiet retires a child that went silent this long after a tool item
 	// (commandExecution, fileChange, mcpToolCall, dynamicToolCall) completed (WatchdogPostTool).
 	// Default 90 s; negative: none. Every notification of the thread counts as activity, and
-	// the watch is paused while the thread waits on a person (see turnWatch).
+	// the watch is paused while the thread waits on a person (see package turnwatch).
 	PostToolQuiet time.Duration
 	// ModelUnreachable ends a turn whose model could not be reached for this long
 	// (WatchdogModelUnreachable): codex said so (appserver.ModelUnreachable) and nothing came from

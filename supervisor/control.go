@@ -38,21 +38,9 @@ func (s *Supervisor) Stop(chatKey string) StopResult {
 }
 
 func (c *chats) stop(chatKey string) StopResult {
-	c.mu.Lock()
-	c.stops.markLocked(chatKey, time.Now())
-	k := c.keys[chatKey]
-	if k == nil {
-		c.mu.Unlock()
-		return StopResult{}
-	}
-	// A /new sent before the /stop still applies.
-	dropped := c.queue.RemoveAllLocked(chatKey, func(j *job) bool { return !j.reset })
-	res := StopResult{Dropped: len(dropped)}
-	if k.stopRun != nil && !k.running.reset {
-		k.stopRun(ErrStopped)
-		res.Interrupted = true
-	}
-	c.mu.Unlock()
+	var res StopResult
+	var dropped []*job
+	c.st.do(func(t *table) { res, dropped = t.stop(chatKey, time.Now()) })
 	for _, j := range dropped {
 		j.done <- outcome{err: fmt.Errorf("chat %s: dropped: %w", chatKey, ErrStopped)}
 	}
@@ -61,6 +49,24 @@ func (c *chats) stop(chatKey string) StopResult {
 			zap.Bool("interrupted", res.Interrupted), zap.Int("dropped", res.Dropped))
 	}
 	return res
+}
+
+// stop is chats.stop's transition: it marks the stop, takes chatKey's waiting messages out of
+// its queue and interrupts its running one.
+func (t *table) stop(chatKey string, now time.Time) (StopResult, []*job) {
+	t.stops.mark(chatKey, now)
+	k := t.keys[chatKey]
+	if k == nil {
+		return StopResult{}, nil
+	}
+	// A /new sent before the /stop still applies.
+	dropped := t.queue.RemoveAllLocked(chatKey, func(j *job) bool { return !j.reset })
+	res := StopResult{Dropped: len(dropped)}
+	if k.stopRun != nil && !k.running.reset {
+		k.stopRun(ErrStopped)
+		res.Interrupted = true
+	}
+	return res, dropped
 }
 
 // ResetResult says what Reset did.
@@ -81,48 +87,17 @@ func (s *Supervisor) Reset(ctx context.Context, chatKey string) (ResetResult, er
 }
 
 func (c *chats) startOver(ctx context.Context, chatKey string) (ResetResult, error) {
-	j := &job{ctx: context.WithoutCancel(ctx), reset: true, done: make(chan outcome, 1)}
-	c.mu.Lock()
-	if c.pool.closedLocked() {
-		c.mu.Unlock()
-		return ResetResult{}, ErrClosed
+	r, deferred, err := c.command(ctx, chatKey, c.reset)
+	if deferred {
+		return ResetResult{Deferred: true}, err
 	}
-	k := c.keys[chatKey]
-	if k == nil {
-		k = &keyState{key: chatKey}
-		c.keys[chatKey] = k
-	}
-	j.key = k
-	// Busy is a job running or waiting. A worker still closing the books of a job whose answer
-	// is out is not: its caller may send /new the moment the reply arrives, and the reset then
-	// runs next and is answered now, not "once the message codex is working on is answered".
-	busy := k.running != nil || c.queue.LenLocked(chatKey) > 0
-	c.queue.PushLocked(chatKey, j)
-	c.mu.Unlock()
-	if busy {
-		return ResetResult{Deferred: true}, nil
-	}
-	select {
-	case o := <-j.done:
-		return ResetResult{OldThreadID: o.reply.ThreadID}, o.err
-	case <-ctx.Done():
-		// It still applies; the caller stopped waiting for the answer.
-		return ResetResult{Deferred: true}, nil
-	}
+	return ResetResult{OldThreadID: r.ThreadID}, err
 }
 
 // reset runs a Reset job on the key's worker: it retires the key's idle child and archives the
 // stored thread id.
 func (c *chats) reset(k *keyState) (Reply, error) {
-	c.mu.Lock()
-	sess := k.sess
-	if sess != nil {
-		c.pool.retireLocked(sess, ReasonReset, nil)
-	}
-	c.mu.Unlock()
-	if sess != nil {
-		<-sess.reaped
-	}
+	c.retireChild(k, ReasonReset)
 	old, err := c.cfg.Store.Archive(k.key, "/new")
 	c.archive.leftThread(k.key, old) // old is set once the line is written, even when err is not nil
 	if err != nil {
@@ -142,15 +117,15 @@ func (s *Supervisor) ChatStatus(chatKey string) (row ChildStatus, ok bool, lastE
 }
 
 func (c *chats) status(chatKey string) (row ChildStatus, ok bool, lastErr string) {
-	c.mu.Lock()
 	var queued int
-	if k := c.keys[chatKey]; k != nil {
-		lastErr = k.lastErr
-		queued = c.queue.LenLocked(chatKey)
-	}
-	c.mu.Unlock()
+	c.st.do(func(t *table) {
+		if k := t.keys[chatKey]; k != nil {
+			lastErr = k.lastErr
+			queued = t.queued(chatKey)
+		}
+	})
 	// Only this chat's child: a chat's /status must not read /proc for the whole pool.
-	for _, c := range c.pool.snapshot(func(sess *session) bool { return sess.key.key == chatKey }, nil).Children {
+	for _, c := range c.pool.snapshot(func(sess *session) bool { return sess.key.key == chatKey }).Children {
 		if c.ChatKey == chatKey {
 			return c, true, lastErr
 		}
@@ -169,8 +144,8 @@ const stopMarkTTL = 15 * time.Minute
 // messages it drops may reach the supervisor before their chat has one.
 type stopMarks map[string]time.Time
 
-// markLocked records a Stop of chatKey at now and forgets marks past the TTL.
-func (m *stopMarks) markLocked(chatKey string, now time.Time) {
+// mark records a Stop of chatKey at now and forgets marks past the TTL.
+func (m *stopMarks) mark(chatKey string, now time.Time) {
 	if *m == nil {
 		*m = make(stopMarks)
 	}
@@ -182,9 +157,9 @@ func (m *stopMarks) markLocked(chatKey string, now time.Time) {
 	(*m)[chatKey] = now
 }
 
-// stoppedSinceLocked reports whether chatKey asked to stop at or after received (a zero
+// stoppedSince reports whether chatKey asked to stop at or after received (a zero
 // received: never).
-func (m stopMarks) stoppedSinceLocked(chatKey string, received time.Time) bool {
+func (m stopMarks) stoppedSince(chatKey string, received time.Time) bool {
 	at, ok := m[chatKey]
 	return ok && !received.IsZero() && !at.Before(received)
 }

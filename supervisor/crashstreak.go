@@ -14,7 +14,7 @@ type CrashStreak struct {
 	LastAt time.Time
 }
 
-// crashStreak is the Supervisor's CrashStreak, guarded by Supervisor.mu.
+// crashStreak is the Supervisor's CrashStreak, in the state table.
 type crashStreak struct{ CrashStreak }
 
 func (c *crashStreak) crashed(cause error, now time.Time) {
@@ -27,10 +27,12 @@ func (c *crashStreak) crashed(cause error, now time.Time) {
 
 func (c *crashStreak) completed() { c.CrashStreak = CrashStreak{} }
 
-// Crashes returns the pool's current crash streak. It takes only the pool lock (no /proc reads),
+// now is the streak as it stands.
+func (c *crashStreak) now() CrashStreak { return c.CrashStreak }
+
+// Crashes returns the pool's current crash streak. It takes only the table's lock (no /proc reads),
 // so the heartbeat may call it on every beat.
-func (s *Supervisor) Crashes() CrashStreak {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.streak.CrashStreak
+func (s *Supervisor) Crashes() (cs CrashStreak) {
+	s.st.do(func(t *table) { cs = t.crashes() })
+	return cs
 }

@@ -33,7 +33,7 @@ func TestShutdownAnswersHandedOverTurnStillQueued(t *testing.T) {
 			t.Fatal(err)
 		}
 		child := &resumingChild{fakeChild: spawned.(*fakeChild), text: "block:g"}
-		s.adopt([]AdoptedChild{{ChatKey: "a", ThreadID: "thread-handed", Turns: 1, Child: child,
+		s.handover.adopt([]AdoptedChild{{ChatKey: "a", ThreadID: "thread-handed", Turns: 1, Child: child,
 			Turn: &HandedTurn{MessageID: "m1"}}})
 
 		stopped := make(chan error, 1)

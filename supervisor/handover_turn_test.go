@@ -132,10 +132,10 @@ func TestAdoptedRunningTurnAnswersItsMessage(t *testing.T) {
 				t.Fatalf("turn age %s after the reload, want the 3m the turn has run", c.TurnAge)
 			}
 		}
-		if p := s.approvals.publish("a", "a", appserver.ApprovalRequest{RequestID: "7"}, DefaultApprovalTimeout); p.Seq != 41 {
+		if p := s.approvals.Publish("a", "a", appserver.ApprovalRequest{RequestID: "7"}, DefaultApprovalTimeout); p.Seq != 41 {
 			t.Fatalf("the pending approval asked again got number %d, want 41", p.Seq)
 		} else {
-			s.approvals.remove(p)
+			s.approvals.Remove(p)
 		}
 		w.open("g")
 		if r, err := attached.wait(); err != nil || r.Text == "" {

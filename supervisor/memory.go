@@ -6,35 +6,21 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/internal/childproc"
+	"github.com/molecule-ai/codex-warm/supervisor/slots"
 )
 
-// memUse is the pool's memory as the budget counts it (see Config.MemoryBudget).
-type memUse struct {
-	// held is charged to the slots held: each child's latest PSS reading, and the estimate for a
-	// slot whose child was not measured yet (a grant in hand, a child starting, one that started
-	// since the last sample). Charging those keeps a burst of new chats from all fitting into
-	// the room one stale sample shows.
-	held int64
-	// freeing is the part of held that retiring children give back once reaped.
-	freeing int64
-	// estimate is what one more child is expected to cost.
-	estimate int64
-	// measured sums the latest PSS readings.
-	measured int64
-}
-
-// memUseLocked computes the pool's memory use from the sessions' latest readings.
+// memory computes the pool's memory use from the sessions' latest readings.
 //
 // The estimate is the mean PSS of the measured children that ran a turn. A child fresh from
 // initialize, or in its first turn, is smaller than a warm one (PROTOCOL.md: 11.5 MB private
 // idle, 25 MB warm) and would pull the mean down. The mean errs high on purpose: every child's
 // PSS carries its share of the codex binary's pages, and one more child makes everyone's share
 // smaller, so a new child costs less than the mean in total.
-func (p *pool) memUseLocked() memUse {
-	u := memUse{estimate: DefaultChildEstimate}
+func (t *table) memory() slots.Use {
+	u := slots.Use{Estimate: DefaultChildEstimate}
 	var warmSum, warmN int64
 	measured, retiringUnmeasured := 0, 0
-	for sess := range p.sessions {
+	for sess := range t.sessions {
 		if !sess.measured {
 			if sess.state == StateRetiring {
 				retiringUnmeasured++
@@ -42,9 +28,9 @@ func (p *pool) memUseLocked() memUse {
 			continue
 		}
 		measured++
-		u.measured += sess.mem.PSS
+		u.Measured += sess.mem.PSS
 		if sess.state == StateRetiring {
-			u.freeing += sess.mem.PSS
+			u.Freeing += sess.mem.PSS
 		}
 		if sess.turns > 0 {
 			warmSum += sess.mem.PSS
@@ -52,36 +38,36 @@ func (p *pool) memUseLocked() memUse {
 		}
 	}
 	if warmN > 0 {
-		u.estimate = warmSum / warmN
+		u.Estimate = warmSum / warmN
 	}
-	u.held = u.measured + int64(p.slots.held()-measured)*u.estimate
-	u.freeing += int64(retiringUnmeasured) * u.estimate
+	u.Held = u.Measured + int64(t.slots.Held()-measured)*u.Estimate
+	u.Freeing += int64(retiringUnmeasured) * u.Estimate
 	return u
 }
 
-// recycleReasonLocked says why sess, idle or ending a turn, is to be replaced by a fresh child
+// recycleReason says why sess, idle or ending a turn, is to be replaced by a fresh child
 // that resumes its thread; "" when it is not.
-func (p *pool) recycleReasonLocked(sess *session, now time.Time) string {
+func (t *table) recycleReason(sess *session, now time.Time) string {
 	if sess.host != nil {
-		return p.hostRecycleReasonLocked(sess, now)
+		return t.hostRecycleReason(sess, now)
 	}
 	switch {
-	case p.cfg.ChildMemoryLimit > 0 && sess.measured && sess.mem.USS > p.cfg.ChildMemoryLimit:
+	case t.cfg.ChildMemoryLimit > 0 && sess.measured && sess.mem.USS > t.cfg.ChildMemoryLimit:
 		return ReasonMemory
-	case p.cfg.ChildMaxTurns > 0 && sess.turns >= p.cfg.ChildMaxTurns:
+	case t.cfg.ChildMaxTurns > 0 && sess.turns >= t.cfg.ChildMaxTurns:
 		return ReasonMaxTurns
-	case p.cfg.ChildMaxAge > 0 && now.Sub(sess.started) >= p.cfg.ChildMaxAge:
+	case t.cfg.ChildMaxAge > 0 && now.Sub(sess.started) >= t.cfg.ChildMaxAge:
 		return ReasonMaxAge
 	}
 	return ""
 }
 
-// recycleLocked retires sess for reason (a recycle reason), logging what crossed its limit.
-func (p *pool) recycleLocked(sess *session, reason string) {
+// recycle retires sess for reason (a recycle reason), logging what crossed its limit.
+func (t *table) recycle(sess *session, reason string) {
 	sess.log.Info("recycling codex child", zap.String("reason", reason),
 		zap.Int64("uss_bytes", sess.mem.USS), zap.Int64("pss_bytes", sess.mem.PSS),
 		zap.Int("turns", sess.turns), zap.Duration("age", time.Since(sess.started)))
-	p.retireLocked(sess, reason, nil)
+	t.retire(sess, reason, nil)
 }
 
 // sampleMemory is the memory sampler: every MemorySampleInterval it reads each child's memory
@@ -112,14 +98,14 @@ func (p *pool) sampleOnce() {
 		whole childproc.Memory
 		err   error
 	}
-	p.mu.Lock()
-	rs := make([]reading, 0, len(p.sessions))
-	for sess := range p.sessions {
-		if sess.pid > 0 && sess.state != StateRetiring {
-			rs = append(rs, reading{sess: sess, pid: sess.pid})
-		}
-	}
-	p.mu.Unlock()
+	var rs []reading
+	p.st.do(func(t *table) {
+		t.each(func(sess *session) {
+			if sess.pid > 0 && sess.state != StateRetiring {
+				rs = append(rs, reading{sess: sess, pid: sess.pid})
+			}
+		})
+	})
 	// A shared child is read once, and each of its threads is charged its share.
 	type child struct {
 		mem childproc.Memory
@@ -143,31 +129,36 @@ func (p *pool) sampleOnce() {
 	}
 
 	now := time.Now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	p.st.do(func(t *table) {
+		if t.closed {
+			return
+		}
+		for _, r := range rs {
+			t.measured(r.sess, r.mem, r.whole, r.err, now)
+		}
+		// Children may have shrunk, or been recycled: room for waiters.
+		t.serveWaiters()
+	})
+}
+
+// measured records the memory sampler's reading of sess (mem its share, whole its child's), or
+// its failure, and recycles sess when idle and over a limit.
+func (t *table) measured(sess *session, mem, whole childproc.Memory, err error, now time.Time) {
+	if _, live := t.sessions[sess]; !live || sess.state == StateRetiring {
 		return
 	}
-	for _, r := range rs {
-		sess := r.sess
-		if _, live := p.sessions[sess]; !live || sess.state == StateRetiring {
-			continue
-		}
-		switch {
-		case r.err == nil:
-			sess.mem, sess.hostMem, sess.measured = r.mem, r.whole, true
-		case !sess.memErrLogged:
-			// A child that just exited is the watcher's business. Any other failure (no
-			// smaps_rollup, no permission) repeats at every sample: say it once per child.
-			sess.memErrLogged = true
-			sess.log.Warn("cannot read the child's memory; the budget charges it the estimate", zap.Error(r.err))
-		}
-		if sess.state == StateIdle {
-			if why := p.recycleReasonLocked(sess, now); why != "" {
-				p.recycleLocked(sess, why)
-			}
+	switch {
+	case err == nil:
+		sess.mem, sess.hostMem, sess.measured = mem, whole, true
+	case !sess.memErrLogged:
+		// A child that just exited is the watcher's business. Any other failure (no
+		// smaps_rollup, no permission) repeats at every sample: say it once per child.
+		sess.memErrLogged = true
+		sess.log.Warn("cannot read the child's memory; the budget charges it the estimate", zap.Error(err))
+	}
+	if sess.state == StateIdle {
+		if why := t.recycleReason(sess, now); why != "" {
+			t.recycle(sess, why)
 		}
 	}
-	// Children may have shrunk, or been recycled: room for waiters.
-	p.serveWaitersLocked()
 }

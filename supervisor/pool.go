@@ -10,89 +10,71 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
-// pool is the children: the sessions (a chat's or a spare's thread in a child) and their
-// states, the slots they hold (slots.go), the spares (spares.go), the memory sampler and
-// recycling (memory.go), children.json (sweep.go), the watchers (watcher.go), the restart
-// backoff's accounting (restart.go, state.go) and a session's opening (session.go).
-//
-// It is guarded by Supervisor.mu (mu points at it), as the chats' keys and queues are: an
-// eviction picks an idle child whose chat has nothing queued, a key is forgotten only with no
-// queue, child or backoff, and those decisions change both sides in one critical section. The
-// pool asks the chat side through two hooks the Supervisor wires in New (queued, forget), both
-// called with mu held. Its fields are touched only in its files (owners_test.go).
+// pool is the children's slow work: spawning a session and opening its thread (session.go),
+// waiting for a slot (slots.go), the spares' keeper (spares.go, warmup.go), the memory sampler
+// (memory.go), children.json (sweep.go), the watchers (watcher.go), a draining shared child's
+// timer (shared.go) and the status table's rows (status.go). What it decides it decides in the
+// state table (table.go), through stateTable.do; its own fields are the children record and
+// the spares' keeper's signals.
 type pool struct {
 	poolDeps // what it is handed; the rest is its own state
 
-	closed        bool
-	sessions      map[*session]struct{} // children not yet dead
-	slots         slots
-	spares        spareState
-	records       childRecords // what children.json holds besides the live children
-	retired       map[string]int
-	turns         int64
-	storeErrors   int64
-	restarts      int64 // children started after a watchdog or failure ended their key's last one
-	crashBackoffs int64 // crashes that started a restart backoff, of keys and of spares
-	nextID        uint64
-	useSeq        uint64
-	warmUpFailed  atomic.Bool // a spare's warm-up failed and was logged (warmup.go)
+	records      childRecords // what children.json holds besides the live children
+	keeper       spareKeeper  // the spares' keeper's signals (spares.go)
+	warmUpFailed atomic.Bool  // a spare's warm-up failed and was logged (warmup.go)
 }
 
-// poolDeps is what New hands the pool: the Supervisor's config, lock and goroutines, and the
-// parts the pool asks.
+// poolDeps is what New hands the pool: the Supervisor's config, state table and goroutines, and
+// the parts the pool asks.
 type poolDeps struct {
 	cfg       *Config
 	log       *zap.Logger
-	mu        *sync.Mutex     // Supervisor.mu
+	st        *stateTable
 	wg        *sync.WaitGroup // Supervisor.wg: the watchers, the sampler, a draining host's timer
 	accepting context.Context // cancelled when Shutdown begins
 	hosts     *hosts.Pool     // the shared children; nil with a child per chat
 	archive   *archiver       // told of the threads a chat leaves, asked for one it returns to
-	handover  *freeze         // woken by every state change; no spare starts while it is active
-	streak    *crashStreak    // the crashes since a turn last completed
-
-	// queued is the number of messages of a chat waiting in its queue; forget drops a key with
-	// no work, no child and no backoff. Both run with mu held.
-	queued func(key string) int
-	forget func(k *keyState)
 }
 
 func newPool(d poolDeps) *pool {
-	return &pool{poolDeps: d, sessions: make(map[*session]struct{}), retired: make(map[string]int),
-		slots:  newSlots(d.cfg.MaxChildren*d.cfg.ThreadsPerChild, d.cfg.MaxSlotWaiters, d.cfg.MemoryBudget),
-		spares: newSpareState()}
+	return &pool{poolDeps: d, keeper: newSpareKeeper()}
 }
 
-// closeLocked marks the pool closed: slot waiters get ErrClosed, no child or spare starts. It
-// returns the number of live sessions.
-func (p *pool) closeLocked() int {
-	p.closed = true
-	p.slots.fail(ErrClosed)
-	return len(p.sessions)
+// close marks the table closed (Shutdown): slot waiters get ErrClosed, no child or spare
+// starts, and every job waiting in a queue is taken out (its caller gets ErrClosed). It returns
+// the number of live sessions and those jobs. A turn the previous image handed over stays: it
+// runs in its child already, and the message given again attaches to it even now (admit), so
+// the drain lets it run to its end like any running turn. Every chat with a queue has its key
+// here (gcKey keeps a busy one).
+func (t *table) close() (int, []*job) {
+	t.closed = true
+	t.slots.Fail(ErrClosed)
+	var out []*job
+	for key := range t.keys {
+		out = append(out, t.queue.RemoveAllLocked(key, func(j *job) bool { return !j.opts.resume })...)
+	}
+	return len(t.sessions), out
 }
 
-// closedLocked reports whether Shutdown began.
-func (p *pool) closedLocked() bool { return p.closed }
-
-// retireAllLocked retires every session (Shutdown) and returns what to wait on for their reaping.
-func (p *pool) retireAllLocked(reason string) []chan struct{} {
+// retireAll retires every session (Shutdown) and returns what to wait on for their reaping.
+func (t *table) retireAll(reason string) []chan struct{} {
 	var reaped []chan struct{}
-	for sess := range p.sessions {
-		p.retireLocked(sess, reason, nil)
+	for sess := range t.sessions {
+		t.retire(sess, reason, nil)
 		reaped = append(reaped, sess.reaped)
 	}
 	return reaped
 }
 
-// eachLocked calls fn for every live session.
-func (p *pool) eachLocked(fn func(*session)) {
-	for sess := range p.sessions {
+// each calls fn for every live session.
+func (t *table) each(fn func(*session)) {
+	for sess := range t.sessions {
 		fn(sess)
 	}
 }
 
-// takeSlotLocked holds a free slot for a child handed over by a reload, false when none is free.
-func (p *pool) takeSlotLocked() bool { return p.slots.take(p.memUseLocked()) }
+// takeSlot holds a free slot for a child handed over by a reload, false when none is free.
+func (t *table) takeSlot() bool { return t.slots.Take(t.memory()) }
 
 // startWatcher starts sess's watcher, which closes and reaps its child at its end.
 func (p *pool) startWatcher(sess *session) {

@@ -15,33 +15,26 @@ import (
 
 // job is one Submit call: a message waiting in, or being run by, its key's worker.
 type job struct {
-	key  *keyState // stays in chats.keys while the key's worker runs
-	ctx  context.Context
-	text string
-	// images are data URLs codex gets as image inputs after the text.
-	images []string
-	// askApprovalsOf is Input.AskApprovalsOf.
-	askApprovalsOf string
-	// callTool is Input.CallTool.
-	callTool appserver.ToolHandler
+	key *keyState // stays in the table's keys while the key's worker runs
+	ctx context.Context
+	// opts is what its turn takes: the message and who decides for it (turn.go).
+	opts turnOptions
 	// notices say which images of the message codex is not shown, and why (Reply.Notices).
 	notices []string
-	// reset marks a Reset: the worker starts the chat over instead of running a turn.
+	// task, when set, runs on the key's worker instead of a turn (threadJob); reset marks a
+	// chat's own command, such as /new (Reset).
 	reset bool
-	// maint, when set, runs on the key's worker instead of a turn (retention.go).
-	maint func(k *keyState) (Reply, error)
+	task  func(k *keyState) (Reply, error)
 	// messageID is Input.MessageID; handed is closed when a reload hands the job over (its
 	// waiting caller gets ErrHandedOver); unlink ends the tie of the running job to its
-	// caller's context. adopted marks the running turn the previous image handed over.
+	// caller's context. opts.resume marks the running turn the previous image handed over.
 	messageID string
 	handed    chan struct{}
 	unlink    func() bool
-	adopted   bool
-	// deadlineLeft is what remained of an adopted turn's deadline at the reload; turnStarted
-	// is when the turn began in the previous image (status's TURN AGE goes on from it).
-	deadlineLeft time.Duration
-	turnStarted  time.Time
-	// cancel ends ctx (see takeLocked); nil while the job waits.
+	// turnStarted is when a handed-over turn began in the previous image (status's TURN AGE
+	// goes on from it).
+	turnStarted time.Time
+	// cancel ends ctx (see take); nil while the job waits.
 	cancel context.CancelCauseFunc
 	// startedChild is set by the key's worker when the job started a child or took a spare.
 	startedChild bool
@@ -163,91 +156,118 @@ func (c *chats) enqueue(ctx context.Context, chatKey string, in Input) (*Ticket,
 			return nil, fmt.Errorf("chat %s: %w", chatKey, err)
 		}
 	}
-	j := &job{ctx: ctx, text: in.Text, images: in.Images, askApprovalsOf: in.AskApprovalsOf, callTool: in.CallTool, done: make(chan outcome, 1),
-		messageID: in.MessageID, handed: make(chan struct{})}
+	j := &job{ctx: ctx, done: make(chan outcome, 1), messageID: in.MessageID, handed: make(chan struct{}),
+		opts: turnOptions{text: in.Text, images: in.Images, askApprovalsOf: in.AskApprovalsOf, callTool: in.CallTool}}
 	if c.cfg.MaxImagePixels > 0 && len(in.Images) > 0 {
 		// Every image reaches codex through here: a bomb is refused before any child decodes it.
-		j.images, j.notices = images.Screen(in.Images, c.cfg.MaxImagePixels)
+		j.opts.images, j.notices = images.Screen(in.Images, c.cfg.MaxImagePixels)
 		for _, n := range j.notices {
-			j.text += "\n\n[" + n + "]"
+			j.opts.text += "\n\n[" + n + "]"
 			c.log.Warn("image refused", zap.String("chat_key", chatKey), zap.String("why", n))
 		}
 	}
 
-	c.mu.Lock()
-	if c.handover.refusing() {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("chat %s: %w", chatKey, ErrReloading)
+	var a admission
+	var err error
+	c.st.do(func(t *table) { a, err = t.admit(chatKey, j, in.Received) })
+	switch {
+	case err != nil:
+		return nil, err
+	case a.attached != nil:
+		c.log.Info("message attached to its turn, handed over by a reload", zap.String("chat_key", chatKey),
+			zap.String("message_id", in.MessageID))
+		d := a.attached
+		return &Ticket{c: c, ctx: ctx, k: d.key, j: d, handed: d.handed, start: start}, nil
+	case a.stopped:
+		c.log.Info("message dropped: the chat asked to stop after it was received", zap.String("chat_key", chatKey))
+		return nil, fmt.Errorf("chat %s: dropped: %w", chatKey, ErrStopped)
+	case a.steer != nil:
+		k := j.key
+		if now, ok := c.steer(ctx, k, a.steer, j); ok {
+			return &Ticket{c: c, ctx: ctx, k: k, j: j, joined: a.steer, now: now, start: start}, nil
+		}
+		if c.st.do(func(t *table) { err = t.requeue(chatKey, j) }); err != nil {
+			return nil, err
+		}
 	}
-	if d := c.handover.attach(chatKey, in.MessageID); d != nil {
+	return &Ticket{c: c, ctx: ctx, k: j.key, j: j, handed: j.handed, start: start}, nil
+}
+
+// admission is what the table decided of a new message (admit).
+type admission struct {
+	attached *job      // the running turn handed over for the same message: the message waits for it
+	steer    *liveTurn // the running turn to steer the message into (BusySteer); it is not queued
+	stopped  bool      // the chat asked to stop after the message was received: it is dropped
+}
+
+// admit takes a new message j of chatKey: it attaches to its turn handed over by a reload, is
+// to be steered into the chat's running turn, or is queued (interrupting the running turn
+// under BusyInterrupt). It errs when the supervisor is frozen or closed, or the queue is full.
+func (t *table) admit(chatKey string, j *job, received time.Time) (admission, error) {
+	if t.freeze.refusing() {
+		return admission{}, fmt.Errorf("chat %s: %w", chatKey, ErrReloading)
+	}
+	if d := t.freeze.attach(chatKey, j.messageID); d != nil {
 		// The message's turn runs already (handed over by a reload): wait for it. Even while
 		// shutting down: the drain lets that turn finish, and its caller is owed its answer
 		// (a stop that came during the reload resumes the old image and drains at once).
 		d.handed = make(chan struct{})
-		c.mu.Unlock()
-		c.log.Info("message attached to its turn, handed over by a reload", zap.String("chat_key", chatKey),
-			zap.String("message_id", in.MessageID))
-		return &Ticket{c: c, ctx: ctx, k: d.key, j: d, handed: d.handed, start: start}, nil
+		return admission{attached: d}, nil
 	}
-	if c.pool.closedLocked() {
-		c.mu.Unlock()
-		return nil, ErrClosed
+	if t.closed {
+		return admission{}, ErrClosed
 	}
-	if c.stops.stoppedSinceLocked(chatKey, in.Received) {
-		c.mu.Unlock()
-		c.log.Info("message dropped: the chat asked to stop after it was received", zap.String("chat_key", chatKey))
-		return nil, fmt.Errorf("chat %s: dropped: %w", chatKey, ErrStopped)
+	if t.stops.stoppedSince(chatKey, received) {
+		return admission{stopped: true}, nil
 	}
-	k := c.keyLocked(chatKey)
-	if err := c.queueRoomLocked(chatKey); err != nil {
-		c.mu.Unlock()
-		return nil, err
+	k := t.key(chatKey)
+	if err := t.queueRoom(chatKey); err != nil {
+		return admission{}, err
 	}
 	j.key = k
-	if lt := c.steerTargetLocked(k); lt != nil {
-		c.mu.Unlock()
-		if now, ok := c.steer(ctx, k, lt, j); ok {
-			return &Ticket{c: c, ctx: ctx, k: k, j: j, joined: lt, now: now, start: start}, nil
-		}
-		c.mu.Lock()
-		// While codex was asked, the supervisor may have closed or frozen, and other messages
-		// may have filled the chat's queue: the message meets the checks of any other.
-		switch {
-		case c.pool.closedLocked():
-			c.mu.Unlock()
-			return nil, ErrClosed
-		case c.handover.refusing():
-			c.mu.Unlock()
-			return nil, fmt.Errorf("chat %s: %w", chatKey, ErrReloading)
-		}
-		if err := c.queueRoomLocked(chatKey); err != nil {
-			c.mu.Unlock()
-			return nil, err
-		}
-		// The key may have been forgotten while codex was asked: the turn ended, the chat idled.
-		k = c.keyLocked(chatKey)
-		j.key = k
+	if lt := t.steerTarget(k); lt != nil {
+		return admission{steer: lt}, nil
 	}
-	c.interruptLocked(k)
-	c.queue.PushLocked(chatKey, j)
-	c.mu.Unlock()
-	return &Ticket{c: c, ctx: ctx, k: k, j: j, handed: j.handed, start: start}, nil
+	t.interrupt(k)
+	t.queue.PushLocked(chatKey, j)
+	return admission{}, nil
 }
 
-// queueRoomLocked is ErrQueueFull, wrapped, when chatKey's queue is at its cap.
-func (c *chats) queueRoomLocked(chatKey string) error {
-	if n := c.queue.LenLocked(chatKey); n >= c.cfg.MaxQueuePerKey {
+// requeue queues j, which could not be steered into the chat's running turn. While codex was
+// asked, the supervisor may have closed or frozen, and other messages may have filled the
+// chat's queue: the message meets the checks of any other.
+func (t *table) requeue(chatKey string, j *job) error {
+	switch {
+	case t.closed:
+		return ErrClosed
+	case t.freeze.refusing():
+		return fmt.Errorf("chat %s: %w", chatKey, ErrReloading)
+	}
+	if err := t.queueRoom(chatKey); err != nil {
+		return err
+	}
+	// The key may have been forgotten while codex was asked: the turn ended, the chat idled.
+	k := t.key(chatKey)
+	j.key = k
+	t.interrupt(k)
+	t.queue.PushLocked(chatKey, j)
+	return nil
+}
+
+// queueRoom is ErrQueueFull, wrapped, when chatKey's queue is at its cap.
+func (t *table) queueRoom(chatKey string) error {
+	if n := t.queue.LenLocked(chatKey); n >= t.cfg.MaxQueuePerKey {
 		return fmt.Errorf("chat %s: %d messages waiting: %w", chatKey, n, ErrQueueFull)
 	}
 	return nil
 }
 
-// keyLocked returns chatKey's state, creating it.
-func (c *chats) keyLocked(chatKey string) *keyState {
-	k := c.keys[chatKey]
+// key returns chatKey's state, creating it.
+func (t *table) key(chatKey string) *keyState {
+	k := t.keys[chatKey]
 	if k == nil {
 		k = &keyState{key: chatKey}
-		c.keys[chatKey] = k
+		t.keys[chatKey] = k
 	}
 	return k
 }
@@ -278,16 +298,7 @@ func (t *Ticket) wait() outcome {
 	if t.joined != nil {
 		t.joined.leave(t.j)
 	} else {
-		c := t.c
-		c.mu.Lock()
-		c.queue.RemoveLocked(t.k.key, func(q *job) bool { return q == t.j })
-		if t.k.running == t.j && !isClosed(t.j.handed) {
-			// The job ends now rather than when context.AfterFunc's goroutine gets to it, so
-			// that a slot freed meanwhile is not taken for a message nobody waits for.
-			t.j.cancel(context.Cause(t.ctx))
-		}
-		c.gcKeyLocked(t.k)
-		c.mu.Unlock()
+		t.c.st.do(func(tb *table) { tb.leave(t.k, t.j, context.Cause(t.ctx)) })
 	}
 	// The job may have finished in the meantime; prefer its answer.
 	select {
@@ -298,11 +309,22 @@ func (t *Ticket) wait() outcome {
 	return outcome{reply: Reply{ChatKey: t.k.key}, err: fmt.Errorf("chat %s: %w", t.k.key, context.Cause(t.ctx))}
 }
 
-// takeLocked runs as the key's worker takes j out of the queue (keyfifo's Take), with c.mu
+// leave takes j, whose caller left, out of k's queue, or ends it when it runs.
+func (t *table) leave(k *keyState, j *job, cause error) {
+	t.queue.RemoveLocked(k.key, func(q *job) bool { return q == j })
+	if k.running == j && !isClosed(j.handed) {
+		// The job ends now rather than when context.AfterFunc's goroutine gets to it, so
+		// that a slot freed meanwhile is not taken for a message nobody waits for.
+		j.cancel(cause)
+	}
+	t.gcKey(k)
+}
+
+// take runs as the key's worker takes j out of the queue (keyfifo's Take), with c.mu
 // held: j becomes the key's running job, under a context Stop and BusyInterrupt can cancel,
 // at the moment it stops being queued. Were that left to work, a Stop in between would find j
 // neither queued nor running, and j would run unstopped.
-func (c *chats) takeLocked(_ string, j *job) {
+func (t *table) take(_ string, j *job) {
 	// The caller leaving ends the job, until a reload hands it over (unlink).
 	caller := j.ctx
 	j.ctx, j.cancel = context.WithCancelCause(context.WithoutCancel(caller))
@@ -324,31 +346,22 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// work runs one job on its key's worker (see chats.queue) and answers its caller. The job
-// runs under the context takeLocked gave it.
-func (c *chats) work(_ string, j *job) {
+// work runs one job on its key's worker (see table.queue) and answers its caller. The job
+// runs under the context take gave it.
+func (c *chats) work(j *job) {
 	k := j.key
 	defer j.cancel(nil)
 	defer j.unlink()
 	var r Reply
 	var err error
 	switch {
-	case j.maint != nil:
-		r, err = j.maint(k)
-	case j.reset:
-		r, err = c.reset(k)
+	case j.task != nil:
+		r, err = j.task(k)
 	default:
 		r, err = c.run(k, j)
 	}
-	c.mu.Lock()
-	k.running, k.stopRun = nil, nil
-	live := k.live
-	k.live = nil
-	k.lastErr = ""
-	if err != nil {
-		k.lastErr = err.Error()
-	}
-	c.mu.Unlock()
+	var live *liveTurn
+	c.st.do(func(t *table) { live = t.jobDone(k, err) })
 	r.ChatKey = k.key
 	if live != nil {
 		live.finish(outcome{reply: r, err: err})
@@ -356,11 +369,24 @@ func (c *chats) work(_ string, j *job) {
 	j.done <- outcome{reply: r, err: err, startedChild: j.startedChild}
 }
 
-// keyIdleLocked is called as a key's worker exits.
-func (c *chats) keyIdleLocked(key string) {
-	c.handover.notify()
-	if k := c.keys[key]; k != nil {
-		c.gcKeyLocked(k)
+// jobDone closes the books of k's job that ended with err, and returns the turn it ran, if
+// any, for those steered into it.
+func (t *table) jobDone(k *keyState, err error) *liveTurn {
+	k.running, k.stopRun = nil, nil
+	live := k.live
+	k.live = nil
+	k.lastErr = ""
+	if err != nil {
+		k.lastErr = err.Error()
+	}
+	return live
+}
+
+// keyIdle is called as a key's worker exits.
+func (t *table) keyIdle(key string) {
+	t.freeze.notify()
+	if k := t.keys[key]; k != nil {
+		t.gcKey(k)
 	}
 }
 
@@ -368,7 +394,7 @@ func (c *chats) run(k *keyState, j *job) (Reply, error) {
 	if j.ctx.Err() != nil {
 		return Reply{}, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
 	}
-	if at, unknown, ok := c.limits.Refusing(); ok && !j.adopted {
+	if at, unknown, ok := c.limits.Refusing(); ok && !j.opts.resume {
 		// The account's limit, met by any chat: no child is started or used before the reset.
 		c.limits.Reached(k.key)
 		return Reply{}, &UsageLimitError{ChatKey: k.key, ResetsAt: at, UnknownReset: unknown}
@@ -379,12 +405,10 @@ func (c *chats) run(k *keyState, j *job) (Reply, error) {
 	}
 	if j.ctx.Err() != nil {
 		// Stopped, or the caller left, while its child started: the turn never begins.
-		c.mu.Lock()
-		c.pool.idleLocked(sess)
-		c.mu.Unlock()
+		c.st.do(func(t *table) { t.idle(sess) })
 		return Reply{}, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
 	}
-	return c.turn(k, sess, j)
+	return c.turn(j.ctx, k, sess, j.opts)
 }
 
 // onWorker runs fn on chatKey's worker, so that no message of the chat runs meanwhile (a message
@@ -395,42 +419,86 @@ func (c *chats) onWorker(ctx context.Context, chatKey string, fn func(k *keyStat
 }
 
 // onWorkerWait is onWorker; with wait, fn runs after the chat's running and queued messages
-// instead, and busy says it waited for them.
+// instead, and busy says it waited for them. Either way it is refused while a reload freezes
+// the supervisor (ErrReloading).
 func (c *chats) onWorkerWait(ctx context.Context, chatKey string, wait bool, fn func(k *keyState, retire func()) error) (busy bool, err error) {
-	j := &job{ctx: context.WithoutCancel(ctx), done: make(chan outcome, 1)}
-	j.maint = func(k *keyState) (Reply, error) {
-		return Reply{}, fn(k, func() {
-			c.mu.Lock()
-			sess := k.sess
-			if sess != nil {
-				c.pool.retireLocked(sess, ReasonArchived, nil)
-			}
-			c.mu.Unlock()
-			if sess != nil {
-				<-sess.reaped
-			}
-		})
+	j := c.threadJob(ctx, false, func(k *keyState) (Reply, error) {
+		return Reply{}, fn(k, func() { c.retireChild(k, ReasonArchived) })
+	})
+	if busy, err = c.queueThreadJob(chatKey, j, true, !wait); err != nil || busy && !wait {
+		return busy, err
 	}
-	c.mu.Lock()
-	if c.pool.closedLocked() {
-		c.mu.Unlock()
-		return false, ErrClosed
-	}
-	if c.handover.active() {
-		c.mu.Unlock()
-		return false, ErrReloading
-	}
-	if k := c.keys[chatKey]; k != nil && (k.running != nil || c.queue.LenLocked(chatKey) > 0) {
-		busy = true
-	}
-	if busy && !wait {
-		c.mu.Unlock()
-		return true, nil
-	}
-	k := c.keyLocked(chatKey)
-	j.key = k
-	c.queue.PushLocked(chatKey, j)
-	c.mu.Unlock()
 	o := <-j.done
 	return busy, o.err
+}
+
+// threadJob is a job that acts on a chat's thread instead of running a turn: /new today, a
+// command such as /compact or /undo tomorrow, the retention sweep's archiving. It runs on the
+// chat's worker (queueThreadJob), so that no message of the chat runs meanwhile. command marks
+// a chat's own command: a /stop leaves it queued, a newer message does not interrupt it, and a
+// reload waits for it rather than hand it over.
+func (c *chats) threadJob(ctx context.Context, command bool, task func(k *keyState) (Reply, error)) *job {
+	return &job{ctx: context.WithoutCancel(ctx), reset: command, task: task, done: make(chan outcome, 1)}
+}
+
+// command runs task, a chat's command that acts on its thread (/new; /compact or /undo next),
+// as a job on chatKey's worker, after the chat's work already queued, and returns its reply.
+// deferred: the chat had a job running or waiting, or ctx ended first; task still runs, in
+// its turn, and the caller does not wait for it. A worker still closing the books of a job
+// whose answer is out is not busy: its caller may send the command the moment the reply
+// arrives, and the command then runs next and is answered now.
+func (c *chats) command(ctx context.Context, chatKey string, task func(k *keyState) (Reply, error)) (r Reply, deferred bool, err error) {
+	j := c.threadJob(ctx, true, task)
+	busy, err := c.queueThreadJob(chatKey, j, false, false)
+	if err != nil || busy {
+		return Reply{}, busy, err
+	}
+	select {
+	case o := <-j.done:
+		return o.reply, false, o.err
+	case <-ctx.Done():
+		// It still applies; the caller stopped waiting for the answer.
+		return Reply{}, true, nil
+	}
+}
+
+// queueThreadJob queues j (see threadJob) on chatKey's worker. busy says the chat had a job
+// running or waiting; with ifIdle, j is then not queued. With refuseReload, j is not queued
+// while a reload freezes the supervisor (ErrReloading).
+func (c *chats) queueThreadJob(chatKey string, j *job, refuseReload, ifIdle bool) (busy bool, err error) {
+	c.st.do(func(t *table) { busy, err = t.pushJob(chatKey, j, refuseReload, ifIdle) })
+	return busy, err
+}
+
+// pushJob is queueThreadJob's transition.
+func (t *table) pushJob(chatKey string, j *job, refuseReload, ifIdle bool) (busy bool, err error) {
+	if t.closed {
+		return false, ErrClosed
+	}
+	if refuseReload && t.freeze.active() {
+		return false, ErrReloading
+	}
+	if k := t.keys[chatKey]; k != nil && (k.running != nil || t.queue.LenLocked(chatKey) > 0) {
+		if ifIdle {
+			return true, nil
+		}
+		busy = true
+	}
+	j.key = t.key(chatKey)
+	t.queue.PushLocked(chatKey, j)
+	return busy, nil
+}
+
+// retireChild retires k's child, if it has one, for reason and waits until it was reaped. It
+// runs on k's worker, between turns.
+func (c *chats) retireChild(k *keyState, reason string) {
+	var sess *session
+	c.st.do(func(t *table) {
+		if sess = k.sess; sess != nil {
+			t.retire(sess, reason, nil)
+		}
+	})
+	if sess != nil {
+		<-sess.reaped
+	}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // crashBackoff is a chat key's restart backoff: consecutive crashes of its children and when the
-// next child may start. Guarded by Supervisor.mu, like the keyState holding it.
+// next child may start. It lives in the state table, like the keyState holding it.
 type crashBackoff struct {
 	failures int // consecutive crashes
 	bo       *backoff.ExponentialBackOff
@@ -77,9 +77,9 @@ func isCrash(reason string, ready bool, completed int, age, window time.Duration
 	return false
 }
 
-func (p *pool) recordFailureLocked(k *keyState, cause error) {
-	d := k.crash.record(p.cfg.CrashBackoffInitial, p.cfg.CrashBackoffMax, cause, time.Now())
-	p.crashBackoffs++
-	p.log.Warn("codex child crashed; backing off", zap.String("chat_key", k.key),
+func (t *table) recordFailure(k *keyState, cause error) {
+	d := k.crash.record(t.cfg.CrashBackoffInitial, t.cfg.CrashBackoffMax, cause, time.Now())
+	t.crashBackoffs++
+	t.log.Warn("codex child crashed; backing off", zap.String("chat_key", k.key),
 		zap.Int("failures", k.crash.count()), zap.Duration("retry_in", d), zap.Error(cause))
 }

@@ -15,9 +15,9 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
-// session is one child and its thread. Fields written after creation are written under
-// Supervisor.mu; the key's worker also reads child, threadID and the first-turn flags without
-// it, being their only writer.
+// session is one child and its thread. Fields written after creation are written under the
+// state table's lock (stateTable.do); the key's worker also reads child, threadID and the
+// first-turn flags without it, being their only writer.
 type session struct {
 	id    uint64
 	key   *keyState
@@ -98,63 +98,76 @@ func (p *pool) sleep(ctx context.Context, d time.Duration) error {
 // acquire returns the key's session in StateBusy, starting a child when the key has none.
 func (p *pool) acquire(k *keyState, j *job) (*session, error) {
 	for {
-		p.mu.Lock()
-		if p.closed && (!j.adopted || k.sess == nil) {
-			p.mu.Unlock()
-			return nil, ErrClosed
-		}
-		// An adopted turn runs on while shutting down: its message is owed its reply (closeLocked).
-		sess := k.sess
+		var c claim
+		p.st.do(func(t *table) { c = t.claimChild(k, j) })
 		switch {
-		case sess == nil:
-			if wait := k.crash.wait(time.Now()); wait > 0 {
-				if e := k.crash.loop(k.key, p.cfg.CrashLoopAfter); e != nil {
-					p.mu.Unlock()
-					return nil, e
-				}
-				// Not a loop yet: this message waits out the short backoff and tries again.
-				p.mu.Unlock()
-				if err := p.sleep(j.ctx, wait); err != nil {
-					return nil, fmt.Errorf("chat %s: waiting out a restart backoff: %w", k.key, err)
-				}
-				continue
+		case c.err != nil:
+			return nil, c.err
+		case c.sess != nil:
+			return c.sess, nil
+		case c.wait > 0:
+			// Not a loop yet: this message waits out the short backoff and tries again.
+			if err := p.sleep(j.ctx, c.wait); err != nil {
+				return nil, fmt.Errorf("chat %s: waiting out a restart backoff: %w", k.key, err)
 			}
-			p.mu.Unlock()
-			return p.startSession(k, j)
-		case sess.state == StateIdle && sess.child != nil && sess.child.Err() != nil:
-			// The child died while the chat was idle and its watcher has not retired the
-			// session yet (a shared child's death retires every thread in it, one by one):
-			// the message waits for that and gets a new child, not the dead one's error.
-			p.mu.Unlock()
+		case c.gone != nil:
 			select {
-			case <-sess.reaped:
-			case <-j.ctx.Done():
-				return nil, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
-			}
-		case sess.state == StateIdle:
-			p.setStateLocked(sess, StateBusy)
-			sess.turnStart = time.Now()
-			if j.adopted && !j.turnStarted.IsZero() {
-				sess.turnStart = j.turnStarted
-			}
-			p.mu.Unlock()
-			return sess, nil
-		case sess.state == StateRetiring:
-			// A new child must not resume the thread while the old one may still write to it.
-			p.mu.Unlock()
-			select {
-			case <-sess.reaped:
+			case <-c.gone.reaped:
 			case <-j.ctx.Done():
 				return nil, fmt.Errorf("chat %s: %w", k.key, context.Cause(j.ctx))
 			}
 		default:
-			st := sess.state
-			p.mu.Unlock()
-			// Only this worker starts or runs the key's children and the watcher clears k.sess
-			// when one dies, so between turns the state is idle or retiring.
-			p.log.Error("session in unexpected state between turns", zap.String("chat_key", k.key), zap.String("state", string(st)))
-			return nil, fmt.Errorf("supervisor: chat %s: child in state %s between turns", k.key, st)
+			return p.startSession(k, j)
 		}
+	}
+}
+
+// claim is what the table says of a key's child as its worker begins a turn (claimChild).
+type claim struct {
+	sess *session      // in StateBusy now: the turn runs on it
+	wait time.Duration // no child, and a restart backoff to wait out first; then ask again
+	gone *session      // the child is going: wait until it was reaped, then ask again
+	err  error
+	// none of them: the key has no child; start one
+}
+
+// claimChild is acquire's transition: the key's idle session becomes busy for j.
+func (t *table) claimChild(k *keyState, j *job) claim {
+	if t.closed && (!j.opts.resume || k.sess == nil) {
+		return claim{err: ErrClosed}
+	}
+	// An adopted turn goes on in its child even while shutting down: the drain lets it finish,
+	// and its message is owed its reply (table.close).
+	sess := k.sess
+	switch {
+	case sess == nil:
+		if wait := k.crash.wait(time.Now()); wait > 0 {
+			if e := k.crash.loop(k.key, t.cfg.CrashLoopAfter); e != nil {
+				return claim{err: e}
+			}
+			return claim{wait: wait}
+		}
+		return claim{}
+	case sess.state == StateIdle && sess.child != nil && sess.child.Err() != nil:
+		// The child died while the chat was idle and its watcher has not retired the
+		// session yet (a shared child's death retires every thread in it, one by one):
+		// the message waits for that and gets a new child, not the dead one's error.
+		return claim{gone: sess}
+	case sess.state == StateIdle:
+		t.setState(sess, StateBusy)
+		sess.turnStart = time.Now()
+		if j.opts.resume && !j.turnStarted.IsZero() {
+			sess.turnStart = j.turnStarted
+		}
+		return claim{sess: sess}
+	case sess.state == StateRetiring:
+		// A new child must not resume the thread while the old one may still write to it.
+		return claim{gone: sess}
+	default:
+		// Only this worker starts or runs the key's children and the watcher clears k.sess
+		// when one dies, so between turns the state is idle or retiring.
+		t.log.Error("session in unexpected state between turns", zap.String("chat_key", k.key), zap.String("state", string(sess.state)))
+		return claim{err: fmt.Errorf("supervisor: chat %s: child in state %s between turns", k.key, sess.state)}
 	}
 }
 
@@ -181,11 +194,8 @@ func (p *pool) startSession(k *keyState, j *job) (*session, error) {
 	if err := p.acquireSlot(j.ctx); err != nil {
 		return nil, fmt.Errorf("chat %s: %w", k.key, err)
 	}
-	p.mu.Lock()
-	p.countRestartLocked(k)
-	sess := p.newSessionLocked(k, p.log.With(zap.String("chat_key", k.key)))
-	k.sess = sess
-	p.mu.Unlock()
+	var sess *session
+	p.st.do(func(t *table) { sess = t.startChild(k, p.log.With(zap.String("chat_key", k.key))) })
 
 	if err := p.spawnInto(sess); err != nil {
 		return nil, startError(k.key, 0, p.accepting.Err() != nil, startFailureReason(err), err)
@@ -219,12 +229,12 @@ func startError(chatKey string, pid int, closing bool, reason string, err error)
 	}
 }
 
-// newSessionLocked registers a session in StateStarting that holds a slot already taken.
-func (p *pool) newSessionLocked(k *keyState, log *zap.Logger) *session {
-	p.nextID++
+// newSession registers a session in StateStarting that holds a slot already taken.
+func (t *table) newSession(k *keyState, log *zap.Logger) *session {
+	t.nextID++
 	now := time.Now()
 	sess := &session{
-		id:       p.nextID,
+		id:       t.nextID,
 		key:      k,
 		log:      log,
 		state:    StateStarting,
@@ -235,7 +245,7 @@ func (p *pool) newSessionLocked(k *keyState, log *zap.Logger) *session {
 		reaped:   make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 	}
-	p.sessions[sess] = struct{}{}
+	t.sessions[sess] = struct{}{}
 	return sess
 }
 
@@ -246,15 +256,12 @@ func (p *pool) spawnInto(sess *session) error {
 	var child Child
 	var err error
 	if p.hosts != nil {
-		p.mu.Lock()
-		own := ownChildLocked(sess.key)
-		p.mu.Unlock()
+		var own bool
+		p.st.do(func(*table) { own = ownChild(sess.key) })
 		var v *hosts.View
 		if v, err = p.hosts.Place(spawnCtx, sess.key.key, own); err == nil {
 			child = v
-			p.mu.Lock()
-			sess.host = v.Host()
-			p.mu.Unlock()
+			p.st.do(func(t *table) { t.placed(sess, v.Host()) })
 		}
 	} else {
 		child, err = p.cfg.Spawn(spawnCtx, sess.key.key)
@@ -270,70 +277,94 @@ func (p *pool) spawnInto(sess *session) error {
 		}
 		reason := startFailureReason(err)
 		sess.log.Warn("codex child failed to start", zap.String("reason", reason), zap.Error(err))
-		p.mu.Lock()
-		p.finishLocked(sess, reason, err)
-		p.mu.Unlock()
+		p.st.do(func(t *table) { t.finish(sess, reason, err) })
 		return err
 	}
 
 	pid := child.PID()
 	ident := childproc.ReadIdentity(pid)
-	p.mu.Lock()
-	sess.child = child
-	sess.proc = ident
-	p.mu.Unlock()
+	p.st.do(func(t *table) { t.spawned(sess, child, ident) })
 	// The record is on disk before the pid is shown (status, the spare's readiness): a child
 	// anyone has seen is one the next daemon's boot sweep knows, even if this daemon is killed
 	// right after (TestE2EKillMidTurnAnswersEveryMessageOnce once saw a spare's pid in status
 	// and killed the daemon before its record was written).
 	p.persistRecords()
-	p.mu.Lock()
-	sess.pid = pid
-	sess.log = sess.log.With(zap.Int("pid", pid))
-	p.mu.Unlock()
+	p.st.do(func(t *table) { t.showPID(sess, pid) })
 	p.startWatcher(sess)
 	return nil
+}
+
+// startChild registers k's new session, in StateStarting, in a slot taken already.
+func (t *table) startChild(k *keyState, log *zap.Logger) *session {
+	t.countRestart(k)
+	sess := t.newSession(k, log)
+	k.sess = sess
+	return sess
+}
+
+// placed records the shared child sess's thread was placed in.
+func (t *table) placed(sess *session, host *hosts.Host) { sess.host = host }
+
+// spawned records sess's child and its identity, for children.json.
+func (t *table) spawned(sess *session, child Child, ident childproc.Identity) {
+	sess.child, sess.proc = child, ident
+}
+
+// showPID makes sess's pid known (status, the spare's readiness, the log's lines).
+func (t *table) showPID(sess *session, pid int) {
+	sess.pid, sess.log = pid, sess.log.With(zap.Int("pid", pid))
 }
 
 // openSession opens the key's thread on sess, a child in StateStarting that is the key's, and
 // returns the session in StateBusy.
 func (p *pool) openSession(k *keyState, sess *session, j *job) (*session, error) {
 	pid := sess.pid
-	threadID, err := p.openThread(k.key, sess, j.text)
+	threadID, err := p.openThread(k.key, sess, j.opts.text)
 	if err != nil {
 		closing := p.accepting.Err() != nil
-		p.mu.Lock()
-		p.retireLocked(sess, startFailureReason(err), err)
-		reason := sess.reason // the watcher may have seen the child die first
-		p.mu.Unlock()
+		var reason string
+		p.st.do(func(t *table) {
+			t.retire(sess, startFailureReason(err), err)
+			reason = sess.reason // the watcher may have seen the child die first
+		})
 		<-sess.reaped
 		return nil, startError(k.key, pid, closing, reason, err)
 	}
 
-	p.mu.Lock()
-	if sess.state != StateStarting {
-		// The watcher saw the child die while the thread was being opened.
-		reason, cause := sess.reason, sess.cause
-		p.mu.Unlock()
+	var died bool
+	var reason string
+	var cause error
+	p.st.do(func(t *table) { died, reason, cause, err = t.opened(sess, threadID) })
+	if died {
 		<-sess.reaped
 		return nil, &WatchdogError{ChatKey: k.key, Watchdog: reason, PID: pid, Err: cause}
 	}
-	sess.threadID = threadID
-	sess.log = sess.log.With(zap.String("thread_id", threadID))
-	p.setStateLocked(sess, StateIdle)
-	sess.ready = true
-	if p.closed {
-		// Shutdown began while the child started: leave it idle for Shutdown to close.
-		p.mu.Unlock()
-		return nil, ErrClosed
+	if err != nil {
+		return nil, err
 	}
-	p.setStateLocked(sess, StateBusy)
-	sess.turnStart = time.Now()
-	p.mu.Unlock()
 	sess.log.Info("codex child ready", zap.Bool("new_thread", sess.newThread),
 		zap.Bool("resume_failed", sess.resumeFailed), zap.Int("restarts", sess.restarts),
 		zap.Bool("from_spare", sess.fromSpare))
 	return sess, nil
+}
+
+// opened makes sess, whose thread threadID was opened, ready and busy. died: the watcher saw
+// its child die meanwhile, for reason and cause; ErrClosed: Shutdown began while the child
+// started, and the session is left idle for Shutdown to close.
+func (t *table) opened(sess *session, threadID string) (died bool, reason string, cause, err error) {
+	if sess.state != StateStarting {
+		return true, sess.reason, sess.cause, nil
+	}
+	sess.threadID = threadID
+	sess.log = sess.log.With(zap.String("thread_id", threadID))
+	t.setState(sess, StateIdle)
+	sess.ready = true
+	if t.closed {
+		return false, "", nil, ErrClosed
+	}
+	t.setState(sess, StateBusy)
+	sess.turnStart = time.Now()
+	return false, "", nil, nil
 }
 
 // openThread resumes the key's stored thread or starts a new one, for a child about to run text.
@@ -440,9 +471,7 @@ func (p *pool) codexHome() string {
 func (p *pool) recordThread(key string, sess *session) {
 	if err := p.cfg.Store.Set(key, sess.threadID); err != nil {
 		sess.log.Error("recording thread id failed", zap.Error(err))
-		p.mu.Lock()
-		p.storeErrors++
-		p.mu.Unlock()
+		p.st.do(func(t *table) { t.storeFailed() })
 		return
 	}
 	sess.recorded = true

@@ -16,28 +16,28 @@ import (
 // Config.HostDrain.
 var errHostDrained = errors.New("the shared codex child is being replaced")
 
-// ownChildLocked reports whether k's next thread goes to a child of its own: a crash counted
+// ownChild reports whether k's next thread goes to a child of its own: a crash counted
 // against the chat (its turn or thread setup ran when a child died), until a turn of it
 // completes. The chat whose turns kill children cannot take neighbours down with it, and a
 // neighbour that only happened to be mid-turn is back in a shared child after its next reply.
-func ownChildLocked(k *keyState) bool {
+func ownChild(k *keyState) bool {
 	return k.crash.pending()
 }
 
-// hostRecycleReasonLocked is recycleReasonLocked for a thread in a shared child: the child's
+// hostRecycleReason is recycleReason for a thread in a shared child: the child's
 // whole memory, age and turns decide, and the child drains; "" when it stays.
-func (p *pool) hostRecycleReasonLocked(sess *session, now time.Time) string {
+func (t *table) hostRecycleReason(sess *session, now time.Time) string {
 	h := sess.host
-	if p.hosts.Draining(h) {
+	if t.hosts.Draining(h) {
 		return ReasonHostDrain
 	}
 	why := ""
 	switch {
-	case p.cfg.ChildMemoryLimit > 0 && sess.measured && sess.hostMem.USS > p.cfg.ChildMemoryLimit:
+	case t.cfg.ChildMemoryLimit > 0 && sess.measured && sess.hostMem.USS > t.cfg.ChildMemoryLimit:
 		why = ReasonMemory
-	case p.cfg.ChildMaxTurns > 0 && int(h.Turns()) >= p.cfg.ChildMaxTurns:
+	case t.cfg.ChildMaxTurns > 0 && int(h.Turns()) >= t.cfg.ChildMaxTurns:
 		why = ReasonMaxTurns
-	case p.cfg.ChildMaxAge > 0 && !h.Started().IsZero() && now.Sub(h.Started()) >= p.cfg.ChildMaxAge:
+	case t.cfg.ChildMaxAge > 0 && !h.Started().IsZero() && now.Sub(h.Started()) >= t.cfg.ChildMaxAge:
 		why = ReasonMaxAge
 	}
 	if why == "" {
@@ -46,55 +46,62 @@ func (p *pool) hostRecycleReasonLocked(sess *session, now time.Time) string {
 	sess.log.Info("recycling shared codex child", zap.String("reason", why),
 		zap.Int64("uss_bytes", sess.hostMem.USS), zap.Int64("pss_bytes", sess.hostMem.PSS),
 		zap.Int64("turns", h.Turns()), zap.Duration("age", now.Sub(h.Started())))
-	if p.hosts.Drain(h, why) {
-		p.hostDrainsLocked(h)
+	if t.hosts.Drain(h, why) {
+		t.hostDrains(h)
 	}
 	return ReasonHostDrain
 }
 
-// onHostDrain is hostDrainsLocked for the host pool, which holds no lock of the pool's.
+// onHostDrain is hostDrains for the host pool, which holds no lock of the pool's.
 func (p *pool) onHostDrain(h *hosts.Host) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.hostDrainsLocked(h)
+	p.st.do(func(t *table) { t.hostDrains(h) })
 }
 
-// hostDrainsLocked runs when host h began draining: its idle threads leave now, the busy ones
-// as their turns end (recycleReasonLocked), and those still running after Config.HostDrain are
+// hostDrains runs when host h began draining: its idle threads leave now, the busy ones
+// as their turns end (recycleReason), and those still running after Config.HostDrain are
 // interrupted. Its goroutine is the pool's (wg).
-func (p *pool) hostDrainsLocked(h *hosts.Host) {
-	if p.closed {
+func (t *table) hostDrains(h *hosts.Host) {
+	if t.closed {
 		return // Shutdown closes every child
 	}
-	p.retireHostIdleLocked(h)
+	t.retireHostIdle(h)
+	t.drainTimer(h)
+}
+
+// drainTimer waits Config.HostDrain for the turns of host h, which began draining, and then
+// interrupts those still running. Its goroutine is the pool's (wg).
+func (p *pool) drainTimer(h *hosts.Host) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		t := time.NewTimer(p.cfg.HostDrain)
-		defer t.Stop()
+		timer := time.NewTimer(p.cfg.HostDrain)
+		defer timer.Stop()
 		select {
-		case <-t.C:
+		case <-timer.C:
 		case <-h.Child().Done():
 			return
 		case <-p.accepting.Done():
 			return
 		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for sess := range p.sessions {
-			if sess.host == h && sess.state == StateBusy && sess.key.stopRun != nil && sess.key.sess == sess {
-				sess.log.Info("interrupting a turn of a shared codex child that drains", zap.Duration("waited", p.cfg.HostDrain))
-				sess.key.stopRun(errHostDrained)
-			}
-		}
+		p.st.do(func(t *table) { t.interruptHost(h) })
 	}()
 }
 
-// retireHostIdleLocked retires the idle sessions (and spares) of host h.
-func (p *pool) retireHostIdleLocked(h *hosts.Host) {
-	for sess := range p.sessions {
+// interruptHost interrupts the running turns of host h, which drained for Config.HostDrain.
+func (t *table) interruptHost(h *hosts.Host) {
+	for sess := range t.sessions {
+		if sess.host == h && sess.state == StateBusy && sess.key.stopRun != nil && sess.key.sess == sess {
+			sess.log.Info("interrupting a turn of a shared codex child that drains", zap.Duration("waited", t.cfg.HostDrain))
+			sess.key.stopRun(errHostDrained)
+		}
+	}
+}
+
+// retireHostIdle retires the idle sessions (and spares) of host h.
+func (t *table) retireHostIdle(h *hosts.Host) {
+	for sess := range t.sessions {
 		if sess.host == h && (sess.state == StateIdle || sess.state == StateSpare) {
-			p.retireLocked(sess, ReasonHostDrain, nil)
+			t.retire(sess, ReasonHostDrain, nil)
 		}
 	}
 }

@@ -5,145 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/molecule-ai/codex-warm/supervisor/slots"
 	"go.uber.org/zap"
 )
-
-// slots admits new children. A slot is free when two conditions hold: fewer than max are held,
-// and one more child's estimate fits the memory budget beside what the pool holds (memUse).
-// Slots are held one per session plus grants in hand; chat keys wait for one in a FIFO at most
-// maxWaiters long. The pool always admits one child, whatever the budget, so a budget smaller
-// than one child slows the daemon down instead of stopping it.
-//
-// Locking: slots has no lock of its own; every method runs under Supervisor.mu. The pool's
-// bookkeeping (sessions and their states, key queues) and the slots change together in one
-// critical section, so that an eviction decision and the waiters it serves stay consistent;
-// splitting the lock would let a release and a rebalance interleave differently than today.
-type slots struct {
-	max        int
-	maxWaiters int
-	budget     int64 // bytes of PSS; <= 0: no budget
-
-	used     int           // slots held: one per session, plus grants in hand
-	waiters  []*slotWaiter // FIFO of chat keys waiting for a slot
-	retiring int           // sessions in StateRetiring: each will free a slot
-}
-
-func newSlots(max, maxWaiters int, budget int64) slots {
-	return slots{max: max, maxWaiters: maxWaiters, budget: budget}
-}
-
-// held is the number of slots held: one per session, plus grants in hand.
-func (p *slots) held() int { return p.used }
-
-// budgetBytes is the memory budget; <= 0: none.
-func (p *slots) budgetBytes() int64 { return p.budget }
-
-// moved counts a session's move from one state to another: a retiring session will free its
-// slot.
-func (p *slots) moved(from, to State) {
-	if from == StateRetiring {
-		p.retiring--
-	}
-	if to == StateRetiring {
-		p.retiring++
-	}
-}
-
-// slotWaiter is one chat key waiting for a slot. ready is closed once granted or err is set.
-type slotWaiter struct {
-	ready   chan struct{}
-	granted bool
-	err     error
-}
-
-// fits reports whether one more child fits beside used slots holding held bytes, a new child
-// costing estimate.
-func (p *slots) fits(used int, held, estimate int64) bool {
-	if used >= p.max {
-		return false
-	}
-	return p.budget <= 0 || used == 0 || held+estimate <= p.budget
-}
-
-// take holds a free slot when one is free and nobody waits for one already.
-func (p *slots) take(u memUse) bool {
-	if len(p.waiters) == 0 && p.fits(p.used, u.held, u.estimate) {
-		p.used++
-		return true
-	}
-	return false
-}
-
-// free reports whether take would succeed.
-func (p *slots) free(u memUse) bool {
-	return len(p.waiters) == 0 && p.fits(p.used, u.held, u.estimate)
-}
-
-// join queues a waiter behind the others, refusing with ErrNoSlot when maxWaiters already wait.
-func (p *slots) join() (*slotWaiter, error) {
-	if n := len(p.waiters); n >= p.maxWaiters {
-		return nil, fmt.Errorf("%d chats already wait for one of %d codex slots: %w", n, p.max, ErrNoSlot)
-	}
-	w := &slotWaiter{ready: make(chan struct{})}
-	p.waiters = append(p.waiters, w)
-	return w, nil
-}
-
-// leave takes a waiter that gave up out of the queue. A waiter already granted or failed is not
-// in it.
-func (p *slots) leave(w *slotWaiter) {
-	for i, q := range p.waiters {
-		if q == w {
-			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
-			return
-		}
-	}
-}
-
-// release frees one slot. The caller then grants what is free to the waiters (grant): a freed
-// slot may not fit the budget for the next waiter, and a sample may free room without a release.
-func (p *slots) release() { p.used-- }
-
-// grant hands free slots to the waiters in FIFO order while one more child fits, charging each
-// grant the estimate.
-func (p *slots) grant(u memUse) {
-	held := u.held
-	for len(p.waiters) > 0 && p.fits(p.used, held, u.estimate) {
-		w := p.waiters[0]
-		p.waiters[0] = nil
-		p.waiters = p.waiters[1:]
-		w.granted = true
-		close(w.ready)
-		p.used++
-		held += u.estimate
-	}
-}
-
-// fail wakes every waiter with err and empties the queue.
-func (p *slots) fail(err error) {
-	for _, w := range p.waiters {
-		w.err = err
-		close(w.ready)
-	}
-	p.waiters = nil
-}
-
-// waiting is the number of chat keys waiting for a slot.
-func (p *slots) waiting() int { return len(p.waiters) }
-
-// short reports whether some waiter would still find no free slot once every retiring child is
-// gone: then an idle child has to go too.
-func (p *slots) short(u memUse) bool {
-	used, held := p.used-p.retiring, u.held-u.freeing
-	for range p.waiters {
-		if !p.fits(used, held, u.estimate) {
-			return true
-		}
-		used++
-		held += u.estimate
-	}
-	return false
-}
 
 // lruIdle picks the eviction victim among sessions: a ready spare if there is one (it serves no
 // chat yet), else the least recently used idle child whose chat key has nothing queued. A child
@@ -169,83 +33,93 @@ func lruIdle(sessions map[*session]struct{}, queued func(key string) int) *sessi
 // is free; with MaxSlotWaiters keys waiting already it refuses at once. A waiter makes the least
 // recently used idle child retire for it.
 func (p *pool) acquireSlot(ctx context.Context) error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return ErrClosed
-	}
-	if p.slots.take(p.memUseLocked()) {
-		p.mu.Unlock()
-		return nil
-	}
-	w, err := p.slots.join()
-	if err != nil {
-		p.mu.Unlock()
+	var w *slots.Waiter
+	var err error
+	if p.st.do(func(t *table) { w, err = t.joinSlot() }); w == nil {
 		return err
 	}
-	p.rebalanceLocked()
-	p.mu.Unlock()
-
-	t := time.NewTimer(p.cfg.SlotWait)
-	defer t.Stop()
+	timer := time.NewTimer(p.cfg.SlotWait)
+	defer timer.Stop()
 	select {
-	case <-w.ready:
-		return w.err
+	case <-w.Ready():
+		return w.Err()
 	case <-ctx.Done():
 		err = context.Cause(ctx)
-	case <-t.C:
+	case <-timer.C:
 		err = fmt.Errorf("waited %s for a codex slot (at most %d children, memory budget %s): %w",
-			p.cfg.SlotWait, p.cfg.MaxChildren, budgetText(p.slots.budgetBytes()), ErrNoSlot)
+			p.cfg.SlotWait, p.cfg.MaxChildren, budgetText(p.cfg.MemoryBudget), ErrNoSlot)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.st.do(func(t *table) { err = t.leaveSlot(w, ctx.Err() == nil, err) })
+	return err
+}
+
+// joinSlot takes a free slot (nil, nil) or joins the waiters (w); it errs when closed or when
+// too many wait.
+func (t *table) joinSlot() (*slots.Waiter, error) {
+	if t.closed {
+		return nil, ErrClosed
+	}
+	if t.slots.Take(t.memory()) {
+		return nil, nil
+	}
+	w, err := t.slots.Join()
+	if err != nil {
+		return nil, err
+	}
+	t.rebalance()
+	return w, nil
+}
+
+// leaveSlot ends w's wait, which ended with err (wanted: its caller still wants the slot): a
+// slot granted just as the wait ran out is used (nil) when wanted and freed when not.
+func (t *table) leaveSlot(w *slots.Waiter, wanted bool, err error) error {
 	switch {
-	case w.granted && ctx.Err() == nil:
+	case w.Granted() && wanted:
 		return nil // granted just as the wait ran out: use it
-	case w.granted:
-		p.releaseSlotLocked()
-	case w.err != nil:
-		return w.err
+	case w.Granted():
+		t.releaseSlot()
+	case w.Err() != nil:
+		return w.Err()
 	default:
-		p.slots.leave(w)
+		t.slots.Leave(w)
 	}
 	return err
 }
 
-// releaseSlotLocked frees one slot and serves the waiters.
-func (p *pool) releaseSlotLocked() {
-	p.slots.release()
-	p.serveWaitersLocked()
+// releaseSlot frees one slot and serves the waiters.
+func (t *table) releaseSlot() {
+	t.slots.Release()
+	t.serveWaiters()
 }
 
-// serveWaitersLocked grants the waiters what is free now and evicts idle children for the rest.
-func (p *pool) serveWaitersLocked() {
-	if p.slots.waiting() == 0 {
+// serveWaiters grants the waiters what is free now and evicts idle children for the rest.
+func (t *table) serveWaiters() {
+	if t.slots.Waiting() == 0 {
 		return
 	}
-	p.slots.grant(p.memUseLocked())
-	p.rebalanceLocked()
+	t.slots.Grant(t.memory())
+	t.rebalance()
 }
 
-// rebalanceLocked retires idle children until every slot waiter will find a free slot once the
+// rebalance retires idle children until every slot waiter will find a free slot once the
 // retiring children are gone. Each eviction frees a slot and the child's memory; when the budget
 // is held by busy children, evicting every idle one may still not be enough, and the waiters wait
 // for turns to end (bounded by SlotWait).
-func (p *pool) rebalanceLocked() {
-	for p.slots.short(p.memUseLocked()) {
-		v := p.victimLocked()
+func (t *table) rebalance() {
+	for t.slots.Short(t.memory()) {
+		v := t.victim()
 		if v == nil {
 			return
 		}
-		v.log.Info("evicting least recently used idle child", zap.Int("waiting", p.slots.waiting()),
+		v.log.Info("evicting least recently used idle child", zap.Int("waiting", t.slots.Waiting()),
 			zap.Int64("pss_bytes", v.mem.PSS))
-		p.retireLocked(v, ReasonEvicted, nil)
+		t.retire(v, ReasonEvicted, nil)
 	}
 }
 
-// victimLocked picks the child to evict for a slot waiter, nil when none may go.
-func (p *pool) victimLocked() *session {
-	return lruIdle(p.sessions, p.queued)
+// victim picks the child to evict for a slot waiter, nil when none may go.
+func (t *table) victim() *session {
+	return lruIdle(t.sessions, t.queued)
 }
 
 // budgetText renders a memory budget for messages.

@@ -70,63 +70,63 @@ func checkTransition(from, to State) error {
 	return fmt.Errorf("supervisor: invalid child state transition %s → %s", from, to)
 }
 
-// setStateLocked moves sess to state to. An invalid transition is a bug; it is logged and the
+// setState moves sess to state to. An invalid transition is a bug; it is logged and the
 // state kept.
-func (p *pool) setStateLocked(sess *session, to State) bool {
+func (t *table) setState(sess *session, to State) bool {
 	if err := checkTransition(sess.state, to); err != nil {
-		p.log.DPanic("invalid child state transition", zap.String("chat_key", sess.key.key),
+		t.log.DPanic("invalid child state transition", zap.String("chat_key", sess.key.key),
 			zap.Int("pid", sess.pid), zap.Error(err))
 		return false
 	}
-	p.slots.moved(sess.state, to)
+	t.slots.Moved(sess.state == StateRetiring, to == StateRetiring)
 	sess.state = to
-	p.handover.notify()
+	t.freeze.notify()
 	return true
 }
 
-// retireLocked starts retiring sess: its watcher closes and reaps the child. Idempotent; the
+// retire starts retiring sess: its watcher closes and reaps the child. Idempotent; the
 // first reason wins.
-func (p *pool) retireLocked(sess *session, reason string, cause error) {
+func (t *table) retire(sess *session, reason string, cause error) {
 	if sess.state == StateRetiring || sess.state == StateDead {
 		return
 	}
 	// Read before the state changes: whether the chat's work ran when its child died.
 	sess.busyAtDeath = sess.state == StateBusy || sess.state == StateStarting
-	if !p.setStateLocked(sess, StateRetiring) {
+	if !t.setState(sess, StateRetiring) {
 		return
 	}
 	sess.reason, sess.cause = reason, cause
 	close(sess.retireCh)
 }
 
-// finishLocked marks sess dead after its child was reaped (or never started), frees its slot and
+// finish marks sess dead after its child was reaped (or never started), frees its slot and
 // does the crash accounting.
-func (p *pool) finishLocked(sess *session, reason string, cause error) {
-	if !p.setStateLocked(sess, StateDead) {
+func (t *table) finish(sess *session, reason string, cause error) {
+	if !t.setState(sess, StateDead) {
 		sess.state = StateDead // logged as a bug; keep the books straight anyway
 	}
-	delete(p.sessions, sess)
-	p.retired[reason]++
+	delete(t.sessions, sess)
+	t.retired[reason]++
 	k := sess.key
 	if k.sess == sess {
 		k.sess = nil
 	}
-	crash := !p.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), p.cfg.CrashWindow)
+	crash := !t.closed && isCrash(reason, sess.ready, sess.completed, time.Since(sess.started), t.cfg.CrashWindow)
 	if sess.host != nil && reason == WatchdogDead && sess.ready && !sess.busyAtDeath {
 		// A shared child died under this chat while its thread was idle: a neighbour's turn
 		// did it, not this chat's.
 		crash = false
 	}
 	if crash {
-		p.streak.crashed(cause, time.Now())
+		t.streak.crashed(cause, time.Now())
 	}
 	switch {
 	case sess.spare:
-		p.notifySparesLocked()
+		t.notifySpares()
 		if crash {
-			d, n := p.spares.crashed(p.cfg.CrashBackoffInitial, p.cfg.CrashBackoffMax, cause, time.Now())
-			p.crashBackoffs++
-			p.log.Warn("spare codex child crashed; backing off", zap.Int("failures", n),
+			d, n := t.spares.crashed(t.cfg.CrashBackoffInitial, t.cfg.CrashBackoffMax, cause, time.Now())
+			t.crashBackoffs++
+			t.log.Warn("spare codex child crashed; backing off", zap.Int("failures", n),
 				zap.Duration("retry_in", d), zap.Error(cause))
 		}
 	case reason == ReasonIdle, reason == ReasonEvicted, reason == ReasonShutdown, reason == ReasonReset,
@@ -135,20 +135,20 @@ func (p *pool) finishLocked(sess *session, reason string, cause error) {
 		k.needRestart = true
 	}
 	if crash && !sess.spare {
-		p.recordFailureLocked(k, cause)
+		t.recordFailure(k, cause)
 	}
-	p.releaseSlotLocked()
-	p.kickSpares()
+	t.releaseSlot()
+	t.kickSpares()
 	close(sess.reaped)
-	p.forget(k)
+	t.gcKey(k)
 }
 
-// turnEndedLocked counts a turn sess ran; completed: it reached turn/completed without error,
+// turnEnded counts a turn sess ran; completed: it reached turn/completed without error,
 // which ends the crash backoff of its chat (and of the spares, when the child was one) and the
 // pool's crash streak.
-func (p *pool) turnEndedLocked(sess *session, completed bool) {
+func (t *table) turnEnded(sess *session, completed bool) {
 	sess.turns++
-	p.turns++
+	t.turns++
 	if sess.host != nil {
 		sess.host.AddTurn()
 	}
@@ -157,22 +157,22 @@ func (p *pool) turnEndedLocked(sess *session, completed bool) {
 	}
 	sess.completed++
 	sess.key.crash.reset()
-	p.streak.completed()
+	t.streak.completed()
 	if sess.fromSpare {
-		p.spares.healthy() // spares make healthy children
+		t.spares.healthy() // spares make healthy children
 	}
 }
 
-// idleLocked returns a busy session to idle: it becomes the most recently used, its watcher
+// idle returns a busy session to idle: it becomes the most recently used, its watcher
 // re-arms the idle timer, and a slot waiter may now evict it.
-func (p *pool) idleLocked(sess *session) {
-	p.setStateLocked(sess, StateIdle)
+func (t *table) idle(sess *session) {
+	t.setState(sess, StateIdle)
 	sess.lastUsed = time.Now()
-	p.useSeq++
-	sess.useSeq = p.useSeq
+	t.useSeq++
+	sess.useSeq = t.useSeq
 	select {
 	case sess.kick <- struct{}{}:
 	default:
 	}
-	p.serveWaitersLocked()
+	t.serveWaiters()
 }

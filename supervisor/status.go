@@ -13,12 +13,10 @@ import (
 // (every MemorySampleInterval), so a scrape of the status or the metrics reads no /proc file of
 // a sampled child; a child the sampler has not read yet (started since the last sample, or
 // sampling off) is read once here, so that no row shows a live child holding no memory. Rows are
-// copied under the pool lock; those reads and the LastActivity calls happen after it is
+// copied under the table's lock; those reads and the LastActivity calls happen after it is
 // released, so taking a snapshot under load does not stall Submit.
 func (s *Supervisor) Status() Snapshot {
-	snap := s.pool.snapshot(func(*session) bool { return true }, func(t *Totals) {
-		t.Queued = s.chats.queuedTotalLocked()
-	})
+	snap := s.pool.snapshot(func(*session) bool { return true })
 	t := &snap.Totals
 	t.OverloadRetries = s.overloadRetries.Load()
 	t.Compactions, t.CompactionFailures = s.chats.compactCounts()
@@ -28,76 +26,12 @@ func (s *Supervisor) Status() Snapshot {
 
 // snapshot is the pool's side of Status with rows only for the sessions want accepts: only their
 // children's memory is read, when it has to be. The totals other than the memory sums cover the
-// whole pool; locked, when set, adds what the chats know to them, with Supervisor.mu held.
-func (p *pool) snapshot(want func(*session) bool, locked func(*Totals)) Snapshot {
-	type row struct {
-		cs    ChildStatus
-		child Child
-		// mem is the sampler's latest reading of the child, when measured.
-		mem      childproc.Memory
-		measured bool
-	}
+// whole pool.
+func (p *pool) snapshot(want func(*session) bool) Snapshot {
 	now := time.Now()
-	p.mu.Lock()
-	rows := make([]row, 0, len(p.sessions))
-	t := Totals{
-		Live:            len(p.sessions),
-		Cap:             p.cfg.MaxChildren,
-		ThreadsPerChild: p.cfg.ThreadsPerChild,
-		Turns:           p.turns,
-		Retired:         maps.Clone(p.retired),
-		StoreErrors:     p.storeErrors,
-		Restarts:        p.restarts,
-		CrashBackoffs:   p.crashBackoffs,
-		WaitingForSlot:  p.slots.waiting(),
-	}
-	if b := p.slots.budgetBytes(); b > 0 {
-		t.MemoryBudgetBytes = b
-	}
-	u := p.memUseLocked()
-	t.MeasuredPSSBytes, t.ChargedBytes, t.ChildEstimateBytes = u.measured, u.held, u.estimate
-	perPID := make(map[int]int, len(p.sessions))
-	for sess := range p.sessions {
-		if sess.pid > 0 {
-			perPID[sess.pid]++
-		}
-	}
-	t.Children = len(perPID)
-	for sess := range p.sessions {
-		if sess.spare {
-			t.Spares++
-		}
-		if sess.state == StateBusy {
-			t.Busy++
-		}
-		if !want(sess) {
-			continue
-		}
-		cs := ChildStatus{
-			ChatKey:  sess.key.key,
-			ThreadID: sess.threadID,
-			PID:      sess.pid,
-			State:    sess.state,
-			Turns:    sess.turns,
-			Restarts: sess.restarts,
-			Queued:   p.queued(sess.key.key),
-			Uptime:   now.Sub(sess.started),
-		}
-		if sess.host != nil {
-			cs.Threads = perPID[sess.pid]
-		}
-		if sess.state == StateBusy {
-			cs.TurnAge = now.Sub(sess.turnStart)
-			if lt := sess.key.live; lt != nil && lt.act != nil {
-				cs.Activity, cs.ActivitySince = lt.act.Get()
-			}
-		}
-		rows = append(rows, row{cs: cs, child: sess.child, mem: sess.mem, measured: sess.measured})
-	}
-	if locked != nil {
-		locked(&t)
-	}
-	p.mu.Unlock()
+	var rows []statusRow
+	var t Totals
+	p.st.do(func(tb *table) { rows, t = tb.statusRows(want, now) })
 
 	var procfs childproc.ProcFS
 	out := make([]ChildStatus, len(rows))
@@ -133,4 +67,74 @@ func (p *pool) snapshot(want func(*session) bool, locked func(*Totals)) Snapshot
 		return a.PID - b.PID
 	})
 	return Snapshot{Taken: now, Children: out, Totals: t}
+}
+
+// statusRow is a session's row of the status table, copied under the table's lock.
+type statusRow struct {
+	cs    ChildStatus
+	child Child
+	// mem is the sampler's latest reading of the child, when measured.
+	mem      childproc.Memory
+	measured bool
+}
+
+// statusRows copies the rows of the sessions want accepts, and the totals (but the memory sums).
+func (t *table) statusRows(want func(*session) bool, now time.Time) ([]statusRow, Totals) {
+	rows := make([]statusRow, 0, len(t.sessions))
+	tot := Totals{
+		Queued:          t.queuedTotal(),
+		Live:            len(t.sessions),
+		Cap:             t.cfg.MaxChildren,
+		ThreadsPerChild: t.cfg.ThreadsPerChild,
+		Turns:           t.turns,
+		Retired:         maps.Clone(t.retired),
+		StoreErrors:     t.storeErrors,
+		Restarts:        t.restarts,
+		CrashBackoffs:   t.crashBackoffs,
+		WaitingForSlot:  t.slots.Waiting(),
+	}
+	if b := t.slots.Budget(); b > 0 {
+		tot.MemoryBudgetBytes = b
+	}
+	u := t.memory()
+	tot.MeasuredPSSBytes, tot.ChargedBytes, tot.ChildEstimateBytes = u.Measured, u.Held, u.Estimate
+	perPID := make(map[int]int, len(t.sessions))
+	for sess := range t.sessions {
+		if sess.pid > 0 {
+			perPID[sess.pid]++
+		}
+	}
+	tot.Children = len(perPID)
+	for sess := range t.sessions {
+		if sess.spare {
+			tot.Spares++
+		}
+		if sess.state == StateBusy {
+			tot.Busy++
+		}
+		if !want(sess) {
+			continue
+		}
+		cs := ChildStatus{
+			ChatKey:  sess.key.key,
+			ThreadID: sess.threadID,
+			PID:      sess.pid,
+			State:    sess.state,
+			Turns:    sess.turns,
+			Restarts: sess.restarts,
+			Queued:   t.queued(sess.key.key),
+			Uptime:   now.Sub(sess.started),
+		}
+		if sess.host != nil {
+			cs.Threads = perPID[sess.pid]
+		}
+		if sess.state == StateBusy {
+			cs.TurnAge = now.Sub(sess.turnStart)
+			if lt := sess.key.live; lt != nil && lt.act != nil {
+				cs.Activity, cs.ActivitySince = lt.act.Get()
+			}
+		}
+		rows = append(rows, statusRow{cs: cs, child: sess.child, mem: sess.mem, measured: sess.measured})
+	}
+	return rows, tot
 }

@@ -2,53 +2,68 @@
 //
 // Each chat key gets one child, spawned on its first message, that resumes the key's stored
 // thread (or starts one). Turns of one key run one at a time in arrival order; different keys run
-// in parallel up to a cap on live children and a memory budget on their summed PSS (slots.go).
+// in parallel up to a cap on live children and a memory budget on their summed PSS (package slots).
 // Watchdogs retire children that hang or die, and recycling retires children that grew too
 // large or old (memory.go); the next message of that key gets a new child that resumes the same
 // thread.
 //
-// The parts. Supervisor composes them, answers the API by delegating to them, and keeps what
-// spans them: New, Shutdown and the handover's steps (Freeze, Thaw, adopting handed children).
-//   - the pool (pool: pool.go, session.go, state.go, slots.go, spares.go, warmup.go, memory.go,
-//     shared.go, watcher.go, sweep.go, restart.go, status.go): the sessions and their states,
-//     the slots, the spares, the memory sampler and recycling, children.json, the restart
-//     backoff; it asks the chats through two hooks wired in New (a chat's queue length,
-//     forgetting an idle key).
+// The shape: one state table. The keys, the sessions and their states, the slots, the queues,
+// the spares' signals and counters, the crash streak and the reload's freeze are one type,
+// table (table.go), under one lock, stateTable.mu; a *table is only had inside stateTable.do,
+// and every transition is a method of table (the ones that decide the handover are in
+// freeze.go, the adoption's in adopt.go; others sit beside the slow work they serve). The slow
+// work runs outside the lock, in parts that keep their own few fields and report back through
+// do, as x/tools' jsonrpc2 (v2) keeps its in-flight state in one struct changed through one
+// update function:
+//   - the pool (pool: pool.go, session.go, slots.go, spares.go, warmup.go, memory.go, shared.go,
+//     watcher.go, sweep.go, status.go): spawning a child and opening its thread, waiting for a
+//     slot, the spares' keeper, the memory sampler, children.json, the watchers, the status
+//     table's rows.
 //   - the chats (chats: key.go, queue.go, busy.go, turn.go, control.go, compact.go,
-//     activity.go): the keys, their queues and workers, the busy policy, a turn's run, /stop,
-//     /new, /status, the long-thread policy; it takes and runs children through the pool.
-//   - the handover (freeze, handover.go): a reload's freeze, the children it paused, the turns
-//     it handed over.
-//   - the account (package account) and the shared children (package hosts), each part with
-//     its own lock; what a turn is doing (package progress).
+//     activity.go): a message's way into its chat's queue and worker, the busy policy, a turn's
+//     run (its options are one struct, turnOptions), /stop, /new and /status, the long-thread
+//     policy; a command that acts on a thread runs as a job on the chat's worker (command,
+//     threadJob: /new today).
+//   - the handover (handover: handover.go, adopt.go): Freeze, Thaw and the adoption of the
+//     children a previous image handed over; it changes the table through its methods.
 //   - the retention sweep (archiver, retention.go): its own lock and loop; it reaches the pool
 //     and a chat's worker through hooks wired in New.
-//   - the approvals (approvalBoard, approval.go) and a turn's watchdogs (turnWatch,
-//     turnwatch.go), each with its own lock.
+//   - the approvals (package approvals, asked through approval.go), a turn's watchdogs
+//     (package turnwatch) and a running turn (liveTurn, busy.go), each with its own lock;
+//     the slots' cap, budget and waiters (package slots), kept in the table.
+//   - the account (package account) and the shared children (package hosts), each part with
+//     its own lock; what a turn is doing (package progress).
 //
-// owners_test.go checks that each same-package part's fields are touched only from its files.
+// Supervisor composes them: New, Shutdown, and the API, each method delegating to a part.
 //
-// Concurrency layout: one mutex (Supervisor.mu) guards the pool, the chats and the freeze (the
-// keyfifo runs on it too); each says "guarded by Supervisor.mu" and holds a pointer to it. They
-// stay under one lock because decisions span them: an eviction picks an idle child whose key
-// has nothing queued, a key is forgotten only with no queue, child or backoff, a freeze waits
-// for every key and session to be quiet.
-// The mutex is never held across a call into a child, the thread store, the spawn function or
-// /proc. Every chat key with queued work has one worker goroutine (queue.go) that runs its turns
-// in FIFO order; Shutdown waits for them before closing the children. Every child has one
-// watcher goroutine (watcher.go) that notices its death, closes it when idle too long, and is
-// the only caller of Close; it exits once the child was reaped. One memory sampler goroutine
-// (memory.go) reads the children's memory for the budget and recycles bloated children; it stops
-// when Shutdown begins. The watchers, the sampler and the retention loop are counted in a
-// WaitGroup that Shutdown waits for last.
+// Why one table and not parts with locks of their own: the decisions span them. An eviction
+// picks an idle child whose chat has nothing queued; a key is forgotten only with no queue, no
+// child and no backoff; a freeze waits for every key and session to be quiet. Split, each of
+// those would take two locks in some order or decide on a stale view.
+//
+// owners_test.go holds the rules: a part's fields are written only by its own methods and
+// constructors (the table's by table's), nothing but stateTable's methods touches the table
+// around do, and no type calls another type's …Locked method.
+//
+// The lock rule: stateTable.mu is held only inside stateTable.do (and by the keyfifo of the
+// chats' queues, which runs on it and calls the table's take and keyIdle with it held). A
+// function given to do must not block: it is never held across a call into a child, the thread
+// store, the spawn function or /proc, nor a wait on a channel. Every chat key with queued work
+// has one worker goroutine (internal/keyfifo) that runs its jobs in FIFO order; Shutdown waits
+// for them before closing the children. Every child has one watcher goroutine (watcher.go) that
+// notices its death, closes it when idle too long, and is the only caller of Close; it exits
+// once the child was reaped. One memory sampler goroutine (memory.go) reads the children's
+// memory for the budget and recycles bloated children; it stops when Shutdown begins. The
+// watchers, the sampler, a draining shared child's timer and the retention loop are counted in
+// a WaitGroup that Shutdown waits for last.
 //
 // Lock order: a goroutine holding a lock may take only locks later in this list, never an
 // earlier one:
 //  1. archiver.sweepMu (held for a whole sweep, which takes slots and runs on chats' workers)
-//  2. childRecords.mu (the pool's: a write of children.json reads the pool under it)
-//  3. Supervisor.mu (the pool, the chats, the freeze)
-//  4. the parts' own locks, taken with or without Supervisor.mu; none of them is held while
-//     Supervisor.mu or a lock above is taken: liveTurn.mu, approvalBoard.mu, turnWatch.mu,
+//  2. childRecords.mu (the pool's: a write of children.json reads the table under it)
+//  3. stateTable.mu (the table: keys, sessions, slots, queues, freeze)
+//  4. the parts' own locks, taken with or without stateTable.mu; none of them is held while
+//     stateTable.mu or a lock above is taken: liveTurn.mu, approvals.Board's, turnwatch.Watch's,
 //     progress.Activity's lock (the status table reads a running turn's activity under it),
 //     hosts.Pool's lock (it never calls the supervisor while holding it: OnDrain runs without
 //     it), and package account's locks (Model, Limits, Usage: Usage.writeMu before Usage.mu).
@@ -64,6 +79,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/supervisor/account"
+	"github.com/molecule-ai/codex-warm/supervisor/approvals"
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
@@ -94,14 +110,13 @@ type Supervisor struct {
 
 	overloadRetries atomic.Int64 // requests children retried after codex refused them as overloaded
 
-	mu           sync.Mutex
-	chats        *chats      // the chats' keys, queues and turns (key.go, queue.go, turn.go, …)
-	streak       crashStreak // crashes since a turn last completed (crashstreak.go)
+	st           *stateTable // the one state table: keys, sessions, slots, queues, freeze (table.go)
+	chats        *chats      // a chat's way: its messages, turns and commands (key.go, queue.go, turn.go, …)
 	shutdownDone chan struct{}
 
-	approvals *approvalBoard // approvals waiting for the chat's answer (approval.go)
+	approvals *approvals.Board // approvals waiting for the chat's answer
 
-	handover freeze // a reload's freeze and the turns it handed over (handover.go)
+	handover *handover // a reload's freeze and thaw, and the adoption of handed-over children (handover.go)
 }
 
 // New builds a Supervisor. When cfg.StateDir is set it first sweeps children left by a daemon
@@ -121,7 +136,7 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg:          cfg,
 		log:          cfg.Logger.Named("supervisor"),
 		shutdownDone: make(chan struct{}),
-		approvals:    newApprovalBoard(),
+		approvals:    approvals.New(),
 		model:        account.NewModel(),
 		limits:       account.NewLimits(cfg.StateDir, cfg.ResumeSpacing, cfg.Logger.Named("supervisor")),
 		usage:        account.NewUsage(cfg.StateDir, cfg.Logger.Named("supervisor")),
@@ -141,18 +156,17 @@ func New(cfg Config) (*Supervisor, error) {
 			if err := s.pool.acquireSlot(ctx); err != nil {
 				return nil, err
 			}
-			return func() {
-				s.mu.Lock()
-				s.pool.releaseSlotLocked()
-				s.mu.Unlock()
-			}, nil
+			return func() { s.st.do(func(t *table) { t.releaseSlot() }) }, nil
 		}, func(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (bool, error) {
 			return s.chats.onWorker(ctx, chatKey, fn)
 		})
-	s.pool = newPool(poolDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, wg: &s.wg, accepting: s.accepting, hosts: s.hosts,
-		archive: s.archive, handover: &s.handover, streak: &s.streak,
-		queued: func(key string) int { return s.chats.queuedLocked(key) }, forget: func(k *keyState) { s.chats.gcKeyLocked(k) }})
-	s.chats = newChats(chatsDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, life: s.life, pool: s.pool, handover: &s.handover,
+	s.st = newStateTable(tableDeps{cfg: &s.cfg, log: s.log, hosts: s.hosts,
+		kickSpares: func() { s.pool.kickSpares() }, drainTimer: func(h *hosts.Host) { s.pool.drainTimer(h) }},
+		func(_ string, j *job) { s.chats.work(j) })
+	s.pool = newPool(poolDeps{cfg: &s.cfg, log: s.log, st: s.st, wg: &s.wg, accepting: s.accepting, hosts: s.hosts,
+		archive: s.archive})
+	s.handover = newHandover(handoverDeps{log: s.log, st: s.st, pool: s.pool, hosts: s.hosts, approvals: s.approvals})
+	s.chats = newChats(chatsDeps{cfg: &s.cfg, log: s.log, st: s.st, life: s.life, pool: s.pool,
 		approvals: s.approvals, archive: s.archive, model: s.model, limits: s.limits, usage: s.usage})
 	if cfg.Jobs != nil {
 		cfg.Jobs.Bind(s.chats.runJob)
@@ -163,7 +177,7 @@ func New(cfg Config) (*Supervisor, error) {
 		}
 		s.pool.bootSweep(cfg.Adopted)
 	}
-	s.adopt(cfg.Adopted)
+	s.handover.adopt(cfg.Adopted)
 	if cfg.StateDir != "" {
 		if err := s.pool.writeRecords(); err != nil {
 			return nil, fmt.Errorf("supervisor: %w", err)
@@ -200,9 +214,17 @@ func New(cfg Config) (*Supervisor, error) {
 // waits for all of them and for every supervisor goroutine. It returns an error wrapping ctx's
 // cause when turns had to be interrupted. Calling it again waits for the first call to finish.
 func (s *Supervisor) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	if s.pool.closedLocked() {
-		s.mu.Unlock()
+	var already bool
+	var running int
+	var queued []*job
+	s.st.do(func(t *table) {
+		if already = t.shutDown(); already {
+			return
+		}
+		running, queued = t.close()
+		s.limits.Stop()
+	})
+	if already {
 		select {
 		case <-s.shutdownDone:
 			return nil
@@ -210,10 +232,6 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
-	running := s.pool.closeLocked()
-	s.limits.Stop()
-	queued := s.chats.closeLocked()
-	s.mu.Unlock()
 	s.stopAccepting(ErrClosed)
 	for _, j := range queued {
 		j.done <- outcome{reply: Reply{}, err: ErrClosed}
@@ -222,7 +240,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 
 	drained := make(chan struct{})
 	go func() { // owned here: both paths below wait for it
-		s.chats.wait()
+		s.st.waitWorkers()
 		close(drained)
 	}()
 	var err error
@@ -236,9 +254,8 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	}
 
 	<-s.pool.sparesStopped() // no spare starts after this
-	s.mu.Lock()
-	reaped := s.pool.retireAllLocked(ReasonShutdown)
-	s.mu.Unlock()
+	var reaped []chan struct{}
+	s.st.do(func(t *table) { reaped = t.retireAll(ReasonShutdown) })
 	for _, r := range reaped {
 		<-r
 	}

@@ -24,7 +24,7 @@ type childRecords struct {
 // image handed over (adopted), and keeps the ones that survived it for the next sweep. It can
 // take up to about 2×SweepGrace.
 func (p *pool) bootSweep(adopted []AdoptedChild) {
-	p.records.bootID = childproc.ProcFS{}.BootID()
+	bootID := childproc.ProcFS{}.BootID()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*p.cfg.SweepGrace+time.Second)
 	keep := make(map[int]bool, len(adopted))
 	for _, a := range adopted {
@@ -37,11 +37,31 @@ func (p *pool) bootSweep(adopted []AdoptedChild) {
 		// rewritten below and the error says what was lost.
 		p.log.Error("boot sweep failed", zap.Error(err))
 	}
+	var leftover []childproc.Record
 	for _, sc := range swept {
 		if sc.Action == childproc.SweepSurvived {
-			p.records.leftover = append(p.records.leftover, sc.Record)
+			leftover = append(leftover, sc.Record)
 		}
 	}
+	p.records.boot(bootID, leftover)
+}
+
+// boot records this boot's id and the orphans the boot sweep could not kill. It runs in New,
+// before any write.
+func (r *childRecords) boot(id string, leftover []childproc.Record) {
+	r.bootID = id
+	r.leftover = append(r.leftover, leftover...)
+}
+
+// write replaces path with the leftover orphans and live, the live children's rows, read when
+// the write begins: the writes follow each other, so the file ends with the newest state.
+func (r *childRecords) write(path string, live func() []childproc.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := childproc.RecordFile{DaemonPID: os.Getpid(), BootID: r.bootID, Written: time.Now().UTC()}
+	f.Children = append(f.Children, r.leftover...)
+	f.Children = append(f.Children, live()...)
+	return childproc.WriteRecordFile(path, f)
 }
 
 // persistRecords writes ChildrenFile, logging a failure: a missing record costs at most an
@@ -59,24 +79,27 @@ func (p *pool) writeRecords() error {
 	if p.cfg.StateDir == "" {
 		return nil
 	}
-	p.records.mu.Lock()
-	defer p.records.mu.Unlock()
-	f := childproc.RecordFile{DaemonPID: os.Getpid(), BootID: p.records.bootID, Written: time.Now().UTC()}
-	f.Children = append(f.Children, p.records.leftover...)
-	p.mu.Lock()
-	seen := make(map[int]bool, len(p.sessions))
-	for sess := range p.sessions {
-		if sess.proc.StartTime != 0 && !seen[sess.proc.PID] {
-			// A shared child is recorded once, under the first chat found in it.
-			seen[sess.proc.PID] = true
-			f.Children = append(f.Children, childproc.RecordOf(sess.proc, sess.key.key))
-		}
+	live := func() (rows []childproc.Record) {
+		p.st.do(func(t *table) { rows = t.records() })
+		return rows
 	}
-	p.mu.Unlock()
-	if err := childproc.WriteRecordFile(filepath.Join(p.cfg.StateDir, ChildrenFile), f); err != nil {
+	if err := p.records.write(filepath.Join(p.cfg.StateDir, ChildrenFile), live); err != nil {
 		return fmt.Errorf("write children record: %w", err)
 	}
 	return nil
+}
+
+// records are children.json's rows of the live children, one per process.
+func (t *table) records() []childproc.Record {
+	var out []childproc.Record
+	seen := make(map[int]bool, len(t.sessions))
+	for sess := range t.sessions {
+		if sess.proc.StartTime != 0 && !seen[sess.proc.PID] {
+			seen[sess.proc.PID] = true
+			out = append(out, childproc.RecordOf(sess.proc, sess.key.key))
+		}
+	}
+	return out
 }
 
 // SweepOrphans runs the boot sweep (childproc.Sweep) over stateDir/ChildrenFile: it ends the

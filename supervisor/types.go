@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/projector"
+	"github.com/molecule-ai/codex-warm/supervisor/slots"
+	"github.com/molecule-ai/codex-warm/supervisor/turnwatch"
 )
 
 // Reply is the outcome of one turn submitted for a chat key.
@@ -61,18 +63,18 @@ var (
 	// ErrClosed means the supervisor is shutting down and takes no new work.
 	ErrClosed = errors.New("supervisor is shutting down")
 	// ErrNoSlot means every child slot stayed busy for longer than the slot wait.
-	ErrNoSlot = errors.New("all codex sessions are busy")
+	ErrNoSlot = slots.ErrNoSlot
 )
 
 // Watchdog names, used in WatchdogError and in Totals.Retired.
 const (
 	WatchdogHandshake = "handshake_timeout"
-	WatchdogTurn      = "turn_deadline"
-	WatchdogPostTool  = "post_tool_quiet"
+	WatchdogTurn      = turnwatch.Deadline
+	WatchdogPostTool  = turnwatch.PostTool
 	WatchdogDead      = "child_died"
 	WatchdogWedged    = "interrupt_ignored"
 	// WatchdogModelUnreachable ends a turn whose model could not be reached; the child stays.
-	WatchdogModelUnreachable = "model_unreachable"
+	WatchdogModelUnreachable = turnwatch.ModelUnreachable
 )
 
 // WatchdogError reports a turn ended by a watchdog. For WatchdogTurn the child is kept when it

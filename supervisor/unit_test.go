@@ -140,9 +140,8 @@ func TestInvalidTransitionIsLoggedNotApplied(t *testing.T) {
 	}
 	defer shutdown(t, s)
 	sess := &session{key: &keyState{key: "k"}, state: StateDead}
-	s.mu.Lock()
-	ok := s.pool.setStateLocked(sess, StateBusy)
-	s.mu.Unlock()
+	var ok bool
+	s.st.do(func(tb *table) { ok = tb.setState(sess, StateBusy) })
 	if ok || sess.state != StateDead {
 		t.Fatalf("dead → busy applied: ok=%v state=%s", ok, sess.state)
 	}

@@ -73,32 +73,16 @@ func (p *pool) warmSpare(sess *session, id string) (bool, error) {
 // claimSpareThread runs at the hand-out of a warmed spare to key: its thread is to be named after
 // the chat that uses it (use), else deleted, by settleSpare, off the first reply's path.
 func (p *pool) claimSpareThread(sess *session, key string, use bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case !sess.spareWarmed || sess.spareThread == "":
-	case use:
-		sess.spareName = key
-	default:
-		sess.spareUnused = true
-	}
+	p.st.do(func(t *table) { t.claimSpareThread(sess, key, use) })
 }
 
 // settleSpare, called by the watcher at every idle and before closing (closing) a child, finishes
 // a hand-out once: names the thread, rewrites the children record, lets the keeper replace the
 // spare; and deletes a warmed spare's thread no chat uses (a spare's own as it closes).
 func (p *pool) settleSpare(sess *session, closing bool) {
-	p.mu.Lock()
-	handedOut, name := !sess.replaceAfter.IsZero(), ""
-	sess.replaceAfter = time.Time{}
-	if sess.state == StateIdle || closing {
-		name, sess.spareName = sess.spareName, ""
-	}
-	due := sess.spareWarmed && sess.spareThread != "" && (sess.spareUnused || closing && sess.spare)
-	if due {
-		sess.spareWarmed = false // done, or tried
-	}
-	p.mu.Unlock()
+	var handedOut, due bool
+	var name string
+	p.st.do(func(t *table) { handedOut, name, due = t.settleSpare(sess, closing) })
 	if handedOut {
 		p.persistRecords() // the record now names the chat
 		p.kickSpares()
@@ -126,3 +110,31 @@ func (p *pool) settleSpare(sess *session, closing bool) {
 
 // spareDeleteTimeout bounds the naming, or the deletion, of a spare's thread (about 10 ms).
 const spareDeleteTimeout = 2 * time.Second
+
+// claimSpareThread marks sess, a warmed spare a chat took, to have its thread named after key
+// (use) or, when the chat resumed a thread of its own, deleted.
+func (t *table) claimSpareThread(sess *session, key string, use bool) {
+	switch {
+	case !sess.spareWarmed || sess.spareThread == "":
+	case use:
+		sess.spareName = key
+	default:
+		sess.spareUnused = true
+	}
+}
+
+// settleSpare is pool.settleSpare's transition: whether a hand-out is still to be finished
+// (handedOut), the name the thread is to take now, and whether the warmed spare thread is to be
+// deleted now (due), which it marks done: it is deleted at most once.
+func (t *table) settleSpare(sess *session, closing bool) (handedOut bool, name string, due bool) {
+	handedOut = !sess.replaceAfter.IsZero()
+	sess.replaceAfter = time.Time{}
+	if sess.state == StateIdle || closing {
+		name, sess.spareName = sess.spareName, ""
+	}
+	due = sess.spareWarmed && sess.spareThread != "" && (sess.spareUnused || closing && sess.spare)
+	if due {
+		sess.spareWarmed = false // done, or tried
+	}
+	return handedOut, name, due
+}

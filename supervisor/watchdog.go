@@ -6,21 +6,16 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/appserver"
+	"github.com/molecule-ai/codex-warm/supervisor/turnwatch"
 )
 
-// tripError is the cancel cause of a turn ended by a watchdog.
-type tripError struct {
-	watchdog string
-	after    time.Duration
-	cause    string // codex's account, for WatchdogModelUnreachable
-}
-
-func (e *tripError) Error() string {
-	if e.cause != "" {
-		return fmt.Sprintf("watchdog %s tripped after %s: %s", e.watchdog, e.after, e.cause)
-	}
-	return fmt.Sprintf("watchdog %s tripped after %s", e.watchdog, e.after)
-}
+// DefaultModelSilent bounds the wait for a model's first answer to a turn. Measured on codex
+// 0.169 (docs/PROTOCOL.md "A model that accepts and never answers"): a model endpoint that
+// accepts the request and sends nothing leaves codex silent for good over HTTP (its
+// stream_idle_timeout only runs once an answer has started; over the websocket it falls back to
+// HTTP after that timeout, 5 minutes by default, and waits there again). A working model starts
+// its first output item within seconds, however long it then takes.
+const DefaultModelSilent = 2 * time.Minute
 
 // handshakeCause is the cancel cause of a spawn or thread setup that took too long. It wraps
 // appserver.ErrHandshakeTimeout so callers match one sentinel whichever side timed out first.
@@ -43,7 +38,7 @@ func classifyTurn(err, cause error, child Child) (watchdog, retire string) {
 	if err == nil {
 		return "", ""
 	}
-	var trip *tripError
+	var trip *turnwatch.TripError
 	switch {
 	case errors.Is(err, appserver.ErrWedged):
 		return WatchdogWedged, WatchdogWedged
@@ -52,12 +47,12 @@ func classifyTurn(err, cause error, child Child) (watchdog, retire string) {
 	case errors.Is(err, appserver.ErrProtocol):
 		return "", ReasonProtocol
 	case errors.As(cause, &trip):
-		if trip.watchdog == WatchdogPostTool {
+		if trip.Watchdog == WatchdogPostTool {
 			// A child that went silent after a tool is not trusted with the next turn even if it
 			// honoured the interrupt.
-			return trip.watchdog, WatchdogPostTool
+			return trip.Watchdog, WatchdogPostTool
 		}
-		return trip.watchdog, ""
+		return trip.Watchdog, ""
 	}
 	return "", ""
 }

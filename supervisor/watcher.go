@@ -15,10 +15,13 @@ func (p *pool) watch(sess *session) {
 	p.watchUntilRetiring(sess)
 	p.settleSpare(sess, true)
 	err := sess.child.Close()
-	p.mu.Lock()
-	reason, cause, log := sess.reason, sess.cause, sess.log
-	p.finishLocked(sess, reason, cause)
-	p.mu.Unlock()
+	var reason string
+	var cause error
+	var log *zap.Logger
+	p.st.do(func(t *table) {
+		reason, cause, log = sess.reason, sess.cause, sess.log
+		t.finish(sess, reason, cause)
+	})
 	p.persistRecords()
 	log.Info("codex child retired", zap.String("reason", reason), zap.NamedError("cause", cause),
 		zap.NamedError("close_error", err))
@@ -35,9 +38,7 @@ func (p *pool) watchUntilRetiring(sess *session) {
 			if err == nil {
 				err = appserver.ErrChildExited
 			}
-			p.mu.Lock()
-			p.retireLocked(sess, WatchdogDead, err)
-			p.mu.Unlock()
+			p.st.do(func(t *table) { t.retire(sess, WatchdogDead, err) })
 			return
 		case <-sess.retireCh:
 			return
@@ -46,16 +47,20 @@ func (p *pool) watchUntilRetiring(sess *session) {
 		case <-idle.C:
 		}
 		// Re-arm, or retire when the idle time is up.
-		p.mu.Lock()
-		if sess.state == StateIdle && p.cfg.IdleTTL > 0 {
-			if left := time.Until(sess.lastUsed.Add(p.cfg.IdleTTL)); left > 0 {
-				idle.Reset(left)
-			} else {
-				p.retireLocked(sess, ReasonIdle, nil)
-			}
+		p.st.do(func(t *table) { t.idleCheck(sess, idle) })
+	}
+}
+
+// idleCheck retires sess when it was idle for Config.IdleTTL, or re-arms the watcher's idle
+// timer for what is left; it stops the timer while sess is not idle.
+func (t *table) idleCheck(sess *session, idle *time.Timer) {
+	if sess.state == StateIdle && t.cfg.IdleTTL > 0 {
+		if left := time.Until(sess.lastUsed.Add(t.cfg.IdleTTL)); left > 0 {
+			idle.Reset(left)
 		} else {
-			idle.Stop()
+			t.retire(sess, ReasonIdle, nil)
 		}
-		p.mu.Unlock()
+	} else {
+		idle.Stop()
 	}
 }

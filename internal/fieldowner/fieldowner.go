@@ -1,8 +1,9 @@
 // Package fieldowner checks, from a package's tests, who may touch a struct's fields and how big a
 // type's method set has grown. A package split into parts (a pool, a feed, a handover) keeps each
-// part's state in a type of its own; Go's visibility rules cannot say "only these files", so the
-// part's owner says it in a test, and a change that reaches into another part's state fails
-// there instead of in review.
+// part's state in a type of its own; Go's visibility rules cannot say "only this type's methods",
+// so the package says it in a test (CheckReceivers: a part's fields are written only by its own
+// methods and constructors; NoCrossLocked: no type calls another type's …Locked method), and a
+// change that reaches into another part's state fails there instead of in review.
 //
 // It type-checks the package's non-test files from source against the export data of its
 // imports (`go list -export`), so it needs the go command, as the tests do.
@@ -66,8 +67,11 @@ func Load(dir string) (*Package, error) {
 		}
 		return os.Open(file)
 	}
-	// Uses alone: every touch of a field (a selector, a keyed literal) is a use of its Var.
-	p.Info = &types.Info{Uses: map[*ast.Ident]types.Object{}}
+	// Every touch of a field (a selector, a keyed literal) is a use of its Var; Defs name a
+	// function's receiver, Types and Selections tell a write through a pointer from one into a
+	// struct value.
+	p.Info = &types.Info{Uses: map[*ast.Ident]types.Object{}, Defs: map[*ast.Ident]types.Object{},
+		Types: map[ast.Expr]types.TypeAndValue{}, Selections: map[*ast.SelectorExpr]*types.Selection{}}
 	conf := types.Config{Importer: importer.ForCompiler(fset, "gc", lookup)}
 	p.Types, err = conf.Check(self.ImportPath, fset, files, p.Info)
 	if err != nil {
@@ -213,6 +217,8 @@ func (p *Package) Methods(typeName string) (count int, embedded []string, err er
 }
 
 // Check fails t for every use of an owned type's field outside its owners' files (see Strays).
+// It is the older rule, by files; CheckReceivers, by the functions' receivers, is the one the
+// split packages hold, since code placed in an owner's file passes a rule by files.
 func Check(t testing.TB, dir string, owners map[string][]string) {
 	t.Helper()
 	p, err := Load(dir)

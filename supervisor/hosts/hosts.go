@@ -114,7 +114,7 @@ type Config struct {
 }
 
 // Pool places chats' threads in shared children. It has a lock of its own and never calls
-// the supervisor while holding it; the supervisor calls it with or without Supervisor.mu.
+// the supervisor while holding it; the supervisor calls it with or without its state table's lock.
 type Pool struct {
 	cfg Config
 

@@ -1,4 +1,4 @@
-package supervisor
+package turnwatch
 
 import (
 	"errors"
@@ -12,15 +12,15 @@ import (
 // approval waited.
 func TestTurnWatchDeadlineCarriesOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		old := newTurnWatch(10*time.Minute, 0, -1, func(error) {})
+		old := New(10*time.Minute, 0, -1, func(error) {})
 		time.Sleep(4 * time.Minute)
 		old.mu.Lock()
 		old.asking++
 		old.pauseLocked()
 		old.mu.Unlock()
 		time.Sleep(time.Hour) // an approval waiting for a person does not count
-		left := old.leftNow()
-		old.stop()
+		left := old.LeftNow()
+		old.Stop()
 		if left != 6*time.Minute {
 			t.Fatalf("left %s, want 6m", left)
 		}
@@ -28,22 +28,22 @@ func TestTurnWatchDeadlineCarriesOver(t *testing.T) {
 		tripped := make(chan error, 1)
 		start := time.Now()
 		var at time.Time
-		w := newTurnWatch(10*time.Minute, 0, -1, func(err error) {
+		w := New(10*time.Minute, 0, -1, func(err error) {
 			at = time.Now()
 			tripped <- err
 		})
-		defer w.stop()
-		w.carryOver(left)
+		defer w.Stop()
+		w.CarryOver(left)
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		var trip *tripError
-		if err := <-tripped; !errors.As(err, &trip) || trip.watchdog != WatchdogTurn {
+		var trip *TripError
+		if err := <-tripped; !errors.As(err, &trip) || trip.Watchdog != Deadline {
 			t.Fatalf("tripped: %v", err)
 		}
 		if d := at.Sub(start); d != 6*time.Minute {
 			t.Fatalf("tripped after %s, want the 6m left", d)
 		}
-		if got := newTurnWatch(0, 0, -1, func(error) {}).leftNow(); got != 0 {
+		if got := New(0, 0, -1, func(error) {}).LeftNow(); got != 0 {
 			t.Fatalf("no deadline: left %s", got)
 		}
 	})

@@ -1,4 +1,4 @@
-package supervisor
+package turnwatch
 
 import (
 	"errors"
@@ -19,41 +19,41 @@ func TestModelUnreachableWatch(t *testing.T) {
 	answer := protocol.Notification{Method: "item/agentMessage/delta", Params: []byte(`{"threadId":"t","turnId":"u","delta":"hi"}`)}
 	for _, tc := range []struct {
 		name  string
-		steps func(w *turnWatch)
+		steps func(w *Watch)
 		trip  bool
 	}{
-		{"reports only", func(w *turnWatch) {
-			w.observe(unreachableNote)
+		{"reports only", func(w *Watch) {
+			w.Observe(unreachableNote)
 			time.Sleep(7 * time.Second)
-			w.observe(unreachableNote)
+			w.Observe(unreachableNote)
 			time.Sleep(10 * time.Second)
-			w.observe(unreachableNote)
+			w.Observe(unreachableNote)
 		}, true},
-		{"the model answers in between", func(w *turnWatch) {
-			w.observe(unreachableNote)
+		{"the model answers in between", func(w *Watch) {
+			w.Observe(unreachableNote)
 			time.Sleep(20 * time.Second)
-			w.observe(answer)
+			w.Observe(answer)
 		}, false},
-		{"a slow model that sends nothing", func(w *turnWatch) {}, false},
+		{"a slow model that sends nothing", func(w *Watch) {}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tripped := make(chan error, 1)
 				start := time.Now()
 				var at time.Time
-				w := newTurnWatch(0, 0, 30*time.Second, func(err error) {
+				w := New(0, 0, 30*time.Second, func(err error) {
 					at = time.Now()
 					tripped <- err
 				})
-				defer w.stop()
+				defer w.Stop()
 				tc.steps(w)
 				time.Sleep(10 * time.Minute)
 				synctest.Wait()
 				select {
 				case err := <-tripped:
-					var trip *tripError
-					if !tc.trip || !errors.As(err, &trip) || trip.watchdog != WatchdogModelUnreachable ||
-						trip.cause != "Connection failed: error sending request" {
+					var trip *TripError
+					if !tc.trip || !errors.As(err, &trip) || trip.Watchdog != ModelUnreachable ||
+						trip.Cause != "Connection failed: error sending request" {
 						t.Fatalf("tripped: %v", err)
 					}
 					if d := at.Sub(start); d != 30*time.Second {

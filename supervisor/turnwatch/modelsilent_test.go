@@ -1,4 +1,4 @@
-package supervisor
+package turnwatch
 
 import (
 	"errors"
@@ -39,22 +39,22 @@ func TestModelSilent(t *testing.T) {
 				tripped := make(chan error, 1)
 				start := time.Now()
 				var at time.Time
-				w := newTurnWatch(0, 0, -1, func(err error) {
+				w := New(0, 0, -1, func(err error) {
 					at = time.Now()
 					tripped <- err
 				})
-				defer w.stop()
-				w.expectModel(2 * time.Minute)
+				defer w.Stop()
+				w.ExpectModel(2 * time.Minute)
 				for _, n := range tc.notes {
 					time.Sleep(time.Second)
-					w.observe(n)
+					w.Observe(n)
 				}
 				time.Sleep(time.Hour)
 				synctest.Wait()
 				select {
 				case err := <-tripped:
-					var trip *tripError
-					if !tc.trip || !errors.As(err, &trip) || trip.watchdog != WatchdogModelUnreachable {
+					var trip *TripError
+					if !tc.trip || !errors.As(err, &trip) || trip.Watchdog != ModelUnreachable {
 						t.Fatalf("tripped: %v", err)
 					}
 					if d := at.Sub(start); d != 2*time.Minute {

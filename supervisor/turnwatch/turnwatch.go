@@ -1,4 +1,7 @@
-package supervisor
+// Package turnwatch runs one turn's watchdogs: the turn deadline, the post-tool quiet, the
+// model that cannot be reached or never answers. Each ends the turn through the cancel function
+// it is given, with a *TripError; all of them are paused while the turn waits on a person.
+package turnwatch
 
 import (
 	"context"
@@ -10,8 +13,8 @@ import (
 	"github.com/molecule-ai/codex-warm/supervisor/progress"
 )
 
-// turnWatch runs one turn's watchdogs: the turn deadline (WatchdogTurn) and the post-tool quiet
-// watch (WatchdogPostTool). Both are paused while the turn waits on a person: while codex
+// Watch runs one turn's watchdogs: the turn deadline (Deadline) and the post-tool quiet
+// watch (PostTool). Both are paused while the turn waits on a person: while codex
 // reports the thread waitingOnApproval or waitingOnUserInput (thread/status/changed), and while
 // an approval of the turn waits for the chat's answer. A person taking minutes to answer is
 // not a hung child. The time spent waiting does not count against the deadline; the quiet watch
@@ -21,7 +24,7 @@ import (
 // dynamicToolCall) completed and no notification of the thread followed within quiet. Every
 // notification the turn receives counts as activity (reasoning deltas, token usage, status
 // changes, items started), not only items.
-type turnWatch struct {
+type Watch struct {
 	cancel context.CancelCauseFunc
 
 	mu sync.Mutex
@@ -47,37 +50,37 @@ type turnWatch struct {
 	stopped bool
 }
 
-// newTurnWatch starts the watchdogs of a turn; a zero or negative duration disables one (but a
+// New starts the watchdogs of a turn; a zero or negative duration disables one (but a
 // zero unreach trips at codex's first report that the model is unreachable). cancel ends the
-// turn with a *tripError.
-func newTurnWatch(deadline, quiet, unreach time.Duration, cancel context.CancelCauseFunc) *turnWatch {
-	w := &turnWatch{cancel: cancel, deadline: deadline, left: deadline, quiet: quiet, unreach: unreach}
+// turn with a *TripError.
+func New(deadline, quiet, unreach time.Duration, cancel context.CancelCauseFunc) *Watch {
+	w := &Watch{cancel: cancel, deadline: deadline, left: deadline, quiet: quiet, unreach: unreach}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.resumeLocked()
 	return w
 }
 
-func (w *turnWatch) pausedLocked() bool { return w.flagged || w.asking > 0 }
+func (w *Watch) pausedLocked() bool { return w.flagged || w.asking > 0 }
 
 // resumeLocked (re)starts the timers that should run now.
-func (w *turnWatch) resumeLocked() {
+func (w *Watch) resumeLocked() {
 	if w.stopped || w.pausedLocked() {
 		return
 	}
 	if w.deadline > 0 && w.turnTimer == nil {
 		w.since = time.Now()
 		d := w.deadline
-		w.turnTimer = time.AfterFunc(w.left, func() { w.cancel(&tripError{watchdog: WatchdogTurn, after: d}) })
+		w.turnTimer = time.AfterFunc(w.left, func() { w.cancel(&TripError{Watchdog: Deadline, After: d}) })
 	}
 	if w.quiet > 0 && w.armed && w.quietTime == nil {
 		q := w.quiet
-		w.quietTime = time.AfterFunc(q, func() { w.cancel(&tripError{watchdog: WatchdogPostTool, after: q}) })
+		w.quietTime = time.AfterFunc(q, func() { w.cancel(&TripError{Watchdog: PostTool, After: q}) })
 	}
 }
 
 // pauseLocked stops the timers, keeping what is left of the deadline.
-func (w *turnWatch) pauseLocked() {
+func (w *Watch) pauseLocked() {
 	if w.turnTimer != nil {
 		if w.turnTimer.Stop() {
 			w.left -= time.Since(w.since)
@@ -87,7 +90,7 @@ func (w *turnWatch) pauseLocked() {
 	w.stopQuietLocked()
 }
 
-func (w *turnWatch) stopQuietLocked() {
+func (w *Watch) stopQuietLocked() {
 	if w.quietTime != nil {
 		w.quietTime.Stop()
 		w.quietTime = nil
@@ -95,7 +98,7 @@ func (w *turnWatch) stopQuietLocked() {
 }
 
 // observe takes each notification of the turn (TurnOptions.OnNotification).
-func (w *turnWatch) observe(n protocol.Notification) {
+func (w *Watch) Observe(n protocol.Notification) {
 	tool := n.Method == protocol.NotifyItemCompleted && progress.IsToolItem(n.Params)
 	cause, unreachable := appserver.ModelUnreachable(n)
 	w.mu.Lock()
@@ -108,7 +111,7 @@ func (w *turnWatch) observe(n protocol.Notification) {
 	case unreachable && w.unreachTimer == nil && w.unreach >= 0:
 		u := w.unreach
 		w.unreachTimer = time.AfterFunc(u, func() {
-			w.cancel(&tripError{watchdog: WatchdogModelUnreachable, after: u, cause: cause})
+			w.cancel(&TripError{Watchdog: ModelUnreachable, After: u, Cause: cause})
 		})
 	case !unreachable && n.Method != protocol.NotifyError && w.unreachTimer != nil:
 		// Something came from the model (or codex moved on): it is reachable.
@@ -130,7 +133,7 @@ func (w *turnWatch) observe(n protocol.Notification) {
 
 // waitOnPerson marks the start (and, through the returned func, the end) of an approval of the
 // turn waiting for the chat's answer.
-func (w *turnWatch) waitOnPerson() (done func()) {
+func (w *Watch) WaitOnPerson() (done func()) {
 	w.mu.Lock()
 	w.asking++
 	w.pauseLocked()
@@ -144,7 +147,7 @@ func (w *turnWatch) waitOnPerson() (done func()) {
 }
 
 // stop ends the watchdogs; later notifications change nothing.
-func (w *turnWatch) stop() {
+func (w *Watch) Stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.pauseLocked()
@@ -161,7 +164,7 @@ func (w *turnWatch) stop() {
 
 // leftNow is what remains of the turn deadline (0 when there is none), for a turn handed over
 // by a reload.
-func (w *turnWatch) leftNow() time.Duration {
+func (w *Watch) LeftNow() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.deadline <= 0 {
@@ -176,7 +179,7 @@ func (w *turnWatch) leftNow() time.Duration {
 
 // carryOver makes the deadline end when it would have in the previous image of the daemon:
 // left remains of it (0: all of it).
-func (w *turnWatch) carryOver(left time.Duration) {
+func (w *Watch) CarryOver(left time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.deadline <= 0 || left <= 0 || left >= w.deadline {
