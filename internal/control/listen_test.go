@@ -69,7 +69,7 @@ func TestControlSocketPrivateWithoutUmask(t *testing.T) {
 // No code of the daemon (any package of the module) changes the umask: it is the process's,
 // and every child forked by another goroutine meanwhile would keep the changed one for life.
 func TestNoUmaskChange(t *testing.T) {
-	root, err := filepath.Abs("..")
+	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
