@@ -180,6 +180,8 @@ func (d *daemon) assemble(st *startEnv, dirs *metrics.DirSampler, hdoc *handoff.
 		in, err = d.startLocal(st, hdoc, clock)
 	case "molecule":
 		in, err = d.startMolecule(st)
+	default: // ParseFlags refuses any other
+		err = fmt.Errorf("--inbox %q: want molecule or local", d.cfg.Inbox)
 	}
 	if err != nil {
 		return nil, err
