@@ -33,6 +33,14 @@ var ErrCannotCross = errors.New("a running turn cannot cross a reload")
 // an id are handed over.
 var ErrHandedOver = errors.New("the message's turn was handed to the reloaded daemon")
 
+// errTurnEnded is Freeze's, within, when a running turn ended as its child paused: the freeze
+// lets every child go and waits for quiet again. The turn's job still closes its books on the
+// child (it may drop the unanswered turn from the thread, or retire the child), and its caller
+// waits for that: paused, the child would hold the result until the reload is called off, and
+// a caller the inboxes wait for before the exec would refuse the reload. The job is not handed
+// over instead: its turn is over in codex, and its result is its caller's to deliver.
+var errTurnEnded = errors.New("a running turn ended as its child paused")
+
 // ReasonReload: a spare retired so that the daemon could reload (spares are not handed over).
 const ReasonReload = "reload"
 
@@ -111,8 +119,10 @@ type resumable interface {
 // turn that cannot cross (see handableLocked) to finish; spares are retired. Then it refuses
 // new messages (ErrReloading), pauses every child, idle or mid-turn, and returns them. The
 // callers of the running turns it hands over, and of the messages queued behind them, get
-// ErrHandedOver; those turns no longer end with their callers' contexts. The caller must stop
-// its inboxes first, or Freeze may wait for ever-new work until ctx ends. On error the
+// ErrHandedOver; those turns no longer end with their callers' contexts. A turn that ends as
+// its child pauses is not handed over: Freeze lets every child go, the turn's job finishes as
+// it would (its caller gets its result), and the wait for quiet starts again. The caller must
+// stop its inboxes first, or Freeze may wait for ever-new work until ctx ends. On error the
 // supervisor runs on as before; after success, Thaw undoes it (a handed-over turn then waits
 // for its message to be given again).
 func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
@@ -127,10 +137,14 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 	}
 	s.handover.freezing = true
 	s.mu.Unlock()
-	idle, running, err := s.awaitQuiet(ctx)
+	// ended are the running jobs whose turns ended as their children paused: waited for, as
+	// any work, rather than handed over (see errTurnEnded).
+	ended := make(map[*job]bool)
+again:
+	idle, running, err := s.awaitQuiet(ctx, ended)
 	if err != nil {
 		s.mu.Lock()
-		s.handover.freezing = false
+		s.handover.freezing, s.handover.frozen = false, false // frozen by an earlier try (again)
 		s.mu.Unlock()
 		s.pool.kickSpares()
 		return nil, err
@@ -184,7 +198,7 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 		}
 		var hc HandedChild
 		var jobs []*job
-		if hc, jobs, err = s.pauseShared(ctx, h, shared[h], sharedRunning[h]); err != nil {
+		if hc, jobs, err = s.pauseShared(ctx, h, shared[h], sharedRunning[h], ended); err != nil {
 			break
 		}
 		if hc.Handover.PID == 0 {
@@ -214,22 +228,26 @@ func (s *Supervisor) Freeze(ctx context.Context) ([]HandedChild, error) {
 			break
 		}
 		paused = append(paused, p)
+		if h.Turn == nil {
+			ended[r.job] = true
+			err = errTurnEnded
+			break
+		}
 		// The turn's goroutine may be closing its books on the session meanwhile (under s.mu).
 		s.mu.Lock()
 		hc := HandedChild{ChatKey: sess.key.key, ThreadID: sess.threadID, Started: sess.started, Turns: sess.turns, Handover: h}
 		s.mu.Unlock()
-		if h.Turn != nil {
-			// Ended meanwhile otherwise: its reply goes out when the reload is called off,
-			// or is lost with the exec like an idle child's queue; the row is polled again.
-			hc.Turn = &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.askApprovalsOf,
-				Approvals: s.approvals.seqsOf(sess.key.key), DeadlineLeft: r.live.watch.leftNow()}
-			handed = append(handed, r.job)
-		}
+		hc.Turn = &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.askApprovalsOf,
+			Approvals: s.approvals.seqsOf(sess.key.key), DeadlineLeft: r.live.watch.leftNow()}
+		handed = append(handed, r.job)
 		out = append(out, hc)
 	}
 	if err != nil {
 		for _, p := range paused {
 			p.Resume()
+		}
+		if errors.Is(err, errTurnEnded) {
+			goto again // still frozen: messages stay refused while the job finishes
 		}
 		s.mu.Lock()
 		s.handover.freezing, s.handover.frozen = false, false
@@ -322,9 +340,9 @@ type runningTurn struct {
 // awaitQuiet retires the spares and waits until every child is idle and ready, or runs a turn
 // that can be handed over (its message and those queued behind it have ids, none was steered
 // into it), or is retired and reaped; then it marks the supervisor frozen and returns the idle
-// children and the running turns. Other work (a child starting, a message without an id) is
-// waited for, as before.
-func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn, error) {
+// children and the running turns. Other work (a child starting, a message without an id, a job
+// in ended closing its books) is waited for, as before.
+func (s *Supervisor) awaitQuiet(ctx context.Context, ended map[*job]bool) ([]*session, []runningTurn, error) {
 	for {
 		s.mu.Lock()
 		var busy, cannot []string
@@ -339,7 +357,7 @@ func (s *Supervisor) awaitQuiet(ctx context.Context) ([]*session, []runningTurn,
 				busy = append(busy, "a spare "+string(sess.state))
 			case sess.state == StateIdle && !s.chats.busyLocked(sess.key.key):
 				idle = append(idle, sess)
-			case sess.state == StateBusy && handableLocked(s.chats.eachQueuedLocked, sess.key):
+			case sess.state == StateBusy && !ended[sess.key.running] && handableLocked(s.chats.eachQueuedLocked, sess.key):
 				running = append(running, runningTurn{sess: sess, job: sess.key.running, live: sess.key.live})
 			case sess.state == StateBusy && neverCrossesLocked(s.chats.eachQueuedLocked, sess.key) != "":
 				cannot = append(cannot, fmt.Sprintf("chat %s: %s", sess.key.key, neverCrossesLocked(s.chats.eachQueuedLocked, sess.key)))
@@ -520,7 +538,7 @@ func (s *Supervisor) adopt(children []AdoptedChild) {
 // sessions whose turns run, and describes it: the first session's chat is the child's, the
 // others are Shared; each running turn travels with its chat (jobs are their jobs). A child
 // that died meanwhile yields a zero Handover (the next image does without it).
-func (s *Supervisor) pauseShared(ctx context.Context, h *hosts.Host, idle []*session, running []runningTurn) (HandedChild, []*job, error) {
+func (s *Supervisor) pauseShared(ctx context.Context, h *hosts.Host, idle []*session, running []runningTurn, ended map[*job]bool) (HandedChild, []*job, error) {
 	p, ok := h.Child().(pausable)
 	rp, ok2 := h.Child().(runningPausable)
 	if !ok || !ok2 && len(running) > 0 {
@@ -556,14 +574,22 @@ func (s *Supervisor) pauseShared(ctx context.Context, h *hosts.Host, idle []*ses
 		turns[th.ThreadID] = true
 	}
 	run := make(map[*session]runningTurn, len(running))
+	over := false
 	for _, r := range running {
 		run[r.sess] = r
+		if !turns[r.sess.threadID] {
+			ended[r.job], over = true, true
+		}
+	}
+	if over {
+		p.Resume() // see errTurnEnded
+		return HandedChild{}, nil, errTurnEnded
 	}
 	var jobs []*job
 	turnOf := func(sess *session) *HandedTurn {
 		r, ok := run[sess]
-		if !ok || !turns[sess.threadID] {
-			return nil // idle, or its turn ended meanwhile
+		if !ok {
+			return nil // idle
 		}
 		jobs = append(jobs, r.job)
 		return &HandedTurn{MessageID: r.job.messageID, AskApprovalsOf: r.job.askApprovalsOf,

@@ -82,8 +82,17 @@ func (c *chats) eachKeyLocked(fn func(*keyState)) {
 	}
 }
 
-// closeLocked takes every waiting job out of the queues (Shutdown): they get ErrClosed.
-func (c *chats) closeLocked() []*job { return c.queue.DrainLocked() }
+// closeLocked takes every waiting job out of the queues (Shutdown): they get ErrClosed. A turn
+// the previous image handed over stays: it runs in its child already, and the message given
+// again attaches to it even now (enqueue), so the drain lets it run to its end like any
+// running turn. Every chat with a queue has its key here (gcKeyLocked keeps a busy one).
+func (c *chats) closeLocked() []*job {
+	var out []*job
+	for key := range c.keys {
+		out = append(out, c.queue.RemoveAllLocked(key, func(j *job) bool { return !j.adopted })...)
+	}
+	return out
+}
 
 // wait returns once every chat's worker exited.
 func (c *chats) wait() { c.queue.Wait() }

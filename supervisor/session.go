@@ -97,10 +97,11 @@ func (p *pool) sleep(ctx context.Context, d time.Duration) error {
 func (p *pool) acquire(k *keyState, j *job) (*session, error) {
 	for {
 		p.mu.Lock()
-		if p.closed {
+		if p.closed && (!j.adopted || k.sess == nil) {
 			p.mu.Unlock()
 			return nil, ErrClosed
 		}
+		// An adopted turn runs on while shutting down: its message is owed its reply (closeLocked).
 		sess := k.sess
 		switch {
 		case sess == nil:

@@ -191,7 +191,8 @@ func New(cfg Config) (*Supervisor, error) {
 	return s, nil
 }
 
-// Shutdown stops taking work (Submit returns ErrClosed; messages still queued get ErrClosed),
+// Shutdown stops taking work (Submit returns ErrClosed; messages still queued get ErrClosed,
+// but a turn the previous image handed over runs on for the message that attaches to it),
 // lets running turns finish until ctx is done, then interrupts the rest, closes every child and
 // waits for all of them and for every supervisor goroutine. It returns an error wrapping ctx's
 // cause when turns had to be interrupted. Calling it again waits for the first call to finish.

@@ -26,10 +26,10 @@ type party struct {
 // answered to the canvas, so its prompt goes there as well. The supervisor takes an answer only
 // from the chat the prompt went to (supervisor.Input.AskApprovalsOf), so the party shown a prompt
 // is the party whose answer counts.
-func (d *delivery) approvalParty() party {
+func (v *turnView) approvalParty() party {
 	return party{
-		ChatKey: "canvas:" + d.cfg.WorkspaceID,
-		Route:   ledger.Route{Kind: routeNotify, Workspace: d.cfg.WorkspaceID},
+		ChatKey: "canvas:" + v.cfg.WorkspaceID,
+		Route:   ledger.Route{Kind: routeNotify, Workspace: v.cfg.WorkspaceID},
 	}
 }
 
@@ -39,32 +39,32 @@ func (d *delivery) approvalParty() party {
 // prompt from another attempt, is the same message to the platform and the peer. It is not kept
 // in the state file: an approval does not outlive its turn, and after a restart the message is
 // answered again, which asks again.
-func (d *delivery) relayApprovals(ctx context.Context, log *zap.Logger, msg message) {
+func (v *turnView) relayApprovals(ctx context.Context, log *zap.Logger, msg message) {
 	var after uint64
 	for {
-		a, err := d.cfg.Controls.WaitApproval(ctx, msg.ChatKey, after)
+		a, err := v.cfg.Controls.WaitApproval(ctx, msg.ChatKey, after)
 		if err != nil {
 			return
 		}
 		after = a.Seq
-		text := chat.Truncate(d.red.String(chat.ApprovalPrompt(a)), d.cfg.MaxReplyBytes, "approval prompt")
-		to := d.approvalParty()
+		text := chat.Truncate(v.red.String(chat.ApprovalPrompt(a)), v.cfg.MaxReplyBytes, "approval prompt")
+		to := v.approvalParty()
 		p := ledger.Reply{
 			ActivityID: msg.ActivityID,
 			ChatKey:    to.ChatKey,
 			Route:      to.Route,
 			Text:       text,
-			MessageID:  platform.ReplyID(d.cfg.WorkspaceID, msg.ActivityID+"/approval/"+a.TurnID+"/"+a.RequestID),
+			MessageID:  platform.ReplyID(v.cfg.WorkspaceID, msg.ActivityID+"/approval/"+a.TurnID+"/"+a.RequestID),
 		}
 		plog := log.With(zap.String("request_id", a.RequestID), zap.String("turn_id", a.TurnID))
-		err = platform.RetryForever(ctx, d.cfg.RetryInitial, d.cfg.RetryMax, func() error {
-			err := d.sendAs(ctx, plog, &p, p.MessageID)
+		err = platform.RetryForever(ctx, v.cfg.RetryInitial, v.cfg.RetryMax, func() error {
+			err := v.out.sendAs(ctx, plog, &p, p.MessageID)
 			if err != nil && platform.Permanent(err) {
 				return backoff.Permanent(err)
 			}
 			return err
 		}, func(err error, wait time.Duration) {
-			d.c.deliveryRetries.Add(1)
+			v.c.deliveryRetries.Add(1)
 			plog.Warn("approval prompt delivery failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
 		})
 		if err != nil {

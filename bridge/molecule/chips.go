@@ -9,7 +9,6 @@ package molecule
 import (
 	"context"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -35,41 +34,9 @@ type chips struct {
 	ch chan supervisor.TurnProgress
 }
 
-// newChips is msg's chip queue, nil when chips are off or msg is not a canvas user's.
-func (d *delivery) newChips(msg message) *chips {
-	if !d.cfg.ToolChips || msg.Route.Kind != routeNotify {
-		return nil
-	}
-	return &chips{ch: make(chan supervisor.TurnProgress, chipQueue)}
-}
-
-// withChips is ctx reporting the turn's steps to q (supervisor.WithProgress).
-func (d *delivery) withChips(ctx context.Context, q *chips) context.Context {
-	if q == nil {
-		return ctx
-	}
-	return supervisor.WithProgress(ctx, func(p supervisor.TurnProgress) {
-		if p.Kind != supervisor.ProgressItemCompleted || p.Tool == "" {
-			return
-		}
-		select {
-		case q.ch <- p:
-		default:
-			d.c.chipsDropped.Add(1) // a burst beyond the queue: coalesced anyway
-		}
-	})
-}
-
-// startChips runs relayChips on wg until ctx ends (the turn's reply is in).
-func (d *delivery) startChips(ctx context.Context, wg *sync.WaitGroup, log *zap.Logger, msg message, q *chips) {
-	if q != nil {
-		wg.Go(func() { d.relayChips(ctx, log, msg.ChatKey, q) })
-	}
-}
-
 // relayChips posts q's tool calls, at most one a chipEvery, until ctx ends; what is held back
 // then goes as the last chip.
-func (d *delivery) relayChips(ctx context.Context, log *zap.Logger, chatKey string, q *chips) {
+func (v *turnView) relayChips(ctx context.Context, log *zap.Logger, chatKey string, q *chips) {
 	var (
 		held  *supervisor.TurnProgress
 		more  int // calls the held one stands for beyond itself
@@ -82,13 +49,13 @@ func (d *delivery) relayChips(ctx context.Context, log *zap.Logger, chatKey stri
 		}
 	}()
 	send := func(p supervisor.TurnProgress, n int) {
-		d.postChip(log, chatKey, p, n)
+		v.postChip(log, chatKey, p, n)
 		held, more = nil, 0
 	}
 	hold := func(p supervisor.TurnProgress) {
 		if held != nil {
 			more++
-			d.c.chipsCoalesced.Add(1)
+			v.c.chipsCoalesced.Add(1)
 		}
 		held = &p
 	}
@@ -111,7 +78,7 @@ func (d *delivery) relayChips(ctx context.Context, log *zap.Logger, chatKey stri
 			return
 		case p := <-q.ch:
 			hold(p)
-			if wait := d.chipWait(chatKey); wait > 0 {
+			if wait := v.chipWait(chatKey); wait > 0 {
 				if fire == nil {
 					timer = time.NewTimer(wait)
 					fire = timer.C
@@ -129,36 +96,36 @@ func (d *delivery) relayChips(ctx context.Context, log *zap.Logger, chatKey stri
 }
 
 // chipWait is how long chatKey's next chip must wait (0: it may go now).
-func (d *delivery) chipWait(chatKey string) time.Duration {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return max(time.Until(d.chipLast[chatKey].Add(chipEvery)), 0)
+func (v *turnView) chipWait(chatKey string) time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return max(time.Until(v.chipLast[chatKey].Add(chipEvery)), 0)
 }
 
 // postChip posts one agent_log row for p (standing for more calls besides), unless the budget
 // is low.
-func (d *delivery) postChip(log *zap.Logger, chatKey string, p supervisor.TurnProgress, more int) {
+func (v *turnView) postChip(log *zap.Logger, chatKey string, p supervisor.TurnProgress, more int) {
 	now := time.Now()
-	d.mu.Lock()
-	d.chipLast[chatKey] = now
-	d.mu.Unlock()
-	if !d.client.Optional(now) {
-		d.c.chipsDropped.Add(1)
+	v.mu.Lock()
+	v.chipLast[chatKey] = now
+	v.mu.Unlock()
+	if !v.client.Optional(now) {
+		v.c.chipsDropped.Add(1)
 		return
 	}
 	status := "ok"
 	if p.Failed {
 		status = "error"
 	}
-	summary := chipSummary(d.red, p, more)
+	summary := chipSummary(v.red, p, more)
 	ctx, cancel := context.WithTimeout(context.Background(), chipTimeout)
 	defer cancel()
-	if err := d.client.AgentLog(ctx, chipTimeout, p.Tool, summary, status); err != nil {
-		d.c.chipsFailed.Add(1)
+	if err := v.client.AgentLog(ctx, chipTimeout, p.Tool, summary, status); err != nil {
+		v.c.chipsFailed.Add(1)
 		log.Debug("tool chip not posted", zap.Error(err))
 		return
 	}
-	d.c.chipsSent.Add(1)
+	v.c.chipsSent.Add(1)
 }
 
 // chipSummary is "🛠 name(argument)" as the runtime writes it, with " +N" for the calls it

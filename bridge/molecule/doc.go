@@ -16,16 +16,19 @@
 // workspace; its reply meeting the platform away) stays unacknowledged and waits (wait.go).
 //
 // The platform client is package platform (HTTP, the token's rotation, the rate gate, the tenant
-// guard, the activity pages read as a stream); the inbox is four parts along a message's way, each
-// with its own state, lock and goroutines, composed by Inbox (molecule.go: New, Run, Stats, and
-// handle, which routes a job from part to part):
+// guard, the activity pages read as a stream); the inbox is five parts along a message's way,
+// each with its own state, lock and goroutines, composed by Inbox (molecule.go: New, Run, Stats,
+// and handle, which routes a job from part to part and alone delivers a reply):
 //   - the feed (feed.go, stream.go): the poll loop woken by the event stream, each row judged
 //     (normalize.go, delegation.go), admitted in the delivery ledger (package ledger) and queued
 //     on the per-chat dispatcher (dispatcher.go), and the acks;
 //   - the answerer (moleculeanswer.go, waiting.go, newreset.go, pingpong.go): a message's turn,
-//     its one wait while it cannot be answered now (wait.go), its reply stored, chat commands;
-//   - delivery (delivery.go, outbound.go, sendfiles.go, uploads.go, progress.go, chips.go,
-//     approvals.go): replies and notices, files sent and uploads taken, what a running turn shows;
+//     its one wait while it cannot be answered now (waiting.go, wait.go), its reply stored and
+//     returned to handle as what to deliver (toSend), chat commands;
+//   - the replies (replies.go, outbound.go, sendfiles.go, uploads.go): a reply until the platform
+//     takes it, the notices of a wait, files sent and uploads taken;
+//   - the turn's view (turnview.go, progress.go, chips.go, approvals.go): what a running turn
+//     shows the chat: progress notes, tool chips, approval prompts;
 //   - the workspace (register.go, health.go, wsstate.go, session.go): register, the heartbeat, a
 //     paused or deleted workspace (ErrWorkspaceDeleted), the canvas chat's New session.
 //

@@ -31,14 +31,16 @@ var ErrUnauthorized = errors.New("platform rejected the workspace token")
 // activity feed, answers each message through the Answerer, delivers the reply and only then moves
 // the durable inbox position. Create it with New and start it with Run.
 //
-// It is four parts along a message's way, each with its own state, lock and goroutines, and
+// It is five parts along a message's way, each with its own state, lock and goroutines, and
 // what they share (the ledger, the counters, the image budget, the pause gate, the peer caps),
 // each of those with its own lock: the feed (feed.go: the event stream's wake-ups, the poll loop,
 // the rows into jobs, the acks), the answerer (moleculeanswer.go: a message's turn, its wait and
-// its reply stored), delivery (delivery.go: replies, notices, files and uploads, what a running
-// turn shows the chat) and the workspace (register.go: register, heartbeat, the workspace's state,
-// the canvas session). No part holds its lock while it calls another part, so the locks never
-// nest. Inbox itself only builds them, runs them and routes a job from one to the next (handle).
+// its reply stored, returned to handle to deliver), the replies (replies.go: a reply until the
+// platform takes it, notices, files and uploads), the turn's view (turnview.go: progress notes,
+// tool chips, approval prompts while a turn runs) and the workspace (register.go: register,
+// heartbeat, the workspace's state, the canvas session). No part holds its lock while it calls
+// another part, so the locks never nest. Inbox itself only builds them, runs them and routes a
+// job from one to the next (handle), and handle alone delivers a reply.
 type Inbox struct {
 	cfg     Config
 	log     *zap.Logger
@@ -53,8 +55,11 @@ type Inbox struct {
 
 	feed      *feed
 	answerer  *answerer
-	delivery  *delivery
+	replies   *replies
 	workspace *workspace
+	// handed are the goroutines waiting for the replies of messages handed off (HandOff), each
+	// delivering its reply.
+	handed sync.WaitGroup
 }
 
 // deps are what every part uses, each safe for use at once: the configuration (read only), the
@@ -130,8 +135,8 @@ func New(cfg Config) (*Inbox, error) {
 	ncfg := normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes,
 		maxImageBytes: cfg.MaxImageBytes, maxImagesBytes: cfg.MaxImagesBytes}
 	m.feed = newFeed(sh, ncfg, m.stream)
-	m.delivery = newDelivery(sh, ncfg, m.feed.wakeAck)
-	m.answerer = newAnswerer(sh, m.delivery, m.feed.wakeAck)
+	m.replies = newReplies(sh, ncfg, m.feed.wakeAck)
+	m.answerer = newAnswerer(sh, m.replies, newTurnView(sh.deps, m.replies), m.feed.wakeAck)
 	m.workspace = newWorkspace(sh, session, m.answerer.busy)
 	return m, nil
 }
@@ -185,7 +190,7 @@ func (m *Inbox) Run(ctx context.Context) error {
 	m.log.Info("stopping: polling stopped, letting running turns finish", zap.Duration("drain_timeout", m.cfg.DrainTimeout))
 	drainTimer := time.AfterFunc(m.cfg.DrainTimeout, cancelDrain)
 	disp.wait()
-	m.answerer.waitHandedOff()
+	m.handed.Wait()
 	drainTimer.Stop()
 	cancelDrain()
 	wg.Wait()
@@ -197,51 +202,68 @@ func (m *Inbox) Run(ctx context.Context) error {
 	return nil
 }
 
-// handle answers and delivers one job. It runs on the job's chat key worker.
+// handle answers and delivers one job. It runs on the job's chat key worker. The answerer
+// returns what to deliver and handle delivers it, on every path: a reply leaves from here alone.
 func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 	if ctx.Err() != nil {
 		// Shutting down: work not started stays behind the cursor and comes again after restart.
 		return
 	}
 	log := m.log.With(zap.String("chat_key", j.chatKey()), zap.String("activity_id", j.activityID()))
-	if j.reset {
+	var out toSend
+	ok := true
+	switch {
+	case j.reset:
 		m.answerer.queuedReset(drainCtx, log, j.chatKey())
 		return
-	}
-	if j.cmd != nil {
-		m.answerer.command(drainCtx, log, disp, j)
-		return
-	}
-	if j.pending == nil && !m.answerer.admitPeer(log, j.msg) {
-		return
-	}
-	if j.pending == nil && j.msg.Kind == kindCanvasUser {
-		m.workspace.followCanvasSession(drainCtx, log, j.msg)
-	}
-	msg := j.msg
-	if j.pending == nil && len(msg.uploads) > 0 {
-		var nothing, ok bool
-		if msg, nothing, ok = m.delivery.takeUploads(ctx, log, msg); !ok {
-			m.images.release(msg.imageBytes()) // stopping: the row comes again after the restart
+	case j.cmd != nil:
+		out = m.answerer.command(drainCtx, log, disp, j)
+	case j.pending != nil:
+		out = toSend{reply: *j.pending}
+	default:
+		var later func() (toSend, bool)
+		if out, ok, later = m.message(ctx, drainCtx, log, j.msg); later != nil {
+			// Handed over: its reply is waited for beside the chat's next messages.
+			m.handed.Go(func() {
+				if out, ok := later(); ok {
+					m.replies.deliver(drainCtx, log, out)
+				}
+			})
 			return
+		}
+	}
+	if ok {
+		m.replies.deliver(drainCtx, log, out)
+	}
+}
+
+// message answers a new message: it checks a peer's against the cap of automatic exchanges,
+// follows the canvas chat's session, takes the files it names, and runs its turn (handed over
+// under a busy policy: later is then set, see answerer.handOff). ok is false when there is
+// nothing to deliver.
+func (m *Inbox) message(ctx, drainCtx context.Context, log *zap.Logger, msg message) (out toSend, ok bool, later func() (toSend, bool)) {
+	switch msg.Kind {
+	case kindPeerAgent:
+		if !m.answerer.admitPeer(log, msg) {
+			return toSend{}, false, nil
+		}
+	case kindCanvasUser:
+		m.workspace.followCanvasSession(drainCtx, log, msg)
+	}
+	if len(msg.uploads) > 0 {
+		var nothing bool
+		if msg, nothing, ok = m.replies.takeUploads(ctx, log, msg); !ok {
+			m.images.release(msg.imageBytes()) // stopping: the row comes again after the restart
+			return toSend{}, false, nil
 		}
 		if nothing {
-			m.answerer.answerNotices(drainCtx, log, msg)
-			return
+			return m.answerer.answerNotices(log, msg), true, nil
 		}
 	}
-	if j.pending == nil && m.cfg.HandOff != nil {
-		m.answerer.handOff(ctx, drainCtx, log, msg) // releases the images once the reply is settled
-		return
+	if m.cfg.HandOff != nil {
+		return m.answerer.handOff(ctx, drainCtx, log, msg) // releases the images once the reply is settled
 	}
-	p := j.pending
-	if p == nil {
-		var ok bool
-		p, ok = m.answerer.answer(ctx, drainCtx, log, msg)
-		m.images.release(msg.imageBytes()) // the reply is stored: the images are done with
-		if !ok {
-			return
-		}
-	}
-	m.delivery.deliver(drainCtx, log, *p)
+	out, ok = m.answerer.answer(ctx, drainCtx, log, msg)
+	m.images.release(msg.imageBytes()) // the reply is stored: the images are done with
+	return out, ok, nil
 }

@@ -23,23 +23,23 @@ import (
 // cannot be answered now, and stores the reply for delivery. mu guards inflight.
 type answerer struct {
 	deps
-	images   *imageBudget
-	peers    *peerExchanges
-	pause    *pauseGate
-	window   *answerWindow
-	delivery *delivery // the wait's notices, what a turn shows the chat, its files
-	wakeAck  func()    // the cursor may have moved: the feed acks
-	// handed are the goroutines waiting for the replies of messages handed off (HandOff).
-	handed sync.WaitGroup
-	line   handedLine // the order of handed-over messages that wait
+	images  *imageBudget
+	peers   *peerExchanges
+	pause   *pauseGate
+	window  *answerWindow
+	waits   *waits     // the turn's wait while the message cannot be answered now (waiting.go)
+	view    *turnView  // what a running turn shows the chat
+	replies *replies   // the files a turn sends
+	wakeAck func()     // the cursor may have moved: the feed acks
+	line    handedLine // the order of handed-over messages that wait
 
 	mu       sync.Mutex
 	inflight map[string]string // activity id → chat key, for running turns
 }
 
-func newAnswerer(sh shared, d *delivery, wakeAck func()) *answerer {
+func newAnswerer(sh shared, r *replies, v *turnView, wakeAck func()) *answerer {
 	return &answerer{deps: sh.deps, images: sh.images, peers: sh.peers, pause: sh.pause, window: sh.window,
-		delivery: d, wakeAck: wakeAck, inflight: make(map[string]string)}
+		waits: newWaits(sh.deps, r), view: v, replies: r, wakeAck: wakeAck, inflight: make(map[string]string)}
 }
 
 // busy says how many messages are being answered, and the first of their chat keys.
@@ -54,8 +54,14 @@ func (a *answerer) busy() (n int, first string) {
 	return len(a.inflight), first
 }
 
-// waitHandedOff returns once the replies of every message handed off are settled.
-func (a *answerer) waitHandedOff() { a.handed.Wait() }
+// toSend is what the answerer hands back for handle to deliver: the reply (its text, route and
+// files), already stored in the ledger, and the notes that follow it (the answers of the
+// messages a /stop dropped). The answerer never delivers: handle does, on every path, so a
+// reply leaves from one place.
+type toSend struct {
+	reply ledger.Reply
+	notes []ledger.Reply
+}
 
 // Enqueuer hands a message over without waiting for its reply (*supervisor.Supervisor): the
 // ticket's Wait returns it. Messages of a chat enqueued one after another keep their order.
@@ -86,34 +92,29 @@ func steeredText(oc chat.Outcome, reply supervisor.Reply, err error) string {
 }
 
 // answer runs the turn and stores the reply durably before it is delivered, so a crash between
-// the two does not run codex again. It reports false when shutdown cut the turn off, or came
+// the two does not run codex again, and returns it for handle to deliver. It reports false when shutdown cut the turn off, or came
 // while the pool was busy: the row then stays unacknowledged and the next run answers it.
-func (a *answerer) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (*ledger.Reply, bool) {
+func (a *answerer) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (toSend, bool) {
 	start := time.Now()
-	var relay sync.WaitGroup
-	relayCtx, stopRelay := context.WithCancel(drainCtx)
-	if a.cfg.Controls != nil {
-		relay.Go(func() { a.delivery.relayApprovals(relayCtx, log, msg) })
-	}
-	a.delivery.startProgressNotes(relayCtx, &relay, log, msg, start)
-	q := a.delivery.newChips(msg)
-	a.delivery.startChips(relayCtx, &relay, log, msg, q)
-	turnCtx := a.delivery.withChips(drainCtx, q)
-	reply, err := a.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) { return a.submitInput(turnCtx, msg) })
-	stopRelay()
-	relay.Wait()
+	in := a.input(msg)
+	turnCtx, q := a.view.open(drainCtx, msg)
+	stop := a.view.show(drainCtx, log, msg, start, q)
+	reply, err := a.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) { return a.submitInput(turnCtx, msg, in) })
+	stop()
 	return a.settle(ctx, drainCtx, log, msg, start, reply, err)
 }
 
 // handOff gives msg to HandOff on the chat's queue, so the chat's messages reach the supervisor
-// in order, and waits for its reply on a goroutine of its own: the chat's next message need not
-// wait for it. A chat whose queue is full waits like a busy Submit (on the chat's queue, so
-// the order holds); a pool that has no slot later answers busy.
-func (a *answerer) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg message) {
+// in order. A chat whose queue is full waits like a busy Submit (on the chat's queue, so the
+// order holds); a pool that has no slot later answers busy. When the hand-over failed, what to
+// deliver is returned at once (ok says there is something). Otherwise later is set: the caller
+// runs it on a goroutine of its own, so the chat's next message need not wait for this one's
+// reply, and it returns what to deliver once the turn's result is in. Either way msg's images
+// are released once its reply is settled.
+func (a *answerer) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg message) (now toSend, ok bool, later func() (toSend, bool)) {
 	start := time.Now()
 	var ticket *supervisor.Ticket
-	q := a.delivery.newChips(msg)
-	turnCtx := a.delivery.withChips(drainCtx, q)
+	turnCtx, q := a.view.open(drainCtx, msg)
 	_, err := a.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) {
 		// Not before the chat's earlier messages that wait: it would overtake them.
 		if err := a.line.await(ctx, msg.ChatKey, 0); err != nil {
@@ -126,22 +127,14 @@ func (a *answerer) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg m
 	seq := a.line.next()
 	if ticket == nil {
 		a.images.release(msg.imageBytes())
-		if p, ok := a.settle(ctx, drainCtx, log, msg, start, supervisor.Reply{ChatKey: msg.ChatKey}, err); ok {
-			a.delivery.deliver(drainCtx, log, *p)
-		}
-		return
+		now, ok = a.settle(ctx, drainCtx, log, msg, start, supervisor.Reply{ChatKey: msg.ChatKey}, err)
+		return now, ok, nil
 	}
 	a.mu.Lock()
 	a.inflight[msg.ActivityID] = msg.ChatKey
 	a.mu.Unlock()
-	a.handed.Go(func() {
-		var relay sync.WaitGroup
-		relayCtx, stopRelay := context.WithCancel(drainCtx)
-		if a.cfg.Controls != nil {
-			relay.Go(func() { a.delivery.relayApprovals(relayCtx, log, msg) })
-		}
-		a.delivery.startProgressNotes(relayCtx, &relay, log, msg, start)
-		a.delivery.startChips(relayCtx, &relay, log, msg, q)
+	return toSend{}, false, func() (toSend, bool) {
+		stop := a.view.show(drainCtx, log, msg, start, q)
 		// The first try is the ticket at hand; a message that has to wait is handed over again.
 		first := true
 		reply, err := a.submit(ctx, drainCtx, log, msg, seq, func() (supervisor.Reply, error) {
@@ -156,36 +149,33 @@ func (a *answerer) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg m
 			}
 			return t.Wait()
 		})
-		stopRelay()
-		relay.Wait()
+		stop()
 		a.images.release(msg.imageBytes())
 		a.mu.Lock()
 		delete(a.inflight, msg.ActivityID)
 		a.mu.Unlock()
-		if p, ok := a.settle(ctx, drainCtx, log, msg, start, reply, err); ok {
-			a.delivery.deliver(drainCtx, log, *p)
-		}
-	})
+		return a.settle(ctx, drainCtx, log, msg, start, reply, err)
+	}
 }
 
 // input is what codex gets for msg, with the party its approvals are asked of: the workspace's
 // canvas user, whatever row msg is (see approvalParty).
 func (a *answerer) input(msg message) supervisor.Input {
 	in := msg.input()
-	in.AskApprovalsOf = a.delivery.approvalParty().ChatKey
-	in.CallTool = a.delivery.sendFileTool(msg)
+	in.AskApprovalsOf = a.view.approvalParty().ChatKey
+	in.CallTool = a.replies.sendFileTool(msg)
 	return in
 }
 
 // settle turns a Submit result into msg's stored reply (see answer).
-func (a *answerer) settle(ctx, drainCtx context.Context, log *zap.Logger, msg message, start time.Time, reply supervisor.Reply, err error) (*ledger.Reply, bool) {
+func (a *answerer) settle(ctx, drainCtx context.Context, log *zap.Logger, msg message, start time.Time, reply supervisor.Reply, err error) (toSend, bool) {
 	oc := chat.Classify(reply, err)
 	if oc == chat.OutcomeClosed || (oc != chat.OutcomeAnswered && drainCtx.Err() != nil) {
 		a.c.abandoned.Add(1)
 		log.Info("stopping before the message was answered; it will be answered after the restart", zap.Error(err))
-		a.delivery.takeBox(msg.ActivityID) // its files go with the answer the next run gives
-		a.delivery.removeOutbox(msg.ActivityID)
-		return nil, false
+		a.replies.takeBox(msg.ActivityID) // its files go with the answer the next run gives
+		a.replies.removeOutbox(msg.ActivityID)
+		return toSend{}, false
 	}
 	a.c.answered.Add(1)
 	// A message the chat stopped is not a failure of codex.
@@ -196,7 +186,7 @@ func (a *answerer) settle(ctx, drainCtx context.Context, log *zap.Logger, msg me
 	}
 	reply.Notices = append(slices.Clip(reply.Notices), msg.Notices...)
 	text = reply.WithNotices(text) // images and files codex was not given
-	text, files := withFiles(a.delivery.takeBox(msg.ActivityID), text)
+	text, files := withFiles(a.replies.takeBox(msg.ActivityID), text)
 	// A stopped turn sends none of its files: /stop asks for the work to end, not for what it
 	// had made so far. The reply names them and keeps the refusals (they say why a file did not
 	// come), and the copies leave the outbox now rather than at delivery. A turn a newer message
@@ -206,7 +196,7 @@ func (a *answerer) settle(ctx, drainCtx context.Context, log *zap.Logger, msg me
 	if oc == chat.OutcomeStopped {
 		text = withoutFiles(text, files, chatfiles.WhyStopped)
 		files = nil
-		a.delivery.removeOutbox(msg.ActivityID)
+		a.replies.removeOutbox(msg.ActivityID)
 	}
 	// Redacted because codex may have seen the token (an inherited environment, a tool's output)
 	// and error texts can quote request headers: it must not reach a user or a peer.
@@ -231,7 +221,7 @@ func (a *answerer) settle(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		a.ledger.SetPending(*p)
 	}
 	a.syncReplies(log)
-	return p, true
+	return toSend{reply: *p}, true
 }
 
 // storeReply makes text msg's pending reply and stores it durably before it is delivered.
@@ -265,14 +255,14 @@ func (a *answerer) syncReplies(log *zap.Logger) {
 }
 
 // command carries out a chat command on the chat's command queue, beside its running turn, and
-// delivers the answer like a reply. /stop also drops the chat's messages this inbox has not
+// returns its answer to deliver like a reply. /stop also drops the chat's messages this inbox has not
 // handed to the supervisor yet; each gets a short note, so every row is answered and
 // acknowledged.
 //
 // The answer and every note are stored in one ledger write before the first is sent: the
 // decision to drop a message must outlive a crash while the platform refuses the answer, or the
 // next run would find the dropped rows unanswered and run them.
-func (a *answerer) command(ctx context.Context, log *zap.Logger, disp *dispatcher, j job) {
+func (a *answerer) command(ctx context.Context, log *zap.Logger, disp *dispatcher, j job) toSend {
 	var dropped []job
 	if j.cmd.Name == chat.CmdStop {
 		dropped = disp.dropMessages(j.msg.ChatKey)
@@ -287,34 +277,18 @@ func (a *answerer) command(ctx context.Context, log *zap.Logger, disp *dispatche
 	text = chat.Truncate(a.red.String(text), a.cfg.MaxReplyBytes, "reply")
 	answer := a.pendingReply(j.msg, text)
 	note := chat.ReplyText(supervisor.Reply{}, supervisor.ErrStopped)
-	notes := make([]*ledger.Reply, 0, len(dropped))
+	notes := make([]ledger.Reply, 0, len(dropped))
 	for _, d := range dropped {
 		a.images.release(d.msg.imageBytes())
-		notes = append(notes, a.pendingReply(d.msg, note))
+		notes = append(notes, *a.pendingReply(d.msg, note))
 	}
 	a.syncReplies(log)
-	a.delivery.deliver(ctx, log, *answer)
-	for _, p := range notes {
-		a.delivery.deliver(ctx, a.log.With(zap.String("chat_key", p.ChatKey), zap.String("activity_id", p.ActivityID)), *p)
-	}
-}
-
-// submitInput runs msg's turn once through the Answerer, with msg in flight meanwhile.
-func (a *answerer) submitInput(drainCtx context.Context, msg message) (supervisor.Reply, error) {
-	a.mu.Lock()
-	a.inflight[msg.ActivityID] = msg.ChatKey
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		delete(a.inflight, msg.ActivityID)
-		a.mu.Unlock()
-	}()
-	return a.cfg.Answerer.SubmitInput(drainCtx, msg.ChatKey, a.input(msg))
+	return toSend{reply: *answer, notes: notes}
 }
 
 // answerNotices answers msg, left with nothing for codex (no text, none of its files taken),
 // with its notices alone: a turn would only be told what went wrong.
-func (a *answerer) answerNotices(ctx context.Context, log *zap.Logger, msg message) {
+func (a *answerer) answerNotices(log *zap.Logger, msg message) toSend {
 	a.c.answered.Add(1)
 	a.window.note(true, "none of the message's files could be taken")
 	log.Info("message answered without a turn: it has no text and none of its files could be taken")
@@ -323,5 +297,5 @@ func (a *answerer) answerNotices(ctx context.Context, log *zap.Logger, msg messa
 		text += "\n\n[" + n + "]"
 	}
 	text = chat.Truncate(a.red.String(text), a.cfg.MaxReplyBytes, "reply")
-	a.delivery.deliver(ctx, log, *a.storeReply(log, msg, text))
+	return toSend{reply: *a.storeReply(log, msg, text)}
 }

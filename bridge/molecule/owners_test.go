@@ -14,7 +14,8 @@ func TestPartsOwnTheirFields(t *testing.T) {
 		"Inbox":     {"molecule.go", "stats.go"},
 		"feed":      {"feed.go", "stream.go"},
 		"answerer":  {"moleculeanswer.go", "waiting.go", "newreset.go", "pingpong.go"},
-		"delivery":  {"delivery.go", "outbound.go", "sendfiles.go", "uploads.go", "progress.go", "chips.go", "approvals.go"},
+		"replies":   {"replies.go", "outbound.go", "sendfiles.go", "uploads.go"},
+		"turnView":  {"turnview.go", "progress.go", "chips.go", "approvals.go"},
 		"workspace": {"register.go", "wsstate.go", "health.go", "session.go"},
 		// What the parts share, each with its own lock.
 		"answerWindow":  {"health.go"},
@@ -24,6 +25,7 @@ func TestPartsOwnTheirFields(t *testing.T) {
 		"pauseGate":     {"wsstate.go"},
 		"peerExchanges": {"pingpong.go"},
 		"dispatcher":    {"dispatcher.go"},
+		"waits":         {"waiting.go"},
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -43,19 +42,11 @@ func currentTask(red redactor, acts []supervisor.ChatActivity, now time.Time) st
 	return t
 }
 
-// startProgressNotes starts relayProgress on wg when progress notes are on and msg came from the
-// canvas.
-func (d *delivery) startProgressNotes(ctx context.Context, wg *sync.WaitGroup, log *zap.Logger, msg message, start time.Time) {
-	if d.cfg.ProgressInterval > 0 && d.cfg.Progress != nil && msg.Route.Kind == routeNotify {
-		wg.Go(func() { d.relayProgress(ctx, log, msg, start) })
-	}
-}
-
 // relayProgress sends the chat a short note each ProgressInterval while msg's turn runs, until
 // ctx ends (its reply is in). A tick while the message still waits in the chat's queue sends
 // nothing. A note is tried once: the next one supersedes it.
-func (d *delivery) relayProgress(ctx context.Context, log *zap.Logger, msg message, start time.Time) {
-	t := time.NewTicker(d.cfg.ProgressInterval)
+func (v *turnView) relayProgress(ctx context.Context, log *zap.Logger, msg message, start time.Time) {
+	t := time.NewTicker(v.cfg.ProgressInterval)
 	defer t.Stop()
 	for n := 1; ; n++ {
 		select {
@@ -65,7 +56,7 @@ func (d *delivery) relayProgress(ctx context.Context, log *zap.Logger, msg messa
 		}
 		now := time.Now()
 		var line string
-		for _, a := range d.cfg.Progress.Activity() {
+		for _, a := range v.cfg.Progress.Activity() {
 			if a.ChatKey == msg.ChatKey {
 				line = supervisor.ChildStatus{Activity: a.What, ActivitySince: a.Since}.ActivityLine(now)
 			}
@@ -75,8 +66,8 @@ func (d *delivery) relayProgress(ctx context.Context, log *zap.Logger, msg messa
 		}
 		text := fmt.Sprintf("still working (%s): %s", now.Sub(start).Round(time.Second), line)
 		p := ledger.Reply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route,
-			Text: d.red.String(text), MessageID: platform.ReplyID(d.cfg.WorkspaceID, fmt.Sprintf("%s/progress/%d", msg.ActivityID, n))}
-		if err := d.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
+			Text: v.red.String(text), MessageID: platform.ReplyID(v.cfg.WorkspaceID, fmt.Sprintf("%s/progress/%d", msg.ActivityID, n))}
+		if err := v.out.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
 			log.Info("progress note not delivered", zap.Error(err))
 		}
 	}

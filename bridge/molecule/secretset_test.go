@@ -79,7 +79,7 @@ func TestEverySecretTheInboxLearnsStaysIn(t *testing.T) {
 
 	// send_file: a file in the chat's own folder holding any one of them is refused.
 	msg := message{ActivityID: "act-files-of-this-test", ChatKey: "canvas:" + p.WorkspaceID(), Route: ledger.Route{Kind: routeNotify}}
-	tool := r.m.delivery.sendFileTool(msg)
+	tool := r.m.replies.sendFileTool(msg)
 	dir := chatfiles.Folder(cfg.WorkDir, msg.ChatKey)
 	must(t, os.MkdirAll(dir, 0o700))
 	for i, s := range all {

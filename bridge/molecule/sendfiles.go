@@ -4,20 +4,17 @@ package molecule
 // while its turn runs; the daemon copies it out of the chat's folder at once, into the inbox's
 // outbox under the state directory, so what leaves is what the agent chose, checked when it
 // chose it. The copies go with the turn's reply, never before it: to the canvas user as notify
-// attachments after a chat/uploads upload, to a peer as A2A file parts with the bytes inline.
-// The wire facts are in docs/molecule.md ("Files back to the chat").
+// attachments after a chat/uploads upload, to a peer as A2A file parts with the bytes inline
+// (outbound.go). The wire facts are in docs/molecule.md ("Files back to the chat").
 
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 
@@ -25,7 +22,6 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/ledger"
-	"github.com/molecule-ai/codex-warm/bridge/molecule/platform"
 	"github.com/molecule-ai/codex-warm/internal/chatfiles"
 )
 
@@ -46,7 +42,7 @@ type sendBox struct {
 }
 
 // takeBox returns and forgets the files msg's turn sent (nil when it sent none).
-func (d *delivery) takeBox(activityID string) *sendBox {
+func (d *replies) takeBox(activityID string) *sendBox {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	b := d.boxes[activityID]
@@ -56,7 +52,7 @@ func (d *delivery) takeBox(activityID string) *sendBox {
 
 // sendFileTool is msg's answer to send_file calls: it checks and copies the file at once and
 // tells the model whether it will go.
-func (d *delivery) sendFileTool(msg message) appserver.ToolHandler {
+func (d *replies) sendFileTool(msg message) appserver.ToolHandler {
 	d.mu.Lock()
 	box := d.boxes[msg.ActivityID]
 	if box == nil {
@@ -91,7 +87,7 @@ func (d *delivery) sendFileTool(msg message) appserver.ToolHandler {
 // and copies it to the outbox. Its error is a *chatfiles.Refusal, whose text the model and the
 // chat (the canvas user or a peer agent) get: it names the file as the agent wrote it and no path
 // of the host's; a failure of the daemon's own is its Err, for the log.
-func (d *delivery) takeFile(ctx context.Context, log *zap.Logger, msg message, box *sendBox, args chatfiles.Args) (ledger.SentFile, error) {
+func (d *replies) takeFile(ctx context.Context, log *zap.Logger, msg message, box *sendBox, args chatfiles.Args) (ledger.SentFile, error) {
 	refuse := func(why string, cause error) (ledger.SentFile, error) {
 		return ledger.SentFile{}, &chatfiles.Refusal{Path: args.Path, Kind: chatfiles.RefusedOther, Reason: why, Err: cause}
 	}
@@ -162,7 +158,7 @@ func outboxName(activityID string) string {
 }
 
 // secrets is every credential the daemon holds (the one secret set the redactor reads too).
-func (d *delivery) secrets() chatfiles.Secrets { return d.red.set }
+func (d *replies) secrets() chatfiles.Secrets { return d.red.set }
 
 // withFiles returns text with box's refusals added (the chat reads why), and box's files.
 func withFiles(box *sendBox, text string) (string, []ledger.SentFile) {
@@ -190,121 +186,6 @@ func withoutFiles(text string, files []ledger.SentFile, why string) string {
 }
 
 // removeOutbox deletes the copies of a reply that is done with.
-func (d *delivery) removeOutbox(activityID string) {
+func (d *replies) removeOutbox(activityID string) {
 	_ = os.RemoveAll(filepath.Join(d.cfg.StateDir, outboxDirName, outboxName(activityID)))
-}
-
-// uploadFiles uploads p's files that have no URI yet (uploadNew). An upload the platform refuses
-// for good (413, 400) does not cost the reply: the files are dropped from it, saying so.
-func (d *delivery) uploadFiles(ctx context.Context, log *zap.Logger, p *ledger.Reply) error {
-	err := d.uploadNew(ctx, log, p)
-	if err != nil && platform.Permanent(err) {
-		d.dropFiles(log, p, "the platform refused the upload ("+refusalReason(routeNotify, err)+")", err)
-		return nil
-	}
-	return err
-}
-
-// peerFileParts are p's files as A2A file parts; copies that cannot be read are dropped from the
-// reply, saying so.
-func (d *delivery) peerFileParts(log *zap.Logger, p *ledger.Reply) []any {
-	parts, err := fileParts(p.Files)
-	if err != nil {
-		d.dropFiles(log, p, "their copies cannot be read", err)
-		return nil
-	}
-	return parts
-}
-
-// peerSendFailed is the error of a failed A2A send of p. A send with files that the platform
-// refused as too large (413) goes again without them, saying so, rather than not at all.
-func (d *delivery) peerSendFailed(log *zap.Logger, p *ledger.Reply, withFiles bool, err error) error {
-	var he *platform.HTTPError
-	if !withFiles || !errors.As(err, &he) || he.Status != http.StatusRequestEntityTooLarge {
-		return err
-	}
-	d.dropFiles(log, p, "the platform refused them as too large (413)", err)
-	return errors.New("a2a send: the files made the reply too large (HTTP 413); sending it again without them")
-}
-
-// uploadNew uploads p's files that have no URI yet in one chat/uploads request and stores the
-// URIs in the ledger (written) before the caller's notify: a notify that fails, or a crash
-// after the upload, never uploads them again.
-func (d *delivery) uploadNew(ctx context.Context, log *zap.Logger, p *ledger.Reply) error {
-	var todo []int
-	for i, f := range p.Files {
-		if f.URI == "" {
-			todo = append(todo, i)
-		}
-	}
-	if len(todo) == 0 {
-		return nil
-	}
-	files := make([]platform.UploadFile, len(todo))
-	for k, i := range todo {
-		f := p.Files[i]
-		files[k] = platform.UploadFile{Name: f.Name, MimeType: f.MimeType, Path: f.Path}
-	}
-	got, err := d.client.ChatUpload(ctx, p.Route.Workspace, files)
-	if err != nil {
-		return err
-	}
-	if len(got) != len(todo) {
-		return fmt.Errorf("chat upload: the platform answered %d files for %d sent", len(got), len(todo))
-	}
-	// A copy: the ledger holds the pending reply with the same slice, and may be encoding it
-	// for the state file right now.
-	p.Files = slices.Clone(p.Files)
-	for k, i := range todo {
-		p.Files[i].URI = got[k].URI
-		if got[k].Name != "" {
-			p.Files[i].Name = got[k].Name
-		}
-		if got[k].MimeType != "" {
-			p.Files[i].MimeType = got[k].MimeType
-		}
-	}
-	d.ledger.SetPending(*p)
-	d.state.sync(log, "storing the uploaded files' URIs before the notify that names them")
-	log.Info("files uploaded for the reply", zap.Int("files", len(todo)))
-	return nil
-}
-
-// dropFiles takes the files out of p, which cannot go (why), and says so in its text: the reply
-// goes without them rather than not at all. The change is stored before the next attempt.
-func (d *delivery) dropFiles(log *zap.Logger, p *ledger.Reply, why string, err error) {
-	names := make([]string, 0, len(p.Files))
-	for _, f := range p.Files {
-		names = append(names, f.Name)
-	}
-	d.c.filesRefused.Add(int64(len(p.Files)))
-	log.Warn("the reply's files cannot go; sending the reply without them",
-		zap.Strings("files", names), zap.String("reason", why), zap.Error(err))
-	p.Text += "\n\n" + chatfiles.NotSent(names, why)
-	p.Files = nil
-	d.ledger.SetPending(*p)
-	d.state.sync(log, "storing the reply without the files the platform refused")
-}
-
-// attachments are the notify attachments of uploaded files.
-func attachments(files []ledger.SentFile) []platform.UploadedFile {
-	out := make([]platform.UploadedFile, 0, len(files))
-	for _, f := range files {
-		out = append(out, platform.UploadedFile{URI: f.URI, Name: f.Name, MimeType: f.MimeType, Size: f.Size})
-	}
-	return out
-}
-
-// fileParts are a peer reply's files as A2A file parts with the bytes inline.
-func fileParts(files []ledger.SentFile) ([]any, error) {
-	parts := make([]any, 0, len(files))
-	for _, f := range files {
-		b, err := os.ReadFile(f.Path)
-		if err != nil {
-			return nil, fmt.Errorf("read the copy of %s: %w", f.Name, err)
-		}
-		parts = append(parts, map[string]any{"kind": "file", "file": map[string]any{
-			"name": f.Name, "mimeType": f.MimeType, "bytes": base64.StdEncoding.EncodeToString(b)}})
-	}
-	return parts, nil
 }

@@ -56,7 +56,7 @@ func (c *fileChat) send(t *testing.T, path string) appserver.ToolResult {
 	t.Helper()
 	args, err := json.Marshal(chatfiles.Args{Path: path})
 	must(t, err)
-	return c.m.delivery.sendFileTool(c.msg)(context.Background(), appserver.ToolCall{Tool: chatfiles.ToolName, Arguments: args})
+	return c.m.replies.sendFileTool(c.msg)(context.Background(), appserver.ToolCall{Tool: chatfiles.ToolName, Arguments: args})
 }
 
 // write makes a file of n bytes in the chat's folder.
@@ -77,7 +77,7 @@ func (c *fileChat) refused(t *testing.T, path, why, logged string) {
 		strings.Contains(res.Text, c.workDir) || strings.Contains(res.Text, c.stateDir) {
 		t.Errorf("send_file(%q) = %+v; want it refused because %q, with no host path", path, res, why)
 	}
-	text, _ := withFiles(c.m.delivery.takeBox(c.msg.ActivityID), "done")
+	text, _ := withFiles(c.m.replies.takeBox(c.msg.ActivityID), "done")
 	if !strings.Contains(text, "["+res.Text+"]") || strings.Contains(text, c.workDir) || strings.Contains(text, c.stateDir) {
 		t.Errorf("reply %q; want the refusal %q and no host path", text, res.Text)
 	}

@@ -109,7 +109,7 @@ func TestHeartbeatBody(t *testing.T) {
 	cfg := Config{}
 	win := &answerWindow{}
 	sh := shared{deps: deps{cfg: &cfg}, window: win}
-	a := newAnswerer(sh, nil, nil)
+	a := newAnswerer(sh, nil, nil, nil)
 	a.inflight = map[string]string{"a1": "peer:b", "a2": "canvas:ws"}
 	w := newWorkspace(sh, nil, a.busy)
 	w.runStart = time.Now().Add(-90 * time.Second)

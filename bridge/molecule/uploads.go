@@ -92,7 +92,7 @@ type uploadState struct {
 // limits are the platform's upload limits, lowered to the daemon's own. The platform is asked
 // once; while it cannot be asked, the daemon's own limits (the platform's defaults) apply and
 // the next message asks again.
-func (d *delivery) limits(ctx context.Context, log *zap.Logger) platform.UploadLimits {
+func (d *replies) limits(ctx context.Context, log *zap.Logger) platform.UploadLimits {
 	own := platform.UploadLimits{PerFile: d.cfg.MaxUploadBytes, PerMessage: d.cfg.MaxUploadsBytes, MaxAttachments: d.cfg.MaxAttachments}
 	d.uploads.mu.Lock()
 	defer d.uploads.mu.Unlock()
@@ -125,7 +125,7 @@ func (d *delivery) limits(ctx context.Context, log *zap.Logger) platform.UploadL
 // redirected, not a real image, not savable) is named in the notices and the rest of the message
 // goes on. nothing reports a message left with nothing to answer: no text, no other attachment,
 // and none of its files taken.
-func (d *delivery) takeUploads(ctx context.Context, log *zap.Logger, msg message) (_ message, nothing, ok bool) {
+func (d *replies) takeUploads(ctx context.Context, log *zap.Logger, msg message) (_ message, nothing, ok bool) {
 	lim := d.limits(ctx, log)
 	t := uploadTake{budget: d.cfg.MaxImagesBytes - decodedImageBytes(msg.Images)}
 	// The attachment slice is the message's own from here: the queued job keeps its copy.
@@ -183,7 +183,7 @@ func decodedImageBytes(images []string) int {
 // takeUpload fetches one file and takes it: an image of a type codex is shown into msg.Images,
 // any other file into the chat's folder. It returns what became of it for the attachment note
 // and whether it was taken; err only when ctx ended.
-func (d *delivery) takeUpload(ctx context.Context, log *zap.Logger, msg *message, up upload, lim platform.UploadLimits, t *uploadTake) (why string, taken bool, err error) {
+func (d *replies) takeUpload(ctx context.Context, log *zap.Logger, msg *message, up upload, lim platform.UploadLimits, t *uploadTake) (why string, taken bool, err error) {
 	image := imageTypes[up.mimeType]
 	limit := lim.PerFile
 	if image {
@@ -275,7 +275,7 @@ func transientUploadError(err error) bool {
 }
 
 // uploadRefusal is what the chat is told of a file that could not be taken because of err.
-func (d *delivery) uploadRefusal(log *zap.Logger, err error, image bool) string {
+func (d *replies) uploadRefusal(log *zap.Logger, err error, image bool) string {
 	var he *platform.HTTPError
 	var tl *platform.TooLargeError
 	var se *saveError
@@ -321,7 +321,7 @@ func (e *saveError) Unwrap() error { return e.err }
 // saveUpload fetches up into the chat's folder, at most limit bytes, and returns its path and
 // size. The file is written whole or not at all (a temp file renamed), mode 0600. A file an
 // earlier try of the same message saved (the same file id in the same chat) is taken as it is.
-func (d *delivery) saveUpload(ctx context.Context, chatKey string, up upload, limit int64) (string, int64, error) {
+func (d *replies) saveUpload(ctx context.Context, chatKey string, up upload, limit int64) (string, int64, error) {
 	dir, err := chatUploadDir(d.cfg.WorkDir, chatKey)
 	if err != nil {
 		return "", 0, &saveError{err}

@@ -1,14 +1,14 @@
 package molecule
 
-// What the inbox's tries meet, as conditions of the one wait (wait.go): a turn meets the pool
-// busy, the model service away, the account's usage limit or a paused workspace; a reply's
-// delivery meets the platform away, its Retry-After, its tenant guard or a refused token.
+// The waiting: the one wait (wait.go) as the inbox runs it (waits: the ledger's record of it and
+// the chat's notices), and what a turn meets there: the pool busy, the model service away, the
+// account's usage limit or a paused workspace. What a reply's delivery meets (the platform away,
+// its Retry-After, its tenant guard, a refused token) is judged in outbound.go.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -33,7 +33,7 @@ func (a *answerer) submit(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		err   error
 	)
 	to := ledger.Reply{ActivityID: msg.ActivityID, ChatKey: msg.ChatKey, Route: msg.Route}
-	werr := a.delivery.await(ctx, drainCtx, log, to, func() condition {
+	werr := a.waits.await(ctx, drainCtx, log, to, func() condition {
 		if a.pause.isPaused() {
 			return a.pausedCondition()
 		}
@@ -74,6 +74,66 @@ func (a *answerer) submit(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		return supervisor.Reply{ChatKey: msg.ChatKey}, fmt.Errorf("stopped while the message waited (%w): %w", werr, supervisor.ErrClosed)
 	}
 	return reply, err
+}
+
+// submitInput is a try of msg's turn (submit's): it runs the turn once through the Answerer,
+// with in as codex's input and msg in flight meanwhile.
+func (a *answerer) submitInput(drainCtx context.Context, msg message, in supervisor.Input) (supervisor.Reply, error) {
+	a.mu.Lock()
+	a.inflight[msg.ActivityID] = msg.ChatKey
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.inflight, msg.ActivityID)
+		a.mu.Unlock()
+	}()
+	return a.cfg.Answerer.SubmitInput(drainCtx, msg.ChatKey, in)
+}
+
+// sender is the door out of what goes to a chat besides its reply: a wait's notice, a progress
+// note, an approval prompt (replies.sendAs).
+type sender interface {
+	sendAs(ctx context.Context, log *zap.Logger, p *ledger.Reply, key string) error
+}
+
+// waits runs a message's steps (its turn, its reply's delivery) through the one wait (wait.go):
+// it keeps in the ledger what the message waits for and which reasons its chat was told, and
+// tells the chat through out. It holds no state of its own between calls.
+type waits struct {
+	deps
+	out sender
+}
+
+func newWaits(d deps, out sender) *waits { return &waits{deps: d, out: out} }
+
+// await runs try through the wait of the message to names until a result stands. It returns
+// nil then, or ctx's error when ctx ended a wait. A notice goes to to's chat on tellCtx, once
+// per reason, after the ledger holds that it was sent. retrying hears of every try put off;
+// newReason says it is the first for its reason in a row.
+func (ws *waits) await(ctx, tellCtx context.Context, log *zap.Logger, to ledger.Reply, try func() condition,
+	retrying func(c condition, retryIn time.Duration, newReason bool)) error {
+	w := newWait(ws.cfg.RetryInitial, ws.cfg.RetryMax, ws.ledger.WaitOf(to.ActivityID).Told)
+	return w.run(ctx, try, func(c condition, newReason, tell bool) {
+		retrying(c, time.Until(w.until), newReason)
+		if !newReason && !tell {
+			return
+		}
+		ws.ledger.SetWait(ledger.Wait{ActivityID: to.ActivityID, Reason: c.reason, Until: c.until, Told: w.told})
+		ws.state.sync(log, "recording a waiting message")
+		if tell && c.notice != "" {
+			ws.tell(tellCtx, log, to, c)
+		}
+	})
+}
+
+// tell sends c's notice to to's chat, once: it is tried once, like a progress note, since the
+// answer itself follows. Its message id is the reply id of "<activity id>/<reason>".
+func (ws *waits) tell(ctx context.Context, log *zap.Logger, to ledger.Reply, c condition) {
+	p := ledger.Reply{ActivityID: to.ActivityID, ChatKey: to.ChatKey, Route: to.Route, Text: ws.red.String(c.notice),
+		MessageID: platform.ReplyID(ws.cfg.WorkspaceID, to.ActivityID+"/"+string(c.reason))}
+	if err := ws.out.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
+		log.Info("notice of a waiting message not delivered", zap.String("reason", string(c.reason)), zap.Error(err))
+	}
 }
 
 // handedLine keeps a chat's handed-over messages (--busy steer or interrupt) in order while they
@@ -178,29 +238,6 @@ func (a *answerer) turnCondition(log *zap.Logger, msg message, reply supervisor.
 			notice: chat.UsageLimitParkedText(ul, time.Now())}
 	}
 	return condition{}
-}
-
-// deliveryCondition judges a delivery attempt's error. unknown counts the attempts whose fate
-// is unknown (the request went out, its answer was lost): notify has no deduplication and a
-// push peer takes a second copy as a second turn, so the second such loss ends the delivery
-// with errFateUnknown. Refusals (platform.Permanent) end it at once.
-func deliveryCondition(err error, unknown *int) (condition, error) {
-	var he *platform.HTTPError
-	switch {
-	case err == nil, platform.Permanent(err):
-		return condition{}, err
-	case platform.FateUnknown(err):
-		if *unknown++; *unknown > 1 {
-			return condition{}, fmt.Errorf("%w: %w", errFateUnknown, err)
-		}
-	case errors.As(err, &he) && he.TenantOrgRequired():
-		return condition{reason: reasonOrgIDMissing, cause: err}, err
-	case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
-		return condition{reason: reasonTokenRefused, cause: err}, err
-	case errors.As(err, &he) && (he.RateLimited() || he.RetryAfter > 0):
-		return condition{reason: reasonRetryAfter, until: time.Now().Add(he.RetryAfter), cause: err}, err
-	}
-	return condition{reason: reasonPlatformDown, cause: err}, err
 }
 
 // DefaultParkLimit is Config.ParkLimit's default.

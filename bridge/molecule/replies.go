@@ -1,10 +1,10 @@
 package molecule
 
-// Delivery: everything the inbox sends the chat. A reply until the platform takes it (here,
-// outbound.go), the one wait of a message that cannot go on now and its notices (await, tell),
-// the files a turn sends (sendfiles.go) and the canvas uploads it is given (uploads.go), and what
-// a running turn shows: progress notes, tool chips and approval prompts (progress.go, chips.go,
-// approvals.go).
+// Replies: what the inbox sends a chat as its answer. A reply until the platform takes it (here,
+// and outbound.go: notify, A2A, which failures are sent again, the reply's files on their way
+// out), the files a turn sends (sendfiles.go) and the canvas uploads a message names
+// (uploads.go). What a running turn shows the chat is the turn's view (turnview.go); the one
+// wait a reply's delivery meets is waiting.go's.
 
 import (
 	"context"
@@ -19,31 +19,42 @@ import (
 	"go.uber.org/zap"
 )
 
-// delivery owns the send_file boxes, the tool chips' pacing and the upload limits; mu guards
-// boxes and chipLast.
-type delivery struct {
+// replies owns the send_file boxes and the upload limits; mu guards boxes, and the limits have
+// their own lock (uploadState).
+type replies struct {
 	deps
 	ncfg    normalizeConfig
 	images  *imageBudget
 	peers   *peerExchanges
 	window  *answerWindow
 	tenancy *tenancyLog
+	waits   *waits // a delivery's wait while the platform cannot take the reply
 	wakeAck func() // the cursor may have moved: the feed acks
 	uploads uploadState
 
-	mu       sync.Mutex
-	boxes    map[string]*sendBox  // activity id → the files its turn sent (sendfiles.go)
-	chipLast map[string]time.Time // chat key → its last tool chip (chips.go)
+	mu    sync.Mutex
+	boxes map[string]*sendBox // activity id → the files its turn sent (sendfiles.go)
 }
 
-func newDelivery(sh shared, ncfg normalizeConfig, wakeAck func()) *delivery {
-	return &delivery{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, window: sh.window, tenancy: sh.tenancy,
-		wakeAck: wakeAck, boxes: make(map[string]*sendBox), chipLast: make(map[string]time.Time)}
+func newReplies(sh shared, ncfg normalizeConfig, wakeAck func()) *replies {
+	r := &replies{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, window: sh.window, tenancy: sh.tenancy,
+		wakeAck: wakeAck, boxes: make(map[string]*sendBox)}
+	r.waits = newWaits(sh.deps, r)
+	return r
 }
 
-// deliver sends a reply until the platform accepts it, refuses it for good, or drainCtx ends
+// deliver delivers what the answerer returned: its reply, then its notes, each logged with its
+// own chat and activity.
+func (d *replies) deliver(ctx context.Context, log *zap.Logger, s toSend) {
+	d.deliverReply(ctx, log, s.reply)
+	for _, p := range s.notes {
+		d.deliverReply(ctx, d.log.With(zap.String("chat_key", p.ChatKey), zap.String("activity_id", p.ActivityID)), p)
+	}
+}
+
+// deliverReply sends a reply until the platform accepts it, refuses it for good, or ctx ends
 // (then it stays pending in the state file for the next run). Retries never run codex again.
-func (d *delivery) deliver(ctx context.Context, log *zap.Logger, p ledger.Reply) {
+func (d *replies) deliverReply(ctx context.Context, log *zap.Logger, p ledger.Reply) {
 	log = log.With(zap.String("route", p.Route.Kind), zap.String("target_workspace", p.Route.Workspace))
 	if p.Route.Kind == routeA2A {
 		done := d.peers.sending(p.Route.Workspace, time.Now())
@@ -51,7 +62,7 @@ func (d *delivery) deliver(ctx context.Context, log *zap.Logger, p ledger.Reply)
 	}
 	attempts, unknown := 0, 0
 	var err error
-	werr := d.await(ctx, ctx, log, p, func() condition {
+	werr := d.waits.await(ctx, ctx, log, p, func() condition {
 		attempts++
 		var c condition
 		c, err = deliveryCondition(d.send(ctx, log, &p), &unknown)
@@ -93,7 +104,7 @@ func (d *delivery) deliver(ctx context.Context, log *zap.Logger, p ledger.Reply)
 // send makes one delivery attempt. Every attempt of one reply, in any run, carries the same
 // Idempotency-Key (the reply id of its activity). A reply stored by an older version keeps the
 // random messageId it was stored with: a peer may have seen it already.
-func (d *delivery) send(ctx context.Context, log *zap.Logger, p *ledger.Reply) error {
+func (d *replies) send(ctx context.Context, log *zap.Logger, p *ledger.Reply) error {
 	if !validWorkspaceID(p.Route.Workspace) {
 		return backoff.Permanent(fmt.Errorf("reply for activity %s has an invalid target workspace %q", p.ActivityID, p.Route.Workspace))
 	}
@@ -101,7 +112,7 @@ func (d *delivery) send(ctx context.Context, log *zap.Logger, p *ledger.Reply) e
 }
 
 // sendAs makes one delivery attempt of p with key as its Idempotency-Key.
-func (d *delivery) sendAs(ctx context.Context, log *zap.Logger, p *ledger.Reply, key string) error {
+func (d *replies) sendAs(ctx context.Context, log *zap.Logger, p *ledger.Reply, key string) error {
 	switch p.Route.Kind {
 	case routeNotify:
 		// The files are uploaded (once: their URIs are stored) before the notify names them.
@@ -127,35 +138,5 @@ func (d *delivery) sendAs(ctx context.Context, log *zap.Logger, p *ledger.Reply,
 		return nil
 	default:
 		return backoff.Permanent(fmt.Errorf("reply for activity %s has an unknown route %q", p.ActivityID, p.Route.Kind))
-	}
-}
-
-// await runs try through the wait of the message to names until a result stands. It returns
-// nil then, or ctx's error when ctx ended a wait. A notice goes to to's chat on tellCtx, once
-// per reason, after the ledger holds that it was sent. retrying hears of every try put off;
-// newReason says it is the first for its reason in a row.
-func (d *delivery) await(ctx, tellCtx context.Context, log *zap.Logger, to ledger.Reply, try func() condition,
-	retrying func(c condition, retryIn time.Duration, newReason bool)) error {
-	w := newWait(d.cfg.RetryInitial, d.cfg.RetryMax, d.ledger.WaitOf(to.ActivityID).Told)
-	return w.run(ctx, try, func(c condition, newReason, tell bool) {
-		retrying(c, time.Until(w.until), newReason)
-		if !newReason && !tell {
-			return
-		}
-		d.ledger.SetWait(ledger.Wait{ActivityID: to.ActivityID, Reason: c.reason, Until: c.until, Told: w.told})
-		d.state.sync(log, "recording a waiting message")
-		if tell && c.notice != "" {
-			d.tell(tellCtx, log, to, c)
-		}
-	})
-}
-
-// tell sends c's notice to to's chat, once: it is tried once, like a progress note, since the
-// answer itself follows. Its message id is the reply id of "<activity id>/<reason>".
-func (d *delivery) tell(ctx context.Context, log *zap.Logger, to ledger.Reply, c condition) {
-	p := ledger.Reply{ActivityID: to.ActivityID, ChatKey: to.ChatKey, Route: to.Route, Text: d.red.String(c.notice),
-		MessageID: platform.ReplyID(d.cfg.WorkspaceID, to.ActivityID+"/"+string(c.reason))}
-	if err := d.sendAs(ctx, log, &p, p.MessageID); err != nil && ctx.Err() == nil {
-		log.Info("notice of a waiting message not delivered", zap.String("reason", string(c.reason)), zap.Error(err))
 	}
 }
