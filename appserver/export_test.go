@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/molecule-ai/codex-warm/internal/childproc"
+	"github.com/molecule-ai/codex-warm/internal/protocol"
 )
 
 // pipePID stands for the pid of a PipeChild's client. It is above Linux's pid_max (2^22), so
@@ -127,4 +128,9 @@ func (p *PipeChild) Wait(d time.Duration) error {
 		}
 	}
 	return p.stdin.Close()
+}
+
+// ListModelsPaged is ListModels with pages of at most limit models.
+func ListModelsPaged(ctx context.Context, c *Client, includeHidden bool, limit int) ([]protocol.Model, error) {
+	return c.listModels(ctx, includeHidden, limit)
 }

@@ -37,6 +37,10 @@ type TurnOptions struct {
 	// CallTool answers the turn's calls of client-defined tools (Config.DynamicTools). It is
 	// called from a goroutine of its own; its context ends with the turn. Nil refuses them.
 	CallTool ToolHandler
+	// Model and Effort go with turn/start: codex applies them to this turn and every later one
+	// of the thread and writes them into its rollout, so a caller that ever sets them sets them
+	// on every turn (the chat's resolved model and effort). Empty leaves the thread's own.
+	Model, Effort string
 }
 
 // TurnResult is the raw outcome of one turn: what codex reported, undigested. The reply text,
@@ -210,7 +214,7 @@ func (c *Client) runTurn(ctx context.Context, threadID string, input []protocol.
 	var started protocol.TurnResult
 	var deadline time.Time // set once ctx is done: the end of the grace
 	unanswered := false
-	params := protocol.TurnStartParams{ThreadID: threadID, Input: input}
+	params := protocol.TurnStartParams{ThreadID: threadID, Input: input, Model: opts.Model, Effort: opts.Effort}
 	err := c.retryOverloaded(ctx, protocol.MethodTurnStart, func() error {
 		c.calls.Add(1)
 		defer c.calls.Add(-1)

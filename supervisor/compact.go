@@ -2,14 +2,13 @@ package supervisor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/internal/protocol"
-	"github.com/molecule-ai/codex-warm/projector"
+	"github.com/molecule-ai/codex-warm/supervisor/chatjob"
 )
 
 // The long-thread policy. A thread's history grows with every turn, and with it the child's
@@ -85,7 +84,7 @@ func (c *chats) compactIfDue(ctx context.Context, key string, sess *session) str
 		if res != nil {
 			status = res.Status
 			// The model wrote the summary: its tokens are the chat's (counted as one turn).
-			c.usage.Add(key, compactionUsage(res.Notifications))
+			c.usage.Add(key, chatjob.CompactionUsage(res.Notifications))
 		}
 		if err == nil && status != protocol.TurnCompleted {
 			err = fmt.Errorf("compaction ended %s", orNone(status))
@@ -104,27 +103,6 @@ func (c *chats) compactIfDue(ctx context.Context, key string, sess *session) str
 	sess.compactNoticed = true
 	return fmt.Sprintf("this conversation has grown long and could not be compacted (%v); "+
 		"replies may get slower and costlier; send /new to start a fresh conversation", err)
-}
-
-// compactionUsage is the tokens a compaction spent. codex 0.171.0 reports the summary's model
-// call (thread/tokenUsage/updated, `last` of that call), then a second update whose `last` is
-// the compacted context's size with every component zero and the thread's total unchanged: not
-// a model call, so it is left out of the sum projector.Project would make.
-func compactionUsage(ns []protocol.Notification) projector.Usage {
-	calls := make([]protocol.Notification, 0, len(ns))
-	for _, n := range ns {
-		if n.Method == protocol.NotifyTokenUsageUpdated {
-			var tu protocol.TokenUsageNotification
-			if json.Unmarshal(n.Params, &tu) != nil {
-				continue
-			}
-			if l := tu.TokenUsage.Last; l.InputTokens == 0 && l.OutputTokens == 0 {
-				continue
-			}
-		}
-		calls = append(calls, n)
-	}
-	return projector.Project(calls).Usage
 }
 
 func orNone(status string) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/internal/childproc"
 	"github.com/molecule-ai/codex-warm/internal/protocol"
+	"github.com/molecule-ai/codex-warm/supervisor/chatjob"
 )
 
 // A child that cannot compact (the in-memory child has no CompactThread): the turn that finds a
@@ -57,7 +58,7 @@ func TestCompactionUsage(t *testing.T) {
 		{Method: protocol.NotifyTokenUsageUpdated, Params: json.RawMessage(`{"threadId":"t","turnId":"` + turn + `","tokenUsage":{"total":{"totalTokens":112,"inputTokens":28,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":84,"reasoningOutputTokens":0},"last":{"totalTokens":79,"inputTokens":10,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":69,"reasoningOutputTokens":0},"modelContextWindow":258400}}`)},
 		{Method: protocol.NotifyTokenUsageUpdated, Params: json.RawMessage(`{"threadId":"t","turnId":"` + turn + `","tokenUsage":{"total":{"totalTokens":112,"inputTokens":28,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":84,"reasoningOutputTokens":0},"last":{"totalTokens":7072,"inputTokens":0,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":0,"reasoningOutputTokens":0},"modelContextWindow":258400}}`)},
 	}
-	got := compactionUsage(ns)
+	got := chatjob.CompactionUsage(ns)
 	if got.InputTokens != 10 || got.OutputTokens != 69 || got.TotalTokens != 79 {
 		t.Errorf("usage %+v, want the one call: 10 in, 69 out, 79 total", got)
 	}

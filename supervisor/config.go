@@ -11,6 +11,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/internal/childproc"
 	"github.com/molecule-ai/codex-warm/internal/retention"
+	"github.com/molecule-ai/codex-warm/supervisor/chatjob"
 	"github.com/molecule-ai/codex-warm/supervisor/hosts"
 )
 
@@ -122,6 +123,11 @@ type Config struct {
 	// Store maps chat keys to codex thread ids so a new child resumes the conversation. Nil means
 	// an in-memory map: conversations survive child restarts but not a daemon restart.
 	Store ThreadStore
+	// TurnModel gives every turn of a chat its model and effort, ForgetSettings drops an archived
+	// chat's (package chatsettings; nil: none); New binds Jobs, /compact and /undo (chatjobs.go).
+	TurnModel      func(chatKey string) (model, effort string)
+	ForgetSettings func(chatKey string) error
+	Jobs           *chatjob.Jobs
 	// Thread holds the options of thread/start and thread/resume.
 	Thread appserver.ThreadOptions
 	// StateDir holds ChildrenFile, the record of live children that the boot sweep of the next

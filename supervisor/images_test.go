@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/molecule-ai/codex-warm/supervisor/images"
 )
 
 // bombPNG is a PNG signature and IHDR declaring w×h: what codex would decode into w×h×4 bytes.
@@ -34,7 +36,7 @@ func smallPNG(t *testing.T) string {
 
 func TestScreenImages(t *testing.T) {
 	ok := smallPNG(t)
-	kept, notices := screenImages([]string{
+	kept, notices := images.Screen([]string{
 		ok,
 		bombPNG(40000, 40000),
 		"https://example.com/cat.png",

@@ -24,7 +24,7 @@ func TestPartsOwnTheirState(t *testing.T) {
 		"pool": {"pool.go", "session.go", "state.go", "slots.go", "spares.go", "warmup.go", "memory.go",
 			"shared.go", "watcher.go", "sweep.go", "restart.go", "status.go"},
 		// the chat path: keys, queues, busy policy, turns, the chat's controls, compaction
-		"chats": {"key.go", "queue.go", "busy.go", "turn.go", "control.go", "compact.go", "activity.go"},
+		"chats": {"key.go", "queue.go", "busy.go", "turn.go", "control.go", "compact.go", "activity.go", "chatjobs.go"},
 	})
 }
 

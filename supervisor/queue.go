@@ -10,6 +10,7 @@ import (
 
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/internal/protocol"
+	"github.com/molecule-ai/codex-warm/supervisor/images"
 )
 
 // job is one Submit call: a message waiting in, or being run by, its key's worker.
@@ -166,7 +167,7 @@ func (c *chats) enqueue(ctx context.Context, chatKey string, in Input) (*Ticket,
 		messageID: in.MessageID, handed: make(chan struct{})}
 	if c.cfg.MaxImagePixels > 0 && len(in.Images) > 0 {
 		// Every image reaches codex through here: a bomb is refused before any child decodes it.
-		j.images, j.notices = screenImages(in.Images, c.cfg.MaxImagePixels)
+		j.images, j.notices = images.Screen(in.Images, c.cfg.MaxImagePixels)
 		for _, n := range j.notices {
 			j.text += "\n\n[" + n + "]"
 			c.log.Warn("image refused", zap.String("chat_key", chatKey), zap.String("why", n))
@@ -390,6 +391,12 @@ func (c *chats) run(k *keyState, j *job) (Reply, error) {
 // that arrives waits); retire, for fn, retires the chat's child and waits until it was reaped.
 // busy is true, and fn does not run, when the chat has a turn running or messages waiting.
 func (c *chats) onWorker(ctx context.Context, chatKey string, fn func(k *keyState, retire func()) error) (busy bool, err error) {
+	return c.onWorkerWait(ctx, chatKey, false, fn)
+}
+
+// onWorkerWait is onWorker; with wait, fn runs after the chat's running and queued messages
+// instead, and busy says it waited for them.
+func (c *chats) onWorkerWait(ctx context.Context, chatKey string, wait bool, fn func(k *keyState, retire func()) error) (busy bool, err error) {
 	j := &job{ctx: context.WithoutCancel(ctx), done: make(chan outcome, 1)}
 	j.maint = func(k *keyState) (Reply, error) {
 		return Reply{}, fn(k, func() {
@@ -414,6 +421,9 @@ func (c *chats) onWorker(ctx context.Context, chatKey string, fn func(k *keyStat
 		return false, ErrReloading
 	}
 	if k := c.keys[chatKey]; k != nil && (k.running != nil || c.queue.LenLocked(chatKey) > 0) {
+		busy = true
+	}
+	if busy && !wait {
 		c.mu.Unlock()
 		return true, nil
 	}
@@ -422,5 +432,5 @@ func (c *chats) onWorker(ctx context.Context, chatKey string, fn func(k *keyStat
 	c.queue.PushLocked(chatKey, j)
 	c.mu.Unlock()
 	o := <-j.done
-	return false, o.err
+	return busy, o.err
 }

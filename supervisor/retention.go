@@ -240,7 +240,11 @@ func (s *archiver) archiveChat(ctx context.Context, codex retention.Codex, c ret
 		}
 		retire()
 		reason := fmt.Sprintf("idle since %s (archive after %s)", c.Since.UTC().Format(time.RFC3339), idleAfter)
-		return s.cfg.Retention.Archive(ctx, codex, k.key, c.ThreadID, reason)
+		err := s.cfg.Retention.Archive(ctx, codex, k.key, c.ThreadID, reason)
+		if err == nil && s.cfg.ForgetSettings != nil {
+			err = s.cfg.ForgetSettings(k.key) // the chat's model and effort end with it
+		}
+		return err
 	})
 }
 

@@ -154,6 +154,9 @@ func New(cfg Config) (*Supervisor, error) {
 		queued: func(key string) int { return s.chats.queuedLocked(key) }, forget: func(k *keyState) { s.chats.gcKeyLocked(k) }})
 	s.chats = newChats(chatsDeps{cfg: &s.cfg, log: s.log, mu: &s.mu, life: s.life, pool: s.pool, handover: &s.handover,
 		approvals: s.approvals, archive: s.archive, model: s.model, limits: s.limits, usage: s.usage})
+	if cfg.Jobs != nil {
+		cfg.Jobs.Bind(s.chats.runJob)
+	}
 	if cfg.StateDir != "" {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("supervisor: state dir: %w", err)

@@ -39,6 +39,10 @@ func (c *chats) turn(k *keyState, sess *session, j *job) (Reply, error) {
 	c.mu.Unlock()
 	c.limits.Reached(k.key) // a parked message released at a reset got here: the next may go
 
+	var model, effort string
+	if c.cfg.TurnModel != nil {
+		model, effort = c.cfg.TurnModel(k.key)
+	}
 	runTurn := func(ctx context.Context, opts appserver.TurnOptions) (*appserver.TurnResult, error) {
 		if r, ok := sess.child.(resumable); ok && j.adopted {
 			return r.ResumeTurn(ctx, opts)
@@ -57,6 +61,8 @@ func (c *chats) turn(k *keyState, sess *session, j *job) (Reply, error) {
 		OnStarted:      live.started,
 		Approve:        c.approver(k.key, j.askApprovalsOf, sess, watch, &notes),
 		CallTool:       j.callTool,
+		Model:          model,
+		Effort:         effort,
 	})
 	watch.stop()
 	cause := context.Cause(ctx)

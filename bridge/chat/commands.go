@@ -51,6 +51,10 @@ var commandNames = map[string]string{
 	"help":    cmdHelp,
 	"approve": cmdApprove,
 	"deny":    cmdDeny,
+	"model":   cmdModel,
+	"effort":  cmdEffort,
+	"compact": cmdCompact,
+	"undo":    cmdUndo,
 }
 
 // Command is a chat message that is a command: its name (CmdStop, …) and the text after it.
@@ -89,6 +93,7 @@ func helpText(asksApprovals bool) string {
 /new (or /reset): start over; your next message opens a new conversation
 /status: what this chat's codex session is doing
 `)
+	b.WriteString(helpSettings)
 	if asksApprovals {
 		b.WriteString(helpApprovals + "\n")
 	}
@@ -101,6 +106,12 @@ Anything else, including other /words, goes to codex as you typed it.`)
 // how many of the chat's messages the inbox itself dropped for a /stop (messages it had not yet
 // handed to the supervisor); it is added to the count.
 func RunCommand(ctx context.Context, c Controls, chatKey string, cmd Command, dropped int) string {
+	if o, ok := c.(CommandObserver); ok {
+		o.ObserveCommand(cmd.Name)
+	}
+	if text, ok := runSettingsCommand(ctx, c, chatKey, cmd); ok {
+		return text
+	}
 	switch cmd.Name {
 	case CmdStop:
 		res := c.Stop(chatKey)
@@ -126,6 +137,10 @@ func RunCommand(ctx context.Context, c Controls, chatKey string, cmd Command, dr
 		}
 	case cmdStatus:
 		text := statusText(c.ChatStatus(chatKey))
+		if mc, ok := c.(ModelControls); ok {
+			r := mc.Resolve(chatKey)
+			text += fmt.Sprintf("\nmodel %s (from %s), effort %s (from %s)", orCodexDefault(r.Model), r.ModelFrom, orCodexDefault(r.Effort), r.EffortFrom)
+		}
 		if u, ok := c.(UsageSource); ok {
 			text += "\n" + usageStatusText(u, chatKey, time.Now())
 		}

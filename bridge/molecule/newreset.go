@@ -33,3 +33,10 @@ func (a *answerer) queuedReset(ctx context.Context, log *zap.Logger, chatKey str
 	log.Info("chat starts over after its earlier messages", zap.Bool("after_running_turn", res.Deferred),
 		zap.String("old_thread_id", res.OldThreadID))
 }
+
+// ObserveCommand counts the /new as the inbox's own Controls count commands (chat.CommandObserver).
+func (q queuedResetControls) ObserveCommand(name string) {
+	if o, ok := q.Controls.(chat.CommandObserver); ok {
+		o.ObserveCommand(name)
+	}
+}

@@ -80,6 +80,7 @@ func Render(w io.Writer, doc StatusDoc, now time.Time) {
 	if doc.Bridge != nil {
 		renderMolecule(w, doc.Bridge)
 	}
+	renderModels(w, doc.Models)
 	renderSections(w, doc.Sections)
 	renderUsage(w, doc.Snapshot.Usage, now)
 }

@@ -108,6 +108,8 @@ type StatusDoc struct {
 	// LocalFiles counts the files the local inbox's replies carried and refused; nil on the
 	// Molecule inbox (Bridge counts them there).
 	LocalFiles *local.FileStats `json:"local_files,omitempty"`
+	// Models is each chat's model and effort (/model, /effort); nil when not known.
+	Models *ChatModels `json:"models,omitempty"`
 	// NotReady are the causes parts give for the daemon not being ready, and Sections the lines
 	// they add: a part adds them here and Render prints them, with no change to Render.
 	NotReady []NotReadyCause `json:"not_ready,omitempty"`

@@ -122,6 +122,9 @@ func (d *daemon) newSupervisor(tmpl appserver.Config, thread appserver.ThreadOpt
 	return supervisor.New(supervisor.Config{
 		AppServer:        tmpl,
 		Store:            d.store,
+		TurnModel:        d.settings.Turn,
+		ForgetSettings:   d.settings.Forget,
+		Jobs:             d.jobs,
 		Retention:        ret,
 		RetentionPolicy:  retention.Policy{IdleAfter: cfg.ArchiveIdleAfter, DeleteAfter: cfg.DeleteArchivedAfter, UploadsAfter: cfg.UploadsMaxAge},
 		RetentionEvery:   cfg.ArchiveSweepEvery,

@@ -111,6 +111,9 @@ type Config struct {
 
 	// ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery: retention (retention.go).
 	ArchiveIdleAfter, DeleteArchivedAfter, ArchiveSweepEvery, UploadsMaxAge time.Duration
+
+	// Models is what chats may choose with /model and /effort (flags_model.go).
+	Models ModelConfig
 }
 
 // DefaultStateDir is the Python daemon's state directory, so its sessions.json is picked up.

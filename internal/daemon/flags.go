@@ -26,6 +26,7 @@ func flagGroups() []flagGroup {
 		{"The pool", poolFlags},
 		{"Long threads", compactFlags},
 		{"Chats and turns", chatFlags},
+		{"Models", modelFlags},
 		{"Approvals", approvalFlags},
 		{"The ChatGPT login", loginFlags},
 		{"Molecule", moleculeFlags},

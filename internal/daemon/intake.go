@@ -21,7 +21,7 @@ func (d *daemon) startLocal(st *startEnv, hdoc *handoff.Doc, clock *drainClock) 
 	cfg, log := d.cfg, d.log
 	var controls chat.Controls
 	if cfg.ChatCommands {
-		controls = d.sup
+		controls = chatControls{d.sup, d.settings, d.jobs, cfg.Models.PeerCommands, d.met}
 	}
 	h, err := local.New(local.Config{Answerer: d.sup, Controls: controls, Chats: d.sup, Logger: log,
 		Token: cfg.InboxToken, AllowedHosts: cfg.InboxAllowHosts, AllowedOrigins: cfg.InboxAllowOrigins,
@@ -119,7 +119,7 @@ func (d *daemon) startMolecule(st *startEnv) (intake, error) {
 		mcfg.HandOff = d.sup
 	}
 	if cfg.ChatCommands {
-		mcfg.Controls = d.sup
+		mcfg.Controls = chatControls{d.sup, d.settings, d.jobs, cfg.Models.PeerCommands, d.met}
 	}
 	mcfg.Progress = d.sup
 	mcfg.Health = d.sup

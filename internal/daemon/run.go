@@ -16,6 +16,7 @@ import (
 	"github.com/molecule-ai/codex-warm/appserver"
 	"github.com/molecule-ai/codex-warm/bridge/local"
 	"github.com/molecule-ai/codex-warm/bridge/molecule"
+	"github.com/molecule-ai/codex-warm/internal/chatsettings"
 	"github.com/molecule-ai/codex-warm/internal/codexauth"
 	"github.com/molecule-ai/codex-warm/internal/control"
 	"github.com/molecule-ai/codex-warm/internal/daemon/handoff"
@@ -25,6 +26,7 @@ import (
 	"github.com/molecule-ai/codex-warm/internal/secretset"
 	"github.com/molecule-ai/codex-warm/sessions"
 	"github.com/molecule-ai/codex-warm/supervisor"
+	"github.com/molecule-ai/codex-warm/supervisor/chatjob"
 )
 
 // daemon is one running `supervisor run`: the pieces runDaemon starts and must stop in order.
@@ -39,6 +41,10 @@ type daemon struct {
 	login   *loginGate // set by preflight
 	// leanOverrides are the lean settings no config layer sets (lean.go); set by preflight.
 	leanOverrides []string
+	// codexModels is what the start-up check's codex said about models (chatmodels.go).
+	codexModels codexModels
+	settings    *chatsettings.Store // each chat's model and effort; set before the supervisor
+	jobs        *chatjob.Jobs       // the jobs chat commands run on a chat's worker (/compact, /undo)
 	// phase is phaseStarting, phaseServing or phaseDraining (the readiness probe's "inbox").
 	phase atomic.Int32
 
@@ -129,6 +135,10 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 		d.lock = takeLock(r.handoff, d.cfg.StateDir)
 		held.add(d.lock.Close)
 	}
+	if d.settings, err = d.openChatSettings(d.cfg, r.getenv); err != nil {
+		return err
+	}
+	d.jobs = &chatjob.Jobs{}
 	adopted := adoptChildren(r.handoff, tmpl, d.log)
 	if d.sup, err = d.newSupervisor(tmpl, thread, ret, budget, adopted); err != nil {
 		return err

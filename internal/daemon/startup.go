@@ -66,10 +66,12 @@ func (d *daemon) preflight(ctx context.Context, bin string, env []string, cred *
 	// settings never override the operator's.
 	var origins map[string]json.RawMessage
 	originsErr := errors.New("codex did not start")
+	d.codexModels.err = originsErr
 	a := d.login.checkWith(ctx, func(ctx context.Context) control.CodexAuth {
 		return probeCodex(ctx, tmpl, func(ctx context.Context, c *appserver.Client) {
 			res, err := c.ReadConfig(ctx, d.cfg.Cwd)
 			origins, originsErr = res.Origins, err
+			d.codexModels = readCodexModels(ctx, c, res, err)
 		})
 	})
 	if d.cfg.LeanChildren {

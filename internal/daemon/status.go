@@ -37,7 +37,7 @@ func (d *daemon) status() control.StatusDoc {
 // or a readiness cause of its own adds its function here; it fills the document's Sections or
 // NotReady, which control.Render prints as they are.
 func (d *daemon) statusParts() []func(*control.StatusDoc) {
-	return []func(*control.StatusDoc){d.addProcessStatus, d.addInboxStatus, d.addCodexStatus}
+	return []func(*control.StatusDoc){d.addProcessStatus, d.addInboxStatus, d.addCodexStatus, d.addModelStatus}
 }
 
 // addProcessStatus adds the daemon process's own figures: its last reload, goroutines and
@@ -66,3 +66,6 @@ func (d *daemon) addInboxStatus(doc *control.StatusDoc) {
 		doc.LocalFiles = &f
 	}
 }
+
+// addModelStatus adds each chat's model and effort (/model, /effort).
+func (d *daemon) addModelStatus(doc *control.StatusDoc) { doc.Models = chatModels(d.settings) }

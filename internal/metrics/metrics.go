@@ -90,6 +90,7 @@ type Metrics struct {
 	loginOwner   *prometheus.GaugeVec
 	tokens       *prometheus.CounterVec
 	reloads      *prometheus.CounterVec
+	commands     *prometheus.CounterVec // commands.go
 }
 
 // New builds the registry.
@@ -120,7 +121,9 @@ func New(cfg Config) *Metrics {
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "reloads_total",
 		Help: "Reloads of the daemon in place (SIGHUP, supervisor reload), by outcome (ok: counted by the new image; refused: the new binary failed its preflight or the daemon could not quiesce; failed: the exec failed and the old image serves on). Counts since the image started, plus ok for the reload that started it."},
 		[]string{"outcome"})
-	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, m.loginOwner, m.tokens, m.reloads, &poolCollector{status: cfg.Status})
+	m.commands = newCommands()
+	m.reg.MustRegister(m.turns, m.turnDuration, m.firstLatency, m.refreshes, m.loginOwner, m.tokens, m.reloads, m.commands,
+		&poolCollector{status: cfg.Status})
 	if cfg.DirSizes != nil || cfg.OldestIdle != nil {
 		m.reg.MustRegister(&growthCollector{sizes: cfg.DirSizes, oldestIdle: cfg.OldestIdle})
 	}

@@ -81,6 +81,25 @@ type Request struct {
 	// Sent is the number of input items the request itself carried; the first
 	// len(Input)-Sent came from PreviousResponseID.
 	Sent int
+	// Model is the request's model, and Effort its reasoning.effort ("" when it has none).
+	Model, Effort string
+}
+
+// modelAndEffort reads a request's (or a response.create message's) model and reasoning effort.
+func modelAndEffort(raw []byte) (model, effort string) {
+	var b struct {
+		Model     string `json:"model"`
+		Reasoning *struct {
+			Effort string `json:"effort"`
+		} `json:"reasoning"`
+	}
+	if json.Unmarshal(raw, &b) != nil {
+		return "", ""
+	}
+	if b.Reasoning != nil {
+		effort = b.Reasoning.Effort
+	}
+	return b.Model, effort
 }
 
 // Image is one input_image part of a user message.
@@ -529,6 +548,7 @@ func parseRequest(body []byte) (Request, error) {
 	}
 	req := parseInput(b.Input)
 	req.Raw = body
+	req.Model, req.Effort = modelAndEffort(body)
 	return req, nil
 }
 

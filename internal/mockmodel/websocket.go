@@ -157,6 +157,7 @@ func (m *Model) wsMessage(ctx context.Context, wc *wsConn, data []byte) {
 	}
 	req := parseInput(full)
 	req.Raw = data
+	req.Model, req.Effort = modelAndEffort(data)
 	req.Bearer = wc.bearer
 	req.Websocket = true
 	req.PreviousResponseID = msg.PreviousResponseID

@@ -157,6 +157,8 @@ type ConfigReadResult struct {
 type EffectiveConfig struct {
 	Model         *string `json:"model"`
 	ModelProvider *string `json:"model_provider"`
+	// ModelReasoningEffort is the configured effort (model_reasoning_effort).
+	ModelReasoningEffort *string `json:"model_reasoning_effort"`
 	// ModelProviders are the providers config.toml defines (the built-in ones are not listed).
 	ModelProviders map[string]ModelProviderConfig `json:"model_providers"`
 }
@@ -283,13 +285,20 @@ const (
 // view, which keeps the user and agent messages and leaves tool items out.
 type ThreadTurnsParams struct {
 	ThreadID      string `json:"threadId"`
+	Cursor        string `json:"cursor,omitempty"`
 	Limit         int    `json:"limit,omitempty"`
 	SortDirection string `json:"sortDirection,omitempty"`
+	// ItemsView is TurnItemsFull for every item, tool items (fileChange) included.
+	ItemsView string `json:"itemsView,omitempty"`
 }
+
+// TurnItemsFull is the items view of thread/turns/list that keeps every item of a turn.
+const TurnItemsFull = "full"
 
 // ThreadTurnsResult is the result of thread/turns/list.
 type ThreadTurnsResult struct {
-	Data []Turn `json:"data"`
+	Data       []Turn  `json:"data"`
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // ThreadRevertParams are the params of thread/revert: the thread's persisted history is replaced
@@ -312,6 +321,10 @@ type UserInput struct {
 type TurnStartParams struct {
 	ThreadID string      `json:"threadId"`
 	Input    []UserInput `json:"input"`
+	// Model and Effort apply to this turn and every later one of the thread (models.go);
+	// empty leaves them as the thread has them.
+	Model  string `json:"model,omitempty"`
+	Effort string `json:"effort,omitempty"`
 }
 
 // TurnInterruptParams are the params of turn/interrupt.

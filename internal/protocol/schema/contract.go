@@ -89,6 +89,7 @@ func DaemonContract() Contract {
 			use(protocol.MethodTurnInterrupt, FromDaemon, "TurnInterruptParams", "TurnInterruptResponse", protocol.TurnInterruptParams{}, nil),
 			use(protocol.MethodAccountRead, FromDaemon, "GetAccountParams", "GetAccountResponse", protocol.AccountReadParams{}, protocol.AccountReadResult{}),
 			use(protocol.MethodConfigRead, FromDaemon, "ConfigReadParams", "ConfigReadResponse", protocol.ConfigReadParams{}, protocol.ConfigReadResult{}),
+			use(protocol.MethodModelList, FromDaemon, "ModelListParams", "ModelListResponse", protocol.ModelListParams{}, protocol.ModelListResult{}),
 			use(protocol.MethodLoginStart, FromDaemon, "LoginAccountParams", "LoginAccountResponse", protocol.ChatGPTAuthTokens{}, nil),
 
 			use(protocol.NotifyTurnStarted, FromCodex, "TurnStartedNotification", "", protocol.TurnNotification{}, nil),
@@ -129,6 +130,9 @@ func DaemonContract() Contract {
 			{Def: "ChatgptAuthTokensRefreshReason", Values: []string{"unauthorized"}},
 			{Def: "UserInput", Prop: "type", Values: []string{"text", "image"}},
 			{Def: "SortDirection", Values: []string{protocol.SortAsc, protocol.SortDesc}},
+			// /undo reads every item of the turns it takes back, and which file changes ran.
+			{Def: "TurnItemsView", Values: []string{protocol.TurnItemsFull}},
+			{Def: "PatchApplyStatus", Values: []string{protocol.ItemStatusCompleted}},
 			// What the daemon answers on its own (appserver/policy.go) and asks for (--approval ask).
 			{Def: "PermissionGrantScope", Values: []string{"turn"}},
 			{Def: "McpServerElicitationAction", Values: []string{"decline"}},
