@@ -100,5 +100,6 @@ func normalizeDelegation(n normalized, row map[string]json.RawMessage, cfg norma
 		out = fmt.Sprintf("Result of the work delegated to %s:\n\n%s", who, text)
 	}
 	m.Text, m.OmittedBytes = composeText(out, nil, cfg.maxTextBytes)
+	m.DelegationID = delegationID
 	return n
 }

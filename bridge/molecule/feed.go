@@ -37,13 +37,17 @@ type feed struct {
 	streamMoved chan struct{}
 	// poisonSeen names the poison rows without an id already reported; the poll loop owns it.
 	poisonSeen *idring.Ring
+	// delegations re-polls after a delegation's event until its row is read (delegationpoll.go).
+	delegations *delegationWatch
 }
 
 func newFeed(sh shared, ncfg normalizeConfig, stream *streamStats) *feed {
-	return &feed{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, pause: sh.pause, outages: sh.outages,
+	f := &feed{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, pause: sh.pause, outages: sh.outages,
 		tenancy: sh.tenancy, stream: stream,
 		ackWake: make(chan struct{}, 1), pollWake: make(chan pollCause, 1), streamMoved: make(chan struct{}, 1),
 		poisonSeen: idring.New(sh.cfg.RecentIDs)}
+	f.delegations = newDelegationWatch(f.wakePoll)
+	return f
 }
 
 // pollLoop polls until ctx is done: every PollInterval (every SafetyPollInterval while the event
@@ -174,6 +178,7 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 	for i, row := range rows {
 		n := f.normalize(row)
+		f.delegations.rowRead(n.msg)
 		id, seq := n.msg.ActivityID, n.msg.Seq
 		if id != "" {
 			last = id

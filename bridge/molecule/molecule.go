@@ -157,6 +157,7 @@ func (m *Inbox) Run(ctx context.Context) error {
 	ctx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	m.workspace.begin(stopRun)
+	m.replies.sweepOutbox(m.log)
 
 	if err := m.workspace.register(ctx); err != nil {
 		if ctx.Err() != nil {

@@ -96,10 +96,10 @@ func steeredText(oc chat.Outcome, reply supervisor.Reply, err error) string {
 // while the pool was busy: the row then stays unacknowledged and the next run answers it.
 func (a *answerer) answer(ctx, drainCtx context.Context, log *zap.Logger, msg message) (toSend, bool) {
 	start := time.Now()
-	in := a.input(msg)
 	turnCtx, q := a.view.open(drainCtx, msg)
 	stop := a.view.show(drainCtx, log, msg, start, q)
-	reply, err := a.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) { return a.submitInput(turnCtx, msg, in) })
+	// Each try is an attempt of its own, with its own send_file box (input).
+	reply, err := a.submit(ctx, drainCtx, log, msg, 0, func() (supervisor.Reply, error) { return a.submitInput(turnCtx, msg, a.input(msg)) })
 	stop()
 	return a.settle(ctx, drainCtx, log, msg, start, reply, err)
 }
@@ -158,8 +158,9 @@ func (a *answerer) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg m
 	}
 }
 
-// input is what codex gets for msg, with the party its approvals are asked of: the workspace's
-// canvas user, whatever row msg is (see approvalParty).
+// input is what codex gets for an attempt at msg, with the party its approvals are asked of:
+// the workspace's canvas user, whatever row msg is (see approvalParty), and the attempt's own
+// send_file box.
 func (a *answerer) input(msg message) supervisor.Input {
 	in := msg.input()
 	in.AskApprovalsOf = a.view.approvalParty().ChatKey
@@ -173,7 +174,7 @@ func (a *answerer) settle(ctx, drainCtx context.Context, log *zap.Logger, msg me
 	if oc == chat.OutcomeClosed || (oc != chat.OutcomeAnswered && drainCtx.Err() != nil) {
 		a.c.abandoned.Add(1)
 		log.Info("stopping before the message was answered; it will be answered after the restart", zap.Error(err))
-		a.replies.takeBox(msg.ActivityID) // its files go with the answer the next run gives
+		a.replies.takeBox(msg.ActivityID) // its files are dropped: the next run answers it again
 		a.replies.removeOutbox(msg.ActivityID)
 		return toSend{}, false
 	}

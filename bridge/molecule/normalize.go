@@ -65,6 +65,8 @@ type message struct {
 	// MessageID is the A2A messageId of a peer's message (params.message.messageId), which a
 	// reply names; "" when the row has none.
 	MessageID string
+	// DelegationID is a delegation result's delegation_id; "" for other rows.
+	DelegationID string
 }
 
 // input is what codex gets for m.

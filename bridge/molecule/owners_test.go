@@ -18,14 +18,15 @@ func TestPartsOwnTheirFields(t *testing.T) {
 		"turnView":  {"turnview.go", "progress.go", "chips.go", "approvals.go"},
 		"workspace": {"register.go", "wsstate.go", "health.go", "session.go"},
 		// What the parts share, each with its own lock.
-		"answerWindow":  {"health.go"},
-		"stateWriter":   {"statewrite.go"},
-		"outages":       {"reach.go"},
-		"tenancyLog":    {"tenancy.go"},
-		"pauseGate":     {"wsstate.go"},
-		"peerExchanges": {"pingpong.go"},
-		"dispatcher":    {"dispatcher.go"},
-		"waits":         {"waiting.go"},
+		"answerWindow":    {"health.go"},
+		"stateWriter":     {"statewrite.go"},
+		"outages":         {"reach.go"},
+		"tenancyLog":      {"tenancy.go"},
+		"pauseGate":       {"wsstate.go"},
+		"peerExchanges":   {"pingpong.go"},
+		"dispatcher":      {"dispatcher.go"},
+		"waits":           {"waiting.go"},
+		"delegationWatch": {"delegationpoll.go"},
 	})
 }
 

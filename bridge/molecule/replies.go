@@ -33,12 +33,12 @@ type replies struct {
 	uploads uploadState
 
 	mu    sync.Mutex
-	boxes map[string]*sendBox // activity id → the files its turn sent (sendfiles.go)
+	boxes map[string]*attempts // activity id → the send_file boxes of its attempts (sendfiles.go)
 }
 
 func newReplies(sh shared, ncfg normalizeConfig, wakeAck func()) *replies {
 	r := &replies{deps: sh.deps, ncfg: ncfg, images: sh.images, peers: sh.peers, window: sh.window, tenancy: sh.tenancy,
-		wakeAck: wakeAck, boxes: make(map[string]*sendBox)}
+		wakeAck: wakeAck, boxes: make(map[string]*attempts)}
 	r.waits = newWaits(sh.deps, r)
 	return r
 }

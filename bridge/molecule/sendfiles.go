@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,36 +31,154 @@ import (
 // 14.7 MiB as base64, leaving room for the text.
 const peerInlineBytes = 11 << 20
 
-// outboxDirName is where the copies wait for delivery: <StateDir>/outbox/<activity>/.
+// outboxDirName is where the copies wait for delivery: <StateDir>/outbox/<activity>/<attempt>/.
 const outboxDirName = "outbox"
 
-// sendBox collects the files one message's turn sends, and the ones refused.
+// whyAttemptFailed is why the files an attempt at a message sent do not go when that attempt
+// failed and the message was tried again: they were the failed attempt's, and the answer is the
+// later one's.
+const whyAttemptFailed = "the attempt at this message that sent them failed, and the message was tried again"
+
+// whyLate is why a send_file call that ends after its turn's reply was taken sends nothing: the
+// reply that was taken is the one that goes.
+const whyLate = "the turn that called send_file has ended: its reply was already taken, or the attempt failed " +
+	"and the message is tried again; a file goes only with the reply of the turn that sends it, while that turn runs"
+
+// sendBox collects the files one attempt at a message sends, and the ones refused. Once closed
+// (its reply took it, or its attempt failed) it takes no more: a call then is late.
 type sendBox struct {
+	parent string // the message's folder in the outbox; the attempt's own is made in it
+
 	mu      sync.Mutex
+	dir     string // the attempt's folder, made at its first file
+	closed  bool
 	files   []ledger.SentFile
 	refused []string
 	bytes   int64
 }
 
-// takeBox returns and forgets the files msg's turn sent (nil when it sent none).
-func (d *replies) takeBox(activityID string) *sendBox {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	b := d.boxes[activityID]
-	delete(d.boxes, activityID)
-	return b
+// attempts are the send_file boxes of one message: its current attempt's, and the names of the
+// files its failed attempts dropped.
+type attempts struct {
+	cur     *sendBox
+	dropped []string
 }
 
-// sendFileTool is msg's answer to send_file calls: it checks and copies the file at once and
-// tells the model whether it will go.
-func (d *replies) sendFileTool(msg message) appserver.ToolHandler {
+// takenFiles is what a message's turn sent, as its reply takes it.
+type takenFiles struct {
+	files   []ledger.SentFile
+	refused []string
+	dropped []string // the files of its failed attempts, not sent
+}
+
+// close ends b: it takes no more files. It returns what it holds.
+func (b *sendBox) close() (files []ledger.SentFile, refused []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return b.files, b.refused
+}
+
+// refuse records a refusal the reply is to name (none once b is closed: no reply reads it).
+func (b *sendBox) refuse(text string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.refused = append(b.refused, text)
+	}
+}
+
+// folder is the attempt's folder in the outbox, made at the first call; b.mu is held.
+func (b *sendBox) folder() (string, error) {
+	if b.dir != "" {
+		return b.dir, nil
+	}
+	if err := os.MkdirAll(b.parent, 0o700); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(b.parent, "attempt-")
+	if err != nil {
+		return "", err
+	}
+	b.dir = dir
+	return dir, nil
+}
+
+// add records f, copied; b.mu is held.
+func (b *sendBox) add(f ledger.SentFile) {
+	b.files = append(b.files, f)
+	b.bytes += f.Size
+}
+
+// openBox starts an attempt at msg: its own box, which a failed earlier attempt's files never
+// enter. An earlier attempt's box still open is dropped (dropAttempt).
+func (d *replies) openBox(msg message) *sendBox {
+	d.dropAttempt(msg.ActivityID)
+	box := &sendBox{parent: filepath.Join(d.cfg.StateDir, outboxDirName, outboxName(msg.ActivityID))}
 	d.mu.Lock()
-	box := d.boxes[msg.ActivityID]
-	if box == nil {
-		box = &sendBox{}
-		d.boxes[msg.ActivityID] = box
+	defer d.mu.Unlock()
+	a := d.boxes[msg.ActivityID]
+	if a == nil {
+		a = &attempts{}
+		d.boxes[msg.ActivityID] = a
+	}
+	a.cur = box
+	return box
+}
+
+// dropAttempt ends the current attempt at the message activityID as failed: its box is closed,
+// its copies leave the outbox, and its files' names are kept for the reply's note. It returns
+// those names.
+func (d *replies) dropAttempt(activityID string) []string {
+	d.mu.Lock()
+	a := d.boxes[activityID]
+	var box *sendBox
+	if a != nil {
+		box, a.cur = a.cur, nil
 	}
 	d.mu.Unlock()
+	if box == nil {
+		return nil
+	}
+	files, _ := box.close()
+	_ = os.RemoveAll(box.dir)
+	if len(files) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(files))
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a := d.boxes[activityID]; a != nil {
+		a.dropped = append(a.dropped, names...)
+	}
+	return names
+}
+
+// takeBox returns and forgets what the message activityID's turn sent: its current attempt's
+// files and refusals (that box closed: a later call is refused) and the names its failed
+// attempts dropped.
+func (d *replies) takeBox(activityID string) takenFiles {
+	d.mu.Lock()
+	a := d.boxes[activityID]
+	delete(d.boxes, activityID)
+	d.mu.Unlock()
+	if a == nil {
+		return takenFiles{}
+	}
+	t := takenFiles{dropped: a.dropped}
+	if a.cur != nil {
+		t.files, t.refused = a.cur.close()
+	}
+	return t
+}
+
+// sendFileTool is the answer to the send_file calls of one attempt at msg (a box of its own):
+// it checks and copies the file at once and tells the model whether it will go.
+func (d *replies) sendFileTool(msg message) appserver.ToolHandler {
+	box := d.openBox(msg)
 	log := d.log.With(zap.String("chat_key", msg.ChatKey), zap.String("activity_id", msg.ActivityID))
 	return func(ctx context.Context, call appserver.ToolCall) appserver.ToolResult {
 		if call.Tool != chatfiles.ToolName {
@@ -73,9 +192,7 @@ func (d *replies) sendFileTool(msg message) appserver.ToolHandler {
 		if err != nil {
 			d.c.filesRefused.Add(1)
 			log.Warn("file not sent", zap.String("path", args.Path), zap.Error(err), zap.NamedError("cause", errors.Unwrap(err)))
-			box.mu.Lock()
-			box.refused = append(box.refused, err.Error())
-			box.mu.Unlock()
+			box.refuse(err.Error())
 			return appserver.ToolResult{Text: err.Error()}
 		}
 		log.Info("file queued for the reply", zap.String("name", f.Name), zap.Int64("size", f.Size))
@@ -100,6 +217,9 @@ func (d *replies) takeFile(ctx context.Context, log *zap.Logger, msg message, bo
 	up := d.limits(ctx, log)
 	box.mu.Lock()
 	defer box.mu.Unlock()
+	if box.closed {
+		return refuse(whyLate, nil)
+	}
 	lim := chatfiles.Limits{MaxFileBytes: up.PerFile}
 	if msg.Route.Kind == routeA2A {
 		lim.ReplyBytes, lim.ReplyUsed = peerInlineBytes, box.bytes
@@ -107,8 +227,8 @@ func (d *replies) takeFile(ctx context.Context, log *zap.Logger, msg message, bo
 	if most := up.MaxAttachments; most > 0 && len(box.files) >= most {
 		return refuse(fmt.Sprintf("this reply has %d files already, the most one message takes", len(box.files)), nil)
 	}
-	outbox := filepath.Join(d.cfg.StateDir, outboxDirName, outboxName(msg.ActivityID))
-	if err := os.MkdirAll(outbox, 0o700); err != nil {
+	outbox, err := box.folder()
+	if err != nil {
 		return refuse("the outbox cannot be made (the daemon's log says why)", err)
 	}
 	tmp, err := os.CreateTemp(outbox, ".copy-*")
@@ -146,8 +266,7 @@ func (d *replies) takeFile(ctx context.Context, log *zap.Logger, msg message, bo
 	}
 	keep = true
 	f := ledger.SentFile{Name: sanitizeFilename(info.Name), MimeType: info.MimeType, Size: info.Size, Caption: args.Caption, Path: final}
-	box.files = append(box.files, f)
-	box.bytes += f.Size
+	box.add(f)
 	return f, nil
 }
 
@@ -160,17 +279,16 @@ func outboxName(activityID string) string {
 // secrets is every credential the daemon holds (the one secret set the redactor reads too).
 func (d *replies) secrets() chatfiles.Secrets { return d.red.set }
 
-// withFiles returns text with box's refusals added (the chat reads why), and box's files.
-func withFiles(box *sendBox, text string) (string, []ledger.SentFile) {
-	if box == nil {
-		return text, nil
-	}
-	box.mu.Lock()
-	defer box.mu.Unlock()
-	for _, r := range box.refused {
+// withFiles returns text with t's refusals added (the chat reads why) and the files of failed
+// attempts named as not sent, and t's files.
+func withFiles(t takenFiles, text string) (string, []ledger.SentFile) {
+	for _, r := range t.refused {
 		text += "\n\n[" + r + "]"
 	}
-	return text, box.files
+	if len(t.dropped) > 0 {
+		text += "\n\n" + chatfiles.NotSent(t.dropped, whyAttemptFailed)
+	}
+	return text, t.files
 }
 
 // withoutFiles returns text naming files as not sent (why), for a reply that does not carry them.
@@ -183,6 +301,45 @@ func withoutFiles(text string, files []ledger.SentFile, why string) string {
 		names = append(names, f.Name)
 	}
 	return text + "\n\n" + chatfiles.NotSent(names, why)
+}
+
+// sweepOutbox deletes, at start, whatever the outbox holds that no pending reply lists: the
+// copies of a turn a crash cut off, of a send_file that ended after its reply was taken (older
+// versions kept it), of a failed attempt. Nothing else writes there yet.
+func (d *replies) sweepOutbox(log *zap.Logger) {
+	root := filepath.Join(d.cfg.StateDir, outboxDirName)
+	keep := make(map[string]bool)
+	for _, p := range d.ledger.PendingFiles() {
+		// A kept file keeps the folders above it.
+		for p = filepath.Clean(p); p != root && len(p) > len(root); p = filepath.Dir(p) {
+			keep[p] = true
+		}
+	}
+	var swept []string
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return err
+		case path == root || keep[path]:
+			return nil
+		}
+		if err := os.RemoveAll(path); err != nil {
+			return err
+		}
+		swept = append(swept, path)
+		if e.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		log.Warn("the outbox could not be swept of copies no pending reply lists", zap.Error(err))
+	}
+	if len(swept) > 0 {
+		log.Info("outbox swept of copies no pending reply lists", zap.Int("entries", len(swept)))
+	}
 }
 
 // removeOutbox deletes the copies of a reply that is done with.

@@ -29,6 +29,8 @@ type fileChat struct {
 	// dir is the chat's folder.
 	dir  string
 	logs *observer.ObservedLogs
+	// tool is the send_file of the message's current attempt (one box), made at the first send.
+	tool appserver.ToolHandler
 }
 
 // newFileChat is a message routed as kind (routeNotify or routeA2A).
@@ -51,12 +53,15 @@ func newFileChat(t *testing.T, kind string) *fileChat {
 	return c
 }
 
-// send calls send_file for path as codex does.
+// send calls send_file for path as codex does, in the message's current attempt.
 func (c *fileChat) send(t *testing.T, path string) appserver.ToolResult {
 	t.Helper()
 	args, err := json.Marshal(chatfiles.Args{Path: path})
 	must(t, err)
-	return c.m.replies.sendFileTool(c.msg)(context.Background(), appserver.ToolCall{Tool: chatfiles.ToolName, Arguments: args})
+	if c.tool == nil {
+		c.tool = c.m.replies.sendFileTool(c.msg)
+	}
+	return c.tool(context.Background(), appserver.ToolCall{Tool: chatfiles.ToolName, Arguments: args})
 }
 
 // write makes a file of n bytes in the chat's folder.
@@ -78,6 +83,7 @@ func (c *fileChat) refused(t *testing.T, path, why, logged string) {
 		t.Errorf("send_file(%q) = %+v; want it refused because %q, with no host path", path, res, why)
 	}
 	text, _ := withFiles(c.m.replies.takeBox(c.msg.ActivityID), "done")
+	c.tool = nil // the reply took the box: the next send is another attempt's
 	if !strings.Contains(text, "["+res.Text+"]") || strings.Contains(text, c.workDir) || strings.Contains(text, c.stateDir) {
 		t.Errorf("reply %q; want the refusal %q and no host path", text, res.Text)
 	}

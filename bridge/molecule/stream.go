@@ -83,6 +83,7 @@ type streamEvent struct {
 		ActivityType string  `json:"activity_type"`
 		Method       string  `json:"method"`
 		SourceID     *string `json:"source_id"`
+		DelegationID string  `json:"delegation_id"`
 	} `json:"data"`
 }
 
@@ -156,6 +157,8 @@ type streamer struct {
 	// or down (its interval changes).
 	wake    func(pollCause)
 	changed func()
+	// delegated hears of each DELEGATION_* event: its row may come after it (delegationpoll.go).
+	delegated func(delegationID string)
 }
 
 // run subscribes until ctx ends: connect, read events, reconnect with a jittered backoff (no
@@ -260,6 +263,9 @@ func (s *streamer) event(data []byte, tooLong bool) {
 		s.stats.wakeups.Add(1)
 		s.wake(causeEvent)
 	}
+	if (ev.Type == eventDelegationDone || ev.Type == eventDelegationFailed) && s.delegated != nil {
+		s.delegated(ev.Data.DelegationID)
+	}
 }
 
 // idleInterval is the wait between polls: the safety poll's while the event stream is up,
@@ -299,7 +305,8 @@ func (f *feed) streamChanged() {
 func (f *feed) startStream(ctx context.Context, wg *sync.WaitGroup) {
 	st := &streamer{c: f.client, log: f.log.Named("stream"), self: f.cfg.WorkspaceID, stats: f.stream,
 		live: livenessBeats * f.cfg.HeartbeatInterval, timeout: f.cfg.RequestTimeout,
-		wake: f.wakePoll, changed: f.streamChanged}
+		wake: f.wakePoll, changed: f.streamChanged, delegated: f.delegations.announce}
 	f.stream.state.Store(StreamConnecting)
 	wg.Go(func() { st.run(ctx) })
+	wg.Go(func() { f.delegations.run(ctx) })
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/molecule-ai/codex-warm/bridge/chat"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/platform"
+	"github.com/molecule-ai/codex-warm/internal/chatfiles"
 	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
@@ -39,6 +40,16 @@ func (a *answerer) submit(ctx, drainCtx context.Context, log *zap.Logger, msg me
 		}
 		reply, err = try()
 		c := a.turnCondition(log, msg, reply, err)
+		if c.reason != "" && !c.giveUp {
+			// The attempt failed and the message is tried again: its files go with it. (Only a
+			// busy pool's result can still stand, and a turn the pool refused sent nothing.)
+			if names := a.replies.dropAttempt(msg.ActivityID); len(names) > 0 {
+				log.Info("the failed attempt's files are dropped with it", zap.Strings("files", names))
+				if c.notice != "" {
+					c.notice += "\n\n" + chatfiles.NotSent(names, whyAttemptFailed)
+				}
+			}
+		}
 		if seq != 0 && c.reason != "" && !c.giveUp {
 			a.line.set(msg.ChatKey, seq, true)
 			hold := c.hold

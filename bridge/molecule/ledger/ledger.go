@@ -321,6 +321,19 @@ func (l *Ledger) TakeRestored() []Reply {
 	return r
 }
 
+// PendingFiles are the paths of the copies the pending replies list: what the outbox must keep.
+func (l *Ledger) PendingFiles() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var paths []string
+	for _, p := range l.pending {
+		for _, f := range p.Files {
+			paths = append(paths, f.Path)
+		}
+	}
+	return paths
+}
+
 // Cursor is the durable inbox position (low-water mark): the poll asks for the rows after it.
 func (l *Ledger) Cursor() string {
 	l.mu.Lock()

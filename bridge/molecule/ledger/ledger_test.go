@@ -301,3 +301,25 @@ func TestLedgerWaitsSurviveRestart(t *testing.T) {
 		t.Errorf("a finished row kept its wait: %+v", w)
 	}
 }
+
+// PendingFiles lists the copies of every pending reply, restored or set in this run, and none of
+// a reply once it is done.
+func TestLedgerPendingFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l := openTestLedger(t, dir)
+	l.SetPending(Reply{ActivityID: "a", Files: []SentFile{{Name: "x", Path: "/o/a/x"}, {Name: "y", Path: "/o/a/y"}}})
+	must(t, l.Sync())
+	l2 := openTestLedger(t, dir)
+	l2.SetPending(Reply{ActivityID: "b", Files: []SentFile{{Name: "z", Path: "/o/b/z"}}})
+	l2.SetPending(Reply{ActivityID: "c"})
+	got := l2.PendingFiles()
+	slices.Sort(got)
+	if want := []string{"/o/a/x", "/o/a/y", "/o/b/z"}; !slices.Equal(got, want) {
+		t.Errorf("pending files %q, want %q", got, want)
+	}
+	l2.MarkDone("a")
+	if got := l2.PendingFiles(); !slices.Equal(got, []string{"/o/b/z"}) {
+		t.Errorf("pending files %q after a is done, want b's alone", got)
+	}
+}
