@@ -56,9 +56,41 @@ func renderMolecule(w io.Writer, s *molecule.Stats) {
 	fmt.Fprintf(w, "  optional requests sent %d, held back %d\n", s.Budget.OptionalSent, s.Budget.OptionalDropped)
 }
 
-// Render prints the process table like ps: one aligned row per live child, then totals.
+// Render prints the process table like ps: the daemon's header and warnings, one aligned row
+// per live child, then totals, the inbox's counters, the sections parts added (doc.Sections)
+// and the chats' token totals.
 func Render(w io.Writer, doc StatusDoc, now time.Time) {
-	d := doc.Daemon
+	renderDaemon(w, doc.Daemon, now)
+	if a := doc.Daemon.CodexAuth; a != nil {
+		renderCodexAuth(w, doc.Daemon.CodexVersion, a, now)
+	}
+	// An outage always has its start; a document without one (a daemon from before the model
+	// check, or a hand-made one) says nothing about the model.
+	if m := doc.Snapshot.Model; m.Unreachable && !m.Since.IsZero() {
+		fmt.Fprintf(w, "WARNING: the model service cannot be reached (since %s ago): %s. Turns end at once; Molecule messages wait and are answered when it is back.\n",
+			ShortDuration(now.Sub(m.Since)), m.Cause)
+	}
+	for _, c := range doc.NotReady {
+		fmt.Fprintf(w, "WARNING: not ready (%s): %s\n", c.Part, c.Text)
+	}
+	renderLimits(w, doc.Snapshot.Limits, now)
+	fmt.Fprintln(w)
+	renderChildren(w, doc.Snapshot, now)
+	renderTotals(w, doc)
+	if f := doc.LocalFiles; f != nil && f.Sent+f.Refused > 0 {
+		fmt.Fprintf(w, "local inbox: files sent %d  refused %d\n", f.Sent, f.Refused)
+	}
+	if doc.Bridge != nil {
+		renderMolecule(w, doc.Bridge)
+	}
+	renderModels(w, doc.Models)
+	renderSections(w, doc.Sections)
+	renderUsage(w, doc.Snapshot.Usage, now)
+}
+
+// renderDaemon writes the header: version, pid, uptime, inbox and listeners, state directory,
+// start and the last reload.
+func renderDaemon(w io.Writer, d DaemonInfo, now time.Time) {
 	fmt.Fprintf(w, "supervisor %s  pid %d  up %s  inbox %s", d.Version, d.PID, ShortDuration(now.Sub(d.Started)), d.Inbox)
 	if d.Listen != "" {
 		fmt.Fprintf(w, " (%s)", d.Listen)
@@ -76,61 +108,60 @@ func Render(w io.Writer, doc StatusDoc, now time.Time) {
 		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
-	if a := d.CodexAuth; a != nil {
-		fmt.Fprintf(w, "codex %s  login %s", d.CodexVersion, a.State)
-		if a.Account != "" {
-			fmt.Fprintf(w, " (%s)", a.Account)
+}
+
+// renderCodexAuth writes codex's version and login, the ChatGPT tokens the daemon holds, and
+// the warnings about them.
+func renderCodexAuth(w io.Writer, version string, a *CodexAuth, now time.Time) {
+	fmt.Fprintf(w, "codex %s  login %s", version, a.State)
+	if a.Account != "" {
+		fmt.Fprintf(w, " (%s)", a.Account)
+	}
+	fmt.Fprintf(w, ", checked %s ago", ShortDuration(now.Sub(a.Checked)))
+	if a.LoginOwner != "" {
+		fmt.Fprintf(w, ", login owned by the %s", a.LoginOwner)
+	}
+	fmt.Fprintln(w)
+	if t := a.Tokens; t != nil {
+		held := "held by the daemon"
+		if t.Owner == codexauth.OwnerPlatform {
+			held = "read from the platform (" + t.Source + "), never refreshed by the daemon"
 		}
-		fmt.Fprintf(w, ", checked %s ago", ShortDuration(now.Sub(a.Checked)))
-		if a.LoginOwner != "" {
-			fmt.Fprintf(w, ", login owned by the %s", a.LoginOwner)
+		fmt.Fprintf(w, "chatgpt tokens %s: %s", held, t.State)
+		if !t.Expires.IsZero() {
+			fmt.Fprintf(w, ", expires in %s", ShortDuration(t.Expires.Sub(now)))
+		}
+		if !t.LastRefresh.IsZero() {
+			fmt.Fprintf(w, ", last refresh %s ago", ShortDuration(now.Sub(t.LastRefresh)))
+		}
+		if t.LastOutcome != "" {
+			fmt.Fprintf(w, " (%s)", t.LastOutcome)
 		}
 		fmt.Fprintln(w)
-		if t := a.Tokens; t != nil {
-			held := "held by the daemon"
-			if t.Owner == codexauth.OwnerPlatform {
-				held = "read from the platform (" + t.Source + "), never refreshed by the daemon"
-			}
-			fmt.Fprintf(w, "chatgpt tokens %s: %s", held, t.State)
-			if !t.Expires.IsZero() {
-				fmt.Fprintf(w, ", expires in %s", ShortDuration(t.Expires.Sub(now)))
-			}
-			if !t.LastRefresh.IsZero() {
-				fmt.Fprintf(w, ", last refresh %s ago", ShortDuration(now.Sub(t.LastRefresh)))
-			}
-			if t.LastOutcome != "" {
-				fmt.Fprintf(w, " (%s)", t.LastOutcome)
-			}
-			fmt.Fprintln(w)
-		}
-		if t := a.Tokens; t != nil && t.WriteBackError != "" {
-			fmt.Fprintf(w, "WARNING: the refreshed ChatGPT login could not be written back to auth.json (%s): the daemon holds the only copy "+
-				"of the live refresh token and retries the write. Free space or fix permissions in CODEX_HOME; do not restart the daemon until this line is gone.\n", t.WriteBackError)
-		}
-		if t := a.Tokens; t != nil && t.State == codexauth.StateUncertain {
-			fmt.Fprintf(w, "WARNING: refresh_uncertain: %s\n", t.LastError)
-		}
-		if a.State == CodexNotLoggedIn {
-			fmt.Fprintln(w, "WARNING: codex is not logged in: every message is answered with a login hint. "+
-				"Run `codex login` as the daemon's user, with its CODEX_HOME.")
-		}
 	}
-	// An outage always has its start; a document without one (a daemon from before the model
-	// check, or a hand-made one) says nothing about the model.
-	if m := doc.Snapshot.Model; m.Unreachable && !m.Since.IsZero() {
-		fmt.Fprintf(w, "WARNING: the model service cannot be reached (since %s ago): %s. Turns end at once; Molecule messages wait and are answered when it is back.\n",
-			ShortDuration(now.Sub(m.Since)), m.Cause)
+	if t := a.Tokens; t != nil && t.WriteBackError != "" {
+		fmt.Fprintf(w, "WARNING: the refreshed ChatGPT login could not be written back to auth.json (%s): the daemon holds the only copy "+
+			"of the live refresh token and retries the write. Free space or fix permissions in CODEX_HOME; do not restart the daemon until this line is gone.\n", t.WriteBackError)
 	}
-	renderLimits(w, doc.Snapshot.Limits, now)
-	fmt.Fprintln(w)
+	if t := a.Tokens; t != nil && t.State == codexauth.StateUncertain {
+		fmt.Fprintf(w, "WARNING: refresh_uncertain: %s\n", t.LastError)
+	}
+	if a.State == CodexNotLoggedIn {
+		fmt.Fprintln(w, "WARNING: codex is not logged in: every message is answered with a login hint. "+
+			"Run `codex login` as the daemon's user, with its CODEX_HOME.")
+	}
+}
 
-	rows := append([]supervisor.ChildStatus(nil), doc.Snapshot.Children...)
+// renderChildren writes the process table: one aligned row per live child (or, with shared
+// children, per chat's thread), sorted by chat key.
+func renderChildren(w io.Writer, snap supervisor.Snapshot, now time.Time) {
+	rows := append([]supervisor.ChildStatus(nil), snap.Children...)
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ChatKey < rows[j].ChatKey })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// PSS, not RSS: warm children share the codex binary's pages, which RSS counts once per child.
 	// With shared children (--threads-per-child) a row is a chat's thread: THREADS says how many
 	// share its child, and PSS is the row's share of the child's.
-	shared := doc.Snapshot.Totals.ThreadsPerChild > 1
+	shared := snap.Totals.ThreadsPerChild > 1
 	threadsCol := ""
 	if shared {
 		threadsCol = "\tTHREADS"
@@ -162,7 +193,10 @@ func Render(w io.Writer, doc StatusDoc, now time.Time) {
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "(no live codex children)")
 	}
+}
 
+// renderTotals writes the pool's totals and its memory.
+func renderTotals(w io.Writer, doc StatusDoc) {
 	t := doc.Snapshot.Totals
 	// The pool's counters start again with each image; the TURNS column is carried across.
 	since := "start"
@@ -171,7 +205,7 @@ func Render(w io.Writer, doc StatusDoc, now time.Time) {
 	}
 	fmt.Fprintf(w, "\nlive %d/%d  busy %d  spares %d  queued %d  turns %d since %s  overload retries %d",
 		t.Live, t.Cap, t.Busy, t.Spares, t.Queued, t.Turns, since, t.OverloadRetries)
-	if shared {
+	if t.ThreadsPerChild > 1 {
 		fmt.Fprintf(w, "  children %d (up to %d threads each)", t.Children, t.ThreadsPerChild)
 	}
 	if len(t.Retired) > 0 {
@@ -193,14 +227,18 @@ func Render(w io.Writer, doc StatusDoc, now time.Time) {
 	} else {
 		fmt.Fprintln(w, "; no memory budget")
 	}
-	if f := doc.LocalFiles; f != nil && f.Sent+f.Refused > 0 {
-		fmt.Fprintf(w, "local inbox: files sent %d  refused %d\n", f.Sent, f.Refused)
+}
+
+// renderSections writes the sections parts added to the document, one line each: its title,
+// then its rows as "label value".
+func renderSections(w io.Writer, sections []StatusSection) {
+	for _, s := range sections {
+		fmt.Fprintf(w, "%s:", s.Title)
+		for _, r := range s.Rows {
+			fmt.Fprintf(w, "  %s %s", r.Label, r.Value)
+		}
+		fmt.Fprintln(w)
 	}
-	if doc.Bridge != nil {
-		renderMolecule(w, doc.Bridge)
-	}
-	renderModels(w, doc.Models)
-	renderUsage(w, doc.Snapshot.Usage, now)
 }
 
 // shortID keeps thread ids readable in a table; --json has them whole.

@@ -110,6 +110,30 @@ type StatusDoc struct {
 	LocalFiles *local.FileStats `json:"local_files,omitempty"`
 	// Models is each chat's model and effort (/model, /effort); nil when not known.
 	Models *ChatModels `json:"models,omitempty"`
+	// NotReady are the causes parts give for the daemon not being ready, and Sections the lines
+	// they add: a part adds them here and Render prints them, with no change to Render.
+	NotReady []NotReadyCause `json:"not_ready,omitempty"`
+	Sections []StatusSection `json:"sections,omitempty"`
+}
+
+// NotReadyCause is why a part holds the daemon not ready; Render prints it as a warning below
+// the header.
+type NotReadyCause struct {
+	Part string `json:"part"` // the part that says so, as readiness names its check ("model")
+	Text string `json:"text"`
+}
+
+// StatusSection is one line a part adds to the status table, below the inbox's counters: its
+// title, then its rows.
+type StatusSection struct {
+	Title string      `json:"title"`
+	Rows  []StatusRow `json:"rows,omitempty"`
+}
+
+// StatusRow is one figure of a StatusSection, printed as "label value".
+type StatusRow struct {
+	Label string `json:"label"`
+	Value string `json:"value"`
 }
 
 // ReloadAnswer is the answer to VerbReload. A refusal has the shape of every error answer

@@ -19,8 +19,9 @@ type ModelConfig struct {
 	PeerCommands bool
 }
 
-// modelFlags registers the flags of ModelConfig.
-func modelFlags(e *envFlags, c *Config) {
+// modelFlags are ModelConfig's: the chats' model and effort, and what /model and /effort may
+// choose.
+func modelFlags(e *envFlags, c *Config) func() error {
 	e.str(&c.Models.Model, "model", "CODEX_WARM_MODEL", "", "model of every chat that did not choose one with /model; default: the Molecule workspace's model, else codex's config")
 	e.str(&c.Models.Effort, "effort", "CODEX_WARM_EFFORT", "", "reasoning effort of every chat that did not choose one with /effort (a level the model supports); default: codex's config, else the model's own")
 	e.fs.Func("allow-models", "comma-separated models /model may choose (besides the configured default); default: codex's catalog (model/list), and with a provider other than OpenAI's only the default (env CODEX_WARM_ALLOW_MODELS)",
@@ -31,6 +32,7 @@ func modelFlags(e *envFlags, c *Config) {
 	c.Models.AllowEfforts = splitList(e.getenv("CODEX_WARM_ALLOW_EFFORTS"))
 	e.bool(&c.Models.AllowHidden, "allow-hidden-models", "CODEX_WARM_ALLOW_HIDDEN_MODELS", false, "let /model choose models codex's catalog hides")
 	e.bool(&c.Models.PeerCommands, "peer-model-commands", "CODEX_WARM_PEER_MODEL_COMMANDS", false, "obey /model and /effort from peer agents (their text is another agent's output, and models differ in cost); default: refused")
+	return nil
 }
 
 // listInto is a flag.Func that sets *p to a comma-separated list (replacing the environment's).

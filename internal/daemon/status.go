@@ -23,9 +23,26 @@ func (d *daemon) requestStop() {
 	}
 }
 
-// status is what `supervisor status` shows of the running daemon.
+// status is what `supervisor status` shows of the running daemon: its own figures and the
+// pool's, then what each part adds (statusParts).
 func (d *daemon) status() control.StatusDoc {
 	doc := control.StatusDoc{Daemon: d.info, Snapshot: d.sup.Status()}
+	for _, add := range d.statusParts() {
+		add(&doc)
+	}
+	return doc
+}
+
+// statusParts are the parts' additions to the status document, in order. A part with figures
+// or a readiness cause of its own adds its function here; it fills the document's Sections or
+// NotReady, which control.Render prints as they are.
+func (d *daemon) statusParts() []func(*control.StatusDoc) {
+	return []func(*control.StatusDoc){d.addProcessStatus, d.addInboxStatus, d.addCodexStatus, d.addModelStatus}
+}
+
+// addProcessStatus adds the daemon process's own figures: its last reload, goroutines and
+// memory.
+func (d *daemon) addProcessStatus(doc *control.StatusDoc) {
 	doc.Daemon.LastReload = d.reloadInfo()
 	doc.Daemon.Goroutines = runtime.NumGoroutine()
 	if m, err := (childproc.ProcFS{}).Memory(os.Getpid()); err == nil {
@@ -36,6 +53,10 @@ func (d *daemon) status() control.StatusDoc {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	doc.Daemon.HeapBytes = ms.HeapAlloc
+}
+
+// addInboxStatus adds the inbox's counters.
+func (d *daemon) addInboxStatus(doc *control.StatusDoc) {
 	if mol := d.molecule(); mol != nil {
 		st := mol.Stats()
 		doc.Bridge = &st
@@ -44,7 +65,7 @@ func (d *daemon) status() control.StatusDoc {
 		f := d.local.Files()
 		doc.LocalFiles = &f
 	}
-	d.addCodexStatus(&doc)
-	doc.Models = chatModels(d.settings)
-	return doc
 }
+
+// addModelStatus adds each chat's model and effort (/model, /effort).
+func (d *daemon) addModelStatus(doc *control.StatusDoc) { doc.Models = chatModels(d.settings) }

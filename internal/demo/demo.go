@@ -44,47 +44,12 @@ type Config struct {
 // it early the same clean way: the daemon is stopped (a second signal makes it stop at once),
 // nothing it ran is left, the temporary directory goes, and Run returns a *Signal.
 func Run(ctx context.Context, cfg Config) (err error) {
-	stdout, stderr, bin, self := cfg.Stdout, cfg.Stderr, cfg.Codex, cfg.Supervisor
-	// Deferred first, so it runs last: after the cleanup below, report the signal that cut the
-	// demo short instead of the errors it caused.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer func() {
-		var ds *Signal
-		if errors.As(context.Cause(ctx), &ds) {
-			fmt.Fprintf(stderr, "supervisor demo: interrupted by signal %s; the daemon and its codex children were stopped and the demo's files removed\n", ds.Sig)
-			err = ds
-		}
-	}()
-	// The first signal cancels ctx; later ones go to again, which hurries the daemon's stop.
-	// The watcher is stopped after the cleanup below, which still listens to it.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	again := make(chan struct{}, 1)
-	stopWatch := make(chan struct{})
-	var watch sync.WaitGroup
-	watch.Go(func() {
-		for {
-			select {
-			case sig := <-sigs:
-				if ctx.Err() == nil {
-					cancel(&Signal{Sig: sig.(syscall.Signal)})
-					continue
-				}
-				select {
-				case again <- struct{}{}:
-				default:
-				}
-			case <-stopWatch:
-				return
-			}
-		}
-	})
-	defer func() {
-		signal.Stop(sigs)
-		close(stopWatch)
-		watch.Wait()
-		cancel(nil)
-	}()
+	stdout := cfg.Stdout
+	// Deferred first, so it runs last: after the cleanup below, stop watching for signals and
+	// report the signal that cut the demo short instead of the errors it caused.
+	sw := watchSignals(ctx)
+	ctx = sw.ctx
+	defer func() { err = sw.stop(cfg.Stderr, err) }()
 
 	dir, err := os.MkdirTemp("", "codex-warm-demo-")
 	if err != nil {
@@ -95,35 +60,137 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-
-	mock, err := mockmodel.New(mockmodel.Config{Latency: cfg.Latency})
+	env, err := prepare(stdout, dir, cfg)
 	if err != nil {
-		return fmt.Errorf("start mock model: %w", err)
+		return err
 	}
-	defer mock.Close()
-	codexHome := filepath.Join(dir, "codex-home")
-	workspace := filepath.Join(dir, "workspace")
-	stateDir := filepath.Join(dir, "state")
-	for _, d := range []string{codexHome, workspace} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-	}
-	if err := mock.WriteCodexHome(codexHome); err != nil {
-		return fmt.Errorf("write codex home: %w", err)
-	}
-	fmt.Fprintf(stdout, "mock model   %s\ncodex        %s\nstate dir    %s\n\n", mock.URL(), bin, stateDir)
-
-	logPath := filepath.Join(dir, "daemon.log")
-	logFile, err := os.Create(logPath)
+	defer env.mock.Close()
+	logFile, err := os.Create(env.logPath)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
+	d, err := startDaemon(cfg.Supervisor, env, logFile, sw.again)
+	if err != nil {
+		return err
+	}
+	// Deferred so that any failure or signal below still leaves nothing running.
+	defer d.stopAndSweep(cfg.Stderr, env.stateDir)
+
+	doc, err := waitForDaemon(ctx, env.stateDir, d.exited, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("%w (daemon log: %s)", err, tail(env.logPath))
+	}
+	base := "http://" + doc.Daemon.Listen
+	fmt.Fprintf(stdout, "daemon pid %d, local inbox %s\n\n", doc.Daemon.PID, base)
+	client := &http.Client{Timeout: 2 * time.Minute}
+	defer client.CloseIdleConnections()
+	chats := []string{"canvas:demo-workspace", "peer:alpha", "peer:beta"}
+	if err := runRounds(ctx, stdout, client, base, chats); err != nil {
+		return fmt.Errorf("%w (daemon log: %s)", err, tail(env.logPath))
+	}
+	if err := demoFiles(ctx, stdout, client, base, env.workspace, env.codexHome, chats[0]); err != nil {
+		return fmt.Errorf("%w (daemon log: %s)", err, tail(env.logPath))
+	}
+	return showAndStop(ctx, stdout, d, env)
+}
+
+// signalWatch turns the demo's signals into its ctx's cause: the first cancels ctx, later ones
+// go to again, which hurries the daemon's stop.
+type signalWatch struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	sigs   chan os.Signal
+	again  chan struct{}
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// watchSignals starts watching SIGINT and SIGTERM, until stop.
+func watchSignals(parent context.Context) *signalWatch {
+	ctx, cancel := context.WithCancelCause(parent)
+	sw := &signalWatch{ctx: ctx, cancel: cancel, sigs: make(chan os.Signal, 2), again: make(chan struct{}, 1), done: make(chan struct{})}
+	signal.Notify(sw.sigs, os.Interrupt, syscall.SIGTERM)
+	sw.wg.Go(func() {
+		for {
+			select {
+			case sig := <-sw.sigs:
+				if ctx.Err() == nil {
+					cancel(&Signal{Sig: sig.(syscall.Signal)})
+					continue
+				}
+				select {
+				case sw.again <- struct{}{}:
+				default:
+				}
+			case <-sw.done:
+				return
+			}
+		}
+	})
+	return sw
+}
+
+// stop ends the watch, after the demo's cleanup, which still listens to it, and returns the
+// demo's error: the signal that cut it short, if one did, instead of the errors it caused.
+func (sw *signalWatch) stop(stderr io.Writer, err error) error {
+	signal.Stop(sw.sigs)
+	close(sw.done)
+	sw.wg.Wait()
+	sw.cancel(nil)
+	var ds *Signal
+	if errors.As(context.Cause(sw.ctx), &ds) {
+		fmt.Fprintf(stderr, "supervisor demo: interrupted by signal %s; the daemon and its codex children were stopped and the demo's files removed\n", ds.Sig)
+		return ds
+	}
+	return err
+}
+
+// demoEnv is the demo's ground: the mock model, and the folders of a temporary directory.
+type demoEnv struct {
+	mock                                    *mockmodel.Model
+	bin                                     string // the codex binary
+	codexHome, workspace, stateDir, logPath string
+}
+
+// prepare starts the mock model and makes the folders, CODEX_HOME pointing codex at the mock.
+func prepare(stdout io.Writer, dir string, cfg Config) (*demoEnv, error) {
+	mock, err := mockmodel.New(mockmodel.Config{Latency: cfg.Latency})
+	if err != nil {
+		return nil, fmt.Errorf("start mock model: %w", err)
+	}
+	env := &demoEnv{mock: mock, bin: cfg.Codex, codexHome: filepath.Join(dir, "codex-home"), workspace: filepath.Join(dir, "workspace"),
+		stateDir: filepath.Join(dir, "state"), logPath: filepath.Join(dir, "daemon.log")}
+	for _, d := range []string{env.codexHome, env.workspace} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			mock.Close()
+			return nil, err
+		}
+	}
+	if err := mock.WriteCodexHome(env.codexHome); err != nil {
+		mock.Close()
+		return nil, fmt.Errorf("write codex home: %w", err)
+	}
+	fmt.Fprintf(stdout, "mock model   %s\ncodex        %s\nstate dir    %s\n\n", mock.URL(), env.bin, env.stateDir)
+	return env, nil
+}
+
+// daemonProc is the daemon the demo runs as its child process.
+type daemonProc struct {
+	cmd *exec.Cmd
+	// exited closes when the daemon is reaped; waitErr is its exit status, read after exited.
+	exited  chan struct{}
+	waitErr error
+	again   <-chan struct{} // a second signal to the demo
+	stopped bool
+}
+
+// startDaemon runs `self run` on the local inbox, logging to log.
+func startDaemon(self string, env *demoEnv, log *os.File, again <-chan struct{}) (*daemonProc, error) {
 	cmd := exec.Command(self, "run", "--inbox", "local", "--listen", "127.0.0.1:0",
-		"--state-dir", stateDir, "--codex-bin", bin, "--cwd", workspace, "--log-level", "info")
-	cmd.Env = append(os.Environ(), "CODEX_HOME="+codexHome)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+		"--state-dir", env.stateDir, "--codex-bin", env.bin, "--cwd", env.workspace, "--log-level", "info")
+	cmd.Env = append(os.Environ(), "CODEX_HOME="+env.codexHome)
+	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group, so a Ctrl-C at the terminal reaches only the demo, which stops the
 	// daemon itself. A parent-death signal for when the demo cannot (SIGKILL, a crash): the
 	// daemon dies with it, and its codex children with the daemon (theirs). As for codex
@@ -131,59 +198,57 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// retires a thread whose goroutine exits locked to it, which this program never does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start daemon: %w", err)
+		return nil, fmt.Errorf("start daemon: %w", err)
 	}
-	// exited closes when the daemon is reaped; waitErr is its exit status, read after exited.
-	exited := make(chan struct{})
-	var waitErr error
+	d := &daemonProc{cmd: cmd, exited: make(chan struct{}), again: again}
+	// Ends when the daemon does; stop waits for it (exited).
 	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
+		d.waitErr = cmd.Wait()
+		close(d.exited)
 	}()
-	// stopDaemon is deferred so that any failure or signal below still leaves nothing running.
-	stopped := false
-	stopDaemon := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		kill := time.NewTimer(60 * time.Second)
-		defer kill.Stop()
-		for {
-			select {
-			case <-exited:
-				return waitErr
-			case <-again:
-				// The daemon stops at once on a second SIGTERM, interrupting running turns.
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-			case <-kill.C:
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				<-exited
-				return errors.New("daemon did not stop within 60s of SIGTERM; killed")
-			}
+	return d, nil
+}
+
+// stop sends the daemon SIGTERM, and again at a second signal to the demo, and waits for it to
+// exit; after 60 seconds it kills the daemon's process group. A second call does nothing.
+func (d *daemonProc) stop() error {
+	if d.stopped {
+		return nil
+	}
+	d.stopped = true
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	kill := time.NewTimer(60 * time.Second)
+	defer kill.Stop()
+	for {
+		select {
+		case <-d.exited:
+			return d.waitErr
+		case <-d.again:
+			// The daemon stops at once on a second SIGTERM, interrupting running turns.
+			_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		case <-kill.C:
+			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+			<-d.exited
+			return errors.New("daemon did not stop within 60s of SIGTERM; killed")
 		}
 	}
-	defer func() {
-		_ = stopDaemon()
-		// A daemon that had to be killed left its children to the kernel's parent-death signal
-		// and their tools to the next boot sweep: do that sweep now.
-		swept, _ := supervisor.SweepOrphans(context.Background(), stateDir, time.Second, nil)
-		for _, sc := range swept {
-			if sc.Action != childproc.SweepGone || sc.Remains > 0 {
-				fmt.Fprintf(stderr, "supervisor demo: codex child %d was still running after the daemon stopped: %s\n", sc.PID, sc.Action)
-			}
+}
+
+// stopAndSweep stops the daemon, then sweeps what it left: a daemon that had to be killed left
+// its children to the kernel's parent-death signal and their tools to the next boot sweep.
+func (d *daemonProc) stopAndSweep(stderr io.Writer, stateDir string) {
+	_ = d.stop()
+	swept, _ := supervisor.SweepOrphans(context.Background(), stateDir, time.Second, nil)
+	for _, sc := range swept {
+		if sc.Action != childproc.SweepGone || sc.Remains > 0 {
+			fmt.Fprintf(stderr, "supervisor demo: codex child %d was still running after the daemon stopped: %s\n", sc.PID, sc.Action)
 		}
-	}()
-
-	doc, err := waitForDaemon(ctx, stateDir, exited, 30*time.Second)
-	if err != nil {
-		return fmt.Errorf("%w (daemon log: %s)", err, tail(logPath))
 	}
-	base := "http://" + doc.Daemon.Listen
-	fmt.Fprintf(stdout, "daemon pid %d, local inbox %s\n\n", doc.Daemon.PID, base)
+}
 
-	chats := []string{"canvas:demo-workspace", "peer:alpha", "peer:beta"}
+// runRounds sends the demo's chats their messages, round by round, and prints each reply and
+// its latency.
+func runRounds(ctx context.Context, stdout io.Writer, client *http.Client, base string, chats []string) error {
 	rounds := []struct {
 		title    string
 		parallel bool
@@ -196,8 +261,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		{"three more messages on one chat, one after another (warm)", false, []demoMsg{
 			{chats[0], "third"}, {chats[0], "fourth"}, {chats[0], "fifth"}}},
 	}
-	client := &http.Client{Timeout: 2 * time.Minute}
-	defer client.CloseIdleConnections()
 	for _, r := range rounds {
 		fmt.Fprintf(stdout, "== %s\n", r.title)
 		results := make([]demoResult, len(r.msgs))
@@ -205,11 +268,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		if r.parallel {
 			var wg sync.WaitGroup
 			for i, m := range r.msgs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					results[i] = sendDemo(ctx, client, base, m)
-				}()
+				wg.Go(func() { results[i] = sendDemo(ctx, client, base, m) })
 			}
 			wg.Wait()
 		} else {
@@ -219,18 +278,19 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 		for _, res := range results {
 			if res.err != nil {
-				return fmt.Errorf("chat %s: %w (daemon log: %s)", res.msg.chat, res.err, tail(logPath))
+				return fmt.Errorf("chat %s: %w", res.msg.chat, res.err)
 			}
 			fmt.Fprintf(stdout, "  %-22s %6.0f ms  %s\n", res.msg.chat, float64(res.latency.Microseconds())/1000, oneLine(res.reply.Text))
 		}
 		fmt.Fprintf(stdout, "  round wall time %.0f ms\n\n", float64(time.Since(roundStart).Microseconds())/1000)
 	}
+	return nil
+}
 
-	if err := demoFiles(ctx, stdout, client, base, workspace, codexHome, chats[0]); err != nil {
-		return fmt.Errorf("%w (daemon log: %s)", err, tail(logPath))
-	}
-
-	doc, err = control.NewClient(stateDir).Status(ctx)
+// showAndStop prints the status table, stops the daemon and checks that none of its codex
+// children is left.
+func showAndStop(ctx context.Context, stdout io.Writer, d *daemonProc, env *demoEnv) error {
+	doc, err := control.NewClient(env.stateDir).Status(ctx)
 	if err != nil {
 		return err
 	}
@@ -242,8 +302,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	for _, c := range doc.Snapshot.Children {
 		pids = append(pids, c.PID)
 	}
-	if err := stopDaemon(); err != nil {
-		return fmt.Errorf("daemon exit: %w (log: %s)", err, tail(logPath))
+	if err := d.stop(); err != nil {
+		return fmt.Errorf("daemon exit: %w (log: %s)", err, tail(env.logPath))
 	}
 	var left []int
 	for _, pid := range pids {
