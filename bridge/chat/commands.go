@@ -54,7 +54,7 @@ var commandNames = map[string]string{
 	"model":   cmdModel,
 	"effort":  cmdEffort,
 	"compact": cmdCompact,
-	"undo":    cmdUndo,
+	"undo":    CmdUndo,
 }
 
 // Command is a chat message that is a command: its name (CmdStop, …) and the text after it.

@@ -20,7 +20,9 @@ const (
 	cmdModel   = "model"
 	cmdEffort  = "effort"
 	cmdCompact = "compact"
-	cmdUndo    = "undo"
+	// CmdUndo is exported for the inboxes: one that holds messages of the chat the supervisor
+	// has not seen refuses it as busy.
+	CmdUndo = "undo"
 )
 
 // ModelControls is what /model and /effort use: each chat's choice (chatsettings.Store), and
@@ -72,7 +74,7 @@ func runSettingsCommand(ctx context.Context, c Controls, chatKey string, cmd Com
 		default:
 			return effortCommand(mc, chatKey, cmd.Args), true
 		}
-	case cmdCompact, cmdUndo:
+	case cmdCompact, CmdUndo:
 		jc, has := c.(JobControls)
 		if !has {
 			return textNotAvailable, true

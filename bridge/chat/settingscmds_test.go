@@ -150,7 +150,7 @@ func TestCompactAndUndoCommands(t *testing.T) {
 	if got := run(c, "k", "/help"); !strings.Contains(got, "/undo [N]") || !strings.Contains(got, "/compact") || !strings.Contains(got, "/model") {
 		t.Errorf("/help does not list the commands: %q", got)
 	}
-	if got := c.jobs.counted; len(got) < 6 || got[0] != cmdCompact || got[1] != cmdUndo || got[2] != cmdUndo {
+	if got := c.jobs.counted; len(got) < 6 || got[0] != cmdCompact || got[1] != CmdUndo || got[2] != CmdUndo {
 		t.Errorf("commands counted %v, want each by its name", got)
 	}
 	if got := run(&chattest.Controls{}, "k", "/compact"); got != textNotAvailable {

@@ -62,6 +62,8 @@ func (j job) activityID() string {
 type dispatcher struct {
 	mu   sync.Mutex // the FIFO's lock: enqueueNew looks at a queue and pushes in one step
 	fifo *keyfifo.FIFO[job]
+	// inTurn counts each chat's messages being answered (answering, undoheld.go); under mu.
+	inTurn map[string]int
 }
 
 func newDispatcher(handle func(job)) *dispatcher {
@@ -95,6 +97,34 @@ func (d *dispatcher) enqueueNew(j job) {
 // applies) and returns them.
 func (d *dispatcher) dropMessages(chatKey string) []job {
 	return d.fifo.RemoveAll(chatKey, func(j job) bool { return j.pending == nil && j.cmd == nil && !j.reset })
+}
+
+// answering marks a message of chatKey as being answered (its turn tried, waited for, run)
+// until done is called, before its reply is delivered.
+func (d *dispatcher) answering(chatKey string) (done func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inTurn == nil {
+		d.inTurn = map[string]int{}
+	}
+	d.inTurn[chatKey]++
+	return func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.inTurn[chatKey]--; d.inTurn[chatKey] <= 0 {
+			delete(d.inTurn, chatKey)
+		}
+	}
+}
+
+// holds reports whether this inbox holds a message of chatKey that is not answered yet: one
+// being answered (answering), or one waiting behind it on the chat's queue.
+func (d *dispatcher) holds(chatKey string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	held := d.inTurn[chatKey] > 0
+	d.fifo.EachLocked(chatKey, func(j job) { held = held || (j.cmd == nil && j.pending == nil && !j.reset) })
+	return held
 }
 
 // wait returns when every worker has exited.

@@ -227,7 +227,10 @@ func (m *Inbox) handle(ctx, drainCtx context.Context, disp *dispatcher, j job) {
 		out = toSend{reply: *j.pending}
 	default:
 		var later func() (toSend, bool)
-		if out, ok, later = m.message(ctx, drainCtx, log, j.msg); later != nil {
+		done := disp.answering(j.chatKey())
+		out, ok, later = m.message(ctx, drainCtx, log, j.msg)
+		done()
+		if later != nil {
 			// Handed over: its reply is waited for beside the chat's next messages.
 			m.handed.Go(func() {
 				if out, ok := later(); ok {

@@ -272,6 +272,9 @@ func (a *answerer) command(ctx context.Context, log *zap.Logger, disp *dispatche
 	if j.resetQueued {
 		ctl = queuedResetControls{ctl}
 	}
+	if j.cmd.Name == chat.CmdUndo && disp.holds(j.msg.ChatKey) {
+		ctl = heldUndoControls{ctl}
+	}
 	text := chat.RunCommand(ctx, ctl, j.msg.ChatKey, *j.cmd, len(dropped))
 	a.c.commands.Add(1)
 	log.Info("chat command", zap.String("command", j.cmd.Name), zap.Int("dropped_here", len(dropped)))

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/internal/protocol"
@@ -91,9 +92,25 @@ func (e *NotAllowedError) Error() string {
 		allowed = strings.Join(e.Allowed, ", ")
 	}
 	if e.What == "effort" {
-		return fmt.Sprintf("effort %q is not allowed with model %s; allowed: %s", e.Name, orUnknown(e.Model), allowed)
+		return fmt.Sprintf("effort %q is not allowed with model %s; allowed: %s", capName(e.Name), orUnknown(e.Model), allowed)
 	}
-	return fmt.Sprintf("model %q is not allowed; allowed: %s", e.Name, allowed)
+	return fmt.Sprintf("model %q is not allowed; allowed: %s", capName(e.Name), allowed)
+}
+
+// maxNameInError caps a refused name echoed in an error: the name is the chat's text, which may
+// be as long as a message, and the refusal must still name what is allowed.
+const maxNameInError = 64
+
+// capName cuts name to maxNameInError bytes, on a rune boundary, marked with "…".
+func capName(name string) string {
+	if len(name) <= maxNameInError {
+		return name
+	}
+	cut := maxNameInError
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + "…"
 }
 
 func orUnknown(s string) string {

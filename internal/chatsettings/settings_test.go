@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/molecule-ai/codex-warm/internal/chatsettings"
@@ -252,5 +253,25 @@ func TestWorkspaceModel(t *testing.T) {
 	write("runtime_config: [unclosed\n")
 	if _, _, err := chatsettings.WorkspaceModel(env(nil), dir); err == nil {
 		t.Error("a config.yaml that is not YAML read without error")
+	}
+}
+
+// A hostile name (huge, or with control characters) is refused with an answer of bounded size
+// that still names what is allowed, the name's control characters escaped.
+func TestRefusalOfAHostileName(t *testing.T) {
+	s := open(t, chatsettings.Config{Catalog: catalog()})
+	for _, name := range []string{strings.Repeat("x", 1<<20), "evil\nINFO forged log line\x1b[31m" + strings.Repeat("y", 4096)} {
+		_, err := s.SetModel("c", name)
+		if err == nil {
+			t.Fatal("a hostile name was allowed")
+		}
+		msg := err.Error()
+		if len(msg) > 400 || !strings.HasSuffix(msg, "allowed: alpha, beta") || strings.ContainsAny(msg, "\n\x1b") {
+			t.Errorf("refusal of a %d-byte name: %d bytes: %.300q", len(name), len(msg), msg)
+		}
+		_, err = s.SetEffort("c", name)
+		if msg := err.Error(); len(msg) > 400 || !strings.HasSuffix(msg, "allowed: low, medium, high") {
+			t.Errorf("effort refusal of a %d-byte level: %d bytes: %.300q", len(name), len(msg), msg)
+		}
 	}
 }
