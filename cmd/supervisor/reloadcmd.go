@@ -47,7 +47,7 @@ func cmdReload(ctx context.Context, args []string, getenv func(string) string, s
 		// image's last answer is cut: both are retried.
 		doc, err := c.Status(wctx)
 		if err == nil {
-			if r := doc.Daemon.LastReload; r != nil && r.Attempt >= ans.Attempt && r.Outcome != string(reload.Running) {
+			if r := doc.Daemon.LastReload; r != nil && r.Attempt >= ans.Attempt && r.Outcome != string(reload.Running) && r.Outcome != string(reload.Starting) {
 				if r.Outcome != string(reload.OK) {
 					return fmt.Errorf("reload %s: %s; the daemon (pid %d, version %s) serves on", r.Outcome, r.Error, doc.Daemon.PID, doc.Daemon.Version)
 				}

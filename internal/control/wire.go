@@ -58,8 +58,9 @@ type ReloadInfo struct {
 	Attempt int       `json:"attempt"`
 	Trigger string    `json:"trigger"`
 	At      time.Time `json:"at"`
-	// Outcome is "running", "ok", "refused" (nothing was stopped, or all was resumed before
-	// any exec) or "failed" (the exec failed; the old image serves on).
+	// Outcome is "running", "starting" (the new image took over and does not serve yet), "ok",
+	// "refused" (nothing was stopped, or all was resumed before any exec) or "failed" (the exec
+	// failed; the old image serves on).
 	Outcome string `json:"outcome"`
 	Error   string `json:"error,omitempty"`
 	From    string `json:"from_version,omitempty"`

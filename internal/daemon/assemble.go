@@ -52,7 +52,7 @@ func (d *daemon) newMetrics(st *startEnv) *metrics.DirSampler {
 	st.refreshMetrics.Store(met)
 	met.SetLoginOwner(d.loginOwner)
 	d.met = met
-	if d.lastReload != nil {
+	if d.lastReload != nil && d.lastReload.Outcome != reloadStarting { // starting: counted once it serves
 		met.ObserveReload(d.lastReload.Outcome)
 	}
 	return dirs

@@ -40,6 +40,8 @@ const (
 	reloadRefused = string(reload.Refused)
 	reloadFailed  = string(reload.Failed)
 	reloadRunning = string(reload.Running)
+	// reloadStarting is this image's outcome of the reload that started it until it serves.
+	reloadStarting = string(reload.Starting)
 )
 
 // preflightBinary runs path with the preflight subcommand, the daemon's run flags and secrets
@@ -622,6 +624,21 @@ func carriedLogin(doc *handoff.Doc, log *zap.Logger) codexauth.Carried {
 	return c
 }
 
+// reloadServed records that the image a reload started serves: the reload's outcome turns from
+// starting to ok only now, so status and `supervisor reload` do not call a reload ok while its
+// image still adopts the children and opens the inbox (or fails to). It is counted then too.
+func (d *daemon) reloadServed() {
+	d.reloadMu.Lock()
+	served := d.lastReload != nil && d.lastReload.Outcome == reloadStarting
+	if served {
+		d.lastReload.Outcome = reloadOK
+	}
+	d.reloadMu.Unlock()
+	if served && d.met != nil {
+		d.met.ObserveReload(reloadOK)
+	}
+}
+
 // takeLock takes the state directory's lock from the handoff: the flock belongs to the open
 // file, which the exec kept.
 func takeLock(doc *handoff.Doc, stateDir string) *stateLock {
@@ -635,7 +652,7 @@ func (d *daemon) continueFrom(doc *handoff.Doc, givenBack string) {
 	d.reloaded = true
 	d.exe = doc.Executable
 	d.info.Started, d.info.Reloads, d.attempts = doc.Started, doc.Reloads, doc.Attempts
-	d.lastReload = &control.ReloadInfo{Attempt: doc.Attempts, Trigger: doc.Trigger, At: doc.Written, Outcome: reloadOK,
+	d.lastReload = &control.ReloadInfo{Attempt: doc.Attempts, Trigger: doc.Trigger, At: doc.Written, Outcome: reloadStarting,
 		From: doc.WrittenBy, To: d.info.Version, Children: len(doc.Children), Callers: len(doc.Waiting)}
 	for _, c := range doc.Children {
 		if c.Turn != nil {

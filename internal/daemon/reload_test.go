@@ -75,3 +75,32 @@ func TestReloadRefusedUntilTheDaemonServes(t *testing.T) {
 		})
 	}
 }
+
+// The image a reload started says "starting" until it serves, then "ok": status and `supervisor
+// reload` never call a reload ok while its image still adopts the children and opens the inbox.
+// A give-back stays "failed" when the old image serves again.
+func TestReloadOutcomeStartingUntilServing(t *testing.T) {
+	t.Parallel()
+	doc := &handoff.Doc{WrittenBy: "v1", Attempts: 2, Reloads: 1, Trigger: "SIGHUP", Executable: "/usr/bin/supervisor"}
+	for _, tc := range []struct {
+		name                     string
+		givenBack                string
+		beforeServing, atServing string
+	}{
+		{"took over", "", "starting", "ok"},
+		{"given back", "it did not take over within 1m0s", "failed", "failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := &daemon{log: zap.NewNop(), info: control.DaemonInfo{Version: "v2"}}
+			d.continueFrom(doc, tc.givenBack)
+			if got := d.reloadInfo(); got == nil || got.Outcome != tc.beforeServing || got.Attempt != 2 {
+				t.Fatalf("before serving: %+v, want outcome %q of attempt 2", got, tc.beforeServing)
+			}
+			d.reloadServed()
+			if got := d.reloadInfo(); got.Outcome != tc.atServing {
+				t.Fatalf("once serving: outcome %q, want %q", got.Outcome, tc.atServing)
+			}
+		})
+	}
+}

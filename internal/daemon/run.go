@@ -154,6 +154,7 @@ func runDaemon(ctx context.Context, r daemonRun) error {
 	d.log.Info("supervisor running", zap.String("codex_bin", st.bin), zap.String("state_dir", d.cfg.StateDir),
 		zap.String("inbox", d.cfg.Inbox), zap.Int("max_children", d.sup.Status().Totals.Cap))
 	d.phase.Store(phaseServing)
+	d.reloadServed()
 	r.in.serving()
 	d.notify(sd.SdNotifyReady)
 	err = runStages(ctx, stages)

@@ -21,6 +21,9 @@ const (
 	Refused Outcome = "refused" // nothing was handed over: every step was undone
 	Failed  Outcome = "failed"  // the exec itself failed; every step was undone
 	Running Outcome = "running"
+	// Starting is recorded by the next image from its takeover until it serves: the reload is
+	// still under way, and its outcome is OK once the image serves.
+	Starting Outcome = "starting"
 )
 
 // ErrStop is the reason of a reload called off by a stop (a signal, or a stop on the control
