@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/molecule-ai/codex-warm/bridge/chat"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/platform"
@@ -108,14 +110,9 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 		if f.pause.wait(ctx) != nil {
 			return
 		}
-		unacked, _ := f.ledger.Counts()
-		if unacked >= f.cfg.MaxUnacked {
-			f.log.Warn("too many messages not yet acknowledged; polling paused until the oldest is finished",
-				zap.Int("unacked", unacked), zap.String("oldest_activity_id", f.ledger.Head()))
-			if f.ledger.WaitRoom(ctx, f.cfg.MaxUnacked) != nil {
-				return
-			}
-			unacked, _ = f.ledger.Counts()
+		unacked, ok := f.roomToPoll(ctx)
+		if !ok {
+			return
 		}
 		withCursor := cursor != ""
 		// This poll reads whatever was announced until now.
@@ -150,20 +147,8 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 			timer.Reset(wait)
 			continue
 		case err != nil:
-			f.c.pollErrors.Add(1)
-			wait := bo.NextBackOff()
-			switch {
-			case errors.Is(err, ErrWorkspaceRefused):
-				// Logged by judgePoll; the backoff keeps checking, so a fix resumes by itself.
-			case platform.IsTenantOrgRequired(err):
-				f.tenancy.refused(platform.CallPoll, err, zap.Duration("retry_in", wait))
-			case platform.IsRateLimited(err):
-				// Logged by rateLimited; the gate holds the next call back until it ends.
-			default:
-				f.outages.failed(platform.CallPoll, err, zap.String("cursor", cursor), zap.Duration("retry_in", wait))
-			}
 			cause = causeRetry
-			timer.Reset(wait)
+			timer.Reset(f.pollFailed(err, cursor, bo))
 			continue
 		}
 		f.tenancy.clear()
@@ -187,6 +172,42 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 		idle, lastPoll = true, time.Now()
 		timer.Reset(f.idleInterval())
 	}
+}
+
+// The steps below are pollLoop's own, apart so that the loop reads as its schedule (what wakes
+// it, what it waits for next) and stays within the length one reader takes in.
+
+// roomToPoll returns how many messages are not yet acknowledged, first waiting while the unacked
+// window is full; ok is false when ctx ended the wait.
+func (f *feed) roomToPoll(ctx context.Context) (unacked int, ok bool) {
+	unacked, _ = f.ledger.Counts()
+	if unacked >= f.cfg.MaxUnacked {
+		f.log.Warn("too many messages not yet acknowledged; polling paused until the oldest is finished",
+			zap.Int("unacked", unacked), zap.String("oldest_activity_id", f.ledger.Head()))
+		if f.ledger.WaitRoom(ctx, f.cfg.MaxUnacked) != nil {
+			return 0, false
+		}
+		unacked, _ = f.ledger.Counts()
+	}
+	return unacked, true
+}
+
+// pollFailed counts and logs a failed poll (other than a 410) by what failed it, and returns how
+// long to wait before the retry.
+func (f *feed) pollFailed(err error, cursor string, bo *backoff.ExponentialBackOff) time.Duration {
+	f.c.pollErrors.Add(1)
+	wait := bo.NextBackOff()
+	switch {
+	case errors.Is(err, ErrWorkspaceRefused):
+		// Logged by judgePoll; the backoff keeps checking, so a fix resumes by itself.
+	case platform.IsTenantOrgRequired(err):
+		f.tenancy.refused(platform.CallPoll, err, zap.Duration("retry_in", wait))
+	case platform.IsRateLimited(err):
+		// Logged by rateLimited; the gate holds the next call back until it ends.
+	default:
+		f.outages.failed(platform.CallPoll, err, zap.String("cursor", cursor), zap.Duration("retry_in", wait))
+	}
+	return wait
 }
 
 // ingest classifies a page of rows (oldest first) and queues the new messages. It returns the id
