@@ -1,7 +1,7 @@
 package molecule
 
 // The feed: the platform's activity rows into jobs. It polls (woken by the event stream,
-// stream.go), classifies each row (normalize.go), admits it in the ledger and queues it on the
+// stream.go), classifies each row (package inbound), admits it in the ledger and queues it on the
 // dispatcher, and tells the platform's mailbox how far the cursor got.
 
 import (
@@ -13,6 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/molecule-ai/codex-warm/bridge/chat"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/inbound"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/platform"
 	"github.com/molecule-ai/codex-warm/internal/idring"
@@ -215,18 +216,18 @@ func (f *feed) pollFailed(err error, cursor string, bo *backoff.ExponentialBackO
 func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 	for i, row := range rows {
 		n := f.normalize(row)
-		f.delegations.rowRead(n.msg)
-		id, seq := n.msg.ActivityID, n.msg.Seq
-		f.announced.readMessage(n.a2aID)
+		f.delegations.rowRead(n.Msg)
+		id, seq := n.Msg.ActivityID, n.Msg.Seq
+		f.announced.readMessage(n.A2AID)
 		if id != "" {
 			last = id
 		}
 		log := f.log.With(zap.String("activity_id", id))
-		switch n.disp {
+		switch n.Disp {
 		case dispEcho:
 			if f.ledger.AdmitDone(id, seq) {
 				f.c.skippedEchoes.Add(1)
-				log.Debug("skipping our own row", zap.String("reason", n.reason))
+				log.Debug("skipping our own row", zap.String("reason", n.Reason))
 			} else {
 				f.c.duplicates.Add(1)
 			}
@@ -237,29 +238,29 @@ func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 			}
 			f.c.poison.Add(1)
 			log.Warn("poison row: cannot be answered, moving past it",
-				zap.String("reason", n.reason), zap.Int("row_index", i), zap.Int64("row_bytes", row.Size),
+				zap.String("reason", n.Reason), zap.Int("row_index", i), zap.Int64("row_bytes", row.Size),
 				zap.String("row_excerpt", chat.CapText(string(row.Raw), 200)))
 		case dispMessage:
-			log = log.With(zap.String("chat_key", n.msg.ChatKey))
+			log = log.With(zap.String("chat_key", n.Msg.ChatKey))
 			switch f.ledger.Admit(id, seq) {
 			case ledger.AdmitNew:
 				f.c.received.Add(1)
-				if n.msg.OmittedBytes > 0 {
+				if n.Msg.OmittedBytes > 0 {
 					f.c.truncated.Add(1)
-					log.Warn("message text capped", zap.Int("omitted_bytes", n.msg.OmittedBytes), zap.Int("max_text_bytes", f.cfg.MaxTextBytes))
+					log.Warn("message text capped", zap.Int("omitted_bytes", n.Msg.OmittedBytes), zap.Int("max_text_bytes", f.cfg.MaxTextBytes))
 				}
-				log.Info("message received", zap.String("kind", string(n.msg.Kind)), zap.String("peer_name", n.msg.PeerName))
-				if n.msg.Kind == kindCanvasUser {
+				log.Info("message received", zap.String("kind", string(n.Msg.Kind)), zap.String("peer_name", n.Msg.PeerName))
+				if n.Msg.Kind == kindCanvasUser {
 					f.peers.humanSpoke()
 				}
-				msg, dropped := f.images.admitImages(n.msg)
+				msg, dropped := f.images.admitImages(n.Msg)
 				msg.ReceivedAt = time.Now()
 				if dropped {
 					log.Warn("images not shown: too many image bytes wait for an answer",
-						zap.Int64("image_bytes", n.msg.imageBytes()), zap.Int("max_pending_image_bytes", f.cfg.MaxPendingImageBytes))
+						zap.Int64("image_bytes", n.Msg.ImageBytes()), zap.Int("max_pending_image_bytes", f.cfg.MaxPendingImageBytes))
 				}
 				j := job{msg: msg}
-				if cmd, ok := chat.ParseCommand(n.msg.Text); ok && f.cfg.Controls != nil {
+				if cmd, ok := chat.ParseCommand(n.Msg.Text); ok && f.cfg.Controls != nil {
 					j.cmd = &cmd
 				}
 				if j.cmd != nil && j.cmd.Name == chat.CmdNew {
@@ -302,12 +303,12 @@ func (f *feed) firstPoisonSighting(id string, seq int64, row platform.Row) bool 
 // known by the id read on the way past it. A row that is not valid JSON gets that id too.
 func (f *feed) normalize(row platform.Row) normalized {
 	if row.Oversized() {
-		return normalized{disp: dispPoison, msg: message{ActivityID: row.ID},
-			reason: fmt.Sprintf("row is %d bytes, over the %d-byte row cap (MaxRowBytes); skipped without reading it", row.Size, f.cfg.MaxRowBytes)}
+		return normalized{Disp: dispPoison, Msg: message{ActivityID: row.ID},
+			Reason: fmt.Sprintf("row is %d bytes, over the %d-byte row cap (MaxRowBytes); skipped without reading it", row.Size, f.cfg.MaxRowBytes)}
 	}
-	n := normalize(row.Raw, f.ncfg)
-	if n.disp == dispPoison && n.msg.ActivityID == "" {
-		n.msg.ActivityID = row.ID
+	n := inbound.Normalize(row.Raw, f.ncfg)
+	if n.Disp == dispPoison && n.Msg.ActivityID == "" {
+		n.Msg.ActivityID = row.ID
 	}
 	return n
 }
