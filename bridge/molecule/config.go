@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -14,17 +13,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/molecule-ai/codex-warm/bridge/chat"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/inbound"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/platform"
 	"github.com/molecule-ai/codex-warm/internal/secretset"
 )
 
-// workspaceIDPattern is the Molecule runtime's rule for workspace ids. Ids end up in URL paths
-// and chat keys, so anything else is rejected rather than escaped.
-var workspaceIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,127}$`)
+// workspaceIDPattern is the Molecule runtime's rule for workspace ids (package inbound's).
+var workspaceIDPattern = inbound.WorkspaceIDPattern
 
 // validWorkspaceID reports whether id is a Molecule workspace id.
-func validWorkspaceID(id string) bool { return workspaceIDPattern.MatchString(id) }
+func validWorkspaceID(id string) bool { return inbound.ValidWorkspaceID(id) }
 
 // Defaults of Config. PollInterval is the Molecule runtime's 5 s (inbox.py): the platform's
 // rate limit (600 requests a minute) is shared by the whole org when X-Molecule-Org-Id is sent,

@@ -20,7 +20,7 @@
 // each with its own state, lock and goroutines, composed by Inbox (molecule.go: New, Run, Stats,
 // and handle, which routes a job from part to part and alone delivers a reply):
 //   - the feed (feed.go, stream.go): the poll loop woken by the event stream (and again soon after
-//     a delegation's event, delegationpoll.go), each row judged (normalize.go, delegation.go), admitted in the delivery ledger (package ledger) and queued
+//     a delegation's event, delegationpoll.go), each row judged (package inbound), admitted in the delivery ledger (package ledger) and queued
 //     on the per-chat dispatcher (dispatcher.go), and the acks;
 //   - the answerer (moleculeanswer.go, waiting.go, newreset.go, pingpong.go): a message's turn,
 //     its one wait while it cannot be answered now (waiting.go, wait.go), its reply stored and

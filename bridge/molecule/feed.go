@@ -1,7 +1,7 @@
 package molecule
 
 // The feed: the platform's activity rows into jobs. It polls (woken by the event stream,
-// stream.go), classifies each row (normalize.go), admits it in the ledger and queues it on the
+// stream.go), classifies each row (package inbound), admits it in the ledger and queues it on the
 // dispatcher, and tells the platform's mailbox how far the cursor got.
 
 import (
@@ -10,7 +10,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/molecule-ai/codex-warm/bridge/chat"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/inbound"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/platform"
 	"github.com/molecule-ai/codex-warm/internal/idring"
@@ -108,14 +111,9 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 		if f.pause.wait(ctx) != nil {
 			return
 		}
-		unacked, _ := f.ledger.Counts()
-		if unacked >= f.cfg.MaxUnacked {
-			f.log.Warn("too many messages not yet acknowledged; polling paused until the oldest is finished",
-				zap.Int("unacked", unacked), zap.String("oldest_activity_id", f.ledger.Head()))
-			if f.ledger.WaitRoom(ctx, f.cfg.MaxUnacked) != nil {
-				return
-			}
-			unacked, _ = f.ledger.Counts()
+		unacked, ok := f.roomToPoll(ctx)
+		if !ok {
+			return
 		}
 		withCursor := cursor != ""
 		// This poll reads whatever was announced until now.
@@ -150,20 +148,8 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 			timer.Reset(wait)
 			continue
 		case err != nil:
-			f.c.pollErrors.Add(1)
-			wait := bo.NextBackOff()
-			switch {
-			case errors.Is(err, ErrWorkspaceRefused):
-				// Logged by judgePoll; the backoff keeps checking, so a fix resumes by itself.
-			case platform.IsTenantOrgRequired(err):
-				f.tenancy.refused(platform.CallPoll, err, zap.Duration("retry_in", wait))
-			case platform.IsRateLimited(err):
-				// Logged by rateLimited; the gate holds the next call back until it ends.
-			default:
-				f.outages.failed(platform.CallPoll, err, zap.String("cursor", cursor), zap.Duration("retry_in", wait))
-			}
 			cause = causeRetry
-			timer.Reset(wait)
+			timer.Reset(f.pollFailed(err, cursor, bo))
 			continue
 		}
 		f.tenancy.clear()
@@ -189,23 +175,59 @@ func (f *feed) pollLoop(ctx context.Context, disp *dispatcher) {
 	}
 }
 
+// The steps below are pollLoop's own, apart so that the loop reads as its schedule (what wakes
+// it, what it waits for next) and stays within the length one reader takes in.
+
+// roomToPoll returns how many messages are not yet acknowledged, first waiting while the unacked
+// window is full; ok is false when ctx ended the wait.
+func (f *feed) roomToPoll(ctx context.Context) (unacked int, ok bool) {
+	unacked, _ = f.ledger.Counts()
+	if unacked >= f.cfg.MaxUnacked {
+		f.log.Warn("too many messages not yet acknowledged; polling paused until the oldest is finished",
+			zap.Int("unacked", unacked), zap.String("oldest_activity_id", f.ledger.Head()))
+		if f.ledger.WaitRoom(ctx, f.cfg.MaxUnacked) != nil {
+			return 0, false
+		}
+		unacked, _ = f.ledger.Counts()
+	}
+	return unacked, true
+}
+
+// pollFailed counts and logs a failed poll (other than a 410) by what failed it, and returns how
+// long to wait before the retry.
+func (f *feed) pollFailed(err error, cursor string, bo *backoff.ExponentialBackOff) time.Duration {
+	f.c.pollErrors.Add(1)
+	wait := bo.NextBackOff()
+	switch {
+	case errors.Is(err, ErrWorkspaceRefused):
+		// Logged by judgePoll; the backoff keeps checking, so a fix resumes by itself.
+	case platform.IsTenantOrgRequired(err):
+		f.tenancy.refused(platform.CallPoll, err, zap.Duration("retry_in", wait))
+	case platform.IsRateLimited(err):
+		// Logged by rateLimited; the gate holds the next call back until it ends.
+	default:
+		f.outages.failed(platform.CallPoll, err, zap.String("cursor", cursor), zap.Duration("retry_in", wait))
+	}
+	return wait
+}
+
 // ingest classifies a page of rows (oldest first) and queues the new messages. It returns the id
 // of the last row that has one: the next poll's since_id.
 func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 	for i, row := range rows {
 		n := f.normalize(row)
-		f.delegations.rowRead(n.msg)
-		id, seq := n.msg.ActivityID, n.msg.Seq
-		f.announced.readMessage(n.a2aID)
+		f.delegations.rowRead(n.Msg)
+		id, seq := n.Msg.ActivityID, n.Msg.Seq
+		f.announced.readMessage(n.A2AID)
 		if id != "" {
 			last = id
 		}
 		log := f.log.With(zap.String("activity_id", id))
-		switch n.disp {
+		switch n.Disp {
 		case dispEcho:
 			if f.ledger.AdmitDone(id, seq) {
 				f.c.skippedEchoes.Add(1)
-				log.Debug("skipping our own row", zap.String("reason", n.reason))
+				log.Debug("skipping our own row", zap.String("reason", n.Reason))
 			} else {
 				f.c.duplicates.Add(1)
 			}
@@ -216,29 +238,29 @@ func (f *feed) ingest(rows []platform.Row, disp *dispatcher) (last string) {
 			}
 			f.c.poison.Add(1)
 			log.Warn("poison row: cannot be answered, moving past it",
-				zap.String("reason", n.reason), zap.Int("row_index", i), zap.Int64("row_bytes", row.Size),
+				zap.String("reason", n.Reason), zap.Int("row_index", i), zap.Int64("row_bytes", row.Size),
 				zap.String("row_excerpt", chat.CapText(string(row.Raw), 200)))
 		case dispMessage:
-			log = log.With(zap.String("chat_key", n.msg.ChatKey))
+			log = log.With(zap.String("chat_key", n.Msg.ChatKey))
 			switch f.ledger.Admit(id, seq) {
 			case ledger.AdmitNew:
 				f.c.received.Add(1)
-				if n.msg.OmittedBytes > 0 {
+				if n.Msg.OmittedBytes > 0 {
 					f.c.truncated.Add(1)
-					log.Warn("message text capped", zap.Int("omitted_bytes", n.msg.OmittedBytes), zap.Int("max_text_bytes", f.cfg.MaxTextBytes))
+					log.Warn("message text capped", zap.Int("omitted_bytes", n.Msg.OmittedBytes), zap.Int("max_text_bytes", f.cfg.MaxTextBytes))
 				}
-				log.Info("message received", zap.String("kind", string(n.msg.Kind)), zap.String("peer_name", n.msg.PeerName))
-				if n.msg.Kind == kindCanvasUser {
+				log.Info("message received", zap.String("kind", string(n.Msg.Kind)), zap.String("peer_name", n.Msg.PeerName))
+				if n.Msg.Kind == kindCanvasUser {
 					f.peers.humanSpoke()
 				}
-				msg, dropped := f.images.admitImages(n.msg)
+				msg, dropped := f.images.admitImages(n.Msg)
 				msg.ReceivedAt = time.Now()
 				if dropped {
 					log.Warn("images not shown: too many image bytes wait for an answer",
-						zap.Int64("image_bytes", n.msg.imageBytes()), zap.Int("max_pending_image_bytes", f.cfg.MaxPendingImageBytes))
+						zap.Int64("image_bytes", n.Msg.ImageBytes()), zap.Int("max_pending_image_bytes", f.cfg.MaxPendingImageBytes))
 				}
 				j := job{msg: msg}
-				if cmd, ok := chat.ParseCommand(n.msg.Text); ok && f.cfg.Controls != nil {
+				if cmd, ok := chat.ParseCommand(n.Msg.Text); ok && f.cfg.Controls != nil {
 					j.cmd = &cmd
 				}
 				if j.cmd != nil && j.cmd.Name == chat.CmdNew {
@@ -281,12 +303,12 @@ func (f *feed) firstPoisonSighting(id string, seq int64, row platform.Row) bool 
 // known by the id read on the way past it. A row that is not valid JSON gets that id too.
 func (f *feed) normalize(row platform.Row) normalized {
 	if row.Oversized() {
-		return normalized{disp: dispPoison, msg: message{ActivityID: row.ID},
-			reason: fmt.Sprintf("row is %d bytes, over the %d-byte row cap (MaxRowBytes); skipped without reading it", row.Size, f.cfg.MaxRowBytes)}
+		return normalized{Disp: dispPoison, Msg: message{ActivityID: row.ID},
+			Reason: fmt.Sprintf("row is %d bytes, over the %d-byte row cap (MaxRowBytes); skipped without reading it", row.Size, f.cfg.MaxRowBytes)}
 	}
-	n := normalize(row.Raw, f.ncfg)
-	if n.disp == dispPoison && n.msg.ActivityID == "" {
-		n.msg.ActivityID = row.ID
+	n := inbound.Normalize(row.Raw, f.ncfg)
+	if n.Disp == dispPoison && n.Msg.ActivityID == "" {
+		n.Msg.ActivityID = row.ID
 	}
 	return n
 }

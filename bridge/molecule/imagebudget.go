@@ -32,19 +32,10 @@ func (b *imageBudget) release(n int64) {
 	b.held -= n
 }
 
-// imageBytes is what msg's images hold.
-func (m message) imageBytes() int64 {
-	var n int64
-	for _, u := range m.Images {
-		n += int64(len(u))
-	}
-	return n
-}
-
 // admitImages reserves msg's images in b, or replaces them with a note when the budget is full.
 // It returns the message to queue and whether its images were dropped.
 func (b *imageBudget) admitImages(msg message) (message, bool) {
-	if len(msg.Images) == 0 || b.reserve(msg.imageBytes()) {
+	if len(msg.Images) == 0 || b.reserve(msg.ImageBytes()) {
 		return msg, false
 	}
 	msg.Text += fmt.Sprintf("\n\n[%d image(s) not shown: the images of messages waiting for an answer already fill the daemon's %.1f MiB]",

@@ -136,8 +136,8 @@ func New(cfg Config) (*Inbox, error) {
 		window: &answerWindow{}, outages: newOutages(log), tenancy: newTenancyLog(log),
 		refusal: newRefusal(log, cfg.WorkspaceID, cfg.OrgID)}
 	m.refusal = sh.refusal
-	ncfg := normalizeConfig{workspaceID: cfg.WorkspaceID, maxTextBytes: cfg.MaxTextBytes,
-		maxImageBytes: cfg.MaxImageBytes, maxImagesBytes: cfg.MaxImagesBytes}
+	ncfg := normalizeConfig{WorkspaceID: cfg.WorkspaceID, MaxTextBytes: cfg.MaxTextBytes,
+		MaxImageBytes: cfg.MaxImageBytes, MaxImagesBytes: cfg.MaxImagesBytes}
 	m.feed = newFeed(sh, ncfg, m.stream)
 	m.replies = newReplies(sh, ncfg, m.feed.wakeAck)
 	m.answerer = newAnswerer(sh, m.replies, newTurnView(sh.deps, m.replies), m.feed.wakeAck)
@@ -258,10 +258,10 @@ func (m *Inbox) message(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 	case kindCanvasUser:
 		m.workspace.followCanvasSession(drainCtx, log, msg)
 	}
-	if len(msg.uploads) > 0 {
+	if len(msg.Uploads) > 0 {
 		var nothing bool
 		if msg, nothing, ok = m.replies.takeUploads(ctx, log, msg); !ok {
-			m.images.release(msg.imageBytes()) // stopping: the row comes again after the restart
+			m.images.release(msg.ImageBytes()) // stopping: the row comes again after the restart
 			return toSend{}, false, nil
 		}
 		if nothing {
@@ -272,6 +272,6 @@ func (m *Inbox) message(ctx, drainCtx context.Context, log *zap.Logger, msg mess
 		return m.answerer.handOff(ctx, drainCtx, log, msg) // releases the images once the reply is settled
 	}
 	out, ok = m.answerer.answer(ctx, drainCtx, log, msg)
-	m.images.release(msg.imageBytes()) // the reply is stored: the images are done with
+	m.images.release(msg.ImageBytes()) // the reply is stored: the images are done with
 	return out, ok, nil
 }

@@ -736,3 +736,18 @@ func TestProgressNotes(t *testing.T) {
 		return false
 	}))
 }
+
+// Reply ids are version 5 UUIDs of workspace and activity: stable, and different for any other
+// workspace or activity.
+func TestReplyID(t *testing.T) {
+	t.Parallel()
+	a := platform.ReplyID("ws-1", "act-1")
+	if !uuidV5.MatchString(a) || a != platform.ReplyID("ws-1", "act-1") {
+		t.Fatalf("replyID = %q, want a stable v5 uuid", a)
+	}
+	for _, other := range []string{platform.ReplyID("ws-2", "act-1"), platform.ReplyID("ws-1", "act-2")} {
+		if other == a {
+			t.Fatalf("replyID collides: %q", other)
+		}
+	}
+}

@@ -126,7 +126,7 @@ func (a *answerer) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg m
 	})
 	seq := a.line.next()
 	if ticket == nil {
-		a.images.release(msg.imageBytes())
+		a.images.release(msg.ImageBytes())
 		now, ok = a.settle(ctx, drainCtx, log, msg, start, supervisor.Reply{ChatKey: msg.ChatKey}, err)
 		return now, ok, nil
 	}
@@ -150,7 +150,7 @@ func (a *answerer) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg m
 			return t.Wait()
 		})
 		stop()
-		a.images.release(msg.imageBytes())
+		a.images.release(msg.ImageBytes())
 		a.mu.Lock()
 		delete(a.inflight, msg.ActivityID)
 		a.mu.Unlock()
@@ -162,7 +162,7 @@ func (a *answerer) handOff(ctx, drainCtx context.Context, log *zap.Logger, msg m
 // the workspace's canvas user, whatever row msg is (see approvalParty), and the attempt's own
 // send_file box.
 func (a *answerer) input(msg message) supervisor.Input {
-	in := msg.input()
+	in := codexInput(msg)
 	in.AskApprovalsOf = a.view.approvalParty().ChatKey
 	in.CallTool = a.replies.sendFileTool(msg)
 	return in
@@ -283,7 +283,7 @@ func (a *answerer) command(ctx context.Context, log *zap.Logger, disp *dispatche
 	note := chat.ReplyText(supervisor.Reply{}, supervisor.ErrStopped)
 	notes := make([]ledger.Reply, 0, len(dropped))
 	for _, d := range dropped {
-		a.images.release(d.msg.imageBytes())
+		a.images.release(d.msg.ImageBytes())
 		notes = append(notes, *a.pendingReply(d.msg, note))
 	}
 	a.syncReplies(log)

@@ -154,7 +154,7 @@ func (a *answerer) admitPeer(log *zap.Logger, msg message) bool {
 	} else {
 		log.Info("peer message not answered: automatic exchanges with this peer are capped", zap.String("peer", msg.PeerID))
 	}
-	a.images.release(msg.imageBytes())
+	a.images.release(msg.ImageBytes())
 	a.ledger.MarkDone(msg.ActivityID)
 	a.state.persist(log)
 	a.wakeAck()

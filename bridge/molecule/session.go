@@ -102,15 +102,6 @@ func (s *canvasSession) current() sessionRef {
 	return s.ref
 }
 
-// canvasContextID reads a canvas row's params.message.contextId ("" when it has none).
-func canvasContextID(body map[string]json.RawMessage) string {
-	var params map[string]json.RawMessage
-	_ = json.Unmarshal(body["params"], &params)
-	var msg map[string]json.RawMessage
-	_ = json.Unmarshal(params["message"], &msg)
-	return rawString(msg["contextId"])
-}
-
 // followCanvasSession decides whether msg starts a new thread (see the top of this file) and, when
 // it does, resets the chat before msg reaches codex. It runs on the chat's worker, before the
 // message's turn; the supervisor finishes the chat's earlier messages on the old thread first.

@@ -1,7 +1,7 @@
 package molecule
 
 // Files a canvas user uploads. The platform stages each as a pending upload, writes an activity
-// row of its own for it (method chat_upload_receive, never answered: normalize skips it), and the
+// row of its own for it (method chat_upload_receive, never answered: inbound.Normalize skips it), and the
 // canvas's message then names it in a file part by platform-pending:<ws>/<file_id> URI, without
 // bytes (workspace-server internal/handlers/chat_files.go uploadPollMode; canvas useChatSend.ts).
 // The message's worker fetches them just before its turn (takeUploads): an image codex can see
@@ -13,7 +13,6 @@ package molecule
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,57 +29,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/molecule-ai/codex-warm/bridge/chat"
+	"github.com/molecule-ai/codex-warm/bridge/molecule/inbound"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/platform"
 	"github.com/molecule-ai/codex-warm/internal/atomicfile"
 	"github.com/molecule-ai/codex-warm/internal/chatfiles"
 )
-
-// methodUploadReceive is the method of the platform's row for an uploaded file.
-const methodUploadReceive = "chat_upload_receive"
-
-// pendingScheme starts the URI of a file the platform holds for the workspace.
-const pendingScheme = "platform-pending:"
 
 // Where uploads are saved: <WorkDir>/chatsDirName/<chat>/uploadsDirName/<file_id>-<name>.
 const (
 	chatsDirName   = ".chats"
 	uploadsDirName = "uploads"
 )
-
-// upload is a file a message names by platform-pending: URI.
-type upload struct {
-	att      int // its index in message.Attachments
-	fileID   string
-	name     string
-	mimeType string // as declared, normalized by declaredType
-	size     int64  // as declared; 0 when unknown
-	// refused says why it is not fetched, when the row alone decides it.
-	refused string
-}
-
-// uploadIDPattern is what a file id must look like to go into a URL path unescaped (the
-// platform's are UUIDs).
-var uploadIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
-
-// pendingPart reads a file part whose uri is a platform-pending: URI; ok is false for any other
-// part. Only this workspace's uploads can be fetched.
-func pendingPart(f map[string]json.RawMessage, uri string, cfg normalizeConfig) (upload, bool) {
-	rest, ok := strings.CutPrefix(uri, pendingScheme)
-	if !ok {
-		return upload{}, false
-	}
-	up := upload{mimeType: declaredType(f), size: rawInt(f["size"])}
-	ws, id, _ := strings.Cut(rest, "/")
-	switch {
-	case ws != cfg.workspaceID:
-		up.refused = fmt.Sprintf("not fetched: it was uploaded to workspace %q, not this one", chat.Truncate(ws, 80, "id"))
-	case !uploadIDPattern.MatchString(id):
-		up.refused = "not fetched: its upload id is not one the platform gives"
-	default:
-		up.fileID = id
-	}
-	return up, true
-}
 
 // uploadState is what the inbox keeps about uploads across messages.
 type uploadState struct {
@@ -129,19 +88,19 @@ func (d *replies) takeUploads(ctx context.Context, log *zap.Logger, msg message)
 	lim := d.limits(ctx, log)
 	t := uploadTake{budget: d.cfg.MaxImagesBytes - decodedImageBytes(msg.Images)}
 	// The attachment slice is the message's own from here: the queued job keeps its copy.
-	msg.Attachments = append([]attachment(nil), msg.Attachments...)
-	for _, up := range msg.uploads {
+	msg.Attachments = append([]inbound.Attachment(nil), msg.Attachments...)
+	for _, up := range msg.Uploads {
 		var why string
 		var taken bool
 		switch {
-		case up.refused != "":
-			why = up.refused
+		case up.Refused != "":
+			why = up.Refused
 		case t.count >= lim.MaxAttachments:
-			why = fmt.Sprintf("not taken: the message names %d files, and %d are taken from one message", len(msg.uploads), lim.MaxAttachments)
+			why = fmt.Sprintf("not taken: the message names %d files, and %d are taken from one message", len(msg.Uploads), lim.MaxAttachments)
 		default:
 			t.count++
 			var err error
-			why, taken, err = d.takeUpload(ctx, log.With(zap.String("file_id", up.fileID)), &msg, up, lim, &t)
+			why, taken, err = d.takeUpload(ctx, log.With(zap.String("file_id", up.FileID)), &msg, up, lim, &t)
 			if err != nil {
 				return msg, false, false
 			}
@@ -149,15 +108,15 @@ func (d *replies) takeUploads(ctx context.Context, log *zap.Logger, msg message)
 		if taken {
 			t.taken++
 		}
-		msg.Attachments[up.att].why = why
+		msg.Attachments[up.Att].Why = why
 		if !taken {
-			log.Info("uploaded file not taken", zap.String("file_id", up.fileID), zap.String("reason", why))
-			msg.Notices = append(msg.Notices, chat.Truncate(strings.Join(strings.Fields(up.name), " "), maxAttachmentNameLen, "name")+": "+why)
+			log.Info("uploaded file not taken", zap.String("file_id", up.FileID), zap.String("reason", why))
+			msg.Notices = append(msg.Notices, chat.Truncate(strings.Join(strings.Fields(up.Name), " "), inbound.MaxAttachmentNameLen, "name")+": "+why)
 		}
 	}
-	msg.Text, _ = composeText(msg.body, msg.Attachments, d.cfg.MaxTextBytes)
-	nothing = t.taken == 0 && strings.TrimSpace(msg.body) == "" && len(msg.Attachments) == len(msg.uploads) && len(msg.Images) == 0
-	msg.uploads, msg.body = nil, ""
+	msg.Text, _ = inbound.ComposeText(msg.Body, msg.Attachments, d.cfg.MaxTextBytes)
+	nothing = t.taken == 0 && strings.TrimSpace(msg.Body) == "" && len(msg.Attachments) == len(msg.Uploads) && len(msg.Images) == 0
+	msg.Uploads, msg.Body = nil, ""
 	return msg, nothing, true
 }
 
@@ -184,18 +143,18 @@ func decodedImageBytes(images []string) int {
 // any other file into the chat's folder. It returns what became of it for the attachment note
 // and whether it was taken; err only when ctx ended.
 func (d *replies) takeUpload(ctx context.Context, log *zap.Logger, msg *message, up upload, lim platform.UploadLimits, t *uploadTake) (why string, taken bool, err error) {
-	image := imageTypes[up.mimeType]
+	image := inbound.ImageTypes[up.MimeType]
 	limit := lim.PerFile
 	if image {
 		limit = min(limit, int64(min(d.cfg.MaxImageBytes, t.budget)))
 	}
 	left := lim.PerMessage - t.bytes
 	switch {
-	case image && up.size > limit:
-		return overCap(int(min(up.size, 1<<40)), d.ncfg), false, nil
-	case up.size > limit:
-		return fmt.Sprintf("not taken: %s, over the %s limit for one file", sizeText(up.size), sizeText(limit)), false, nil
-	case up.size > left:
+	case image && up.Size > limit:
+		return inbound.OverCap(int(min(up.Size, 1<<40)), d.ncfg), false, nil
+	case up.Size > limit:
+		return fmt.Sprintf("not taken: %s, over the %s limit for one file", sizeText(up.Size), sizeText(limit)), false, nil
+	case up.Size > left:
 		return fmt.Sprintf("not taken: with it the message's files pass the %s limit for one message", sizeText(lim.PerMessage)), false, nil
 	}
 	limit = min(limit, left)
@@ -205,7 +164,7 @@ func (d *replies) takeUpload(ctx context.Context, log *zap.Logger, msg *message,
 	var n int64
 	fetch := func() error {
 		if image {
-			return d.client.FetchUpload(ctx, up.fileID, limit, d.cfg.UploadTimeout, func(r io.Reader) error {
+			return d.client.FetchUpload(ctx, up.FileID, limit, d.cfg.UploadTimeout, func(r io.Reader) error {
 				var err error
 				data, err = io.ReadAll(r)
 				n = int64(len(data))
@@ -234,7 +193,7 @@ func (d *replies) takeUpload(ctx context.Context, log *zap.Logger, msg *message,
 	}
 	t.bytes += n
 	if image {
-		url, refused := imageURL(up.mimeType, data, d.ncfg, &t.budget)
+		url, refused := inbound.ImageURL(up.MimeType, data, d.ncfg, &t.budget)
 		if url == "" {
 			return refused, false, nil
 		}
@@ -247,7 +206,7 @@ func (d *replies) takeUpload(ctx context.Context, log *zap.Logger, msg *message,
 		why = "saved as " + path
 	}
 	// Taken: now, and only now, the platform may let it go.
-	if err := d.client.AckUpload(ctx, up.fileID); err != nil && ctx.Err() == nil {
+	if err := d.client.AckUpload(ctx, up.FileID); err != nil && ctx.Err() == nil {
 		log.Warn("uploaded file taken but its ack failed; the platform lets it go after its TTL", zap.Error(err))
 	}
 	log.Info("uploaded file taken", zap.Int64("bytes", n), zap.Bool("image", image))
@@ -281,7 +240,7 @@ func (d *replies) uploadRefusal(log *zap.Logger, err error, image bool) string {
 	var se *saveError
 	switch {
 	case errors.As(err, &tl) && image:
-		return overCap(int(min(tl.Size, 1<<40)), d.ncfg)
+		return inbound.OverCap(int(min(tl.Size, 1<<40)), d.ncfg)
 	case errors.As(err, &tl):
 		return fmt.Sprintf("not taken: more than the %s limit for it", sizeText(tl.Limit))
 	case errors.As(err, &se):
@@ -326,12 +285,12 @@ func (d *replies) saveUpload(ctx context.Context, chatKey string, up upload, lim
 	if err != nil {
 		return "", 0, &saveError{err}
 	}
-	path := filepath.Join(dir, up.fileID+"-"+sanitizeFilename(up.name))
+	path := filepath.Join(dir, up.FileID+"-"+sanitizeFilename(up.Name))
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
 		return path, fi.Size(), nil
 	}
 	var n int64
-	err = d.client.FetchUpload(ctx, up.fileID, limit, d.cfg.UploadTimeout, func(r io.Reader) error {
+	err = d.client.FetchUpload(ctx, up.FileID, limit, d.cfg.UploadTimeout, func(r io.Reader) error {
 		var err error
 		n, err = atomicfile.WriteFrom(path, r, atomicfile.Options{Perm: 0o600})
 		var be *platform.BodyError

@@ -235,7 +235,7 @@ func (a *answerer) turnCondition(log *zap.Logger, msg message, reply supervisor.
 		if a.cfg.Limits == nil || !errors.As(err, &ul) {
 			return condition{}
 		}
-		since := msg.arrived()
+		since := msg.Arrived()
 		if ul.ResetsAt.Sub(since) > a.cfg.ParkLimit {
 			log.Info("the account's usage limit resets past the park limit; the message is answered with it",
 				zap.Time("resets_at", ul.ResetsAt), zap.Duration("park_limit", a.cfg.ParkLimit))
@@ -259,14 +259,4 @@ type Parker interface {
 	// AwaitUsable blocks until the limit is past and it is the caller's turn (oldest since
 	// first); it returns ctx's cause when ctx ends first.
 	AwaitUsable(ctx context.Context, chatKey string, since time.Time) error
-}
-
-// arrived is when the message came: the row's created_at, else (or when it claims a time after
-// this run read the row) when this run read it. Parked messages resume in this order, and
-// ParkLimit counts from it.
-func (msg message) arrived() time.Time {
-	if t, err := time.Parse(time.RFC3339Nano, msg.CreatedAt); err == nil && !t.After(msg.ReceivedAt) {
-		return t
-	}
-	return msg.ReceivedAt
 }

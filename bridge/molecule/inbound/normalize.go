@@ -1,4 +1,4 @@
-package molecule
+package inbound
 
 import (
 	"crypto/sha256"
@@ -15,29 +15,28 @@ import (
 	"github.com/molecule-ai/codex-warm/bridge/chat"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/ledger"
 	"github.com/molecule-ai/codex-warm/bridge/molecule/platform"
-	"github.com/molecule-ai/codex-warm/supervisor"
 )
 
-// kind is who a message comes from (the Python daemon's names).
-type kind string
+// Kind is who a message comes from (the Python daemon's names).
+type Kind string
 
 const (
-	kindCanvasUser       kind = "canvas_user"
-	kindPeerAgent        kind = "peer_agent"
-	kindDelegationResult kind = "delegation_result"
+	KindCanvasUser       Kind = "canvas_user"
+	KindPeerAgent        Kind = "peer_agent"
+	KindDelegationResult Kind = "delegation_result"
 )
 
 // Route kinds (ledger.Route.Kind): where a reply goes. They are stored with pending replies.
 const (
-	routeNotify = "notify" // POST /workspaces/{ws}/notify: the canvas user of a workspace
-	routeA2A    = "a2a"    // POST /workspaces/{peer}/a2a: a peer agent
+	RouteNotify = "notify" // POST /workspaces/{ws}/notify: the canvas user of a workspace
+	RouteA2A    = "a2a"    // POST /workspaces/{peer}/a2a: a peer agent
 )
 
-// message is one inbound row, normalized.
-type message struct {
+// Message is one inbound row, normalized.
+type Message struct {
 	ActivityID string
 	Seq        int64 // the platform's mailbox sequence, 0 when the row has none
-	Kind       kind
+	Kind       Kind
 	PeerID     string
 	PeerName   string
 	PeerRole   string
@@ -45,22 +44,22 @@ type message struct {
 	Route      ledger.Route
 	// Text is what codex gets: the message text, a note naming attachments, capped.
 	Text        string
-	Attachments []attachment
+	Attachments []Attachment
 	// Images are the message's image file parts that codex is shown, as data URLs.
 	Images    []string
 	CreatedAt string
 	// OmittedBytes is how much text the cap cut off (0 when none).
 	OmittedBytes int
-	// uploads are the files the message names by platform-pending: URI. They are fetched on the
-	// chat's worker just before the turn (takeUploads), which composes Text again from body.
-	uploads []upload
-	body    string
+	// Uploads are the files the message names by platform-pending: URI. They are fetched on the
+	// chat's worker just before the turn (the inbox's takeUploads), which composes Text again from Body.
+	Uploads []Upload
+	Body    string
 	// Notices tell the chat what of its message codex did not get and why (a file refused or not
 	// fetched); they follow the reply.
 	Notices []string
 	// ReceivedAt is when this run of the daemon read the row: a /stop read after it stops it.
 	ReceivedAt time.Time
-	// ContextID is a canvas message's params.message.contextId (session.go).
+	// ContextID is a canvas message's params.message.contextId (the inbox's session.go).
 	ContextID string
 	// MessageID is the A2A messageId of a peer's message (params.message.messageId), which a
 	// reply names; "" when the row has none.
@@ -69,84 +68,96 @@ type message struct {
 	DelegationID string
 }
 
-// input is what codex gets for m.
-func (m message) input() supervisor.Input {
-	// The activity id names the row for good: a turn handed over by a reload is found by it
-	// when the row is polled again.
-	return supervisor.Input{Text: m.Text, Images: m.Images, Received: m.ReceivedAt, MessageID: m.ActivityID}
+// ImageBytes is what msg's images hold.
+func (m Message) ImageBytes() int64 {
+	var n int64
+	for _, u := range m.Images {
+		n += int64(len(u))
+	}
+	return n
 }
 
-// disposition says what to do with a row.
-type disposition int
+// Arrived is when the message came: the row's created_at, else (or when it claims a time after
+// this run read the row) when this run read it. Parked messages resume in this order, and
+// ParkLimit counts from it.
+func (msg Message) Arrived() time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, msg.CreatedAt); err == nil && !t.After(msg.ReceivedAt) {
+		return t
+	}
+	return msg.ReceivedAt
+}
+
+// Disposition says what to do with a row.
+type Disposition int
 
 const (
-	dispMessage disposition = iota // answer it
-	dispEcho                       // our own reply echoed back: skip, move past
-	dispPoison                     // cannot be answered: log with its id, count, move past
+	DispMessage Disposition = iota // answer it
+	DispEcho                       // our own reply echoed back: skip, move past
+	DispPoison                     // cannot be answered: log with its id, count, move past
 )
 
-func (d disposition) String() string {
+func (d Disposition) String() string {
 	switch d {
-	case dispMessage:
+	case DispMessage:
 		return "message"
-	case dispEcho:
+	case DispEcho:
 		return "echo"
 	default:
 		return "poison"
 	}
 }
 
-// normalized is the outcome of normalize. msg.ActivityID and msg.Seq are set whenever the row
+// Normalized is the outcome of normalize. msg.ActivityID and msg.Seq are set whenever the row
 // has them, also for echoes and poison, so the caller can move past the row.
-type normalized struct {
-	msg    message
-	disp   disposition
-	reason string // why a row is an echo or poison
-	// a2aID is the message's A2A messageId, which the platform's events name it by; "" when
+type Normalized struct {
+	Msg    Message
+	Disp   Disposition
+	Reason string // why a row is an echo or poison
+	// A2AID is the message's A2A messageId, which the platform's events name it by; "" when
 	// the row has none or is not a message.
-	a2aID string
+	A2AID string
 }
 
-// normalizeConfig is what normalization needs to know about us.
-type normalizeConfig struct {
-	workspaceID  string
-	maxTextBytes int
-	// maxImageBytes caps one decoded image, maxImagesBytes all images of one message.
-	maxImageBytes  int
-	maxImagesBytes int
+// Config is what normalization needs to know about us.
+type Config struct {
+	WorkspaceID  string
+	MaxTextBytes int
+	// MaxImageBytes caps one decoded image, MaxImagesBytes all images of one message.
+	MaxImageBytes  int
+	MaxImagesBytes int
 }
 
 // Bounds of the attachment note: it is a hint for codex, not a listing.
 const (
 	maxAttachmentNames    = 20
-	maxAttachmentNameLen  = 100
+	MaxAttachmentNameLen  = 100
 	attachmentNoteDivisor = 4 // the note takes at most this fraction of the text cap
 )
 
 // oneoffSafe matches activity ids that can be used in a one-off chat key as they are.
 var oneoffSafe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
-// normalize turns one activity row (docs/PROTOCOL.md section 2) into a message, or says why it is
+// Normalize turns one activity row (docs/PROTOCOL.md section 2) into a message, or says why it is
 // skipped. It never panics on any input; it is pure.
-func normalize(raw []byte, cfg normalizeConfig) normalized {
+func Normalize(raw []byte, cfg Config) Normalized {
 	var row map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &row); err != nil || row == nil {
 		if json.Valid(raw) {
-			return normalized{disp: dispPoison, reason: "row is not a JSON object"}
+			return Normalized{Disp: DispPoison, Reason: "row is not a JSON object"}
 		}
 		// Nested past encoding/json's limit, or malformed. The caller knows the row's id from
 		// reading the page (rowScanner), which lets the cursor move past it.
-		return normalized{disp: dispPoison, reason: fmt.Sprintf("row is not valid JSON (%d bytes): %v", len(raw), err)}
+		return Normalized{Disp: DispPoison, Reason: fmt.Sprintf("row is not valid JSON (%d bytes): %v", len(raw), err)}
 	}
-	var n normalized
+	var n Normalized
 	id, ok := platform.RawID(row["id"])
 	if !ok {
-		return normalized{disp: dispPoison, reason: "row has no id"}
+		return Normalized{Disp: DispPoison, Reason: "row has no id"}
 	}
-	n.msg.ActivityID = id
-	n.msg.Seq = rawInt(row["seq"])
-	poison := func(reason string) normalized {
-		n.disp, n.reason = dispPoison, reason
+	n.Msg.ActivityID = id
+	n.Msg.Seq = RawInt(row["seq"])
+	poison := func(reason string) Normalized {
+		n.Disp, n.Reason = DispPoison, reason
 		return n
 	}
 
@@ -156,58 +167,58 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	method := rawString(row["method"])
 	source := rawString(row["source_id"])
 	switch {
-	case method == methodUploadReceive:
+	case method == MethodUploadReceive:
 		// The platform's record of a canvas upload (also of files this workspace uploads): the
 		// file comes with the message that names it, never as a message of its own.
-		n.disp, n.reason = dispEcho, "upload row: its file is fetched with the message that names it"
+		n.Disp, n.Reason = DispEcho, "upload row: its file is fetched with the message that names it"
 		return n
-	case method == methodDelegateResult:
+	case method == MethodDelegateResult:
 		return normalizeDelegation(n, row, cfg)
 	case method == "notify" && source == "":
-		n.disp, n.reason = dispEcho, "our own notify echoed back"
+		n.Disp, n.Reason = DispEcho, "our own notify echoed back"
 		return n
-	case source != "" && source == cfg.workspaceID:
-		n.disp, n.reason = dispEcho, "row sent by this workspace"
+	case source != "" && source == cfg.WorkspaceID:
+		n.Disp, n.Reason = DispEcho, "row sent by this workspace"
 		return n
 	}
 
-	m := &n.msg
+	m := &n.Msg
 	m.PeerName = rawString(row["peer_name"])
 	m.PeerRole = rawString(row["peer_role"])
 	m.CreatedAt = rawString(row["created_at"])
-	m.Kind = kindCanvasUser
+	m.Kind = KindCanvasUser
 	if source != "" {
-		m.Kind = kindPeerAgent
+		m.Kind = KindPeerAgent
 	}
-	peerOK := source != "" && validWorkspaceID(source)
+	peerOK := source != "" && ValidWorkspaceID(source)
 	if peerOK {
 		m.PeerID = source
 	}
 	switch m.Kind {
-	case kindCanvasUser:
-		m.ChatKey = "canvas:" + cfg.workspaceID
-		m.Route = ledger.Route{Kind: routeNotify, Workspace: cfg.workspaceID}
-	case kindPeerAgent:
+	case KindCanvasUser:
+		m.ChatKey = "canvas:" + cfg.WorkspaceID
+		m.Route = ledger.Route{Kind: RouteNotify, Workspace: cfg.WorkspaceID}
+	case KindPeerAgent:
 		if !peerOK {
 			return poison(fmt.Sprintf("peer message from %q, which is not a workspace id a reply can go to", chat.CapText(source, 80)))
 		}
 		m.ChatKey = "peer:" + source
-		m.Route = ledger.Route{Kind: routeA2A, Workspace: source}
+		m.Route = ledger.Route{Kind: RouteA2A, Workspace: source}
 	}
 
 	body := requestBody(row["request_body"])
-	n.a2aID = platform.A2AMessageID(body)
-	if m.Kind == kindCanvasUser {
+	n.A2AID = platform.A2AMessageID(body)
+	if m.Kind == KindCanvasUser {
 		m.ContextID = canvasContextID(body)
 	}
-	if id := platform.A2AMessageID(body); m.Kind == kindPeerAgent && len(id) <= platform.MaxMessageIDLen {
+	if id := platform.A2AMessageID(body); m.Kind == KindPeerAgent && len(id) <= platform.MaxMessageIDLen {
 		m.MessageID = strings.ToValidUTF8(id, "")
 	}
 	parts, found := findParts(body)
 	var texts []string
-	var files []attachment
+	var files []Attachment
 	if found {
-		texts, files, m.Images, m.uploads = splitParts(parts, cfg)
+		texts, files, m.Images, m.Uploads = splitParts(parts, cfg)
 	}
 	text := strings.Join(texts, "\n")
 	// A message of files alone has no text: the summary the platform writes for it names the
@@ -220,23 +231,23 @@ func normalize(raw []byte, cfg normalizeConfig) normalized {
 	if strings.TrimSpace(text) == "" && len(m.Attachments) == 0 {
 		return poison("message has no text")
 	}
-	if len(m.uploads) > 0 {
-		m.body = text
-		if m.Kind != kindCanvasUser {
+	if len(m.Uploads) > 0 {
+		m.Body = text
+		if m.Kind != KindCanvasUser {
 			// The platform stages uploads for the canvas user alone; a peer naming one names a
 			// file of this workspace's user, which its chat must not get.
-			for i := range m.uploads {
-				m.uploads[i].refused = "not fetched: only files the canvas user uploads are"
+			for i := range m.Uploads {
+				m.Uploads[i].Refused = "not fetched: only files the canvas user uploads are"
 			}
 		}
 	}
-	m.Text, m.OmittedBytes = composeText(text, m.Attachments, cfg.maxTextBytes)
+	m.Text, m.OmittedBytes = ComposeText(text, m.Attachments, cfg.MaxTextBytes)
 	return n
 }
 
-// composeText appends the attachment note to text and caps the whole at limit bytes. The note is
+// ComposeText appends the attachment note to text and caps the whole at limit bytes. The note is
 // kept (it is small and bounded) and the text is cut instead.
-func composeText(text string, attachments []attachment, limit int) (string, int) {
+func ComposeText(text string, attachments []Attachment, limit int) (string, int) {
 	text = strings.ToValidUTF8(text, "\uFFFD")
 	note := attachmentNote(attachments, limit/attachmentNoteDivisor)
 	sep := ""
@@ -247,16 +258,16 @@ func composeText(text string, attachments []attachment, limit int) (string, int)
 	return capped + sep + note, omitted
 }
 
-// attachment is a file of a message as the note names it: its name and, for an image, what
+// Attachment is a file of a message as the note names it: its name and, for an image, what
 // became of it.
-type attachment struct {
-	name string
-	why  string // "" for a plain file
-	uri  string // where it is, "" when unknown
+type Attachment struct {
+	Name string
+	Why  string // "" for a plain file
+	URI  string // where it is, "" when unknown
 }
 
 // attachmentNote is "[attachments: a, b (why)]" (at most limit bytes), or "" without attachments.
-func attachmentNote(names []attachment, limit int) string {
+func attachmentNote(names []Attachment, limit int) string {
 	if len(names) == 0 {
 		return ""
 	}
@@ -266,10 +277,10 @@ func attachmentNote(names []attachment, limit int) string {
 	}
 	list := make([]string, len(shown))
 	for i, n := range shown {
-		list[i] = chat.Truncate(strings.Join(strings.Fields(n.name), " "), maxAttachmentNameLen, "name")
+		list[i] = chat.Truncate(strings.Join(strings.Fields(n.Name), " "), MaxAttachmentNameLen, "name")
 		list[i] = strings.ReplaceAll(list[i], "\n", " ")
-		if n.why != "" {
-			list[i] += " (" + n.why + ")"
+		if n.Why != "" {
+			list[i] += " (" + n.Why + ")"
 		}
 	}
 	note := "[attachments: " + strings.Join(list, ", ")
@@ -286,8 +297,8 @@ func attachmentNote(names []attachment, limit int) string {
 	return note
 }
 
-// oneoffKey is the chat key of a message that must not join a shared thread.
-func oneoffKey(activityID string) string {
+// OneoffKey is the chat key of a message that must not join a shared thread.
+func OneoffKey(activityID string) string {
 	if oneoffSafe.MatchString(activityID) {
 		return "oneoff:" + activityID
 	}
@@ -333,8 +344,8 @@ func findParts(body map[string]json.RawMessage) ([]json.RawMessage, bool) {
 // splitParts returns the texts of text parts (kind or type "text"), the file parts for the
 // attachment note, the images codex is shown (see partImage) and the files to fetch from the
 // platform's pending uploads (see pendingPart).
-func splitParts(parts []json.RawMessage, cfg normalizeConfig) (texts []string, files []attachment, images []string, uploads []upload) {
-	budget := cfg.maxImagesBytes
+func splitParts(parts []json.RawMessage, cfg Config) (texts []string, files []Attachment, images []string, uploads []Upload) {
+	budget := cfg.MaxImagesBytes
 	for _, raw := range parts {
 		var p map[string]json.RawMessage
 		if json.Unmarshal(raw, &p) != nil || p == nil {
@@ -361,23 +372,23 @@ func splitParts(parts []json.RawMessage, cfg normalizeConfig) (texts []string, f
 			}
 			uri := firstString(f, "uri", "url")
 			if up, ok := pendingPart(f, uri, cfg); ok {
-				up.att, up.name = len(files), name
+				up.Att, up.Name = len(files), name
 				uploads = append(uploads, up)
-				files = append(files, attachment{name: name, uri: uri})
+				files = append(files, Attachment{Name: name, URI: uri})
 				continue
 			}
 			url, why := partImage(f, cfg, &budget)
 			if url != "" {
 				images = append(images, url)
 			}
-			files = append(files, attachment{name: name, why: why, uri: uri})
+			files = append(files, Attachment{Name: name, Why: why, URI: uri})
 		}
 	}
 	return texts, files, images, uploads
 }
 
-// imageTypes are the image types codex is given, as http.DetectContentType names them.
-var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+// ImageTypes are the image types codex is given, as http.DetectContentType names them.
+var ImageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
 
 // maxNoteURILen bounds a URI quoted in the attachment note.
 const maxNoteURILen = 100
@@ -387,13 +398,13 @@ const maxNoteURILen = 100
 // (png, jpeg, gif, webp: the declared type must be what the bytes sniff as) within maxBytes and
 // the message's remaining budget of maxImagesBytes becomes a data URL, why "image"; any other image is not shown,
 // and why says so for the note. Nothing here fails the message.
-func partImage(f map[string]json.RawMessage, cfg normalizeConfig, budget *int) (url, why string) {
-	maxBytes := cfg.maxImageBytes
-	declared := declaredType(f)
+func partImage(f map[string]json.RawMessage, cfg Config, budget *int) (url, why string) {
+	maxBytes := cfg.MaxImageBytes
+	declared := DeclaredType(f)
 	if !strings.HasPrefix(declared, "image/") {
 		return "", ""
 	}
-	if !imageTypes[declared] {
+	if !ImageTypes[declared] {
 		return "", fmt.Sprintf("image of type %s not shown: only png, jpeg, gif and webp are", chat.Truncate(declared, 40, "type"))
 	}
 	encoded := rawString(f["bytes"])
@@ -407,18 +418,18 @@ func partImage(f map[string]json.RawMessage, cfg normalizeConfig, budget *int) (
 	// Checked before decoding, so an oversized part costs no allocation; the slack allows for
 	// line breaks in wrapped base64 (2 in 78), the exact check follows the decoding.
 	if base64.StdEncoding.DecodedLen(len(encoded)) > limit+limit/8+4 {
-		return "", overCap(base64.StdEncoding.DecodedLen(len(encoded)), cfg)
+		return "", OverCap(base64.StdEncoding.DecodedLen(len(encoded)), cfg)
 	}
 	data, err := decodeBase64(encoded)
 	if err != nil {
 		return "", "image not shown: its bytes are not valid base64"
 	}
-	return imageURL(declared, data, cfg, budget)
+	return ImageURL(declared, data, cfg, budget)
 }
 
-// declaredType is the media type a file object declares, lower case without parameters
+// DeclaredType is the media type a file object declares, lower case without parameters
 // (image/jpg read as image/jpeg).
-func declaredType(f map[string]json.RawMessage) string {
+func DeclaredType(f map[string]json.RawMessage) string {
 	declared := strings.ToLower(strings.TrimSpace(firstString(f, "mimeType", "mime_type", "mediaType")))
 	declared, _, _ = strings.Cut(declared, ";")
 	declared = strings.TrimSpace(declared)
@@ -428,12 +439,12 @@ func declaredType(f map[string]json.RawMessage) string {
 	return declared
 }
 
-// imageURL makes data, declared as a type of imageTypes, the data URL codex is shown, within
+// ImageURL makes data, declared as a type of imageTypes, the data URL codex is shown, within
 // maxImageBytes and what is left of the message's budget, when the bytes sniff as that type.
 // Otherwise url is empty and why says why the image is not shown.
-func imageURL(declared string, data []byte, cfg normalizeConfig, budget *int) (url, why string) {
-	if len(data) > min(cfg.maxImageBytes, *budget) {
-		return "", overCap(len(data), cfg)
+func ImageURL(declared string, data []byte, cfg Config, budget *int) (url, why string) {
+	if len(data) > min(cfg.MaxImageBytes, *budget) {
+		return "", OverCap(len(data), cfg)
 	}
 	if sniffed := http.DetectContentType(data); sniffed != declared {
 		return "", fmt.Sprintf("image not shown: labelled %s but the bytes are %s", declared, sniffed)
@@ -442,11 +453,11 @@ func imageURL(declared string, data []byte, cfg normalizeConfig, budget *int) (u
 	return "data:" + declared + ";base64," + base64.StdEncoding.EncodeToString(data), "image"
 }
 
-func overCap(size int, cfg normalizeConfig) string {
-	if size > cfg.maxImageBytes {
-		return fmt.Sprintf("image not shown: %d bytes, over the %d-byte cap", size, cfg.maxImageBytes)
+func OverCap(size int, cfg Config) string {
+	if size > cfg.MaxImageBytes {
+		return fmt.Sprintf("image not shown: %d bytes, over the %d-byte cap", size, cfg.MaxImageBytes)
 	}
-	return fmt.Sprintf("image not shown: the message's images are over the %d-byte total cap", cfg.maxImagesBytes)
+	return fmt.Sprintf("image not shown: the message's images are over the %d-byte total cap", cfg.MaxImagesBytes)
 }
 
 // decodeBase64 decodes standard or URL-safe base64, padded or not, ignoring line breaks and
@@ -469,19 +480,19 @@ func decodeBase64(s string) ([]byte, error) {
 // the files of its parts. With include=peer_info the platform lists the file parts of the
 // message again there (handlers/activity.go extractAttachmentsFromRequestBody): one whose uri, or
 // without a uri whose name, a part already has is not named twice.
-func appendRowAttachments(files []attachment, raw json.RawMessage) []attachment {
+func appendRowAttachments(files []Attachment, raw json.RawMessage) []Attachment {
 	items, ok := rawArray(raw)
 	if !ok {
 		return files
 	}
 	seen := make(map[string]bool, len(files))
 	for _, f := range files {
-		seen["uri:"+f.uri] = f.uri != ""
-		seen["name:"+f.name] = true
+		seen["uri:"+f.URI] = f.URI != ""
+		seen["name:"+f.Name] = true
 	}
 	for _, it := range items {
 		if s := rawString(it); s != "" {
-			files = append(files, attachment{name: s})
+			files = append(files, Attachment{Name: s})
 			continue
 		}
 		var obj map[string]json.RawMessage
@@ -496,7 +507,7 @@ func appendRowAttachments(files []attachment, raw json.RawMessage) []attachment 
 		if (uri != "" && seen["uri:"+uri]) || (uri == "" && seen["name:"+name]) {
 			continue
 		}
-		files = append(files, attachment{name: name, uri: uri})
+		files = append(files, Attachment{Name: name, URI: uri})
 	}
 	return files
 }
@@ -522,8 +533,8 @@ func rawString(raw json.RawMessage) string {
 	return s
 }
 
-// rawInt reads an integer given as a JSON number or numeric string; 0 otherwise.
-func rawInt(raw json.RawMessage) int64 {
+// RawInt reads an integer given as a JSON number or numeric string; 0 otherwise.
+func RawInt(raw json.RawMessage) int64 {
 	var num json.Number
 	if json.Unmarshal(raw, &num) != nil {
 		if s := rawString(raw); s != "" {
@@ -547,3 +558,19 @@ func rawArray(raw json.RawMessage) ([]json.RawMessage, bool) {
 	}
 	return a, true
 }
+
+// canvasContextID reads a canvas row's params.message.contextId ("" when it has none).
+func canvasContextID(body map[string]json.RawMessage) string {
+	var params map[string]json.RawMessage
+	_ = json.Unmarshal(body["params"], &params)
+	var msg map[string]json.RawMessage
+	_ = json.Unmarshal(params["message"], &msg)
+	return rawString(msg["contextId"])
+}
+
+// WorkspaceIDPattern is the Molecule runtime's rule for workspace ids. Ids end up in URL paths
+// and chat keys, so anything else is rejected rather than escaped.
+var WorkspaceIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,127}$`)
+
+// ValidWorkspaceID reports whether id is a Molecule workspace id.
+func ValidWorkspaceID(id string) bool { return WorkspaceIDPattern.MatchString(id) }

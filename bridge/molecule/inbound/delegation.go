@@ -1,4 +1,4 @@
-package molecule
+package inbound
 
 // Delegation results. When the platform flag DELEGATION_RESULT_INBOX_PUSH=1 is set, the
 // platform writes the end of a delegation this workspace started into its own activity feed
@@ -25,8 +25,8 @@ import (
 	"github.com/molecule-ai/codex-warm/bridge/molecule/ledger"
 )
 
-// methodDelegateResult is the activity method of a delegation's result.
-const methodDelegateResult = "delegate_result"
+// MethodDelegateResult is the activity method of a delegation's result.
+const MethodDelegateResult = "delegate_result"
 
 // maxDelegationErrorBytes caps a failed delegation's error_detail given to codex: the platform
 // stores it unbounded, and the runtime caps the one it reports at 4096.
@@ -35,22 +35,22 @@ const maxDelegationErrorBytes = 4096
 // normalizeDelegation reads a delegate_result row (n holds its id and seq). Rows of older
 // platforms, which named the callee as source_id and carried the text in message parts, are
 // read too.
-func normalizeDelegation(n normalized, row map[string]json.RawMessage, cfg normalizeConfig) normalized {
-	m := &n.msg
-	m.Kind = kindDelegationResult
+func normalizeDelegation(n Normalized, row map[string]json.RawMessage, cfg Config) Normalized {
+	m := &n.Msg
+	m.Kind = KindDelegationResult
 	m.CreatedAt = rawString(row["created_at"])
-	m.Route = ledger.Route{Kind: routeNotify, Workspace: cfg.workspaceID}
+	m.Route = ledger.Route{Kind: RouteNotify, Workspace: cfg.WorkspaceID}
 
 	callee := rawString(row["target_id"])
-	if source := rawString(row["source_id"]); callee == "" && source != cfg.workspaceID {
+	if source := rawString(row["source_id"]); callee == "" && source != cfg.WorkspaceID {
 		callee = source
 	}
-	if validWorkspaceID(callee) && callee != cfg.workspaceID {
+	if ValidWorkspaceID(callee) && callee != cfg.WorkspaceID {
 		m.PeerID = callee
 		m.ChatKey = "peer:" + callee
 	} else {
 		callee = ""
-		m.ChatKey = oneoffKey(m.ActivityID)
+		m.ChatKey = OneoffKey(m.ActivityID)
 	}
 
 	req := requestBody(row["request_body"])
@@ -62,7 +62,7 @@ func normalizeDelegation(n normalized, row map[string]json.RawMessage, cfg norma
 	text := firstString(resp, "text")
 	if strings.TrimSpace(text) == "" {
 		if parts, ok := findParts(req); ok {
-			texts, _, _, _ := splitParts(parts, normalizeConfig{})
+			texts, _, _, _ := splitParts(parts, Config{})
 			text = strings.Join(texts, "\n")
 		}
 	}
@@ -99,7 +99,7 @@ func normalizeDelegation(n normalized, row map[string]json.RawMessage, cfg norma
 	default:
 		out = fmt.Sprintf("Result of the work delegated to %s:\n\n%s", who, text)
 	}
-	m.Text, m.OmittedBytes = composeText(out, nil, cfg.maxTextBytes)
+	m.Text, m.OmittedBytes = ComposeText(out, nil, cfg.MaxTextBytes)
 	m.DelegationID = delegationID
 	return n
 }

@@ -1,4 +1,4 @@
-package molecule
+package inbound
 
 import (
 	"encoding/json"
@@ -7,12 +7,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/molecule-ai/codex-warm/bridge/molecule/ledger"
-	"github.com/molecule-ai/codex-warm/bridge/molecule/platform"
 )
 
 const testWS = "ws-self"
 
-func normCfg() normalizeConfig { return normalizeConfig{workspaceID: testWS, maxTextBytes: 1024} }
+// minTextCap is the inbox's floor for MaxTextBytes: room for the truncation note.
+const minTextCap = 256
+
+func normCfg() Config { return Config{WorkspaceID: testWS, MaxTextBytes: 1024} }
 
 func TestNormalize(t *testing.T) {
 	t.Parallel()
@@ -22,9 +24,9 @@ func TestNormalize(t *testing.T) {
 	tests := []struct {
 		name     string
 		row      string
-		disp     disposition
+		disp     Disposition
 		id       string
-		kind     kind
+		Kind     Kind
 		key      string
 		route    ledger.Route
 		text     string
@@ -34,101 +36,101 @@ func TestNormalize(t *testing.T) {
 		{
 			name: "canvas user",
 			row:  `{"id":"a1","method":"message/send","request_body":` + msgParts(`[{"kind":"text","text":"hi"}]`) + `,"created_at":"2026-01-01T00:00:00Z"}`,
-			disp: dispMessage, id: "a1", kind: kindCanvasUser, key: "canvas:" + testWS,
-			route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "hi",
+			disp: DispMessage, id: "a1", Kind: KindCanvasUser, key: "canvas:" + testWS,
+			route: ledger.Route{Kind: RouteNotify, Workspace: testWS}, text: "hi",
 		},
 		{
 			name: "peer agent with peer info and seq",
 			row:  `{"id":"a2","seq":17,"source_id":"peer-1","peer_name":"Bob","peer_role":"reviewer","request_body":` + msgParts(`[{"kind":"text","text":"status?"}]`) + `}`,
-			disp: dispMessage, id: "a2", kind: kindPeerAgent, key: "peer:peer-1",
-			route: ledger.Route{Kind: routeA2A, Workspace: "peer-1"}, text: "status?", peerName: "Bob", seq: 17,
+			disp: DispMessage, id: "a2", Kind: KindPeerAgent, key: "peer:peer-1",
+			route: ledger.Route{Kind: RouteA2A, Workspace: "peer-1"}, text: "status?", peerName: "Bob", seq: 17,
 		},
 		{
 			name: "multipart joined with newlines, type or kind, non-text ignored",
 			row:  `{"id":"a3","request_body":` + msgParts(`[{"kind":"text","text":"one"},{"type":"text","text":"two"},{"kind":"data","data":{}},{"kind":"text","text":"three"}]`) + `}`,
-			disp: dispMessage, id: "a3", kind: kindCanvasUser, key: "canvas:" + testWS,
-			route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "one\ntwo\nthree",
+			disp: DispMessage, id: "a3", Kind: KindCanvasUser, key: "canvas:" + testWS,
+			route: ledger.Route{Kind: RouteNotify, Workspace: testWS}, text: "one\ntwo\nthree",
 		},
 		{
 			name: "params.parts fallback",
 			row:  `{"id":"a4","request_body":{"params":{"parts":[{"kind":"text","text":"pp"}]}}}`,
-			disp: dispMessage, id: "a4", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "pp",
+			disp: DispMessage, id: "a4", Kind: KindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: RouteNotify, Workspace: testWS}, text: "pp",
 		},
 		{
 			name: "top-level parts fallback",
 			row:  `{"id":"a5","request_body":{"parts":[{"type":"text","text":"tp"}]}}`,
-			disp: dispMessage, id: "a5", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "tp",
+			disp: DispMessage, id: "a5", Kind: KindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: RouteNotify, Workspace: testWS}, text: "tp",
 		},
 		{
 			name: "request_body as a JSON string",
 			row:  `{"id":"a6","request_body":"{\"params\":{\"message\":{\"parts\":[{\"kind\":\"text\",\"text\":\"str\"}]}}}"}`,
-			disp: dispMessage, id: "a6", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "str",
+			disp: DispMessage, id: "a6", Kind: KindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: RouteNotify, Workspace: testWS}, text: "str",
 		},
 		{
 			name: "summary fallback",
 			row:  `{"id":"a7","summary":"from summary"}`,
-			disp: dispMessage, id: "a7", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "from summary",
+			disp: DispMessage, id: "a7", Kind: KindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: RouteNotify, Workspace: testWS}, text: "from summary",
 		},
 		{
 			name: "numeric id kept as written",
 			row:  `{"id":12345678901234567890,"summary":"n"}`,
-			disp: dispMessage, id: "12345678901234567890", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS}, text: "n",
+			disp: DispMessage, id: "12345678901234567890", Kind: KindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: RouteNotify, Workspace: testWS}, text: "n",
 		},
 		{
 			name: "delegation result of an older platform (callee as source, text in summary): callee's thread, reply to canvas",
 			row:  `{"id":"a8","method":"delegate_result","source_id":"peer-2","summary":"done"}`,
-			disp: dispMessage, id: "a8", kind: kindDelegationResult, key: "peer:peer-2", route: ledger.Route{Kind: routeNotify, Workspace: testWS},
+			disp: DispMessage, id: "a8", Kind: KindDelegationResult, key: "peer:peer-2", route: ledger.Route{Kind: RouteNotify, Workspace: testWS},
 			text: "Result of the work delegated to workspace peer-2:\n\ndone",
 		},
 		{
 			name: "delegation result without a callee gets a one-off key",
 			row:  `{"id":"a9","method":"delegate_result","source_id":"` + testWS + `","summary":"Delegation result delivered","response_body":{"text":"done","delegation_id":"d-9"}}`,
-			disp: dispMessage, id: "a9", kind: kindDelegationResult, key: "oneoff:a9", route: ledger.Route{Kind: routeNotify, Workspace: testWS},
+			disp: DispMessage, id: "a9", Kind: KindDelegationResult, key: "oneoff:a9", route: ledger.Route{Kind: RouteNotify, Workspace: testWS},
 			text: "Result of the work delegated to another workspace (delegation d-9):\n\ndone",
 		},
 		{
 			name: "attachments noted in the text",
 			row:  `{"id":"a11","summary":"see files","attachments":[{"name":"a.png"},"b.txt",{"uri":"https://x/y"}]}`,
-			disp: dispMessage, id: "a11", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS},
+			disp: DispMessage, id: "a11", Kind: KindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: RouteNotify, Workspace: testWS},
 			text: "see files\n\n[attachments: a.png, b.txt, https://x/y]",
 		},
 		{
 			name: "attachments only",
 			row:  `{"id":"a12","request_body":` + msgParts(`[{"kind":"file","file":{"name":"report.pdf"}}]`) + `}`,
-			disp: dispMessage, id: "a12", kind: kindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: routeNotify, Workspace: testWS},
+			disp: DispMessage, id: "a12", Kind: KindCanvasUser, key: "canvas:" + testWS, route: ledger.Route{Kind: RouteNotify, Workspace: testWS},
 			text: "[attachments: report.pdf]",
 		},
-		{name: "notify echo", row: `{"id":"e1","method":"notify","source_id":null,"summary":"our reply"}`, disp: dispEcho, id: "e1"},
-		{name: "own row", row: `{"id":"e2","method":"message/send","source_id":"` + testWS + `","summary":"x"}`, disp: dispEcho, id: "e2"},
-		{name: "not an object", row: `[1,2]`, disp: dispPoison},
-		{name: "invalid JSON", row: `{"id":`, disp: dispPoison},
-		{name: "no id", row: `{"summary":"x"}`, disp: dispPoison},
-		{name: "empty id", row: `{"id":"","summary":"x"}`, disp: dispPoison},
-		{name: "object id", row: `{"id":{"x":1},"summary":"x"}`, disp: dispPoison},
-		{name: "unknown activity type", row: `{"id":"p1","activity_type":"task_update","summary":"x"}`, disp: dispPoison, id: "p1"},
-		{name: "peer id not routable", row: `{"id":"p2","source_id":"../etc","summary":"x"}`, disp: dispPoison, id: "p2"},
-		{name: "no text", row: `{"id":"p3","request_body":` + msgParts(`[]`) + `}`, disp: dispPoison, id: "p3"},
-		{name: "whitespace text", row: `{"id":"p4","summary":"  \n "}`, disp: dispPoison, id: "p4"},
+		{name: "notify echo", row: `{"id":"e1","method":"notify","source_id":null,"summary":"our reply"}`, disp: DispEcho, id: "e1"},
+		{name: "own row", row: `{"id":"e2","method":"message/send","source_id":"` + testWS + `","summary":"x"}`, disp: DispEcho, id: "e2"},
+		{name: "not an object", row: `[1,2]`, disp: DispPoison},
+		{name: "invalid JSON", row: `{"id":`, disp: DispPoison},
+		{name: "no id", row: `{"summary":"x"}`, disp: DispPoison},
+		{name: "empty id", row: `{"id":"","summary":"x"}`, disp: DispPoison},
+		{name: "object id", row: `{"id":{"x":1},"summary":"x"}`, disp: DispPoison},
+		{name: "unknown activity type", row: `{"id":"p1","activity_type":"task_update","summary":"x"}`, disp: DispPoison, id: "p1"},
+		{name: "peer id not routable", row: `{"id":"p2","source_id":"../etc","summary":"x"}`, disp: DispPoison, id: "p2"},
+		{name: "no text", row: `{"id":"p3","request_body":` + msgParts(`[]`) + `}`, disp: DispPoison, id: "p3"},
+		{name: "whitespace text", row: `{"id":"p4","summary":"  \n "}`, disp: DispPoison, id: "p4"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			n := normalize([]byte(tc.row), normCfg())
-			if n.disp != tc.disp {
-				t.Fatalf("disposition = %s (%s), want %s", n.disp, n.reason, tc.disp)
+			n := Normalize([]byte(tc.row), normCfg())
+			if n.Disp != tc.disp {
+				t.Fatalf("disposition = %s (%s), want %s", n.Disp, n.Reason, tc.disp)
 			}
-			if n.msg.ActivityID != tc.id {
-				t.Errorf("id = %q, want %q", n.msg.ActivityID, tc.id)
+			if n.Msg.ActivityID != tc.id {
+				t.Errorf("id = %q, want %q", n.Msg.ActivityID, tc.id)
 			}
-			if tc.disp != dispMessage {
-				if n.reason == "" {
+			if tc.disp != DispMessage {
+				if n.Reason == "" {
 					t.Errorf("no reason given")
 				}
 				return
 			}
-			m := n.msg
-			if m.Kind != tc.kind || m.ChatKey != tc.key || m.Route != tc.route || m.Text != tc.text || m.PeerName != tc.peerName || m.Seq != tc.seq {
+			m := n.Msg
+			if m.Kind != tc.Kind || m.ChatKey != tc.key || m.Route != tc.route || m.Text != tc.text || m.PeerName != tc.peerName || m.Seq != tc.seq {
 				t.Errorf("got kind=%s key=%q route=%+v text=%q peer_name=%q seq=%d\nwant kind=%s key=%q route=%+v text=%q peer_name=%q seq=%d",
-					m.Kind, m.ChatKey, m.Route, m.Text, m.PeerName, m.Seq, tc.kind, tc.key, tc.route, tc.text, tc.peerName, tc.seq)
+					m.Kind, m.ChatKey, m.Route, m.Text, m.PeerName, m.Seq, tc.Kind, tc.key, tc.route, tc.text, tc.peerName, tc.seq)
 			}
 		})
 	}
@@ -138,26 +140,26 @@ func TestNormalizeCapsText(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("ab€", 1000) // 5000 bytes, multi-byte runes
 	row, _ := json.Marshal(map[string]any{"id": "big", "summary": long, "attachments": []string{"x.log"}})
-	n := normalize(row, normalizeConfig{workspaceID: testWS, maxTextBytes: 512})
-	if n.disp != dispMessage {
-		t.Fatalf("disposition %s: %s", n.disp, n.reason)
+	n := Normalize(row, Config{WorkspaceID: testWS, MaxTextBytes: 512})
+	if n.Disp != DispMessage {
+		t.Fatalf("disposition %s: %s", n.Disp, n.Reason)
 	}
-	text := n.msg.Text
+	text := n.Msg.Text
 	if len(text) > 512 || !utf8.ValidString(text) {
 		t.Fatalf("text is %d bytes (valid UTF-8: %v)", len(text), utf8.ValidString(text))
 	}
 	if !strings.Contains(text, "[message truncated: ") || !strings.HasSuffix(text, "[attachments: x.log]") {
 		t.Fatalf("text lacks the truncation note or the attachment note: %q", text[len(text)-100:])
 	}
-	if n.msg.OmittedBytes <= 0 || n.msg.OmittedBytes >= len(long) {
-		t.Errorf("omitted = %d", n.msg.OmittedBytes)
+	if n.Msg.OmittedBytes <= 0 || n.Msg.OmittedBytes >= len(long) {
+		t.Errorf("omitted = %d", n.Msg.OmittedBytes)
 	}
 }
 
 func TestOneoffKeyOfUnsafeID(t *testing.T) {
 	t.Parallel()
-	k := oneoffKey("weird id/with spaces")
-	if !strings.HasPrefix(k, "oneoff:") || strings.ContainsAny(k, " /") || k != oneoffKey("weird id/with spaces") {
+	k := OneoffKey("weird id/with spaces")
+	if !strings.HasPrefix(k, "oneoff:") || strings.ContainsAny(k, " /") || k != OneoffKey("weird id/with spaces") {
 		t.Fatalf("oneoff key %q", k)
 	}
 }
@@ -179,24 +181,24 @@ func FuzzNormalize(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, row []byte, limit int) {
 		limit = minTextCap + abs(limit)%4096
-		n := normalize(row, normalizeConfig{workspaceID: testWS, maxTextBytes: limit})
-		if n.disp != dispMessage {
-			if n.reason == "" {
-				t.Fatalf("%s without reason", n.disp)
+		n := Normalize(row, Config{WorkspaceID: testWS, MaxTextBytes: limit})
+		if n.Disp != DispMessage {
+			if n.Reason == "" {
+				t.Fatalf("%s without reason", n.Disp)
 			}
 			return
 		}
-		m := n.msg
+		m := n.Msg
 		if m.ActivityID == "" || m.ChatKey == "" {
 			t.Fatalf("message without id or chat key: %+v", m)
 		}
-		if !validWorkspaceID(m.Route.Workspace) || (m.Route.Kind != routeNotify && m.Route.Kind != routeA2A) {
+		if !ValidWorkspaceID(m.Route.Workspace) || (m.Route.Kind != RouteNotify && m.Route.Kind != RouteA2A) {
 			t.Fatalf("unroutable message: %+v", m.Route)
 		}
 		if !utf8.ValidString(m.Text) || len(m.Text) > limit || strings.TrimSpace(m.Text) == "" {
 			t.Fatalf("text invalid, over %d bytes or empty: %d bytes %q", limit, len(m.Text), m.Text)
 		}
-		if m.Kind == kindPeerAgent && m.ChatKey != "peer:"+m.PeerID {
+		if m.Kind == KindPeerAgent && m.ChatKey != "peer:"+m.PeerID {
 			t.Fatalf("peer message keyed %q", m.ChatKey)
 		}
 	})
@@ -210,19 +212,4 @@ func abs(n int) int {
 		return -n
 	}
 	return n
-}
-
-// Reply ids are version 5 UUIDs of workspace and activity: stable, and different for any other
-// workspace or activity.
-func TestReplyID(t *testing.T) {
-	t.Parallel()
-	a := platform.ReplyID("ws-1", "act-1")
-	if !uuidV5.MatchString(a) || a != platform.ReplyID("ws-1", "act-1") {
-		t.Fatalf("replyID = %q, want a stable v5 uuid", a)
-	}
-	for _, other := range []string{platform.ReplyID("ws-2", "act-1"), platform.ReplyID("ws-1", "act-2")} {
-		if other == a {
-			t.Fatalf("replyID collides: %q", other)
-		}
-	}
 }
