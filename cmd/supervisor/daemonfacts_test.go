@@ -15,6 +15,8 @@ const (
 	reloadRefused = string(reload.Refused)
 	reloadFailed  = string(reload.Failed)
 	reloadRunning = string(reload.Running)
+	// reloadStarting is the outcome the new image shows from its takeover until it serves.
+	reloadStarting = string(reload.Starting)
 
 	CodexNotLoggedIn = control.CodexNotLoggedIn
 )

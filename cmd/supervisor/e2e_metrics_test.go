@@ -103,7 +103,7 @@ func TestE2EMetricsLocalTurns(t *testing.T) {
 		t.Errorf("/healthz: %d %v", code, live)
 	}
 	var rep health.Report
-	if code := getJSON(t, "http://"+addr+"/readyz", &rep); code != http.StatusOK || !rep.Ready() || len(rep.Checks) != 5 {
+	if code := getJSON(t, "http://"+addr+"/readyz", &rep); code != http.StatusOK || !rep.Ready() || len(rep.Checks) != 6 {
 		t.Errorf("/readyz: %d %+v", code, rep)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)

@@ -125,7 +125,7 @@ func TestE2EDaemonAsPID1(t *testing.T) {
 	}
 	d.waitUntil("the reloads the burst asked for to end", func() bool {
 		doc, err := fetchStatusQuick(d)
-		return err == nil && doc.Daemon.Reloads >= 1 && doc.Daemon.LastReload != nil && doc.Daemon.LastReload.Outcome != reloadRunning
+		return err == nil && doc.Daemon.Reloads >= 1 && doc.Daemon.LastReload != nil && doc.Daemon.LastReload.Outcome != reloadRunning && doc.Daemon.LastReload.Outcome != reloadStarting
 	})
 	installBin(t, e.bin)
 	// The init forwards the burst as it reads it: a SIGHUP it forwards after the new image took
@@ -141,7 +141,7 @@ func TestE2EDaemonAsPID1(t *testing.T) {
 		}
 		d.waitUntil("a late reload of the burst to end", func() bool {
 			doc, err := fetchStatusQuick(d)
-			return err == nil && doc.Daemon.LastReload != nil && doc.Daemon.LastReload.Outcome != reloadRunning
+			return err == nil && doc.Daemon.LastReload != nil && doc.Daemon.LastReload.Outcome != reloadRunning && doc.Daemon.LastReload.Outcome != reloadStarting
 		})
 	}
 	if got := childPID(d.status(), key); got != child {

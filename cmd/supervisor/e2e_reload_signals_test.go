@@ -220,6 +220,18 @@ func TestE2EReloadSignalTermDuringReload(t *testing.T) {
 }
 
 // fetchStatusQuick asks the daemon's control socket for its status once.
+// waitReloadServed waits until the image a reload started serves (its reload's outcome is no
+// longer "starting") and returns that status.
+func waitReloadServed(d *daemonProc) StatusDoc {
+	var doc StatusDoc
+	d.waitUntil("the new image to serve", func() bool {
+		var err error
+		doc, err = fetchStatusQuick(d)
+		return err == nil && doc.Daemon.LastReload != nil && doc.Daemon.LastReload.Outcome != reloadStarting
+	})
+	return doc
+}
+
 func fetchStatusQuick(d *daemonProc) (StatusDoc, error) {
 	ctx, cancel := d.waitCtx()
 	defer cancel()

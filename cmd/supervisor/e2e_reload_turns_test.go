@@ -104,7 +104,7 @@ func TestE2EReloadTurnsCross(t *testing.T) {
 	d.waitUntil("the new image to take over", func() bool {
 		return len(d.logsWith("reload: took over from the previous image")) == 1
 	})
-	after := d.status()
+	after := waitReloadServed(d)
 	if r := after.Daemon.LastReload; r.Outcome != reloadOK || after.Daemon.PID != d.pid || r.Trigger != "SIGHUP" || r.Children != childrenFor(t, 4) ||
 		r.Turns != 3 || r.Callers != 4 {
 		t.Fatalf("reload: %+v (pid %d)", r, after.Daemon.PID)
@@ -188,7 +188,7 @@ func TestE2EReloadMoleculeTurnsCross(t *testing.T) {
 	d.waitUntil("the new image to take over", func() bool {
 		return len(d.logsWith("reload: took over from the previous image")) == 1
 	})
-	after := d.status()
+	after := waitReloadServed(d)
 	if r := after.Daemon.LastReload; r.Outcome != reloadOK || r.Children < childrenFor(t, 2) {
 		t.Fatalf("reload: %+v", r)
 	}
