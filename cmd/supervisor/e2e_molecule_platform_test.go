@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,14 +25,37 @@ import (
 func TestE2EMoleculeRateLimitHonoured(t *testing.T) {
 	t.Parallel()
 	const org = "org-e2e-1"
+	// The limiter's clock stands still from before the bucket is spent until the daemon met a
+	// 429, so the window cannot refill before the daemon's next call however slow the machine
+	// is; then it runs again. A Retry-After read on the still clock is never shorter than the
+	// window's real remainder, so the check below holds the daemon to the real window.
+	var clock sync.Mutex
+	var stillAt time.Time
+	now := func() time.Time {
+		clock.Lock()
+		defer clock.Unlock()
+		if !stillAt.IsZero() {
+			return stillAt
+		}
+		return time.Now()
+	}
+	still := func(on bool) {
+		clock.Lock()
+		defer clock.Unlock()
+		stillAt = time.Time{}
+		if on {
+			stillAt = time.Now()
+		}
+	}
 	e := newE2E(t, e2eConfig{
-		Platform: moleculetest.Config{RateLimit: 40, RateWindow: 4 * time.Second},
+		Platform: moleculetest.Config{RateLimit: 40, RateWindow: 4 * time.Second, Clock: now},
 		Env:      []string{"MOLECULE_ORG_ID=" + org},
 	})
 	d := e.start()
 	d.waitPolls(2)
 
 	// Spend the org's bucket from outside the daemon, as its other workspaces would.
+	still(true)
 	for {
 		req, err := http.NewRequest(http.MethodGet, e.plat.URL()+"/health", nil)
 		if err != nil {
@@ -56,6 +80,7 @@ func TestE2EMoleculeRateLimitHonoured(t *testing.T) {
 		}
 		return false
 	})
+	still(false)
 	d.waitPlatform("the reply", func() bool { return e.countReplies("reply #1: sent while the bucket is spent") == 1 })
 	d.waitPolls(3)
 
