@@ -28,6 +28,8 @@ type PipeChild struct {
 	C *Client
 	// TurnStartSent is closed when the client wrote its first turn/start request.
 	TurnStartSent chan struct{}
+	// ThreadStartSent is closed when the client wrote its first thread/start request.
+	ThreadStartSent chan struct{}
 
 	stdout   *os.File // write end of the child's stdout
 	stdin    *os.File // read end of the child's stdin
@@ -51,7 +53,7 @@ func NewPipeChild(cfg Config) (*PipeChild, error) {
 		_, _ = outR.Close(), outW.Close()
 		return nil, err
 	}
-	p := &PipeChild{TurnStartSent: make(chan struct{}), stdout: outW, stdin: inR, outR: outR, inW: inW,
+	p := &PipeChild{TurnStartSent: make(chan struct{}), ThreadStartSent: make(chan struct{}), stdout: outW, stdin: inR, outR: outR, inW: inW,
 		exited: make(chan struct{}), tail: childproc.NewTail(cfg.StderrTailBytes), drained: make(chan struct{})}
 	p.noStderr = make(chan struct{})
 	close(p.noStderr)
@@ -84,12 +86,16 @@ func (p *PipeChild) Stop(context.Context) (childproc.StopHow, error) {
 func (p *PipeChild) drain() {
 	defer close(p.drained)
 	r := bufio.NewReader(p.stdin)
-	sent := false
+	sent, threadSent := false, false
 	for {
 		line, err := r.ReadBytes('\n')
 		if !sent && bytes.Contains(line, []byte(`"method":"turn/start"`)) {
 			sent = true
 			close(p.TurnStartSent)
+		}
+		if !threadSent && bytes.Contains(line, []byte(`"method":"thread/start"`)) {
+			threadSent = true
+			close(p.ThreadStartSent)
 		}
 		if err != nil {
 			return

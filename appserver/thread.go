@@ -45,8 +45,13 @@ func (c *Client) ReadConfig(ctx context.Context, cwd string) (protocol.ConfigRea
 	return res, nil
 }
 
-// StartThread starts a new thread and returns its id.
+// StartThread starts a new thread and returns its id. It holds the turn gate like a turn: codex
+// loads its configuration for it and refuses it when the ChatGPT token is swapped meanwhile.
 func (c *Client) StartThread(ctx context.Context, opts ThreadOptions) (threadID string, err error) {
+	if err := c.gate.enter(ctx); err != nil {
+		return "", fmt.Errorf("start thread on codex pid %d: %w", c.pid, err)
+	}
+	defer c.gate.leave()
 	var res protocol.ThreadResult
 	err = c.call(ctx, protocol.MethodThreadStart, protocol.ThreadStartParams{
 		Cwd:                   opts.Cwd,
@@ -74,6 +79,11 @@ func (c *Client) StartThread(ctx context.Context, opts ThreadOptions) (threadID 
 // long thread's full history on every resume is what codex deprecates. LastTurn reads the one
 // turn that matters after a crash.
 func (c *Client) ResumeThread(ctx context.Context, threadID string, opts ThreadOptions) error {
+	// Like StartThread, it holds the turn gate against a token push while codex loads the thread.
+	if err := c.gate.enter(ctx); err != nil {
+		return fmt.Errorf("resume thread %s on codex pid %d: %w", threadID, c.pid, err)
+	}
+	defer c.gate.leave()
 	var res protocol.ThreadResult
 	err := c.call(ctx, protocol.MethodThreadResume, protocol.ThreadResumeParams{
 		ThreadID:              threadID,
