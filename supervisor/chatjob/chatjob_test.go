@@ -43,7 +43,7 @@ func usageNote(t *testing.T, last protocol.TokenUsageBreakdown) protocol.Notific
 	return protocol.Notification{Method: protocol.NotifyTokenUsageUpdated, Params: b}
 }
 
-// A compaction as codex 0.171.0 reports it: the summary's model call, then the compacted
+// A compaction as codex 0.171 reports it: the summary's model call, then the compacted
 // context's size with every component zero.
 func TestCompactionSizes(t *testing.T) {
 	ns := []protocol.Notification{
