@@ -23,8 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"sort"
 	"testing"
 )
 
@@ -119,60 +117,6 @@ func exportData(dir string) (map[string]string, listed, error) {
 	return exports, self, nil
 }
 
-// Touch is one place a field is used.
-type Touch struct {
-	Type, Field string
-	Pos         token.Position
-}
-
-// Strays lists the uses of owned types' fields outside their owners' files. owners maps a type
-// name of the package to the base names of the files that may touch its fields; a type or file
-// that does not exist is an error, so the list cannot go stale silently.
-func (p *Package) Strays(owners map[string][]string) ([]Touch, error) {
-	fieldOf := map[*types.Var]string{} // field → its type's name
-	for name, files := range owners {
-		obj := p.Types.Scope().Lookup(name)
-		if obj == nil {
-			return nil, fmt.Errorf("%s: no type %s", p.Types.Path(), name)
-		}
-		st, ok := obj.Type().Underlying().(*types.Struct)
-		if !ok {
-			return nil, fmt.Errorf("%s: %s is not a struct", p.Types.Path(), name)
-		}
-		for i := range st.NumFields() {
-			fieldOf[st.Field(i)] = name
-		}
-		for _, f := range files {
-			if _, ok := p.Files[f]; !ok {
-				return nil, fmt.Errorf("%s: owner file %s of %s does not exist", p.Types.Path(), f, name)
-			}
-		}
-	}
-	var strays []Touch
-	for id, obj := range p.Info.Uses {
-		v, ok := obj.(*types.Var)
-		if !ok || !v.IsField() {
-			continue
-		}
-		typ, owned := fieldOf[v]
-		if !owned {
-			continue
-		}
-		pos := p.Fset.Position(id.Pos())
-		if !slices.Contains(owners[typ], filepath.Base(pos.Filename)) {
-			strays = append(strays, Touch{Type: typ, Field: v.Name(), Pos: pos})
-		}
-	}
-	sort.Slice(strays, func(i, j int) bool {
-		a, b := strays[i].Pos, strays[j].Pos
-		if a.Filename != b.Filename {
-			return a.Filename < b.Filename
-		}
-		return a.Offset < b.Offset
-	})
-	return strays, nil
-}
-
 // Methods counts what a type carries: its methods (value and pointer receivers) plus the
 // package's functions that take the type, or a pointer to it, as a parameter. embedded names the
 // type's embedded fields, which would promote another type's methods onto it.
@@ -214,24 +158,6 @@ func (p *Package) Methods(typeName string) (count int, embedded []string, err er
 		}
 	}
 	return count, embedded, nil
-}
-
-// Check fails t for every use of an owned type's field outside its owners' files (see Strays).
-// It is the older rule, by files; CheckReceivers, by the functions' receivers, is the one the
-// split packages hold, since code placed in an owner's file passes a rule by files.
-func Check(t testing.TB, dir string, owners map[string][]string) {
-	t.Helper()
-	p, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	strays, err := p.Strays(owners)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range strays {
-		t.Errorf("%s:%d: %s.%s is touched outside its owner's files %v", filepath.Base(s.Pos.Filename), s.Pos.Line, s.Type, s.Field, owners[s.Type])
-	}
 }
 
 // AtMost fails t when typeName carries more than limit methods (see Methods) or embeds a field.

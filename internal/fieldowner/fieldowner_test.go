@@ -7,42 +7,6 @@ import (
 	"testing"
 )
 
-func TestStraysNamesTheFieldAndItsPlace(t *testing.T) {
-	p, err := Load("testdata/parts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	strays, err := p.Strays(map[string][]string{"pool": {"pool.go"}, "Top": {"top.go"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(strays) != 1 {
-		t.Fatalf("strays = %+v, want the one use of pool.slots in top.go", strays)
-	}
-	s := strays[0]
-	if s.Type != "pool" || s.Field != "slots" || s.Pos.Line != 14 {
-		t.Fatalf("stray = %+v, want pool.slots at top.go:14", s)
-	}
-	// The owner's own file may touch the field; with top.go among the owners nothing strays.
-	strays, err = p.Strays(map[string][]string{"pool": {"pool.go", "top.go"}})
-	if err != nil || len(strays) != 0 {
-		t.Fatalf("with top.go an owner: strays = %+v, err = %v", strays, err)
-	}
-}
-
-func TestStraysRefusesAStaleOwnerList(t *testing.T) {
-	p, err := Load("testdata/parts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Strays(map[string][]string{"gone": {"pool.go"}}); err == nil {
-		t.Fatal("a type that does not exist was accepted")
-	}
-	if _, err := p.Strays(map[string][]string{"pool": {"moved.go"}}); err == nil {
-		t.Fatal("an owner file that does not exist was accepted")
-	}
-}
-
 func TestMethodsCountsFunctionsThatTakeTheType(t *testing.T) {
 	p, err := Load("testdata/parts")
 	if err != nil {
@@ -107,19 +71,5 @@ func TestCrossLockedNamesTheCallerAndTheMethod(t *testing.T) {
 	// pool.take's own call of takeLocked is the rule kept.
 	if want := []string{"54 Top.drain pool.takeLocked"}; !slices.Equal(got, want) {
 		t.Fatalf("cross-type …Locked calls: %v, want %v", got, want)
-	}
-}
-
-func TestLongerNamesTheFunctionAndItsLength(t *testing.T) {
-	p, err := Load("testdata/receivers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := p.Longer(121)
-	if len(got) != 1 || got[0].By != "long" || got[0].Name != "122" || got[0].Pos.Line != 4 {
-		t.Fatalf("longer than 121 lines: %+v, want long, 122 lines, at line 4", got)
-	}
-	if got := p.Longer(122); len(got) != 0 {
-		t.Fatalf("longer than 122 lines: %+v, want none", got)
 	}
 }

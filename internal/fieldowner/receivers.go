@@ -298,37 +298,3 @@ func NoCrossLocked(t testing.TB, dir string) {
 		t.Errorf("%s:%d: %s calls %s.%s: a …Locked method is its own type's, called with its own lock held", filepath.Base(o.Pos.Filename), o.Pos.Line, o.By, o.Type, o.Name)
 	}
 }
-
-// Longer lists the package's functions (and methods) longer than limit lines, from their func
-// keyword to their closing brace.
-func (p *Package) Longer(limit int) []Offence {
-	var out []Offence
-	for _, f := range p.Files {
-		for _, decl := range f.Decls {
-			fd, ok := decl.(*ast.FuncDecl)
-			if !ok || fd.Body == nil {
-				continue
-			}
-			start, end := p.Fset.Position(fd.Pos()), p.Fset.Position(fd.End())
-			if n := end.Line - start.Line + 1; n > limit {
-				recv, _ := p.owners(fd)
-				out = append(out, Offence{Name: fmt.Sprint(n), By: funcName(fd, recv), Pos: start})
-			}
-		}
-	}
-	sortOffences(out)
-	return out
-}
-
-// FuncsAtMost fails t for every function of the package longer than limit lines: a longer one
-// is split into named steps.
-func FuncsAtMost(t testing.TB, dir string, limit int) {
-	t.Helper()
-	p, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range p.Longer(limit) {
-		t.Errorf("%s:%d: %s is %s lines, at most %d: split it into named steps", filepath.Base(o.Pos.Filename), o.Pos.Line, o.By, o.Name, limit)
-	}
-}
